@@ -1,0 +1,21 @@
+#!/bin/bash
+# Start Apache in the foreground with the settings given as environment variables, or,
+# with --healthcheck, answer whether /healthz returns 200 (bash only: no curl in the image).
+set -euo pipefail
+if [ "${1:-}" = --healthcheck ]; then
+  exec 3<>/dev/tcp/127.0.0.1/80
+  printf 'GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+  IFS= read -r status <&3
+  [[ "$status" == *" 200 "* ]]
+  exit
+fi
+set +u  # envvars reads unset variables
+# shellcheck disable=SC1091
+source /etc/apache2/envvars
+set -u
+mkdir -p "$APACHE_RUN_DIR" "$APACHE_LOCK_DIR" "$APACHE_LOG_DIR"
+defines=()
+[ "${ACCESS_LOG,,}" = on ] && defines+=(-D ACCESS_LOG)
+[ "${PROXY_CACHE:-off}" = on ] && defines+=(-D PROXY_CACHE)
+rm -f "$APACHE_PID_FILE"
+exec /usr/sbin/apache2 -D FOREGROUND "${defines[@]}" "$@"

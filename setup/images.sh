@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build every image of the stack: choose or bootstrap the base image, fetch the load generator's
+# wheels, build the shared Apache base, then the Compose services. Docker's layer cache makes a
+# second run take seconds. Extra arguments go to `docker compose` (e.g. -f compose/haproxy.yml).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+BASE_IMAGE=$(setup/base-image.sh)
+export BASE_IMAGE
+tag=${TIERBENCH_TAG:-0.1.0}
+setup/wheelhouse.sh
+echo "setup: building images from $BASE_IMAGE" >&2
+docker build -q -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
+docker compose "$@" build -q
+docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy

@@ -1,0 +1,229 @@
+"""Tests for tierbench.report against the hand-written run-example fixture."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tierbench.report import aggregate, load_summary, render_report, write_report
+
+FIXTURE = Path(__file__).parent / "data" / "run-example"
+
+
+@pytest.fixture
+def rows() -> list[dict]:
+    return load_summary(FIXTURE / "summary.csv")
+
+
+@pytest.fixture
+def manifest() -> dict:
+    return json.loads((FIXTURE / "manifest.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+def sections(page: str) -> list[str]:
+    return re.findall(r'<section class="trace".*?</section>', page, flags=re.S)
+
+
+def warnings_part(page: str) -> str:
+    """The part of the page between the header and the first trace section."""
+    return page[page.index("</header>") : page.index('<section class="trace"')]
+
+
+def rewrite_csv(path: Path, edit: Callable[[list[list[str]]], None]) -> None:
+    with path.open(newline="", encoding="utf-8") as handle:
+        table = list(csv.reader(handle))
+    edit(table)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(table)
+
+
+def test_load_summary_converts_types(rows: list[dict]) -> None:
+    assert len(rows) == 12
+    first = rows[0]
+    assert first["point"] == "p001" and first["trace"] == "static-1k"
+    assert first["repetition"] == 1 and isinstance(first["repetition"], int)
+    assert first["tps"] == pytest.approx(4125.3) and isinstance(first["tps"], float)
+    assert first["bytes_moved"] == 157668966
+    assert first["client_bound"] is False
+    assert rows[1]["client_bound"] is True
+
+
+def test_aggregation_matches_hand_computed_means(rows: list[dict]) -> None:
+    groups = aggregate(rows)
+    assert list(groups) == [
+        ("static-1k", "offload-on"),
+        ("static-1k", "offload-off"),
+        ("static-256k", "offload-on"),
+        ("static-256k", "offload-off"),
+        ("mixed-api", "offload-on"),
+        ("mixed-api", "offload-off"),
+    ]
+    g = groups[("static-1k", "offload-on")]  # p001, p002
+    assert g.repetitions == 2 and g.client_bound == 1
+    assert g.mean("tps") == pytest.approx((4125.3 + 4188.9) / 2)  # 4157.1
+    assert g.half_range("tps") == pytest.approx((4188.9 - 4125.3) / 2)  # 31.8
+    assert g.low_high("tps") == pytest.approx((4125.3, 4188.9))
+    assert g.mean("p99_ms") == pytest.approx((41.2 + 39.7) / 2)
+    assert g.mean("server_cpu_us_per_kb") == pytest.approx((113.46 + 113.02) / 2)
+    assert g.mean("cpu_s_web") == pytest.approx((7.85 + 7.96) / 2)
+    g = groups[("static-256k", "offload-off")]  # p007, p008
+    assert g.client_bound == 0
+    assert g.mean("tps") == pytest.approx((604.7 + 611.2) / 2)
+    assert g.mean("server_cpu_us_per_kb") == pytest.approx((5.1 + 5.08) / 2)
+    assert g.mean("host_cpu_us_per_kb") == pytest.approx((31.65 + 31.52) / 2)
+    assert g.mean("cpu_s_proxy") == pytest.approx((14.96 + 15.08) / 2)
+    g = groups[("mixed-api", "offload-on")]  # p009, p010
+    assert g.mean("p50_ms") == pytest.approx((25.1 + 25.4) / 2)
+    assert g.mean("generator_cpu_pct") == pytest.approx((69.4 + 68.8) / 2)
+    assert g.mean("mb_per_s") == pytest.approx((19.505 + 19.309) / 2)
+
+
+def test_rendered_tables_show_the_aggregates(rows: list[dict], manifest: dict) -> None:
+    first = sections(render_report(rows, manifest))[0]
+    assert "static-1k" in first
+    assert "4,157.1" in first and "± 31.8" in first  # TPS mean ± half-range, p001/p002
+    assert "3,969.8" in first and "± 17.2" in first  # p003/p004
+    assert "40.45" in first  # p99 mean of offload-on
+    assert "113.2" in first  # server CPU µs/KB of offload-on, 1 decimal
+
+
+def test_one_section_and_one_chart_per_trace(rows: list[dict], manifest: dict) -> None:
+    page = render_report(rows, manifest)
+    found = sections(page)
+    assert len(found) == 3
+    assert page.count("<svg") == 3
+    for section, trace in zip(found, ["static-1k", "static-256k", "mixed-api"], strict=True):
+        assert trace in section
+        assert section.count("<svg") == 1
+        assert section.count("<rect") == 4  # 2 modes x (TPS panel + CPU µs/KB panel)
+        assert section.count('class="whisker"') == 4
+        assert "TPS (requests / s)" in section and "server CPU (µs / KB)" in section
+        modes = re.findall(r'<td class="l">.*?</td>', section)
+        assert len(modes) == 2 and "offload-on" in modes[0] and "offload-off" in modes[1]
+
+
+def test_client_bound_warning_present_when_a_row_is_client_bound(
+    rows: list[dict], manifest: dict
+) -> None:
+    assert any(row["client_bound"] for row in rows)
+    top = warnings_part(render_report(rows, manifest))
+    assert "use a native engine" in top
+    assert "Client-bound points (1)" in top
+    assert "p002" in top and "p001" not in top
+
+
+def test_no_client_bound_warning_without_client_bound_rows(
+    rows: list[dict], manifest: dict
+) -> None:
+    for row in rows:
+        row["client_bound"] = False
+    page = render_report(rows, manifest)
+    assert "use a native engine" not in page
+    assert "Client-bound points" not in page
+    assert "No warnings" in page
+
+
+def test_trace_name_is_escaped(rows: list[dict], manifest: dict) -> None:
+    evil = "<script>alert('x')</script>"
+    for row in rows[:4]:
+        row["trace"] = evil
+    manifest["experiment"]["name"] = "<b>bold</b>"
+    page = render_report(rows, manifest)
+    assert "<script" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;" in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert len(sections(page)) == 3
+
+
+def test_output_is_self_contained(run_dir: Path) -> None:
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    for needle in ("http://", "https://", "<script", "<link", "src=", "url(", "@import"):
+        assert needle not in page, needle
+    assert "<style>" in page
+
+
+def test_write_report_writes_report_html_with_provenance(run_dir: Path) -> None:
+    out = write_report(run_dir)
+    assert out == run_dir / "report.html" and out.is_file()
+    page = out.read_text(encoding="utf-8")
+    assert "<h1>offload-compare</h1>" in page
+    assert "20241121-141503-offload-compare" in page
+    assert "three request mixes" in page  # description
+    prov = page[page.index("<h2>Provenance</h2>") :]
+    for text in (
+        "6.1.0-27-amd64",
+        "3f9c2a1d7e5b4c08a6f1e2d3c4b5a69788f0e1d2",
+        "2.26.1",
+        "sha256:8d1f0b7c",
+        "12 points in the manifest",
+        "loadgen_cpus",
+    ):
+        assert text in prov, text
+    assert "p012" not in prov  # the per-point entries are not rendered
+
+
+def test_empty_tps_does_not_crash_and_is_warned(run_dir: Path) -> None:
+    def blank_tps(table: list[list[str]]) -> None:
+        table[3][table[0].index("tps")] = ""  # p003
+
+    rewrite_csv(run_dir / "summary.csv", blank_tps)
+    rows = load_summary(run_dir / "summary.csv")
+    assert rows[2]["tps"] is None
+    assert aggregate(rows)[("static-1k", "offload-off")].mean("tps") == pytest.approx(3987.0)
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    top = warnings_part(page)
+    assert "Points with errors or missing values (1)" in top
+    assert "p003" in top and "<code>tps</code>" in top
+
+
+def test_failed_point_with_extra_error_value(run_dir: Path) -> None:
+    def fail_p004(table: list[list[str]]) -> None:
+        header = table[0]
+        row = table[4]
+        keep = {"point", "trace", "mode", "repetition", "engine", "users", "window_s"}
+        table[4] = [v if h in keep else "" for h, v in zip(header, row, strict=True)]
+        table[4].append("web container exited with code 137")
+
+    rewrite_csv(run_dir / "summary.csv", fail_p004)
+    rows = load_summary(run_dir / "summary.csv")
+    assert rows[3]["error"] == "web container exited with code 137"
+    group = aggregate(rows)[("static-1k", "offload-off")]
+    assert group.repetitions == 2 and group.failed == 1
+    assert group.mean("tps") == pytest.approx(3952.6)
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    top = warnings_part(page)
+    assert "p004" in top and "failed: web container exited with code 137" in top
+    assert "(1 failed)" in sections(page)[0]
+
+
+def test_extra_tier_column_appears(run_dir: Path) -> None:
+    def add_db(table: list[list[str]]) -> None:
+        at = table[0].index("cpu_s_web") + 1
+        for i, row in enumerate(table):
+            row.insert(at, "cpu_s_db" if i == 0 else f"{3 + i / 10:.1f}")
+
+    rewrite_csv(run_dir / "summary.csv", add_db)
+    page = write_report(run_dir).read_text(encoding="utf-8")
+    for section in sections(page):
+        assert 'title="cpu_s_db"' in section
+    assert "3.15" in sections(page)[0]  # mean of p001/p002 cpu_s_db: (3.1 + 3.2) / 2
+    points = page[page.index("<h2>All points</h2>") : page.index("<h2>Provenance</h2>")]
+    assert 'title="cpu_s_db"' in points
+
+
+def test_render_without_manifest_or_rows_does_not_crash() -> None:
+    page = render_report([], {})
+    assert "tierbench run" in page and "No points" in page
+    assert render_report([{"trace": "t", "mode": "m", "tps": "12.5"}], {}).count("<svg") == 1

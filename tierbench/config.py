@@ -1,0 +1,263 @@
+"""Experiment and mode files: loading, validation (errors name the file and key), expansion."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tierbench.netif import FEATURE_ALIASES, NicSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS_DIR = ROOT / "experiments"
+MODES_DIR = ROOT / "modes"
+TIERS = ("loadgen", "proxy", "web")
+PROXIES = ("apache", "haproxy")
+
+
+class ConfigError(Exception):
+    """An experiment or mode file that cannot be used; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A named, declarative set of interface settings applied to some tiers."""
+
+    name: str
+    description: str
+    tiers: tuple[str, ...]
+    nic: NicSettings
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mode as it will be recorded in the manifest."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tiers": list(self.tiers),
+            "nic": {"features": dict(self.nic.features), "mtu": self.nic.mtu},
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured run: a trace under a mode, one repetition."""
+
+    index: int
+    trace: dict[str, Any]
+    mode: str
+    repetition: int
+
+    @property
+    def id(self) -> str:
+        """Directory name of the point: p001, p002, ..."""
+        return f"p{self.index:03d}"
+
+
+@dataclass
+class Experiment:
+    """A resolved experiment file."""
+
+    name: str
+    description: str
+    source: str
+    seed: int
+    repetitions: int
+    engine: str
+    users: int
+    warmup_s: float
+    measure_s: float
+    settle_s: float
+    modes: list[Mode]
+    traces: list[dict[str, Any]]
+    stack: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def points(self) -> list[Point]:
+        """Every trace x mode x repetition, in an order shuffled with the experiment's seed."""
+        combos = list(itertools.product(self.traces, self.modes, range(1, self.repetitions + 1)))
+        random.Random(self.seed).shuffle(combos)
+        return [Point(i + 1, t, m.name, r) for i, (t, m, r) in enumerate(combos)]
+
+    def mode(self, name: str) -> Mode:
+        """The mode of that name."""
+        return next(m for m in self.modes if m.name == name)
+
+    def resolved(self) -> dict[str, Any]:
+        """The experiment with every default filled in and modes inlined, for the manifest."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "seed": self.seed,
+            "repetitions": self.repetitions,
+            "engine": self.engine,
+            "load": {"users": self.users, "warmup_s": self.warmup_s, "measure_s": self.measure_s},
+            "settle_s": self.settle_s,
+            "modes": [m.as_dict() for m in self.modes],
+            "traces": self.traces,
+            "stack": self.stack,
+        }
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _number(where: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
+    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not ok or value < minimum:
+        kind = "a whole number" if integer else "a number"
+        raise ConfigError(f"{where}: must be {kind} >= {minimum}, got {value!r}")
+    return value
+
+
+def resolve_path(name: str, folder: Path, what: str) -> Path:
+    """A file given by path, or by bare name inside folder (with .yml added)."""
+    path = Path(name)
+    if path.suffix in (".yml", ".yaml") or path.exists():
+        return path
+    candidate = folder / f"{name}.yml"
+    if candidate.exists():
+        return candidate
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.yml")))
+    raise ConfigError(f"no {what} named {name!r} (known: {known})")
+
+
+def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
+    """Load and validate one mode file (by name in modes/, or by path)."""
+    path = resolve_path(name, modes_dir, "mode")
+    data = _read_yaml(path)
+    _check_keys(str(path), data, {"description", "tiers", "nic"})
+    tiers = data.get("tiers", list(TIERS))
+    if not isinstance(tiers, list) or not tiers or any(t not in TIERS for t in tiers):
+        raise ConfigError(f"{path}: tiers: must be a non-empty list of {', '.join(TIERS)}, got {tiers!r}")
+    nic = data.get("nic") or {}
+    if not isinstance(nic, dict):
+        raise ConfigError(f"{path}: nic: must be a mapping")
+    _check_keys(f"{path}: nic", nic, {"features", "mtu"})
+    features = nic.get("features") or {}
+    if not isinstance(features, dict):
+        raise ConfigError(f"{path}: nic.features: must be a mapping of feature: on|off")
+    for key, value in features.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: nic.features.{key}: must be on or off, got {value!r}")
+        if not isinstance(key, str) or (key not in FEATURE_ALIASES and "-" not in key):
+            raise ConfigError(
+                f"{path}: nic.features.{key}: not a feature name (short names: "
+                f"{', '.join(sorted(FEATURE_ALIASES))}; or a long ethtool -k name)"
+            )
+    mtu = nic.get("mtu")
+    if mtu is not None:
+        _number(f"{path}: nic.mtu", mtu, minimum=68, integer=True)
+    return Mode(
+        name=path.stem,
+        description=str(data.get("description", "")).strip(),
+        tiers=tuple(tiers),
+        nic=NicSettings(features=dict(features), mtu=mtu),
+        source=str(path),
+    )
+
+
+def _trace(where: str, spec: Any) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: must be a mapping with name and kind")
+    name, kind = spec.get("name"), spec.get("kind")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.name: required")
+    if kind == "single":
+        _check_keys(where, spec, {"name", "kind", "size"})
+        _number(f"{where}.size", spec.get("size"), minimum=1, integer=True)
+    elif kind == "zipf":
+        _check_keys(where, spec, {"name", "kind", "alpha", "requests", "fileset"})
+        _number(f"{where}.alpha", spec.get("alpha"), minimum=0)
+        _number(f"{where}.requests", spec.get("requests", 10000), minimum=1, integer=True)
+        fs = spec.get("fileset")
+        if not isinstance(fs, dict) or fs.get("kind") != "uniform-log":
+            raise ConfigError(f"{where}.fileset: must be a mapping with kind: uniform-log")
+        _check_keys(f"{where}.fileset", fs, {"kind", "files", "min_size", "max_size", "seed"})
+        for key in ("files", "min_size", "max_size"):
+            _number(f"{where}.fileset.{key}", fs.get(key), minimum=1, integer=True)
+        if fs["max_size"] < fs["min_size"]:
+            raise ConfigError(f"{where}.fileset.max_size: must be >= min_size")
+    else:
+        raise ConfigError(f"{where}.kind: must be single or zipf, got {kind!r}")
+    return dict(spec)
+
+
+def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
+    """Load and validate an experiment file (by name in experiments/, or by path)."""
+    path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
+    data = _read_yaml(path)
+    where = str(path)
+    _check_keys(where, data, {"name", "description", "seed", "repetitions", "engine", "load",
+                              "settle_s", "modes", "traces", "stack"})
+    engine = data.get("engine", "locust")
+    if engine != "locust":
+        raise ConfigError(f"{where}: engine: only locust is available so far, got {engine!r}")
+    load = data.get("load") or {}
+    if not isinstance(load, dict):
+        raise ConfigError(f"{where}: load: must be a mapping")
+    _check_keys(f"{where}: load", load, {"users", "warmup_s", "measure_s"})
+    modes = data.get("modes")
+    if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
+        raise ConfigError(f"{where}: modes: must be a non-empty list of mode names")
+    if len(set(modes)) != len(modes):
+        raise ConfigError(f"{where}: modes: lists a mode twice")
+    try:
+        loaded_modes = [load_mode(m, modes_dir) for m in modes]
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: modes: {exc}") from None
+    traces = data.get("traces")
+    if not isinstance(traces, list) or not traces:
+        raise ConfigError(f"{where}: traces: must be a non-empty list")
+    traces = [_trace(f"{where}: traces[{i}]", t) for i, t in enumerate(traces)]
+    names = [t["name"] for t in traces]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: traces: two traces share a name")
+    stack = {"proxy": "apache", "proxy_cache": False, "web_sendfile": True, "web_mmap": True}
+    given = data.get("stack") or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{where}: stack: must be a mapping")
+    _check_keys(f"{where}: stack", given, set(stack))
+    stack.update(given)
+    if stack["proxy"] not in PROXIES:
+        raise ConfigError(f"{where}: stack.proxy: must be one of {', '.join(PROXIES)}")
+    for key in ("proxy_cache", "web_sendfile", "web_mmap"):
+        if not isinstance(stack[key], bool):
+            raise ConfigError(f"{where}: stack.{key}: must be on or off")
+    return Experiment(
+        name=str(data.get("name", path.stem)),
+        description=" ".join(str(data.get("description", "")).split()),
+        source=str(path),
+        seed=_number(f"{where}: seed", data.get("seed", 1), minimum=0, integer=True),
+        repetitions=_number(f"{where}: repetitions", data.get("repetitions", 1), minimum=1, integer=True),
+        engine=engine,
+        users=_number(f"{where}: load.users", load.get("users", 16), minimum=1, integer=True),
+        warmup_s=_number(f"{where}: load.warmup_s", load.get("warmup_s", 5), minimum=0),
+        measure_s=_number(f"{where}: load.measure_s", load.get("measure_s", 15), minimum=2),
+        settle_s=_number(f"{where}: settle_s", data.get("settle_s", 1), minimum=0),
+        modes=loaded_modes,
+        traces=traces,
+        stack=stack,
+        raw=data,
+    )

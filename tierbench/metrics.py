@@ -1,0 +1,134 @@
+"""From one point's raw data (1 Hz counter samples, per-request records) to its summary row.
+
+The measured window is bracketed by samples: from the first sample at or after the end of the
+warm-up to the last sample at or before the end of the measured period. Requests, CPU and bytes
+are all counted over that same interval, so per-request and per-KB figures are consistent.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierbench.sampler import CLK_TCK
+
+CLIENT_BOUND_PCT = 85.0
+SUMMARY_COLUMNS = [
+    "point", "trace", "mode", "repetition", "engine", "users", "window_s", "requests", "tps",
+    "p50_ms", "p99_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
+    "host_usr_pct", "host_sys_pct", "host_irq_pct", "host_softirq_pct", "host_iowait_pct",
+    "host_steal_pct", "host_idle_pct", "generator_cpu_pct", "bytes_moved", "mb_per_s",
+    "server_cpu_us_per_req", "server_cpu_us_per_kb", "host_cpu_us_per_kb", "client_bound",
+]
+
+
+class MetricsError(Exception):
+    """The raw data of a point cannot give a summary (too few samples, no requests)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as logged by the load generator."""
+
+    end_s: float
+    latency_ms: float
+    bytes: int
+    status: int
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx or 3xx answer."""
+        return 200 <= self.status < 400
+
+
+def read_requests(path: Path) -> list[Request]:
+    """Parse the load generator's request log (end_s,latency_ms,bytes,path,status)."""
+    with path.open(newline="") as fh:
+        return [Request(float(r["end_s"]), float(r["latency_ms"]), int(r["bytes"]), int(r["status"]))
+                for r in csv.DictReader(fh)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def window(samples: list[dict], start: float, end: float) -> tuple[dict, dict]:
+    """The samples that bracket the measured window [start, end]."""
+    inside = [s for s in samples if start <= s["t"] <= end]
+    if len(inside) < 2:
+        raise MetricsError(f"only {len(inside)} sample(s) fell in the measured window; "
+                           "the load run ended early or the sampler stalled")
+    return inside[0], inside[-1]
+
+
+def summarize(samples: list[dict], requests: list[Request], *, start: float, end: float,
+              generator: str, generator_allowance: float, bytes_label: str) -> dict:
+    """The measured numbers of one point (see SUMMARY_COLUMNS)."""
+    first, last = window(samples, start, end)
+    dt = last["t"] - first["t"]
+    counted = [r for r in requests if first["t"] < r.end_s <= last["t"]]
+    good = [r for r in counted if r.ok]
+    if not good:
+        raise MetricsError("no successful request completed in the measured window")
+    cpu = {tier: last["cpu"][tier]["usage_s"] - first["cpu"][tier]["usage_s"] for tier in last["cpu"]}
+    servers = sum(v for tier, v in cpu.items() if tier != generator)
+    ticks = {k: last["host"][k] - first["host"][k] for k in last["host"]}
+    total_ticks = sum(ticks.values()) or 1
+    pct = {k: 100.0 * v / total_ticks for k, v in ticks.items()}
+    busy_s = sum(ticks[k] for k in ("user", "nice", "system", "irq", "softirq")) / CLK_TCK
+    if bytes_label in first["net"] and bytes_label in last["net"]:
+        moved = last["net"][bytes_label]["tx_bytes"] - first["net"][bytes_label]["tx_bytes"]
+    else:
+        moved = sum(r.bytes for r in good)
+    kbytes = moved / 1024 or float("nan")
+    gen_pct = 100.0 * cpu.get(generator, 0.0) / dt / generator_allowance
+    row = {
+        "window_s": round(dt, 3),
+        "requests": len(good),
+        "tps": len(good) / dt,
+        "p50_ms": percentile([r.latency_ms for r in good], 50),
+        "p99_ms": percentile([r.latency_ms for r in good], 99),
+        "errors": len(counted) - len(good),
+        **{f"cpu_s_{tier}": v for tier, v in sorted(cpu.items())},
+        "cpu_s_servers": servers,
+        "host_usr_pct": pct["user"] + pct["nice"],
+        "host_sys_pct": pct["system"],
+        "host_irq_pct": pct["irq"],
+        "host_softirq_pct": pct["softirq"],
+        "host_iowait_pct": pct["iowait"],
+        "host_steal_pct": pct["steal"],
+        "host_idle_pct": pct["idle"],
+        "generator_cpu_pct": gen_pct,
+        "bytes_moved": moved,
+        "mb_per_s": moved / dt / 1e6,
+        "server_cpu_us_per_req": servers * 1e6 / len(good),
+        "server_cpu_us_per_kb": servers * 1e6 / kbytes,
+        "host_cpu_us_per_kb": busy_s * 1e6 / kbytes,
+        "client_bound": gen_pct >= CLIENT_BOUND_PCT,
+    }
+    return row
+
+
+def per_second(samples: list[dict], requests: list[Request]) -> list[dict]:
+    """Per-second rates between consecutive samples: requests, CPU per tier, host busy %."""
+    rows = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b["t"] - a["t"]
+        if dt <= 0:
+            continue
+        n = sum(1 for r in requests if a["t"] < r.end_s <= b["t"] and r.ok)
+        ticks = {k: b["host"][k] - a["host"][k] for k in b["host"]}
+        total = sum(ticks.values()) or 1
+        rows.append({
+            "t": b["t"],
+            "tps": n / dt,
+            **{f"cpu_{tier}": (b["cpu"][tier]["usage_s"] - a["cpu"][tier]["usage_s"]) / dt
+               for tier in b["cpu"]},
+            "host_busy_pct": 100.0 * (total - ticks["idle"] - ticks["iowait"]) / total,
+        })
+    return rows

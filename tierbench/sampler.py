@@ -1,0 +1,140 @@
+"""1 Hz sampling of CPU per container (cgroup v1 cpuacct or v2 cpu.stat), of the host
+(/proc/stat) and of interface byte counters, written as JSON lines of raw cumulative counters."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class SamplerError(Exception):
+    """A counter the sampler needs cannot be found."""
+
+
+def _mountpoint(fstype: str, option: str | None = None) -> Path | None:
+    """Mount point of a cgroup hierarchy, from /proc/self/mountinfo."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if rest and rest[0] == fstype and (option is None or option in rest[-1].split(",")):
+            return Path(fields[4])
+    return None
+
+
+class CgroupCpu:
+    """Cumulative CPU seconds (total, user, system) of the cgroup a process lives in."""
+
+    def __init__(self, pid: int) -> None:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        v1 = [ln.split(":", 2) for ln in lines if "cpuacct" in ln.split(":", 2)[1].split(",")]
+        if v1:
+            mount = _mountpoint("cgroup", "cpuacct")
+            if mount is None:
+                raise SamplerError("cgroup v1 cpuacct is in use but not mounted")
+            self.version = 1
+            self.dir = mount / v1[0][2].lstrip("/")
+        else:
+            path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+            mount = _mountpoint("cgroup2")
+            if path is None or mount is None:
+                raise SamplerError(f"no cpuacct (v1) or cgroup2 hierarchy for pid {pid}")
+            self.version = 2
+            self.dir = mount / path.lstrip("/")
+        self.read()  # fail now, not in the sampling thread
+
+    def read(self) -> dict[str, float]:
+        """{"usage_s", "user_s", "system_s"} since the cgroup was created."""
+        if self.version == 1:
+            stat = dict(ln.split() for ln in (self.dir / "cpuacct.stat").read_text().splitlines())
+            usage = int((self.dir / "cpuacct.usage").read_text()) / 1e9
+            return {"usage_s": usage, "user_s": int(stat["user"]) / CLK_TCK,
+                    "system_s": int(stat["system"]) / CLK_TCK}
+        stat = dict(ln.split() for ln in (self.dir / "cpu.stat").read_text().splitlines())
+        return {"usage_s": int(stat["usage_usec"]) / 1e6, "user_s": int(stat["user_usec"]) / 1e6,
+                "system_s": int(stat["system_usec"]) / 1e6}
+
+    def cpus(self) -> str:
+        """The cgroup's cpuset (e.g. '0-1'), or '' where it cannot be read."""
+        mount = _mountpoint("cgroup", "cpuset")
+        candidates = []
+        if self.version == 1 and mount is not None:
+            candidates.append(mount / self.dir.relative_to(_mountpoint("cgroup", "cpuacct")) / "cpuset.cpus")
+        candidates += [self.dir / "cpuset.cpus.effective", self.dir / "cpuset.cpus"]
+        for path in candidates:
+            try:
+                text = path.read_text().strip()
+            except OSError:
+                continue
+            if text:
+                return text
+        return ""
+
+
+def host_cpu() -> dict[str, int]:
+    """The aggregate `cpu` line of /proc/stat, in clock ticks."""
+    with open("/proc/stat") as fh:
+        values = fh.readline().split()[1:]
+    return {k: int(v) for k, v in zip(PROC_STAT_FIELDS, values)}
+
+
+def iface_counters(ifname: str) -> dict[str, int]:
+    """Byte and packet counters of a host-netns interface."""
+    base = Path("/sys/class/net") / ifname / "statistics"
+    return {k: int((base / k).read_text()) for k in ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")}
+
+
+class Sampler:
+    """Samples every second in a background thread; `stop()` takes a last sample and closes."""
+
+    def __init__(self, out: Path, cgroups: dict[str, CgroupCpu], ifaces: dict[str, str],
+                 interval: float = 1.0) -> None:
+        self.out, self.cgroups, self.ifaces, self.interval = out, cgroups, ifaces, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self.samples: list[dict] = []
+        self.error: str | None = None
+
+    def sample(self) -> dict:
+        """One sample of every counter, stamped with the wall clock."""
+        sample = {"t": time.time(), "host": host_cpu(),
+                  "cpu": {name: cg.read() for name, cg in self.cgroups.items()}, "net": {}}
+        for label, ifname in self.ifaces.items():
+            try:
+                sample["net"][label] = iface_counters(ifname)
+            except OSError:
+                pass  # the interface went away (container stopped); the summary notices
+        return sample
+
+    def _loop(self) -> None:
+        with self.out.open("a") as fh:
+            deadline = time.monotonic()
+            while True:
+                try:
+                    sample = self.sample()
+                except OSError as exc:
+                    self.error = f"sampling stopped: {exc}"
+                    return
+                self.samples.append(sample)
+                fh.write(json.dumps(sample) + "\n")
+                fh.flush()
+                if self._stop.is_set():
+                    return
+                deadline += self.interval
+                self._stop.wait(max(0.0, deadline - time.monotonic()))
+
+    def start(self) -> Sampler:
+        """Start sampling (the first sample is taken at once)."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict]:
+        """Stop after one final sample; returns every sample taken."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.samples

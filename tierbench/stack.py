@@ -1,0 +1,201 @@
+"""The Compose stack: preflight checks, bring-up with an experiment's settings, discovery, teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierbench.config import ROOT, TIERS, Experiment
+
+PROJECT = "tierbench"
+TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
+OVERLAYS = {"haproxy": ["compose/haproxy.yml"]}
+
+
+class StackError(Exception):
+    """The stack cannot be brought up or inspected; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """One running service container of the stack."""
+
+    service: str
+    id: str
+    name: str
+    pid: int
+    image: str
+    image_id: str
+    cpuset: str
+
+
+def compose_files(proxy: str = "apache") -> list[str]:
+    """The -f arguments for a stack with this proxy."""
+    files = ["docker-compose.yml", *OVERLAYS.get(proxy, [])]
+    return [arg for f in files for arg in ("-f", str(ROOT / f))]
+
+
+def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    try:
+        done = subprocess.run(
+            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise StackError(f"{argv[0]} is not installed: run `make setup`") from None
+    except subprocess.TimeoutExpired:
+        raise StackError(f"`{' '.join(argv[:4])} ...` did not finish within {timeout:.0f} s") from None
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        tail = " | ".join(detail[-3:]) if detail else f"exit code {done.returncode}"
+        raise StackError(f"`{' '.join(argv[:4])} ...` failed: {tail}")
+    return done.stdout
+
+
+def preflight() -> None:
+    """Refuse to start, with one sentence, when the host lacks what a run needs."""
+    if os.geteuid() != 0:
+        raise StackError("tierbench run needs root (it changes interface settings with ethtool "
+                         "and nsenter): run it as root")
+    for tool, package in (("ethtool", "ethtool"), ("nsenter", "util-linux"), ("ip", "iproute2"),
+                          ("tc", "iproute2"), ("docker", "docker.io")):
+        if shutil.which(tool) is None:
+            raise StackError(f"{tool} is missing: install the {package} package (or run `make setup`)")
+    try:
+        _run(["docker", "compose", "version"], timeout=30)
+        _run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=30)
+    except StackError:
+        raise StackError("no Docker engine with Compose v2 answers: run `make setup`") from None
+
+
+def stack_env(exp: Experiment, filesets: list[dict]) -> dict[str, str]:
+    """Environment for docker compose: the experiment's server options and file sets."""
+    env = dict(os.environ)
+    env.update({
+        "FILESETS": json.dumps(filesets, separators=(",", ":")),
+        "PROXY_CACHE": "on" if exp.stack["proxy_cache"] else "off",
+        "WEB_SENDFILE": "On" if exp.stack["web_sendfile"] else "Off",
+        "WEB_MMAP": "On" if exp.stack["web_mmap"] else "Off",
+        "TIERBENCH_RESULTS": str(results_root()),
+    })
+    return env
+
+
+def results_root() -> Path:
+    """Where runs are written: $TIERBENCH_RESULTS or results/ in the checkout."""
+    return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
+
+
+def check_images(proxy: str) -> None:
+    """Fail with the command to run when an image of the stack has not been built."""
+    wanted = ["tierbench-loadgen", "tierbench-web",
+              "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy"]
+    for name in wanted:
+        try:
+            _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
+        except StackError:
+            raise StackError(f"image {name}:{TAG} is not built: run `make images`") from None
+
+
+def check_cpusets(env: dict[str, str]) -> None:
+    """Refuse a CPU layout that names cores this host does not have."""
+    ncpu = os.cpu_count() or 1
+    for var, default in (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1")):
+        value = env.get(var) or default
+        try:
+            cpus = parse_cpuset(value)
+        except ValueError:
+            raise StackError(f"{var}={value!r} is not a CPU list like 0 or 0-1 or 0,2") from None
+        if max(cpus) >= ncpu:
+            raise StackError(f"{var}={value} names CPU {max(cpus)} but this host has {ncpu} "
+                             f"(0-{ncpu - 1}): set {var} in .env")
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """CPU numbers of a cpuset list such as '0-2,4'."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.append(int(part))
+    if not cpus:
+        raise ValueError(text)
+    return cpus
+
+
+def up(exp: Experiment, filesets: list[dict]) -> None:
+    """Bring the stack up for an experiment and wait until every service is healthy."""
+    env = stack_env(exp, filesets)
+    check_cpusets(env)
+    check_images(exp.stack["proxy"])
+    results_root().mkdir(parents=True, exist_ok=True)
+    _run(["docker", "compose", *compose_files(exp.stack["proxy"]), "up", "-d", "--wait",
+          "--no-build", "--remove-orphans"], env=env, timeout=600)
+
+
+def down() -> None:
+    """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
+    files = [a for p in ("apache", "haproxy") for a in compose_files(p)]
+    _run(["docker", "compose", *dict.fromkeys(files), "down", "-v", "--remove-orphans",
+          "--timeout", "10"], timeout=300)
+
+
+def containers() -> dict[str, Container]:
+    """The running containers of the stack, by service."""
+    ids = _run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+               timeout=30).split()
+    if not ids:
+        return {}
+    found: dict[str, Container] = {}
+    for info in json.loads(_run(["docker", "inspect", *ids], timeout=30)):
+        service = info["Config"]["Labels"].get("com.docker.compose.service", "")
+        found[service] = Container(
+            service=service,
+            id=info["Id"],
+            name=info["Name"].lstrip("/"),
+            pid=int(info["State"]["Pid"]),
+            image=info["Config"]["Image"],
+            image_id=info["Image"],
+            cpuset=info["HostConfig"].get("CpusetCpus") or "",
+        )
+    return found
+
+
+def tier_containers() -> dict[str, Container]:
+    """The running tiers (loadgen, proxy, web); fails naming any that is not running."""
+    found = containers()
+    missing = [t for t in TIERS if t not in found]
+    if missing:
+        raise StackError(f"service {missing[0]} of the stack is not running: "
+                         f"see `docker compose logs {missing[0]}`")
+    return {t: found[t] for t in TIERS}
+
+
+def exec_in(container: Container, argv: list[str], *, env: dict[str, str] | None = None,
+            user: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a command in a container; returns the completed process (never raises on exit code)."""
+    cmd = ["docker", "exec"]
+    for key, value in (env or {}).items():
+        cmd += ["-e", f"{key}={value}"]
+    if user:
+        cmd += ["-u", user]
+    cmd += [container.id, *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def versions() -> dict[str, str]:
+    """Docker engine, client and Compose versions."""
+    out = {}
+    for key, argv in (("docker_server", ["docker", "version", "--format", "{{.Server.Version}}"]),
+                      ("docker_client", ["docker", "version", "--format", "{{.Client.Version}}"]),
+                      ("compose", ["docker", "compose", "version", "--short"])):
+        try:
+            out[key] = _run(argv, timeout=30).strip()
+        except StackError as exc:
+            out[key] = f"unknown ({exc})"
+    return out

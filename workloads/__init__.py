@@ -1,0 +1,1 @@
+"""File sets, traces and load-generator user classes of the testbed."""
