@@ -31,7 +31,8 @@ def set_name(spec: dict) -> str:
     if spec["kind"] == "single":
         return f"single-{spec['size']}"
     if spec["kind"] == "uniform-log":
-        return "log-{files}x{min_size}-{max_size}-s{seed}".format(seed=spec.get("seed", 1), **spec)
+        seed = spec.get("seed", 1)
+        return f"log-{spec['files']}x{spec['min_size']}-{spec['max_size']}-s{seed}"
     raise FilesetError(f"unknown file-set kind {spec['kind']!r} (expected single or uniform-log)")
 
 

@@ -1,0 +1,38 @@
+# tierbench: `make run` runs the default experiment end to end, `make test` runs every test.
+# Variables can be overridden: make run EXP=experiments/quick.yml
+EXP ?= quick
+PYTEST_ARGS ?=
+VENV := .venv/bin
+
+.DEFAULT_GOAL := help
+.PHONY: help run test plan clean setup setup-venv images lint
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: setup images ## Build what is missing, bring the stack up, run EXP (default quick), write the report
+	$(VENV)/tierbench run $(EXP)
+
+test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
+	$(VENV)/ruff check tierbench workloads tests
+	$(VENV)/pytest $(PYTEST_ARGS)
+
+plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
+	$(VENV)/tierbench plan $(EXP)
+
+clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
+	$(VENV)/tierbench clean
+
+setup: ## Docker engine and Compose v2, host tools, the Python environment (.venv)
+	setup/docker.sh
+	setup/host-tools.sh
+	setup/venv.sh
+
+setup-venv:
+	@setup/venv.sh
+
+images: ## Build the images (bootstraps a local Debian base when none can be pulled)
+	setup/images.sh
+
+lint: setup-venv ## ruff over the Python code
+	$(VENV)/ruff check tierbench workloads tests

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the host tools the control program runs (ethtool, ip/tc, nsenter) when missing.
+set -euo pipefail
+missing=()
+command -v ethtool >/dev/null || missing+=(ethtool)
+command -v tc >/dev/null && command -v ip >/dev/null || missing+=(iproute2)
+command -v nsenter >/dev/null || missing+=(util-linux)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+else
+  echo "setup: missing host tools: install the packages ${missing[*]}" >&2; exit 1
+fi

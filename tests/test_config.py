@@ -1,0 +1,109 @@
+"""Experiment and mode files: validation names the file and key; expansion is deterministic."""
+
+from pathlib import Path
+
+import pytest
+
+from tierbench import config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def minimal(tmp_path: Path, **overrides: str) -> Path:
+    body = {
+        "modes": "modes: [offloads-on, offloads-off]",
+        "traces": "traces: [{name: a, kind: single, size: 4096}]",
+        "extra": "",
+    }
+    body.update(overrides)
+    return write(tmp_path, "exp.yml", "name: t\nrepetitions: 2\n" + "\n".join(body.values()) + "\n")
+
+
+def test_shipped_experiment_and_modes_load() -> None:
+    exp = config.load_experiment("quick")
+    assert [m.name for m in exp.modes] == ["offloads-on", "offloads-off"]
+    off = exp.mode("offloads-off").nic.features
+    assert off == {f: False for f in ("tso", "gso", "gro", "sg", "rx", "tx")}
+    assert {t["name"] for t in exp.traces} == {"single-4k", "single-1m", "zipf-0.9"}
+    assert exp.measure_s == 15 and exp.repetitions == 2
+
+
+def test_points_are_the_full_cross_product_in_a_seeded_order(tmp_path: Path) -> None:
+    exp = config.load_experiment(str(minimal(tmp_path)))
+    points = exp.points()
+    assert len(points) == 1 * 2 * 2
+    assert {(p.mode, p.repetition) for p in points} == {
+        (m, r) for m in ("offloads-on", "offloads-off") for r in (1, 2)}
+    assert [p.id for p in points] == ["p001", "p002", "p003", "p004"]
+    again = config.load_experiment(str(minimal(tmp_path))).points()
+    assert [(p.mode, p.repetition) for p in points] == [(p.mode, p.repetition) for p in again]
+
+
+def test_quick_order_differs_from_declaration_order() -> None:
+    exp = config.load_experiment("quick")
+    run_order = [(p.trace["name"], p.mode, p.repetition) for p in exp.points()]
+    declared = [(t["name"], m.name, r) for t in exp.traces for m in exp.modes
+                for r in range(1, exp.repetitions + 1)]
+    assert sorted(run_order) == sorted(declared)
+    assert run_order != declared
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"modes": "modes: [no-such-mode]"}, "modes: no mode named 'no-such-mode'"),
+        ({"modes": "modes: offloads-on"}, "modes: must be a non-empty list"),
+        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single or zipf"),
+        ({"traces": "traces: [{name: a, kind: single, size: -1}]"}, "traces[0].size: must be"),
+        ({"traces": "traces: [{name: a, kind: zipf, alpha: 0.9}]"}, "traces[0].fileset"),
+        ({"extra": "colour: blue"}, "unknown key 'colour'"),
+        ({"extra": "load: {users: 0}"}, "load.users: must be a whole number >= 1"),
+        ({"extra": "stack: {proxy: nginx}"}, "stack.proxy: must be one of apache, haproxy"),
+        ({"extra": "engine: wrk"}, "engine: only locust"),
+    ],
+)
+def test_bad_experiments_are_refused_naming_file_and_key(
+    tmp_path: Path, override: dict, message: str
+) -> None:
+    path = minimal(tmp_path, **override)
+    with pytest.raises(config.ConfigError) as err:
+        config.load_experiment(str(path))
+    assert str(path) in str(err.value)
+    assert message in str(err.value)
+
+
+def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "bad.yml", "name: [unclosed\n")
+    with pytest.raises(config.ConfigError) as err:
+        config.load_experiment(str(path))
+    assert "not valid YAML" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nic: {features: {tso: maybe}}", "nic.features.tso: must be on or off"),
+        ("nic: {features: {warp: on}}", "nic.features.warp: not a feature name"),
+        ("nic: {mtu: 20}", "nic.mtu: must be a whole number >= 68"),
+        ("tiers: [db]", "tiers: must be a non-empty list of loadgen, proxy, web"),
+        ("nic: {speed: 10}", "unknown key 'speed'"),
+    ],
+)
+def test_bad_modes_are_refused_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path, "m.yml", text + "\n")
+    with pytest.raises(config.ConfigError) as err:
+        config.load_mode("m", modes_dir=tmp_path)
+    assert str(tmp_path / "m.yml") in str(err.value) and message in str(err.value)
+
+
+def test_mode_long_feature_names_are_accepted(tmp_path: Path) -> None:
+    write(tmp_path, "m.yml", "tiers: [web]\nnic: {features: {tx-tcp6-segmentation: off}, mtu: 9000}\n")
+    mode = config.load_mode("m", modes_dir=tmp_path)
+    assert mode.tiers == ("web",)
+    assert mode.nic.features == {"tx-tcp6-segmentation": False} and mode.nic.mtu == 9000

@@ -1,0 +1,104 @@
+"""Summary numbers against values computed by hand for small fixed inputs."""
+
+import pytest
+
+from tierbench import metrics
+from tierbench.sampler import CLK_TCK
+
+
+def sample(t: float, loadgen: float, proxy: float, web: float, ticks: dict, tx: int) -> dict:
+    host = {k: 0 for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")}
+    host.update(ticks)
+    cpu = {name: {"usage_s": v, "user_s": v / 2, "system_s": v / 2}
+           for name, v in (("loadgen", loadgen), ("proxy", proxy), ("web", web))}
+    return {"t": t, "host": host, "cpu": cpu, "net": {"host:vethA": {"tx_bytes": tx, "rx_bytes": 0}}}
+
+
+def make_samples() -> list[dict]:
+    # 100 s ... 110 s; the window [102, 106] brackets samples at 102 and 106 (4 s).
+    out = []
+    for i in range(11):
+        t = 100.0 + i
+        ticks = {"user": 60 * i, "system": 30 * i, "softirq": 10 * i, "idle": 100 * i}
+        out.append(sample(t, loadgen=0.5 * i, proxy=0.25 * i, web=0.125 * i, ticks=ticks,
+                          tx=1_024_000 * i))
+    return out
+
+
+def make_requests() -> list[metrics.Request]:
+    reqs = []
+    for k in range(1, 41):  # 40 requests, 10 per second, ending in (102, 106]
+        reqs.append(metrics.Request(end_s=102 + k / 10, latency_ms=float(k), bytes=1000, status=200))
+    reqs.append(metrics.Request(end_s=103.05, latency_ms=5.0, bytes=0, status=503))
+    reqs.append(metrics.Request(end_s=101.5, latency_ms=1.0, bytes=1000, status=200))  # warm-up
+    reqs.append(metrics.Request(end_s=107.5, latency_ms=1.0, bytes=1000, status=200))  # after
+    return reqs
+
+
+def test_summary_by_hand() -> None:
+    row = metrics.summarize(make_samples(), make_requests(), start=101.5, end=106.4,
+                            generator="loadgen", generator_allowance=1.0,
+                            bytes_label="host:vethA")
+    assert row["window_s"] == 4.0
+    assert row["requests"] == 40 and row["errors"] == 1
+    assert row["tps"] == pytest.approx(10.0)
+    assert row["p50_ms"] == 20.0 and row["p99_ms"] == 40.0  # nearest rank of 1..40
+    assert row["cpu_s_loadgen"] == pytest.approx(2.0)
+    assert row["cpu_s_proxy"] == pytest.approx(1.0)
+    assert row["cpu_s_web"] == pytest.approx(0.5)
+    assert row["cpu_s_servers"] == pytest.approx(1.5)
+    # host: 4 s x (60 usr + 30 sys + 10 softirq + 100 idle) ticks/s
+    assert row["host_usr_pct"] == pytest.approx(30.0)
+    assert row["host_sys_pct"] == pytest.approx(15.0)
+    assert row["host_softirq_pct"] == pytest.approx(5.0)
+    assert row["host_idle_pct"] == pytest.approx(50.0)
+    assert row["generator_cpu_pct"] == pytest.approx(50.0)  # 2 s over 4 s of one core
+    assert row["bytes_moved"] == 4 * 1_024_000
+    assert row["mb_per_s"] == pytest.approx(1.024)
+    assert row["server_cpu_us_per_req"] == pytest.approx(1.5e6 / 40)
+    assert row["server_cpu_us_per_kb"] == pytest.approx(1.5e6 / 4000)
+    host_busy_s = 4 * (60 + 30 + 10) / CLK_TCK
+    assert row["host_cpu_us_per_kb"] == pytest.approx(host_busy_s * 1e6 / 4000)
+    assert row["client_bound"] is False
+
+
+def test_client_bound_at_85_percent_of_the_allowance() -> None:
+    kwargs = dict(start=101.5, end=106.4, generator="loadgen", bytes_label="host:vethA")
+    row = metrics.summarize(make_samples(), make_requests(), generator_allowance=0.58, **kwargs)
+    assert row["generator_cpu_pct"] == pytest.approx(50 / 0.58)
+    assert row["client_bound"] is True
+    row = metrics.summarize(make_samples(), make_requests(), generator_allowance=0.6, **kwargs)
+    assert row["client_bound"] is False
+
+
+def test_bytes_fall_back_to_response_sizes_without_counters() -> None:
+    samples = make_samples()
+    for s in samples:
+        s["net"] = {}
+    row = metrics.summarize(samples, make_requests(), start=101.5, end=106.4, generator="loadgen",
+                            generator_allowance=1.0, bytes_label="host:vethA")
+    assert row["bytes_moved"] == 40 * 1000
+
+
+def test_too_few_samples_or_no_success_is_an_error() -> None:
+    with pytest.raises(metrics.MetricsError, match="sample"):
+        metrics.summarize(make_samples(), make_requests(), start=103.5, end=103.9,
+                          generator="loadgen", generator_allowance=1, bytes_label="x")
+    failed = [metrics.Request(103.0, 1.0, 0, 500)]
+    with pytest.raises(metrics.MetricsError, match="no successful request"):
+        metrics.summarize(make_samples(), failed, start=101.5, end=106.4, generator="loadgen",
+                          generator_allowance=1, bytes_label="x")
+
+
+def test_percentile_nearest_rank() -> None:
+    assert metrics.percentile([5, 1, 3, 2, 4], 50) == 3
+    assert metrics.percentile([1, 2, 3, 4], 99) == 4
+    assert metrics.percentile([7], 50) == 7
+
+
+def test_per_second_rates() -> None:
+    rows = metrics.per_second(make_samples()[:3], make_requests())
+    assert len(rows) == 2
+    assert rows[0]["cpu_loadgen"] == pytest.approx(0.5)
+    assert rows[1]["tps"] == pytest.approx(1.0)  # only the warm-up request ended in (101, 102]
+    assert rows[0]["host_busy_pct"] == pytest.approx(50.0)

@@ -1,0 +1,38 @@
+"""The sampler reads real counters of this host: its own cgroup, /proc/stat, loopback."""
+
+import os
+import time
+from pathlib import Path
+
+from tierbench import sampler
+
+
+def test_cgroup_cpu_of_this_process_grows_with_work() -> None:
+    cg = sampler.CgroupCpu(os.getpid())
+    before = cg.read()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    after = cg.read()
+    assert after["usage_s"] - before["usage_s"] >= 0.2
+    assert after["user_s"] >= before["user_s"] and after["system_s"] >= before["system_s"]
+
+
+def test_host_cpu_has_every_field() -> None:
+    cpu = sampler.host_cpu()
+    assert set(cpu) == set(sampler.PROC_STAT_FIELDS)
+    assert cpu["idle"] > 0
+
+
+def test_sampler_writes_one_json_line_per_sample(tmp_path: Path) -> None:
+    out = tmp_path / "samples.jsonl"
+    cg = sampler.CgroupCpu(os.getpid())
+    s = sampler.Sampler(out, {"me": cg}, {"host:lo": "lo"}, interval=0.1).start()
+    time.sleep(0.45)
+    samples = s.stop()
+    assert 4 <= len(samples) <= 8
+    assert len(out.read_text().splitlines()) == len(samples)
+    times = [x["t"] for x in samples]
+    assert times == sorted(times)
+    assert samples[-1]["net"]["host:lo"]["rx_bytes"] >= samples[0]["net"]["host:lo"]["rx_bytes"]
+    assert "me" in samples[0]["cpu"] and s.error is None

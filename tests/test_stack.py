@@ -1,0 +1,185 @@
+"""The real stack end to end: Compose up, a two-mode run, restore on interrupts, clean.
+
+These tests drive the `tierbench` command as a user would, with results and the interface
+state file in temporary folders. They need root, Docker with Compose v2 and the images
+(`make test` provides all three).
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tierbench import netif, stack
+
+pytestmark = pytest.mark.stack
+
+ROOT = Path(__file__).resolve().parent.parent
+TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
+EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
+OFF_FEATURES = ("tcp-segmentation-offload", "generic-segmentation-offload",
+                "generic-receive-offload", "scatter-gather", "rx-checksumming", "tx-checksumming")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Results and state in temporary folders; fail, not skip, when prerequisites are missing."""
+    if os.geteuid() != 0:
+        pytest.fail("the stack tests need root: run `make test` as root")
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
+        pytest.fail("docker compose v2 is missing: run `make setup`")
+    base = tmp_path_factory.mktemp("stack")
+    e = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
+             TIERBENCH_STATE_DIR=str(base / "state"))
+    os.environ["TIERBENCH_STATE_DIR"] = e["TIERBENCH_STATE_DIR"]  # for StateFile() below
+    yield e
+    subprocess.run([*TIERBENCH, "clean"], env=e, cwd=ROOT, capture_output=True, timeout=300)
+
+
+def tierbench(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*TIERBENCH, *args], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_dir(env: dict[str, str], name: str) -> Path:
+    runs = sorted((Path(env["TIERBENCH_RESULTS"]) / name).iterdir())
+    return runs[-1]
+
+
+@pytest.fixture(scope="module")
+def two_modes(env: dict[str, str]) -> Path:
+    """One run of the two-mode experiment, shared by the checks below."""
+    done = tierbench(env, "run", str(EXPERIMENTS / "two-modes.yml"))
+    assert done.returncode == 0, done.stderr
+    return run_dir(env, "two-modes")
+
+
+def summary(path: Path) -> list[dict]:
+    with (path / "summary.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_both_modes_measure_tps_and_cpu_of_every_tier(two_modes: Path) -> None:
+    rows = summary(two_modes)
+    assert sorted(r["mode"] for r in rows) == ["offloads-off", "offloads-on"]
+    for row in rows:
+        assert not row["error"], row["error"]
+        assert float(row["tps"]) > 0
+        for tier in ("loadgen", "proxy", "web"):
+            assert float(row[f"cpu_s_{tier}"]) > 0, f"{tier} used no CPU in {row['mode']}"
+        assert float(row["bytes_moved"]) >= float(row["requests"]) * 1_048_576
+        assert row["client_bound"] in ("true", "false")
+
+
+def test_large_transfers_cost_more_cpu_per_kb_without_offloads(two_modes: Path) -> None:
+    by_mode = {r["mode"]: r for r in summary(two_modes)}
+    on = float(by_mode["offloads-on"]["server_cpu_us_per_kb"])
+    off = float(by_mode["offloads-off"]["server_cpu_us_per_kb"])
+    assert off > on, f"offloads off {off:.2f} us/KB is not above offloads on {on:.2f} us/KB"
+
+
+def test_snapshots_show_the_mode_during_and_the_original_after(two_modes: Path) -> None:
+    manifest = json.loads((two_modes / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    for record in manifest["points"].values():
+        assert record["mode_verified"] and record["restored"]
+        assert record["interfaces_after"] == record["interfaces_before"]
+        labels = record["endpoints"]
+        assert len(labels) == 8  # loadgen 1, proxy 2, web 1 interface; both ends of each
+        for label in labels:
+            during = record["interfaces_during"][label]["features"]
+            for feature in OFF_FEATURES:
+                if record["mode"] == "offloads-off":
+                    assert during[feature].startswith("off"), (label, feature)
+                else:
+                    assert during[feature].startswith("on"), (label, feature)
+
+
+def test_summary_and_report_agree(two_modes: Path) -> None:
+    html = (two_modes / "report.html").read_text()
+    for row in summary(two_modes):
+        assert f"{float(row['tps']):,.1f}" in html, row["mode"]
+    assert html.count("<svg") == 1  # one trace, one chart
+
+
+def test_manifest_records_provenance(two_modes: Path) -> None:
+    manifest = json.loads((two_modes / "manifest.json").read_text())
+    assert len(manifest["git"]["revision"]) == 40 or "not a git" in manifest["git"]["revision"]
+    assert set(manifest["images"]) == {"loadgen", "proxy", "web"}
+    assert all(v["id"].startswith("sha256:") for v in manifest["images"].values())
+    assert manifest["host"]["cpus"] == os.cpu_count()
+    assert "locust" in manifest["versions"]["locust"]
+    assert manifest["experiment"]["name"] == "two-modes"
+
+
+def current_settings() -> dict[str, dict]:
+    out = {}
+    for tier, c in stack.tier_containers().items():
+        for ep in netif.veth_endpoints(tier, c.pid):
+            out[ep.label] = netif.settings_view(netif.snapshot(ep))
+    return out
+
+
+def start_and_wait_for_load(env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+    """Start a long offloads-off run and return once its first point is under load."""
+    proc = subprocess.Popen([*TIERBENCH, "run", str(EXPERIMENTS / "interrupt.yml")], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        runs = Path(env["TIERBENCH_RESULTS"]) / "interrupt"
+        samples = list(runs.glob("*/points/p001/samples.jsonl")) if runs.exists() else []
+        if samples and len(samples[0].read_text().splitlines()) >= 3:
+            return proc, samples[0].parent.parent.parent
+        if proc.poll() is not None:
+            pytest.fail(f"tierbench run ended early: {proc.stdout.read()}")
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail("the interrupt experiment never reached its measured window")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes: Path,
+                                                 sig: signal.Signals) -> None:
+    proc, run = start_and_wait_for_load(env)
+    manifest = json.loads((run / "manifest.json").read_text())
+    before = manifest["points"]["p001"]["interfaces_before"]
+    changed = current_settings()
+    assert any(changed[k] != before[k] for k in before), "the mode changed nothing before the signal"
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out
+    assert current_settings() == before
+    assert netif.StateFile().load() is None
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"].startswith("interrupted")
+
+
+def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str],
+                                                               two_modes: Path) -> None:
+    proc, _ = start_and_wait_for_load(env)
+    saved = netif.StateFile().load()
+    assert saved, "no pre-change snapshot on disk while the mode was applied"
+    proc.kill()
+    proc.wait(timeout=30)
+    original = {label: netif.settings_view(snap) for label, snap in saved.items()}
+    assert current_settings() != original, "SIGKILL left nothing to restore"
+    done = tierbench(env, "clean", "--keep-stack")
+    assert done.returncode == 0, done.stderr
+    assert current_settings() == original
+    assert netif.StateFile().load() is None
+
+    done = tierbench(env, "clean")
+    assert done.returncode == 0, done.stderr
+    label = "label=com.docker.compose.project=tierbench"
+    containers = subprocess.run(["docker", "ps", "-aq", "--filter", label],
+                                capture_output=True, text=True).stdout.split()
+    networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", label],
+                              capture_output=True, text=True).stdout.split()
+    assert containers == [] and networks == []

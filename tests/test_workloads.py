@@ -1,0 +1,82 @@
+"""File sets and traces: deterministic, with the statistics they claim."""
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from workloads import filesets, traces
+
+LOG_SET = {"kind": "uniform-log", "files": 400, "min_size": 1024, "max_size": 65536, "seed": 7}
+
+
+def test_single_set_is_one_file_of_the_size() -> None:
+    assert filesets.files({"kind": "single", "size": 4096}) == [("/single-4096/file.bin", 4096)]
+
+
+def test_log_uniform_sizes_are_in_range_and_reproducible() -> None:
+    files = filesets.files(LOG_SET)
+    sizes = [s for _, s in files]
+    assert len(files) == 400 and len({p for p, _ in files}) == 400
+    assert 1024 <= min(sizes) and max(sizes) <= 65536
+    assert files == filesets.files(dict(LOG_SET))
+    assert files != filesets.files({**LOG_SET, "seed": 8})
+    # log-uniform: the median sits near the geometric mean of the bounds (8 KiB)
+    median = sorted(sizes)[len(sizes) // 2]
+    assert 5000 < median < 13000
+
+
+def test_write_creates_exact_files_and_keeps_good_ones(tmp_path: Path) -> None:
+    specs = [{"kind": "single", "size": 5000}, {**LOG_SET, "files": 5}]
+    assert filesets.write(specs, tmp_path) == (6, 0)
+    for spec in specs:
+        for rel, size in filesets.files(spec):
+            assert (tmp_path / rel.lstrip("/")).stat().st_size == size
+    assert filesets.write(specs, tmp_path) == (0, 6)
+    victim = tmp_path / filesets.files(specs[0])[0][0].lstrip("/")
+    victim.write_bytes(b"short")
+    assert filesets.write(specs, tmp_path) == (1, 5)
+
+
+def test_bad_fileset_spec_is_refused() -> None:
+    with pytest.raises(filesets.FilesetError):
+        filesets.files({"kind": "uniform-log", "files": 3, "min_size": 10, "max_size": 5})
+    with pytest.raises(filesets.FilesetError):
+        filesets.set_name({"kind": "pareto"})
+
+
+def chi_square(observed: Counter, probs: list[float], total: int) -> float:
+    return sum((observed.get(k, 0) - total * p) ** 2 / (total * p) for k, p in enumerate(probs))
+
+
+def test_zipf_sampler_fits_its_alpha_and_rejects_a_wrong_one() -> None:
+    n, count = 50, 200_000
+    ranks = Counter(traces.zipf_sample(n, 0.9, count, seed=3))
+    right = chi_square(ranks, traces.zipf_weights(n, 0.9), count)
+    wrong = chi_square(ranks, traces.zipf_weights(n, 0.75), count)
+    # 49 degrees of freedom: the 99.9th percentile of chi-square is about 85.4
+    assert right < 85.4
+    assert wrong > 85.4
+    # the head: rank 1 is drawn about 1/H(n, 0.9) of the time
+    assert math.isclose(ranks[0] / count, traces.zipf_weights(n, 0.9)[0], rel_tol=0.03)
+
+
+def test_zipf_trace_maps_popularity_to_files_with_a_seeded_shuffle() -> None:
+    spec = {"name": "z", "kind": "zipf", "alpha": 0.9, "requests": 5000, "fileset": LOG_SET}
+    trace = traces.build(spec, seed=11)
+    assert len(trace) == 5000 and trace == traces.build(spec, seed=11)
+    paths = {p for p, _ in filesets.files(LOG_SET)}
+    assert set(trace) <= paths
+    tops = {Counter(traces.build(spec, seed=s)).most_common(1)[0][0] for s in range(1, 6)}
+    assert len(tops) > 1  # the most popular file depends on the seed, not on file order
+
+
+def test_trace_file_round_trip_skips_comments(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    traces.write(path, ["/a", "/b"], "made by a test\nseed: 1")
+    assert path.read_text().startswith("# made by a test\n# seed: 1\n")
+    assert traces.read(path) == ["/a", "/b"]
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(traces.TraceError):
+        traces.read(tmp_path / "empty.txt")

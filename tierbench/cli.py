@@ -1,0 +1,90 @@
+"""The tierbench command: run, plan and clean experiments on the Compose stack."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tierbench import config, loadgen, metrics, netif, report, runner, stack
+from workloads import filesets, traces
+
+USER_ERRORS = (config.ConfigError, stack.StackError, netif.NetifError, loadgen.LoadgenError,
+               metrics.MetricsError, filesets.FilesetError, traces.TraceError)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run an experiment and write its results and report."""
+    exp = config.load_experiment(args.experiment)
+    stack.preflight()
+    run = runner.Run(exp)
+    try:
+        run_dir = run.execute()
+    except runner.RunInterrupted as exc:
+        print(f"tierbench: interrupted by {exc}: interfaces restored; partial results in "
+              f"{run.dir}", file=sys.stderr)
+        return 130
+    print(f"tierbench: done: {run_dir / 'summary.csv'}\n"
+          f"tierbench: report: {run_dir / 'report.html'}\n"
+          "tierbench: the stack is still up; `tierbench clean` removes it")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print the points of an experiment in run order and the estimated duration."""
+    exp = config.load_experiment(args.experiment)
+    print("\n".join(runner.plan_lines(exp)))
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    """Restore interface settings a crashed run left changed and remove the stack."""
+    for note in runner.clean(keep_stack=args.keep_stack):
+        print(f"tierbench: {note}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write report.html for an existing run directory."""
+    run_dir = Path(args.run)
+    if not (run_dir / "summary.csv").is_file():
+        raise config.ConfigError(f"{run_dir}: no summary.csv here; give a results/<experiment>/<run-id> folder")
+    print(report.write_report(run_dir))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(prog="tierbench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run an experiment (name in experiments/ or a path)")
+    r.add_argument("experiment")
+    r.set_defaults(func=cmd_run)
+    pl = sub.add_parser("plan", help="dry run: the points in order and the estimated duration")
+    pl.add_argument("experiment")
+    pl.set_defaults(func=cmd_plan)
+    c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
+    c.add_argument("--keep-stack", action="store_true",
+                   help="only restore interface settings; leave the containers running")
+    c.set_defaults(func=cmd_clean)
+    rp = sub.add_parser("report", help="(re)write report.html of a run directory")
+    rp.add_argument("run")
+    rp.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: errors a user can fix are one line on stderr and exit code 2."""
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        print(f"tierbench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tierbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

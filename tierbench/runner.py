@@ -1,0 +1,317 @@
+"""Runs an experiment: bring the stack up, then for every point apply the mode, verify it,
+sample while the load runs, restore the interfaces and write the point's results."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+import yaml
+
+from tierbench import loadgen, metrics, netif, provenance, report, stack
+from tierbench.config import Experiment, Point
+from tierbench.sampler import CgroupCpu, Sampler
+from workloads import traces
+
+POINT_OVERHEAD_S = 6.0  # Locust start-up and shut-down, snapshots, restore
+GENERATOR = "loadgen"
+
+
+class RunInterrupted(Exception):
+    """SIGINT or SIGTERM arrived during a run."""
+
+
+def estimate_s(exp: Experiment) -> float:
+    """Estimated wall time of the measured points (stack bring-up not included)."""
+    per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
+    return per_point * len(exp.points())
+
+
+def plan_lines(exp: Experiment) -> list[str]:
+    """The dry-run plan: every point in run order and the estimated duration."""
+    per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
+    lines = [f"experiment {exp.name} ({exp.source}): {len(exp.points())} points, "
+             f"order shuffled with seed {exp.seed}",
+             f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
+             f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
+             "(mode switch, snapshots, load generator start/stop)",
+             f"modes switch without restarting containers; stack: proxy={exp.stack['proxy']}, "
+             f"proxy_cache={'on' if exp.stack['proxy_cache'] else 'off'}"]
+    for p in exp.points():
+        lines.append(f"  {p.id}  trace={p.trace['name']:<14} mode={p.mode:<16} "
+                     f"rep={p.repetition}  users={exp.users}  ~{per_point:.0f} s")
+    total = estimate_s(exp)
+    lines.append(f"estimated duration: {total / 60:.1f} min plus stack bring-up "
+                 "(seconds when images are built)")
+    return lines
+
+
+def new_run_dir(exp: Experiment) -> tuple[str, Path]:
+    """A fresh results/<experiment>/<run-id>/ (never an existing one)."""
+    base = stack.results_root() / exp.name
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_id, n = stamp, 1
+    while (base / run_id).exists():
+        n += 1
+        run_id = f"{stamp}-{n}"
+    path = base / run_id
+    path.mkdir(parents=True)
+    return run_id, path
+
+
+def trace_files(exp: Experiment, run_dir: Path) -> tuple[dict[str, Path], list[dict]]:
+    """Write every trace of the experiment; returns their paths and the file sets they need."""
+    folder = run_dir / "traces"
+    folder.mkdir()
+    paths, sets = {}, []
+    for spec in exp.traces:
+        fs = traces.fileset_of(spec)
+        if fs not in sets:
+            sets.append(fs)
+        path = folder / f"{spec['name']}.txt"
+        header = (f"trace {spec['name']} of experiment {exp.name}\n"
+                  f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
+        traces.write(path, traces.build(spec, exp.seed), header)
+        paths[spec["name"]] = path
+    return paths, sets
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into RunInterrupted so that every `finally` restores state."""
+    def handler(signum: int, _frame: object) -> None:
+        # Ignore further signals so that the restore in progress cannot itself be cut short.
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        raise RunInterrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class Tier:
+    """What the runner knows of one tier during a run."""
+
+    container: stack.Container
+    cgroup: CgroupCpu
+    endpoints: list[netif.Endpoint]
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+class Run:
+    """One execution of an experiment, writing results/<experiment>/<run-id>/."""
+
+    def __init__(self, exp: Experiment) -> None:
+        self.exp = exp
+        self.run_id, self.dir = new_run_dir(exp)
+        self.rows: list[dict] = []
+        self.manifest: dict = {}
+        self.state = netif.StateFile()
+
+    def execute(self) -> Path:
+        """Run every point; returns the run directory. Interfaces are restored on any exit."""
+        exp = self.exp
+        (self.dir / "experiment.yml").write_text(yaml.safe_dump(exp.resolved(), sort_keys=False))
+        trace_paths, sets = trace_files(exp, self.dir)
+        _log(f"tierbench: run {self.run_id} of {exp.name}: {len(exp.points())} points, "
+             f"about {estimate_s(exp) / 60:.1f} min; results in {self.dir}")
+        _log("tierbench: bringing the stack up (file sets, healthchecks)")
+        stack.up(exp, sets)
+        tiers = self._discover()
+        self.manifest = {
+            "run_id": self.run_id,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished": None,
+            "status": "running",
+            "experiment": exp.resolved(),
+            **provenance.collect({t: tiers[t].container for t in tiers}),
+            "filesets": sets,
+            "points": {},
+        }
+        self._save()
+        status = "complete"
+        try:
+            with signals_raise():
+                for n, point in enumerate(exp.points(), 1):
+                    t0 = time.monotonic()
+                    self._point(point, tiers, trace_paths[point.trace["name"]])
+                    left = (len(exp.points()) - n) * (time.monotonic() - t0)
+                    row = self.rows[-1]
+                    _log(f"[{n}/{len(exp.points())}] {point.id} {point.trace['name']} "
+                         f"{point.mode} rep {point.repetition}: " + _brief(row)
+                         + (f"; about {left / 60:.1f} min left" if left else ""))
+        except RunInterrupted as exc:
+            status = f"interrupted by {exc}"
+            raise
+        except netif.NetifError:
+            status = "failed: a mode could not be applied"
+            raise
+        finally:
+            self.manifest["status"] = status
+            self.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self._save()
+            if self.rows:
+                report.write_report(self.dir)
+        return self.dir
+
+    def _discover(self) -> dict[str, Tier]:
+        found = {}
+        for name, c in stack.tier_containers().items():
+            found[name] = Tier(c, CgroupCpu(c.pid), netif.veth_endpoints(name, c.pid))
+        return found
+
+    def _point(self, point: Point, tiers: dict[str, Tier], trace: Path) -> None:
+        exp, mode = self.exp, self.exp.mode(point.mode)
+        pdir = self.dir / "points" / point.id
+        pdir.mkdir(parents=True)
+        eps = [ep for t in mode.tiers for ep in tiers[t].endpoints]
+        all_eps = [ep for t in tiers.values() for ep in t.endpoints]
+        record: dict = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
+                        "repetition": point.repetition, "endpoints": [ep.label for ep in eps]}
+        self.manifest["points"][point.id] = record
+        before = {ep.label: netif.snapshot(ep) for ep in all_eps}
+        record["interfaces_before"] = {k: netif.settings_view(v) for k, v in before.items()}
+        self.state.save(before)  # on disk before the first change: `tierbench clean` can restore
+        self._save()
+        row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
+               "repetition": point.repetition, "engine": exp.engine, "users": exp.users}
+        try:
+            netif.apply(eps, mode.nic, before)
+            time.sleep(exp.settle_s)
+            during = {ep.label: netif.snapshot(ep) for ep in all_eps}
+            record["interfaces_during"] = {k: netif.settings_view(v) for k, v in during.items()}
+            record["mode_verified"] = not netif.verify(eps, mode.nic)
+            row.update(self._measure(pdir, tiers, trace))
+        except (loadgen.LoadgenError, metrics.MetricsError) as exc:
+            row["error"] = str(exc)
+            _log(f"tierbench: {point.id} failed: {exc}")
+        finally:
+            problems = [p for p in netif.restore(before) if "gone, nothing to restore" not in p]
+            after = {ep.label: netif.snapshot(ep) for ep in all_eps
+                     if ep.label in before}
+            record["interfaces_after"] = {k: netif.settings_view(v) for k, v in after.items()}
+            record["restored"] = not problems and all(
+                netif.settings_view(after[k]) == netif.settings_view(before[k]) for k in after)
+            if problems:
+                record["restore_problems"] = problems
+            else:
+                self.state.clear()
+            record["summary"] = row
+            self.rows.append(row)
+            _write_json(pdir / "point.json", record)
+            self._save()
+        if problems:
+            raise netif.NetifError("interfaces could not be restored after "
+                                   f"{point.id}: {'; '.join(problems)}; run `tierbench clean`")
+
+    def _measure(self, pdir: Path, tiers: dict[str, Tier], trace: Path) -> dict:
+        exp = self.exp
+        gen = tiers[GENERATOR]
+        ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
+                  if ep.netns_pid is None}
+        # Bytes delivered to the client: what the host side of the loadgen veth transmits.
+        client_iface = next(ep.label for ep in gen.endpoints if ep.netns_pid is None)
+        sampler = Sampler(pdir / "samples.jsonl", {t: v.cgroup for t, v in tiers.items()}, ifaces)
+        sampler.start()
+        try:
+            run = loadgen.run_locust(gen.container, pdir, trace, exp.users,
+                                     exp.warmup_s + exp.measure_s)
+        finally:
+            samples = sampler.stop()
+        if sampler.error:
+            raise metrics.MetricsError(sampler.error)
+        requests = metrics.read_requests(run.request_log)
+        start = run.started + exp.warmup_s
+        # One Locust process is one Python interpreter: it can use at most one core.
+        allowance = min(1.0, len(stack.parse_cpuset(gen.cgroup.cpus() or "0")))
+        result = metrics.summarize(samples, requests, start=start, end=start + exp.measure_s,
+                                   generator=GENERATOR, generator_allowance=allowance,
+                                   bytes_label=client_iface)
+        with (pdir / "per_second.csv").open("w", newline="") as fh:
+            rows = metrics.per_second(samples, requests)
+            if rows:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+        return result
+
+    def _save(self) -> None:
+        _write_json(self.dir / "manifest.json", self.manifest)
+        write_summary(self.dir / "summary.csv", self.rows)
+
+
+def write_summary(path: Path, rows: list[dict]) -> None:
+    """summary.csv: one row per point, columns as in metrics.SUMMARY_COLUMNS (+ error)."""
+    extra = sorted({k for r in rows for k in r} - set(metrics.SUMMARY_COLUMNS) - {"error"})
+    columns = metrics.SUMMARY_COLUMNS + extra + ["error"]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _fmt(row.get(k)) for k in columns})
+
+
+def _fmt(value: object) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e15 else f"{value:.0f}"
+    return "" if value is None else value
+
+
+def _brief(row: dict) -> str:
+    if "error" in row:
+        return f"FAILED ({row['error']})"
+    flag = " CLIENT-BOUND" if row.get("client_bound") else ""
+    return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
+            f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator {row['generator_cpu_pct']:.0f} %{flag}")
+
+
+def clean(keep_stack: bool = False) -> list[str]:
+    """Restore interfaces a crashed run left changed, then remove the stack; returns notes."""
+    notes = []
+    running = stack.containers()
+    if GENERATOR in running:
+        loadgen.stop(running[GENERATOR])
+    state = netif.StateFile()
+    saved = state.load()
+    if saved:
+        problems = netif.restore(saved)
+        real = [p for p in problems if "gone, nothing to restore" not in p]
+        notes += [f"restore: {p}" for p in problems]
+        if real:
+            raise netif.NetifError("some interface settings could not be restored: "
+                                   + "; ".join(real))
+        notes.append(f"restored the settings of {len(saved)} interface(s) saved before a change")
+        state.clear()
+    elif saved is None:
+        notes.append("no interface settings were left changed")
+    if keep_stack:
+        notes.append("left the stack running (--keep-stack)")
+    else:
+        stack.down()
+        notes.append("removed the stack's containers, networks and volumes")
+    return notes
+
