@@ -14,7 +14,7 @@ run: setup images ## Build what is missing, bring the stack up, run EXP (default
 	$(VENV)/tierbench run $(EXP)
 
 test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
-	$(VENV)/ruff check tierbench workloads tests
+	$(VENV)/ruff check tierbench workloads analysis tests
 	$(VENV)/pytest $(PYTEST_ARGS)
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
@@ -35,4 +35,4 @@ images: ## Build the images (bootstraps a local Debian base when none can be pul
 	setup/images.sh
 
 lint: setup-venv ## ruff over the Python code
-	$(VENV)/ruff check tierbench workloads tests
+	$(VENV)/ruff check tierbench workloads analysis tests

@@ -10,6 +10,6 @@ export BASE_IMAGE
 tag=${TIERBENCH_TAG:-0.1.0}
 setup/wheelhouse.sh
 echo "setup: building images from $BASE_IMAGE" >&2
-docker build -q -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
+docker build -q --force-rm -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
 docker compose "$@" build -q
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy

@@ -1,4 +1,4 @@
-"""Tests for tierbench.report against the hand-written run-example fixture."""
+"""Tests for analysis.report against the hand-written run-example fixture."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.report import aggregate, load_summary, render_report, write_report
+from analysis.report import aggregate, load_summary, render_report, write_report
 
 FIXTURE = Path(__file__).parent / "data" / "run-example"
 

@@ -118,6 +118,17 @@ def test_manifest_records_provenance(two_modes: Path) -> None:
     assert manifest["experiment"]["name"] == "two-modes"
 
 
+def test_haproxy_overlay_serves_the_same_stack(env: dict[str, str], two_modes: Path) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "haproxy.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "haproxy")
+    (row,) = summary(run)
+    assert not row["error"] and float(row["tps"]) > 0 and float(row["cpu_s_proxy"]) > 0
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["images"]["proxy"]["image"].startswith("tierbench-haproxy:")
+    assert "HAProxy" in manifest["versions"]["proxy_server"]
+
+
 def current_settings() -> dict[str, dict]:
     out = {}
     for tier, c in stack.tier_containers().items():
@@ -128,12 +139,14 @@ def current_settings() -> dict[str, dict]:
 
 def start_and_wait_for_load(env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
     """Start a long offloads-off run and return once its first point is under load."""
+    runs = Path(env["TIERBENCH_RESULTS"]) / "interrupt"
+    old = set(runs.iterdir()) if runs.exists() else set()
     proc = subprocess.Popen([*TIERBENCH, "run", str(EXPERIMENTS / "interrupt.yml")], env=env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        runs = Path(env["TIERBENCH_RESULTS"]) / "interrupt"
-        samples = list(runs.glob("*/points/p001/samples.jsonl")) if runs.exists() else []
+        new = set(runs.iterdir()) - old if runs.exists() else set()
+        samples = [p for d in new for p in d.glob("points/p001/samples.jsonl")]
         if samples and len(samples[0].read_text().splitlines()) >= 3:
             return proc, samples[0].parent.parent.parent
         if proc.poll() is not None:
@@ -159,6 +172,13 @@ def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes:
     assert netif.StateFile().load() is None
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"].startswith("interrupted")
+    assert not locust_running(), "the interrupted run's load generator is still running"
+
+
+def locust_running() -> bool:
+    loadgen = stack.tier_containers()["loadgen"]
+    return subprocess.run(["docker", "exec", loadgen.id, "pgrep", "-f", "bin/locust -f"],
+                          capture_output=True).returncode == 0
 
 
 def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str],

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tierbench import config, loadgen, metrics, netif, report, runner, stack
+from analysis import report
+from tierbench import config, loadgen, metrics, netif, runner, stack
 from workloads import filesets, traces
 
 USER_ERRORS = (config.ConfigError, stack.StackError, netif.NetifError, loadgen.LoadgenError,

@@ -41,7 +41,7 @@ def run_locust(loadgen: Container, point_dir: Path, trace: Path, users: int,
     argv = ["docker", "exec"]
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
-    argv += ["-u", f"{os.getuid()}:{os.getgid()}", loadgen.id,
+    argv += ["-u", _user(), loadgen.id,
              "locust", "-f", LOCUSTFILE, "--headless", "--host", TARGET,
              "-u", str(users), "-r", str(users), "-t", f"{duration_s:g}s", "--stop-timeout", "5",
              "--only-summary", "--exit-code-on-error", "0",
@@ -67,10 +67,24 @@ def run_locust(loadgen: Container, point_dir: Path, trace: Path, users: int,
     return LoadRun(started=started, returncode=code, request_log=request_log)
 
 
-def stop(loadgen: Container) -> None:
-    """Stop any Locust run in the loadgen container (used on interrupts and time-outs)."""
-    subprocess.run(["docker", "exec", loadgen.id, "pkill", "-INT", "-f", "locust"],
-                   capture_output=True, timeout=30, check=False)
+def _user() -> str:
+    """The user Locust runs as in the container: the invoking user, so results are theirs."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+def stop(loadgen: Container, wait_s: float = 15) -> None:
+    """Stop any Locust run in the loadgen container and wait until it has exited."""
+    def running() -> bool:
+        done = subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pgrep", "-f",
+                               "bin/locust -f"], capture_output=True, timeout=30, check=False)
+        return done.returncode == 0
+
+    # Same uid as the run: the container has no CAP_KILL to signal another user's process.
+    subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pkill", "-TERM", "-f",
+                    "bin/locust -f"], capture_output=True, timeout=30, check=False)
+    deadline = time.monotonic() + wait_s
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def version(loadgen: Container) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -34,9 +35,7 @@ def cpu_model() -> str:
 
 
 def host() -> dict:
-    """Kernel, CPU model and count, cgroup layout."""
-    import os
-
+    """Kernel, OS, CPU model and count."""
     return {"kernel": platform.release(), "os": platform.platform(), "cpu_model": cpu_model(),
             "cpus": os.cpu_count(), "hostname": platform.node()}
 
@@ -51,8 +50,9 @@ def collect(containers: dict[str, stack.Container]) -> dict:
         versions["locust"] = loadgen.version(containers["loadgen"])
     for tier in ("proxy", "web"):
         if tier in containers:
-            done = stack.exec_in(containers[tier], ["sh", "-c", "apache2 -v 2>/dev/null | head -1 "
-                                                    "|| haproxy -v | head -1"], timeout=60)
+            probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
+                     "else haproxy -v | head -n 1; fi")
+            done = stack.exec_in(containers[tier], ["sh", "-c", probe], timeout=60)
             versions[f"{tier}_server"] = done.stdout.strip()
     return {
         "git": git(),

@@ -16,7 +16,8 @@ from typing import Iterator
 
 import yaml
 
-from tierbench import loadgen, metrics, netif, provenance, report, stack
+from analysis import report
+from tierbench import loadgen, metrics, netif, provenance, stack
 from tierbench.config import Experiment, Point
 from tierbench.sampler import CgroupCpu, Sampler
 from workloads import traces

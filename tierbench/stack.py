@@ -71,9 +71,20 @@ def preflight() -> None:
         raise StackError("no Docker engine with Compose v2 answers: run `make setup`") from None
 
 
+def dotenv(path: Path = ROOT / ".env") -> dict[str, str]:
+    """KEY=VALUE lines of the checkout's .env (as docker compose reads it), if there is one."""
+    values: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and key and not key.startswith("#"):
+                values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
 def stack_env(exp: Experiment, filesets: list[dict]) -> dict[str, str]:
-    """Environment for docker compose: the experiment's server options and file sets."""
-    env = dict(os.environ)
+    """Environment for docker compose: .env, then the shell's, then the experiment's settings."""
+    env = {**dotenv(), **os.environ}
     env.update({
         "FILESETS": json.dumps(filesets, separators=(",", ":")),
         "PROXY_CACHE": "on" if exp.stack["proxy_cache"] else "off",
@@ -140,8 +151,10 @@ def up(exp: Experiment, filesets: list[dict]) -> None:
 
 def down() -> None:
     """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
-    files = [a for p in ("apache", "haproxy") for a in compose_files(p)]
-    _run(["docker", "compose", *dict.fromkeys(files), "down", "-v", "--remove-orphans",
+    # The base file plus every overlay: whichever variant is up, all its services are known.
+    files = ["docker-compose.yml", *(f for fs in OVERLAYS.values() for f in fs)]
+    _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))), "down", "-v",
+          "--remove-orphans",
           "--timeout", "10"], timeout=300)
 
 

@@ -1,0 +1,1 @@
+"""Results analysis: loading runs, statistics, figures and the HTML report."""
