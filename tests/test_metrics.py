@@ -59,6 +59,7 @@ def test_summary_by_hand() -> None:
     assert row["server_cpu_us_per_kb"] == pytest.approx(1.5e6 / 4000)
     host_busy_s = 4 * (60 + 30 + 10) / CLK_TCK
     assert row["host_cpu_us_per_kb"] == pytest.approx(host_busy_s * 1e6 / 4000)
+    assert row["host_unattributed_cpu_s"] == pytest.approx(max(0.0, host_busy_s - 3.5))
     assert row["client_bound"] is False
 
 

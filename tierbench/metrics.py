@@ -19,7 +19,7 @@ SUMMARY_COLUMNS = [
     "point", "trace", "mode", "repetition", "engine", "users", "window_s", "requests", "tps",
     "p50_ms", "p99_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
     "host_usr_pct", "host_sys_pct", "host_irq_pct", "host_softirq_pct", "host_iowait_pct",
-    "host_steal_pct", "host_idle_pct", "generator_cpu_pct", "bytes_moved", "mb_per_s",
+    "host_steal_pct", "host_idle_pct", "host_unattributed_cpu_s", "generator_cpu_pct", "bytes_moved", "mb_per_s",
     "server_cpu_us_per_req", "server_cpu_us_per_kb", "host_cpu_us_per_kb", "client_bound",
 ]
 
@@ -103,6 +103,9 @@ def summarize(samples: list[dict], requests: list[Request], *, start: float, end
         "host_iowait_pct": pct["iowait"],
         "host_steal_pct": pct["steal"],
         "host_idle_pct": pct["idle"],
+        # Busy host CPU no tier's cgroup was charged for: other processes on the host and
+        # interrupt work the kernel did not account to a container. High values mean interference.
+        "host_unattributed_cpu_s": max(0.0, busy_s - sum(cpu.values())),
         "generator_cpu_pct": gen_pct,
         "bytes_moved": moved,
         "mb_per_s": moved / dt / 1e6,
