@@ -204,7 +204,7 @@ class Run:
             during = {ep.label: netif.snapshot(ep) for ep in all_eps}
             record["interfaces_during"] = {k: netif.settings_view(v) for k, v in during.items()}
             record["mode_verified"] = not netif.verify(eps, mode.nic)
-            row.update(self._measure(pdir, tiers, trace))
+            row.update(self._measure(pdir, tiers, trace, record))
         except (loadgen.LoadgenError, metrics.MetricsError) as exc:
             row["error"] = str(exc)
             _log(f"tierbench: {point.id} failed: {exc}")
@@ -227,7 +227,7 @@ class Run:
             raise netif.NetifError("interfaces could not be restored after "
                                    f"{point.id}: {'; '.join(problems)}; run `tierbench clean`")
 
-    def _measure(self, pdir: Path, tiers: dict[str, Tier], trace: Path) -> dict:
+    def _measure(self, pdir: Path, tiers: dict[str, Tier], trace: Path, record: dict) -> dict:
         exp = self.exp
         gen = tiers[GENERATOR]
         ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
@@ -245,6 +245,9 @@ class Run:
             raise metrics.MetricsError(sampler.error)
         requests = metrics.read_requests(run.request_log)
         start = run.started + exp.warmup_s
+        # Wall-clock bounds: samples and requests before measure_start are warm-up.
+        record["window"] = {"load_started": run.started, "measure_start": start,
+                            "measure_end": start + exp.measure_s}
         # One Locust process is one Python interpreter: it can use at most one core.
         allowance = min(1.0, len(stack.parse_cpuset(gen.cgroup.cpus() or "0")))
         result = metrics.summarize(samples, requests, start=start, end=start + exp.measure_s,
