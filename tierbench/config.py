@@ -79,10 +79,20 @@ class Experiment:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def points(self) -> list[Point]:
-        """Every trace x mode x repetition, in an order shuffled with the experiment's seed."""
+        """Every trace x mode x repetition, in an order shuffled with the experiment's seed;
+        points that need the same server options run together, so services restart rarely."""
         combos = list(itertools.product(self.traces, self.modes, range(1, self.repetitions + 1)))
         random.Random(self.seed).shuffle(combos)
-        return [Point(i + 1, t, m.name, r) for i, (t, m, r) in enumerate(combos)]
+        groups: dict[tuple, list] = {}
+        for combo in combos:
+            groups.setdefault(tuple(sorted(self.stack_for(combo[1]).items())), []).append(combo)
+        ordered = [combo for group in groups.values() for combo in group]
+        return [Point(i + 1, t, m.name, r) for i, (t, m, r) in enumerate(ordered)]
+
+    def stack_for(self, mode: Mode) -> dict[str, Any]:
+        """The stack settings a point of this mode runs with: the experiment's, then the mode's
+        server options (which need a service restart when they change)."""
+        return {**self.stack, **getattr(mode, "server", {})}
 
     def mode(self, name: str) -> Mode:
         """The mode of that name."""

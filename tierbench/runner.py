@@ -44,15 +44,26 @@ def plan_lines(exp: Experiment) -> list[str]:
              f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
              f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
              "(mode switch, snapshots, load generator start/stop)",
-             f"modes switch without restarting containers; stack: proxy={exp.stack['proxy']}, "
-             f"proxy_cache={'on' if exp.stack['proxy_cache'] else 'off'}"]
+             "NIC modes switch without restarting containers; server options restart the "
+             "services whose settings change (points are grouped to restart as rarely as possible)"]
+    current = None
     for p in exp.points():
+        settings = exp.stack_for(exp.mode(p.mode))
+        if settings != current:
+            lines.append(f"  -- stack: {_settings_text(settings)}"
+                         + (" (restart)" if current is not None else ""))
+            current = settings
         lines.append(f"  {p.id}  trace={p.trace['name']:<14} mode={p.mode:<16} "
                      f"rep={p.repetition}  users={exp.users}  ~{per_point:.0f} s")
     total = estimate_s(exp)
     lines.append(f"estimated duration: {total / 60:.1f} min plus stack bring-up "
                  "(seconds when images are built)")
     return lines
+
+
+def _settings_text(settings: dict) -> str:
+    return " ".join(f"{k}={'on' if v is True else 'off' if v is False else v}"
+                    for k, v in settings.items())
 
 
 def new_run_dir(exp: Experiment) -> tuple[str, Path]:
@@ -130,6 +141,8 @@ class Run:
         self.rows: list[dict] = []
         self.manifest: dict = {}
         self.state = netif.StateFile()
+        self.sets: list[dict] = []
+        self.settings: dict = {}
 
     def execute(self) -> Path:
         """Run every point; returns the run directory. Interfaces are restored on any exit."""
@@ -139,7 +152,9 @@ class Run:
         _log(f"tierbench: run {self.run_id} of {exp.name}: {len(exp.points())} points, "
              f"about {estimate_s(exp) / 60:.1f} min; results in {self.dir}")
         _log("tierbench: bringing the stack up (file sets, healthchecks)")
-        stack.up(exp, sets)
+        self.sets = sets
+        self.settings = exp.stack_for(exp.mode(exp.points()[0].mode))
+        stack.up(self.settings, sets)
         tiers = self._discover()
         self.manifest = {
             "run_id": self.run_id,
@@ -157,6 +172,7 @@ class Run:
             with signals_raise():
                 for n, point in enumerate(exp.points(), 1):
                     t0 = time.monotonic()
+                    tiers = self._restart_if_needed(point, tiers)
                     self._point(point, tiers, trace_paths[point.trace["name"]])
                     left = (len(exp.points()) - n) * (time.monotonic() - t0)
                     row = self.rows[-1]
@@ -177,6 +193,16 @@ class Run:
                 report.write_report(self.dir)
         return self.dir
 
+    def _restart_if_needed(self, point: Point, tiers: dict[str, Tier]) -> dict[str, Tier]:
+        """Re-up the stack when this point's server options differ from the running ones."""
+        settings = self.exp.stack_for(self.exp.mode(point.mode))
+        if settings == self.settings:
+            return tiers
+        _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
+        stack.up(settings, self.sets)
+        self.settings = settings
+        return self._discover()
+
     def _discover(self) -> dict[str, Tier]:
         found = {}
         for name, c in stack.tier_containers().items():
@@ -190,7 +216,8 @@ class Run:
         eps = [ep for t in mode.tiers for ep in tiers[t].endpoints]
         all_eps = [ep for t in tiers.values() for ep in t.endpoints]
         record: dict = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-                        "repetition": point.repetition, "endpoints": [ep.label for ep in eps]}
+                        "repetition": point.repetition, "stack": self.settings,
+                        "endpoints": [ep.label for ep in eps]}
         self.manifest["points"][point.id] = record
         before = {ep.label: netif.snapshot(ep) for ep in all_eps}
         record["interfaces_before"] = {k: netif.settings_view(v) for k, v in before.items()}

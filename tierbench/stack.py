@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierbench.config import ROOT, TIERS, Experiment
+from tierbench.config import ROOT, TIERS
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -82,14 +82,14 @@ def dotenv(path: Path = ROOT / ".env") -> dict[str, str]:
     return values
 
 
-def stack_env(exp: Experiment, filesets: list[dict]) -> dict[str, str]:
-    """Environment for docker compose: .env, then the shell's, then the experiment's settings."""
+def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
+    """Environment for docker compose: .env, then the shell's, then the run's stack settings."""
     env = {**dotenv(), **os.environ}
     env.update({
         "FILESETS": json.dumps(filesets, separators=(",", ":")),
-        "PROXY_CACHE": "on" if exp.stack["proxy_cache"] else "off",
-        "WEB_SENDFILE": "On" if exp.stack["web_sendfile"] else "Off",
-        "WEB_MMAP": "On" if exp.stack["web_mmap"] else "Off",
+        "PROXY_CACHE": "on" if settings["proxy_cache"] else "off",
+        "WEB_SENDFILE": "On" if settings["web_sendfile"] else "Off",
+        "WEB_MMAP": "On" if settings["web_mmap"] else "Off",
         "TIERBENCH_RESULTS": str(results_root()),
     })
     return env
@@ -139,13 +139,14 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(exp: Experiment, filesets: list[dict]) -> None:
-    """Bring the stack up for an experiment and wait until every service is healthy."""
-    env = stack_env(exp, filesets)
+def up(settings: dict, filesets: list[dict]) -> None:
+    """Bring the stack up with these settings (experiment `stack:` plus the mode's server
+    options) and wait until every service is healthy; services whose settings changed restart."""
+    env = stack_env(settings, filesets)
     check_cpusets(env)
-    check_images(exp.stack["proxy"])
+    check_images(settings["proxy"])
     results_root().mkdir(parents=True, exist_ok=True)
-    _run(["docker", "compose", *compose_files(exp.stack["proxy"]), "up", "-d", "--wait",
+    _run(["docker", "compose", *compose_files(settings["proxy"]), "up", "-d", "--wait",
           "--no-build", "--remove-orphans"], env=env, timeout=600)
 
 
