@@ -54,7 +54,7 @@ _RING_LABELS = {
     "RX Buf Len": "rx-buf-len", "CQE Size": "cqe-size", "TX Push": "tx-push",
     "TCP data split": "tcp-data-split",
 }
-_ADAPTIVE = re.compile(r"^Adaptive RX:\s*(\S+)\s+TX:\s*(\S+)", re.I)
+_PAIR = re.compile(r"^(Adaptive|CQE mode) RX:\s*(\S+)\s+TX:\s*(\S+)", re.I)
 
 
 # --------------------------------------------------------------------------- parsers
@@ -107,15 +107,17 @@ def parse_coalesce(text: str) -> dict[str, int | bool | None]:
     out: dict[str, int | bool | None] = {}
     for line in text.splitlines():
         s = line.strip()
-        m = _ADAPTIVE.match(s)
+        m = _PAIR.match(s)
         if m:
-            out["adaptive-rx"] = _value(m.group(1))  # type: ignore[assignment]
-            out["adaptive-tx"] = _value(m.group(2))  # type: ignore[assignment]
+            prefix = "adaptive" if m.group(1).lower() == "adaptive" else "cqe-mode"
+            for side, val in (("rx", m.group(2)), ("tx", m.group(3))):
+                v = _value(val)
+                out[f"{prefix}-{side}"] = v if isinstance(v, bool) else None
             continue
         if ":" not in s or s.startswith("Coalesce parameters"):
             continue
         key, val = s.split(":", 1)
-        key = key.strip()
+        key = key.strip().replace("-frame-", "-frames-")  # ethtool prints rx-frame-low
         if re.match(r"^[a-z][a-z0-9-]*$", key):
             v = _value(val)
             out[key] = v if not isinstance(v, str) else None
