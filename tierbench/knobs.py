@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATE_KIND",
+    "ModeTerminated",
     "applied_mode",
     "apply_mode",
     "check_mode",
@@ -854,8 +855,8 @@ def state_view(state: dict) -> dict[str, Any]:
 # --------------------------------------------------------------------------- lifetime
 
 
-class _Terminated(BaseException):
-    """Raised in the main thread by SIGTERM while a mode is applied."""
+class ModeTerminated(BaseException):
+    """Raised in the main thread by SIGTERM while a mode is applied (restore runs first)."""
 
 
 @contextmanager
@@ -871,7 +872,7 @@ def applied_mode(mode: Mode, endpoints: list[Endpoint],
     sf.save(state)
 
     def on_term(signum: int, frame: object) -> None:
-        raise _Terminated(signum)
+        raise ModeTerminated(signum)
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
