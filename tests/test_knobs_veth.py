@@ -156,6 +156,7 @@ nic:
   channels: {rx: 2, tx: 2}
   rps_cpus: all
   xps_cpus: "1"
+  rps_flow_cnt: 2048
 qdisc: {kind: tbf, rate: 500mbit}
 sysctls:
   net.ipv4.tcp_rmem: [4096, 131072, 16777216]
@@ -177,6 +178,7 @@ sysctls:
         assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-1/rps_cpus").strip("0,") == \
             knobs.online_cpu_mask()
         assert int(ns_sys(ns, f"/sys/class/net/{ifname}/queues/tx-1/xps_cpus"), 16) == 1
+        assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-0/rps_flow_cnt") == "2048"
         assert "tbf 1: root" in sh("tc", "-n", ns, "qdisc", "show", "dev", ifname).stdout
         assert ns_sysctl(ns, "net.ipv4.tcp_rmem") == "4096 131072 16777216"
         assert ns_sysctl(ns, "net.core.somaxconn") == "2048"
@@ -460,3 +462,13 @@ def test_restore_reports_gone_namespaces_and_carries_on(lab: Lab, tmp_path: Path
                 "sysctls": {k: v for k, v in before["sysctls"].items()
                             if k != f"netns:{extra.pid}"}}
     assert knobs.snapshot_mode(m, lab.eps) == lab_only
+
+
+@pytest.mark.parametrize("name", ["rps-all-cpus", "busy-poll"])
+def test_modes_with_host_wide_sysctls_pass_check(lab: Lab, name: str) -> None:
+    """Checked only: applying them would change host-wide sysctls for the whole machine."""
+    m = modes.load_mode(name)
+    before = knobs.snapshot_mode(m, lab.eps)
+    assert knobs.check_mode(m, lab.eps, before) == []
+    assert set(before["sysctls"]) == {"host"}  # host-wide, not per namespace
+    assert knobs.snapshot_mode(m, lab.eps) == before

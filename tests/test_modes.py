@@ -77,6 +77,7 @@ def test_single_knob_modes_set_their_knob() -> None:
     assert load_mode("netem-delay").knobs.qdisc["kind"] == "netem"
     rps = load_mode("rps-all-cpus")
     assert rps.knobs.rps_cpus == "all" and rps.knobs.xps_cpus == "all"
+    assert rps.knobs.rps_flow_cnt == 4096
     assert rps.knobs.sysctls == {"net.core.rps_sock_flow_entries": "32768"}
     assert load_mode("header-split").knobs.rings == {"tcp-data-split": True}
     assert load_mode("channels-2").knobs.channels == {"rx": 2, "tx": 2}
@@ -138,6 +139,7 @@ def test_parent_errors_name_the_parent_file(tmp_path: Path) -> None:
         ("nic: {rss: {equal: 2, default: on}}", "nic.rss: give one of"),
         ("nic: {rss: {weights: []}}", "nic.rss.weights: must be a non-empty list"),
         ("nic: {rps_cpus: everything}", "nic.rps_cpus: must look like all"),
+        ("nic: {rps_flow_cnt: -1}", "nic.rps_flow_cnt: must be a whole number >= 0"),
         ("qdisc: {kind: cake}", "qdisc.kind: must be one of tbf, htb, netem"),
         ("qdisc: {kind: tbf}", "qdisc.rate: required for tbf"),
         ("qdisc: {kind: tbf, rate: fast}", "qdisc.rate: must look like 1gbit"),

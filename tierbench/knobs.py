@@ -159,6 +159,11 @@ def online_cpu_mask() -> str:
     return format(mask, "x")
 
 
+def _qval(fname: str, value: str) -> int:
+    """A queue file's value as a number: CPU masks are hex, rps_flow_cnt is decimal."""
+    return int(value) if fname == "rps_flow_cnt" else _mask_int(value)
+
+
 def _wanted_mask(value: str) -> str:
     return online_cpu_mask() if value == "all" else format(_mask_int(value), "x")
 
@@ -230,7 +235,7 @@ def _short_error(msg: str) -> str:
 
 def _read_queues(ep: Endpoint) -> dict[str, dict[str, str]]:
     d = shlex.quote(f"/sys/class/net/{ep.ifname}/queues")
-    script = (f"cd {d} && for q in *; do for f in rps_cpus xps_cpus; do "
+    script = (f"cd {d} && for q in *; do for f in rps_cpus xps_cpus rps_flow_cnt; do "
               f"[ -e $q/$f ] && echo \"$q $f $(cat $q/$f 2>/dev/null || echo unreadable)\"; "
               "done; done; true")
     out: dict[str, dict[str, str]] = {}
@@ -359,7 +364,7 @@ def _snapshot_endpoint(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     if k.rss:
         text, err = _try(ep, ["ethtool", "-x", ep.ifname])
         snap["rss"] = {"table": parse_indirection(text)} if text is not None else {"error": err}
-    if k.rps_cpus is not None or k.xps_cpus is not None:
+    if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         try:
             snap["queues"] = _read_queues(ep)
         except NetifError as exc:
@@ -454,7 +459,8 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
         if "error" in rss:
             problems.append(f"RSS indirection (ethtool -X {_args(k.rss)}) is not supported by "
                             f"{who}: ethtool -x says {rss['error']}; {fix}")
-    for key, kind, value in (("rps_cpus", "rx", k.rps_cpus), ("xps_cpus", "tx", k.xps_cpus)):
+    for key, kind, value in (("rps_cpus", "rx", k.rps_cpus), ("xps_cpus", "tx", k.xps_cpus),
+                             ("rps_flow_cnt", "rx", k.rps_flow_cnt)):
         if value is None:
             continue
         qs = snap.get("queues", {})
@@ -465,7 +471,8 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
         if not has:
             problems.append(f"{key} is not supported by {who}: no {kind} queue has {key} "
                             f"(kernel without CONFIG_RPS/CONFIG_XPS?); {fix}")
-        elif value != "all" and _mask_int(value) & ~_mask_int(online_cpu_mask()):
+        elif key.endswith("_cpus") and value != "all" and (
+                _mask_int(str(value)) & ~_mask_int(online_cpu_mask())):
             problems.append(f"{key} {value} names CPUs that are not online (online mask "
                             f"{online_cpu_mask()}); change mode {mode.name}")
     if k.qdisc:
@@ -540,9 +547,9 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
             rss_args = ["default"]
         netif.run_in(ep, ["ethtool", "-X", ep.ifname] + rss_args)
     writes: dict[str, str] = {}
-    if k.rps_cpus is not None or k.xps_cpus is not None:
+    if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         # re-read: a channel change above may have added queues the snapshot did not have
-        writes = _mask_writes(_read_queues(ep), k.rps_cpus, k.xps_cpus)
+        writes = _mask_writes(_read_queues(ep), k.rps_cpus, k.xps_cpus, k.rps_flow_cnt)
     if writes:
         _write_masks(ep, writes)
     if k.qdisc:
@@ -550,7 +557,8 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
             netif.run_in(ep, cmd)
 
 
-def _mask_writes(queues: dict, rps: str | None, xps: str | None) -> dict[str, str]:
+def _mask_writes(queues: dict, rps: str | None, xps: str | None,
+                 flow_cnt: int | None = None) -> dict[str, str]:
     writes: dict[str, str] = {}
     for q, files in queues.items():
         if not isinstance(files, dict):
@@ -559,6 +567,8 @@ def _mask_writes(queues: dict, rps: str | None, xps: str | None) -> dict[str, st
             writes[f"{q}/rps_cpus"] = _wanted_mask(rps)
         if xps is not None and "xps_cpus" in files:
             writes[f"{q}/xps_cpus"] = _wanted_mask(xps)
+        if flow_cnt is not None and "rps_flow_cnt" in files:
+            writes[f"{q}/rps_flow_cnt"] = str(flow_cnt)
     return writes
 
 
@@ -635,12 +645,12 @@ def _endpoint_mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[st
         if set(table) != set(range(k.rss["equal"])):
             out.append(f"{who}: RSS table uses queues {sorted(set(table))}, wanted "
                        f"0-{k.rss['equal'] - 1}")
-    if k.rps_cpus is not None or k.xps_cpus is not None:
+    if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         queues = _read_queues(ep)
-        for path, want in _mask_writes(queues, k.rps_cpus, k.xps_cpus).items():
+        for path, want in _mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt).items():
             q, f = path.split("/")
             have = queues[q][f]
-            if have == "unreadable" or _mask_int(have) != _mask_int(want):
+            if have == "unreadable" or _qval(f, have) != _qval(f, want):
                 out.append(f"{who}: {q} {f} is {have}, wanted {want}")
     if k.qdisc:
         root = _qdisc_root(ep)
@@ -724,7 +734,7 @@ def _restore_extras(ep: Endpoint, snap: dict) -> list[str]:
         cur_q = _read_queues(ep)
         writes = {f"{q}/{f}": v for q, files in queues.items() for f, v in files.items()
                   if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
-                  and _mask_int(cur_q[q][f]) != _mask_int(v)}
+                  and _qval(f, cur_q[q][f]) != _qval(f, v)}
         if writes:
             try:
                 _write_masks(ep, writes)
@@ -763,7 +773,8 @@ def _remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
         for q, files in queues.items():
             for f, v in files.items():
                 have = cur_q.get(q, {}).get(f)
-                if v != "unreadable" and have is not None and _mask_int(have) != _mask_int(v):
+                if v != "unreadable" and have not in (None, "unreadable") and (
+                        _qval(f, have) != _qval(f, v)):
                     out.append(f"{who}: {q} {f} is {have}, snapshot had {v}")
     root = snap.get("qdisc_root")
     if root is not None:

@@ -72,6 +72,7 @@ class Knobs:
     rss: dict[str, Any] = field(default_factory=dict)
     rps_cpus: str | None = None
     xps_cpus: str | None = None
+    rps_flow_cnt: int | None = None
     coalesce: dict[str, int | bool] = field(default_factory=dict)
     rings: dict[str, int | bool] = field(default_factory=dict)
     qdisc: dict[str, Any] = field(default_factory=dict)
@@ -109,7 +110,7 @@ class Mode:
         for key in ("channels", "rss", "coalesce", "rings"):
             if getattr(k, key):
                 nic[key] = dict(getattr(k, key))
-        for key in ("rps_cpus", "xps_cpus"):
+        for key in ("rps_cpus", "xps_cpus", "rps_flow_cnt"):
             if getattr(k, key) is not None:
                 nic[key] = getattr(k, key)
         out: dict[str, Any] = {
@@ -159,7 +160,7 @@ def _pattern(where: str, value: Any, pattern: re.Pattern[str], example: str) -> 
 
 def _validate_nic(where: str, nic: dict[str, Any]) -> None:
     check_keys(where, nic, {"features", "mtu", "channels", "rss", "rps_cpus", "xps_cpus",
-                            "coalesce", "rings"})
+                            "rps_flow_cnt", "coalesce", "rings"})
     features = _mapping(f"{where}.features", nic.get("features"))
     if not isinstance(nic.get("features", {}) or {}, dict):
         raise ConfigError(f"{where}.features: must be a mapping of feature: on|off")
@@ -194,6 +195,8 @@ def _validate_nic(where: str, nic: dict[str, Any]) -> None:
     for key in ("rps_cpus", "xps_cpus"):
         if nic.get(key) is not None:
             _pattern(f"{where}.{key}", nic[key], _MASK, "all, or a hex CPU mask such as 3 or ff")
+    if nic.get("rps_flow_cnt") is not None:
+        number(f"{where}.rps_flow_cnt", nic["rps_flow_cnt"], minimum=0, integer=True)
     coalesce = _mapping(f"{where}.coalesce", nic.get("coalesce"))
     check_keys(f"{where}.coalesce", coalesce, set(COALESCE_KEYS))
     for key, value in coalesce.items():
@@ -333,6 +336,7 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
         rss=dict(nic.get("rss") or {}),
         rps_cpus=None if nic.get("rps_cpus") is None else str(nic["rps_cpus"]).lower(),
         xps_cpus=None if nic.get("xps_cpus") is None else str(nic["xps_cpus"]).lower(),
+        rps_flow_cnt=nic.get("rps_flow_cnt"),
         coalesce=dict(nic.get("coalesce") or {}),
         rings=dict(nic.get("rings") or {}),
         qdisc={k: (str(v) if k != "limit" else v) for k, v in (data.get("qdisc") or {}).items()},
