@@ -218,3 +218,33 @@ def test_cli_check_uses_endpoints_and_reports_problems(
 def test_host_scope_endpoints_need_no_stack() -> None:
     eps = modes.mode_endpoints(load_mode("host-socket-buffers"))
     assert eps == [Endpoint("host", "eth0", None)]
+
+
+def test_cli_check_without_stack_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tierbench import stack
+
+    def no_stack() -> dict:
+        raise stack.StackError("service loadgen of the stack is not running: see `docker "
+                               "compose logs loadgen`")
+
+    monkeypatch.setattr(stack, "tier_containers", no_stack)
+    assert cli.main(["modes", "check", "tso-off"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("tierbench: service loadgen of the stack is not running: see `docker compose "
+                   "logs loadgen`\n")
+
+
+def test_container_scope_endpoints_come_from_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tierbench import netif, stack
+
+    monkeypatch.setattr(stack, "tier_containers", lambda: {
+        t: SimpleNamespace(pid=100 + i) for i, t in enumerate(("loadgen", "proxy", "web"))})
+    monkeypatch.setattr(netif, "veth_endpoints", lambda tier, pid: [
+        Endpoint(tier, "eth0", pid), Endpoint("host", f"veth{pid}", None)])
+    eps = modes.mode_endpoints(load_mode("tso-off"))
+    assert [e.label for e in eps] == ["loadgen:eth0", "host:veth100", "proxy:eth0",
+                                      "host:veth101", "web:eth0", "host:veth102"]

@@ -886,17 +886,21 @@ def applied_mode(mode: Mode, endpoints: list[Endpoint],
         raise ModeTerminated(signum)
 
     previous = signal.signal(signal.SIGTERM, on_term)
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
         apply_mode(mode, endpoints, state)
         yield state
     finally:
+        # a second Ctrl-C or SIGTERM must not cut the restore short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             problems = [p for p in restore_state(state) if "gone, nothing to restore" not in p]
             if not problems:
                 sf.clear()
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
         if problems:
             raise NetifError("mode " + mode.name + " could not be fully restored (state kept in "
                              f"{sf.path}; run tierbench clean): " + "; ".join(problems))
