@@ -1,4 +1,4 @@
-"""The tierbench command: run, plan and clean experiments on the Compose stack."""
+"""The tierbench command: run, plan and clean experiments on the Compose stack; inspect modes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 from analysis import report
-from tierbench import config, loadgen, metrics, netif, runner, stack
+from tierbench import config, loadgen, metrics, modes, netif, runner, stack
 from workloads import filesets, traces
 
-USER_ERRORS = (config.ConfigError, stack.StackError, netif.NetifError, loadgen.LoadgenError,
+USER_ERRORS = (config.ConfigError, modes.ConfigError, stack.StackError, netif.NetifError,
+               loadgen.LoadgenError,
                metrics.MetricsError, filesets.FilesetError, traces.TraceError)
 
 
@@ -71,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="(re)write report.html of a run directory")
     rp.add_argument("run")
     rp.set_defaults(func=cmd_report)
+    modes.add_modes_parser(sub)
     return p
 
 

@@ -8,40 +8,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tierbench.modes import MODES_DIR, Mode, load_mode
+from tierbench.schema import (
+    ROOT,
+    TIERS,
+    ConfigError,
+    check_keys,
+    number,
+    read_yaml,
+    resolve_path,
+)
 
-from tierbench.netif import FEATURE_ALIASES, NicSettings
+__all__ = ["ConfigError", "Experiment", "Mode", "Point", "load_experiment", "load_mode",
+           "resolve_path", "EXPERIMENTS_DIR", "MODES_DIR", "TIERS", "ROOT"]
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
-MODES_DIR = ROOT / "modes"
-TIERS = ("loadgen", "proxy", "web")
 PROXIES = ("apache", "haproxy")
 
-
-class ConfigError(Exception):
-    """An experiment or mode file that cannot be used; the message names the file and key."""
-
-
-@dataclass(frozen=True)
-class Mode:
-    """A named, declarative set of interface settings applied to some tiers."""
-
-    name: str
-    description: str
-    tiers: tuple[str, ...]
-    nic: NicSettings
-    source: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """The mode as it will be recorded in the manifest."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "tiers": list(self.tiers),
-            "nic": {"features": dict(self.nic.features), "mtu": self.nic.mtu},
-            "source": self.source,
-        }
+_read_yaml = read_yaml
+_check_keys = check_keys
+_number = number
 
 
 @dataclass(frozen=True)
@@ -113,79 +99,6 @@ class Experiment:
             "traces": self.traces,
             "stack": self.stack,
         }
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
-
-
-def _number(where: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
-    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-    if not ok or value < minimum:
-        kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"{where}: must be {kind} >= {minimum}, got {value!r}")
-    return value
-
-
-def resolve_path(name: str, folder: Path, what: str) -> Path:
-    """A file given by path, or by bare name inside folder (with .yml added)."""
-    path = Path(name)
-    if path.suffix in (".yml", ".yaml") or path.exists():
-        return path
-    candidate = folder / f"{name}.yml"
-    if candidate.exists():
-        return candidate
-    known = ", ".join(sorted(p.stem for p in folder.glob("*.yml")))
-    raise ConfigError(f"no {what} named {name!r} (known: {known})")
-
-
-def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
-    """Load and validate one mode file (by name in modes/, or by path)."""
-    path = resolve_path(name, modes_dir, "mode")
-    data = _read_yaml(path)
-    _check_keys(str(path), data, {"description", "tiers", "nic"})
-    tiers = data.get("tiers", list(TIERS))
-    if not isinstance(tiers, list) or not tiers or any(t not in TIERS for t in tiers):
-        raise ConfigError(f"{path}: tiers: must be a non-empty list of {', '.join(TIERS)}, got {tiers!r}")
-    nic = data.get("nic") or {}
-    if not isinstance(nic, dict):
-        raise ConfigError(f"{path}: nic: must be a mapping")
-    _check_keys(f"{path}: nic", nic, {"features", "mtu"})
-    features = nic.get("features") or {}
-    if not isinstance(features, dict):
-        raise ConfigError(f"{path}: nic.features: must be a mapping of feature: on|off")
-    for key, value in features.items():
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path}: nic.features.{key}: must be on or off, got {value!r}")
-        if not isinstance(key, str) or (key not in FEATURE_ALIASES and "-" not in key):
-            raise ConfigError(
-                f"{path}: nic.features.{key}: not a feature name (short names: "
-                f"{', '.join(sorted(FEATURE_ALIASES))}; or a long ethtool -k name)"
-            )
-    mtu = nic.get("mtu")
-    if mtu is not None:
-        _number(f"{path}: nic.mtu", mtu, minimum=68, integer=True)
-    return Mode(
-        name=path.stem,
-        description=str(data.get("description", "")).strip(),
-        tiers=tuple(tiers),
-        nic=NicSettings(features=dict(features), mtu=mtu),
-        source=str(path),
-    )
 
 
 def _trace(where: str, spec: Any) -> dict[str, Any]:

@@ -601,8 +601,13 @@ def restore(snaps: dict[str, dict]) -> list[str]:
     """Put features and MTU back to the snapshots; return remaining problems ([] = done).
 
     Endpoints that disappeared are reported as "<label>: gone, nothing to restore";
-    one endpoint's failure never stops the others.
+    one endpoint's failure never stops the others.  A whole-mode state (from
+    ``knobs.snapshot_mode``) is handed to ``knobs.restore_state``.
     """
+    if snaps.get("kind") == "tierbench-mode-state":
+        from tierbench import knobs  # knobs builds on this module
+
+        return knobs.restore_state(snaps)
     problems: list[str] = []
     for label, snap in snaps.items():
         try:

@@ -1,0 +1,250 @@
+"""Mode files: schema, validation naming file and key, extends:, scopes, and the modes CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierbench import cli, config, knobs, modes
+from tierbench.modes import ConfigError, load_mode
+from tierbench.netif import Endpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted(p.stem for p in (ROOT / "modes").glob("*.yml"))
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.yml"
+    path.write_text(text)
+    return path
+
+
+def test_config_keeps_load_mode_and_mode_importable() -> None:
+    assert config.load_mode is modes.load_mode and config.Mode is modes.Mode
+    assert config.ConfigError is modes.ConfigError
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_mode_loads(name: str) -> None:
+    mode = load_mode(name)
+    assert mode.name == name and mode.description
+    assert mode.as_dict()["name"] == name
+
+
+def test_offloads_modes_unchanged() -> None:
+    on, off = load_mode("offloads-on"), load_mode("offloads-off")
+    feats = ("tso", "gso", "gro", "sg", "rx", "tx")
+    assert on.nic.features == dict.fromkeys(feats, True)
+    assert off.nic.features == dict.fromkeys(feats, False)
+    for m in (on, off):
+        assert m.tiers == ("loadgen", "proxy", "web") and m.nic.mtu is None
+        assert m.knobs == modes.Knobs() and m.server == {} and m.host_interfaces == ()
+        assert set(m.as_dict()) == {"name", "description", "tiers", "nic", "source"}
+
+
+def test_sockopt_cases_are_cumulative() -> None:
+    cases = [load_mode(f"sockopt-{i}-{s}") for i, s in enumerate(
+        ["default", "socket-buffers", "tso", "jumbo", "coalescing"], start=1)]
+    c1, c2, c3, c4, c5 = cases
+    assert c1.nic.features == {"tso": False} and c1.nic.mtu == 1500
+    assert c1.knobs.sysctls["net.ipv4.tcp_rmem"] == "4096 131072 6291456"
+    assert c2.knobs.sysctls["net.ipv4.tcp_rmem"] == "4096 131072 16777216"
+    assert c2.nic.features == {"tso": False} and c2.nic.mtu == 1500
+    assert c3.nic.features == {"tso": True, "sg": True, "tx": True}
+    assert c3.knobs.sysctls == c2.knobs.sysctls and c3.nic.mtu == 1500
+    assert c4.nic.mtu == 9000 and c4.nic.features == c3.nic.features
+    assert c5.knobs.coalesce == {"adaptive-rx": True, "rx-usecs": 50, "rx-frames": 64}
+    assert c5.nic.mtu == 9000 and c5.knobs.sysctls == c2.knobs.sysctls
+    assert c5.extends == ("sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                          "sockopt-4-jumbo")
+    for c in cases:
+        assert c.knobs.coalesce == ({} if c is not c5 else c5.knobs.coalesce)
+
+
+def test_server_accessor_and_restart_flag() -> None:
+    assert load_mode("sendfile-off").server == {"web_sendfile": False}
+    assert load_mode("mmap-off").server == {"web_mmap": False}
+    assert load_mode("proxy-cache-on").server == {"proxy_cache": True}
+    assert load_mode("proxy-cache-on").needs_restart
+    assert not load_mode("offloads-on").needs_restart
+
+
+def test_single_knob_modes_set_their_knob() -> None:
+    assert load_mode("rate-1gbit").knobs.qdisc == {"kind": "tbf", "rate": "1gbit",
+                                                   "latency": "50ms"}
+    assert load_mode("rate-10gbit").knobs.qdisc == {"kind": "htb", "rate": "10gbit"}
+    assert load_mode("netem-delay").knobs.qdisc["kind"] == "netem"
+    rps = load_mode("rps-all-cpus")
+    assert rps.knobs.rps_cpus == "all" and rps.knobs.xps_cpus == "all"
+    assert rps.knobs.rps_flow_cnt == 4096
+    assert rps.knobs.sysctls == {"net.core.rps_sock_flow_entries": "32768"}
+    assert load_mode("header-split").knobs.rings == {"tcp-data-split": True}
+    assert load_mode("channels-2").knobs.channels == {"rx": 2, "tx": 2}
+    assert load_mode("rss-equal").knobs.rss == {"equal": 2}
+    host = load_mode("host-socket-buffers")
+    assert host.scope == "host" and host.host_interfaces == ("eth0",) and host.tiers == ()
+
+
+def test_extends_merges_and_child_wins(tmp_path: Path) -> None:
+    write(tmp_path, "base", "tiers: [web]\nnic: {features: {tso: off, gro: off}, mtu: 1500}\n"
+          "qdisc: {kind: tbf, rate: 1gbit, burst: 1mb}\nsysctls: {net.core.somaxconn: 1024}\n")
+    write(tmp_path, "child", "extends: base\nnic: {features: {tso: on}}\n"
+          "qdisc: {kind: htb, rate: 10gbit}\nsysctls: {net.ipv4.tcp_rmem: [1, 2, 3]}\n")
+    m = load_mode("child", tmp_path)
+    assert m.tiers == ("web",) and m.nic.mtu == 1500
+    assert m.nic.features == {"tso": True, "gro": False}
+    assert m.knobs.qdisc == {"kind": "htb", "rate": "10gbit"}  # replaced whole
+    assert m.knobs.sysctls == {"net.core.somaxconn": "1024", "net.ipv4.tcp_rmem": "1 2 3"}
+    assert m.extends == ("base",)
+
+
+def test_extends_cycle_is_refused_naming_the_chain(tmp_path: Path) -> None:
+    write(tmp_path, "a", "extends: b\n")
+    write(tmp_path, "b", "extends: [c]\n")
+    write(tmp_path, "c", "extends: a\n")
+    with pytest.raises(ConfigError) as err:
+        load_mode("a", tmp_path)
+    assert "cycle (a -> b -> c -> a)" in str(err.value)
+    write(tmp_path, "self", "extends: self\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_mode("self", tmp_path)
+
+
+def test_extends_of_unknown_mode_names_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "m", "extends: nowhere\n")
+    with pytest.raises(ConfigError) as err:
+        load_mode("m", tmp_path)
+    assert str(path) in str(err.value) and "extends: no mode named 'nowhere'" in str(err.value)
+
+
+def test_parent_errors_name_the_parent_file(tmp_path: Path) -> None:
+    parent = write(tmp_path, "p", "nic: {coalesce: {rx-usecs: -1}}\n")
+    write(tmp_path, "m", "extends: p\n")
+    with pytest.raises(ConfigError) as err:
+        load_mode("m", tmp_path)
+    assert str(parent) in str(err.value) and "nic.coalesce.rx-usecs" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nic: {channels: {rx: 0}}", "nic.channels.rx: must be a whole number >= 1"),
+        ("nic: {channels: {queues: 2}}", "unknown key 'queues'"),
+        ("nic: {coalesce: {adaptive-rx: 3}}", "nic.coalesce.adaptive-rx: must be on or off"),
+        ("nic: {coalesce: {rx-usecs: fast}}", "nic.coalesce.rx-usecs: must be a whole number"),
+        ("nic: {coalesce: {rx-speed: 1}}", "unknown key 'rx-speed'"),
+        ("nic: {rings: {tcp-data-split: 1}}", "nic.rings.tcp-data-split: must be on or off"),
+        ("nic: {rings: {rx: 0}}", "nic.rings.rx: must be a whole number >= 1"),
+        ("nic: {rss: {equal: 2, default: on}}", "nic.rss: give one of"),
+        ("nic: {rss: {weights: []}}", "nic.rss.weights: must be a non-empty list"),
+        ("nic: {rps_cpus: everything}", "nic.rps_cpus: must look like all"),
+        ("nic: {rps_flow_cnt: -1}", "nic.rps_flow_cnt: must be a whole number >= 0"),
+        ("qdisc: {kind: cake}", "qdisc.kind: must be one of tbf, htb, netem"),
+        ("qdisc: {kind: tbf}", "qdisc.rate: required for tbf"),
+        ("qdisc: {kind: tbf, rate: fast}", "qdisc.rate: must look like 1gbit"),
+        ("qdisc: {kind: tbf, rate: 1gbit, delay: 1ms}", "unknown key 'delay'"),
+        ("qdisc: {kind: netem}", "netem needs at least one of"),
+        ("qdisc: {kind: netem, jitter: 1ms}", "qdisc.jitter: needs delay too"),
+        ("qdisc: {kind: netem, loss: 5}", "qdisc.loss: must look like 0.1%"),
+        ("sysctls: {rmem_max: 1}", "sysctls.rmem_max: not a sysctl name"),
+        ("sysctls: {net.core.rmem_max: {a: 1}}", "sysctls.net.core.rmem_max: must be a number"),
+        ("server: {web_sendfile: maybe}", "server.web_sendfile: must be on or off"),
+        ("server: {nginx: on}", "unknown key 'nginx'"),
+        ("host_interfaces: []", "host_interfaces: must be a non-empty list"),
+        ("host_interfaces: [eth0]\ntiers: [web]", "a mode has one scope"),
+        ("extends: 3", "extends: must be a mode name"),
+        ("colour: blue", "unknown key 'colour'"),
+    ],
+)
+def test_bad_modes_are_refused_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, "m", text + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_mode("m", tmp_path)
+    assert str(path) in str(err.value) and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_diff_lists_only_differences() -> None:
+    lines = modes.diff_modes(load_mode("sockopt-3-tso"), load_mode("sockopt-4-jumbo"))
+    assert "nic.mtu: 1500 -> 9000" in lines
+    assert not any(line.startswith("nic.features") for line in lines)
+    assert modes.diff_modes(load_mode("tso-off"), load_mode("tso-off")) == []
+
+
+def test_cli_list_show_diff(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["modes", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in SHIPPED)
+    assert "host: eth0" in out and "(server restart)" in out
+    assert cli.main(["modes", "show", "sockopt-5-coalescing"]) == 0
+    out = capsys.readouterr().out
+    assert "adaptive-rx: true" in out and "mtu: 9000" in out and "§4.3" in out
+    assert cli.main(["modes", "diff", "offloads-on", "offloads-off"]) == 0
+    assert "nic.features.tso: true -> false" in capsys.readouterr().out
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["modes", "show", "no-such-mode"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tierbench: no mode named 'no-such-mode'") and err.count("\n") == 1
+
+
+def test_cli_check_uses_endpoints_and_reports_problems(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The container-scope CLI path without a stack: endpoints and the check are stubbed."""
+    seen: dict = {}
+
+    def fake_endpoints(mode: modes.Mode) -> list[Endpoint]:
+        seen["mode"] = mode.name
+        return [Endpoint("web", "eth0", 4242), Endpoint("host", "veth1", None)]
+
+    def fake_check(mode: modes.Mode, eps: list[Endpoint]) -> list[str]:
+        seen["eps"] = [e.label for e in eps]
+        return ["coalescing is not supported by web:eth0 (driver veth)"]
+
+    monkeypatch.setattr(modes, "mode_endpoints", fake_endpoints)
+    monkeypatch.setattr(knobs, "check_mode", fake_check)
+    assert cli.main(["modes", "check", "sockopt-5-coalescing"]) == 1
+    out = capsys.readouterr().out
+    assert seen == {"mode": "sockopt-5-coalescing", "eps": ["web:eth0", "host:veth1"]}
+    assert "sockopt-5-coalescing: coalescing is not supported by web:eth0" in out
+    monkeypatch.setattr(knobs, "check_mode", lambda mode, eps: [])
+    assert cli.main(["modes", "check", "tso-off"]) == 0
+    assert "nothing was changed" in capsys.readouterr().out
+
+
+def test_host_scope_endpoints_need_no_stack() -> None:
+    eps = modes.mode_endpoints(load_mode("host-socket-buffers"))
+    assert eps == [Endpoint("host", "eth0", None)]
+
+
+def test_cli_check_without_stack_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tierbench import stack
+
+    def no_stack() -> dict:
+        raise stack.StackError("service loadgen of the stack is not running: see `docker "
+                               "compose logs loadgen`")
+
+    monkeypatch.setattr(stack, "tier_containers", no_stack)
+    assert cli.main(["modes", "check", "tso-off"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("tierbench: service loadgen of the stack is not running: see `docker compose "
+                   "logs loadgen`\n")
+
+
+def test_container_scope_endpoints_come_from_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tierbench import netif, stack
+
+    monkeypatch.setattr(stack, "tier_containers", lambda: {
+        t: SimpleNamespace(pid=100 + i) for i, t in enumerate(("loadgen", "proxy", "web"))})
+    monkeypatch.setattr(netif, "veth_endpoints", lambda tier, pid: [
+        Endpoint(tier, "eth0", pid), Endpoint("host", f"veth{pid}", None)])
+    eps = modes.mode_endpoints(load_mode("tso-off"))
+    assert [e.label for e in eps] == ["loadgen:eth0", "host:veth100", "proxy:eth0",
+                                      "host:veth101", "web:eth0", "host:veth102"]
