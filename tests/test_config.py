@@ -107,3 +107,15 @@ def test_mode_long_feature_names_are_accepted(tmp_path: Path) -> None:
     mode = config.load_mode("m", modes_dir=tmp_path)
     assert mode.tiers == ("web",)
     assert mode.nic.features == {"tx-tcp6-segmentation": False} and mode.nic.mtu == 9000
+
+
+def test_points_needing_a_restart_are_grouped(tmp_path: Path) -> None:
+    path = minimal(tmp_path, modes="modes: [offloads-on, sendfile-off, offloads-off]",
+                   traces="traces: [{name: a, kind: single, size: 4096}, "
+                          "{name: b, kind: single, size: 8192}]")
+    exp = config.load_experiment(str(path))
+    kinds = ["sendfile" if p.mode == "sendfile-off" else "nic" for p in exp.points()]
+    switches = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
+    assert switches == 1, kinds  # one block of sendfile-off points: a single restart
+    assert exp.stack_for(exp.mode("sendfile-off"))["web_sendfile"] is False
+    assert exp.stack_for(exp.mode("offloads-on"))["web_sendfile"] is True

@@ -130,6 +130,47 @@ def test_haproxy_overlay_serves_the_same_stack(env: dict[str, str], two_modes: P
     assert "HAProxy" in manifest["versions"]["proxy_server"]
 
 
+def test_cumulative_sockopt_cases_hold_during_their_points(env: dict[str, str],
+                                                           two_modes: Path) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "sockopt-short.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "sockopt-short")
+    manifest = json.loads((run / "manifest.json").read_text())
+    by_mode = {r["mode"]: r for r in manifest["points"].values()}
+    assert len(by_mode) == 4
+    for name, record in by_mode.items():
+        assert record["mode_verified"] and record["restored"], name
+        assert not record["summary"].get("error"), record["summary"]
+        assert record["interfaces_after"] == record["interfaces_before"]
+        during = record["interfaces_during"]
+        jumbo = name == "sockopt-4-jumbo"
+        tso = name in ("sockopt-3-tso", "sockopt-4-jumbo")
+        for label in record["endpoints"]:
+            assert during[label]["mtu"] == (9000 if jumbo else 1500), (name, label)
+            assert during[label]["features"]["tcp-segmentation-offload"].startswith(
+                "on" if tso else "off"), (name, label)
+        rmem = json.dumps(record["mode_state_during"])
+        assert ("16777216" in rmem) == (name != "sockopt-1-default"), name
+
+
+def test_server_option_modes_restart_the_web_tier(env: dict[str, str], two_modes: Path) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "server-options.yml"))
+    assert done.returncode == 0, done.stderr
+    assert "restarting services for sendfile-off" in done.stderr or \
+        "restarting services for offloads-on" in done.stderr
+    manifest = json.loads((run_dir(env, "server-options") / "manifest.json").read_text())
+    stacks = {r["mode"]: r["stack"] for r in manifest["points"].values()}
+    assert stacks["sendfile-off"]["web_sendfile"] is False
+    assert stacks["offloads-on"]["web_sendfile"] is True
+    for record in manifest["points"].values():
+        assert float(record["summary"]["tps"]) > 0 and record["restored"]
+    web = stack.tier_containers()["web"]
+    env_out = subprocess.run(["docker", "inspect", "-f", "{{json .Config.Env}}", web.id],
+                             capture_output=True, text=True).stdout
+    last = manifest["points"][max(manifest["points"])]["stack"]["web_sendfile"]
+    assert f"WEB_SENDFILE={'On' if last else 'Off'}" in env_out
+
+
 def current_settings() -> dict[str, dict]:
     out = {}
     for tier, c in stack.tier_containers().items():
@@ -189,7 +230,7 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
     assert saved, "no pre-change snapshot on disk while the mode was applied"
     proc.kill()
     proc.wait(timeout=30)
-    original = {label: netif.settings_view(snap) for label, snap in saved.items()}
+    original = {label: netif.settings_view(snap) for label, snap in saved["endpoints"].items()}
     assert current_settings() != original, "SIGKILL left nothing to restore"
     done = tierbench(env, "clean", "--keep-stack")
     assert done.returncode == 0, done.stderr

@@ -17,8 +17,9 @@ from typing import Iterator
 import yaml
 
 from analysis import report
-from tierbench import loadgen, metrics, netif, provenance, stack
+from tierbench import knobs, loadgen, metrics, modes, netif, provenance, stack
 from tierbench.config import Experiment, Point
+from tierbench.modes import Mode
 from tierbench.sampler import CgroupCpu, Sampler
 from workloads import traces
 
@@ -156,6 +157,7 @@ class Run:
         self.settings = exp.stack_for(exp.mode(exp.points()[0].mode))
         stack.up(self.settings, sets)
         tiers = self._discover()
+        self._check_modes(tiers)
         self.manifest = {
             "run_id": self.run_id,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -201,7 +203,9 @@ class Run:
         _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
         stack.up(settings, self.sets)
         self.settings = settings
-        return self._discover()
+        tiers = self._discover()
+        self._check_modes(tiers)
+        return tiers
 
     def _discover(self) -> dict[str, Tier]:
         found = {}
@@ -209,39 +213,63 @@ class Run:
             found[name] = Tier(c, CgroupCpu(c.pid), netif.veth_endpoints(name, c.pid))
         return found
 
+    def _mode_endpoints(self, mode: Mode, tiers: dict[str, Tier]) -> list[netif.Endpoint]:
+        """Where a mode applies: its host interfaces, or both ends of its tiers' veths."""
+        if mode.host_interfaces:
+            return modes.mode_endpoints(mode)
+        return [ep for t in mode.tiers for ep in tiers[t].endpoints]
+
+    def _check_modes(self, tiers: dict[str, Tier]) -> None:
+        """Capability check of every mode before the first point: refuse the run, change nothing."""
+        problems = [p for m in self.exp.modes
+                    for p in knobs.check_mode(m, self._mode_endpoints(m, tiers))]
+        if problems:
+            raise netif.NetifError("; ".join(problems))
+
     def _point(self, point: Point, tiers: dict[str, Tier], trace: Path) -> None:
         exp, mode = self.exp, self.exp.mode(point.mode)
         pdir = self.dir / "points" / point.id
         pdir.mkdir(parents=True)
-        eps = [ep for t in mode.tiers for ep in tiers[t].endpoints]
-        all_eps = [ep for t in tiers.values() for ep in t.endpoints]
+        eps = self._mode_endpoints(mode, tiers)
+        watched = [ep for t in tiers.values() for ep in t.endpoints]
+        watched += [ep for ep in eps if ep not in watched]
+
+        def interfaces() -> dict:
+            return {ep.label: netif.settings_view(netif.snapshot(ep)) for ep in watched}
+
         record: dict = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
                         "repetition": point.repetition, "stack": self.settings,
                         "endpoints": [ep.label for ep in eps]}
         self.manifest["points"][point.id] = record
-        before = {ep.label: netif.snapshot(ep) for ep in all_eps}
-        record["interfaces_before"] = {k: netif.settings_view(v) for k, v in before.items()}
-        self.state.save(before)  # on disk before the first change: `tierbench clean` can restore
+        record["interfaces_before"] = interfaces()
+        state = knobs.snapshot_mode(mode, eps)
+        record["mode_state_before"] = knobs.state_view(state)
+        self.state.save(state)  # on disk before the first change: `tierbench clean` can restore
         self._save()
         row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
                "repetition": point.repetition, "engine": exp.engine, "users": exp.users}
+        problems: list[str] = []
         try:
-            netif.apply(eps, mode.nic, before)
+            knobs.apply_mode(mode, eps, state)
             time.sleep(exp.settle_s)
-            during = {ep.label: netif.snapshot(ep) for ep in all_eps}
-            record["interfaces_during"] = {k: netif.settings_view(v) for k, v in during.items()}
-            record["mode_verified"] = not netif.verify(eps, mode.nic)
+            record["interfaces_during"] = interfaces()
+            record["mode_state_during"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
+            mismatches = knobs.verify_mode(mode, eps, state)
+            record["mode_verified"] = not mismatches
+            if mismatches:
+                raise netif.NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
             row.update(self._measure(pdir, tiers, trace, record))
         except (loadgen.LoadgenError, metrics.MetricsError) as exc:
             row["error"] = str(exc)
             _log(f"tierbench: {point.id} failed: {exc}")
         finally:
-            problems = [p for p in netif.restore(before) if "gone, nothing to restore" not in p]
-            after = {ep.label: netif.snapshot(ep) for ep in all_eps
-                     if ep.label in before}
-            record["interfaces_after"] = {k: netif.settings_view(v) for k, v in after.items()}
-            record["restored"] = not problems and all(
-                netif.settings_view(after[k]) == netif.settings_view(before[k]) for k in after)
+            problems = [p for p in knobs.restore_state(state)
+                        if "gone, nothing to restore" not in p]
+            record["interfaces_after"] = interfaces()
+            record["mode_state_after"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
+            record["restored"] = not problems and (
+                record["interfaces_after"] == record["interfaces_before"]
+                and record["mode_state_after"] == record["mode_state_before"])
             if problems:
                 record["restore_problems"] = problems
             else:
@@ -329,13 +357,13 @@ def clean(keep_stack: bool = False) -> list[str]:
     state = netif.StateFile()
     saved = state.load()
     if saved:
-        problems = netif.restore(saved)
+        problems = knobs.restore_state(saved)
         real = [p for p in problems if "gone, nothing to restore" not in p]
         notes += [f"restore: {p}" for p in problems]
         if real:
             raise netif.NetifError("some interface settings could not be restored: "
                                    + "; ".join(real))
-        notes.append(f"restored the settings of {len(saved)} interface(s) saved before a change")
+        notes.append("restored the interface and sysctl settings saved before a change")
         state.clear()
     elif saved is None:
         notes.append("no interface settings were left changed")
