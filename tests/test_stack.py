@@ -240,7 +240,8 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
     done = tierbench(env, "clean")
     assert done.returncode == 0, done.stderr
     label = "label=com.docker.compose.project=tierbench"
-    containers = subprocess.run(["docker", "ps", "-aq", "--filter", label],
+    containers = subprocess.run(["docker", "ps", "-aq", "--filter", label, "--filter",
+                                 "label=com.docker.compose.config-hash"],
                                 capture_output=True, text=True).stdout.split()
     networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", label],
                               capture_output=True, text=True).stdout.split()

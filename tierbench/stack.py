@@ -161,8 +161,10 @@ def down() -> None:
 
 def containers() -> dict[str, Container]:
     """The running containers of the stack, by service."""
-    ids = _run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
-               timeout=30).split()
+    # Images built by Compose carry the project and service labels, and so does any container
+    # started from them with `docker run`; only containers Compose created have a config hash.
+    ids = _run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                "--filter", "label=com.docker.compose.config-hash"], timeout=30).split()
     if not ids:
         return {}
     found: dict[str, Container] = {}
