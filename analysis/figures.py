@@ -376,17 +376,11 @@ def fig_net_conns(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
         parts.append(f"<h4>{_esc(mode)}</h4><div class=\"scroll\"><table class=\"modes\">"
                      f"<thead><tr><th class=\"l\">{_esc(col)}</th>{head}</tr></thead>"
                      f"<tbody>{''.join(body)}</tbody></table></div>")
-    ref = references.reference("net-conns")
-    if ref:
-        rows = "".join(f"<tr><td class=\"l\">{_esc(r.x)}</td><td class=\"l\">{_esc(r.quantity)}"
-                       f"</td><td class=\"num\">{r.with_offload:,.0f} {_esc(r.unit)}</td></tr>"
-                       for r in ref.rows)
-        parts.append(f"<h4>Paper: {_esc(ref.figure)}, {references.HARDWARE}</h4>"
-                     f'<table class="modes ref"><tbody>{rows}</tbody></table>')
     return Figure("net-conns", "Throughput and cycles/KB by connections (001)",
                   '<div class="family" data-family="net-conns">' + "".join(parts) + "</div>",
                   "Cells: mean [± 95 % CI half-width] throughput (Mb/s, from MB/s x 8) · server "
-                  f"cycles per KB ({_esc(source)}).")
+                  f"cycles per KB ({_esc(source)}). The paper's numbers (001, "
+                  f"{references.HARDWARE}) are in the table below.")
 
 
 def _ci_text(e: stats.Estimate) -> str:

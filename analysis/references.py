@@ -61,7 +61,7 @@ REFERENCES: dict[str, Reference] = {
     "pfs": Reference(
         "pfs", "000 §6.2.1 Fig. 10-11", ("with I/OAT", "without I/OAT"),
         (
-            RefRow("1 client, reads", "aggregate", "MB/s", 360, 361, {"users": 1}),
+            RefRow("1 client, reads", "aggregate", "MB/s", 360, 361, {"users": 1, "size_bytes": 65536}),
             RefRow("6 clients, reads", "aggregate", "MB/s", 731, 649, {"users": 6}),
             RefRow("1 client, writes", "aggregate", "MB/s", 460, 464),
             RefRow("6 clients, writes", "aggregate", "MB/s", 750, 697),
@@ -71,13 +71,13 @@ REFERENCES: dict[str, Reference] = {
     "net-conns": Reference(
         "net-conns", "001 (TCP transmit, 64K writes)", ("10GbE with TSO", "—"),
         (
-            RefRow("1 connection", "throughput", "Mb/s", 928, None, {"users": 1}),
-            RefRow("1 connection", "cycles per KB", "cycles/KB", 11792, None, {"users": 1}),
-            RefRow("100 connections", "throughput", "Mb/s", 9240, None, {"users": 100}),
-            RefRow("100 connections", "cycles per KB", "cycles/KB", 3161, None, {"users": 100}),
-            RefRow("6000 connections", "throughput", "Mb/s", 6370, None, {"users": 6000}),
+            RefRow("1 connection", "throughput", "Mb/s", 928, None, {"users": 1, "size_bytes": 65536}),
+            RefRow("1 connection", "cycles per KB", "cycles/KB", 11792, None, {"users": 1, "size_bytes": 65536}),
+            RefRow("100 connections", "throughput", "Mb/s", 9240, None, {"users": 100, "size_bytes": 65536}),
+            RefRow("100 connections", "cycles per KB", "cycles/KB", 3161, None, {"users": 100, "size_bytes": 65536}),
+            RefRow("6000 connections", "throughput", "Mb/s", 6370, None, {"users": 6000, "size_bytes": 65536}),
             RefRow("6000 connections", "cycles per KB", "cycles/KB", 17053, None,
-                   {"users": 6000}),
+                   {"users": 6000, "size_bytes": 65536}),
         ),
         "one mode only in the paper: its numbers are absolute, not a with/without pair",
     ),

@@ -703,15 +703,17 @@ def _comparison_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
     base = tables.baseline_mode(modes, experiment)
     if base is None or len(modes) < 2:
         return ""
-    cmp = tables.compare_modes(points, base)
+    cmp = tables.compare_modes(points, base, by=("trace", *tables.sweep_columns(points)))
     if cmp.empty:
         return ""
     body = []
     for _, r in cmp.iterrows():
         change = _ci_span(r["tps_change_pct"], r["tps_change_low"], r["tps_change_high"],
                           unit=" %")
+        where = " · ".join([_text(r["trace"])] + [f"{c} {_label(r[c])}" for c in
+                                                  tables.sweep_columns(points) if c in r])
         cells = [
-            f'<td class="l">{_esc(r["trace"])}</td>',
+            f'<td class="l">{_esc(where)}</td>',
             f'<td class="l">{_esc(r["mode"])} <span class="muted">vs</span> {_esc(base)}</td>',
             f'<td class="num">{r["n"]} / {r["n_baseline"]}</td>',
             f'<td class="num">{r["tps"]:,.1f} / {r["tps_baseline"]:,.1f}</td>',
@@ -743,6 +745,14 @@ def _comparison_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
     )
 
 
+REF_COLUMNS = {  # reference quantity -> (tidy column, scale to the paper's unit)
+    "TPS": ("tps", 1.0),
+    "aggregate": ("mb_per_s", 1.0),
+    "throughput": ("mb_per_s", 8.0),  # MB/s -> Mb/s
+    "cycles per KB": ("server_cycles_per_kb", 1.0),
+}
+
+
 def _reference_table(points: pd.DataFrame, experiment: dict[str, Any], family: str) -> str:
     ref = references.reference(family)
     if ref is None:
@@ -757,14 +767,27 @@ def _reference_table(points: pd.DataFrame, experiment: dict[str, Any], family: s
         for col, val in r.match.items():
             sub = sub[sub[col] == val] if col in sub else sub.iloc[0:0]
         measured = MISSING
-        if r.match and not sub.empty and other and r.quantity in ("TPS",):
-            a = sub[sub["mode"] == other]["tps"].tolist()
-            b = sub[sub["mode"] == base]["tps"].tolist()
+        column, scale = REF_COLUMNS.get(r.quantity, (None, 1.0))
+        if r.match and not sub.empty and column in sub and r.without_offload is None:
+            parts = []
+            for mode in modes:
+                e = stats.mean_ci((sub[sub["mode"] == mode][column] * scale).tolist())
+                if e.mean is not None:
+                    half = f" ± {e.half:,.0f}" if e.half is not None else ""
+                    parts.append(f"{_esc(mode)} {e.mean:,.0f}{half}")
+            measured = "; ".join(parts) or MISSING
+        elif r.match and not sub.empty and other and column in sub:
+            a = (sub[sub["mode"] == other][column] * scale).tolist()
+            b = (sub[sub["mode"] == base][column] * scale).tolist()
             ch = stats.tps_change_pct(a, b)
             if a and b:
                 measured = (f"{_esc(other)} {stats.mean_ci(a).mean:,.0f} vs {_esc(base)} "
                             f"{stats.mean_ci(b).mean:,.0f}: "
                             f"{_ci_span(ch.value, ch.low, ch.high, unit=' %')}")
+                bound = int((sub.get("client_bound") == True).sum())  # noqa: E712
+                if bound:
+                    measured += (f' <span class="flag">({bound} of {len(sub)} points '
+                                 "client-bound: partly the generator's limit)</span>")
         w = MISSING if r.with_offload is None else f"{r.with_offload:,.0f}"
         wo = MISSING if r.without_offload is None else f"{r.without_offload:,.0f}"
         chg = MISSING if r.change_pct is None else f"{r.change_pct:+.0f} %"
@@ -914,7 +937,8 @@ def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
 
 def _more_warnings(points: pd.DataFrame, samples: pd.DataFrame | None,
                    notes: list[str]) -> str:
-    found = [w for w in tables.warnings_for(points, samples)
+    by = ("trace", "mode", *tables.sweep_columns(points))
+    found = [w for w in tables.warnings_for(points, samples, by=by)
              if w.kind in ("unstable", "unstable-point")]
     parts = []
     if found:
@@ -926,6 +950,26 @@ def _more_warnings(points: pd.DataFrame, samples: pd.DataFrame | None,
         items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
         parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
     return "".join(parts)
+
+
+def _label(value: Any) -> str:
+    """A factor value as text: 16.0 -> '16'."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return _text(value)
+
+
+def _fold_sweeps(rows: list[Row], sweeps: list[str]) -> list[Row]:
+    """Per-trace sections group by trace x mode: fold swept factors (users, docroot) into mode."""
+    if not sweeps:
+        return rows
+    out = []
+    for r in rows:
+        bits = [_text(r.get("mode"))] + [
+            f"{_label(r.get(c))} {c}" if c in ("users", "clients", "threads", "connections")
+            else _label(r.get(c)) for c in sweeps]
+        out.append({**r, "mode": " · ".join(b for b in bits if b)})
+    return out
 
 
 def render_report(
@@ -941,13 +985,14 @@ def render_report(
     experiment = experiment if isinstance(experiment, dict) else {}
     name = _text(experiment.get("name")) or "tierbench run"
     run_id = _text(manifest.get("run_id"))
+    points = load.points_frame(rows, manifest)
+    rows = _fold_sweeps(rows, tables.sweep_columns(points))
     columns = _columns(rows)
     tiers = _tiers(columns)
     modes = _first_seen(rows, "mode")
     colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(modes)}
     groups = aggregate(rows)
     traces = _first_seen(rows, "trace")
-    points = load.points_frame(rows, manifest)
     sections = [
         _trace_section(
             i + 1,

@@ -76,18 +76,28 @@ def baseline_mode(modes: list[str], experiment: dict[str, Any]) -> str | None:
     return off[0] if off else modes[-1]
 
 
-def compare_modes(points: pd.DataFrame, baseline: str, by: str = "trace") -> pd.DataFrame:
-    """Per trace and mode: TPS change (%) and relative CPU benefit over the baseline, with CIs."""
+SWEEPS = ("users", "clients", "threads", "connections", "write_size", "docroot")
+
+
+def sweep_columns(points: pd.DataFrame) -> list[str]:
+    """Factors besides trace and mode that vary within a run (users, docroot, ...)."""
+    return [c for c in SWEEPS if c in points and points[c].dropna().nunique() > 1]
+
+
+def compare_modes(points: pd.DataFrame, baseline: str,
+                  by: tuple[str, ...] = ("trace",)) -> pd.DataFrame:
+    """Per trace (x sweep) and mode: TPS change (%) and relative CPU benefit over the baseline."""
     ok = good(points)
     rows = []
-    for key, grp in ok.groupby(by, sort=False):
+    for key, grp in ok.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
         base = grp[grp["mode"] == baseline]
         if base.empty:
             continue
         for mode, sub in grp.groupby("mode", sort=False):
             if mode == baseline:
                 continue
-            row: dict[str, Any] = {by: key, "mode": mode, "baseline": baseline,
+            row: dict[str, Any] = {**dict(zip(by, key)), "mode": mode, "baseline": baseline,
                                    "n": len(sub), "n_baseline": len(base),
                                    "tps": sub["tps"].mean(), "tps_baseline": base["tps"].mean()}
             r = stats.tps_change_pct(sub["tps"].tolist(), base["tps"].tolist())

@@ -12,7 +12,8 @@ import pytest
 
 from analysis import compare, figures, load, references, report, stats, tables
 from tierbench import cli
-from tierbench.runner import write_summary
+
+import synthetic_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "quick" / "20261122T030944Z"
@@ -189,25 +190,10 @@ def test_group_stats_and_mode_comparison_on_the_example() -> None:
 
 
 def _synthetic(rows: list[dict], *, name: str = "dc-test", traces: list | None = None) -> dict:
-    return {"run_id": "synthetic", "experiment": {
-        "name": name, "seed": 7, "load": {"warmup_s": 1, "measure_s": 3},
-        "modes": [{"name": "on"}, {"name": "off"}], "traces": traces or []}}
+    return synthetic_runs.manifest(name, traces)
 
 
-def _write_run(path: Path, rows: list[dict], manifest: dict) -> Path:
-    path.mkdir(parents=True)
-    full = []
-    for i, r in enumerate(rows, 1):
-        base = {"point": f"p{i:03d}", "repetition": 1, "engine": "locust", "users": 16,
-                "window_s": 3.0, "requests": 300, "errors": 0, "cpu_s_loadgen": 1.0,
-                "cpu_s_proxy": 0.5, "cpu_s_web": 0.5, "cpu_s_servers": 1.0,
-                "generator_cpu_pct": 50.0, "bytes_moved": 1024 * 300, "mb_per_s": 0.1,
-                "server_cpu_us_per_req": 3333.3, "server_cpu_us_per_kb": 3333.3,
-                "host_cpu_us_per_kb": 5000.0, "client_bound": False}
-        full.append({**base, **r})
-    write_summary(path / "summary.csv", full)
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    return path
+_write_run = synthetic_runs.write_run
 
 
 def test_warnings_client_bound_errors_failed_and_unstable(tmp_path: Path) -> None:
@@ -306,10 +292,20 @@ def test_fig_net_conns_tables_throughput_and_cycles(tmp_path: Path) -> None:
     assert "812 ± 50.8" in fig.body
     # cycles/KB: 0.0015 s x 2 GHz / 1000 KB = 3000
     assert "3,000" in fig.body and "estimate: CPU time x nominal 2.00 GHz" in fig.caption
-    assert "11,792" in fig.body  # the paper's 1-connection cycles/KB
+    page = report.write_report(run.dir).read_text()
+    assert "11,792" in page  # the paper's 1-connection cycles/KB
+    assert "on 812 ± 51" in page  # measured beside it: write-64k, 1 connection, Mb/s
 
 
 # --------------------------------------------------------------------------- report, compare
+
+
+@pytest.mark.parametrize("family", figures.FAMILIES)
+def test_report_of_each_family_has_its_figure(family: str, tmp_path: Path) -> None:
+    run_dir = synthetic_runs.family_run(tmp_path, family)
+    page = report.write_report(run_dir).read_text()
+    assert f'data-family="{family}"' in page
+    assert "Paper reference" in page and "2004-2008 hardware" in page
 
 
 def test_example_report_has_family_figure_references_and_traceability(tmp_path: Path) -> None:

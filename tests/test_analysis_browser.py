@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import report
+from analysis import figures, report
+
+import synthetic_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "quick" / "20261122T030944Z"
@@ -21,10 +23,10 @@ WRAPPER = """<html><body><iframe id="f" src="report.html" style="width:1300px;he
 </iframe><script>
 document.getElementById("f").addEventListener("load", () => {
   const d = document.getElementById("f").contentDocument;
-  const out = [...d.querySelectorAll("svg.chart")].map(s => {
+  const out = [...d.querySelectorAll("svg.chart, div.family")].map(s => {
     const r = s.getBoundingClientRect();
     return {cls: s.getAttribute("class"), w: Math.round(r.width), h: Math.round(r.height),
-            marks: s.querySelectorAll("rect,path,circle").length};
+            marks: s.querySelectorAll("rect,path,circle,td").length};
   });
   const pre = document.createElement("pre");
   pre.id = "result";
@@ -93,21 +95,44 @@ def test_report_screenshot_has_no_console_errors(built: Path, tmp_path: Path) ->
     assert len(set(pixels)) > 50, "the screenshot is blank"
 
 
-def test_every_figure_renders(built: Path, tmp_path: Path) -> None:
-    page = built.read_text(encoding="utf-8")
-    expected = len(re.findall(r'<svg class="chart[ "]', page))
-    assert expected == 4  # the family figure + one chart per trace
-    wrapper = built.parent / "wrapper.html"
-    wrapper.write_text(WRAPPER)
-    res = chromium(tmp_path / "profile", "--allow-file-access-from-files",
-                   "--virtual-time-budget=10000", "--dump-dom", wrapper.as_uri())
+def rendered(page: Path, profile: Path) -> list[dict]:
+    """Size and mark count of every figure (svg.chart, div.family) as laid out by Chromium."""
+    wrapper = page.parent / "wrapper.html"
+    wrapper.write_text(WRAPPER.replace("report.html", page.name))
+    res = chromium(profile, "--allow-file-access-from-files", "--virtual-time-budget=10000",
+                   "--dump-dom", wrapper.as_uri())
     found = re.search(r'<pre id="result">(.*?)</pre>', res.stdout, flags=re.S)
     assert found, res.stderr[-2000:]
-    figures = json.loads(found.group(1).replace("&quot;", '"'))
-    assert len(figures) == expected
-    assert figures[0]["cls"] == "chart family"
-    for fig in figures:
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def expected_figures(page: str) -> int:
+    return len(re.findall(r'<svg class="chart[ "]', page)) + page.count('<div class="family"')
+
+
+def test_every_figure_renders(built: Path, tmp_path: Path) -> None:
+    page = built.read_text(encoding="utf-8")
+    assert expected_figures(page) == 4  # the family figure + one chart per trace
+    figs = rendered(built, tmp_path / "profile")
+    assert len(figs) == 4 and figs[0]["cls"] == "chart family"
+    for fig in figs:
         assert fig["w"] > 400 and fig["h"] > 200 and fig["marks"] > 4, fig
+
+
+@pytest.mark.parametrize("family", figures.FAMILIES)
+def test_family_figures_render(family: str, tmp_path: Path) -> None:
+    page = report.write_report(synthetic_runs.family_run(tmp_path, family))
+    figs = rendered(page, tmp_path / "profile")
+    assert len(figs) == expected_figures(page.read_text(encoding="utf-8"))
+    fam = [f for f in figs if "family" in f["cls"]]
+    assert len(fam) == 1, figs
+    assert fam[0]["w"] > 300 and fam[0]["h"] > 100 and fam[0]["marks"] > 4, fam
+    for fig in figs:  # per-trace charts: TPS may be absent (PFS), so only laid out
+        assert fig["w"] > 300 and fig["h"] > 100 and fig["marks"] >= 1, fig
+    res = chromium(tmp_path / "profile2", "--enable-logging=stderr", "--v=0",
+                   f"--screenshot={tmp_path / 'shot.png'}", "--window-size=1300,2000",
+                   page.as_uri())
+    assert console_lines(res.stderr) == []
 
 
 def test_missing_chromium_fails_with_the_install_command(
