@@ -403,10 +403,34 @@ def recompute_point(run: Run, point: str) -> dict[str, Any]:
         out["requests"] = len(good)
         out["tps"] = len(good) / dt
         out["request_bytes"] = sum(r[1] for r in good)
+    out.update(locust_check(pdir, first["t"], last["t"]))
     label = _client_label(run, point)
     if label and label in first.get("net", {}) and label in last.get("net", {}):
         out["bytes_moved"] = last["net"][label]["tx_bytes"] - first["net"][label]["tx_bytes"]
         out["mb_per_s"] = out["bytes_moved"] / dt / 1e6
+    return out
+
+
+def locust_check(pdir: Path, start: float, end: float) -> dict[str, Any]:
+    """The load generator's own view: whole-run totals (locust_stats.csv) and the window's TPS
+    from its cumulative history (locust_stats_history.csv, 1 s timestamps: approximate)."""
+    out: dict[str, Any] = {}
+    stats_csv, hist_csv = pdir / "locust_stats.csv", pdir / "locust_stats_history.csv"
+    if stats_csv.is_file():
+        with stats_csv.open(newline="", encoding="utf-8") as handle:
+            for r in csv.DictReader(handle):
+                if r.get("Name") == "Aggregated":
+                    out["locust_requests_total"] = int(float(r["Request Count"]))
+                    out["locust_failures_total"] = int(float(r["Failure Count"]))
+    if hist_csv.is_file():
+        with hist_csv.open(newline="", encoding="utf-8") as handle:
+            rows = [(float(r["Timestamp"]), int(float(r["Total Request Count"])))
+                    for r in csv.DictReader(handle) if r.get("Name") == "Aggregated"]
+        inside = [r for r in rows if start <= r[0] <= end]
+        if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+            out["locust_window_tps"] = (inside[-1][1] - inside[0][1]) / (inside[-1][0]
+                                                                          - inside[0][0])
+            out["locust_window_s"] = inside[-1][0] - inside[0][0]
     return out
 
 

@@ -909,6 +909,9 @@ def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
             same = math.isclose(rcpu, r["cpu_s_servers"], rel_tol=1e-3, abs_tol=1e-4)
             cpu_check = (f'{rcpu:,.3f} <span class="{"okt" if same else "errtxt"}">'
                          f'{"= summary" if same else "≠ summary"}</span>')
+        ltps = rec.get("locust_window_tps")
+        locust = MISSING if ltps is None else (
+            f'{ltps:,.0f} <span class="pm">over {rec.get("locust_window_s", 0):.0f} s</span>')
         body.append(
             f'<tr><td class="l">{_esc(pid)}</td><td class="num">{int(r["order"])}</td>'
             f'<td class="l">{_esc(r["trace"])}</td><td class="l">{_esc(r["mode"])}</td>'
@@ -917,7 +920,7 @@ def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
             f'<td class="num">{len(meas)}</td>'
             f'<td class="num">{MISSING if cv is None else f"{100 * cv:.1f} %"}</td>'
             f"<td>{_sparkline(grp)}</td><td class=\"num\">{check}</td>"
-            f'<td class="num">{cpu_check}</td></tr>'
+            f'<td class="num">{cpu_check}</td><td class="num">{locust}</td></tr>'
         )
     return (
         '<div class="card" id="traceability"><h2>From samples to numbers</h2>'
@@ -925,12 +928,14 @@ def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
         "or the sample pair after the warm-up that reproduces summary.csv), the 1 Hz intervals "
         "excluded as warm-up and counted as measured, the variation of per-second TPS inside "
         "the window, per-second TPS (shaded: measured window) and the numbers recomputed from "
-        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent).</p>"
+        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The last "
+        "column is the load generator's own count (locust_stats_history.csv, cumulative totals "
+        "stamped to the second, so ± a second's worth of requests).</p>"
         '<div class="scroll"><table class="modes trace-tbl"><thead><tr><th class="l">point</th>'
         '<th>run order</th><th class="l">trace</th><th class="l">mode</th>'
         '<th class="l">window</th><th>warm-up s</th><th>measured s</th>'
         "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from requests.csv</th>"
-        "<th>server CPU s from samples</th></tr></thead>"
+        "<th>server CPU s from samples</th><th>Locust's own TPS in the window</th></tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div></div>"
     )
 
