@@ -1067,6 +1067,11 @@ def write_report(run_dir: Path, progress: load.Progress | None = None) -> Path:
                 recomputed[pid] = load.recompute_point(run, pid)
         except load.LayoutError as exc:
             notes.append(str(exc))
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            # the runner calls this in its finally block: a damaged file must not end the run
+            notes.append(f"per-second samples could not be read ({type(exc).__name__}: {exc}); "
+                         "the report shows summary.csv only")
+            samples, recomputed = None, {}
     out = run_dir / "report.html"
     out.write_text(render_report(rows, manifest, samples, recomputed, notes), encoding="utf-8")
     return out

@@ -325,6 +325,15 @@ def test_example_report_has_family_figure_references_and_traceability(tmp_path: 
         assert needle not in page, needle
 
 
+def test_damaged_samples_do_not_stop_the_report(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(EXAMPLE, run_dir)
+    (run_dir / "points" / "p003" / "samples.jsonl").write_text('{"t": 1}\n{"t": 2, "cpu"\n')
+    page = report.write_report(run_dir).read_text()
+    assert "per-second samples could not be read" in page
+    assert 'data-family="dc-single"' in page
+
+
 def test_compare_two_runs(tmp_path: Path) -> None:
     rows_a = [{"trace": "t", "mode": "on", "repetition": r, "tps": v}
               for r, v in ((1, 90.0), (2, 110.0))]
