@@ -2,10 +2,11 @@
 # Variables can be overridden: make run EXP=experiments/quick.yml
 EXP ?= quick
 PYTEST_ARGS ?=
+EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan clean setup setup-venv images lint
+.PHONY: help run test plan clean setup setup-venv images lint report-example
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +34,9 @@ setup-venv:
 
 images: ## Build the images (bootstraps a local Debian base when none can be pulled)
 	setup/images.sh
+
+report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
+	$(VENV)/tierbench report $(EXAMPLE)
 
 lint: setup-venv ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from analysis import figures, load, references, stats, tables
+
 TIER_PREFIX = "cpu_s_"
 TEXT_COLUMNS = frozenset({"point", "trace", "mode", "engine", "error"})
 BOOL_COLUMNS = frozenset({"client_bound"})
@@ -178,6 +182,10 @@ class Group:
         """Minimum and maximum of a column over repetitions."""
         values = self.values(column)
         return (min(values), max(values)) if values else None
+
+    def ci(self, column: str) -> stats.Estimate:
+        """Mean and 95 % confidence interval (t, df = n - 1) of a column over repetitions."""
+        return stats.mean_ci(self.values(column))
 
     def half_range(self, column: str) -> float | None:
         """Half the min–max range of a column, (max − min) / 2."""
@@ -457,7 +465,7 @@ def _mode_table(groups: list[Group], tiers: list[str], colors: dict[str, str]) -
     head = [
         '<th class="l">mode</th>',
         '<th title="repetitions">reps</th>',
-        '<th title="tps">TPS<br><span class="unit">mean ± ½ range</span></th>',
+        '<th title="tps">TPS<br><span class="unit">mean ± 95 % CI</span></th>',
     ]
     head += [f'<th title="{c}">{html.escape(label)}</th>' for c, label in MODE_METRICS]
     head += [
@@ -471,8 +479,8 @@ def _mode_table(groups: list[Group], tiers: list[str], colors: dict[str, str]) -
     ]
     body = []
     for g in groups:
-        tps, half = g.mean("tps"), g.half_range("tps")
-        spread = f' <span class="pm">± {half:,.1f}</span>' if len(g.values("tps")) > 1 else ""
+        tps, half = g.mean("tps"), g.ci("tps").half
+        spread = f' <span class="pm">± {half:,.1f}</span>' if half is not None else ""
         tps_text = MISSING if tps is None else f"{tps:,.1f}{spread}"
         reps = str(g.repetitions) + (
             f' <span class="errtxt">({g.failed} failed)</span>' if g.failed else ""
@@ -483,7 +491,7 @@ def _mode_table(groups: list[Group], tiers: list[str], colors: dict[str, str]) -
             f'<td class="num">{reps}</td>',
             f'<td class="num">{tps_text}</td>',
         ]
-        cells += [f'<td class="num">{_fmt(c, g.mean(c))}</td>' for c, _ in MODE_METRICS]
+        cells += [f'<td class="num">{_mean_ci(c, g)}</td>' for c, _ in MODE_METRICS]
         cells += [f'<td class="num">{_fmt(t, g.mean(t))}</td>' for t in tiers]
         gen = _fmt("generator_cpu_pct", g.mean("generator_cpu_pct"))
         cells.append(f'<td class="num">{gen}</td>')
@@ -497,9 +505,17 @@ def _mode_table(groups: list[Group], tiers: list[str], colors: dict[str, str]) -
     return (
         f'<div class="scroll"><table class="modes"><thead><tr>{"".join(head)}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
-        '<p class="note">All values are means over repetitions (failed points excluded); '
-        "TPS ± is half the min–max range, (max − min) / 2.</p>"
+        '<p class="note">Means over repetitions (failed points excluded); ± is the half-width '
+        "of the 95 % confidence interval (Student t, df = n − 1); none with one repetition.</p>"
     )
+
+
+def _mean_ci(column: str, g: Group) -> str:
+    e = g.ci(column)
+    if e.mean is None:
+        return MISSING
+    half = f'<br><span class="pm">± {_fmt(column, e.half)}</span>' if e.half is not None else ""
+    return _fmt(column, e.mean) + half
 
 
 def _distinct(rows: list[Row], column: str) -> str:
@@ -508,7 +524,12 @@ def _distinct(rows: list[Row], column: str) -> str:
 
 
 def _trace_section(
-    index: int, trace: str, groups: list[Group], tiers: list[str], colors: dict[str, str]
+    index: int,
+    trace: str,
+    groups: list[Group],
+    tiers: list[str],
+    colors: dict[str, str],
+    extra: str = "",
 ) -> str:
     rows = [row for g in groups for row in g.rows]
     plural = "" if len(rows) == 1 else "s"
@@ -518,15 +539,17 @@ def _trace_section(
         f"window {html.escape(_distinct(rows, 'window_s'))} s"
     )
     dashed = any(g.client_bound for g in groups)
-    caption = "Bars: mean over repetitions; whiskers: min–max over repetitions." + (
-        " Dashed outline: at least one repetition was client-bound." if dashed else ""
+    caption = (
+        "Bars: mean over repetitions; whiskers: min–max over repetitions (the 95 % CIs are in "
+        "the table)." + (" Dashed outline: at least one repetition was client-bound." if dashed
+                         else "")
     )
     return (
         f'<section class="trace" id="trace-{index}"><h2><span class="muted">Trace</span> '
         f'{_esc(trace) or MISSING}</h2><p class="meta">{meta}</p>'
         f"{_mode_table(groups, tiers, colors)}"
         f"<figure>{_trace_chart(groups, colors)}<figcaption>{caption}</figcaption></figure>"
-        "</section>"
+        f"{extra}</section>"
     )
 
 
@@ -652,16 +675,323 @@ pre{margin:0;font-size:12px;background:#f7f9fb;border:1px solid #e4e8ee;border-r
 padding:8px;white-space:pre-wrap}
 code{font-size:12px}
 footer{color:#9aa5b1;font-size:12px;text-align:center}
+h3.refh,h3.costh{margin:16px 0 6px}
+.hw{background:#eef1f4;color:#52606d;border-radius:4px;padding:1px 7px;font-size:11.5px;
+font-weight:600;margin-left:6px}
+table.ref td.l{white-space:normal}
+.okt{color:#2e7d32;font-size:11px}
+svg.spark{display:block}svg.spark .win{fill:#e8f0fa}
+svg .line{stroke-linejoin:round}
+svg.family{max-width:100%;height:auto;display:block}
+h4{margin:12px 0 4px;font-size:13px}
 """
 
 
-def render_report(rows: list[Row], manifest: dict[str, Any]) -> str:
-    """Render rows of summary.csv plus the run manifest as one self-contained HTML page."""
+def _ci_span(value: float | None, low: float | None, high: float | None, digits: int = 1,
+             scale: float = 1.0, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    text = f"{value * scale:+,.{digits}f}{unit}"
+    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
+        return text + ' <span class="pm">(no CI: one repetition)</span>'
+    return (f'{text} <span class="pm">[{low * scale:+,.{digits}f}, '
+            f"{high * scale:+,.{digits}f}]</span>")
+
+
+def _comparison_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
+    modes = tables.modes_in_order(list(dict.fromkeys(points["mode"])), experiment)
+    base = tables.baseline_mode(modes, experiment)
+    if base is None or len(modes) < 2:
+        return ""
+    cmp = tables.compare_modes(points, base, by=("trace", *tables.sweep_columns(points)))
+    if cmp.empty:
+        return ""
+    body = []
+    for _, r in cmp.iterrows():
+        change = _ci_span(r["tps_change_pct"], r["tps_change_low"], r["tps_change_high"],
+                          unit=" %")
+        where = " · ".join([_text(r["trace"])] + [f"{c} {_label(r[c])}" for c in
+                                                  tables.sweep_columns(points) if c in r])
+        cells = [
+            f'<td class="l">{_esc(where)}</td>',
+            f'<td class="l">{_esc(r["mode"])} <span class="muted">vs</span> {_esc(base)}</td>',
+            f'<td class="num">{r["n"]} / {r["n_baseline"]}</td>',
+            f'<td class="num">{r["tps"]:,.1f} / {r["tps_baseline"]:,.1f}</td>',
+            f'<td class="num">{change}</td>',
+        ]
+        for col, _ in tables.CPU_BENEFIT_COLUMNS:
+            key = f"benefit_{col}"
+            benefit = _ci_span(r.get(key), r.get(key + "_low"), r.get(key + "_high"),
+                               scale=100.0, unit=" %")
+            cells.append(f'<td class="num">{benefit}</td>' if key in r else f"<td>{MISSING}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    head = (
+        '<th class="l">trace</th><th class="l">modes</th><th>reps</th>'
+        '<th>TPS<br><span class="unit">mode / baseline</span></th>'
+        '<th>TPS change<br><span class="unit">% [95 % CI]</span></th>'
+        + "".join(f'<th>relative CPU benefit<br><span class="unit">{html.escape(label)}, '
+                  "(b − a) / b [95 % CI]</span></th>" for _, label in tables.CPU_BENEFIT_COLUMNS)
+    )
+    return (
+        '<div class="card" id="comparison"><h2>Comparison between modes</h2>'
+        f'<p class="meta">Each mode against the baseline <b>{_esc(base)}</b>. TPS change = '
+        "100 (mean TPS<sub>mode</sub> / mean TPS<sub>baseline</sub> − 1). Relative CPU benefit "
+        "(000 §4) = (b − a) / b with a the mode's and b the baseline's mean server CPU "
+        "(utilisation: server CPU seconds / window, in cores; and server CPU per KB). "
+        "CIs by the delta method with Welch–Satterthwaite degrees of freedom (see "
+        "analysis/README.md); positive benefit = the mode uses less CPU.</p>"
+        f'<div class="scroll"><table class="modes"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div></div>"
+    )
+
+
+REF_COLUMNS = {  # reference quantity -> (tidy column, scale to the paper's unit)
+    "TPS": ("tps", 1.0),
+    "aggregate": ("mb_per_s", 1.0),
+    "throughput": ("mb_per_s", 8.0),  # MB/s -> Mb/s
+    "cycles per KB": ("server_cycles_per_kb", 1.0),
+}
+
+
+def _reference_table(points: pd.DataFrame, experiment: dict[str, Any], family: str) -> str:
+    ref = references.reference(family)
+    if ref is None:
+        return ""
+    modes = tables.modes_in_order(list(dict.fromkeys(points["mode"])), experiment)
+    base = tables.baseline_mode(modes, experiment)
+    other = next((m for m in modes if m != base), None)
+    ok = tables.good(points)
+    body = []
+    for r in ref.rows:
+        sub = ok
+        for col, val in r.match.items():
+            sub = sub[sub[col] == val] if col in sub else sub.iloc[0:0]
+        measured = MISSING
+        column, scale = REF_COLUMNS.get(r.quantity, (None, 1.0))
+        if r.match and not sub.empty and column in sub and r.without_offload is None:
+            parts = []
+            for mode in modes:
+                e = stats.mean_ci((sub[sub["mode"] == mode][column] * scale).tolist())
+                if e.mean is not None:
+                    half = f" ± {e.half:,.0f}" if e.half is not None else ""
+                    parts.append(f"{_esc(mode)} {e.mean:,.0f}{half}")
+            measured = "; ".join(parts) or MISSING
+        elif r.match and not sub.empty and other and column in sub:
+            a = (sub[sub["mode"] == other][column] * scale).tolist()
+            b = (sub[sub["mode"] == base][column] * scale).tolist()
+            ch = stats.tps_change_pct(a, b)
+            if a and b:
+                measured = (f"{_esc(other)} {stats.mean_ci(a).mean:,.0f} vs {_esc(base)} "
+                            f"{stats.mean_ci(b).mean:,.0f}: "
+                            f"{_ci_span(ch.value, ch.low, ch.high, unit=' %')}")
+                bound = int((sub.get("client_bound") == True).sum())  # noqa: E712
+                if bound:
+                    measured += (f' <span class="flag">({bound} of {len(sub)} points '
+                                 "client-bound: partly the generator's limit)</span>")
+        w = MISSING if r.with_offload is None else f"{r.with_offload:,.0f}"
+        wo = MISSING if r.without_offload is None else f"{r.without_offload:,.0f}"
+        chg = MISSING if r.change_pct is None else f"{r.change_pct:+.0f} %"
+        body.append(
+            f'<tr><td class="l">{_esc(r.x)}</td><td class="l">{_esc(r.quantity)} '
+            f'<span class="unit">{_esc(r.unit)}</span></td><td class="num">{w}</td>'
+            f'<td class="num">{wo}</td><td class="num">{chg}</td>'
+            f'<td class="l">{measured}</td></tr>'
+        )
+    rows = "".join(body) or (f'<tr><td class="l" colspan="6">{_esc(ref.note)}</td></tr>')
+    return (
+        f'<h3 class="refh">Paper reference: {_esc(ref.figure)} '
+        f'<span class="hw">{references.HARDWARE}</span></h3>'
+        '<div class="scroll"><table class="modes ref"><thead><tr><th class="l">where</th>'
+        f'<th class="l">quantity</th><th>{_esc(ref.labels[0])}</th><th>{_esc(ref.labels[1])}'
+        '</th><th>change</th><th class="l">measured here (this hardware) [95 % CI]</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table></div>"
+        + (f'<p class="note">Paper: {_esc(ref.note)}. The paper\'s absolute values are from '
+           f"{references.HARDWARE}; compare the direction and size of the effect, not the "
+           "values.</p>" if ref.note else "")
+    )
+
+
+def _figure_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
+    if points.empty:
+        return ""
+    fam = figures.family_of(_text(experiment.get("name")), points)
+    fig = figures.family_figure(points, experiment, fam)
+    return (
+        f'<div class="card" id="figure"><h2>{_esc(fig.title)}</h2>'
+        f'<p class="meta">Experiment family <b>{_esc(fam)}</b> (from the experiment name '
+        f'and its traces).</p><figure class="famfig">{fig.body}<figcaption>'
+        f"{fig.caption}</figcaption></figure>{_reference_table(points, experiment, fam)}</div>"
+    )
+
+
+def _cost_table(points: pd.DataFrame, modes: list[str]) -> str:
+    ok = tables.good(points)
+    tiers = [c[len(TIER_PREFIX):] for c in ok.columns
+             if c.startswith(TIER_PREFIX) and c != "cpu_s_servers"]
+    cols = [(f"cpu_us_per_req_{t}", f"{t} µs/req") for t in tiers]
+    cols += [("server_cpu_us_per_req", "servers µs/req"), ("host_cpu_us_per_req", "host µs/req")]
+    cols += [(f"cpu_us_per_kb_{t}", f"{t} µs/KB") for t in tiers]
+    cols += [("server_cpu_us_per_kb", "servers µs/KB"), ("host_cpu_us_per_kb", "host µs/KB"),
+             ("server_cycles_per_kb", "servers cycles/KB"), ("host_cycles_per_kb",
+                                                               "host cycles/KB")]
+    cols = [(c, label) for c, label in cols if c in ok]
+    if not cols or ok.empty:
+        return ""
+    body = []
+    for mode in modes:
+        sub = ok[ok["mode"] == mode]
+        if sub.empty:
+            continue
+        cells = []
+        for c, _ in cols:
+            e = stats.mean_ci(sub[c].tolist())
+            txt = MISSING if e.mean is None else f"{e.mean:,.1f}" + (
+                f'<br><span class="pm">± {e.half:,.1f}</span>' if e.half is not None else "")
+            cells.append(f'<td class="num">{txt}</td>')
+        body.append(f'<tr><td class="l">{_esc(mode)}</td>{"".join(cells)}</tr>')
+    source = ok["cycles_source"].dropna().iloc[0] if "cycles_source" in ok and \
+        ok["cycles_source"].notna().any() else "no clock known: cycles not computed"
+    head = "".join(f'<th title="{_esc(c)}">{html.escape(label)}</th>' for c, label in cols)
+    return (
+        '<h3 class="costh">CPU cost per request and per KB, per tier and for the host</h3>'
+        f'<div class="scroll"><table class="modes cost"><thead><tr><th class="l">mode</th>{head}'
+        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        f'<p class="note">Mean ± 95 % CI half-width. Tier CPU = the container cgroup\'s CPU '
+        "time over the measured window; host = busy ticks of /proc/stat (user, nice, system, irq, "
+        f"softirq). KB = 1024 bytes delivered to the client. Cycles per KB: "
+        f"<b>{_esc(source)}</b>.</p>"
+    )
+
+
+def _sparkline(grp: pd.DataFrame) -> str:
+    w, h = 160, 28
+    tps = grp["tps"].fillna(0).tolist()
+    top = max(tps + [1e-9])
+    n = max(len(tps) - 1, 1)
+    pts = " ".join(f"{2 + (w - 4) * i / n:.1f},{h - 2 - (h - 4) * v / top:.1f}"
+                   for i, v in enumerate(tps))
+    shade = ""
+    phases = grp["phase"].tolist()
+    if "measured" in phases:
+        i0 = phases.index("measured")
+        i1 = len(phases) - 1 - phases[::-1].index("measured")
+        x0, x1 = 2 + (w - 4) * max(i0 - 0.5, 0) / n, 2 + (w - 4) * min(i1 + 0.5, n) / n
+        shade = (f'<rect class="win" x="{x0:.1f}" y="0" width="{x1 - x0:.1f}" height="{h}">'
+                 "<title>measured window</title></rect>")
+    return (f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}">{shade}'
+            f'<polyline points="{pts}" fill="none" stroke="#4e79a7" stroke-width="1.3"/></svg>')
+
+
+def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
+                recomputed: dict[str, dict[str, Any]] | None) -> str:
+    if samples is None or samples.empty:
+        return ""
+    by_point = dict(tuple(samples.groupby("point", sort=False)))
+    body = []
+    for _, r in points.iterrows():
+        pid = r["point"]
+        grp = by_point.get(pid)
+        if grp is None:
+            continue
+        rec = (recomputed or {}).get(pid, {})
+        meas = grp[grp["phase"] == "measured"]
+        cv = meas["tps"].std(ddof=1) / meas["tps"].mean() if len(meas) > 1 and \
+            meas["tps"].mean() else None
+        rtps = rec.get("tps")
+        check = MISSING
+        if rtps is not None and isinstance(r.get("tps"), float):
+            same = math.isclose(rtps, r["tps"], rel_tol=1e-4)
+            check = (f'{rtps:,.2f} <span class="{"okt" if same else "errtxt"}">'
+                     f'{"= summary" if same else "≠ summary"}</span>')
+        rcpu = rec.get("cpu_s_servers")
+        cpu_check = MISSING
+        if rcpu is not None and isinstance(r.get("cpu_s_servers"), float):
+            same = math.isclose(rcpu, r["cpu_s_servers"], rel_tol=1e-3, abs_tol=1e-4)
+            cpu_check = (f'{rcpu:,.3f} <span class="{"okt" if same else "errtxt"}">'
+                         f'{"= summary" if same else "≠ summary"}</span>')
+        ltps = rec.get("locust_window_tps")
+        locust = MISSING if ltps is None else (
+            f'{ltps:,.0f} <span class="pm">over {rec.get("locust_window_s", 0):.0f} s</span>')
+        body.append(
+            f'<tr><td class="l">{_esc(pid)}</td><td class="num">{int(r["order"])}</td>'
+            f'<td class="l">{_esc(r["trace"])}</td><td class="l">{_esc(r["mode"])}</td>'
+            f'<td class="l">{_esc(rec.get("window_source", grp["window_source"].iloc[0]))}</td>'
+            f'<td class="num">{(grp["phase"] == "warm-up").sum()}</td>'
+            f'<td class="num">{len(meas)}</td>'
+            f'<td class="num">{MISSING if cv is None else f"{100 * cv:.1f} %"}</td>'
+            f"<td>{_sparkline(grp)}</td><td class=\"num\">{check}</td>"
+            f'<td class="num">{cpu_check}</td><td class="num">{locust}</td></tr>'
+        )
+    return (
+        '<div class="card" id="traceability"><h2>From samples to numbers</h2>'
+        '<p class="meta">Per point, in run order: the measured window (recorded by the runner, '
+        "or the sample pair after the warm-up that reproduces summary.csv), the 1 Hz intervals "
+        "excluded as warm-up and counted as measured, the variation of per-second TPS inside "
+        "the window, per-second TPS (shaded: measured window) and the numbers recomputed from "
+        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The last "
+        "column is the load generator's own count (locust_stats_history.csv, cumulative totals "
+        "stamped to the second, so ± a second's worth of requests).</p>"
+        '<div class="scroll"><table class="modes trace-tbl"><thead><tr><th class="l">point</th>'
+        '<th>run order</th><th class="l">trace</th><th class="l">mode</th>'
+        '<th class="l">window</th><th>warm-up s</th><th>measured s</th>'
+        "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from requests.csv</th>"
+        "<th>server CPU s from samples</th><th>Locust's own TPS in the window</th></tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div></div>"
+    )
+
+
+def _more_warnings(points: pd.DataFrame, samples: pd.DataFrame | None,
+                   notes: list[str]) -> str:
+    by = ("trace", "mode", *tables.sweep_columns(points))
+    found = [w for w in tables.warnings_for(points, samples, by=by)
+             if w.kind in ("unstable", "unstable-point")]
+    parts = []
+    if found:
+        items = "".join(f"<li><b>{_esc(w.where)}</b>: {_esc(w.message)}</li>" for w in found)
+        parts.append(f'<div class="warn"><h3>Unstable results ({len(found)})</h3><p>The '
+                     "spread is large: treat these means with care, or run more "
+                     f"repetitions / longer windows.</p><ul>{items}</ul></div>")
+    if notes:
+        items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
+        parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
+    return "".join(parts)
+
+
+def _label(value: Any) -> str:
+    """A factor value as text: 16.0 -> '16'."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return _text(value)
+
+
+def _fold_sweeps(rows: list[Row], sweeps: list[str]) -> list[Row]:
+    """Per-trace sections group by trace x mode: fold swept factors (users, docroot) into mode."""
+    if not sweeps:
+        return rows
+    out = []
+    for r in rows:
+        bits = [_text(r.get("mode"))] + [
+            f"{_label(r.get(c))} {c}" if c in ("users", "clients", "threads", "connections")
+            else _label(r.get(c)) for c in sweeps]
+        out.append({**r, "mode": " · ".join(b for b in bits if b)})
+    return out
+
+
+def render_report(
+    rows: list[Row],
+    manifest: dict[str, Any],
+    samples: pd.DataFrame | None = None,
+    recomputed: dict[str, dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
+) -> str:
+    """Render summary rows + manifest (+ per-second samples) as one self-contained HTML page."""
     manifest = manifest if isinstance(manifest, dict) else {}
     experiment = manifest.get("experiment")
     experiment = experiment if isinstance(experiment, dict) else {}
     name = _text(experiment.get("name")) or "tierbench run"
     run_id = _text(manifest.get("run_id"))
+    points = load.points_frame(rows, manifest)
+    rows = _fold_sweeps(rows, tables.sweep_columns(points))
     columns = _columns(rows)
     tiers = _tiers(columns)
     modes = _first_seen(rows, "mode")
@@ -670,7 +1000,12 @@ def render_report(rows: list[Row], manifest: dict[str, Any]) -> str:
     traces = _first_seen(rows, "trace")
     sections = [
         _trace_section(
-            i + 1, trace, [g for (t, _), g in groups.items() if t == trace], tiers, colors
+            i + 1,
+            trace,
+            [g for (t, _), g in groups.items() if t == trace],
+            tiers,
+            colors,
+            _cost_table(points[points["trace"] == trace], modes) if len(points) else "",
         )
         for i, trace in enumerate(traces)
     ]
@@ -679,6 +1014,8 @@ def render_report(rows: list[Row], manifest: dict[str, Any]) -> str:
     if manifest.get("started") or manifest.get("finished"):
         sub.append(f"{_esc(manifest.get('started'))} → {_esc(manifest.get('finished'))}")
     sub.append(f"{len(rows)} points · {len(traces)} traces · {len(modes)} modes")
+    if experiment.get("seed") is not None:
+        sub.append(f"run order shuffled with seed {_esc(experiment.get('seed'))}")
     if git.get("revision"):
         dirty = " (dirty)" if git.get("dirty") else ""
         sub.append(f"git {_esc(str(git['revision'])[:12])}{dirty}")
@@ -695,8 +1032,12 @@ def render_report(rows: list[Row], manifest: dict[str, Any]) -> str:
         + (f'<p class="desc">{html.escape(desc)}</p>' if desc else "")
         + "</header>"
         + _warnings(rows, columns)
+        + (_more_warnings(points, samples, notes or []) if len(points) else "")
+        + _figure_card(points, experiment)
+        + (_comparison_card(points, experiment) if len(points) else "")
         + (f'<p class="sub">Traces: {toc}</p>' if toc else "")
         + "".join(sections)
+        + (_trace_card(points, samples, recomputed) if len(points) else "")
         + '<div class="card"><h2>All points</h2><p class="meta">Every row of summary.csv '
         "(columns split into groups to fit); client-bound rows are shaded amber, "
         "failed rows red.</p>"
@@ -708,16 +1049,31 @@ def render_report(rows: list[Row], manifest: dict[str, Any]) -> str:
     )
 
 
-def write_report(run_dir: Path) -> Path:
-    """Write RUN/report.html from RUN/summary.csv and RUN/manifest.json; return its path."""
+def write_report(run_dir: Path, progress: load.Progress | None = None) -> Path:
+    """Write RUN/report.html from summary.csv, manifest.json and the points' samples."""
     run_dir = Path(run_dir)
     summary, manifest_path = run_dir / "summary.csv", run_dir / "manifest.json"
     rows = load_summary(summary) if summary.exists() else []
     manifest = {}
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    samples, recomputed, notes = None, {}, []
+    if rows:
+        try:
+            run = load.load_run(run_dir)
+            notes = run.notes
+            samples = load.load_samples(run, progress)
+            for pid in samples["point"].unique() if not samples.empty else []:
+                recomputed[pid] = load.recompute_point(run, pid)
+        except load.LayoutError as exc:
+            notes.append(str(exc))
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            # the runner calls this in its finally block: a damaged file must not end the run
+            notes.append(f"per-second samples could not be read ({type(exc).__name__}: {exc}); "
+                         "the report shows summary.csv only")
+            samples, recomputed = None, {}
     out = run_dir / "report.html"
-    out.write_text(render_report(rows, manifest), encoding="utf-8")
+    out.write_text(render_report(rows, manifest, samples, recomputed, notes), encoding="utf-8")
     return out
 
 

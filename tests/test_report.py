@@ -94,8 +94,9 @@ def test_aggregation_matches_hand_computed_means(rows: list[dict]) -> None:
 def test_rendered_tables_show_the_aggregates(rows: list[dict], manifest: dict) -> None:
     first = sections(render_report(rows, manifest))[0]
     assert "static-1k" in first
-    assert "4,157.1" in first and "± 31.8" in first  # TPS mean ± half-range, p001/p002
-    assert "3,969.8" in first and "± 17.2" in first  # p003/p004
+    # TPS mean ± 95 % CI half-width; for n = 2: t_{0.975,1} x |a - b| / 2
+    assert "4,157.1" in first and "± 404.1" in first  # 12.706 x 31.8, p001/p002
+    assert "3,969.8" in first and "± 218.5" in first  # 12.706 x 17.2, p003/p004
     assert "40.45" in first  # p99 mean of offload-on
     assert "113.2" in first  # server CPU µs/KB of offload-on, 1 decimal
 
@@ -104,14 +105,16 @@ def test_one_section_and_one_chart_per_trace(rows: list[dict], manifest: dict) -
     page = render_report(rows, manifest)
     found = sections(page)
     assert len(found) == 3
-    assert page.count("<svg") == 3
+    assert page.count('<svg class="chart" ') == 3  # plus one family figure
+    assert page.count('<svg class="chart family"') == 1
     for section, trace in zip(found, ["static-1k", "static-256k", "mixed-api"], strict=True):
         assert trace in section
         assert section.count("<svg") == 1
         assert section.count("<rect") == 4  # 2 modes x (TPS panel + CPU µs/KB panel)
         assert section.count('class="whisker"') == 4
         assert "TPS (requests / s)" in section and "server CPU (µs / KB)" in section
-        modes = re.findall(r'<td class="l">.*?</td>', section)
+        assert "CPU cost per request and per KB" in section
+        modes = re.findall(r'<td class="l"><span class="sw".*?</td>', section)
         assert len(modes) == 2 and "offload-on" in modes[0] and "offload-off" in modes[1]
 
 
@@ -226,4 +229,5 @@ def test_extra_tier_column_appears(run_dir: Path) -> None:
 def test_render_without_manifest_or_rows_does_not_crash() -> None:
     page = render_report([], {})
     assert "tierbench run" in page and "No points" in page
-    assert render_report([{"trace": "t", "mode": "m", "tps": "12.5"}], {}).count("<svg") == 1
+    page = render_report([{"trace": "t", "mode": "m", "tps": "12.5"}], {})
+    assert page.count('<svg class="chart" ') == 1

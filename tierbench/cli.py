@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis import report
+from analysis import compare, load, report
 from tierbench import config, loadgen, metrics, modes, netif, runner, stack
 from workloads import filesets, traces
 
 USER_ERRORS = (config.ConfigError, modes.ConfigError, stack.StackError, netif.NetifError,
                loadgen.LoadgenError,
-               metrics.MetricsError, filesets.FilesetError, traces.TraceError)
+               metrics.MetricsError, filesets.FilesetError, traces.TraceError, load.LayoutError)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -51,7 +51,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "summary.csv").is_file():
         raise config.ConfigError(f"{run_dir}: no summary.csv here; give a results/<experiment>/<run-id> folder")
-    print(report.write_report(run_dir))
+    print(report.write_report(run_dir, load.stderr_progress("tierbench: report: samples")))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare two runs of the same experiment; write the comparison page."""
+    try:
+        print(compare.write_compare(Path(args.run_a), Path(args.run_b), args.out))
+    except (load.LayoutError, compare.CompareError) as exc:
+        raise config.ConfigError(str(exc)) from None
     return 0
 
 
@@ -73,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("run")
     rp.set_defaults(func=cmd_report)
     modes.add_modes_parser(sub)
+    cp = sub.add_parser("compare", help="compare two runs of the same experiment (A, then B)")
+    cp.add_argument("run_a")
+    cp.add_argument("run_b")
+    cp.add_argument("-o", "--out", type=Path, help="output file (default RUN_B/compare-<A>.html)")
+    cp.set_defaults(func=cmd_compare)
     return p
 
 

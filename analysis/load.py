@@ -1,0 +1,458 @@
+"""Load a results run into tidy pandas tables: one row per point, and the per-second samples.
+
+Layout read (see tierbench/runner.py): RUN/summary.csv, RUN/manifest.json and, per point,
+RUN/points/<id>/{samples.jsonl, requests.csv, per_second.csv, point.json}. Older runs without
+points/ load their summary; asking for their samples raises LayoutError naming what is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import stats
+
+REQUIRED = ("point", "trace", "mode", "tps")
+TIER_PREFIX = "cpu_s_"
+TEXT = ("point", "trace", "mode", "engine", "error")
+GENERATOR = "loadgen"
+
+Progress = Callable[[int, int, float], None]
+
+
+class LayoutError(Exception):
+    """A run directory lacks a file or column the analysis needs (the message names it)."""
+
+
+@dataclass
+class Run:
+    """One loaded run: its folder, manifest, experiment and the tidy per-point table."""
+
+    dir: Path | None
+    manifest: dict[str, Any]
+    points: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        """The resolved experiment recorded in the manifest ({} when absent)."""
+        exp = self.manifest.get("experiment")
+        return exp if isinstance(exp, dict) else {}
+
+    @property
+    def name(self) -> str:
+        """The experiment's name."""
+        return str(self.experiment.get("name") or "tierbench run")
+
+    @property
+    def run_id(self) -> str:
+        """The run id (folder name when the manifest lacks it)."""
+        rid = self.manifest.get("run_id")
+        return str(rid) if rid else (self.dir.name if self.dir else "")
+
+    @property
+    def seed(self) -> Any:
+        """The seed that shuffled the run order (None when not recorded)."""
+        return self.experiment.get("seed")
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def read_summary_rows(path: Path) -> list[dict[str, str]]:
+    """summary.csv as string dicts; cells beyond the header are a failed point's error."""
+    rows = []
+    with Path(path).open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader, [])]
+        for cells in reader:
+            if not any(c.strip() for c in cells):
+                continue
+            row = {h: (cells[i].strip() if i < len(cells) else "") for i, h in enumerate(header)}
+            extra = [c.strip() for c in cells[len(header) :] if c.strip()]
+            if extra:
+                row["error"] = "; ".join(([row["error"]] if row.get("error") else []) + extra)
+            rows.append(row)
+    return rows
+
+
+def _bool(value: Any) -> Any:
+    text = str(value).strip().lower()
+    return {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(
+        text, pd.NA
+    )
+
+
+def trace_specs(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Trace name -> spec from the experiment (older layouts list bare names: spec from name)."""
+    specs: dict[str, dict[str, Any]] = {}
+    for item in experiment.get("traces") or []:
+        spec = dict(item) if isinstance(item, dict) else {"name": str(item)}
+        specs[str(spec.get("name"))] = spec
+    return specs
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])b?$", re.I)
+_ALPHA = re.compile(r"(?:zipf|alpha)[-_ ]?(\d*\.\d+|\d+)", re.I)
+_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_trace(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Kind, file size (bytes) and Zipf alpha of a trace, from its spec or else from its name."""
+    spec = spec or {}
+    out: dict[str, Any] = {"trace_kind": spec.get("kind"), "size_bytes": spec.get("size"),
+                           "alpha": spec.get("alpha")}
+    if out["alpha"] is None:
+        m = _ALPHA.search(name)
+        out["alpha"] = float(m.group(1)) if m else None
+    if out["size_bytes"] is None:
+        m = _SIZE.search(name)
+        out["size_bytes"] = int(float(m.group(1)) * _UNITS[m.group(2).lower()]) if m else None
+    if out["trace_kind"] is None:
+        out["trace_kind"] = "zipf" if out["alpha"] is not None else (
+            "single" if out["size_bytes"] is not None else None)
+    for key in ("class", "docroot", "clients", "connections", "write_size"):
+        if key in spec:
+            out[key] = spec[key]
+    return out
+
+
+def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> pd.DataFrame:
+    """The tidy per-point table from summary rows + manifest: typed, with derived columns."""
+    manifest = manifest if isinstance(manifest, dict) else {}
+    df = pd.DataFrame([dict(r) for r in rows])
+    if df.empty:
+        return pd.DataFrame(columns=list(REQUIRED) + ["repetition"])
+    for col in df.columns:
+        if col in TEXT:
+            df[col] = df[col].map(lambda v: "" if v is None or v is pd.NA else str(v).strip())
+        elif col == "client_bound":
+            df[col] = df[col].map(lambda v: v if isinstance(v, bool) else _bool(v))
+        else:
+            converted = pd.to_numeric(df[col].map(lambda v: None if v == "" else v),
+                                      errors="coerce")
+            if converted.notna().sum() or df[col].map(lambda v: v in ("", None)).all():
+                df[col] = converted.astype(float)
+    for col in ("point", "trace", "mode", "error"):
+        if col not in df:
+            df[col] = ""
+    if "repetition" not in df:
+        df["repetition"] = 1.0
+    if "tps" not in df:
+        df["tps"] = math.nan
+    df["failed"] = df["error"].astype(bool)
+    df["order"] = range(1, len(df) + 1)  # summary.csv is written in run (shuffled) order
+    exp = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
+    specs = trace_specs(exp)
+    parsed = pd.DataFrame([parse_trace(t, specs.get(t)) for t in df["trace"]], index=df.index)
+    for col in parsed:
+        if col not in df:
+            df[col] = parsed[col]
+    _derive(df, manifest)
+    return df
+
+
+def _derive(df: pd.DataFrame, manifest: dict[str, Any]) -> None:
+    """Add per-tier and host CPU per request / per KB, utilisation and cycles per KB."""
+    def col(name: str) -> pd.Series:
+        return df[name] if name in df else pd.Series(math.nan, index=df.index)
+
+    kb = col("bytes_moved") / 1024.0
+    kb = kb.where(kb > 0)
+    reqs = col("requests").where(col("requests") > 0)
+    for c in [c for c in df.columns if c.startswith(TIER_PREFIX)]:
+        tier = c[len(TIER_PREFIX):]
+        df[f"cpu_us_per_req_{tier}"] = df[c] * 1e6 / reqs
+        df[f"cpu_us_per_kb_{tier}"] = df[c] * 1e6 / kb
+    # host busy CPU seconds over the window, from the host µs/KB the runner computed
+    host_s = col("host_cpu_us_per_kb") * kb / 1e6
+    df["host_cpu_s"] = host_s
+    df["host_cpu_us_per_req"] = host_s * 1e6 / reqs
+    if "cpu_s_servers" in df and "window_s" in df:
+        df["server_cpu_util"] = df["cpu_s_servers"] / df["window_s"].where(df["window_s"] > 0)
+    host = manifest.get("host") if isinstance(manifest.get("host"), dict) else {}
+    hz = stats.nominal_hz(host.get("cpu_model"), host.get("cpu_mhz"))
+    if "cycles_servers" in df:  # hardware counters (perf) when the runner recorded them
+        df["server_cycles_per_kb"] = df["cycles_servers"] / kb
+        df["cycles_source"] = "hardware counters"
+    elif hz and "cpu_s_servers" in df:
+        df["server_cycles_per_kb"] = df["cpu_s_servers"] * hz / kb
+        df["host_cycles_per_kb"] = host_s * hz / kb
+        df["cycles_source"] = f"estimate: CPU time x nominal {hz / 1e9:.2f} GHz"
+
+
+def load_run(run_dir: Path | str) -> Run:
+    """Load RUN/summary.csv and RUN/manifest.json into a Run; LayoutError names what is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise LayoutError(f"{run_dir}: no such run folder; give results/<experiment>/<run-id>")
+    summary = run_dir / "summary.csv"
+    if not summary.is_file():
+        raise LayoutError(f"{run_dir}: summary.csv is missing; this is not a tierbench run "
+                          "folder (results/<experiment>/<run-id>)")
+    rows = read_summary_rows(summary)
+    header = set(rows[0]) if rows else set(_header(summary))
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise LayoutError(f"{summary}: column(s) {', '.join(missing)} missing; this summary "
+                          "predates the current layout (see tierbench/metrics.py SUMMARY_COLUMNS)")
+    notes = []
+    manifest: dict[str, Any] = {}
+    mpath = run_dir / "manifest.json"
+    if mpath.is_file():
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise LayoutError(f"{mpath}: not valid JSON ({exc})") from None
+    else:
+        notes.append("manifest.json is missing: no provenance, seed or trace specs")
+    if "repetition" not in header:
+        notes.append("summary.csv has no repetition column: every point counted as repetition 1")
+        for r in rows:
+            r["repetition"] = "1"
+    if not (run_dir / "points").is_dir():
+        notes.append("points/ is missing (older layout): no per-second samples, so no "
+                     "warm-up check, stability check or recomputation from samples")
+    return Run(run_dir, manifest, points_frame(rows, manifest), notes)
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [h.strip() for h in next(csv.reader(handle), [])]
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def _point_dir(run: Run, point: str) -> Path:
+    if run.dir is None:
+        raise LayoutError("this run was not loaded from a folder: no per-point samples")
+    pdir = run.dir / "points" / point
+    if not (pdir / "samples.jsonl").is_file():
+        raise LayoutError(f"{pdir / 'samples.jsonl'} is missing: per-second samples of {point} "
+                          "are not available (older layout or a point that failed early)")
+    return pdir
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """samples.jsonl: one JSON object per line (1 Hz counters)."""
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_request_ends(path: Path) -> list[tuple[float, int, int]]:
+    """requests.csv as (end_s, bytes, status) tuples."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [(float(r["end_s"]), int(r["bytes"]), int(r["status"]))
+                for r in csv.DictReader(handle)]
+
+
+def _setting(run: Run, key: str, default: float) -> float:
+    exp = run.experiment
+    load = exp.get("load") if isinstance(exp.get("load"), dict) else {}
+    value = load.get(key, exp.get(key))
+    if value is None and key == "measure_s":
+        value = exp.get("window_s")
+    return float(value) if value is not None else default
+
+
+def point_window(run: Run, point: str, samples: list[dict[str, Any]],
+                 requests: list[tuple[float, int, int]] | None = None) -> dict[str, Any]:
+    """The measured window [start, end] of a point and where it came from.
+
+    1. point.json "window" {"start", "end"} when the runner recorded it;
+    2. else the sample pair after the warm-up that reproduces summary.csv (window_s, requests):
+       the runner starts the sampler just before the load generator, so the window starts at
+       first sample + warm-up, give or take one sample;
+    3. else first sample + warm-up, first sample + warm-up + measured time.
+    """
+    pdir = run.dir / "points" / point if run.dir else None
+    if pdir and (pdir / "point.json").is_file():
+        rec = json.loads((pdir / "point.json").read_text(encoding="utf-8"))
+        win = rec.get("window")
+        if isinstance(win, dict) and "start" in win and "end" in win:
+            return {"start": float(win["start"]), "end": float(win["end"]),
+                    "source": "recorded in point.json"}
+    warmup, measure = _setting(run, "warmup_s", 0.0), _setting(run, "measure_s", math.nan)
+    t0 = samples[0]["t"]
+    row = run.points.loc[run.points["point"] == point]
+
+    def want(col: str) -> float:
+        return float(row[col].iloc[0]) if col in row and len(row) else math.nan
+
+    if not math.isnan(measure) and not math.isnan(want("window_s")):
+        times = [s["t"] for s in samples]
+        label = _client_label(run, point)
+        firsts = [i for i, t in enumerate(times) if warmup - 1.5 <= t - t0 <= warmup + 1.5]
+        for i in firsts:
+            for j in range(i + 1, len(times)):
+                if abs(times[j] - times[i] - want("window_s")) > 0.0015:
+                    continue
+                a, b = samples[i], samples[j]
+                cpu = sum(b["cpu"][k]["usage_s"] - a["cpu"][k]["usage_s"] for k in b["cpu"]
+                          if k != GENERATOR)
+                if not math.isnan(want("cpu_s_servers")) and not math.isclose(
+                        cpu, want("cpu_s_servers"), rel_tol=1e-4, abs_tol=1e-4):
+                    continue
+                if label and label in a.get("net", {}) and not math.isnan(want("bytes_moved")):
+                    moved = b["net"][label]["tx_bytes"] - a["net"][label]["tx_bytes"]
+                    if not math.isclose(moved, want("bytes_moved"), rel_tol=1e-5):
+                        continue
+                if requests is not None and not math.isnan(want("requests")):
+                    n = sum(1 for e, _, s in requests if times[i] < e <= times[j]
+                            and 200 <= s < 400)
+                    if n != int(want("requests")):
+                        continue
+                return {"start": times[i] - 1e-6, "end": times[j],
+                        "source": "matched to summary.csv"}
+    end = t0 + warmup + (measure if not math.isnan(measure) else samples[-1]["t"] - t0)
+    return {"start": t0 + warmup, "end": end, "source": "derived: first sample + warm-up"}
+
+
+def point_samples(run: Run, point: str) -> pd.DataFrame:
+    """Per-second table of one point: rates between consecutive samples, warm-up marked.
+
+    Columns: point, t (end of the interval), rel_s (since the first sample), dt, tps (from
+    requests.csv, else per_second.csv), cpu_<tier> (cores), host_busy_pct, phase
+    (warm-up | measured | after), window_source.
+    """
+    pdir = _point_dir(run, point)
+    samples = read_samples(pdir / "samples.jsonl")
+    if len(samples) < 2:
+        raise LayoutError(f"{pdir / 'samples.jsonl'} has {len(samples)} sample(s); need two")
+    requests = read_request_ends(pdir / "requests.csv") if (pdir / "requests.csv").is_file() \
+        else None
+    win = point_window(run, point, samples, requests)
+    fallback = {}
+    if requests is None and (pdir / "per_second.csv").is_file():
+        with (pdir / "per_second.csv").open(newline="", encoding="utf-8") as handle:
+            fallback = {round(float(r["t"]), 6): float(r["tps"]) for r in csv.DictReader(handle)}
+    ends = sorted(e for e, _, s in requests if 200 <= s < 400) if requests else []
+    rows, j = [], 0
+    for a, b in zip(samples, samples[1:]):
+        dt = b["t"] - a["t"]
+        if dt <= 0:
+            continue
+        if requests is not None:
+            while j < len(ends) and ends[j] <= a["t"]:
+                j += 1
+            k = j
+            while k < len(ends) and ends[k] <= b["t"]:
+                k += 1
+            tps = (k - j) / dt
+        else:
+            tps = fallback.get(round(b["t"], 6), math.nan)
+        ticks = {k2: b["host"][k2] - a["host"][k2] for k2 in b["host"]}
+        total = sum(ticks.values()) or 1
+        phase = ("warm-up" if a["t"] < win["start"] else
+                 "measured" if b["t"] <= win["end"] + 1e-6 else "after")
+        rows.append({
+            "point": point, "t": b["t"], "rel_s": b["t"] - samples[0]["t"], "dt": dt, "tps": tps,
+            **{f"cpu_{tier}": (b["cpu"][tier]["usage_s"] - a["cpu"][tier]["usage_s"]) / dt
+               for tier in b["cpu"]},
+            "host_busy_pct": 100.0 * (total - ticks.get("idle", 0) - ticks.get("iowait", 0))
+            / total,
+            "phase": phase, "window_source": win["source"],
+        })
+    return pd.DataFrame(rows)
+
+
+def load_samples(run: Run, progress: Progress | None = None) -> pd.DataFrame:
+    """Per-second tables of every point that has samples, concatenated; progress(done, total, s_left)."""
+    ids = [p for p in run.points["point"] if run.dir and
+           (run.dir / "points" / p / "samples.jsonl").is_file()]
+    frames, t0 = [], time.monotonic()
+    for n, pid in enumerate(ids, 1):
+        frames.append(point_samples(run, pid))
+        if progress:
+            elapsed = time.monotonic() - t0
+            progress(n, len(ids), elapsed / n * (len(ids) - n))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def recompute_point(run: Run, point: str) -> dict[str, Any]:
+    """TPS, requests, window, CPU seconds and bytes of a point recomputed from its raw files."""
+    pdir = _point_dir(run, point)
+    samples = read_samples(pdir / "samples.jsonl")
+    requests = read_request_ends(pdir / "requests.csv") if (pdir / "requests.csv").is_file() \
+        else None
+    win = point_window(run, point, samples, requests)
+    inside = [s for s in samples if win["start"] <= s["t"] <= win["end"] + 1e-6]
+    if len(inside) < 2:
+        raise LayoutError(f"{point}: fewer than two samples in the measured window")
+    first, last = inside[0], inside[-1]
+    dt = last["t"] - first["t"]
+    out: dict[str, Any] = {"point": point, "window_source": win["source"], "window_s": dt,
+                           "warmup_samples": sum(1 for s in samples if s["t"] < first["t"])}
+    for tier in last["cpu"]:
+        out[f"cpu_s_{tier}"] = last["cpu"][tier]["usage_s"] - first["cpu"][tier]["usage_s"]
+    out["cpu_s_servers"] = sum(v for k, v in out.items()
+                               if k.startswith("cpu_s_") and k != f"cpu_s_{GENERATOR}")
+    if requests is not None:
+        good = [r for r in requests if first["t"] < r[0] <= last["t"] and 200 <= r[2] < 400]
+        out["requests"] = len(good)
+        out["tps"] = len(good) / dt
+        out["request_bytes"] = sum(r[1] for r in good)
+    out.update(locust_check(pdir, first["t"], last["t"]))
+    label = _client_label(run, point)
+    if label and label in first.get("net", {}) and label in last.get("net", {}):
+        out["bytes_moved"] = last["net"][label]["tx_bytes"] - first["net"][label]["tx_bytes"]
+        out["mb_per_s"] = out["bytes_moved"] / dt / 1e6
+    return out
+
+
+def locust_check(pdir: Path, start: float, end: float) -> dict[str, Any]:
+    """The load generator's own view: whole-run totals (locust_stats.csv) and the window's TPS
+    from its cumulative history (locust_stats_history.csv, 1 s timestamps: approximate)."""
+    out: dict[str, Any] = {}
+    stats_csv, hist_csv = pdir / "locust_stats.csv", pdir / "locust_stats_history.csv"
+    if stats_csv.is_file():
+        with stats_csv.open(newline="", encoding="utf-8") as handle:
+            for r in csv.DictReader(handle):
+                if r.get("Name") == "Aggregated":
+                    out["locust_requests_total"] = int(float(r["Request Count"]))
+                    out["locust_failures_total"] = int(float(r["Failure Count"]))
+    if hist_csv.is_file():
+        with hist_csv.open(newline="", encoding="utf-8") as handle:
+            rows = [(float(r["Timestamp"]), int(float(r["Total Request Count"])))
+                    for r in csv.DictReader(handle) if r.get("Name") == "Aggregated"]
+        inside = [r for r in rows if start <= r[0] <= end]
+        if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+            out["locust_window_tps"] = (inside[-1][1] - inside[0][1]) / (inside[-1][0]
+                                                                          - inside[0][0])
+            out["locust_window_s"] = inside[-1][0] - inside[0][0]
+    return out
+
+
+def _client_label(run: Run, point: str) -> str | None:
+    """The host side of the load generator's veth: the endpoint listed after loadgen's own."""
+    entry = (run.manifest.get("points") or {}).get(point) if isinstance(
+        run.manifest.get("points"), dict) else None
+    eps = (entry or {}).get("endpoints") or []
+    for i, label in enumerate(eps):
+        if str(label).startswith(f"{GENERATOR}:") and i + 1 < len(eps):
+            return str(eps[i + 1])
+    return None
+
+
+def stderr_progress(label: str) -> Progress:
+    """A progress callback that prints 'label: done/total points, about N s left' to stderr."""
+    last = [0.0]
+
+    def show(done: int, total: int, left: float) -> None:
+        if done < total and time.monotonic() - last[0] < 1.0:
+            return
+        last[0] = time.monotonic()
+        print(f"{label}: {done}/{total} points, about {left:.0f} s left", file=sys.stderr,
+              flush=True)
+    return show
