@@ -308,6 +308,9 @@ class Run:
         result = metrics.summarize(samples, requests, start=start, end=start + exp.measure_s,
                                    generator=GENERATOR, generator_allowance=allowance,
                                    bytes_label=client_iface)
+        # The samples that bracket the numbers above: analysis recomputes from exactly these.
+        first, last = metrics.window(samples, start, start + exp.measure_s)
+        record["window"].update({"start": first["t"], "end": last["t"]})
         with (pdir / "per_second.csv").open("w", newline="") as fh:
             rows = metrics.per_second(samples, requests)
             if rows:
