@@ -370,7 +370,7 @@ def bar_panel(
 def _trace_chart(groups: list[Group], colors: dict[str, str]) -> str:
     panels = [
         ("Throughput", "TPS (requests / s)", "tps"),
-        ("Server CPU cost per data moved", "server CPU (µs / KB)", "server_cpu_us_per_kb"),
+        ("Host CPU cost per data moved", "host CPU (µs / KB)", "host_cpu_us_per_kb"),
     ]
     width, height, gap = 430, 270, 30
     parts = []

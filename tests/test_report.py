@@ -112,7 +112,7 @@ def test_one_section_and_one_chart_per_trace(rows: list[dict], manifest: dict) -
         assert section.count("<svg") == 1
         assert section.count("<rect") == 4  # 2 modes x (TPS panel + CPU µs/KB panel)
         assert section.count('class="whisker"') == 4
-        assert "TPS (requests / s)" in section and "server CPU (µs / KB)" in section
+        assert "TPS (requests / s)" in section and "host CPU (µs / KB)" in section
         assert "CPU cost per request and per KB" in section
         modes = re.findall(r'<td class="l"><span class="sw".*?</td>', section)
         assert len(modes) == 2 and "offload-on" in modes[0] and "offload-off" in modes[1]
