@@ -1,0 +1,245 @@
+"""The engines without Docker: the target guard, command lines, result parsing, and the Locust
+users (the real `locust` binary) against a real in-process HTTP server."""
+
+import csv
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tierbench import loadgen
+from tierbench.loadgen import LoadgenError, LoadSpec
+from workloads import traces
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = Path(sys.executable).parent / "locust"
+
+
+# --- target guard and spec checks ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["http://proxy", "http://web:80", "http://198.18.1.10",
+                                    "http://198.19.250.20:8080/x"])
+def test_guard_accepts_the_testbeds_own_services(target: str) -> None:
+    loadgen.check_target(target, allow_foreign=False)
+
+
+@pytest.mark.parametrize("target", ["http://192.168.1.10", "http://10.0.0.1", "http://8.8.8.8",
+                                    "http://127.0.0.1:8080", "http://example.org",
+                                    "http://198.20.0.1"])
+def test_guard_refuses_a_foreign_address_in_one_sentence(target: str) -> None:
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_target(target, allow_foreign=False)
+    message = str(err.value)
+    assert message.startswith("refusing to send load to ") and "allow_foreign_target" in message
+    assert "\n" not in message
+    loadgen.check_target(target, allow_foreign=True)  # the explicit option lets it through
+
+
+def test_guard_refuses_what_is_not_an_http_url_even_when_allowed() -> None:
+    with pytest.raises(LoadgenError, match="not an http:// URL"):
+        loadgen.check_target("proxy:80", allow_foreign=True)
+
+
+def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> None:
+    spec = LoadSpec("wrk", 4, 0, 1, target="http://203.0.113.7")
+    with pytest.raises(LoadgenError, match="refusing to send load to 203.0.113.7"):
+        loadgen.run(spec, None, tmp_path, tmp_path / "t.txt")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    (LoadSpec("ab", 1, 0, 1), "engine 'ab' is unknown"),
+    (LoadSpec("wrk", 4, 0, 1, think={"kind": "fixed", "mean_ms": 5}), "need engine: locust"),
+    (LoadSpec("wrk", 4, 0, 1, rate=100.0), "need engine: locust"),
+    (LoadSpec("locust", 4, 0, 1, think={"kind": "gamma", "mean_ms": 5}), "think must be"),
+    (LoadSpec("locust", 4, 0, 1, rate=-1.0), "rate must be > 0"),
+    (LoadSpec("locust", 0, 0, 1), "users and processes must be >= 1"),
+])
+def test_specs_an_engine_cannot_honour_are_refused(spec: LoadSpec, fragment: str) -> None:
+    with pytest.raises(LoadgenError, match=fragment):
+        loadgen.check_spec(spec)
+
+
+# --- wrk command line and summary ----------------------------------------------------------
+
+
+def test_wrk_threads_divide_the_connections() -> None:
+    assert loadgen.wrk_threads(64, 2) == 2
+    assert loadgen.wrk_threads(1, 2) == 1
+    assert loadgen.wrk_threads(9, 2) == 1
+    assert loadgen.wrk_threads(12, 8) == 6
+
+
+def test_wrk_url_and_argv() -> None:
+    assert loadgen.wrk_url("http://proxy") == "http://proxy:80/"
+    assert loadgen.wrk_url("http://198.18.1.10:8080/x") == "http://198.18.1.10:8080/"
+    argv = loadgen.wrk_argv(LoadSpec("wrk", 64, 5, 15, processes=2), 15)
+    assert argv[:7] == ["wrk", "-t", "2", "-c", "64", "-d", "15s"]
+    assert argv[-3:] == ["-s", loadgen.WRK_SCRIPT, "http://proxy:80/"]
+
+
+def test_wrk_summary_becomes_the_common_aggregate() -> None:
+    summary = {"started": 100.0, "duration_s": 10.0, "requests": 1000, "bytes": 4_200_000,
+               "errors": {"connect": 1, "read": 0, "write": 0, "status": 5, "timeout": 2},
+               "latency_ms": {"min": 0.1, "max": 9.0, "mean": 1.0, "stdev": 0.5,
+                              "percentiles": {"50": 0.9, "99": 4.5}},
+               "per_second": [{"t": 101, "requests": 100}]}
+    agg = loadgen.aggregate_of(summary)
+    assert (agg["requests"], agg["errors"], agg["bytes"]) == (995, 8, 4_200_000)
+    assert (agg["p50_ms"], agg["p99_ms"]) == (0.9, 4.5)
+    assert agg["per_second"] == [{"t": 101, "requests": 100}]
+
+
+def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:
+    head = "end_s,latency_ms,bytes,path,status,late_ms\n"
+    (tmp_path / "requests-w0.csv").write_text(head + "10.5,1,10,/a,200,0\n11.5,1,10,/a,200,50\n")
+    (tmp_path / "requests-w1.csv").write_text(head + "10.7,1,10,/b,500,0\n12.5,1,10,/b,200,0\n")
+    merged = loadgen.merge_request_logs(tmp_path)
+    assert merged.read_text().count("\n") == 5 and merged.read_text().startswith(head)
+    fig = loadgen.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
+    assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
+                   "late_threshold_ms": loadgen.LATE_MS}
+
+
+# --- Locust users against a real HTTP server -------------------------------------------------
+
+
+class Server(ThreadingHTTPServer):
+    """Answers every GET with 64 bytes after `delay` seconds; records paths and concurrency."""
+
+    daemon_threads = True
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        self.lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        srv = self.server
+        with srv.lock:
+            srv.paths.append(self.path)
+            srv.inflight += 1
+            srv.max_inflight = max(srv.max_inflight, srv.inflight)
+        time.sleep(srv.delay)
+        with srv.lock:
+            srv.inflight -= 1
+        self.send_response(200)
+        self.send_header("Content-Length", "64")
+        self.end_headers()
+        self.wfile.write(b"x" * 64)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server():
+    def make(delay: float = 0.0) -> Server:
+        srv = Server(delay)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        made.append(srv)
+        return srv
+
+    made: list[Server] = []
+    yield make
+    for srv in made:
+        srv.shutdown()
+        srv.server_close()
+
+
+def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
+           user_class: str = "TraceUser", processes: int = 1, **env: str) -> list[dict]:
+    """Run the real locust binary on the engine's locustfile; returns the request log rows."""
+    log = tmp_path / "requests.csv"
+    full_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log), "USERS": str(users),
+                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT), **env}
+    argv = [str(LOCUST), "-f", str(ROOT / "workloads/locust/trace_replay.py"), "--headless",
+            "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
+            "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
+            "--csv", str(tmp_path / "locust"), "--csv-full-history", "--exit-code-on-error", "0"]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
+                          timeout=seconds + 60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    merged = loadgen.merge_request_logs(tmp_path)
+    assert merged is not None, done.stderr[-2000:]
+    with merged.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def two_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/a/{i}" for i in range(5)] + [f"/b/{i}" for i in range(5)],
+                 "two subsets", subset=5)
+    return path
+
+
+def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server) -> None:
+    srv = server(delay=0.005)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3)
+    assert len(rows) > 50 and all(r["status"] == "200" for r in rows)
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
+    # each user walks its own subset in order: /a/0../a/4 and /b/0../b/4, wrapping
+    seq_a = [p for p in srv.paths if p.startswith("/a/")]
+    seq_b = [p for p in srv.paths if p.startswith("/b/")]
+    assert seq_a[:7] == [f"/a/{i % 5}" for i in range(7)]
+    assert seq_b[:7] == [f"/b/{i % 5}" for i in range(7)]
+    assert abs(len(seq_a) - len(seq_b)) <= 0.2 * len(srv.paths)
+    assert srv.max_inflight <= 2  # closed loop: one request at a time per user
+
+
+def test_fixed_think_time_paces_each_user(tmp_path: Path, server) -> None:
+    srv = server()
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3,
+                  THINK_KIND="fixed", THINK_MS="250")
+    # 2 users x 3 s / 0.25 s: at most 24 (+2 first requests); a closed loop without think
+    # time would send thousands
+    assert 12 <= len(rows) <= 28
+
+
+def test_exponential_think_time_has_its_mean(tmp_path: Path, server) -> None:
+    srv = server()
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=8, seconds=4,
+                  THINK_KIND="exponential", THINK_MS="100")
+    # 8 users x 4 s / 0.1 s = 320 expected; exponential spread and start-up allow +-35 %
+    assert 200 <= len(rows) <= 400
+
+
+def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) -> None:
+    srv = server(delay=0.2)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
+                  user_class="OpenLoopUser", RATE="50")
+    # closed loop with 2 users at 200 ms per answer would manage 10/s
+    ends = sorted(float(r["end_s"]) for r in rows)
+    window = (ends[0] + 0.5, ends[0] + 3.0)
+    fig = loadgen.open_loop_figures(tmp_path / "requests.csv", window, rate=50.0)
+    assert 40 <= fig["achieved_rate"] <= 60
+    assert srv.max_inflight >= 5
+    assert fig["late_requests"] <= 0.1 * len(rows)
+
+
+def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:
+    srv = server(delay=0.002)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
+    assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
+        "requests-w0.csv", "requests-w1.csv"]
+    prefixes = Counter(r["path"][:3] for r in rows)
+    assert set(prefixes) == {"/a/", "/b/"}  # worker 0's user is client 0, worker 1's client 1
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)
+
+
+def test_bench_prints_usage() -> None:
+    done = subprocess.run([sys.executable, "-m", "tierbench.bench", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "--loadgen" in done.stdout
