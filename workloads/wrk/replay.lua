@@ -31,6 +31,9 @@ function setup(thread)
 end
 
 local reqs, clients, nclients, turn = {}, {}, 0, 0
+-- wrk 4.1 calls request() once on thread 0's state before the run, to verify the script (count
+-- pipelined requests): that call must not advance any client nor count as sent.
+local verifying = false
 buckets = {}
 started = 0
 
@@ -79,10 +82,15 @@ function init(args)
     clients[j + 1] = {lo = lo, hi = hi, pos = pos}
   end
   nclients = per
+  verifying = tid == 0
   started = now()
 end
 
 function request()
+  if verifying then
+    verifying = false
+    return reqs[clients[1].pos]
+  end
   turn = turn % nclients + 1
   local c = clients[turn]
   local r = reqs[c.pos]
