@@ -1,7 +1,7 @@
 """Both engines for real, in standalone tbe- containers (never the lead's Compose project): wrk's
 replay checked against the web server's access log, Locust through the same run() API.
 
-Needs Docker and the images tierbench-web:0.1.0 and tierbench-loadgen:engines-dev (override
+Needs Docker and the images tierbench-web:0.1.0 and tierbench-loadgen:0.1.0 with wrk (override
 with TBE_WEB_IMAGE / TBE_LOADGEN_IMAGE). Creates its own containers and removes them."""
 
 import json
@@ -25,7 +25,7 @@ NETWORK, SUBNET = "tbe-net", "198.19.250.0/24"
 WEB_IP = "198.19.250.11"
 TARGET = f"http://{WEB_IP}"
 WEB_IMAGE = os.environ.get("TBE_WEB_IMAGE", "tierbench-web:0.1.0")
-LOADGEN_IMAGE = os.environ.get("TBE_LOADGEN_IMAGE", "tierbench-loadgen:engines-dev")
+LOADGEN_IMAGE = os.environ.get("TBE_LOADGEN_IMAGE", "tierbench-loadgen:0.1.0")
 FILESET = {"kind": "uniform-log", "files": 40, "min_size": 1024, "max_size": 16384, "seed": 3}
 LOG_LINE = re.compile(r'"GET (\S+) HTTP/1\.1" (\d{3}) ')
 
@@ -57,11 +57,11 @@ def testbed(tmp_path_factory: pytest.TempPathFactory):
                "-v", f"{Path(__file__).resolve().parent.parent / 'workloads'}:/app/workloads:ro",
                "-v", f"{results}:/results", LOADGEN_IMAGE)
         for _ in range(60):
-            if "healthy" in docker("inspect", "-f", "{{.State.Health.Status}}", web).stdout \
-                    and "(healthy)" not in docker("inspect", "-f", "{{.State.Health.Status}}",
-                                                  web).stdout:
+            if docker("inspect", "-f", "{{.State.Health.Status}}", web).stdout.strip() == "healthy":
                 break
             time.sleep(0.5)
+        else:
+            raise AssertionError(f"{web} did not become healthy in 30 s")
         yield {"web": web, "gen": bench.container(gen), "results": results}
     finally:
         docker("rm", "-f", web, gen, check=False)

@@ -352,3 +352,72 @@ def wrk_version(loadgen: Container) -> str:
                           capture_output=True, text=True, timeout=60, check=False)
     text = (done.stdout or done.stderr).strip().splitlines()
     return text[0] if text and text[0].startswith("wrk") else "unknown"
+
+
+# --- results in the runner's schema -----------------------------------------------------------
+
+
+def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
+                bytes_label: str) -> dict:
+    """The point's summary row (metrics.SUMMARY_COLUMNS) for either engine's result.
+
+    With per-request records (Locust) this is metrics.summarize over the result's window. With
+    an aggregate (wrk) CPU, host and byte figures come from the samples bracketing the window
+    exactly as for Locust, and requests, errors, TPS and latency from the engine's own counts
+    over exactly its measured run."""
+    start, end = result.window
+    if result.requests is not None:
+        row = metrics.summarize(samples, result.requests, start=start, end=end,
+                                generator=generator, generator_allowance=result.allowance_cores,
+                                bytes_label=bytes_label)
+    else:
+        agg = result.aggregate or {}
+        if agg.get("requests", 0) <= 0:
+            raise metrics.MetricsError("no successful request completed in the measured window")
+        _, last = metrics.window(samples, start, end)
+        # One stand-in request inside the window lets summarize() compute the sample-based
+        # columns; every request-based column is then replaced by the engine's counts.
+        stand_in = [metrics.Request(last["t"], 0.0, agg["bytes"], 200)]
+        row = metrics.summarize(samples, stand_in, start=start, end=end, generator=generator,
+                                generator_allowance=result.allowance_cores,
+                                bytes_label=bytes_label)
+        n = agg["requests"]
+        row.update({"requests": n, "tps": n / (end - start), "p50_ms": agg["p50_ms"],
+                    "p99_ms": agg["p99_ms"], "errors": agg["errors"],
+                    "server_cpu_us_per_req": row["cpu_s_servers"] * 1e6 / n})
+    row["engine"] = result.engine
+    row["generator_allowance_cores"] = result.allowance_cores
+    for key in ("target_rate", "achieved_rate", "late_requests"):
+        if key in result.extra:
+            row[key] = result.extra[key]
+    if row.get("client_bound"):
+        row["client_bound_advice"] = client_bound_advice(result, row["generator_cpu_pct"])
+    return row
+
+
+def per_second_rows(samples: list[dict], result: LoadResult) -> list[dict]:
+    """per_second.csv rows for either engine (wrk: its per-second counts placed by second)."""
+    if result.requests is not None:
+        return metrics.per_second(samples, result.requests)
+    rows = metrics.per_second(samples, [])
+    counts = {int(p["t"]): p["requests"] for p in (result.aggregate or {}).get("per_second", [])}
+    prev = samples[0]["t"] if samples else 0.0
+    for row in rows:
+        # a wrk second [s, s+1) belongs to the sample interval holding its middle
+        n = sum(c for s, c in counts.items() if prev < s + 0.5 <= row["t"])
+        row["tps"] = n / (row["t"] - prev) if row["t"] > prev else 0.0
+        prev = row["t"]
+    return rows
+
+
+def client_bound_advice(result: LoadResult, cpu_pct: float) -> str:
+    """What to do about a client-bound point, in one sentence for the report."""
+    cores = result.allowance_cores
+    if result.engine == "locust":
+        return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this "
+                "TPS is Locust's limit, not the servers': raise load.processes (one core each), "
+                "give the loadgen more cores (LOADGEN_CPUS) or add workers on other nodes, or "
+                "use engine: wrk for high-rate closed-loop runs")
+    return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this TPS "
+            "is wrk's limit, not the servers': give the loadgen more cores (LOADGEN_CPUS) and "
+            "threads (load.processes), or move the generator to another node")
