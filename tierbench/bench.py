@@ -1,7 +1,8 @@
 """Engine benchmarks (`make bench`; prints figures, is not a test).
 
 1. wrk engine TPS / plain wrk TPS: same target file, connections and threads, alternated in one
-   run (plain, engine, plain, engine, ...), medians compared. Goal >= 0.9.
+   run (ABBA: plain, engine, engine, plain, ...), medians compared. Goal >= 0.9. Also printed:
+   requests per loadgen CPU-second of each, steadier than TPS when the host is shared.
 2. Locust engine requests per client CPU-second / a bare FastHttpUser's: same target file, one
    process, CPU from the loadgen container's cgroup, alternated, medians compared. Goal >= 0.9.
 
@@ -77,15 +78,28 @@ def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads:
     loadgen.check_spec(spec)
     url = loadgen.wrk_url(target).rstrip("/") + path
     plain_wrk(gen, url, connections, threads, 2, work / "wrk-warm.txt")
-    plain, engine = [], []
+    cg = CgroupCpu(gen.pid)
+    plain, engine, plain_eff, engine_eff = [], [], [], []
     for r in range(rounds):
-        plain.append(plain_wrk(gen, url, connections, threads, seconds, work / f"plain-{r}.txt"))
-        rdir = work / f"engine-{r}"
-        rdir.mkdir(exist_ok=True)
-        res = loadgen.run(spec, gen, rdir, trace)
-        engine.append(res.aggregate["requests"] / (res.window[1] - res.window[0]))
+        # ABBA order (plain first in even rounds, engine first in odd ones) cancels any trend
+        # in the host's other load.
+        for which in (("plain", "engine") if r % 2 == 0 else ("engine", "plain")):
+            c0 = cg.read()["usage_s"]
+            if which == "plain":
+                tps = plain_wrk(gen, url, connections, threads, seconds, work / f"plain-{r}.txt")
+                plain.append(tps)
+                plain_eff.append(tps * seconds / max(cg.read()["usage_s"] - c0, 1e-9))
+                continue
+            rdir = work / f"engine-{r}"
+            rdir.mkdir(exist_ok=True)
+            res = loadgen.run(spec, gen, rdir, trace)
+            cpu = cg.read()["usage_s"] - c0
+            engine.append(res.aggregate["requests"] / (res.window[1] - res.window[0]))
+            engine_eff.append(res.aggregate["requests"] / max(cpu, 1e-9))
     return {"plain_tps": plain, "engine_tps": engine,
-            "ratio": statistics.median(engine) / statistics.median(plain)}
+            "ratio": statistics.median(engine) / statistics.median(plain),
+            "plain_req_per_cpu_s": plain_eff, "engine_req_per_cpu_s": engine_eff,
+            "cpu_ratio": statistics.median(engine_eff) / statistics.median(plain_eff)}
 
 
 def _locust_count(stats_csv: Path) -> int:
@@ -127,7 +141,8 @@ def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: in
     trace.write_text(f"# bench: one file\n{path}\n")
     engine, bare = [], []
     for r in range(rounds):
-        for name, runs, fn in (("engine", engine, _locust_engine), ("bare", bare, _locust_bare)):
+        order = [("engine", engine, _locust_engine), ("bare", bare, _locust_bare)]
+        for name, runs, fn in (order if r % 2 == 0 else order[::-1]):
             rdir = work / f"locust-{name}-{r}"
             rdir.mkdir(exist_ok=True)
             arg = trace if name == "engine" else path
@@ -177,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     print("  plain wrk TPS:  " + ", ".join(f"{v:.0f}" for v in w["plain_tps"]))
     print("  wrk engine TPS: " + ", ".join(f"{v:.0f}" for v in w["engine_tps"]))
     print(f"  ratio of medians: {w['ratio']:.3f} (goal >= 0.9)")
+    print("  requests per loadgen CPU-s, plain: "
+          + ", ".join(f"{v:.0f}" for v in w["plain_req_per_cpu_s"])
+          + "; engine: " + ", ".join(f"{v:.0f}" for v in w["engine_req_per_cpu_s"])
+          + f"; ratio of medians {w['cpu_ratio']:.3f} (steadier than TPS on a shared host)")
     print(f"Locust engine vs bare FastHttpUser ({args.locust_users} users, 1 process, "
           f"{args.rounds} x {args.seconds} s alternated; requests / loadgen CPU-s):")
     for name in ("engine", "bare"):
