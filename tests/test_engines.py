@@ -292,3 +292,45 @@ def test_wrk_aggregate_gives_the_same_summary_columns_as_locust() -> None:
     per = loadgen.per_second_rows(samples_every_second(), wrk)
     assert [r["tps"] for r in per[:6]] == [0.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]
 
+
+# --- the experiment files of the data-center studies ---------------------------------------
+
+DC_FILES = sorted((ROOT / "experiments").glob("dc-*.yml"))
+
+
+def test_every_study_of_issue_4_has_its_experiment_file() -> None:
+    assert {p.stem for p in DC_FILES} == {"dc-single", "dc-zipf", "dc-clients", "dc-classes",
+                                          "dc-worldcup"}
+
+
+@pytest.mark.parametrize("path", DC_FILES, ids=lambda p: p.stem)
+def test_dc_experiment_traces_validate_and_build(path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from workloads import worldcup
+
+    data = yaml.safe_load(path.read_text())
+    assert data["engine"] in loadgen.ENGINES
+    load = data["load"]
+    users = load["users"] if isinstance(load["users"], list) else [load["users"]]
+    for n in users:
+        loadgen.check_spec(LoadSpec(data["engine"], n, load["warmup_s"], load["measure_s"],
+                                    processes=load.get("processes", 1), think=load.get("think"),
+                                    rate=load.get("rate"),
+                                    target=data.get("target", loadgen.TARGET)))
+    for i, spec in enumerate(data["traces"]):
+        traces.validate(f"{path.name}: traces[{i}]", spec)
+        if spec["kind"] == "worldcup":
+            # no log is shipped: building must fail saying which file to put where
+            monkeypatch.setattr(worldcup, "DATA_DIR", tmp_path)
+            with pytest.raises(worldcup.WorldCupError, match=spec["log"]):
+                traces.build(spec, seed=data["seed"])
+            continue
+        built = traces.build(spec, seed=data["seed"])
+        subset = traces.subset_size(spec)
+        if subset:
+            assert len(built) == subset * spec["subsets"] >= subset * max(users)
+        out = tmp_path / f"{spec['name']}.txt"
+        traces.write(out, built, spec["name"], subset)
+        assert traces.read_with_subset(out) == (built, subset)
