@@ -4,7 +4,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 stamp=.venv/.requirements.sha256
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt images/loadgen/requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/tierbench ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
   || { echo "setup: tierbench needs Python 3.10 or newer (python3 is $(python3 -V 2>&1))" >&2; exit 1; }

@@ -80,3 +80,66 @@ def test_trace_file_round_trip_skips_comments(tmp_path: Path) -> None:
     (tmp_path / "empty.txt").write_text("# nothing\n")
     with pytest.raises(traces.TraceError):
         traces.read(tmp_path / "empty.txt")
+
+
+@pytest.mark.parametrize("number", sorted(filesets.CLASSES))
+def test_class_working_set_and_size_range(number: int) -> None:
+    top, target = filesets.CLASSES[number]
+    files = filesets.files({"kind": "class", "class": number, "seed": 1})
+    sizes = [s for _, s in files]
+    assert abs(sum(sizes) - target) <= 0.01 * target
+    assert filesets.total_bytes({"kind": "class", "class": number}) == sum(sizes)
+    assert min(sizes) >= filesets.CLASS_MIN_SIZE and max(sizes) <= top
+    # log-uniform over [1 KiB, top]: about half the files lie below the geometric mean
+    below = sum(s < (filesets.CLASS_MIN_SIZE * top) ** 0.5 for s in sizes) / len(sizes)
+    assert 0.4 < below < 0.6
+    assert files == filesets.files({"kind": "class", "class": number, "seed": 1})
+    assert files != filesets.files({"kind": "class", "class": number, "seed": 2})
+
+
+def test_class_table_matches_004_table_2() -> None:
+    mib = 1 << 20
+    assert {n: (top // 1024, ws // mib) for n, (top, ws) in filesets.CLASSES.items()} == {
+        0: (250, 25), 1: (1024, 100), 2: (4096, 450), 3: (16384, 2048), 4: (65536, 6144)}
+    with pytest.raises(filesets.FilesetError):
+        filesets.files({"kind": "class", "class": 5})
+
+
+def test_zipf_mapping_can_follow_size() -> None:
+    spec = {"name": "z", "kind": "zipf", "alpha": 1.2, "requests": 3000, "fileset": LOG_SET}
+    sizes = dict(filesets.files(LOG_SET))
+    small = Counter(traces.build({**spec, "mapping": "small-first"}, seed=1)).most_common(1)[0][0]
+    large = Counter(traces.build({**spec, "mapping": "large-first"}, seed=1)).most_common(1)[0][0]
+    assert sizes[small] == min(sizes.values()) and sizes[large] == max(sizes.values())
+    with pytest.raises(traces.TraceError):
+        traces.build({**spec, "mapping": "by-name"}, seed=1)
+
+
+def test_per_client_subsets_are_separate_and_each_zipf(tmp_path: Path) -> None:
+    spec = {"name": "z", "kind": "zipf", "alpha": 0.9, "per_client": 1000, "subsets": 4,
+            "fileset": LOG_SET}
+    trace = traces.build(spec, seed=5)
+    assert len(trace) == 4000 and traces.subset_size(spec) == 1000
+    blocks = [trace[k * 1000:(k + 1) * 1000] for k in range(4)]
+    assert len({tuple(b) for b in blocks}) == 4
+    path = tmp_path / "t.txt"
+    traces.write(path, trace, "subsets", subset=1000)
+    paths, subset = traces.read_with_subset(path)
+    assert (paths, subset) == (trace, 1000)
+    # client i replays subset i mod 4; without subsets, client i starts at i * L / N
+    assert traces.client_sequence(paths, subset, 6, 8) == blocks[2]
+    assert traces.client_sequence(["a", "b", "c", "d"], None, 1, 2) == ["c", "d", "a", "b"]
+    with pytest.raises(traces.TraceError):
+        traces.write(tmp_path / "bad.txt", trace[:1500], "x", subset=1000)
+
+
+def test_validate_names_the_key() -> None:
+    with pytest.raises(traces.TraceError, match=r"t\.mapping"):
+        traces.validate("t", {"kind": "zipf", "mapping": "up"})
+    with pytest.raises(traces.TraceError, match=r"t\.subsets: only with per_client"):
+        traces.validate("t", {"kind": "zipf", "subsets": 3})
+    with pytest.raises(traces.TraceError, match=r"t\.fileset\.class"):
+        traces.validate("t", {"kind": "zipf", "fileset": {"kind": "class", "class": 9}})
+    with pytest.raises(traces.TraceError, match=r"t\.log"):
+        traces.validate("t", {"kind": "worldcup"})
+    traces.validate("t", {"kind": "zipf", "per_client": 10000, "subsets": 8, "mapping": "random"})

@@ -1,30 +1,114 @@
-"""The Locust engine: one headless Locust run per point, inside the loadgen container."""
+"""The load engines: Locust (users, think time, open loop, processes) and wrk (native, high rate),
+both replaying the same trace files inside the loadgen container and giving the same LoadResult."""
 
 from __future__ import annotations
 
+import csv
+import ipaddress
+import json
+import math
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from tierbench.stack import Container, results_root
+from tierbench import metrics
+from tierbench.stack import Container, parse_cpuset, results_root
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
+WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
 TARGET = "http://proxy"
+ENGINES = ("locust", "wrk")
+THINK_KINDS = ("fixed", "exponential")
+# The testbed's own services: Compose service names, and the benchmarking range its networks
+# are taken from (198.18.0.0/15, RFC 2544).
+OWN_HOSTS = ("proxy", "web")
+OWN_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+LATE_MS = 10.0  # open loop: a request that left more than this after its schedule is late
 
 
 class LoadgenError(Exception):
-    """The load generator did not produce a usable run."""
+    """The load generator did not produce a usable run, or was asked for something it refuses."""
+
+
+@dataclass
+class LoadSpec:
+    """How to load the stack for one point (from the experiment)."""
+
+    engine: str
+    users: int
+    warmup_s: float
+    measure_s: float
+    processes: int = 1
+    think: dict | None = None
+    rate: float | None = None
+    target: str = TARGET
+    allow_foreign_target: bool = False
+
+
+@dataclass
+class LoadResult:
+    """What one load run measured, in the same form for every engine."""
+
+    engine: str
+    started: float
+    window: tuple[float, float]
+    requests: list[metrics.Request] | None
+    aggregate: dict | None
+    allowance_cores: float
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
 class LoadRun:
-    """What one load run left behind."""
+    """What one Locust run left behind (the runner's current interface)."""
 
     started: float
     returncode: int
     request_log: Path
+
+
+def check_target(target: str, allow_foreign: bool) -> None:
+    """Refuse a target that is not one of the testbed's own services, unless explicitly allowed."""
+    parts = urlsplit(target)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LoadgenError(f"target {target!r} is not an http:// URL with a host name")
+    if allow_foreign:
+        return
+    host = parts.hostname
+    if host in OWN_HOSTS:
+        return
+    try:
+        if ipaddress.ip_address(host) in OWN_NETWORK:
+            return
+    except ValueError:
+        pass
+    raise LoadgenError(f"refusing to send load to {host}: only the testbed's own services "
+                       f"({', '.join(OWN_HOSTS)} or addresses in {OWN_NETWORK}) are targets "
+                       "unless the experiment sets allow_foreign_target: true")
+
+
+def check_spec(spec: LoadSpec) -> None:
+    """Refuse a LoadSpec an engine cannot honour, with one sentence naming the setting."""
+    if spec.engine not in ENGINES:
+        raise LoadgenError(f"engine {spec.engine!r} is unknown (expected locust or wrk)")
+    if spec.users < 1 or spec.processes < 1:
+        raise LoadgenError(f"users and processes must be >= 1, got {spec.users} and "
+                           f"{spec.processes}")
+    if spec.measure_s <= 0 or spec.warmup_s < 0:
+        raise LoadgenError("measure_s must be > 0 and warmup_s >= 0")
+    if spec.engine == "wrk" and (spec.think or spec.rate):
+        raise LoadgenError("think time and open-loop rate need engine: locust "
+                           "(wrk replays closed loop only)")
+    if spec.think is not None:
+        if spec.think.get("kind") not in THINK_KINDS or float(spec.think.get("mean_ms", -1)) < 0:
+            raise LoadgenError(f"think must be {{kind: fixed|exponential, mean_ms: >= 0}}, "
+                               f"got {spec.think!r}")
+    if spec.rate is not None and spec.rate <= 0:
+        raise LoadgenError(f"rate must be > 0 requests/s, got {spec.rate!r}")
+    check_target(spec.target, spec.allow_foreign_target)
 
 
 def _in_container(path: Path) -> str:
@@ -32,56 +116,224 @@ def _in_container(path: Path) -> str:
     return "/results/" + str(path.resolve().relative_to(results_root()))
 
 
-def run_locust(loadgen: Container, point_dir: Path, trace: Path, users: int,
-               duration_s: float) -> LoadRun:
-    """Run Locust closed loop for duration_s; stdout/stderr and its CSV stats go to point_dir."""
-    request_log = point_dir / "requests.csv"
-    env = {"TRACE": _in_container(trace), "REQUEST_LOG": _in_container(request_log),
-           "USERS": str(users), "PYTHONPATH": "/app"}
-    argv = ["docker", "exec"]
+def _user() -> str:
+    """The user an engine runs as in the container: the invoking user, so results are theirs."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+def cpuset_cores(loadgen: Container) -> int:
+    """Cores in the loadgen container's cpuset (all of the host's when it has none)."""
+    try:
+        return len(parse_cpuset(loadgen.cpuset)) if loadgen.cpuset else (os.cpu_count() or 1)
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def wrk_threads(users: int, processes: int) -> int:
+    """wrk threads: the largest count <= processes that divides the connections evenly."""
+    return max(t for t in range(1, min(users, processes) + 1) if users % t == 0)
+
+
+def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
+    """Load the stack as spec says; raw engine output goes into point_dir."""
+    check_spec(spec)
+    if spec.engine == "wrk":
+        return _run_wrk(spec, loadgen, point_dir, trace)
+    return _run_locust(spec, loadgen, point_dir, trace)
+
+
+def _exec(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+          timeout: float, what: str) -> int:
+    """docker exec argv in the loadgen container, output to log_path; stops it on any exit."""
+    cmd = ["docker", "exec"]
     for key, value in env.items():
-        argv += ["-e", f"{key}={value}"]
-    argv += ["-u", _user(), loadgen.id,
-             "locust", "-f", LOCUSTFILE, "--headless", "--host", TARGET,
-             "-u", str(users), "-r", str(users), "-t", f"{duration_s:g}s", "--stop-timeout", "5",
-             "--only-summary", "--exit-code-on-error", "0",
-             "--csv", _in_container(point_dir / "locust"), "--csv-full-history"]
-    started = time.time()
-    with (point_dir / "locust.log").open("w") as log:
-        # Own session: a Ctrl-C reaches tierbench, which stops Locust itself (see stop()).
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cmd += ["-e", f"{key}={value}"]
+    cmd += ["-u", _user(), loadgen.id, *argv]
+    with log_path.open("w") as log:
+        # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = proc.wait(timeout=duration_s + 60)
+            return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stop(loadgen)
             proc.kill()
-            raise LoadgenError(f"Locust did not finish within {duration_s + 60:.0f} s; "
-                               f"see {point_dir / 'locust.log'}") from None
+            raise LoadgenError(f"{what} did not finish within {timeout:.0f} s; "
+                               f"see {log_path}") from None
         except BaseException:
             stop(loadgen)
             proc.kill()
             raise
-    if code != 0 or not request_log.exists():
-        tail = (point_dir / "locust.log").read_text().strip().splitlines()[-3:]
-        raise LoadgenError(f"Locust exited with code {code}: {' | '.join(tail)}")
-    return LoadRun(started=started, returncode=code, request_log=request_log)
 
 
-def _user() -> str:
-    """The user Locust runs as in the container: the invoking user, so results are theirs."""
-    return f"{os.getuid()}:{os.getgid()}"
+def _tail(path: Path) -> str:
+    return " | ".join(path.read_text(errors="replace").strip().splitlines()[-3:])
+
+
+# --- Locust --------------------------------------------------------------------------------
+
+
+def locust_argv(spec: LoadSpec, point_dir: Path, duration_s: float) -> list[str]:
+    """The locust command line for a spec (headless, CSV statistics every second)."""
+    user_class = "OpenLoopUser" if spec.rate else "TraceUser"
+    argv = ["locust", "-f", LOCUSTFILE, "--headless", "--host", spec.target,
+            "-u", str(spec.users), "-r", str(spec.users), "-t", f"{duration_s:g}s",
+            "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
+            "--csv", _in_container(point_dir / "locust"), "--csv-full-history"]
+    if spec.processes > 1:
+        argv += ["--processes", str(spec.processes)]
+    return argv + [user_class]
+
+
+def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
+    request_log = point_dir / "requests.csv"
+    env = {"TRACE": _in_container(trace), "REQUEST_LOG": _in_container(request_log),
+           "USERS": str(spec.users), "PROCESSES": str(spec.processes), "PYTHONPATH": "/app"}
+    if spec.think:
+        env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
+    if spec.rate:
+        env["RATE"] = str(spec.rate)
+    duration = spec.warmup_s + spec.measure_s
+    log = point_dir / "locust.log"
+    started = time.time()
+    code = _exec(locust_argv(spec, point_dir, duration), env, loadgen, log,
+                 duration + 60, "Locust")
+    logs = merge_request_logs(point_dir)
+    if code != 0 or logs is None:
+        raise LoadgenError(f"Locust exited with code {code} and wrote no request log: {_tail(log)}")
+    requests = metrics.read_requests(logs)
+    begin = started + spec.warmup_s
+    window = (begin, begin + spec.measure_s)
+    extra: dict = {"processes": spec.processes}
+    if spec.think:
+        extra["think"] = dict(spec.think)
+    if spec.rate:
+        extra.update(open_loop_figures(logs, window, spec.rate))
+    # One Locust process is one Python interpreter: it can use at most one core.
+    allowance = float(min(spec.processes, cpuset_cores(loadgen)))
+    return LoadResult("locust", started, window, requests, None, allowance, extra)
+
+
+def merge_request_logs(point_dir: Path) -> Path | None:
+    """requests.csv from the per-worker logs (requests-w0.csv, ...) when Locust ran several."""
+    main = point_dir / "requests.csv"
+    parts = sorted(point_dir.glob("requests-w*.csv"))
+    if not parts:
+        return main if main.exists() else None
+    with main.open("w", newline="") as out:
+        header_written = False
+        for part in parts:
+            lines = part.read_text().splitlines(keepends=True)
+            if not lines:
+                continue
+            if not header_written:
+                out.write(lines[0])
+                header_written = True
+            out.writelines(lines[1:])
+    return main
+
+
+def open_loop_figures(request_log: Path, window: tuple[float, float], rate: float) -> dict:
+    """Open loop: achieved against target rate over the window, and requests sent late."""
+    ok = late = 0
+    with request_log.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if window[0] < float(row["end_s"]) <= window[1]:
+                ok += 200 <= int(row["status"]) < 400
+                late += float(row.get("late_ms") or 0) > LATE_MS
+    span = window[1] - window[0]
+    return {"target_rate": rate, "achieved_rate": ok / span if span > 0 else 0.0,
+            "late_requests": late, "late_threshold_ms": LATE_MS}
+
+
+def run_locust(loadgen: Container, point_dir: Path, trace: Path, users: int,
+               duration_s: float) -> LoadRun:
+    """Run Locust closed loop for duration_s (the runner's current call; see run())."""
+    spec = LoadSpec("locust", users, 0.0, duration_s)
+    result = _run_locust(spec, loadgen, point_dir, trace)
+    return LoadRun(started=result.started, returncode=0, request_log=point_dir / "requests.csv")
+
+
+# --- wrk -----------------------------------------------------------------------------------
+
+
+def wrk_url(target: str) -> str:
+    """wrk needs an explicit port: http://proxy -> http://proxy:80/."""
+    parts = urlsplit(target)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{parts.scheme}://{host}:{port}/"
+
+
+def wrk_argv(spec: LoadSpec, duration_s: int, script: bool = True) -> list[str]:
+    """The wrk command line: connections = users, threads as wrk_threads(), latency printed."""
+    threads = wrk_threads(spec.users, spec.processes)
+    argv = ["wrk", "-t", str(threads), "-c", str(spec.users), "-d", f"{duration_s}s",
+            "--timeout", "10s", "--latency"]
+    if script:
+        argv += ["-s", WRK_SCRIPT]
+    return argv + [wrk_url(spec.target)]
+
+
+def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, name: str,
+              duration_s: int) -> dict:
+    """One wrk run; returns the JSON summary the replay script wrote (wrk-NAME.json)."""
+    out = point_dir / f"wrk-{name}.json"
+    env = {"TRACE": _in_container(trace), "CONNECTIONS": str(spec.users),
+           "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": _in_container(out)}
+    log = point_dir / f"wrk-{name}.txt"
+    code = _exec(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk")
+    if code != 0 or not out.exists():
+        raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: {_tail(log)}")
+    return json.loads(out.read_text())
+
+
+def aggregate_of(summary: dict) -> dict:
+    """The LoadResult aggregate of a measured wrk run: counts over exactly that run."""
+    errors = summary["errors"]
+    failed = sum(errors.values())
+    return {
+        "requests": summary["requests"] - errors["status"],
+        "errors": failed,
+        "bytes": summary["bytes"],
+        "p50_ms": summary["latency_ms"]["percentiles"]["50"],
+        "p99_ms": summary["latency_ms"]["percentiles"]["99"],
+        "latency_ms": summary["latency_ms"],
+        "error_kinds": errors,
+        "per_second": summary["per_second"],
+    }
+
+
+def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
+    # Warm-up and measurement are two wrk runs: the second's counts and latency histogram cover
+    # exactly the measured window, and no per-request Lua bookkeeping slows the replay.
+    started = time.time()
+    if spec.warmup_s > 0:
+        _wrk_once(spec, loadgen, point_dir, trace, "warmup", max(1, math.ceil(spec.warmup_s)))
+    summary = _wrk_once(spec, loadgen, point_dir, trace, "measure",
+                        max(1, math.ceil(spec.measure_s)))
+    window = (summary["started"], summary["started"] + summary["duration_s"])
+    threads = wrk_threads(spec.users, spec.processes)
+    allowance = float(min(threads, cpuset_cores(loadgen)))
+    extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"]}
+    return LoadResult("wrk", started, window, None, aggregate_of(summary), allowance, extra)
 
 
 def stop(loadgen: Container, wait_s: float = 15) -> None:
-    """Stop any Locust run in the loadgen container and wait until it has exited."""
+    """Stop any Locust or wrk run in the loadgen container and wait until it has exited."""
+    patterns = ("bin/locust -f", "wrk -t")
+
     def running() -> bool:
-        done = subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pgrep", "-f",
-                               "bin/locust -f"], capture_output=True, timeout=30, check=False)
-        return done.returncode == 0
+        for pattern in patterns:
+            done = subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pgrep", "-f",
+                                   pattern], capture_output=True, timeout=30, check=False)
+            if done.returncode == 0:
+                return True
+        return False
 
     # Same uid as the run: the container has no CAP_KILL to signal another user's process.
-    subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pkill", "-TERM", "-f",
-                    "bin/locust -f"], capture_output=True, timeout=30, check=False)
+    for pattern in patterns:
+        subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pkill", "-TERM", "-f",
+                        pattern], capture_output=True, timeout=30, check=False)
     deadline = time.monotonic() + wait_s
     while running() and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -92,3 +344,80 @@ def version(loadgen: Container) -> str:
     done = subprocess.run(["docker", "exec", loadgen.id, "locust", "--version"],
                           capture_output=True, text=True, timeout=60, check=False)
     return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "unknown"
+
+
+def wrk_version(loadgen: Container) -> str:
+    """wrk's version as the image reports it (first line of `wrk -v`)."""
+    done = subprocess.run(["docker", "exec", loadgen.id, "wrk", "-v"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    text = (done.stdout or done.stderr).strip().splitlines()
+    return text[0] if text and text[0].startswith("wrk") else "unknown"
+
+
+# --- results in the runner's schema -----------------------------------------------------------
+
+
+def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
+                bytes_label: str) -> dict:
+    """The point's summary row (metrics.SUMMARY_COLUMNS) for either engine's result.
+
+    With per-request records (Locust) this is metrics.summarize over the result's window. With
+    an aggregate (wrk) CPU, host and byte figures come from the samples bracketing the window
+    exactly as for Locust, and requests, errors, TPS and latency from the engine's own counts
+    over exactly its measured run."""
+    start, end = result.window
+    if result.requests is not None:
+        row = metrics.summarize(samples, result.requests, start=start, end=end,
+                                generator=generator, generator_allowance=result.allowance_cores,
+                                bytes_label=bytes_label)
+    else:
+        agg = result.aggregate or {}
+        if agg.get("requests", 0) <= 0:
+            raise metrics.MetricsError("no successful request completed in the measured window")
+        _, last = metrics.window(samples, start, end)
+        # One stand-in request inside the window lets summarize() compute the sample-based
+        # columns; every request-based column is then replaced by the engine's counts.
+        stand_in = [metrics.Request(last["t"], 0.0, agg["bytes"], 200)]
+        row = metrics.summarize(samples, stand_in, start=start, end=end, generator=generator,
+                                generator_allowance=result.allowance_cores,
+                                bytes_label=bytes_label)
+        n = agg["requests"]
+        row.update({"requests": n, "tps": n / (end - start), "p50_ms": agg["p50_ms"],
+                    "p99_ms": agg["p99_ms"], "errors": agg["errors"],
+                    "server_cpu_us_per_req": row["cpu_s_servers"] * 1e6 / n})
+    row["engine"] = result.engine
+    row["generator_allowance_cores"] = result.allowance_cores
+    for key in ("target_rate", "achieved_rate", "late_requests"):
+        if key in result.extra:
+            row[key] = result.extra[key]
+    if row.get("client_bound"):
+        row["client_bound_advice"] = client_bound_advice(result, row["generator_cpu_pct"])
+    return row
+
+
+def per_second_rows(samples: list[dict], result: LoadResult) -> list[dict]:
+    """per_second.csv rows for either engine (wrk: its per-second counts placed by second)."""
+    if result.requests is not None:
+        return metrics.per_second(samples, result.requests)
+    rows = metrics.per_second(samples, [])
+    counts = {int(p["t"]): p["requests"] for p in (result.aggregate or {}).get("per_second", [])}
+    prev = samples[0]["t"] if samples else 0.0
+    for row in rows:
+        # a wrk second [s, s+1) belongs to the sample interval holding its middle
+        n = sum(c for s, c in counts.items() if prev < s + 0.5 <= row["t"])
+        row["tps"] = n / (row["t"] - prev) if row["t"] > prev else 0.0
+        prev = row["t"]
+    return rows
+
+
+def client_bound_advice(result: LoadResult, cpu_pct: float) -> str:
+    """What to do about a client-bound point, in one sentence for the report."""
+    cores = result.allowance_cores
+    if result.engine == "locust":
+        return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this "
+                "TPS is Locust's limit, not the servers': raise load.processes (one core each), "
+                "give the loadgen more cores (LOADGEN_CPUS) or add workers on other nodes, or "
+                "use engine: wrk for high-rate closed-loop runs")
+    return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this TPS "
+            "is wrk's limit, not the servers': give the loadgen more cores (LOADGEN_CPUS) and "
+            "threads (load.processes), or move the generator to another node")

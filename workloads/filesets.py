@@ -7,6 +7,12 @@ Spec kinds (one dict each, as in experiment files):
   {"kind": "single", "size": 4096}                       one file of that many bytes
   {"kind": "uniform-log", "files": 500, "min_size": 1024, "max_size": 65536, "seed": 1}
                                                          sizes drawn log-uniformly in [min, max]
+  {"kind": "class", "class": 2, "seed": 1}               004 Table 2 class 0-4 (CLASSES): sizes
+                                                         log-uniform in [1 KiB, max], files drawn
+                                                         until the working set is reached
+  {"kind": "worldcup", "log": "wc_day46_1.gz", "requests": 100000}
+                                                         one file per object of a World Cup 98
+                                                         log, of its logged size (worldcup.py)
 """
 
 from __future__ import annotations
@@ -22,6 +28,19 @@ from pathlib import Path
 DOCROOT = Path(os.environ.get("DOCROOT", "/srv/docroot"))
 
 
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+# 004 §4.3 Table 2: class -> (largest file, working set). Smallest file 1 KiB, Zipf alpha 0.9.
+CLASSES: dict[int, tuple[int, int]] = {
+    0: (250 * KIB, 25 * MIB),
+    1: (1 * MIB, 100 * MIB),
+    2: (4 * MIB, 450 * MIB),
+    3: (16 * MIB, 2 * GIB),
+    4: (64 * MIB, 6 * GIB),
+}
+CLASS_MIN_SIZE = KIB
+CHUNK = 1 << 20
+
+
 class FilesetError(ValueError):
     """A file-set spec that cannot be generated."""
 
@@ -33,7 +52,38 @@ def set_name(spec: dict) -> str:
     if spec["kind"] == "uniform-log":
         seed = spec.get("seed", 1)
         return f"log-{spec['files']}x{spec['min_size']}-{spec['max_size']}-s{seed}"
-    raise FilesetError(f"unknown file-set kind {spec['kind']!r} (expected single or uniform-log)")
+    if spec["kind"] == "class":
+        return f"class{spec['class']}-s{spec.get('seed', 1)}"
+    if spec["kind"] == "worldcup":
+        from workloads import worldcup
+
+        return worldcup.set_name(spec)
+    raise FilesetError(f"unknown file-set kind {spec['kind']!r} "
+                       "(expected single, uniform-log, class or worldcup)")
+
+
+def class_sizes(number: int, seed: int) -> list[int]:
+    """Sizes of a 004 Table 2 class: log-uniform in [1 KiB, max] until the working set is met.
+
+    Files are drawn one at a time; the first draw that would overshoot the working set is cut to
+    the bytes still missing (kept only when >= 1 KiB), so the total is within 1 KiB of its target.
+    """
+    if number not in CLASSES:
+        raise FilesetError(f"class must be one of {sorted(CLASSES)}, got {number!r}")
+    top, target = CLASSES[number]
+    rng = random.Random(seed * 1000 + number)
+    lo, hi = math.log(CLASS_MIN_SIZE), math.log(top)
+    sizes: list[int] = []
+    total = 0
+    while True:
+        size = round(math.exp(rng.uniform(lo, hi)))
+        if total + size >= target:
+            rest = target - total
+            if rest >= CLASS_MIN_SIZE:
+                sizes.append(rest)
+            return sizes
+        sizes.append(size)
+        total += size
 
 
 def files(spec: dict) -> list[tuple[str, int]]:
@@ -44,6 +94,13 @@ def files(spec: dict) -> list[tuple[str, int]]:
         if size <= 0:
             raise FilesetError(f"single file size must be positive, got {size}")
         return [(f"/{name}/file.bin", size)]
+    if spec["kind"] == "class":
+        sizes = class_sizes(spec["class"], int(spec.get("seed", 1)))
+        return [(f"/{name}/f{i:05d}.bin", s) for i, s in enumerate(sizes)]
+    if spec["kind"] == "worldcup":
+        from workloads import worldcup
+
+        return worldcup.files(spec)
     n, lo, hi = int(spec["files"]), int(spec["min_size"]), int(spec["max_size"])
     if n <= 0 or lo <= 0 or hi < lo:
         raise FilesetError(f"uniform-log needs files > 0 and 0 < min_size <= max_size, got {spec}")
@@ -52,11 +109,32 @@ def files(spec: dict) -> list[tuple[str, int]]:
     return [(f"/{name}/f{i:05d}.bin", s) for i, s in enumerate(sizes)]
 
 
-def _content(path: str, size: int) -> bytes:
-    """Incompressible, reproducible bytes for one file."""
+def total_bytes(spec: dict) -> int:
+    """The working set of a file set: the sum of its file sizes."""
+    return sum(size for _, size in files(spec))
+
+
+def _block(path: str, size: int) -> bytes:
+    """Incompressible, reproducible bytes (at most 1 MiB) that a file repeats."""
     seed = hashlib.sha256(path.encode()).digest()
-    block = hashlib.shake_256(seed).digest(min(size, 1 << 20))
+    return hashlib.shake_256(seed).digest(min(size, CHUNK))
+
+
+def _content(path: str, size: int) -> bytes:
+    """Reproducible bytes for one file: its block repeated up to its size."""
+    block = _block(path, size)
     return (block * (size // len(block) + 1))[:size]
+
+
+def _write_file(target: Path, rel: str, size: int) -> None:
+    """Write one file in 1 MiB chunks (large files never sit whole in memory)."""
+    block = _block(rel, size)
+    with target.open("wb") as fh:
+        left = size
+        while left > 0:
+            piece = block[:left]
+            fh.write(piece)
+            left -= len(piece)
 
 
 def write(specs: list[dict], docroot: Path = DOCROOT) -> tuple[int, int]:
@@ -70,7 +148,7 @@ def write(specs: list[dict], docroot: Path = DOCROOT) -> tuple[int, int]:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(_content(rel, size))
+            _write_file(tmp, rel, size)
             tmp.chmod(0o644)
             tmp.rename(target)
             written += 1

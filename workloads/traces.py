@@ -1,9 +1,20 @@
 """Traces: the ordered URL paths a load generator replays.
 
-On-disk format (read by every engine): UTF-8 text, one request path per line; lines starting
-with `#` are comments (the first ones describe how the trace was made). Each closed-loop client
-replays the trace from its own offset (client i of N starts at i * len / N), one request at a
-time, wrapping around at the end.
+On-disk format (read by both engines, Locust and wrk): UTF-8 text, one request path per line;
+lines starting with `#` are comments (the first ones describe how the trace was made). One
+comment is a directive: `# subset-size: S`. Without it, client i of N replays the whole trace
+from offset i * L / N (L lines), one request at a time, wrapping at the end. With it, the trace
+is K = L / S consecutive subsets of S requests, and client i replays subset i mod K from its
+start, wrapping within it: each client has its own subset (000 §5.2.1).
+
+Trace kinds (experiment `traces:` entries):
+  single    {size}                               one file, every request
+  zipf      {alpha, requests, fileset, mapping}  Zipf(alpha) over the file set's N files
+  worldcup  {log, requests, skip}                the successful GETs of a World Cup 98 log
+`per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
+with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
+`mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
+`small-first` (the most popular file is the smallest) or `large-first`.
 """
 
 from __future__ import annotations
@@ -14,6 +25,9 @@ import random
 from pathlib import Path
 
 from workloads import filesets
+
+MAPPINGS = ("random", "small-first", "large-first")
+SUBSET_DIRECTIVE = "subset-size:"
 
 
 class TraceError(ValueError):
@@ -34,44 +48,130 @@ def zipf_sample(n: int, alpha: float, count: int, seed: int) -> list[int]:
     return [min(bisect.bisect_left(cumulative, rng.random()), n - 1) for _ in range(count)]
 
 
+def rank_order(files: list[tuple[str, int]], mapping: str, seed: int) -> list[int]:
+    """File index of each popularity rank (rank 0 = most popular)."""
+    order = list(range(len(files)))
+    if mapping == "random":
+        random.Random(seed + 1).shuffle(order)
+    elif mapping == "small-first":
+        order.sort(key=lambda i: (files[i][1], i))
+    elif mapping == "large-first":
+        order.sort(key=lambda i: (-files[i][1], i))
+    else:
+        raise TraceError(f"mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
+    return order
+
+
 def build(spec: dict, seed: int) -> list[str]:
-    """The request paths of one trace spec (kind single or zipf) over its file set."""
+    """The request paths of one trace spec (kind single, zipf or worldcup)."""
     kind = spec.get("kind")
+    if kind == "worldcup":
+        from workloads import worldcup
+
+        return worldcup.trace(spec)
     fileset = fileset_of(spec)
-    paths = [p for p, _ in filesets.files(fileset)]
+    files = filesets.files(fileset)
+    paths = [p for p, _ in files]
     if kind == "single":
         return paths
     if kind == "zipf":
         alpha = float(spec["alpha"])
-        count = int(spec.get("requests", 10000))
-        if alpha < 0 or count <= 0:
-            raise TraceError(f"zipf needs alpha >= 0 and requests > 0, got {spec}")
-        # Popularity rank -> file: a seeded shuffle, so popularity does not follow file order.
-        order = list(range(len(paths)))
-        random.Random(seed + 1).shuffle(order)
-        return [paths[order[r]] for r in zipf_sample(len(paths), alpha, count, seed)]
-    raise TraceError(f"unknown trace kind {kind!r} (expected single or zipf)")
+        per_client = spec.get("per_client")
+        count = int(per_client if per_client is not None else spec.get("requests", 10000))
+        subsets = int(spec.get("subsets", 1)) if per_client is not None else 1
+        if alpha < 0 or count <= 0 or subsets <= 0:
+            raise TraceError(f"zipf needs alpha >= 0, requests > 0 and subsets > 0, got {spec}")
+        order = rank_order(files, spec.get("mapping", "random"), seed)
+        out: list[str] = []
+        for k in range(subsets):
+            out += [paths[order[r]] for r in zipf_sample(len(paths), alpha, count, seed + 7919 * k)]
+        return out
+    raise TraceError(f"unknown trace kind {kind!r} (expected single, zipf or worldcup)")
+
+
+def subset_size(spec: dict) -> int | None:
+    """The per-client subset size a built trace of this spec carries (None: whole trace)."""
+    if spec.get("kind") == "zipf" and spec.get("per_client") is not None:
+        return int(spec["per_client"])
+    return None
 
 
 def fileset_of(spec: dict) -> dict:
     """The file-set spec a trace spec draws from."""
     if spec.get("kind") == "single":
         return {"kind": "single", "size": int(spec["size"])}
+    if spec.get("kind") == "worldcup":
+        return {k: spec[k] for k in ("kind", "log", "requests", "skip") if k in spec}
     if "fileset" not in spec:
         raise TraceError(f"trace {spec.get('name', '?')!r} has no fileset")
     return dict(spec["fileset"])
 
 
-def write(path: Path, paths: list[str], header: str) -> None:
-    """Write a trace file in the on-disk format."""
-    lines = [f"# {line}" for line in header.splitlines()] + paths
-    path.write_text("\n".join(lines) + "\n")
+def write(path: Path, paths: list[str], header: str, subset: int | None = None) -> None:
+    """Write a trace file in the on-disk format (with the subset directive when given)."""
+    if subset is not None and (subset <= 0 or len(paths) % subset):
+        raise TraceError(f"a trace of {len(paths)} requests cannot be cut in subsets of {subset}")
+    lines = [f"# {line}" for line in header.splitlines()]
+    if subset is not None:
+        lines.append(f"# {SUBSET_DIRECTIVE} {subset}")
+    path.write_text("\n".join(lines + paths) + "\n")
+
+
+def read_with_subset(path: Path) -> tuple[list[str], int | None]:
+    """Read a trace file: its paths and its subset size (None when it has none)."""
+    paths, subset = [], None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            body = line[1:].strip()
+            if body.startswith(SUBSET_DIRECTIVE):
+                subset = int(body[len(SUBSET_DIRECTIVE):])
+        elif line:
+            paths.append(line)
+    if not paths:
+        raise TraceError(f"trace {path} holds no request")
+    if subset is not None and (subset <= 0 or len(paths) % subset):
+        raise TraceError(f"trace {path}: {len(paths)} requests are not whole subsets of {subset}")
+    return paths, subset
 
 
 def read(path: Path) -> list[str]:
     """Read a trace file; raises TraceError when it holds no request."""
-    paths = [ln.strip() for ln in path.read_text().splitlines()]
-    paths = [p for p in paths if p and not p.startswith("#")]
-    if not paths:
-        raise TraceError(f"trace {path} holds no request")
-    return paths
+    return read_with_subset(path)[0]
+
+
+def client_sequence(paths: list[str], subset: int | None, client: int, clients: int) -> list[str]:
+    """The requests client `client` of `clients` replays in order, wrapping (the format's rule)."""
+    if subset is None:
+        start = (client * len(paths)) // max(clients, 1)
+        return paths[start:] + paths[:start]
+    k = client % (len(paths) // subset)
+    return paths[k * subset:(k + 1) * subset]
+
+
+def validate(where: str, spec: dict) -> None:
+    """Check the keys this module adds to a trace spec; errors name `where` and the key."""
+    kind = spec.get("kind")
+    if kind == "worldcup":
+        if not isinstance(spec.get("log"), str) or not spec["log"]:
+            raise TraceError(f"{where}.log: the file name of a World Cup log in workloads/data/")
+        for key in ("requests", "skip"):
+            value = spec.get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise TraceError(f"{where}.{key}: must be a whole number >= 0, got {value!r}")
+    if kind == "zipf":
+        mapping = spec.get("mapping", "random")
+        if mapping not in MAPPINGS:
+            raise TraceError(f"{where}.mapping: must be one of {', '.join(MAPPINGS)}, "
+                             f"got {mapping!r}")
+    for key in ("per_client", "subsets"):
+        value = spec.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise TraceError(f"{where}.{key}: must be a whole number >= 1, got {value!r}")
+    if "subsets" in spec and "per_client" not in spec:
+        raise TraceError(f"{where}.subsets: only with per_client")
+    fs = spec.get("fileset")
+    if isinstance(fs, dict) and fs.get("kind") == "class":
+        if fs.get("class") not in filesets.CLASSES:
+            raise TraceError(f"{where}.fileset.class: must be one of "
+                             f"{', '.join(map(str, filesets.CLASSES))}, got {fs.get('class')!r}")

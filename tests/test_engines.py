@@ -1,0 +1,336 @@
+"""The engines without Docker: the target guard, command lines, result parsing, and the Locust
+users (the real `locust` binary) against a real in-process HTTP server."""
+
+import csv
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tierbench import loadgen, metrics
+from tierbench.loadgen import LoadgenError, LoadSpec
+from workloads import traces
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = Path(sys.executable).parent / "locust"
+
+
+# --- target guard and spec checks ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["http://proxy", "http://web:80", "http://198.18.1.10",
+                                    "http://198.19.250.20:8080/x"])
+def test_guard_accepts_the_testbeds_own_services(target: str) -> None:
+    loadgen.check_target(target, allow_foreign=False)
+
+
+@pytest.mark.parametrize("target", ["http://192.168.1.10", "http://10.0.0.1", "http://8.8.8.8",
+                                    "http://127.0.0.1:8080", "http://example.org",
+                                    "http://198.20.0.1"])
+def test_guard_refuses_a_foreign_address_in_one_sentence(target: str) -> None:
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_target(target, allow_foreign=False)
+    message = str(err.value)
+    assert message.startswith("refusing to send load to ") and "allow_foreign_target" in message
+    assert "\n" not in message
+    loadgen.check_target(target, allow_foreign=True)  # the explicit option lets it through
+
+
+def test_guard_refuses_what_is_not_an_http_url_even_when_allowed() -> None:
+    with pytest.raises(LoadgenError, match="not an http:// URL"):
+        loadgen.check_target("proxy:80", allow_foreign=True)
+
+
+def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> None:
+    spec = LoadSpec("wrk", 4, 0, 1, target="http://203.0.113.7")
+    with pytest.raises(LoadgenError, match="refusing to send load to 203.0.113.7"):
+        loadgen.run(spec, None, tmp_path, tmp_path / "t.txt")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    (LoadSpec("ab", 1, 0, 1), "engine 'ab' is unknown"),
+    (LoadSpec("wrk", 4, 0, 1, think={"kind": "fixed", "mean_ms": 5}), "need engine: locust"),
+    (LoadSpec("wrk", 4, 0, 1, rate=100.0), "need engine: locust"),
+    (LoadSpec("locust", 4, 0, 1, think={"kind": "gamma", "mean_ms": 5}), "think must be"),
+    (LoadSpec("locust", 4, 0, 1, rate=-1.0), "rate must be > 0"),
+    (LoadSpec("locust", 0, 0, 1), "users and processes must be >= 1"),
+])
+def test_specs_an_engine_cannot_honour_are_refused(spec: LoadSpec, fragment: str) -> None:
+    with pytest.raises(LoadgenError, match=fragment):
+        loadgen.check_spec(spec)
+
+
+# --- wrk command line and summary ----------------------------------------------------------
+
+
+def test_wrk_threads_divide_the_connections() -> None:
+    assert loadgen.wrk_threads(64, 2) == 2
+    assert loadgen.wrk_threads(1, 2) == 1
+    assert loadgen.wrk_threads(9, 2) == 1
+    assert loadgen.wrk_threads(12, 8) == 6
+
+
+def test_wrk_url_and_argv() -> None:
+    assert loadgen.wrk_url("http://proxy") == "http://proxy:80/"
+    assert loadgen.wrk_url("http://198.18.1.10:8080/x") == "http://198.18.1.10:8080/"
+    argv = loadgen.wrk_argv(LoadSpec("wrk", 64, 5, 15, processes=2), 15)
+    assert argv[:7] == ["wrk", "-t", "2", "-c", "64", "-d", "15s"]
+    assert argv[-3:] == ["-s", loadgen.WRK_SCRIPT, "http://proxy:80/"]
+
+
+def test_wrk_summary_becomes_the_common_aggregate() -> None:
+    summary = {"started": 100.0, "duration_s": 10.0, "requests": 1000, "bytes": 4_200_000,
+               "errors": {"connect": 1, "read": 0, "write": 0, "status": 5, "timeout": 2},
+               "latency_ms": {"min": 0.1, "max": 9.0, "mean": 1.0, "stdev": 0.5,
+                              "percentiles": {"50": 0.9, "99": 4.5}},
+               "per_second": [{"t": 101, "requests": 100}]}
+    agg = loadgen.aggregate_of(summary)
+    assert (agg["requests"], agg["errors"], agg["bytes"]) == (995, 8, 4_200_000)
+    assert (agg["p50_ms"], agg["p99_ms"]) == (0.9, 4.5)
+    assert agg["per_second"] == [{"t": 101, "requests": 100}]
+
+
+def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:
+    head = "end_s,latency_ms,bytes,path,status,late_ms\n"
+    (tmp_path / "requests-w0.csv").write_text(head + "10.5,1,10,/a,200,0\n11.5,1,10,/a,200,50\n")
+    (tmp_path / "requests-w1.csv").write_text(head + "10.7,1,10,/b,500,0\n12.5,1,10,/b,200,0\n")
+    merged = loadgen.merge_request_logs(tmp_path)
+    assert merged.read_text().count("\n") == 5 and merged.read_text().startswith(head)
+    fig = loadgen.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
+    assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
+                   "late_threshold_ms": loadgen.LATE_MS}
+
+
+# --- Locust users against a real HTTP server -------------------------------------------------
+
+
+class Server(ThreadingHTTPServer):
+    """Answers every GET with 64 bytes after `delay` seconds; records paths and concurrency."""
+
+    daemon_threads = True
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        self.lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        srv = self.server
+        with srv.lock:
+            srv.paths.append(self.path)
+            srv.inflight += 1
+            srv.max_inflight = max(srv.max_inflight, srv.inflight)
+        time.sleep(srv.delay)
+        with srv.lock:
+            srv.inflight -= 1
+        self.send_response(200)
+        self.send_header("Content-Length", "64")
+        self.end_headers()
+        self.wfile.write(b"x" * 64)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server():
+    def make(delay: float = 0.0) -> Server:
+        srv = Server(delay)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        made.append(srv)
+        return srv
+
+    made: list[Server] = []
+    yield make
+    for srv in made:
+        srv.shutdown()
+        srv.server_close()
+
+
+def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
+           user_class: str = "TraceUser", processes: int = 1, **env: str) -> list[dict]:
+    """Run the real locust binary on the engine's locustfile; returns the request log rows."""
+    log = tmp_path / "requests.csv"
+    full_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log), "USERS": str(users),
+                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT), **env}
+    argv = [str(LOCUST), "-f", str(ROOT / "workloads/locust/trace_replay.py"), "--headless",
+            "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
+            "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
+            "--csv", str(tmp_path / "locust"), "--csv-full-history", "--exit-code-on-error", "0"]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
+                          timeout=seconds + 60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    merged = loadgen.merge_request_logs(tmp_path)
+    assert merged is not None, done.stderr[-2000:]
+    with merged.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def two_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/a/{i}" for i in range(5)] + [f"/b/{i}" for i in range(5)],
+                 "two subsets", subset=5)
+    return path
+
+
+def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server) -> None:
+    srv = server(delay=0.005)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3)
+    assert len(rows) > 50 and all(r["status"] == "200" for r in rows)
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
+    # each user walks its own subset in order: /a/0../a/4 and /b/0../b/4, wrapping
+    seq_a = [p for p in srv.paths if p.startswith("/a/")]
+    seq_b = [p for p in srv.paths if p.startswith("/b/")]
+    assert seq_a[:7] == [f"/a/{i % 5}" for i in range(7)]
+    assert seq_b[:7] == [f"/b/{i % 5}" for i in range(7)]
+    assert abs(len(seq_a) - len(seq_b)) <= 0.2 * len(srv.paths)
+    assert srv.max_inflight <= 2  # closed loop: one request at a time per user
+
+
+def rate_between_first_and_last(rows: list[dict]) -> float:
+    """Requests per second over the stretch the users were running (start-up excluded)."""
+    ends = sorted(float(r["end_s"]) for r in rows)
+    return (len(ends) - 1) / (ends[-1] - ends[0])
+
+
+def test_fixed_think_time_paces_each_user(tmp_path: Path, server) -> None:
+    srv = server()
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
+                  THINK_KIND="fixed", THINK_MS="250")
+    # 2 users, one request per 250 ms each: 8/s; without think time it would be thousands
+    assert len(rows) >= 8
+    assert 5.5 <= rate_between_first_and_last(rows) <= 9.0
+
+
+def test_exponential_think_time_has_its_mean(tmp_path: Path, server) -> None:
+    srv = server()
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=8, seconds=5,
+                  THINK_KIND="exponential", THINK_MS="100")
+    # 8 users, exponential think time of mean 100 ms: 80/s; the spread of an exponential mean
+    # over a few hundred draws and scheduling noise on a shared host allow about +-30 %
+    assert len(rows) >= 100
+    assert 55.0 <= rate_between_first_and_last(rows) <= 105.0
+
+
+def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) -> None:
+    srv = server(delay=0.2)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
+                  user_class="OpenLoopUser", RATE="50")
+    # closed loop with 2 users at 200 ms per answer would manage 10/s
+    ends = sorted(float(r["end_s"]) for r in rows)
+    window = (ends[0] + 0.5, ends[0] + 3.0)
+    fig = loadgen.open_loop_figures(tmp_path / "requests.csv", window, rate=50.0)
+    assert 40 <= fig["achieved_rate"] <= 60
+    assert srv.max_inflight >= 5
+    assert fig["late_requests"] <= 0.1 * len(rows)
+
+
+def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:
+    srv = server(delay=0.002)
+    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
+    assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
+        "requests-w0.csv", "requests-w1.csv"]
+    prefixes = Counter(r["path"][:3] for r in rows)
+    assert set(prefixes) == {"/a/", "/b/"}  # worker 0's user is client 0, worker 1's client 1
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)
+
+
+def test_bench_prints_usage() -> None:
+    done = subprocess.run([sys.executable, "-m", "tierbench.bench", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "--loadgen" in done.stdout
+
+
+# --- results in the runner's schema --------------------------------------------------------
+
+
+def samples_every_second() -> list[dict]:
+    host0 = {k: 0 for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")}
+    out = []
+    for i in range(11):
+        host = {**host0, "user": 50 * i, "idle": 50 * i}
+        cpu = {n: {"usage_s": v * i, "user_s": 0.0, "system_s": 0.0}
+               for n, v in (("loadgen", 0.9), ("proxy", 0.25), ("web", 0.25))}
+        out.append({"t": 100.0 + i, "host": host, "cpu": cpu,
+                    "net": {"host:veth": {"tx_bytes": 1000 * i, "rx_bytes": 0}}})
+    return out
+
+
+def test_wrk_aggregate_gives_the_same_summary_columns_as_locust() -> None:
+    agg = {"requests": 4000, "errors": 3, "bytes": 5000, "p50_ms": 1.5, "p99_ms": 7.0,
+           "per_second": [{"t": 101 + i, "requests": 1000} for i in range(5)]}
+    wrk = loadgen.LoadResult("wrk", 99.0, (101.0, 105.0), None, agg, 1.0, {})
+    row = loadgen.summary_row(samples_every_second(), wrk, generator="loadgen",
+                              bytes_label="host:veth")
+    assert (row["requests"], row["errors"], row["tps"]) == (4000, 3, 1000.0)
+    assert (row["p50_ms"], row["p99_ms"]) == (1.5, 7.0)
+    assert row["cpu_s_servers"] == pytest.approx(2.0)  # 0.5 core x 4 s
+    assert row["server_cpu_us_per_req"] == pytest.approx(2.0e6 / 4000)
+    assert row["generator_cpu_pct"] == pytest.approx(90.0) and row["client_bound"]
+    assert "wrk's limit" in row["client_bound_advice"]
+    reqs = [metrics.Request(101.0 + k / 1000, 1.0, 1, 200) for k in range(1, 4001)]
+    locust = loadgen.LoadResult("locust", 99.0, (101.0, 105.0), reqs, None, 1.0,
+                                {"target_rate": 1000.0, "achieved_rate": 999.0,
+                                 "late_requests": 2})
+    lrow = loadgen.summary_row(samples_every_second(), locust, generator="loadgen",
+                               bytes_label="host:veth")
+    assert set(row) - {"client_bound_advice"} <= set(lrow)
+    assert lrow["tps"] == pytest.approx(1000.0) and lrow["late_requests"] == 2
+    assert "load.processes" in lrow["client_bound_advice"]
+    per = loadgen.per_second_rows(samples_every_second(), wrk)
+    assert [r["tps"] for r in per[:6]] == [0.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]
+
+
+# --- the experiment files of the data-center studies ---------------------------------------
+
+DC_FILES = sorted((ROOT / "experiments").glob("dc-*.yml"))
+
+
+def test_every_study_of_issue_4_has_its_experiment_file() -> None:
+    assert {p.stem for p in DC_FILES} == {"dc-single", "dc-zipf", "dc-clients", "dc-classes",
+                                          "dc-worldcup"}
+
+
+@pytest.mark.parametrize("path", DC_FILES, ids=lambda p: p.stem)
+def test_dc_experiment_traces_validate_and_build(path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from workloads import worldcup
+
+    data = yaml.safe_load(path.read_text())
+    assert data["engine"] in loadgen.ENGINES
+    load = data["load"]
+    users = load["users"] if isinstance(load["users"], list) else [load["users"]]
+    for n in users:
+        loadgen.check_spec(LoadSpec(data["engine"], n, load["warmup_s"], load["measure_s"],
+                                    processes=load.get("processes", 1), think=load.get("think"),
+                                    rate=load.get("rate"),
+                                    target=data.get("target", loadgen.TARGET)))
+    for i, spec in enumerate(data["traces"]):
+        traces.validate(f"{path.name}: traces[{i}]", spec)
+        if spec["kind"] == "worldcup":
+            # no log is shipped: building must fail saying which file to put where
+            monkeypatch.setattr(worldcup, "DATA_DIR", tmp_path)
+            with pytest.raises(worldcup.WorldCupError, match=spec["log"]):
+                traces.build(spec, seed=data["seed"])
+            continue
+        built = traces.build(spec, seed=data["seed"])
+        subset = traces.subset_size(spec)
+        if subset:
+            assert len(built) == subset * spec["subsets"] >= subset * max(users)
+        out = tmp_path / f"{spec['name']}.txt"
+        traces.write(out, built, spec["name"], subset)
+        assert traces.read_with_subset(out) == (built, subset)

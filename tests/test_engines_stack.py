@@ -1,0 +1,166 @@
+"""Both engines for real, in standalone tbe- containers (never the lead's Compose project): wrk's
+replay checked against the web server's access log, Locust through the same run() API.
+
+Needs Docker and the images tierbench-web:0.1.0 and tierbench-loadgen:0.1.0 with wrk (override
+with TBE_WEB_IMAGE / TBE_LOADGEN_IMAGE). Creates its own containers and removes them."""
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tierbench import bench, loadgen
+from tierbench.loadgen import LoadSpec
+from workloads import filesets, traces
+
+pytestmark = pytest.mark.stack
+
+NETWORK, SUBNET = "tbe-net", "198.19.250.0/24"
+WEB_IP = "198.19.250.11"
+TARGET = f"http://{WEB_IP}"
+WEB_IMAGE = os.environ.get("TBE_WEB_IMAGE", "tierbench-web:0.1.0")
+LOADGEN_IMAGE = os.environ.get("TBE_LOADGEN_IMAGE", "tierbench-loadgen:0.1.0")
+FILESET = {"kind": "uniform-log", "files": 40, "min_size": 1024, "max_size": 16384, "seed": 3}
+LOG_LINE = re.compile(r'"GET (\S+) HTTP/1\.1" (\d{3}) ')
+
+
+def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120,
+                          check=check)
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory):
+    """A web container (access log on) and a loadgen container on tbe-net; removed at the end."""
+    root = tmp_path_factory.mktemp("tbe")
+    docroot, results = root / "docroot", root / "results"
+    filesets.write([FILESET, {"kind": "single", "size": 4096}], docroot)
+    results.mkdir()
+    for path in [root, docroot, results, *docroot.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o644)
+    made_net = docker("network", "inspect", NETWORK, check=False).returncode != 0
+    if made_net:
+        docker("network", "create", "--subnet", SUBNET, NETWORK)
+    tag = uuid.uuid4().hex[:6]
+    web, gen = f"tbe-t-web-{tag}", f"tbe-t-loadgen-{tag}"
+    try:
+        docker("run", "-d", "--name", web, "--network", NETWORK, "--ip", WEB_IP,
+               "--cpuset-cpus", "1", "-e", "ACCESS_LOG=on", "-v", f"{docroot}:/srv/docroot:ro",
+               WEB_IMAGE)
+        docker("run", "-d", "--name", gen, "--network", NETWORK, "--cpuset-cpus", "0",
+               "-v", f"{Path(__file__).resolve().parent.parent / 'workloads'}:/app/workloads:ro",
+               "-v", f"{results}:/results", LOADGEN_IMAGE)
+        for _ in range(60):
+            if docker("inspect", "-f", "{{.State.Health.Status}}", web).stdout.strip() == "healthy":
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"{web} did not become healthy in 30 s")
+        yield {"web": web, "gen": bench.container(gen), "results": results}
+    finally:
+        docker("rm", "-f", web, gen, check=False)
+        if made_net:
+            docker("network", "rm", NETWORK, check=False)
+
+
+def access_log(web: str) -> list[tuple[str, int]]:
+    """(path, status) of every trace request the web server logged (health checks left out)."""
+    text = docker("exec", web, "cat", "/var/log/apache2/access.log").stdout
+    return [(m.group(1), int(m.group(2))) for m in LOG_LINE.finditer(text)
+            if m.group(1) != "/healthz"]
+
+
+def truncate_log(web: str) -> None:
+    docker("exec", web, "sh", "-c", ": > /var/log/apache2/access.log")
+
+
+def point_dir(testbed: dict, name: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TIERBENCH_RESULTS", str(testbed["results"]))
+    path = testbed["results"] / name
+    path.mkdir()
+    path.chmod(0o777)
+    return path
+
+
+def test_wrk_replay_sends_the_trace_paths_in_their_proportions(testbed, monkeypatch) -> None:
+    pdir = point_dir(testbed, "wrk-zipf", monkeypatch)
+    spec = {"name": "z", "kind": "zipf", "alpha": 0.9, "per_client": 2000, "subsets": 8,
+            "fileset": FILESET}
+    paths = traces.build(spec, seed=4)
+    trace = pdir / "trace.txt"
+    traces.write(trace, paths, "zipf for the wrk test", subset=traces.subset_size(spec))
+    truncate_log(testbed["web"])
+    result = loadgen.run(LoadSpec("wrk", 8, 1, 3, processes=2, target=TARGET), testbed["gen"],
+                         pdir, trace)
+    logged = access_log(testbed["web"])
+    agg = result.aggregate
+    assert result.engine == "wrk" and result.requests is None
+    assert agg["requests"] > 500 and agg["errors"] == 0
+    assert result.allowance_cores == 1.0  # 2 threads, but a cpuset of one core
+    assert 2.5 <= result.window[1] - result.window[0] <= 4.0
+    assert sum(s["requests"] for s in agg["per_second"]) >= agg["requests"]
+    # every request the server saw was answered 200 and is a trace path
+    assert logged and all(status == 200 for _, status in logged)
+    assert {p for p, _ in logged} <= set(paths)
+    # warm-up + measured runs, up to one request per connection in flight at each end
+    warm = (pdir / "wrk-warmup.json").read_text()
+    total = json.loads(warm)["requests"] + agg["requests"]
+    assert total <= len(logged) <= total + 16
+    # the proportions: total variation distance between the log and the trace < 0.05
+    seen, want = Counter(p for p, _ in logged), Counter(paths)
+    tvd = 0.5 * sum(abs(seen[p] / len(logged) - want[p] / len(paths)) for p in want)
+    assert tvd < 0.05, tvd
+
+
+def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch) -> None:
+    pdir = point_dir(testbed, "wrk-order", monkeypatch)
+    files = [p for p, _ in filesets.files(FILESET)]
+    trace = pdir / "trace.txt"
+    traces.write(trace, files, "two subsets of 20 files in file order", subset=20)
+    truncate_log(testbed["web"])
+    # 2 connections on 2 threads: one client per thread, so each client's order is exact
+    loadgen.run(LoadSpec("wrk", 2, 0, 2, processes=2, target=TARGET), testbed["gen"], pdir, trace)
+    logged = [p for p, _ in access_log(testbed["web"])]
+    for k in range(2):
+        mine = [p for p in logged if p in files[k * 20:(k + 1) * 20]]
+        assert len(mine) > 100
+        assert mine == [files[k * 20 + i % 20] for i in range(len(mine))]
+
+
+def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
+    pdir = point_dir(testbed, "wrk-single", monkeypatch)
+    trace = pdir / "trace.txt"
+    traces.write(trace, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
+    truncate_log(testbed["web"])
+    result = loadgen.run(LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET), testbed["gen"],
+                         pdir, trace)
+    logged = access_log(testbed["web"])
+    assert not (pdir / "wrk-warmup.json").exists()  # no warm-up asked for, none run
+    assert {p for p, _ in logged} == {"/single-4096/file.bin"}
+    assert result.aggregate["requests"] <= len(logged) <= result.aggregate["requests"] + 4
+    assert result.aggregate["bytes"] >= 4096 * result.aggregate["requests"]
+
+
+def test_locust_engine_through_run(testbed, monkeypatch) -> None:
+    pdir = point_dir(testbed, "locust", monkeypatch)
+    paths = traces.build({"name": "z", "kind": "zipf", "alpha": 0.9, "requests": 500,
+                          "fileset": FILESET}, seed=2)
+    trace = pdir / "trace.txt"
+    traces.write(trace, paths, "zipf for the Locust test")
+    truncate_log(testbed["web"])
+    result = loadgen.run(LoadSpec("locust", 4, 1, 3, target=TARGET), testbed["gen"], pdir, trace)
+    logged = access_log(testbed["web"])
+    assert result.engine == "locust" and result.aggregate is None
+    assert result.window[1] - result.window[0] == pytest.approx(3.0)
+    assert result.allowance_cores == 1.0
+    ok = [r for r in result.requests if r.ok]
+    assert len(ok) > 100 and len(ok) == len(result.requests)
+    assert len(result.requests) == len(logged)  # every request logged by both ends
+    assert {p for p, _ in logged} <= set(paths)
+    assert (pdir / "locust_stats_history.csv").exists()  # per-second statistics kept

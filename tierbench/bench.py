@@ -1,0 +1,210 @@
+"""Engine benchmarks (`make bench`; prints figures, is not a test).
+
+1. wrk engine TPS / plain wrk TPS: same target file, connections and threads, alternated in one
+   run (ABBA: plain, engine, engine, plain, ...), medians compared. Goal >= 0.9. Also printed:
+   requests per loadgen CPU-second of each, steadier than TPS when the host is shared.
+2. Locust engine requests per client CPU-second / a bare FastHttpUser's: same target file, one
+   process, CPU from the loadgen container's cgroup, alternated, medians compared. Goal >= 0.9.
+
+Usage: python -m tierbench.bench --loadgen CONTAINER --results DIR [--target URL] [--path P]
+DIR is the host folder mounted at /results in the loadgen container.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tierbench import loadgen
+from tierbench.sampler import CgroupCpu
+from tierbench.stack import Container, results_root
+
+BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""
+import os
+
+from locust import FastHttpUser, task
+
+PATH = os.environ["BENCH_PATH"]
+
+
+class BareUser(FastHttpUser):
+    @task
+    def get(self):
+        self.client.get(PATH)
+'''
+
+
+def container(name: str) -> Container:
+    """A running container by name or id, as the engines need it."""
+    done = subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
+                          timeout=30, check=False)
+    if done.returncode != 0:
+        raise loadgen.LoadgenError(f"no container named {name!r} is running")
+    info = json.loads(done.stdout)[0]
+    return Container(service=name, id=info["Id"], name=info["Name"].lstrip("/"),
+                     pid=int(info["State"]["Pid"]), image=info["Config"]["Image"],
+                     image_id=info["Image"], cpuset=info["HostConfig"].get("CpusetCpus") or "")
+
+
+def plain_wrk(gen: Container, url: str, connections: int, threads: int, seconds: int,
+              log: Path) -> float:
+    """Requests/s of wrk without any script against one URL."""
+    argv = ["docker", "exec", gen.id, "wrk", "-t", str(threads), "-c", str(connections),
+            "-d", f"{seconds}s", url]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    log.write_text(done.stdout + done.stderr)
+    found = re.search(r"(\d+) requests in ([\d.]+)(m?s)", done.stdout)
+    if done.returncode != 0 or not found:
+        raise loadgen.LoadgenError(f"plain wrk failed: {(done.stderr or done.stdout).strip()}")
+    dur = float(found.group(2)) / (1000 if found.group(3) == "ms" else 1)
+    return int(found.group(1)) / dur
+
+
+def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads: int,
+              seconds: int, rounds: int, work: Path) -> dict:
+    """Alternate plain wrk and the wrk engine; medians and their ratio."""
+    trace = work / "bench-trace.txt"
+    trace.write_text(f"# bench: one file\n{path}\n")
+    spec = loadgen.LoadSpec("wrk", connections, 0.0, seconds, processes=threads, target=target)
+    loadgen.check_spec(spec)
+    url = loadgen.wrk_url(target).rstrip("/") + path
+    plain_wrk(gen, url, connections, threads, 2, work / "wrk-warm.txt")
+    cg = CgroupCpu(gen.pid)
+    plain, engine, plain_eff, engine_eff = [], [], [], []
+    for r in range(rounds):
+        # ABBA order (plain first in even rounds, engine first in odd ones) cancels any trend
+        # in the host's other load.
+        for which in (("plain", "engine") if r % 2 == 0 else ("engine", "plain")):
+            c0 = cg.read()["usage_s"]
+            if which == "plain":
+                tps = plain_wrk(gen, url, connections, threads, seconds, work / f"plain-{r}.txt")
+                plain.append(tps)
+                plain_eff.append(tps * seconds / max(cg.read()["usage_s"] - c0, 1e-9))
+                continue
+            rdir = work / f"engine-{r}"
+            rdir.mkdir(exist_ok=True)
+            res = loadgen.run(spec, gen, rdir, trace)
+            cpu = cg.read()["usage_s"] - c0
+            engine.append(res.aggregate["requests"] / (res.window[1] - res.window[0]))
+            engine_eff.append(res.aggregate["requests"] / max(cpu, 1e-9))
+    return {"plain_tps": plain, "engine_tps": engine,
+            "ratio": statistics.median(engine) / statistics.median(plain),
+            "plain_req_per_cpu_s": plain_eff, "engine_req_per_cpu_s": engine_eff,
+            "cpu_ratio": statistics.median(engine_eff) / statistics.median(plain_eff)}
+
+
+def _locust_count(stats_csv: Path) -> int:
+    with stats_csv.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["Name"] == "Aggregated"]
+    return int(rows[0]["Request Count"]) if rows else 0
+
+
+def _locust_engine(gen: Container, cg: CgroupCpu, target: str, trace: Path, users: int,
+                   seconds: int, rdir: Path) -> tuple[int, float]:
+    """One run of the engine (the real run() path: TraceUser, request log): requests, CPU-s."""
+    spec = loadgen.LoadSpec("locust", users, 0.0, seconds, target=target)
+    c0 = cg.read()["usage_s"]
+    loadgen.run(spec, gen, rdir, trace)
+    return _locust_count(rdir / "locust_stats.csv"), cg.read()["usage_s"] - c0
+
+
+def _locust_bare(gen: Container, cg: CgroupCpu, target: str, path: str, users: int,
+                 seconds: int, rdir: Path) -> tuple[int, float]:
+    """One run of a bare FastHttpUser, same users, duration and target: requests, CPU-s."""
+    (rdir / "bare.py").write_text(BARE_LOCUSTFILE)
+    argv = ["locust", "-f", loadgen._in_container(rdir / "bare.py"), "--headless",
+            "--host", target, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
+            "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
+            "--csv", loadgen._in_container(rdir / "locust")]
+    c0 = cg.read()["usage_s"]
+    code = loadgen._exec(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
+                         "bare Locust")
+    if code != 0:
+        raise loadgen.LoadgenError(f"bare Locust exited with code {code}")
+    return _locust_count(rdir / "locust_stats.csv"), cg.read()["usage_s"] - c0
+
+
+def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: int,
+                 rounds: int, work: Path) -> dict:
+    """Requests per loadgen CPU-second, engine vs bare FastHttpUser, alternated; medians."""
+    cg = CgroupCpu(gen.pid)
+    trace = work / "bench-trace.txt"
+    trace.write_text(f"# bench: one file\n{path}\n")
+    engine, bare = [], []
+    for r in range(rounds):
+        order = [("engine", engine, _locust_engine), ("bare", bare, _locust_bare)]
+        for name, runs, fn in (order if r % 2 == 0 else order[::-1]):
+            rdir = work / f"locust-{name}-{r}"
+            rdir.mkdir(exist_ok=True)
+            arg = trace if name == "engine" else path
+            runs.append(fn(gen, cg, target, arg, users, seconds, rdir))
+    if any(n == 0 or c <= 0 for n, c in engine + bare):
+        raise loadgen.LoadgenError("a Locust run completed no request; run longer (--seconds)")
+    e_eff = statistics.median(n / c for n, c in engine)
+    b_eff = statistics.median(n / c for n, c in bare)
+    return {"engine": engine, "bare": bare, "engine_req_per_cpu_s": e_eff,
+            "bare_req_per_cpu_s": b_eff, "ratio": e_eff / b_eff}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both benchmarks and print the ratios with their inputs."""
+    ap = argparse.ArgumentParser(prog="python -m tierbench.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--loadgen", required=True, help="loadgen container name or id")
+    ap.add_argument("--results", required=True, type=Path,
+                    help="host folder mounted at /results in the loadgen container")
+    ap.add_argument("--target", default=loadgen.TARGET, help="base URL (default http://proxy)")
+    ap.add_argument("--path", default="/single-4096/file.bin", help="file requested")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--locust-users", type=int, default=16)
+    ap.add_argument("--allow-foreign-target", action="store_true")
+    args = ap.parse_args(argv)
+    os.environ["TIERBENCH_RESULTS"] = str(args.results.resolve())
+    try:
+        loadgen.check_target(args.target, args.allow_foreign_target)
+        gen = container(args.loadgen)
+        work = Path(tempfile.mkdtemp(prefix="bench-", dir=results_root()))
+        work.chmod(0o777)
+        t0 = time.time()
+        w = wrk_ratio(gen, args.target, args.path, args.connections, args.threads, args.seconds,
+                      args.rounds, work)
+        lo = locust_ratio(gen, args.target, args.path, args.locust_users, args.seconds,
+                          args.rounds, work)
+    except loadgen.LoadgenError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    print(f"bench: target {args.target}{args.path}, loadgen {gen.name} (cpuset "
+          f"{gen.cpuset or 'all'}), raw output in {work}, {time.time() - t0:.0f} s")
+    print(f"wrk engine vs plain wrk ({args.connections} connections, {args.threads} threads, "
+          f"{args.rounds} x {args.seconds} s alternated):")
+    print("  plain wrk TPS:  " + ", ".join(f"{v:.0f}" for v in w["plain_tps"]))
+    print("  wrk engine TPS: " + ", ".join(f"{v:.0f}" for v in w["engine_tps"]))
+    print(f"  ratio of medians: {w['ratio']:.3f} (goal >= 0.9)")
+    print("  requests per loadgen CPU-s, plain: "
+          + ", ".join(f"{v:.0f}" for v in w["plain_req_per_cpu_s"])
+          + "; engine: " + ", ".join(f"{v:.0f}" for v in w["engine_req_per_cpu_s"])
+          + f"; ratio of medians {w['cpu_ratio']:.3f} (steadier than TPS on a shared host)")
+    print(f"Locust engine vs bare FastHttpUser ({args.locust_users} users, 1 process, "
+          f"{args.rounds} x {args.seconds} s alternated; requests / loadgen CPU-s):")
+    for name in ("engine", "bare"):
+        runs = ", ".join(f"{n}/{c:.2f}={n / c:.0f}" for n, c in lo[name])
+        print(f"  {name + ':':7} {runs}; median {lo[name + '_req_per_cpu_s']:.0f} per CPU-s")
+    print(f"  ratio: {lo['ratio']:.3f} (goal >= 0.9)")
+    (work / "bench.json").write_text(json.dumps({"wrk": w, "locust": lo}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+-- Trace replay for wrk (LuaJIT), the native engine. Reads the same trace files as Locust
+-- (workloads/traces.py). wrk keeps one request in flight per connection (closed loop). Each
+-- thread owns connections/threads clients (global index thread * K + j, N = threads * K) and
+-- serves them in turn: client g replays its own sequence (offset g * L / N over the whole
+-- trace, or subset g mod (L / S) with a `# subset-size: S` directive), in order, wrapping.
+-- wrk's Lua API does not say which connection asks for a request, so a client's requests may
+-- travel on different connections of its thread; the server sees the same mix and order.
+--
+-- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()).
+-- Per-second counts are requests issued per wall-clock second (after a connection's first,
+-- each follows the completion of its previous one), counted with clock_gettime through ffi
+-- once per 16 requests.
+
+local ffi = require("ffi")
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } tb_timespec;
+int clock_gettime(int clk_id, tb_timespec *tp);
+]]
+local ts = ffi.new("tb_timespec")
+local function now()
+  ffi.C.clock_gettime(0, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+local threads = {}
+local next_tid = 0
+
+function setup(thread)
+  thread:set("tid", next_tid)
+  next_tid = next_tid + 1
+  table.insert(threads, thread)
+end
+
+local reqs, clients, nclients, turn = {}, {}, 0, 0
+-- wrk 4.1 calls request() once on thread 0's state before the run, to verify the script (count
+-- pipelined requests): that call must not advance any client nor count as sent.
+local verifying = false
+buckets = {}
+started = 0
+-- Requests are counted per second in batches of BATCH (one clock read per batch keeps the
+-- replay as cheap as wrk's own); done() adds each thread's unbatched rest to its last second.
+BATCH = 16
+pending = 0
+
+local function read_trace(path)
+  local lines, subset = {}, nil
+  local fh = assert(io.open(path, "r"))
+  for line in fh:lines() do
+    line = line:match("^%s*(.-)%s*$")
+    if line:sub(1, 1) == "#" then
+      local s = line:match("^#%s*subset%-size:%s*(%d+)")
+      if s then subset = tonumber(s) end
+    elseif line ~= "" then
+      lines[#lines + 1] = line
+    end
+  end
+  fh:close()
+  return lines, subset
+end
+
+function init(args)
+  local paths, subset = read_trace(os.getenv("TRACE"))
+  local conns, nthreads = tonumber(os.getenv("CONNECTIONS")), tonumber(os.getenv("THREADS"))
+  local per = math.floor(conns / nthreads)
+  local total, n = per * nthreads, #paths
+  local cache = {}
+  for i = 1, n do
+    local p = paths[i]
+    local r = cache[p]
+    if not r then
+      r = wrk.format("GET", p)
+      cache[p] = r
+    end
+    reqs[i] = r
+  end
+  for j = 0, per - 1 do
+    local g = tid * per + j
+    local lo, hi, pos
+    if subset then
+      local k = g % math.floor(n / subset)
+      lo, hi = k * subset + 1, (k + 1) * subset
+      pos = lo
+    else
+      lo, hi = 1, n
+      pos = math.floor(g * n / total) + 1
+    end
+    clients[j + 1] = {lo = lo, hi = hi, pos = pos}
+  end
+  nclients = per
+  verifying = tid == 0
+  started = now()
+end
+
+function request()
+  if verifying then
+    verifying = false
+    return reqs[clients[1].pos]
+  end
+  turn = turn % nclients + 1
+  local c = clients[turn]
+  local r = reqs[c.pos]
+  c.pos = c.pos + 1
+  if c.pos > c.hi then c.pos = c.lo end
+  pending = pending + 1
+  if pending == BATCH then
+    ffi.C.clock_gettime(0, ts)
+    local s = tonumber(ts.tv_sec)
+    buckets[s] = (buckets[s] or 0) + BATCH
+    pending = 0
+  end
+  return r
+end
+
+function done(summary, latency, requests)
+  local start = math.huge
+  local per_second = {}
+  for _, t in ipairs(threads) do
+    local st = t:get("started")
+    if st and st > 0 and st < start then start = st end
+    local b = t:get("buckets")
+    local last = nil
+    for s, count in pairs(b or {}) do
+      per_second[s] = (per_second[s] or 0) + count
+      if not last or s > last then last = s end
+    end
+    local rest = t:get("pending") or 0
+    if rest > 0 then
+      last = last or math.floor(st or 0)
+      per_second[last] = (per_second[last] or 0) + rest
+    end
+  end
+  local secs = {}
+  for s in pairs(per_second) do secs[#secs + 1] = s end
+  table.sort(secs)
+  local ps = {}
+  for _, s in ipairs(secs) do
+    ps[#ps + 1] = string.format('{"t": %d, "requests": %d}', s, per_second[s])
+  end
+  local pct = {}
+  for _, p in ipairs({50, 75, 90, 99, 99.9, 99.99}) do
+    pct[#pct + 1] = string.format('"%s": %.3f', tostring(p), latency:percentile(p) / 1000)
+  end
+  local e = summary.errors
+  local out = io.open(os.getenv("WRK_OUT"), "w")
+  out:write(string.format(
+    '{"started": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
+    '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
+    '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
+    '"percentiles": {%s}}, "per_second": [%s]}\n',
+    start, summary.duration / 1e6, summary.requests, summary.bytes,
+    e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min / 1000, latency.max / 1000, latency.mean / 1000, latency.stdev / 1000,
+    table.concat(pct, ", "), table.concat(ps, ", ")))
+  out:close()
+end
