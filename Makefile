@@ -6,10 +6,10 @@ EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan clean setup setup-venv images lint report-example
+.PHONY: help run test plan clean setup setup-venv images lint bench report-example
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: setup images ## Build what is missing, bring the stack up, run EXP (default quick), write the report
 	$(VENV)/tierbench run $(EXP)
@@ -37,6 +37,12 @@ images: ## Build the images (bootstraps a local Debian base when none can be pul
 
 report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
 	$(VENV)/tierbench report $(EXAMPLE)
+
+BENCH_TARGET ?= http://proxy
+BENCH_PATH ?= /single-4096/file.bin
+bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
+	$(VENV)/python -m tierbench.bench --loadgen tierbench-loadgen-1 \
+	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH)
 
 lint: setup-venv ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests

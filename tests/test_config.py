@@ -59,13 +59,17 @@ def test_quick_order_differs_from_declaration_order() -> None:
     [
         ({"modes": "modes: [no-such-mode]"}, "modes: no mode named 'no-such-mode'"),
         ({"modes": "modes: offloads-on"}, "modes: must be a non-empty list"),
-        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single or zipf"),
+        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single, zipf or worldcup"),
         ({"traces": "traces: [{name: a, kind: single, size: -1}]"}, "traces[0].size: must be"),
         ({"traces": "traces: [{name: a, kind: zipf, alpha: 0.9}]"}, "traces[0].fileset"),
         ({"extra": "colour: blue"}, "unknown key 'colour'"),
         ({"extra": "load: {users: 0}"}, "load.users: must be a whole number >= 1"),
         ({"extra": "stack: {proxy: nginx}"}, "stack.proxy: must be one of apache, haproxy"),
-        ({"extra": "engine: wrk"}, "engine: only locust"),
+        ({"extra": "engine: ab"}, "engine: must be one of locust, wrk"),
+        ({"extra": "engine: wrk\nload: {rate: 100}"}, "think and rate need engine: locust"),
+        ({"extra": "target: http://192.0.2.1/"}, "target:"),
+        ({"extra": "stack: {docroot: nfs}"}, "stack.docroot: must be one of disk, tmpfs"),
+        ({"extra": "load: {users: [1, 0]}"}, "load.users: must be a whole number >= 1"),
     ],
 )
 def test_bad_experiments_are_refused_naming_file_and_key(
@@ -107,6 +111,16 @@ def test_mode_long_feature_names_are_accepted(tmp_path: Path) -> None:
     mode = config.load_mode("m", modes_dir=tmp_path)
     assert mode.tiers == ("web",)
     assert mode.nic.features == {"tx-tcp6-segmentation": False} and mode.nic.mtu == 9000
+
+
+def test_users_and_docroot_lists_are_factors(tmp_path: Path) -> None:
+    path = minimal(tmp_path, extra="load: {users: [1, 4]}\nstack: {docroot: [disk, tmpfs]}")
+    points = config.load_experiment(str(path)).points()
+    assert len(points) == 1 * 2 * 2 * 2 * 2
+    assert {(p.users, p.docroot) for p in points} == {(u, d) for u in (1, 4)
+                                                      for d in ("disk", "tmpfs")}
+    docroots = [p.docroot for p in points]
+    assert sum(1 for a, b in zip(docroots, docroots[1:]) if a != b) == 1  # one restart
 
 
 def test_points_needing_a_restart_are_grouped(tmp_path: Path) -> None:

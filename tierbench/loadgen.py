@@ -61,15 +61,6 @@ class LoadResult:
     extra: dict = field(default_factory=dict)
 
 
-@dataclass
-class LoadRun:
-    """What one Locust run left behind (the runner's current interface)."""
-
-    started: float
-    returncode: int
-    request_log: Path
-
-
 def check_target(target: str, allow_foreign: bool) -> None:
     """Refuse a target that is not one of the testbed's own services, unless explicitly allowed."""
     parts = urlsplit(target)
@@ -245,17 +236,6 @@ def open_loop_figures(request_log: Path, window: tuple[float, float], rate: floa
             "late_requests": late, "late_threshold_ms": LATE_MS}
 
 
-def run_locust(loadgen: Container, point_dir: Path, trace: Path, users: int,
-               duration_s: float) -> LoadRun:
-    """Run Locust closed loop for duration_s (the runner's current call; see run())."""
-    spec = LoadSpec("locust", users, 0.0, duration_s)
-    result = _run_locust(spec, loadgen, point_dir, trace)
-    return LoadRun(started=result.started, returncode=0, request_log=point_dir / "requests.csv")
-
-
-# --- wrk -----------------------------------------------------------------------------------
-
-
 def wrk_url(target: str) -> str:
     """wrk needs an explicit port: http://proxy -> http://proxy:80/."""
     parts = urlsplit(target)
@@ -358,7 +338,7 @@ def wrk_version(loadgen: Container) -> str:
 
 
 def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
-                bytes_label: str) -> dict:
+                bytes_label: str | list[str]) -> dict:
     """The point's summary row (metrics.SUMMARY_COLUMNS) for either engine's result.
 
     With per-request records (Locust) this is metrics.summarize over the result's window. With

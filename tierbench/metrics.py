@@ -67,8 +67,9 @@ def window(samples: list[dict], start: float, end: float) -> tuple[dict, dict]:
 
 
 def summarize(samples: list[dict], requests: list[Request], *, start: float, end: float,
-              generator: str, generator_allowance: float, bytes_label: str) -> dict:
-    """The measured numbers of one point (see SUMMARY_COLUMNS)."""
+              generator: str, generator_allowance: float, bytes_label: str | list[str]) -> dict:
+    """The measured numbers of one point (see SUMMARY_COLUMNS); bytes moved are the tx bytes of
+    the interface(s) `bytes_label` names (the host ends of the generator's veths), summed."""
     first, last = window(samples, start, end)
     dt = last["t"] - first["t"]
     counted = [r for r in requests if first["t"] < r.end_s <= last["t"]]
@@ -81,8 +82,9 @@ def summarize(samples: list[dict], requests: list[Request], *, start: float, end
     total_ticks = sum(ticks.values()) or 1
     pct = {k: 100.0 * v / total_ticks for k, v in ticks.items()}
     busy_s = sum(ticks[k] for k in ("user", "nice", "system", "irq", "softirq")) / CLK_TCK
-    if bytes_label in first["net"] and bytes_label in last["net"]:
-        moved = last["net"][bytes_label]["tx_bytes"] - first["net"][bytes_label]["tx_bytes"]
+    labels = [bytes_label] if isinstance(bytes_label, str) else list(bytes_label)
+    if labels and all(lb in first["net"] and lb in last["net"] for lb in labels):
+        moved = sum(last["net"][lb]["tx_bytes"] - first["net"][lb]["tx_bytes"] for lb in labels)
     else:
         moved = sum(r.bytes for r in good)
     kbytes = moved / 1024 or float("nan")

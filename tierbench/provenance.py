@@ -48,6 +48,7 @@ def collect(containers: dict[str, stack.Container]) -> dict:
     versions["python"] = platform.python_version()
     if "loadgen" in containers:
         versions["locust"] = loadgen.version(containers["loadgen"])
+        versions["wrk"] = loadgen.wrk_version(containers["loadgen"])
     for tier in ("proxy", "web"):
         if tier in containers:
             probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "

@@ -23,7 +23,7 @@ from tierbench.modes import Mode
 from tierbench.sampler import CgroupCpu, Sampler
 from workloads import traces
 
-POINT_OVERHEAD_S = 6.0  # Locust start-up and shut-down, snapshots, restore
+POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
 GENERATOR = "loadgen"
 
 
@@ -41,7 +41,7 @@ def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
     per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
     lines = [f"experiment {exp.name} ({exp.source}): {len(exp.points())} points, "
-             f"order shuffled with seed {exp.seed}",
+             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}",
              f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
              f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
              "(mode switch, snapshots, load generator start/stop)",
@@ -49,13 +49,13 @@ def plan_lines(exp: Experiment) -> list[str]:
              "services whose settings change (points are grouped to restart as rarely as possible)"]
     current = None
     for p in exp.points():
-        settings = exp.stack_for(exp.mode(p.mode))
+        settings = exp.stack_for(exp.mode(p.mode), p.docroot)
         if settings != current:
             lines.append(f"  -- stack: {_settings_text(settings)}"
                          + (" (restart)" if current is not None else ""))
             current = settings
         lines.append(f"  {p.id}  trace={p.trace['name']:<14} mode={p.mode:<16} "
-                     f"rep={p.repetition}  users={exp.users}  ~{per_point:.0f} s")
+                     f"rep={p.repetition}  users={p.users}  ~{per_point:.0f} s")
     total = estimate_s(exp)
     lines.append(f"estimated duration: {total / 60:.1f} min plus stack bring-up "
                  "(seconds when images are built)")
@@ -92,7 +92,7 @@ def trace_files(exp: Experiment, run_dir: Path) -> tuple[dict[str, Path], list[d
         path = folder / f"{spec['name']}.txt"
         header = (f"trace {spec['name']} of experiment {exp.name}\n"
                   f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-        traces.write(path, traces.build(spec, exp.seed), header)
+        traces.write(path, traces.build(spec, exp.seed), header, traces.subset_size(spec))
         paths[spec["name"]] = path
     return paths, sets
 
@@ -154,8 +154,9 @@ class Run:
              f"about {estimate_s(exp) / 60:.1f} min; results in {self.dir}")
         _log("tierbench: bringing the stack up (file sets, healthchecks)")
         self.sets = sets
-        self.settings = exp.stack_for(exp.mode(exp.points()[0].mode))
-        stack.up(self.settings, sets)
+        first = exp.points()[0]
+        self.settings = exp.stack_for(exp.mode(first.mode), first.docroot)
+        stack.up(self.settings, sets, exp.target)
         tiers = self._discover()
         self._check_modes(tiers)
         self.manifest = {
@@ -197,11 +198,13 @@ class Run:
 
     def _restart_if_needed(self, point: Point, tiers: dict[str, Tier]) -> dict[str, Tier]:
         """Re-up the stack when this point's server options differ from the running ones."""
-        settings = self.exp.stack_for(self.exp.mode(point.mode))
+        settings = self.exp.stack_for(self.exp.mode(point.mode), point.docroot)
         if settings == self.settings:
             return tiers
         _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
-        stack.up(settings, self.sets)
+        if settings["docroot"] != self.settings["docroot"]:
+            stack.down()  # a volume's driver cannot change in place: the docroot starts anew
+        stack.up(settings, self.sets, self.exp.target)
         self.settings = settings
         tiers = self._discover()
         self._check_modes(tiers)
@@ -247,7 +250,7 @@ class Run:
         self.state.save(state)  # on disk before the first change: `tierbench clean` can restore
         self._save()
         row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-               "repetition": point.repetition, "engine": exp.engine, "users": exp.users}
+               "repetition": point.repetition, "engine": exp.engine, "users": point.users}
         problems: list[str] = []
         try:
             knobs.apply_mode(mode, eps, state)
@@ -258,7 +261,7 @@ class Run:
             record["mode_verified"] = not mismatches
             if mismatches:
                 raise netif.NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
-            row.update(self._measure(pdir, tiers, trace, record))
+            row.update(self._measure(point, pdir, tiers, trace, record))
         except (loadgen.LoadgenError, metrics.MetricsError) as exc:
             row["error"] = str(exc)
             _log(f"tierbench: {point.id} failed: {exc}")
@@ -282,42 +285,42 @@ class Run:
             raise netif.NetifError("interfaces could not be restored after "
                                    f"{point.id}: {'; '.join(problems)}; run `tierbench clean`")
 
-    def _measure(self, pdir: Path, tiers: dict[str, Tier], trace: Path, record: dict) -> dict:
+    def _measure(self, point: Point, pdir: Path, tiers: dict[str, Tier], trace: Path,
+                 record: dict) -> dict:
         exp = self.exp
         gen = tiers[GENERATOR]
         ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
                   if ep.netns_pid is None}
-        # Bytes delivered to the client: what the host side of the loadgen veth transmits.
-        client_iface = next(ep.label for ep in gen.endpoints if ep.netns_pid is None)
+        # Bytes delivered to the client: what the host ends of the loadgen's veths transmit.
+        client_ifaces = [ep.label for ep in gen.endpoints if ep.netns_pid is None]
+        spec = loadgen.LoadSpec(engine=exp.engine, users=point.users, warmup_s=exp.warmup_s,
+                                measure_s=exp.measure_s, processes=exp.processes,
+                                think=exp.think, rate=exp.rate, target=exp.target,
+                                allow_foreign_target=exp.allow_foreign_target)
         sampler = Sampler(pdir / "samples.jsonl", {t: v.cgroup for t, v in tiers.items()}, ifaces)
         sampler.start()
         try:
-            run = loadgen.run_locust(gen.container, pdir, trace, exp.users,
-                                     exp.warmup_s + exp.measure_s)
+            result = loadgen.run(spec, gen.container, pdir, trace)
         finally:
             samples = sampler.stop()
         if sampler.error:
             raise metrics.MetricsError(sampler.error)
-        requests = metrics.read_requests(run.request_log)
-        start = run.started + exp.warmup_s
+        start, end = result.window
         # Wall-clock bounds: samples and requests before measure_start are warm-up.
-        record["window"] = {"load_started": run.started, "measure_start": start,
-                            "measure_end": start + exp.measure_s}
-        # One Locust process is one Python interpreter: it can use at most one core.
-        allowance = min(1.0, len(stack.parse_cpuset(gen.cgroup.cpus() or "0")))
-        result = metrics.summarize(samples, requests, start=start, end=start + exp.measure_s,
-                                   generator=GENERATOR, generator_allowance=allowance,
-                                   bytes_label=client_iface)
+        record["window"] = {"load_started": result.started, "measure_start": start,
+                            "measure_end": end}
+        row = loadgen.summary_row(samples, result, generator=GENERATOR,
+                                  bytes_label=client_ifaces)
         # The samples that bracket the numbers above: analysis recomputes from exactly these.
-        first, last = metrics.window(samples, start, start + exp.measure_s)
+        first, last = metrics.window(samples, start, end)
         record["window"].update({"start": first["t"], "end": last["t"]})
+        rows = loadgen.per_second_rows(samples, result)
         with (pdir / "per_second.csv").open("w", newline="") as fh:
-            rows = metrics.per_second(samples, requests)
             if rows:
                 writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(rows)
-        return result
+        return row
 
     def _save(self) -> None:
         _write_json(self.dir / "manifest.json", self.manifest)
@@ -346,7 +349,7 @@ def _fmt(value: object) -> object:
 def _brief(row: dict) -> str:
     if "error" in row:
         return f"FAILED ({row['error']})"
-    flag = " CLIENT-BOUND" if row.get("client_bound") else ""
+    flag = f" CLIENT-BOUND: {row.get('client_bound_advice', '')}" if row.get("client_bound") else ""
     return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
             f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator {row['generator_cpu_pct']:.0f} %{flag}")
 

@@ -13,7 +13,8 @@ from tierbench.config import ROOT, TIERS
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
-OVERLAYS = {"haproxy": ["compose/haproxy.yml"]}
+OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
+            "loadgen-back": "compose/loadgen-back.yml"}
 
 
 class StackError(Exception):
@@ -33,9 +34,18 @@ class Container:
     cpuset: str
 
 
-def compose_files(proxy: str = "apache") -> list[str]:
-    """The -f arguments for a stack with this proxy."""
-    files = ["docker-compose.yml", *OVERLAYS.get(proxy, [])]
+def compose_files(settings: dict | None = None, target: str = "http://proxy") -> list[str]:
+    """The -f arguments for a stack with these settings: the base file and the overlays for
+    the HAProxy proxy, a tmpfs docroot, and a load generator on the back network (target web)."""
+    settings = settings or {}
+    files = ["docker-compose.yml"]
+    if settings.get("proxy") == "haproxy":
+        files.append(OVERLAYS["haproxy"])
+    if settings.get("docroot") == "tmpfs":
+        files.append(OVERLAYS["tmpfs"])
+    host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    if host == "web" or host.startswith("198.18.2."):
+        files.append(OVERLAYS["loadgen-back"])
     return [arg for f in files for arg in ("-f", str(ROOT / f))]
 
 
@@ -139,21 +149,21 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(settings: dict, filesets: list[dict]) -> None:
+def up(settings: dict, filesets: list[dict], target: str = "http://proxy") -> None:
     """Bring the stack up with these settings (experiment `stack:` plus the mode's server
     options) and wait until every service is healthy; services whose settings changed restart."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
     check_images(settings["proxy"])
     results_root().mkdir(parents=True, exist_ok=True)
-    _run(["docker", "compose", *compose_files(settings["proxy"]), "up", "-d", "--wait",
+    _run(["docker", "compose", *compose_files(settings, target), "up", "-d", "--wait",
           "--no-build", "--remove-orphans"], env=env, timeout=600)
 
 
 def down() -> None:
     """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
-    files = ["docker-compose.yml", *(f for fs in OVERLAYS.values() for f in fs)]
+    files = ["docker-compose.yml", *OVERLAYS.values()]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))), "down", "-v",
           "--remove-orphans",
           "--timeout", "10"], timeout=300)
