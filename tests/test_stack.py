@@ -174,6 +174,23 @@ def test_server_option_modes_restart_the_web_tier(env: dict[str, str], two_modes
     assert f"WEB_SENDFILE={'On' if last else 'Off'}" in env_out
 
 
+def test_wrk_engine_loads_the_web_tier_directly(env: dict[str, str], two_modes: Path) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "wrk-web.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "wrk-web")
+    (row,) = summary(run)
+    assert not row["error"] and row["engine"] == "wrk"
+    assert float(row["tps"]) > 0 and float(row["cpu_s_web"]) > 0
+    # the proxy is not on the path: it idles while the web tier serves
+    assert float(row["cpu_s_proxy"]) < 0.2 * float(row["cpu_s_web"])
+    # bytes between the bracketing samples, TPS over wrk's own run: compare them as rates
+    rate = float(row["bytes_moved"]) / float(row["window_s"])
+    assert 0.8 * float(row["tps"]) * 16384 <= rate <= 1.3 * float(row["tps"]) * 16384
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["versions"]["wrk"].startswith("wrk")
+    assert len(manifest["points"]["p001"]["endpoints"]) == 10  # loadgen now has two veths
+
+
 def current_settings() -> dict[str, dict]:
     out = {}
     for tier, c in stack.tier_containers().items():

@@ -364,7 +364,10 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
         n = agg["requests"]
         row.update({"requests": n, "tps": n / (end - start), "p50_ms": agg["p50_ms"],
                     "p99_ms": agg["p99_ms"], "errors": agg["errors"],
-                    "server_cpu_us_per_req": row["cpu_s_servers"] * 1e6 / n})
+                    # CPU is counted between the bracketing samples, requests over wrk's own
+                    # run: normalise as rates so that both cover the same time.
+                    "server_cpu_us_per_req": row["cpu_s_servers"] / row["window_s"] * 1e6
+                    / (n / (end - start))})
     row["engine"] = result.engine
     row["generator_allowance_cores"] = result.allowance_cores
     for key in ("target_rate", "achieved_rate", "late_requests"):
