@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import html
 import json
 import math
@@ -64,22 +63,8 @@ def _convert(column: str, raw: str | None) -> Any:
 
 def load_summary(path: Path) -> list[Row]:
     """Parse summary.csv into dicts: numbers as int/float, client_bound as bool, blanks as None."""
-    rows: list[Row] = []
-    with Path(path).open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        header = [name.strip() for name in next(reader, [])]
-        for cells in reader:
-            if not any(cell.strip() for cell in cells):
-                continue
-            row = {
-                name: _convert(name, cells[i] if i < len(cells) else "")
-                for i, name in enumerate(header)
-            }
-            extra = [cell.strip() for cell in cells[len(header) :] if cell.strip()]
-            if extra:  # a failed point carries its error as a value beyond the header
-                row["error"] = "; ".join(([row["error"]] if row.get("error") else []) + extra)
-            rows.append(row)
-    return rows
+    return [{name: _convert(name, value) for name, value in raw.items()}
+            for raw in load.read_summary_rows(path)]
 
 
 # --------------------------------------------------------------------------- values

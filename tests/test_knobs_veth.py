@@ -12,17 +12,16 @@ These tests FAIL (never skip) when the machine cannot run them.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from netns_lab import require_environment, sh, start_sleep, stop
 
 from tierbench import cli, knobs, modes, netif
 from tierbench.netif import Endpoint, NetifError, StateFile
@@ -36,8 +35,6 @@ A_IP, B_IP = "198.19.250.1", "198.19.250.2"
 PORT = 5201
 
 
-def sh(*argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
 
 
 def _cleanup() -> None:
@@ -48,39 +45,10 @@ def _cleanup() -> None:
             sh("ip", "netns", "del", ns, check=False)
 
 
-def _require_environment() -> None:
-    if os.geteuid() != 0:
-        pytest.fail("test_knobs_veth needs root (it creates tbm-* netns and veths); run as root")
-    for tool in ("ip", "ethtool", "nsenter", "unshare", "tc", "sysctl", "mount"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"test_knobs_veth needs `{tool}` on PATH "
-                        "(apt-get install -y ethtool iproute2 procps util-linux)")
-    probe = sh("ip", "netns", "list", check=False)
-    if probe.returncode != 0:
-        pytest.fail(f"`ip netns` is unavailable here: {probe.stderr.strip()}")
 
 
-def _start_sleep(ns: str) -> subprocess.Popen[bytes]:
-    want = os.stat(f"/run/netns/{ns}").st_ino
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want:
-                return proc
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    _stop(proc)
-    pytest.fail(f"`ip netns exec {ns} sleep 600` did not enter the namespace")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
 
 
 @dataclass
@@ -98,7 +66,8 @@ class Lab:
 
 @pytest.fixture
 def lab() -> Iterator[Lab]:
-    _require_environment()
+    require_environment("test_knobs_veth",
+                        ("ip", "ethtool", "nsenter", "unshare", "tc", "sysctl", "mount"), "tbm-")
     _cleanup()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -112,13 +81,13 @@ def lab() -> Iterator[Lab]:
             sh("ip", "-n", ns, "link", "set", ifname, "up")
         sh("ip", "link", "add", H_IF, "type", "veth", "peer", "name", H_PEER, "netns", NS_B)
         sh("ip", "link", "set", H_IF, "up")
-        procs = [_start_sleep(NS_A), _start_sleep(NS_B)]
+        procs = [start_sleep(NS_A), start_sleep(NS_B)]
         pa, pb = procs[0].pid, procs[1].pid
         yield Lab(pa, pb, Endpoint("web", A_IF, pa), Endpoint("proxy", B_IF, pb),
                   Endpoint("host", H_IF, None))
     finally:
         for p in procs:
-            _stop(p)
+            stop(p)
         _cleanup()
 
 
@@ -316,7 +285,7 @@ def throughput_bits(seconds: float = 2.0) -> float:
         out, _ = rx.communicate(timeout=30)
         return float(out.strip())
     finally:
-        _stop(rx)
+        stop(rx)
 
 
 def test_tbf_rate_is_measured_by_traffic(lab: Lab, tmp_path: Path) -> None:
@@ -400,7 +369,7 @@ def _hold(lab: Lab, mode_path: Path, state_path: Path) -> subprocess.Popen[str]:
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if line != "applied":
-        _stop(proc)
+        stop(proc)
         pytest.fail(f"the mode holder did not apply the mode: {line} {proc.stderr.read()}")
     return proc
 
@@ -417,7 +386,7 @@ def test_signal_restores_everything(lab: Lab, tmp_path: Path, sig: signal.Signal
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
-        _stop(proc)
+        stop(proc)
     assert proc.returncode == 130 and out.strip() == "restored", err
     assert knobs.snapshot_mode(m, lab.eps) == before
     assert not state_path.exists()  # exact restore clears the state file
@@ -447,11 +416,11 @@ def test_restore_reports_gone_namespaces_and_carries_on(lab: Lab, tmp_path: Path
     try:
         sh("ip", "-n", extra_ns, "link", "add", "tbm-c0", "type", "veth", "peer", "name",
            "tbm-c1")
-        extra = _start_sleep(extra_ns)
+        extra = start_sleep(extra_ns)
         eps = [*lab.eps, Endpoint("loadgen", "tbm-c0", extra.pid)]
         before = knobs.snapshot_mode(m, eps)
         knobs.apply_mode(m, eps, before)
-        _stop(extra)
+        stop(extra)
     finally:
         sh("ip", "netns", "del", extra_ns, check=False)
     problems = knobs.restore_state(before)

@@ -8,14 +8,14 @@ These tests FAIL (never skip) when the machine cannot run them.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from netns_lab import require_environment, sh, start_sleep, stop
 
 from tierbench import netif
 from tierbench.netif import Endpoint, NetifError, NicSettings, StateFile
@@ -31,8 +31,6 @@ OFFLOADS_OFF = NicSettings(
 OFF_PARENTS = [netif.FEATURE_ALIASES[a] for a in ("tso", "gso", "gro", "sg", "rx", "tx")]
 
 
-def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=30)
 
 
 def _cleanup() -> None:
@@ -42,39 +40,10 @@ def _cleanup() -> None:
         sh("ip", "netns", "del", NS, check=False)
 
 
-def _require_environment() -> None:
-    if os.geteuid() != 0:
-        pytest.fail("test_netif_veth needs root (it creates tbt-* netns and veths); run as root")
-    for tool in ("ip", "ethtool", "nsenter", "tc"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"test_netif_veth needs `{tool}` on PATH (apt-get install -y ethtool)")
-    probe = sh("ip", "netns", "list", check=False)
-    if probe.returncode != 0:
-        pytest.fail(f"`ip netns` is unavailable here: {probe.stderr.strip()}")
 
 
-def _start_sleep() -> subprocess.Popen[bytes]:
-    """Start `sleep 600` inside tbt-a and wait until it has really entered the netns."""
-    want = os.stat(f"/run/netns/{NS}").st_ino
-    proc = subprocess.Popen(["ip", "netns", "exec", NS, "sleep", "600"])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want:
-                return proc
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    _stop(proc)
-    pytest.fail(f"`ip netns exec {NS} sleep 600` did not enter the namespace")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
 
 
 @dataclass
@@ -90,7 +59,7 @@ class Pair:
 
 @pytest.fixture
 def pair() -> Iterator[Pair]:
-    _require_environment()
+    require_environment("test_netif_veth", ("ip", "ethtool", "nsenter", "tc"), "tbt-")
     _cleanup()
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -98,11 +67,11 @@ def pair() -> Iterator[Pair]:
         sh("ip", "link", "add", INNER, "netns", NS, "type", "veth", "peer", "name", OUTER)
         sh("ip", "-n", NS, "link", "set", INNER, "up")
         sh("ip", "link", "set", OUTER, "up")
-        proc = _start_sleep()
+        proc = start_sleep(NS)
         yield Pair(proc.pid, Endpoint("web", INNER, proc.pid), Endpoint("host", OUTER, None))
     finally:
         if proc is not None:
-            _stop(proc)
+            stop(proc)
         _cleanup()
 
 
@@ -130,8 +99,8 @@ def test_veth_endpoints_finds_both_ends(pair: Pair) -> None:
 def test_veth_endpoints_refuses_host_netns_and_dead_pid(pair: Pair) -> None:
     with pytest.raises(NetifError, match="host network namespace"):
         netif.veth_endpoints("web", os.getpid())
-    extra = _start_sleep()
-    _stop(extra)
+    extra = start_sleep(NS)
+    stop(extra)
     with pytest.raises(NetifError, match="does not exist"):
         netif.veth_endpoints("web", extra.pid)
 
@@ -224,10 +193,10 @@ def test_apply_rolls_back_when_kernel_refuses(pair: Pair) -> None:
 def test_restore_skips_gone_endpoints_and_carries_on(pair: Pair) -> None:
     before = snaps_of(pair.eps)
     # a second netns holder that then exits: its snapshot points at a dead PID
-    extra = _start_sleep()
+    extra = start_sleep(NS)
     ghost_ep = Endpoint("proxy", INNER, extra.pid)
     ghost = netif.snapshot(ghost_ep)
-    _stop(extra)
+    stop(extra)
     vanished = dict(before["host:tbt-h0"], ifname="tbt-zz9", label="host:tbt-zz9")
     netif.apply(pair.eps, OFFLOADS_OFF, before)
     snaps = {"proxy:tbt-c0": ghost, "host:tbt-zz9": vanished, **before}
