@@ -182,6 +182,10 @@ class Run:
                     _log(f"[{n}/{len(exp.points())}] {point.id} {point.trace['name']} "
                          f"{point.mode} rep {point.repetition}: " + _brief(row)
                          + (f"; about {left / 60:.1f} min left" if left else ""))
+            bound = [r for r in self.rows if r.get("client_bound")]
+            if bound:
+                _log(f"tierbench: {len(bound)} of {len(self.rows)} points were client-bound: "
+                     f"{bound[-1].get('client_bound_advice', '')}")
         except RunInterrupted as exc:
             status = f"interrupted by {exc}"
             raise
@@ -349,7 +353,7 @@ def _fmt(value: object) -> object:
 def _brief(row: dict) -> str:
     if "error" in row:
         return f"FAILED ({row['error']})"
-    flag = f" CLIENT-BOUND: {row.get('client_bound_advice', '')}" if row.get("client_bound") else ""
+    flag = " CLIENT-BOUND" if row.get("client_bound") else ""
     return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
             f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator {row['generator_cpu_pct']:.0f} %{flag}")
 
