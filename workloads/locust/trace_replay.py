@@ -13,10 +13,13 @@ import os
 import random
 import threading
 import time
+from pathlib import Path
 
 import gevent
 from locust import FastHttpUser, events, task
 from locust.runners import MasterRunner, WorkerRunner
+
+from workloads import traces
 
 TRACE = os.environ["TRACE"]
 REQUEST_LOG = os.environ["REQUEST_LOG"]
@@ -25,19 +28,9 @@ THINK_KIND = os.environ.get("THINK_KIND", "")
 THINK_S = float(os.environ.get("THINK_MS", "0")) / 1000
 RATE = float(os.environ.get("RATE", "0"))
 SEED = int(os.environ.get("SEED", "1"))
-SUBSET_DIRECTIVE = "subset-size:"
 
-PATHS: list[str] = []
-SUBSET = None
-with open(TRACE) as fh:
-    for raw in fh:
-        line = raw.strip()
-        if line.startswith("#"):
-            body = line[1:].strip()
-            if body.startswith(SUBSET_DIRECTIVE):
-                SUBSET = int(body[len(SUBSET_DIRECTIVE):])
-        elif line:
-            PATHS.append(line)
+# One reader and one replay rule for every engine (workloads/traces.py; PYTHONPATH=/app).
+PATHS, SUBSET = traces.read_with_subset(Path(TRACE))
 _records: list[tuple[float, float, int, str, int, float]] = []
 _next_user = itertools.count()
 _lock = threading.Lock()
@@ -45,12 +38,8 @@ _env = {}
 
 
 def client_sequence(client: int, clients: int) -> list[str]:
-    """The requests one client replays, in order (the rule of workloads/traces.py)."""
-    if SUBSET is None:
-        start = (client * len(PATHS)) // max(clients, 1)
-        return PATHS[start:] + PATHS[:start]
-    k = client % (len(PATHS) // SUBSET)
-    return PATHS[k * SUBSET:(k + 1) * SUBSET]
+    """The requests one client replays, in order."""
+    return traces.client_sequence(PATHS, SUBSET, client, clients)
 
 
 @events.init.add_listener
