@@ -55,6 +55,12 @@ def family_of(name: str, points: pd.DataFrame | None = None) -> str:
 # --------------------------------------------------------------------------- SVG helpers
 
 
+
+def _whisker(x: float, y_lo: float, y_hi: float) -> str:
+    """A vertical error whisker with caps at x, from y_lo to y_hi (SVG coordinates)."""
+    return (f'<path class="whisker" d="M{x:.1f} {y_lo:.1f}V{y_hi:.1f}'
+            f'M{x - 4:.1f} {y_lo:.1f}h8M{x - 4:.1f} {y_hi:.1f}h8"/>')
+
 def _esc(v: Any) -> str:
     return html.escape("" if v is None else str(v))
 
@@ -138,8 +144,7 @@ def grouped_bars(title: str, axis: str, categories: list[str], series: list[Seri
                        f" · {_esc(cat)}: {_fmt(m)}</title></rect>")
             mid = bx + (bar_w - 2) / 2
             if lo is not None and hi is not None and hi > lo:
-                out.append(f'<path class="whisker" d="M{mid:.1f} {y(lo):.1f}V{y(hi):.1f}'
-                           f'M{mid - 4:.1f} {y(lo):.1f}h8M{mid - 4:.1f} {y(hi):.1f}h8"/>')
+                out.append(_whisker(mid, y(lo), y(hi)))
             out.append(f'<text class="val" x="{mid:.1f}" y="{min(by, y(hi or m)) - 4:.1f}" '
                        f'text-anchor="middle">{_fmt(m)}</text>')
     out.append(f'<line class="base" x1="{left}" x2="{left + w}" y1="{y(0):.1f}" '
@@ -185,8 +190,7 @@ def line_panel(title: str, xlabel: str, axis: str, series: list[Series], width: 
             out.append(f'<circle cx="{x(px):.1f}" cy="{y(m):.1f}" r="3.5" fill="{s.color}">'
                        f"<title>{_esc(s.name)} @ {px:g}: {_fmt(m)}</title></circle>")
             if lo is not None and hi is not None and hi > lo:
-                out.append(f'<path class="whisker" d="M{x(px):.1f} {y(lo):.1f}V{y(hi):.1f}'
-                           f'M{x(px) - 4:.1f} {y(lo):.1f}h8M{x(px) - 4:.1f} {y(hi):.1f}h8"/>')
+                out.append(_whisker(x(px), y(lo), y(hi)))
     out.append(f'<line class="base" x1="{left}" x2="{left + w}" y1="{y(0):.1f}" '
                f'y2="{y(0):.1f}"/>')
     _legend(out, [(s.name, s.color) for s in series], left, 34)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from analysis import compare, load, report
 from tierbench import config, loadgen, metrics, modes, netif, runner, stack
-from workloads import filesets, traces
+from workloads import filesets, traces, worldcup
 
 USER_ERRORS = (config.ConfigError, modes.ConfigError, stack.StackError, netif.NetifError,
                loadgen.LoadgenError,
-               metrics.MetricsError, filesets.FilesetError, traces.TraceError, load.LayoutError)
+               metrics.MetricsError, filesets.FilesetError, traces.TraceError, load.LayoutError,
+               worldcup.WorldCupError)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -158,6 +158,17 @@ def _pattern(where: str, value: Any, pattern: re.Pattern[str], example: str) -> 
     return str(value)
 
 
+def _settings_block(where: str, value: Any, keys: Any, bool_keys: Any, *, minimum: int) -> None:
+    """An ethtool settings mapping (-C, -G): known keys, on/off or whole-number values."""
+    block = _mapping(where, value)
+    check_keys(where, block, set(keys))
+    for key, item in block.items():
+        if key in bool_keys:
+            _bool(f"{where}.{key}", item)
+        else:
+            number(f"{where}.{key}", item, minimum=minimum, integer=True)
+
+
 def _validate_nic(where: str, nic: dict[str, Any]) -> None:
     check_keys(where, nic, {"features", "mtu", "channels", "rss", "rps_cpus", "xps_cpus",
                             "rps_flow_cnt", "coalesce", "rings"})
@@ -197,20 +208,9 @@ def _validate_nic(where: str, nic: dict[str, Any]) -> None:
             _pattern(f"{where}.{key}", nic[key], _MASK, "all, or a hex CPU mask such as 3 or ff")
     if nic.get("rps_flow_cnt") is not None:
         number(f"{where}.rps_flow_cnt", nic["rps_flow_cnt"], minimum=0, integer=True)
-    coalesce = _mapping(f"{where}.coalesce", nic.get("coalesce"))
-    check_keys(f"{where}.coalesce", coalesce, set(COALESCE_KEYS))
-    for key, value in coalesce.items():
-        if key in COALESCE_BOOL_KEYS:
-            _bool(f"{where}.coalesce.{key}", value)
-        else:
-            number(f"{where}.coalesce.{key}", value, minimum=0, integer=True)
-    rings = _mapping(f"{where}.rings", nic.get("rings"))
-    check_keys(f"{where}.rings", rings, set(RING_KEYS))
-    for key, value in rings.items():
-        if key in RING_BOOL_KEYS:
-            _bool(f"{where}.rings.{key}", value)
-        else:
-            number(f"{where}.rings.{key}", value, minimum=1, integer=True)
+    _settings_block(f"{where}.coalesce", nic.get("coalesce"), COALESCE_KEYS,
+                    COALESCE_BOOL_KEYS, minimum=0)
+    _settings_block(f"{where}.rings", nic.get("rings"), RING_KEYS, RING_BOOL_KEYS, minimum=1)
 
 
 def _validate_qdisc(where: str, q: dict[str, Any]) -> None:
