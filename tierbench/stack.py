@@ -14,7 +14,10 @@ from tierbench.config import ROOT, TIERS
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
-            "loadgen-back": "compose/loadgen-back.yml"}
+            "loadgen-back": "compose/loadgen-back.yml", "pvfs": "compose/pvfs.yml",
+            "pvfs-disk": "compose/pvfs-disk.yml"}
+CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"),
+           ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
 
 
 class StackError(Exception):
@@ -124,7 +127,7 @@ def check_images(proxy: str) -> None:
 def check_cpusets(env: dict[str, str]) -> None:
     """Refuse a CPU layout that names cores this host does not have."""
     ncpu = os.cpu_count() or 1
-    for var, default in (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1")):
+    for var, default in CPUSETS:
         value = env.get(var) or default
         try:
             cpus = parse_cpuset(value)
@@ -163,33 +166,42 @@ def up(settings: dict, filesets: list[dict], target: str = "http://proxy") -> No
 def down() -> None:
     """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
+    # `--profile pfs`: the OrangeFS services only start when named, but must always go.
     files = ["docker-compose.yml", *OVERLAYS.values()]
-    _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))), "down", "-v",
-          "--remove-orphans",
-          "--timeout", "10"], timeout=300)
+    _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
+          "--profile", "pfs", "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
 
 
 def containers() -> dict[str, Container]:
-    """The running containers of the stack, by service."""
+    """The running containers of the stack, by service (the first replica of a scaled one)."""
+    found: dict[str, Container] = {}
+    for c in replicas():
+        found.setdefault(c.service, c)
+    return found
+
+
+def replicas() -> list[Container]:
+    """Every running container of the stack, sorted by service and replica number."""
     # Images built by Compose carry the project and service labels, and so does any container
     # started from them with `docker run`; only containers Compose created have a config hash.
     ids = _run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}",
                 "--filter", "label=com.docker.compose.config-hash"], timeout=30).split()
     if not ids:
-        return {}
-    found: dict[str, Container] = {}
+        return []
+    found = []
     for info in json.loads(_run(["docker", "inspect", *ids], timeout=30)):
-        service = info["Config"]["Labels"].get("com.docker.compose.service", "")
-        found[service] = Container(
-            service=service,
+        labels = info["Config"]["Labels"]
+        number = int(labels.get("com.docker.compose.container-number") or 1)
+        found.append((labels.get("com.docker.compose.service", ""), number, Container(
+            service=labels.get("com.docker.compose.service", ""),
             id=info["Id"],
             name=info["Name"].lstrip("/"),
             pid=int(info["State"]["Pid"]),
             image=info["Config"]["Image"],
             image_id=info["Image"],
             cpuset=info["HostConfig"].get("CpusetCpus") or "",
-        )
-    return found
+        )))
+    return [c for _, _, c in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 def tier_containers() -> dict[str, Container]:
