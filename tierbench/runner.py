@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import yaml
 
@@ -133,6 +133,73 @@ def _write_json(path: Path, data: object) -> None:
     tmp.replace(path)
 
 
+@contextmanager
+def mode_applied(mode: Mode, eps: list[netif.Endpoint], watched: list[netif.Endpoint],
+                 state_file: netif.StateFile, record: dict, settle_s: float,
+                 save: Callable[[], None]) -> Iterator[None]:
+    """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
+    whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
+    settings before, during and after; the pre-change state is on disk (``state_file``) before
+    the first change, so `tierbench clean` can restore after a crash."""
+    watched = watched + [ep for ep in eps if ep not in watched]
+
+    def interfaces() -> dict:
+        # An endpoint whose container stopped (a failure test, a crash) is recorded as gone.
+        views = {}
+        for ep in watched:
+            try:
+                views[ep.label] = netif.settings_view(netif.snapshot(ep))
+            except netif.NetifError as exc:
+                views[ep.label] = {"gone": str(exc)}
+        return views
+
+    def present(views: dict) -> dict:
+        return {k: v for k, v in views.items() if "gone" not in v}
+
+    record["endpoints"] = [ep.label for ep in eps]
+    record["interfaces_before"] = interfaces()
+    state = knobs.snapshot_mode(mode, eps)
+    record["mode_state_before"] = knobs.state_view(state)
+    state_file.save(state)
+    save()
+    problems: list[str] = []
+    try:
+        knobs.apply_mode(mode, eps, state)
+        time.sleep(settle_s)
+        record["interfaces_during"] = interfaces()
+        record["mode_state_during"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
+        mismatches = knobs.verify_mode(mode, eps, state)
+        record["mode_verified"] = not mismatches
+        if mismatches:
+            raise netif.NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
+        yield
+    finally:
+        problems = [p for p in knobs.restore_state(state)
+                    if "gone, nothing to restore" not in p]
+        record["interfaces_after"] = interfaces()
+        live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
+        record["mode_state_after"] = knobs.state_view(knobs.snapshot_mode(mode, live))
+        after = present(record["interfaces_after"])
+        record["restored"] = not problems and (
+            after == {k: v for k, v in record["interfaces_before"].items() if k in after}
+            and _endpoints_subset(record["mode_state_after"], record["mode_state_before"]))
+        if problems:
+            record["restore_problems"] = problems
+        else:
+            state_file.clear()
+    if problems:
+        raise netif.NetifError("interfaces could not be restored after "
+                               f"{record.get('point', 'the point')}: {'; '.join(problems)}; "
+                               "run `tierbench clean`")
+
+
+def _endpoints_subset(after: dict, before: dict) -> bool:
+    """The mode's state after equals the state before wherever it could still be read (an
+    endpoint or netns whose container stopped has nothing left to compare)."""
+    return all({k: before.get(part, {}).get(k) for k in after.get(part, {})} == after.get(part, {})
+               for part in ("endpoints", "sysctls"))
+
+
 class Run:
     """One execution of an experiment, writing results/<experiment>/<run-id>/."""
 
@@ -239,55 +306,23 @@ class Run:
         pdir.mkdir(parents=True)
         eps = self._mode_endpoints(mode, tiers)
         watched = [ep for t in tiers.values() for ep in t.endpoints]
-        watched += [ep for ep in eps if ep not in watched]
-
-        def interfaces() -> dict:
-            return {ep.label: netif.settings_view(netif.snapshot(ep)) for ep in watched}
-
         record: dict = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-                        "repetition": point.repetition, "stack": self.settings,
-                        "endpoints": [ep.label for ep in eps]}
+                        "repetition": point.repetition, "stack": self.settings}
         self.manifest["points"][point.id] = record
-        record["interfaces_before"] = interfaces()
-        state = knobs.snapshot_mode(mode, eps)
-        record["mode_state_before"] = knobs.state_view(state)
-        self.state.save(state)  # on disk before the first change: `tierbench clean` can restore
-        self._save()
         row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
                "repetition": point.repetition, "engine": exp.engine, "users": point.users}
-        problems: list[str] = []
         try:
-            knobs.apply_mode(mode, eps, state)
-            time.sleep(exp.settle_s)
-            record["interfaces_during"] = interfaces()
-            record["mode_state_during"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
-            mismatches = knobs.verify_mode(mode, eps, state)
-            record["mode_verified"] = not mismatches
-            if mismatches:
-                raise netif.NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
-            row.update(self._measure(point, pdir, tiers, trace, record))
-        except (loadgen.LoadgenError, metrics.MetricsError) as exc:
-            row["error"] = str(exc)
-            _log(f"tierbench: {point.id} failed: {exc}")
+            with mode_applied(mode, eps, watched, self.state, record, exp.settle_s, self._save):
+                try:
+                    row.update(self._measure(point, pdir, tiers, trace, record))
+                except (loadgen.LoadgenError, metrics.MetricsError) as exc:
+                    row["error"] = str(exc)
+                    _log(f"tierbench: {point.id} failed: {exc}")
         finally:
-            problems = [p for p in knobs.restore_state(state)
-                        if "gone, nothing to restore" not in p]
-            record["interfaces_after"] = interfaces()
-            record["mode_state_after"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
-            record["restored"] = not problems and (
-                record["interfaces_after"] == record["interfaces_before"]
-                and record["mode_state_after"] == record["mode_state_before"])
-            if problems:
-                record["restore_problems"] = problems
-            else:
-                self.state.clear()
             record["summary"] = row
             self.rows.append(row)
             _write_json(pdir / "point.json", record)
             self._save()
-        if problems:
-            raise netif.NetifError("interfaces could not be restored after "
-                                   f"{point.id}: {'; '.join(problems)}; run `tierbench clean`")
 
     def _measure(self, point: Point, pdir: Path, tiers: dict[str, Tier], trace: Path,
                  record: dict) -> dict:
