@@ -1038,10 +1038,14 @@ def write_report(run_dir: Path, progress: load.Progress | None = None) -> Path:
     """Write RUN/report.html from summary.csv, manifest.json and the points' samples."""
     run_dir = Path(run_dir)
     summary, manifest_path = run_dir / "summary.csv", run_dir / "manifest.json"
-    rows = load_summary(summary) if summary.exists() else []
     manifest = {}
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    if manifest.get("kind") == "pfs":  # a parallel file system run has its own page
+        from analysis import pfs_report
+
+        return pfs_report.write_report(run_dir)
+    rows = load_summary(summary) if summary.exists() else []
     samples, recomputed, notes = None, {}, []
     if rows:
         try:

@@ -7,20 +7,20 @@ import sys
 from pathlib import Path
 
 from analysis import compare, load, report
-from tierbench import config, loadgen, metrics, modes, netif, runner, stack
+from tierbench import config, loadgen, metrics, modes, netif, pfs, runner, stack
 from workloads import filesets, traces, worldcup
 
 USER_ERRORS = (config.ConfigError, modes.ConfigError, stack.StackError, netif.NetifError,
                loadgen.LoadgenError,
                metrics.MetricsError, filesets.FilesetError, traces.TraceError, load.LayoutError,
-               worldcup.WorldCupError)
+               worldcup.WorldCupError, pfs.PfsError)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment and write its results and report."""
     exp = config.load_experiment(args.experiment)
     stack.preflight()
-    run = runner.Run(exp)
+    run = pfs.PfsRun(exp) if isinstance(exp, pfs.PfsExperiment) else runner.Run(exp)
     try:
         run_dir = run.execute()
     except runner.RunInterrupted as exc:
@@ -36,7 +36,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the points of an experiment in run order and the estimated duration."""
     exp = config.load_experiment(args.experiment)
-    print("\n".join(runner.plan_lines(exp)))
+    plan = pfs.plan_lines if isinstance(exp, pfs.PfsExperiment) else runner.plan_lines
+    print("\n".join(plan(exp)))
+    return 0
+
+
+def cmd_pfs(args: argparse.Namespace) -> int:
+    """Bring the OrangeFS cluster up or down by hand, or list it."""
+    if args.action == "up":
+        stack.preflight()
+        print(f"tierbench: starting 1 metadata + {args.io} I/O servers and {args.clients} "
+              f"client(s), storage on {args.storage}", file=sys.stderr)
+        pfs.cluster_up(args.io, args.clients, strip_size=args.strip_size, storage=args.storage,
+                       job_timeout_s=args.job_timeout)
+    elif args.action == "down":
+        stack.down()
+        print("tierbench: removed the stack and the OrangeFS cluster", file=sys.stderr)
+        return 0
+    print(pfs.status_json())
     return 0
 
 
@@ -83,6 +100,14 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("run")
     rp.set_defaults(func=cmd_report)
     modes.add_modes_parser(sub)
+    pf = sub.add_parser("pfs", help="the OrangeFS cluster by hand: up, down, status")
+    pf.add_argument("action", choices=("up", "down", "status"))
+    pf.add_argument("--io", type=int, default=2, help="I/O servers, 1-8 (default 2)")
+    pf.add_argument("--clients", type=int, default=1, help="client containers (default 1)")
+    pf.add_argument("--storage", choices=pfs.STORAGE, default="tmpfs")
+    pf.add_argument("--strip-size", type=int, default=65536, help="bytes (default 65536)")
+    pf.add_argument("--job-timeout", type=int, default=15, help="seconds (default 15)")
+    pf.set_defaults(func=cmd_pfs)
     cp = sub.add_parser("compare", help="compare two runs of the same experiment (A, then B)")
     cp.add_argument("run_a")
     cp.add_argument("run_b")

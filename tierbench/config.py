@@ -156,10 +156,15 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
 
 
 def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
-    """Load and validate an experiment file (by name in experiments/, or by path)."""
+    """Load and validate an experiment file (by name in experiments/, or by path); one with a
+    `pfs:` block is a parallel file system experiment (tierbench.pfs.PfsExperiment)."""
     path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
     data = _read_yaml(path)
     where = str(path)
+    if "pfs" in data:  # a parallel file system experiment on the OrangeFS tier
+        from tierbench import pfs
+
+        return pfs.load_pfs(path, data, modes_dir)
     _check_keys(where, data, {"name", "description", "seed", "repetitions", "engine", "load",
                               "settle_s", "modes", "traces", "stack", "target",
                               "allow_foreign_target"})

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from tierbench.netif import FEATURE_ALIASES, Endpoint, NetifError, NicSettings
-from tierbench.schema import ROOT, TIERS, ConfigError, check_keys, number, read_yaml, resolve_path
+from tierbench.schema import PFS_TIERS, ROOT, TIERS, ConfigError, check_keys, number, read_yaml, resolve_path
 
 __all__ = [
     "CHANNEL_KEYS",
@@ -254,9 +254,10 @@ def _validate(path: Path, data: dict[str, Any]) -> None:
                              "qdisc", "sysctls", "server"})
     if "tiers" in data:
         tiers = data["tiers"]
-        if not isinstance(tiers, list) or not tiers or any(t not in TIERS for t in tiers):
+        known = TIERS + PFS_TIERS
+        if not isinstance(tiers, list) or not tiers or any(t not in known for t in tiers):
             raise ConfigError(
-                f"{where}: tiers: must be a non-empty list of {', '.join(TIERS)}, got {tiers!r}"
+                f"{where}: tiers: must be a non-empty list of {', '.join(known)}, got {tiers!r}"
             )
     if "host_interfaces" in data:
         hi = data["host_interfaces"]

@@ -9,6 +9,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = ("loadgen", "proxy", "web")
+# The OrangeFS tier's sides (compose/pvfs.yml): the clients, and the metadata + I/O servers.
+PFS_TIERS = ("pfs-client", "pfs-server")
 
 
 class ConfigError(Exception):
@@ -37,12 +39,15 @@ def check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
         )
 
 
-def number(where: str, value: Any, *, minimum: float, integer: bool = False) -> Any:
-    """Return ``value`` if it is a (whole) number >= minimum, else raise ConfigError."""
+def number(where: str, value: Any, *, minimum: float, integer: bool = False,
+           maximum: float | None = None) -> Any:
+    """Return ``value`` if it is a (whole) number >= minimum (and <= maximum when given), else
+    raise ConfigError."""
     ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-    if not ok or value < minimum:
+    if not ok or value < minimum or (maximum is not None and value > maximum):
         kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"{where}: must be {kind} >= {minimum}, got {value!r}")
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(f"{where}: must be {kind} {bound}, got {value!r}")
     return value
 
 
