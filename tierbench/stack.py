@@ -14,7 +14,9 @@ from tierbench.config import ROOT, TIERS
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
-            "loadgen-back": "compose/loadgen-back.yml"}
+            "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
+            "master": "compose/loadgen-master.yml"}
+WORKER_SERVICE = "loadgen-worker"
 
 
 class StackError(Exception):
@@ -34,9 +36,11 @@ class Container:
     cpuset: str
 
 
-def compose_files(settings: dict | None = None, target: str = "http://proxy") -> list[str]:
+def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
+                  remote_workers: int = 0) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
-    the HAProxy proxy, a tmpfs docroot, and a load generator on the back network (target web)."""
+    the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
+    Locust worker containers, and a Locust master reachable from other nodes."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if settings.get("proxy") == "haproxy":
@@ -46,6 +50,10 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy") ->
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     if host == "web" or host.startswith("198.18.2."):
         files.append(OVERLAYS["loadgen-back"])
+    if workers:
+        files.append(OVERLAYS["workers"])
+    if remote_workers:
+        files.append(OVERLAYS["master"])
     return [arg for f in files for arg in ("-f", str(ROOT / f))]
 
 
@@ -124,7 +132,8 @@ def check_images(proxy: str) -> None:
 def check_cpusets(env: dict[str, str]) -> None:
     """Refuse a CPU layout that names cores this host does not have."""
     ncpu = os.cpu_count() or 1
-    for var, default in (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1")):
+    for var, default in (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"),
+                         ("WORKER_CPUS", "0")):
         value = env.get(var) or default
         try:
             cpus = parse_cpuset(value)
@@ -149,15 +158,18 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(settings: dict, filesets: list[dict], target: str = "http://proxy") -> None:
+def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
+       remote_workers: int = 0) -> None:
     """Bring the stack up with these settings (experiment `stack:` plus the mode's server
-    options) and wait until every service is healthy; services whose settings changed restart."""
+    options) and wait until every service is healthy; services whose settings changed restart.
+    `workers` Locust worker containers run beside the loadgen (load.workers)."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
     check_images(settings["proxy"])
     results_root().mkdir(parents=True, exist_ok=True)
-    _run(["docker", "compose", *compose_files(settings, target), "up", "-d", "--wait",
-          "--no-build", "--remove-orphans"], env=env, timeout=600)
+    scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
+    _run(["docker", "compose", *compose_files(settings, target, workers, remote_workers), "up",
+          "-d", "--wait", "--no-build", "--remove-orphans", *scale], env=env, timeout=600)
 
 
 def down() -> None:
@@ -170,17 +182,32 @@ def down() -> None:
 
 
 def containers() -> dict[str, Container]:
-    """The running containers of the stack, by service."""
+    """The running containers of the stack, by service (the first of a scaled service)."""
+    found: dict[str, Container] = {}
+    for c in _all_containers():
+        found.setdefault(c.service, c)
+    return found
+
+
+def worker_containers() -> list[Container]:
+    """The running Locust worker containers (service loadgen-worker), in replica order."""
+    return [c for c in _all_containers() if c.service == WORKER_SERVICE]
+
+
+def _all_containers() -> list[Container]:
+    """The running containers of the stack, scaled services in replica order."""
     # Images built by Compose carry the project and service labels, and so does any container
     # started from them with `docker run`; only containers Compose created have a config hash.
     ids = _run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}",
                 "--filter", "label=com.docker.compose.config-hash"], timeout=30).split()
     if not ids:
-        return {}
-    found: dict[str, Container] = {}
+        return []
+    found: list[tuple[str, int, Container]] = []
     for info in json.loads(_run(["docker", "inspect", *ids], timeout=30)):
-        service = info["Config"]["Labels"].get("com.docker.compose.service", "")
-        found[service] = Container(
+        labels = info["Config"]["Labels"]
+        service = labels.get("com.docker.compose.service", "")
+        number = int(labels.get("com.docker.compose.container-number", "1") or 1)
+        found.append((service, number, Container(
             service=service,
             id=info["Id"],
             name=info["Name"].lstrip("/"),
@@ -188,8 +215,8 @@ def containers() -> dict[str, Container]:
             image=info["Config"]["Image"],
             image_id=info["Image"],
             cpuset=info["HostConfig"].get("CpusetCpus") or "",
-        )
-    return found
+        )))
+    return [c for _, _, c in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 def tier_containers() -> dict[str, Container]:
