@@ -546,8 +546,9 @@ def client_bound_advice(result: LoadResult, cpu_pct: float) -> str:
     if result.engine == "locust":
         return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this "
                 "TPS is Locust's limit, not the servers': raise load.processes (one core each), "
-                "give the loadgen more cores (LOADGEN_CPUS) or add workers on other nodes, or "
-                "use engine: wrk for high-rate closed-loop runs")
+                "add worker containers on more cores (load.workers, WORKER_CPUS) or workers on "
+                "other nodes (load.remote_workers), or use engine: wrk for high-rate "
+                "closed-loop runs")
     return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this TPS "
             "is wrk's limit, not the servers': give the loadgen more cores (LOADGEN_CPUS) and "
             "threads (load.processes), or move the generator to another node")

@@ -41,7 +41,10 @@ def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
     per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
     lines = [f"experiment {exp.name} ({exp.source}): {len(exp.points())} points, "
-             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}",
+             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}"
+             + (f"; Locust master + {exp.workers} worker container(s) x {exp.processes} "
+                f"process(es), {exp.remote_workers} remote" if exp.workers or exp.remote_workers
+                else ""),
              f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
              f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
              "(mode switch, snapshots, load generator start/stop)",
