@@ -133,3 +133,30 @@ def test_points_needing_a_restart_are_grouped(tmp_path: Path) -> None:
     assert switches == 1, kinds  # one block of sendfile-off points: a single restart
     assert exp.stack_for(exp.mode("sendfile-off"))["web_sendfile"] is False
     assert exp.stack_for(exp.mode("offloads-on"))["web_sendfile"] is True
+
+
+def test_workers_load_and_reach_the_resolved_experiment(tmp_path: Path) -> None:
+    path = minimal(tmp_path, extra="load: {workers: 2, remote_workers: 3, worker_wait_s: 30}")
+    exp = config.load_experiment(str(path))
+    assert (exp.workers, exp.remote_workers, exp.worker_wait_s) == (2, 3, 30)
+    assert exp.resolved()["load"]["workers"] == 2
+    assert config.load_experiment(str(minimal(tmp_path))).workers == 0  # default: no workers
+
+
+@pytest.mark.parametrize("load, fragment", [
+    ("{workers: -1}", "load.workers: must be a whole number >= 0, got -1"),
+    ("{workers: 1.5}", "load.workers: must be a whole number >= 0, got 1.5"),
+    ("{workers: two}", "load.workers: must be a whole number >= 0, got 'two'"),
+    ("{remote_workers: -2}", "load.remote_workers: must be a whole number >= 0"),
+    ("{workers: 2, worker_wait_s: 0}", "load.worker_wait_s: must be a number >= 1"),
+])
+def test_bad_worker_settings_are_one_line_errors(tmp_path: Path, load: str, fragment: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.load_experiment(str(minimal(tmp_path, extra=f"load: {load}")))
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_workers_need_the_locust_engine(tmp_path: Path) -> None:
+    path = minimal(tmp_path, extra="engine: wrk\nload: {workers: 2}")
+    with pytest.raises(config.ConfigError, match="load.workers: Locust workers need engine: locust"):
+        config.load_experiment(str(path))

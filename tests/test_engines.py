@@ -162,7 +162,9 @@ def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
     """Run the real locust binary on the engine's locustfile; returns the request log rows."""
     log = tmp_path / "requests.csv"
     full_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log), "USERS": str(users),
-                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT), **env}
+                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT),
+                # the test server is on 127.0.0.1, which workers refuse unless allowed
+                "ALLOW_FOREIGN_TARGET": "1", **env}
     argv = [str(LOCUST), "-f", str(ROOT / "workloads/locust/trace_replay.py"), "--headless",
             "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
             "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
@@ -334,3 +336,115 @@ def test_dc_experiment_traces_validate_and_build(path: Path, tmp_path: Path,
         out = tmp_path / f"{spec['name']}.txt"
         traces.write(out, built, spec["name"], subset)
         assert traces.read_with_subset(out) == (built, subset)
+
+
+# --- distributed workers ---------------------------------------------------------------------
+
+
+def test_master_and_worker_command_lines(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path))
+    spec = LoadSpec("locust", 8, 2, 10, processes=3, workers=2, remote_workers=4,
+                    worker_wait_s=45)
+    argv = loadgen.master_argv(spec, tmp_path / "p001", 13)
+    assert argv[:4] == ["locust", "-f", loadgen.LOCUSTFILE, "--headless"]
+    assert "--processes" not in argv  # the master is one process; workers run elsewhere
+    joined = " ".join(argv)
+    assert "--master --master-bind-port 5557 --expect-workers 10" in joined  # 2 x 3 + 4
+    assert "--expect-workers-max-wait 45" in joined and "-t 13s" in joined
+    assert "--csv /results/p001/locust" in joined and argv[-1] == "TraceUser"
+    assert loadgen.worker_argv("loadgen", 3) == [
+        "locust", "-f", loadgen.LOCUSTFILE, "--worker", "--master-host", "loadgen",
+        "--master-port", "5557", "--processes", "3"]
+    assert "--processes" not in loadgen.worker_argv("loadgen", 1)
+    cmd = loadgen.remote_worker_cmd("198.18.0.5", processes=2, cpus="0-3")
+    assert cmd[:2] == ["docker", "run"] and "--cap-drop" in cmd and "ALL" in cmd
+    assert cmd[cmd.index("--cpuset-cpus") + 1] == "0-3"
+    assert cmd[cmd.index("--network") + 1] == "host"
+    assert "ALLOW_FOREIGN_TARGET=1" not in cmd  # the guard holds unless the node's user lifts it
+    assert cmd[-7:] == ["--worker", "--master-host", "198.18.0.5", "--master-port", "5557",
+                        "--processes", "2"]
+
+
+def test_worker_specs_are_checked() -> None:
+    with pytest.raises(LoadgenError, match="workers and remote_workers need engine: locust"):
+        loadgen.check_spec(LoadSpec("wrk", 4, 0, 1, workers=2))
+    with pytest.raises(LoadgenError, match="must be >= 0"):
+        loadgen.check_spec(LoadSpec("locust", 4, 0, 1, workers=-1))
+
+
+def container(cpuset: str) -> "loadgen.Container":
+    return loadgen.Container("loadgen-worker", "id", "n", 1, "img", "sha", cpuset)
+
+
+def test_worker_allowance_is_their_processes_capped_by_their_cores() -> None:
+    spec = LoadSpec("locust", 8, 0, 1, workers=2)
+    assert loadgen.workers_allowance(spec, [container("0"), container("0")]) == 1.0
+    assert loadgen.workers_allowance(spec, [container("0"), container("1")]) == 2.0
+    spec3 = LoadSpec("locust", 8, 0, 1, processes=3, workers=2)
+    assert loadgen.workers_allowance(spec3, [container("0-3"), container("2-5")]) == 6.0
+    assert loadgen.workers_allowance(spec3, [container("0-1"), container("1")]) == 2.0
+
+
+def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
+                workers: int, expect: int, wait_s: int = 20) -> tuple[int, Path]:
+    """A real Locust master and `workers` separate worker processes (no TRACE, no shared
+    folder: they run in another directory with a bare environment, as on another node)."""
+    port = 20000 + os.getpid() % 20000
+    log = tmp_path / "requests.csv"
+    master_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log),
+                  "USERS": str(users), "PYTHONPATH": str(ROOT)}
+    locustfile = str(ROOT / "workloads/locust/trace_replay.py")
+    master = [str(LOCUST), "-f", locustfile, "--headless", "--host",
+              f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users), "-r", str(users),
+              "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
+              "--exit-code-on-error", "0", "--master", "--master-bind-host", "127.0.0.1",
+              "--master-bind-port", str(port), "--expect-workers", str(expect),
+              "--expect-workers-max-wait", str(wait_s), "TraceUser"]
+    elsewhere = tmp_path / "node2"
+    elsewhere.mkdir()
+    worker_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                  "ALLOW_FOREIGN_TARGET": "1"}
+    procs = [subprocess.Popen([str(LOCUST), "-f", locustfile, "--worker", "--master-host",
+                               "127.0.0.1", "--master-port", str(port)], cwd=elsewhere,
+                              env=worker_env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(workers)]
+    master_log = tmp_path / "locust.log"
+    try:
+        with master_log.open("w") as out:
+            code = subprocess.run(master, env=master_env, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=seconds + wait_s + 60, check=False).returncode
+    finally:
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return code, master_log
+
+
+def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_records(
+        tmp_path: Path, server) -> None:
+    srv = server(delay=0.002)
+    code, _ = distributed(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3, workers=2,
+                          expect=2)
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
+        "requests-w0.csv", "requests-w1.csv"]
+    assert not list((tmp_path / "node2").iterdir())  # the workers wrote nothing themselves
+    by_worker = {}
+    for k in (0, 1):
+        with (tmp_path / f"requests-w{k}.csv").open() as fh:
+            by_worker[k] = {r["path"][:3] for r in csv.DictReader(fh)}
+    # one user per worker: worker 0 runs client 0 (/a/ subset), worker 1 client 1 (/b/)
+    assert sorted(map(sorted, by_worker.values())) == [["/a/"], ["/b/"]]
+    rows = list(csv.DictReader(loadgen.merge_request_logs(tmp_path).open()))
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
+    assert (tmp_path / "locust-start.txt").exists()
+
+
+def test_master_gives_up_naming_how_many_workers_arrived(tmp_path: Path, server) -> None:
+    srv = server()
+    code, log = distributed(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2, workers=1,
+                            expect=3, wait_s=7)
+    assert code != 0 and not (tmp_path / "locust-start.txt").exists()
+    assert loadgen.connected_workers(log) == 1

@@ -68,6 +68,9 @@ class Experiment:
     traces: list[dict[str, Any]]
     stack: dict[str, Any]
     processes: int = 1
+    workers: int = 0
+    remote_workers: int = 0
+    worker_wait_s: float = 60.0
     think: dict[str, Any] | None = None
     rate: float | None = None
     target: str = "http://proxy"
@@ -108,7 +111,9 @@ class Experiment:
             "seed": self.seed,
             "repetitions": self.repetitions,
             "engine": self.engine,
-            "load": {"users": self.users, "processes": self.processes, "think": self.think,
+            "load": {"users": self.users, "processes": self.processes, "workers": self.workers,
+                     "remote_workers": self.remote_workers, "worker_wait_s": self.worker_wait_s,
+                     "think": self.think,
                      "rate": self.rate, "warmup_s": self.warmup_s, "measure_s": self.measure_s},
             "target": self.target,
             "allow_foreign_target": self.allow_foreign_target,
@@ -175,7 +180,8 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
     if not isinstance(load, dict):
         raise ConfigError(f"{where}: load: must be a mapping")
     _check_keys(f"{where}: load", load, {"users", "processes", "think", "rate", "warmup_s",
-                                         "measure_s"})
+                                         "measure_s", "workers", "remote_workers",
+                                         "worker_wait_s"})
     users = load.get("users", 16)
     users = users if isinstance(users, list) else [users]
     if not users:
@@ -191,6 +197,14 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         _number(f"{where}: load.rate", rate, minimum=0.001)
     if engine == "wrk" and (think is not None or rate is not None):
         raise ConfigError(f"{where}: load: think and rate need engine: locust (wrk is closed loop)")
+    workers = _number(f"{where}: load.workers", load.get("workers", 0), minimum=0, integer=True)
+    remote = _number(f"{where}: load.remote_workers", load.get("remote_workers", 0), minimum=0,
+                     integer=True)
+    worker_wait = _number(f"{where}: load.worker_wait_s", load.get("worker_wait_s", 60),
+                          minimum=1)
+    if engine != "locust" and (workers or remote):
+        raise ConfigError(f"{where}: load.workers: Locust workers need engine: locust "
+                          f"(this experiment uses {engine})")
     from tierbench.loadgen import LoadgenError, check_target  # loadgen imports the stack
 
     target = data.get("target", "http://proxy")
@@ -245,6 +259,9 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         users=users,
         processes=_number(f"{where}: load.processes", load.get("processes", 1), minimum=1,
                           integer=True),
+        workers=workers,
+        remote_workers=remote,
+        worker_wait_s=worker_wait,
         think=think,
         rate=rate,
         target=target,

@@ -4,28 +4,26 @@ both replaying the same trace files inside the loadgen container and giving the 
 from __future__ import annotations
 
 import csv
-import ipaddress
 import json
 import math
 import os
+import re
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from tierbench import metrics
 from tierbench.stack import Container, parse_cpuset, results_root
+from workloads import target as target_guard
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
 TARGET = "http://proxy"
 ENGINES = ("locust", "wrk")
 THINK_KINDS = ("fixed", "exponential")
-# The testbed's own services: Compose service names, and the benchmarking range its networks
-# are taken from (198.18.0.0/15, RFC 2544).
-OWN_HOSTS = ("proxy", "web")
-OWN_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+OWN_HOSTS, OWN_NETWORK = target_guard.OWN_HOSTS, target_guard.OWN_NETWORK
 LATE_MS = 10.0  # open loop: a request that left more than this after its schedule is late
 
 
@@ -46,6 +44,9 @@ class LoadSpec:
     rate: float | None = None
     target: str = TARGET
     allow_foreign_target: bool = False
+    workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
+    remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
+    worker_wait_s: float = 60.0  # how long the master waits for every worker to connect
 
 
 @dataclass
@@ -63,22 +64,9 @@ class LoadResult:
 
 def check_target(target: str, allow_foreign: bool) -> None:
     """Refuse a target that is not one of the testbed's own services, unless explicitly allowed."""
-    parts = urlsplit(target)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise LoadgenError(f"target {target!r} is not an http:// URL with a host name")
-    if allow_foreign:
-        return
-    host = parts.hostname
-    if host in OWN_HOSTS:
-        return
-    try:
-        if ipaddress.ip_address(host) in OWN_NETWORK:
-            return
-    except ValueError:
-        pass
-    raise LoadgenError(f"refusing to send load to {host}: only the testbed's own services "
-                       f"({', '.join(OWN_HOSTS)} or addresses in {OWN_NETWORK}) are targets "
-                       "unless the experiment sets allow_foreign_target: true")
+    why = target_guard.refusal(target, allow_foreign)
+    if why:
+        raise LoadgenError(why)
 
 
 def check_spec(spec: LoadSpec) -> None:
@@ -88,6 +76,12 @@ def check_spec(spec: LoadSpec) -> None:
     if spec.users < 1 or spec.processes < 1:
         raise LoadgenError(f"users and processes must be >= 1, got {spec.users} and "
                            f"{spec.processes}")
+    if spec.workers < 0 or spec.remote_workers < 0:
+        raise LoadgenError(f"workers and remote_workers must be >= 0, got {spec.workers} and "
+                           f"{spec.remote_workers}")
+    if spec.engine == "wrk" and (spec.workers or spec.remote_workers):
+        raise LoadgenError("workers and remote_workers need engine: locust (wrk runs in the "
+                           "loadgen container only)")
     if spec.measure_s <= 0 or spec.warmup_s < 0:
         raise LoadgenError("measure_s must be > 0 and warmup_s >= 0")
     if spec.engine == "wrk" and (spec.think or spec.rate):
@@ -125,33 +119,44 @@ def wrk_threads(users: int, processes: int) -> int:
     return max(t for t in range(1, min(users, processes) + 1) if users % t == 0)
 
 
-def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
-    """Load the stack as spec says; raw engine output goes into point_dir."""
+def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path,
+        workers: list[Container] | None = None) -> LoadResult:
+    """Load the stack as spec says; raw engine output goes into point_dir. `workers` are the
+    Locust worker containers on this host (spec.workers of them) when the spec asks for any."""
     check_spec(spec)
     if spec.engine == "wrk":
         return _run_wrk(spec, loadgen, point_dir, trace)
+    if spec.workers or spec.remote_workers:
+        return _run_locust_distributed(spec, loadgen, workers or [], point_dir, trace)
     return _run_locust(spec, loadgen, point_dir, trace)
 
 
-def _exec(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-          timeout: float, what: str) -> int:
-    """docker exec argv in the loadgen container, output to log_path; stops it on any exit."""
+def _exec_cmd(argv: list[str], env: dict[str, str], container: Container) -> list[str]:
     cmd = ["docker", "exec"]
     for key, value in env.items():
         cmd += ["-e", f"{key}={value}"]
-    cmd += ["-u", _user(), loadgen.id, *argv]
+    return cmd + ["-u", _user(), container.id, *argv]
+
+
+def _exec(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+          timeout: float, what: str, also: list[Container] = ()) -> int:
+    """docker exec argv in the loadgen container, output to log_path; stops it on any exit
+    (and any engine in the `also` containers)."""
     with log_path.open("w") as log:
         # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(_exec_cmd(argv, env, loadgen), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop(loadgen)
+            for c in (loadgen, *also):
+                stop(c)
             proc.kill()
             raise LoadgenError(f"{what} did not finish within {timeout:.0f} s; "
                                f"see {log_path}") from None
         except BaseException:
-            stop(loadgen)
+            for c in (loadgen, *also):
+                stop(c)
             proc.kill()
             raise
 
@@ -183,6 +188,8 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
+    if spec.allow_foreign_target:
+        env["ALLOW_FOREIGN_TARGET"] = "1"  # --processes workers check the target themselves
     duration = spec.warmup_s + spec.measure_s
     log = point_dir / "locust.log"
     started = time.time()
@@ -202,6 +209,145 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     # One Locust process is one Python interpreter: it can use at most one core.
     allowance = float(min(spec.processes, cpuset_cores(loadgen)))
     return LoadResult("locust", started, window, requests, None, allowance, extra)
+
+
+MASTER_PORT = 5557
+MASTER_HOST = "loadgen"  # the master's Compose service name, as local workers resolve it
+FLUSH_TIMEOUT_S = 20.0
+
+
+def expected_workers(spec: LoadSpec) -> int:
+    """Worker processes the master waits for: local containers x processes, plus remote ones."""
+    return spec.workers * spec.processes + spec.remote_workers
+
+
+def master_argv(spec: LoadSpec, point_dir: Path, duration_s: float) -> list[str]:
+    """The Locust master's command line: headless, same statistics as a single run, waiting at
+    most worker_wait_s for every expected worker process."""
+    argv = locust_argv(replace(spec, processes=1), point_dir, duration_s)
+    user_class = argv.pop()
+    return argv + ["--master", "--master-bind-port", str(MASTER_PORT),
+                   "--expect-workers", str(expected_workers(spec)),
+                   "--expect-workers-max-wait", f"{spec.worker_wait_s:g}", user_class]
+
+
+def worker_argv(master: str, processes: int = 1, port: int = MASTER_PORT) -> list[str]:
+    """A Locust worker's command line: trace, settings and user class come from the master."""
+    argv = ["locust", "-f", LOCUSTFILE, "--worker", "--master-host", master,
+            "--master-port", str(port)]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    return argv
+
+
+def remote_worker_cmd(master: str, *, processes: int = 1, port: int = MASTER_PORT,
+                      cpus: str | None = None, network: str = "host",
+                      allow_foreign_target: bool = False, image: str | None = None,
+                      workloads: Path | None = None) -> list[str]:
+    """`docker run` of Locust workers on another node, connecting to the master at
+    master:port; same image and hardening as the stack's loadgen service."""
+    from tierbench.stack import ROOT, TAG  # noqa: PLC0415 (only this command needs them)
+
+    cmd = ["docker", "run", "--rm", "--init", "--cap-drop", "ALL", "--security-opt",
+           "no-new-privileges:true", "--network", network,
+           "-v", f"{workloads or ROOT / 'workloads'}:/app/workloads:ro", "-e", "PYTHONPATH=/app"]
+    if cpus:
+        cmd += ["--cpuset-cpus", cpus]
+    if allow_foreign_target:
+        cmd += ["-e", "ALLOW_FOREIGN_TARGET=1"]
+    return cmd + [image or f"tierbench-loadgen:{TAG}", *worker_argv(master, processes, port)]
+
+
+def workers_allowance(spec: LoadSpec, workers: list[Container]) -> float:
+    """Cores the local worker processes can use: one per process, at most the cores of the
+    worker containers' cpusets together. The master (one coordinating process) gets no
+    allowance of its own: its CPU counts towards the generator's, its core does not."""
+    cores: set[int] = set()
+    for w in workers:
+        try:
+            cores.update(parse_cpuset(w.cpuset) if w.cpuset else range(os.cpu_count() or 1))
+        except ValueError:
+            cores.update(range(os.cpu_count() or 1))
+    return float(min(len(workers) * spec.processes, len(cores)))
+
+
+def connected_workers(log: Path) -> int:
+    """How many workers the master's log says had connected (0 when it says nothing)."""
+    found = re.findall(r"(\d+) workers connected", log.read_text(errors="replace"))
+    return int(found[-1]) if found else 0
+
+
+def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container],
+                            point_dir: Path, trace: Path) -> LoadResult:
+    if len(workers) != spec.workers:
+        raise LoadgenError(f"load.workers is {spec.workers} but {len(workers)} worker "
+                           "container(s) are running: the stack was not brought up for it")
+    env = {"TRACE": _in_container(trace), "REQUEST_LOG": _in_container(point_dir / "requests.csv"),
+           "USERS": str(spec.users), "PYTHONPATH": "/app",
+           "FLUSH_TIMEOUT_S": f"{FLUSH_TIMEOUT_S:g}"}
+    if spec.think:
+        env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
+    if spec.rate:
+        env["RATE"] = str(spec.rate)
+    worker_env = {"PYTHONPATH": "/app"}
+    if spec.allow_foreign_target:
+        env["ALLOW_FOREIGN_TARGET"] = worker_env["ALLOW_FOREIGN_TARGET"] = "1"
+    # One second more than warm-up + measure: the window ends before the master stops the users.
+    duration = spec.warmup_s + spec.measure_s + 1
+    procs = []
+    try:
+        for n, w in enumerate(workers, 1):
+            log = (point_dir / f"locust-worker-{n}.log").open("w")
+            procs.append(subprocess.Popen(
+                _exec_cmd(worker_argv(MASTER_HOST, spec.processes), worker_env, w),
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            log.close()
+        log = point_dir / "locust.log"
+        code = _exec(master_argv(spec, point_dir, duration), env, loadgen, log,
+                     spec.worker_wait_s + duration + FLUSH_TIMEOUT_S + 60, "Locust master",
+                     also=workers)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        if any(p.poll() is None for p in procs):
+            for w in workers:
+                stop(w)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    started_file = point_dir / "locust-start.txt"
+    if not started_file.exists():
+        want = expected_workers(spec)
+        raise LoadgenError(f"Locust master: {connected_workers(log)} of {want} worker processes "
+                           f"connected within {spec.worker_wait_s:g} s ({spec.workers} local "
+                           f"container(s) x {spec.processes}, {spec.remote_workers} remote); "
+                           f"see {log}")
+    refused = re.search(r"worker \d+ refused the target: (.*)", log.read_text(errors="replace"))
+    if refused:
+        raise LoadgenError(f"a Locust worker refused the target: {refused.group(1)}")
+    logs = merge_request_logs(point_dir)
+    if code != 0 or logs is None:
+        raise LoadgenError(f"Locust master exited with code {code} and wrote no request log: "
+                           f"{_tail(log)}")
+    started = float(started_file.read_text())
+    begin = started + spec.warmup_s
+    window = (begin, begin + spec.measure_s)
+    extra: dict = {"processes": spec.processes, "workers": spec.workers,
+                   "remote_workers": spec.remote_workers,
+                   "worker_logs": len(list(point_dir.glob("requests-w*.csv")))}
+    if spec.remote_workers:
+        extra["generator_cpu_scope"] = ("local containers only: remote workers on other nodes "
+                                        "are not sampled")
+    if spec.think:
+        extra["think"] = dict(spec.think)
+    if spec.rate:
+        extra.update(open_loop_figures(logs, window, spec.rate))
+    allowance = workers_allowance(spec, workers) if workers else 1.0
+    return LoadResult("locust", started, window, metrics.read_requests(logs), None, allowance,
+                      extra)
 
 
 def merge_request_logs(point_dir: Path) -> Path | None:
@@ -370,7 +516,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                     / (n / (end - start))})
     row["engine"] = result.engine
     row["generator_allowance_cores"] = result.allowance_cores
-    for key in ("target_rate", "achieved_rate", "late_requests"):
+    for key in ("target_rate", "achieved_rate", "late_requests", "workers", "remote_workers",
+                "generator_cpu_scope"):
         if key in result.extra:
             row[key] = result.extra[key]
     if row.get("client_bound"):
@@ -399,8 +546,9 @@ def client_bound_advice(result: LoadResult, cpu_pct: float) -> str:
     if result.engine == "locust":
         return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this "
                 "TPS is Locust's limit, not the servers': raise load.processes (one core each), "
-                "give the loadgen more cores (LOADGEN_CPUS) or add workers on other nodes, or "
-                "use engine: wrk for high-rate closed-loop runs")
+                "add worker containers on more cores (load.workers, WORKER_CPUS) or workers on "
+                "other nodes (load.remote_workers), or use engine: wrk for high-rate "
+                "closed-loop runs")
     return (f"the generator used {cpu_pct:.0f} % of its {cores:g}-core allowance, so this TPS "
             "is wrk's limit, not the servers': give the loadgen more cores (LOADGEN_CPUS) and "
             "threads (load.processes), or move the generator to another node")

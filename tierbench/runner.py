@@ -20,7 +20,7 @@ from analysis import report
 from tierbench import knobs, loadgen, metrics, modes, netif, provenance, stack
 from tierbench.config import Experiment, Point
 from tierbench.modes import Mode
-from tierbench.sampler import CgroupCpu, Sampler
+from tierbench.sampler import CgroupCpu, CgroupGroup, Sampler
 from workloads import traces
 
 POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
@@ -41,7 +41,10 @@ def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
     per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
     lines = [f"experiment {exp.name} ({exp.source}): {len(exp.points())} points, "
-             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}",
+             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}"
+             + (f"; Locust master + {exp.workers} worker container(s) x {exp.processes} "
+                f"process(es), {exp.remote_workers} remote" if exp.workers or exp.remote_workers
+                else ""),
              f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
              f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
              "(mode switch, snapshots, load generator start/stop)",
@@ -119,8 +122,9 @@ class Tier:
     """What the runner knows of one tier during a run."""
 
     container: stack.Container
-    cgroup: CgroupCpu
+    cgroup: CgroupCpu | CgroupGroup
     endpoints: list[netif.Endpoint]
+    workers: tuple[stack.Container, ...] = ()  # loadgen: its Locust worker containers
 
 
 def _log(msg: str) -> None:
@@ -200,6 +204,22 @@ def _endpoints_subset(after: dict, before: dict) -> bool:
                for part in ("endpoints", "sysctls"))
 
 
+def generator_tier(master: Tier, workers: list[stack.Container], expected: int) -> Tier:
+    """The generator as one tier: the loadgen container (Locust master) and its worker
+    containers, CPU summed over their cgroups, interfaces of all of them (the clients' ends)."""
+    if len(workers) != expected:
+        raise stack.StackError(f"load.workers is {expected} but {len(workers)} worker "
+                               f"container(s) are running: see `docker compose logs "
+                               f"{stack.WORKER_SERVICE}`")
+    parts = {GENERATOR: master.cgroup}
+    endpoints = list(master.endpoints)
+    for n, w in enumerate(workers, 1):
+        name = f"{stack.WORKER_SERVICE}-{n}"
+        parts[name] = CgroupCpu(w.pid)
+        endpoints += netif.veth_endpoints(name, w.pid)
+    return Tier(master.container, CgroupGroup(parts), endpoints, tuple(workers))
+
+
 class Run:
     """One execution of an experiment, writing results/<experiment>/<run-id>/."""
 
@@ -223,7 +243,7 @@ class Run:
         self.sets = sets
         first = exp.points()[0]
         self.settings = exp.stack_for(exp.mode(first.mode), first.docroot)
-        stack.up(self.settings, sets, exp.target)
+        stack.up(self.settings, sets, exp.target, exp.workers, exp.remote_workers)
         tiers = self._discover()
         self._check_modes(tiers)
         self.manifest = {
@@ -275,7 +295,7 @@ class Run:
         _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
         if settings["docroot"] != self.settings["docroot"]:
             stack.down()  # a volume's driver cannot change in place: the docroot starts anew
-        stack.up(settings, self.sets, self.exp.target)
+        stack.up(settings, self.sets, self.exp.target, self.exp.workers, self.exp.remote_workers)
         self.settings = settings
         tiers = self._discover()
         self._check_modes(tiers)
@@ -285,6 +305,9 @@ class Run:
         found = {}
         for name, c in stack.tier_containers().items():
             found[name] = Tier(c, CgroupCpu(c.pid), netif.veth_endpoints(name, c.pid))
+        if self.exp.workers:
+            found[GENERATOR] = generator_tier(found[GENERATOR], stack.worker_containers(),
+                                              self.exp.workers)
         return found
 
     def _mode_endpoints(self, mode: Mode, tiers: dict[str, Tier]) -> list[netif.Endpoint]:
@@ -335,11 +358,13 @@ class Run:
         spec = loadgen.LoadSpec(engine=exp.engine, users=point.users, warmup_s=exp.warmup_s,
                                 measure_s=exp.measure_s, processes=exp.processes,
                                 think=exp.think, rate=exp.rate, target=exp.target,
-                                allow_foreign_target=exp.allow_foreign_target)
+                                allow_foreign_target=exp.allow_foreign_target,
+                                workers=exp.workers, remote_workers=exp.remote_workers,
+                                worker_wait_s=exp.worker_wait_s)
         sampler = Sampler(pdir / "samples.jsonl", {t: v.cgroup for t, v in tiers.items()}, ifaces)
         sampler.start()
         try:
-            result = loadgen.run(spec, gen.container, pdir, trace)
+            result = loadgen.run(spec, gen.container, pdir, trace, list(gen.workers))
         finally:
             samples = sampler.stop()
         if sampler.error:

@@ -76,6 +76,23 @@ class CgroupCpu:
         return ""
 
 
+class CgroupGroup:
+    """Several containers counted as one tier (the Locust master and its worker containers):
+    read() sums their counters and adds each one's CPU seconds under "parts"."""
+
+    def __init__(self, parts: dict[str, CgroupCpu]) -> None:
+        self.parts = parts
+
+    def read(self) -> dict:
+        each = {name: cg.read() for name, cg in self.parts.items()}
+        total = {k: sum(v[k] for v in each.values()) for k in ("usage_s", "user_s", "system_s")}
+        return {**total, "parts": {name: v["usage_s"] for name, v in each.items()}}
+
+    def cpus(self) -> str:
+        """The cpusets of the parts, comma-joined (as a cpuset list reads)."""
+        return ",".join(dict.fromkeys(c for cg in self.parts.values() if (c := cg.cpus())))
+
+
 def host_cpu() -> dict[str, int]:
     """The aggregate `cpu` line of /proc/stat, in clock ticks."""
     with open("/proc/stat") as fh:

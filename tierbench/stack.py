@@ -14,9 +14,11 @@ from tierbench.config import ROOT, TIERS
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
-            "loadgen-back": "compose/loadgen-back.yml", "pvfs": "compose/pvfs.yml",
+            "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
+            "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml"}
-CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"),
+WORKER_SERVICE = "loadgen-worker"
+CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
 
 
@@ -37,9 +39,11 @@ class Container:
     cpuset: str
 
 
-def compose_files(settings: dict | None = None, target: str = "http://proxy") -> list[str]:
+def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
+                  remote_workers: int = 0) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
-    the HAProxy proxy, a tmpfs docroot, and a load generator on the back network (target web)."""
+    the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
+    Locust worker containers, and a Locust master reachable from other nodes."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if settings.get("proxy") == "haproxy":
@@ -49,6 +53,10 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy") ->
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     if host == "web" or host.startswith("198.18.2."):
         files.append(OVERLAYS["loadgen-back"])
+    if workers:
+        files.append(OVERLAYS["workers"])
+    if remote_workers:
+        files.append(OVERLAYS["master"])
     return [arg for f in files for arg in ("-f", str(ROOT / f))]
 
 
@@ -152,15 +160,18 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(settings: dict, filesets: list[dict], target: str = "http://proxy") -> None:
+def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
+       remote_workers: int = 0) -> None:
     """Bring the stack up with these settings (experiment `stack:` plus the mode's server
-    options) and wait until every service is healthy; services whose settings changed restart."""
+    options) and wait until every service is healthy; services whose settings changed restart.
+    `workers` Locust worker containers run beside the loadgen (load.workers)."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
     check_images(settings["proxy"])
     results_root().mkdir(parents=True, exist_ok=True)
-    _run(["docker", "compose", *compose_files(settings, target), "up", "-d", "--wait",
-          "--no-build", "--remove-orphans"], env=env, timeout=600)
+    scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
+    _run(["docker", "compose", *compose_files(settings, target, workers, remote_workers), "up",
+          "-d", "--wait", "--no-build", "--remove-orphans", *scale], env=env, timeout=600)
 
 
 def down() -> None:
@@ -180,6 +191,11 @@ def containers() -> dict[str, Container]:
     return found
 
 
+def worker_containers() -> list[Container]:
+    """The running Locust worker containers (service loadgen-worker), in replica order."""
+    return [c for c in replicas() if c.service == WORKER_SERVICE]
+
+
 def replicas() -> list[Container]:
     """Every running container of the stack, sorted by service and replica number."""
     # Images built by Compose carry the project and service labels, and so does any container
@@ -188,12 +204,13 @@ def replicas() -> list[Container]:
                 "--filter", "label=com.docker.compose.config-hash"], timeout=30).split()
     if not ids:
         return []
-    found = []
+    found: list[tuple[str, int, Container]] = []
     for info in json.loads(_run(["docker", "inspect", *ids], timeout=30)):
         labels = info["Config"]["Labels"]
-        number = int(labels.get("com.docker.compose.container-number") or 1)
-        found.append((labels.get("com.docker.compose.service", ""), number, Container(
-            service=labels.get("com.docker.compose.service", ""),
+        service = labels.get("com.docker.compose.service", "")
+        number = int(labels.get("com.docker.compose.container-number", "1") or 1)
+        found.append((service, number, Container(
+            service=service,
             id=info["Id"],
             name=info["Name"].lstrip("/"),
             pid=int(info["State"]["Pid"]),

@@ -3,48 +3,77 @@ walking its own sequence of the trace (workloads/traces.py: offsets, or per-clie
 with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers,
 and logs how late each request left against its schedule. Every request is logged (end time,
 latency, bytes, path, status, lateness) so the control program counts exactly the measured
-window; with --processes or distributed workers each worker writes its own log.
+window.
 
-Environment: TRACE, REQUEST_LOG, USERS; THINK_KIND (fixed|exponential) and THINK_MS; RATE
-(requests/s over all users, OpenLoopUser); SEED."""
+Distributed (--processes, or --master with --worker processes in other containers or on other
+nodes): the master reads the trace and the settings and sends them to every worker before the
+first user starts, so a worker needs neither the trace file nor the environment; a worker's
+users take client numbers interleaved by the worker's index (distinct over every worker); at
+the end the master asks every worker for its request records and writes one log per worker
+(REQUEST_LOG with -wINDEX), which the control program merges. A worker refuses a target that is
+not the testbed's own (workloads/target.py) unless ALLOW_FOREIGN_TARGET=1 is set on its side.
+
+Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
+(fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
+FLUSH_TIMEOUT_S (how long the master waits for the workers' records, default 20)."""
 
 import itertools
+import logging
 import os
 import random
-import threading
 import time
 from pathlib import Path
 
 import gevent
 from locust import FastHttpUser, events, task
+from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from workloads import target as target_guard
 from workloads import traces
 
-TRACE = os.environ["TRACE"]
-REQUEST_LOG = os.environ["REQUEST_LOG"]
-USERS = int(os.environ.get("USERS", "1"))
-THINK_KIND = os.environ.get("THINK_KIND", "")
-THINK_S = float(os.environ.get("THINK_MS", "0")) / 1000
-RATE = float(os.environ.get("RATE", "0"))
-SEED = int(os.environ.get("SEED", "1"))
+REQUEST_LOG = os.environ.get("REQUEST_LOG", "")
+LOG_HEADER = "end_s,latency_ms,bytes,path,status,late_ms\n"
+CHUNK = 20000  # records per message from a worker to the master
+FLUSH_TIMEOUT_S = float(os.environ.get("FLUSH_TIMEOUT_S", "20"))
+
+
+def _settings_from_env() -> dict:
+    trace = os.environ.get("TRACE", "")
+    paths, subset = traces.read_with_subset(Path(trace)) if trace else ([], None)
+    return {"paths": paths, "subset": subset, "users": int(os.environ.get("USERS", "1")),
+            "think_kind": os.environ.get("THINK_KIND", ""),
+            "think_s": float(os.environ.get("THINK_MS", "0")) / 1000,
+            "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
+            "workers": max(int(os.environ.get("PROCESSES", "1")), 1)}
+
 
 # One reader and one replay rule for every engine (workloads/traces.py; PYTHONPATH=/app).
-PATHS, SUBSET = traces.read_with_subset(Path(TRACE))
+# A worker started without TRACE gets all of this from the master (message tb_setup).
+CFG = _settings_from_env()
 _records: list[tuple[float, float, int, str, int, float]] = []
 _next_user = itertools.count()
-_lock = threading.Lock()
-_env = {}
+_env: dict = {}
+_refused: list[str] = []
+_received: dict[int, list] = {}  # master: worker index -> records
+_final: set[int] = set()  # master: workers whose last records arrived
 
 
 def client_sequence(client: int, clients: int) -> list[str]:
     """The requests one client replays, in order."""
-    return traces.client_sequence(PATHS, SUBSET, client, clients)
+    return traces.client_sequence(CFG["paths"], CFG["subset"], client, clients)
 
 
 @events.init.add_listener
 def _init(environment, **_):
     _env["environment"] = environment
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        runner.register_message("tb_setup", _on_setup)
+        runner.register_message("tb_flush", _on_flush)
+    elif isinstance(runner, MasterRunner):
+        runner.register_message("tb_log", _on_log)
+        runner.register_message("tb_refused", _on_refused)
 
 
 @events.request.add_listener
@@ -58,42 +87,118 @@ def _log(response_time, response_length, response, exception, context, **_):
                      status, context.get("late_ms", 0.0)))
 
 
-def _log_path(runner) -> str | None:
+def _write_log(path: str, records) -> None:
+    with open(path, "w") as fh:
+        fh.write(LOG_HEADER)
+        fh.writelines(f"{e:.6f},{lat:.3f},{n},{p},{s},{late:.3f}\n"
+                      for e, lat, n, p, s, late in records)
+
+
+def worker_log_path(index: int) -> str:
+    """The master's file for the records of worker `index`: requests.csv -> requests-wINDEX.csv."""
+    base, dot, ext = REQUEST_LOG.rpartition(".")
+    return f"{base}-w{index}.{ext}" if dot else f"{REQUEST_LOG}-w{index}"
+
+
+# --- master ---------------------------------------------------------------------------------
+
+
+@events.test_start.add_listener
+def _start(environment, **_):
+    runner = environment.runner
     if isinstance(runner, MasterRunner):
-        return None
-    if isinstance(runner, WorkerRunner):
-        base, dot, ext = REQUEST_LOG.rpartition(".")
-        return f"{base}-w{runner.worker_index}.{ext}" if dot else f"{REQUEST_LOG}-w{runner.worker_index}"
-    return REQUEST_LOG
+        # Sent before the spawn messages (same connection, in order): every worker knows the
+        # trace, the settings and the number of workers before its first user starts.
+        setup = {**CFG, "workers": max(runner.worker_count, 1)}
+        runner.send_message("tb_setup", setup)
+        if REQUEST_LOG:
+            Path(REQUEST_LOG).with_name("locust-start.txt").write_text(f"{time.time():.6f}\n")
+    elif isinstance(runner, WorkerRunner):
+        why = target_guard.refusal(environment.host or "",
+                                   os.environ.get("ALLOW_FOREIGN_TARGET") == "1")
+        if why:
+            _refused.append(why)
+            logging.error("tierbench worker: %s", why)
+            runner.send_message("tb_refused", {"index": runner.worker_index, "why": why})
+    elif REQUEST_LOG:
+        Path(REQUEST_LOG).with_name("locust-start.txt").write_text(f"{time.time():.6f}\n")
+
+
+def _on_log(environment, msg, **_):
+    data = msg.data
+    _received.setdefault(data["index"], []).extend(data["rows"])
+    if data["final"]:
+        _final.add(data["index"])
+
+
+def _on_refused(environment, msg, **_):
+    logging.error("tierbench: worker %s refused the target: %s", msg.data["index"], msg.data["why"])
+
+
+@events.test_stop.add_listener
+def _collect(environment, **_):
+    """Master: ask every worker to stop its users and send its records; wait for them."""
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    expected = {runner.get_worker_index(c.id) for c in runner.clients.all}
+    runner.send_message("tb_flush")
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while not expected <= _final and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    missing = sorted(expected - _final)
+    if missing:
+        logging.error("tierbench: no request records from worker(s) %s within %.0f s",
+                      ", ".join(map(str, missing)), FLUSH_TIMEOUT_S)
+    if REQUEST_LOG:
+        for index, rows in sorted(_received.items()):
+            _write_log(worker_log_path(index), rows)
 
 
 @events.quitting.add_listener
 def _flush(environment, **_):
-    path = _log_path(environment.runner)
-    if path is None:
-        return
-    with open(path, "w") as fh:
-        fh.write("end_s,latency_ms,bytes,path,status,late_ms\n")
-        fh.writelines(f"{e:.6f},{lat:.3f},{n},{p},{s},{late:.3f}\n"
-                      for e, lat, n, p, s, late in _records)
+    """A single process writes its own log; the master wrote its workers' at test_stop."""
+    if REQUEST_LOG and not isinstance(environment.runner, (MasterRunner, WorkerRunner)):
+        _write_log(REQUEST_LOG, _records)
 
 
-def _client_index() -> tuple[int, int]:
-    """(global index of this user, number of processes): users are interleaved over workers."""
-    with _lock:
-        local = next(_next_user)
+# --- worker ---------------------------------------------------------------------------------
+
+
+def _on_setup(environment, msg, **_):
+    CFG.update(msg.data)
+
+
+def _on_flush(environment, msg, **_):
+    """Stop the users (each finishes its request in flight), then send every record."""
+    runner = environment.runner
+    runner.stop()
+    batch = _records[:]
+    del _records[:len(batch)]
+    for i in range(0, max(len(batch), 1), CHUNK):
+        runner.send_message("tb_log", {"index": runner.worker_index,
+                                       "rows": batch[i:i + CHUNK],
+                                       "final": i + CHUNK >= len(batch)})
+
+
+# --- users ----------------------------------------------------------------------------------
+
+
+def _client_index() -> int:
+    """Global client number of a new user: users are interleaved over workers."""
+    local = next(_next_user)
     runner = _env["environment"].runner
     if isinstance(runner, WorkerRunner):
-        procs = max(int(os.environ.get("PROCESSES", "1")), 1)
-        return local * procs + max(runner.worker_index, 0), procs
-    return local, 1
+        return local * CFG["workers"] + max(runner.worker_index, 0)
+    return local
 
 
 def _think(rng: random.Random) -> float:
-    if THINK_KIND == "fixed":
-        return THINK_S
-    if THINK_KIND == "exponential" and THINK_S > 0:
-        return rng.expovariate(1 / THINK_S)
+    kind, mean = CFG["think_kind"], CFG["think_s"]
+    if kind == "fixed":
+        return mean
+    if kind == "exponential" and mean > 0:
+        return rng.expovariate(1 / mean)
     return 0.0
 
 
@@ -101,9 +206,11 @@ class TraceUser(FastHttpUser):
     """Closed loop: replays its own sequence of the trace, one request at a time."""
 
     def on_start(self) -> None:
-        i, _ = _client_index()
-        self._paths = itertools.cycle(client_sequence(i, USERS))
-        self._rng = random.Random(SEED * 100003 + i)
+        if _refused:
+            raise StopUser()
+        i = _client_index()
+        self._paths = itertools.cycle(client_sequence(i, CFG["users"]))
+        self._rng = random.Random(CFG["seed"] * 100003 + i)
 
     def wait_time(self) -> float:
         return _think(self._rng)
@@ -120,11 +227,14 @@ class OpenLoopUser(FastHttpUser):
     concurrency = 1000
 
     def on_start(self) -> None:
-        i, _ = _client_index()
-        self._paths = itertools.cycle(client_sequence(i, USERS))
-        self._interval = USERS / RATE
+        if _refused:
+            raise StopUser()
+        i = _client_index()
+        users = CFG["users"]
+        self._paths = itertools.cycle(client_sequence(i, users))
+        self._interval = users / CFG["rate"]
         # Users start spread over one interval, so arrivals interleave instead of bunching.
-        self._next = time.time() + self._interval * (i % USERS) / USERS
+        self._next = time.time() + self._interval * (i % users) / users
 
     def _send(self, path: str, late_ms: float) -> None:
         self.client.get(path, name="trace", context={"path": path, "late_ms": late_ms})
