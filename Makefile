@@ -6,7 +6,8 @@ EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan clean setup setup-venv images lint bench report-example
+.PHONY: help run test plan clean setup setup-venv images orangefs-image pfs-up lint bench \
+  report-example
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +35,14 @@ setup-venv:
 
 images: ## Build the images (bootstraps a local Debian base when none can be pulled)
 	setup/images.sh
+
+orangefs-image: setup ## OrangeFS image from ORANGEFS_TARBALL, else the upstream archive of the pinned tag
+	setup/orangefs-image.sh
+
+IO ?= 2
+CLIENTS ?= 1
+pfs-up: orangefs-image ## An OrangeFS cluster by hand: 1 metadata + IO I/O servers (default 2), CLIENTS clients
+	$(VENV)/tierbench pfs up --io $(IO) --clients $(CLIENTS)
 
 report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
 	$(VENV)/tierbench report $(EXAMPLE)

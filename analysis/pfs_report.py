@@ -67,11 +67,13 @@ def _est(e: stats.Estimate, digits: int = 1) -> str:
     return f"{_fmt(e.mean, digits)} <small>± {_fmt(e.half, digits)}</small>"
 
 
-def _ratio(r: stats.Ratio) -> str:
+def _ratio(r: stats.Ratio, scale: float = 1.0) -> str:
+    """A change in % with its CI; ``scale`` 100 turns a fraction into %."""
     if r.value is None:
         return "–"
-    ci = "" if r.low is None else f" <small>[{r.low:+.1f}, {r.high:+.1f}]</small>"
-    return f"{r.value:+.1f} %{ci}"
+    ci = "" if r.low is None or r.high is None else \
+        f" <small>[{scale * r.low:+.1f}, {scale * r.high:+.1f}]</small>"
+    return f"{scale * r.value:+.1f} %{ci}"
 
 
 def phase_table(rows: list[dict[str, Any]], phase: str, modes: list[str]) -> str:
@@ -104,7 +106,7 @@ def phase_table(rows: list[dict[str, Any]], phase: str, modes: list[str]) -> str
                                                      [r.get(f"{phase}_mb_per_s") for r in base]))
                 benefit = _ratio(stats.relative_cpu_benefit(
                     col(f"{side}_cpu_us_per_kb"),
-                    [r.get(f"{phase}_{side}_cpu_us_per_kb") for r in base]))
+                    [r.get(f"{phase}_{side}_cpu_us_per_kb") for r in base]), scale=100)
             where = f"{html.escape(fs)} / " if fs else ""
             body.append(f"<tr><td>{where}{_fmt(x, 0)}</td><td>{html.escape(m)}</td>"
                         f"<td>{len(rs)}</td><td>{_est(stats.mean_ci(col('mb_per_s')))}</td>"

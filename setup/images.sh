@@ -13,3 +13,6 @@ echo "setup: building images from $BASE_IMAGE" >&2
 docker build -q --force-rm -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
 docker compose "$@" build -q
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy
+# The OrangeFS tier's image, when a source tarball is at hand (never downloads here: that is
+# `make orangefs-image`).
+setup/orangefs-image.sh --offline --optional

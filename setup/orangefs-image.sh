@@ -4,13 +4,20 @@
 #   the upstream archive of the pinned tag (ORANGEFS_VERSION, default 2.10.0), downloaded once.
 # ORANGEFS_SHA256 pins the tarball: a different one is refused. The sha256 of the tarball used is
 # recorded in the image (label org.tierbench.orangefs.source-sha256 and /opt/orangefs/SOURCE).
-#   --optional  when no source can be had, say so and exit 0 (make images, make test)
+#   --offline   never download: use ORANGEFS_TARBALL or the tarball cached in images/orangefs/source
+#   --optional  when no source can be had, say so and exit 0 (make images)
 # Exit codes: 0 built (or skipped with --optional), 1 build failed, 3 no source.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-optional=0
-[ "${1:-}" = --optional ] && optional=1
+optional=0 offline=0
+for arg in "$@"; do
+  case $arg in
+    --optional) optional=1 ;;
+    --offline) offline=1 ;;
+    *) echo "usage: $0 [--offline] [--optional]" >&2; exit 2 ;;
+  esac
+done
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 no_source() {
@@ -35,6 +42,8 @@ elif docker image inspect "$image" >/dev/null 2>&1 && [ ! -f "$src" ]; then
   exit 0
 elif [ -f "$src" ]; then
   origin=$(cat "$src.origin" 2>/dev/null || echo "cached tarball")
+elif [ "$offline" = 1 ]; then
+  no_source "no OrangeFS source here (ORANGEFS_TARBALL is unset, nothing is cached in $ctx/source) and downloads are off: set ORANGEFS_TARBALL=/path/to/orangefs-$version.tar.gz, or run make orangefs-image"
 else
   say "downloading OrangeFS $version source ($url)"
   if ! curl -fsSL --connect-timeout 10 --max-time 600 -o "$src.part" "$url" 2>/dev/null; then

@@ -208,6 +208,9 @@ def load_pfs(path: Path, data: dict[str, Any], modes_dir: Path) -> PfsExperiment
     except ConfigError as exc:
         raise ConfigError(f"{where}: modes: {exc}") from None
     for m in loaded:
+        if m.server:
+            raise ConfigError(f"{where}: modes: {m.name} sets options of the web and proxy "
+                              "servers, which a parallel file system experiment does not run")
         if not m.host_interfaces and set(m.tiers) != set(TIERS) \
                 and not set(m.tiers) & set(PFS_TIERS):
             raise ConfigError(f"{where}: modes: {m.name} applies to {', '.join(m.tiers)}, none of "

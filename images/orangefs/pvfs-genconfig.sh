@@ -1,14 +1,15 @@
 #!/bin/sh
 # One-shot config job: write the file system's config for one metadata server and
 # PVFS_IO_SERVERS I/O servers (aliases pvfs-meta, pvfs-io1..N, equal to the Compose hostnames)
-# into /etc/pvfs, plus the clients' pvfs2tab. Rerun on every bring-up, so N and the strip size
+# into /etc/pvfs (PVFS_CONF_DIR), plus the clients' pvfs2tab. Rerun on every bring-up, so N and the strip size
 # always match the running cluster.
 set -eu
 n=${PVFS_IO_SERVERS:-2}
 case $n in ''|*[!0-9]*|0) echo "pvfs-genconfig: PVFS_IO_SERVERS=$n is not a count >= 1" >&2; exit 2;; esac
 [ "$n" -le 8 ] || { echo "pvfs-genconfig: PVFS_IO_SERVERS=$n: the overlay defines 8 I/O servers" >&2; exit 2; }
 io=$(seq -s, -f 'pvfs-io%g' 1 "$n")
-conf=/etc/pvfs/pvfs2.conf
+dir=${PVFS_CONF_DIR:-/etc/pvfs}
+conf=$dir/pvfs2.conf
 # Written to a file, not to '-': on stdout genconfig adds a stray line to the config.
 pvfs2-genconfig --quiet --protocol tcp --tcpport 3334 \
   --metaservers pvfs-meta --ioservers "$io" \
@@ -18,5 +19,5 @@ pvfs2-genconfig --quiet --protocol tcp --tcpport 3334 \
   --client-job-timeout "${PVFS_JOB_TIMEOUT:-15}" --server-job-timeout "${PVFS_JOB_TIMEOUT:-15}" \
   "$conf.new"
 mv "$conf.new" "$conf"
-echo "tcp://pvfs-meta:3334/${PVFS_FSNAME:-tierbench} /mnt/orangefs pvfs2 defaults 0 0" > /etc/pvfs/pvfs2tab
+echo "tcp://pvfs-meta:3334/${PVFS_FSNAME:-tierbench} /mnt/orangefs pvfs2 defaults 0 0" > "$dir/pvfs2tab"
 echo "pvfs-genconfig: 1 metadata + $n I/O servers ($io), strip ${PVFS_STRIP_SIZE:-65536} B, job timeout ${PVFS_JOB_TIMEOUT:-15} s"

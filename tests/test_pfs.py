@@ -1,0 +1,316 @@
+"""The OrangeFS tier without its image: config generation, compose wiring, the experiment schema,
+the client stream script on a local directory, result parsing, CPU arithmetic and the report."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis import pfs_report
+from tierbench import pfs
+from tierbench.schema import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGE_DIR = ROOT / "images" / "orangefs"
+IO_SCRIPT = ROOT / "workloads" / "pfs" / "pfs-io.sh"
+
+
+# --------------------------------------------------------------------------- config generation
+
+
+@pytest.fixture
+def fake_genconfig(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A pvfs2-genconfig stand-in that records its arguments and writes its output file."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "pvfs2-genconfig"
+    tool.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS_OUT"\n'
+                    'for last; do :; done\necho "<Defaults>" > "$last"\n')
+    tool.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}",
+               ARGS_OUT=str(tmp_path / "args"), PVFS_CONF_DIR=str(tmp_path / "conf"))
+    (tmp_path / "conf").mkdir()
+    return tmp_path, env
+
+
+def genconfig(env: dict[str, str], **settings: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", str(IMAGE_DIR / "pvfs-genconfig.sh")], env={**env, **settings},
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_genconfig_names_n_io_servers_strip_and_timeouts(fake_genconfig) -> None:
+    tmp, env = fake_genconfig
+    done = genconfig(env, PVFS_IO_SERVERS="3", PVFS_STRIP_SIZE="131072", PVFS_JOB_TIMEOUT="7")
+    assert done.returncode == 0, done.stderr
+    args = (tmp / "args").read_text().split("\n")
+    value = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+    assert value["--ioservers"] == "pvfs-io1,pvfs-io2,pvfs-io3"
+    assert value["--metaservers"] == "pvfs-meta"
+    assert value["--dist-params"] == "strip_size:131072"
+    assert value["--client-job-timeout"] == value["--server-job-timeout"] == "7"
+    assert value["--protocol"] == "tcp" and value["--tcpport"] == "3334"
+    # written to a file (genconfig on stdout adds a stray line), then moved into place
+    assert args[-2].endswith("pvfs2.conf.new")
+    assert (tmp / "conf" / "pvfs2.conf").read_text() == "<Defaults>\n"
+    assert (tmp / "conf" / "pvfs2tab").read_text().split()[:3] == [
+        "tcp://pvfs-meta:3334/tierbench", "/mnt/orangefs", "pvfs2"]
+
+
+@pytest.mark.parametrize("n", ["0", "9", "two"])
+def test_genconfig_refuses_a_server_count_the_overlay_lacks(fake_genconfig, n: str) -> None:
+    tmp, env = fake_genconfig
+    done = genconfig(env, PVFS_IO_SERVERS=n)
+    assert done.returncode == 2
+    assert "PVFS_IO_SERVERS" in done.stderr
+    assert not (tmp / "args").exists()
+
+
+# --------------------------------------------------------------------------- compose wiring
+
+
+def compose_config(*files: str, env: dict[str, str] | None = None) -> dict:
+    args = [a for f in ("docker-compose.yml", *files) for a in ("-f", f)]
+    done = subprocess.run(["docker", "compose", *args, "--profile", "pfs", "config",
+                           "--format", "json"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False, env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_overlay_wires_config_job_servers_and_clients() -> None:
+    cfg = compose_config("compose/pvfs.yml", env={"PVFS_IO_SERVERS": "6",
+                                                  "PVFS_STRIP_SIZE": "262144"})
+    services = cfg["services"]
+    servers = ["pvfs-meta"] + [f"pvfs-io{i}" for i in range(1, 9)]
+    for name in servers:
+        s = services[name]
+        assert s["hostname"] == name and s["environment"]["PVFS_ALIAS"] == name
+        assert s["environment"]["PVFS_IO_SERVERS"] == "6"
+        assert s["environment"]["PVFS_STRIP_SIZE"] == "262144"
+        assert s["depends_on"]["pvfs-config"]["condition"] == "service_completed_successfully"
+        assert s["healthcheck"]["test"][-1] == "--healthcheck"
+        assert any(t.startswith("/data") for t in s["tmpfs"])
+        assert s["cap_drop"] == ["ALL"] and "cap_add" not in s
+        assert s["profiles"] == ["pfs"] and list(s["networks"]) == ["pfs"]
+    client = services["pvfs-client"]
+    assert client["cap_add"] == ["SYS_ADMIN"]
+    assert client["devices"][0]["source"] == "/dev/fuse"
+    assert client["depends_on"]["pvfs-meta"]["condition"] == "service_healthy"
+    assert services["pvfs-config"]["command"] == ["pvfs-genconfig.sh"]
+    assert cfg["networks"]["pfs"]["ipam"]["config"][0]["subnet"] == "198.18.3.0/24"
+
+
+def test_disk_overlay_moves_server_storage_to_volumes() -> None:
+    services = compose_config("compose/pvfs.yml", "compose/pvfs-disk.yml")["services"]
+    for name in ["pvfs-meta"] + [f"pvfs-io{i}" for i in range(1, 9)]:
+        s = services[name]
+        assert not s.get("tmpfs")
+        mounts = {v["target"]: v for v in s["volumes"]}
+        assert mounts["/data"]["type"] == "volume" and mounts["/data"]["source"] == f"{name}-data"
+        assert mounts["/etc/pvfs"]["read_only"] is True
+
+
+def test_cluster_services_start_exactly_n_io_servers() -> None:
+    assert pfs.server_services(3) == ["pvfs-meta", "pvfs-io1", "pvfs-io2", "pvfs-io3"]
+    args = pfs.compose_args("disk")
+    assert [a.rsplit("/", 1)[-1] for a in args[1::2]] == [
+        "docker-compose.yml", "pvfs.yml", "pvfs-disk.yml"]
+    with pytest.raises(pfs.PfsError, match="1-8 I/O servers"):
+        pfs.cluster_up(9, 1)
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def write_exp(tmp_path: Path, pfs_block: dict, **top) -> Path:
+    import yaml
+
+    data = {"name": "t", "seed": 2, "repetitions": 2, "modes": ["offloads-on", "offloads-off"],
+            "pfs": pfs_block, **top}
+    path = tmp_path / "exp.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def load(path: Path) -> pfs.PfsExperiment:
+    from tierbench import config
+
+    exp = config.load_experiment(str(path))
+    assert isinstance(exp, pfs.PfsExperiment)
+    return exp
+
+
+def test_shipped_pfs_experiments_load_and_plan() -> None:
+    for name in ("pfs-concurrent", "pfs-streams", "pfs-basic"):
+        exp = load(ROOT / "experiments" / f"{name}.yml")
+        lines = pfs.plan_lines(exp)
+        assert len([ln for ln in lines if ln.strip().startswith("p0")]) == len(exp.points())
+    conc = load(ROOT / "experiments" / "pfs-concurrent.yml")
+    assert conc.io_servers == [5, 6] and max(conc.clients) == 6 and conc.storage == "tmpfs"
+
+
+def test_points_cover_every_combination_grouped_by_cluster_size(tmp_path: Path) -> None:
+    exp = load(write_exp(tmp_path, {"test": "concurrent", "io_servers": [2, 3],
+                                    "clients": [1, 2, 4]}))
+    points = exp.points()
+    assert len(points) == 2 * 3 * 2 * 2
+    sizes = [p.io_servers for p in points]
+    assert sizes == sorted(sizes, key=[2, 3].index)  # one cluster per N, N in the given order
+    combos = {(p.io_servers, p.clients, p.mode, p.repetition) for p in points}
+    assert len(combos) == len(points)
+    assert [p.clients for p in points] != sorted(p.clients for p in points)  # shuffled
+    assert exp.cluster_clients() == 4
+
+
+def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
+    exp = load(write_exp(tmp_path, {"test": "streams", "streams": [1, 8, 64],
+                                    "client_containers": 4}))
+    by_streams = {p.streams: p.clients for p in exp.points()}
+    assert by_streams == {1: 1, 8: 4, 64: 4}
+
+
+@pytest.mark.parametrize("block, top, message", [
+    ({"test": "scatter"}, {}, "pfs.test: must be one of concurrent, streams, basic"),
+    ({"test": "concurrent", "io_servers": 9}, {}, "io_servers: at most 8"),
+    ({"test": "concurrent", "clients": [0]}, {}, "clients: must be a whole number"),
+    ({"test": "concurrent", "buffers": [4096]}, {}, "unknown key"),
+    ({"test": "basic", "filesystems": ["nfs"]}, {}, "filesystems: must list some of"),
+    ({"test": "concurrent", "storage": "ramfs"}, {}, "storage: must be tmpfs or disk"),
+    ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "fault.stop: must name a server"),
+    ({"test": "concurrent", "job_timeout_s": 1}, {}, "job_timeout_s: must be a whole number"),
+    ({"test": "concurrent"}, {"modes": ["sendfile-off"]}, "sets options of the web and proxy"),
+    ({"test": "concurrent"}, {"modes": ["web-only"]}, "none of which is an OrangeFS tier"),
+])
+def test_bad_pfs_experiments_are_refused_naming_the_key(tmp_path: Path, block: dict, top: dict,
+                                                        message: str) -> None:
+    from tierbench import config
+
+    modes_dir = tmp_path / "modes"
+    modes_dir.mkdir()
+    for name in ("offloads-on", "offloads-off", "sendfile-off"):
+        shutil.copy(ROOT / "modes" / f"{name}.yml", modes_dir)
+    (modes_dir / "web-only.yml").write_text("tiers: [web]\nnic: {features: {tso: off}}\n")
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        config.load_experiment(str(write_exp(tmp_path, block, **top)), modes_dir)
+
+
+# --------------------------------------------------------------------------- client script
+
+
+def io(tmp_path: Path, op: str, file: Path, offset: int, nbytes: int, buf: int, local: Path,
+       duration: float = 0.3) -> dict:
+    start = time.time() + 0.2
+    done = subprocess.run(["sh", str(IO_SCRIPT), op, "posix", str(file), str(offset),
+                           str(nbytes), str(buf), f"{start:.6f}", str(duration), str(local)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    result = pfs.parse_io_line(done.stdout)
+    assert result["start"] >= start - 0.01, "the stream began before the common start"
+    return result
+
+
+def test_io_script_writes_and_reads_regions_of_a_shared_file(tmp_path: Path) -> None:
+    shared, n = tmp_path / "shared", 3 * 65536
+    sources = {}
+    for s in (1, 2):
+        sources[s] = tmp_path / f"src-{s}"
+        subprocess.run(["sh", "-c", pfs.make_source_cmd(s, n, 9, str(sources[s]))], check=True)
+        assert hashlib.sha256(sources[s].read_bytes()).hexdigest() == pfs.sha256(s, n, 9)
+    for s in (1, 2):
+        w = io(tmp_path, "write", shared, (s - 1) * n, n, 65536, sources[s])
+        assert w["status"] == "ok" and w["iterations"] >= 1 and w["bytes"] == w["iterations"] * n
+    assert shared.stat().st_size == 2 * n
+    for s in (1, 2):
+        out = tmp_path / f"in-{s}"
+        r = io(tmp_path, "read", shared, (s - 1) * n, n, 4096, out)
+        assert r["status"] == "ok" and r["end"] > r["start"]
+        assert r["end"] - r["start"] >= 0.3, "the stream stopped before its duration"
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == pfs.sha256(s, n, 9)
+
+
+def test_io_script_reports_a_failing_transfer(tmp_path: Path) -> None:
+    r = io(tmp_path, "read", tmp_path / "missing", 0, 4096, 4096, tmp_path / "out")
+    assert r["status"] == "error" and r["iterations"] == 0 and r["bytes"] == 0
+    assert "missing" in r["error"]
+
+
+def test_pattern_matches_what_the_shell_makes() -> None:
+    if shutil.which("yes") is None:
+        pytest.fail("coreutils yes is missing")
+    done = subprocess.run(["sh", "-c", "yes 'tierbench pfs stream 4 seed 1' | head -c 1000"],
+                          capture_output=True, check=True)
+    assert done.stdout == pfs.pattern(4, 1000, 1)
+    assert pfs.sha256(4, 1000, 1) != pfs.sha256(5, 1000, 1)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_parse_io_line_ok_error_and_garbage() -> None:
+    ok = pfs.parse_io_line("noise\nstart=10.5 end=12.0 iterations=3 bytes=300 last=/f.3 "
+                           "status=ok error=\n")
+    assert ok == {"start": 10.5, "end": 12.0, "iterations": 3, "bytes": 300, "last": "/f.3",
+                  "status": "ok", "error": ""}
+    bad = pfs.parse_io_line("start=1 end=2 iterations=0 bytes=0 last=/f status=error "
+                            "error=PVFS_sys_read: Unknown host (error class: 128)")
+    assert bad["status"] == "error" and bad["error"].startswith("PVFS_sys_read: Unknown host")
+    assert pfs.parse_io_line("Segmentation fault")["status"] == "error"
+
+
+def test_aggregate_is_all_bytes_over_common_start_to_last_end() -> None:
+    results = [{"status": "ok", "bytes": 40 * pfs.MB, "end": 102.0},
+               {"status": "ok", "bytes": 60 * pfs.MB, "end": 104.0},
+               {"status": "error", "bytes": 0, "end": 103.0}]
+    agg = pfs.aggregate(results, start=100.0)
+    assert agg["mb_per_s"] == pytest.approx(25.0) and agg["s"] == pytest.approx(4.0)
+    assert agg["failed_streams"] == 1 and agg["bytes"] == 100 * pfs.MB
+
+
+def test_phase_cpu_splits_clients_servers_and_host() -> None:
+    before = {"c1": {"usage_s": 1.0}, "c2": {"usage_s": 0.0}, "io1": {"usage_s": 5.0}}
+    after = {"c1": {"usage_s": 2.0}, "c2": {"usage_s": 0.5}, "io1": {"usage_s": 5.5}}
+    h0 = dict.fromkeys(pfs.PROC_STAT_FIELDS, 0)
+    h1 = {**h0, "user": 30, "system": 20, "softirq": 10, "idle": 40}
+    cpu = pfs.phase_cpu(before, after, h0, h1, ["c1", "c2"], ["io1"], span_s=2.0,
+                        nbytes=1024 * 1024)
+    assert cpu["client_cpu_s"] == pytest.approx(1.5) and cpu["server_cpu_s"] == pytest.approx(0.5)
+    assert cpu["client_cpu_pct"] == pytest.approx(75.0)
+    assert cpu["client_cpu_us_per_kb"] == pytest.approx(1.5e6 / 1024)
+    assert (cpu["host_usr_pct"], cpu["host_sys_pct"], cpu["host_softirq_pct"],
+            cpu["host_idle_pct"]) == pytest.approx((30, 20, 10, 40))
+
+
+def fake_rows() -> list[dict]:
+    rows = []
+    for mode, mbs, cpu in (("offloads-on", 300.0, 2.0), ("offloads-off", 150.0, 4.0)):
+        for rep, jitter in ((1, 0.0), (2, 10.0), (3, -10.0)):
+            for clients in (1, 2):
+                rows.append({"point": f"p{len(rows) + 1:03d}", "test": "concurrent",
+                             "mode": mode, "repetition": rep, "io_servers": 2,
+                             "clients": clients, "streams": clients,
+                             "read_mb_per_s": mbs * clients + jitter,
+                             "write_mb_per_s": mbs + jitter, "read_client_cpu_pct": 50.0,
+                             "read_server_cpu_pct": 40.0, "write_client_cpu_pct": 30.0,
+                             "write_server_cpu_pct": 60.0, "read_client_cpu_us_per_kb": cpu,
+                             "write_server_cpu_us_per_kb": cpu, "integrity": "ok"})
+    rows.append({"point": "p099", "test": "concurrent", "mode": "offloads-on", "clients": 2,
+                 "integrity": "not checked", "error": "read: 1 of 2 streams failed: x"})
+    return rows
+
+
+def test_report_compares_modes_with_intervals_and_lists_problems() -> None:
+    manifest = {"run_id": "r1", "status": "complete",
+                "experiment": {"name": "pfs-concurrent", "modes": [{"name": "offloads-on"},
+                                                                   {"name": "offloads-off"}],
+                               "pfs": {"test": "concurrent", "io_servers": [2]}}}
+    page = pfs_report.render(fake_rows(), manifest)
+    assert "<h2>Reads</h2>" in page and "<h2>Writes</h2>" in page
+    # offloads-off against offloads-on: half the MB/s, twice the CPU per KB
+    assert "-50.0 %" in page and "-100.0 %" in page
+    assert "p099" in page and "1 of 2 streams failed" in page
+    assert "000 §6.2.1" in page  # the paper's numbers, labelled
+    assert page.count("<svg") >= 2
