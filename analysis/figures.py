@@ -21,7 +21,7 @@ from analysis import references, stats, tables
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
 REF_COLORS = ("#8a96a3", "#c5ccd3")
-FAMILIES = ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "pfs", "net-conns")
+FAMILIES = ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs", "net-conns")
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Figure:
 def family_of(name: str, points: pd.DataFrame | None = None) -> str:
     """The experiment family from the experiment name, else from the trace structure."""
     low = (name or "").lower()
-    for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "net-conns"):
+    for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "net-conns"):
         if low.startswith(fam):
             return fam
     if low.startswith("pfs"):
@@ -325,6 +325,24 @@ def fig_dc_classes(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
                   if ref else CI_NOTE)
 
 
+def fig_dc_hybrid(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
+    """004 Fig. 7: the foreground site's TPS per workload mix, one bar per placement (docroot)."""
+    col = "tps_foreground" if "tps_foreground" in points else "tps"
+    by = "docroot" if "docroot" in points and points["docroot"].notna().any() else "mode"
+    order = list(dict.fromkeys(points[by].dropna().astype(str)))
+    sub = points.assign(**{by: points[by].astype(str)})
+    mixes = list(dict.fromkeys(points["trace"]))
+    width = max(560, 90 * len(mixes) * max(len(order), 1) // 2)
+    main = grouped_bars(f"Measured here: foreground TPS by workload mix and {by}",
+                        "foreground TPS (requests / s)", mixes,
+                        _series(sub, "trace", col, by, order, _colors(order)), width=width)
+    ref = references.reference("dc-hybrid")
+    return Figure("dc-hybrid", "Foreground TPS by placement of its small files (004 Fig. 7)",
+                  _layout([main], "dc-hybrid", [width]),
+                  CI_NOTE + f" Paper ({references.HARDWARE}), {ref.figure}: {ref.note}."
+                  if ref else CI_NOTE)
+
+
 def fig_pfs(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
     """000 Fig. 10-12: aggregate MB/s against the number of clients, one line per mode."""
     modes, col = _modes(points, experiment), _users_column(points)
@@ -398,6 +416,7 @@ BUILDERS: dict[str, Callable[[pd.DataFrame, dict[str, Any]], Figure]] = {
     "dc-zipf": fig_dc_zipf,
     "dc-clients": fig_dc_clients,
     "dc-classes": fig_dc_classes,
+    "dc-hybrid": fig_dc_hybrid,
     "pfs": fig_pfs,
     "net-conns": fig_net_conns,
 }

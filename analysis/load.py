@@ -202,6 +202,8 @@ def load_run(run_dir: Path | str) -> Run:
                           "folder (results/<experiment>/<run-id>)")
     rows = read_summary_rows(summary)
     header = set(rows[0]) if rows else set(_header(summary))
+    if "read_mb_per_s" in header or "write_mb_per_s" in header:
+        rows, header = pfs_rows(rows), set(REQUIRED) | {"repetition"}
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise LayoutError(f"{summary}: column(s) {', '.join(missing)} missing; this summary "
@@ -224,6 +226,30 @@ def load_run(run_dir: Path | str) -> Run:
         notes.append("points/ is missing (older layout): no per-second samples, so no "
                      "warm-up check, stability check or recomputation from samples")
     return Run(run_dir, manifest, points_frame(rows, manifest), notes)
+
+
+def pfs_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """A parallel file system run's summary (one row per point, read_* and write_* columns) as
+    the tidy shape the figures use: one row per point and phase, `trace` the phase (read or
+    write), `users` the clients (streams for pfs-streams, the buffer for pfs-basic), `tps`
+    empty; the phase's columns without their prefix (mb_per_s, client_cpu_pct, ...)."""
+    out = []
+    for row in rows:
+        test = row.get("test")
+        x = {"streams": row.get("streams"), "basic": row.get("buffer")}.get(test,
+                                                                             row.get("clients"))
+        for phase in ("read", "write"):
+            if not row.get(f"{phase}_mb_per_s") and not row.get("error"):
+                continue
+            tidy = {k: v for k, v in row.items() if not k.startswith(("read_", "write_"))}
+            tidy.update({k.removeprefix(f"{phase}_"): v for k, v in row.items()
+                         if k.startswith(f"{phase}_")})
+            trace = phase if test != "basic" else f"{phase} {row.get('filesystem')}"
+            tidy.update(trace=trace, users=x, tps="")
+            out.append(tidy)
+            if row.get("error"):
+                break  # a failed point appears once
+    return out
 
 
 def _header(path: Path) -> list[str]:

@@ -58,6 +58,12 @@ REFERENCES: dict[str, Reference] = {
         "qualitative: PVFS loses on small working sets (no client cache, costly open/close) "
         "and wins on class 4 (1K-64M files, 6 GB working set)",
     ),
+    "dc-hybrid": Reference(
+        "dc-hybrid", "004 §4.4 Fig. 7", ("small files on ramfs", "on ext3 / on PVFS"), (),
+        "qualitative: the foreground site gains up to 40 % with its files below 1 MB on ramfs "
+        "instead of ext3, and up to 4.5x instead of PVFS; more as the background working set "
+        "grows, less as the foreground's grows",
+    ),
     "pfs": Reference(
         "pfs", "000 §6.2.1 Fig. 10-11", ("with I/OAT", "without I/OAT"),
         (

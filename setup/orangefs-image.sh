@@ -39,7 +39,7 @@ if [ -n "${ORANGEFS_TARBALL:-}" ]; then
   origin="local tarball $(basename "$ORANGEFS_TARBALL")"
 elif docker image inspect "$image" >/dev/null 2>&1 && [ ! -f "$src" ]; then
   say "$image is built; set ORANGEFS_TARBALL to rebuild it from another tarball"
-  exit 0
+  origin=
 elif [ -f "$src" ]; then
   origin=$(cat "$src.origin" 2>/dev/null || echo "cached tarball")
 elif [ "$offline" = 1 ]; then
@@ -53,16 +53,23 @@ else
   mv "$src.part" "$src"
   origin="upstream archive $url"
 fi
-echo "$origin" > "$src.origin"
 
-sha=$(sha256sum "$src" | cut -d' ' -f1)
-if [ -n "${ORANGEFS_SHA256:-}" ] && [ "$sha" != "$ORANGEFS_SHA256" ]; then
-  rm -f "$src" "$src.origin"
-  say "the OrangeFS tarball's sha256 is $sha, not the pinned ORANGEFS_SHA256=$ORANGEFS_SHA256: refusing it"
-  exit 1
+if [ -n "$origin" ]; then
+  echo "$origin" > "$src.origin"
+  sha=$(sha256sum "$src" | cut -d' ' -f1)
+  if [ -n "${ORANGEFS_SHA256:-}" ] && [ "$sha" != "$ORANGEFS_SHA256" ]; then
+    rm -f "$src" "$src.origin"
+    say "the OrangeFS tarball's sha256 is $sha, not the pinned ORANGEFS_SHA256=$ORANGEFS_SHA256: refusing it"
+    exit 1
+  fi
+  BASE_IMAGE=$(setup/base-image.sh)
+  say "building $image from $origin (sha256 $sha; about 2 min the first time)"
+  docker build -q --force-rm -t "$image" \
+    --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ORANGEFS_VERSION="$version" \
+    --build-arg ORANGEFS_SHA256="$sha" --build-arg ORANGEFS_ORIGIN="$origin" "$ctx" >/dev/null
 fi
-BASE_IMAGE=$(setup/base-image.sh)
-say "building $image from $origin (sha256 $sha; about 2 min the first time)"
-docker build -q --force-rm -t "$image" \
-  --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ORANGEFS_VERSION="$version" \
-  --build-arg ORANGEFS_SHA256="$sha" --build-arg ORANGEFS_ORIGIN="$origin" "$ctx" >/dev/null
+# The web tier with its docroot on OrangeFS (compose/docroot-pvfs.yml), once the web image exists.
+if docker image inspect "tierbench-web:$tag" >/dev/null 2>&1; then
+  docker build -q --force-rm -t "tierbench-web-pvfs:$tag" --build-arg WEB_IMAGE="tierbench-web:$tag" \
+    --build-arg ORANGEFS_IMAGE="$image" images/web-pvfs >/dev/null
+fi

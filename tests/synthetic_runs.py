@@ -59,6 +59,11 @@ def family_run(root: Path, family: str) -> Path:
         rows = [{"trace": f"class-{c}", "mode": "default", "docroot": d, "repetition": r,
                  "tps": 100.0 * (c + 1) + r}
                 for c in range(5) for d in ("tmpfs", "ext4", "orangefs") for r in reps]
+    elif family == "dc-hybrid":
+        traces = []
+        rows = [{"trace": f"bg-class-{c}", "mode": "default", "docroot": d, "repetition": r,
+                 "tps": 300.0 + r, "tps_foreground": 100.0 * (c + 1) + (50 if "hot" in d else 0)}
+                for c in (1, 2) for d in ("disk", "disk+hot-tmpfs") for r in reps]
     elif family == "pfs":
         traces = []
         rows = [{"trace": op, "mode": m, "users": c, "repetition": r, "mb_per_s": 100.0 * c + r}

@@ -4,7 +4,10 @@ from pathlib import Path
 
 import pytest
 
+import yaml
+
 from tierbench import config
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +62,7 @@ def test_quick_order_differs_from_declaration_order() -> None:
     [
         ({"modes": "modes: [no-such-mode]"}, "modes: no mode named 'no-such-mode'"),
         ({"modes": "modes: offloads-on"}, "modes: must be a non-empty list"),
-        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single, zipf or worldcup"),
+        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single, zipf, worldcup or mix"),
         ({"traces": "traces: [{name: a, kind: single, size: -1}]"}, "traces[0].size: must be"),
         ({"traces": "traces: [{name: a, kind: zipf, alpha: 0.9}]"}, "traces[0].fileset"),
         ({"extra": "colour: blue"}, "unknown key 'colour'"),
@@ -160,3 +163,49 @@ def test_workers_need_the_locust_engine(tmp_path: Path) -> None:
     path = minimal(tmp_path, extra="engine: wrk\nload: {workers: 2}")
     with pytest.raises(config.ConfigError, match="load.workers: Locust workers need engine: locust"):
         config.load_experiment(str(path))
+
+
+MIX = {"name": "m", "kind": "mix", "parts": [
+    {"site": "background", "kind": "zipf", "alpha": 0.9, "requests": 100,
+     "fileset": {"kind": "class", "class": 0, "seed": 1}},
+    {"site": "foreground", "kind": "zipf", "alpha": 0.9, "requests": 100,
+     "fileset": {"kind": "class", "class": 0, "seed": 2}}]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"engine": "wrk"}, "a mix trace needs engine: locust"),
+    ({"traces": [{**MIX, "parts": MIX["parts"][:1]}]}, "parts: must list two or more"),
+    ({"traces": [{**MIX, "parts": [MIX["parts"][0], {**MIX["parts"][1], "site": "background"}]}]},
+     "two parts share a site name"),
+    ({"traces": [{**MIX, "parts": [MIX["parts"][0], {**MIX["parts"][1], "fileset":
+                                                      MIX["parts"][0]["fileset"]}]}]},
+     "two sites use the same file set"),
+    ({"stack": {"docroot": "disk+hot-tmpfs"}}, "stack.hot_site: must name a site"),
+    ({"stack": {"docroot": "disk+hot-tmpfs", "hot_site": "middle"}}, "stack.hot_site"),
+    ({"stack": {"docroot": "disk+cold"}}, "stack.docroot: must be one of"),
+    ({"stack": {"docroot": "orangefs", "pvfs_io_servers": 9}}, "pvfs_io_servers: must be"),
+])
+def test_mix_traces_and_placements_are_checked(tmp_path: Path, change: dict, message: str) -> None:
+    data = {"name": "x", "modes": ["offloads-on"], "traces": [MIX], **change}
+    path = tmp_path / "x.yml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(config.ConfigError, match=message):
+        config.load_experiment(str(path))
+
+
+def test_placements_are_a_factor_with_their_settings(tmp_path: Path) -> None:
+    data = {"name": "x", "modes": ["offloads-on"], "traces": [MIX], "repetitions": 2,
+            "stack": {"docroot": ["disk", "disk+hot-tmpfs", "orangefs"],
+                      "hot_site": "foreground"}}
+    path = tmp_path / "x.yml"
+    path.write_text(yaml.safe_dump(data))
+    exp = config.load_experiment(str(path))
+    points = exp.points()
+    assert sorted({p.docroot for p in points}) == ["disk", "disk+hot-tmpfs", "orangefs"]
+    assert len(points) == 6
+    settings = exp.stack_for(exp.modes[0], "disk+hot-tmpfs")
+    assert settings["hot_site"] == "foreground" and settings["hot_below"] == 1048576
+    assert settings["pvfs_io_servers"] == 3
+    # points of one placement run together (one restart per placement)
+    order = [p.docroot for p in points]
+    assert order == sorted(order, key=order.index)

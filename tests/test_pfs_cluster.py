@@ -109,3 +109,15 @@ def test_a_stopped_io_server_is_reported_not_hung_on(env: dict[str, str]) -> Non
     assert rows[0]["integrity"] == "not checked"
     # bring-up (~10 s) + 1 s into the phase + the 5 s job timeout and its retries, not 300 s
     assert took < 120, f"the run took {took:.0f} s to give up"
+
+
+def test_web_tier_serves_its_docroot_from_orangefs(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(DATA / "docroot-orangefs.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((Path(env["TIERBENCH_RESULTS"]) / "docroot-orangefs").iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["docroot"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"orangefs", "disk"}
+    for r in rows.values():
+        assert r["error"] == "" and int(r["errors"]) == 0 and float(r["tps"]) > 5, r
+    assert "orangefs" in (run / "report.html").read_text()

@@ -143,3 +143,23 @@ def test_validate_names_the_key() -> None:
     with pytest.raises(traces.TraceError, match=r"t\.log"):
         traces.validate("t", {"kind": "worldcup"})
     traces.validate("t", {"kind": "zipf", "per_client": 10000, "subsets": 8, "mapping": "random"})
+
+
+def test_mix_trace_interleaves_sites_by_weight_in_each_parts_order() -> None:
+    fg = {"kind": "zipf", "alpha": 0.9, "requests": 3000,
+          "fileset": {"kind": "uniform-log", "files": 50, "min_size": 1024, "max_size": 4096,
+                      "seed": 2}}
+    bg = {**fg, "fileset": {**fg["fileset"], "seed": 1}}
+    spec = {"name": "m", "kind": "mix", "parts": [{"site": "background", "weight": 3, **bg},
+                                                  {"site": "foreground", "weight": 1, **fg}]}
+    paths = traces.build(spec, 7)
+    sites = traces.sites(spec)
+    assert sites == {"background": "/log-50x1024-4096-s1/", "foreground": "/log-50x1024-4096-s2/"}
+    share = sum(p.startswith(sites["foreground"]) for p in paths) / len(paths)
+    assert len(paths) == 6000 and share == pytest.approx(0.25, abs=0.02)
+    # each site's requests come in that part's own order (its trace, cycled)
+    own = traces.build(fg, 7 + 104729 * 2)
+    mine = [p for p in paths if p.startswith(sites["foreground"])]
+    assert mine == [own[i % len(own)] for i in range(len(mine))]
+    assert traces.filesets_of(spec) == [bg["fileset"], fg["fileset"]]
+    assert traces.build(spec, 7) == paths and traces.build(spec, 8) != paths

@@ -26,7 +26,8 @@ __all__ = ["ConfigError", "Experiment", "Mode", "Point", "load_experiment", "loa
 EXPERIMENTS_DIR = ROOT / "experiments"
 PROXIES = ("apache", "haproxy")
 ENGINES = ("locust", "wrk")
-DOCROOTS = ("disk", "tmpfs")
+DOCROOTS = ("disk", "tmpfs", "orangefs")
+HOT = "+hot-tmpfs"  # docroot suffix: the hot site's small files also on a tmpfs, served first
 
 _read_yaml = read_yaml
 _check_keys = check_keys
@@ -151,8 +152,31 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
                 raise ConfigError(f"{where}.fileset.max_size: must be >= min_size")
     elif kind == "worldcup":
         _check_keys(where, spec, {"name", "kind", "log", "requests", "skip"})
+    elif kind == "mix":
+        _check_keys(where, spec, {"name", "kind", "parts"})
+        parts = spec.get("parts")
+        if not isinstance(parts, list) or len(parts) < 2:
+            raise ConfigError(f"{where}.parts: must list two or more traces, each with a site")
+        names = []
+        for i, part in enumerate(parts):
+            w = f"{where}.parts[{i}]"
+            if not isinstance(part, dict) or part.get("kind") not in ("single", "zipf"):
+                raise ConfigError(f"{w}.kind: a part is a single or zipf trace")
+            site = part.get("site")
+            if not isinstance(site, str) or not site.isidentifier():
+                raise ConfigError(f"{w}.site: a name such as foreground, got {site!r}")
+            _number(f"{w}.weight", part.get("weight", 1), minimum=0.001)
+            _trace(w, {k: v for k, v in part.items() if k not in ("site", "weight")}
+                   | {"name": site})
+            names.append(site)
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{where}.parts: two parts share a site name")
+        sets = [traces.fileset_of(p) for p in parts]
+        if any(sets.count(fs) > 1 for fs in sets):
+            raise ConfigError(f"{where}.parts: two sites use the same file set; give one another "
+                              "seed (fileset.seed) so that each site has its own files")
     else:
-        raise ConfigError(f"{where}.kind: must be single, zipf or worldcup, got {kind!r}")
+        raise ConfigError(f"{where}.kind: must be single, zipf, worldcup or mix, got {kind!r}")
     try:
         traces.validate(where, spec)
     except traces.TraceError as exc:
@@ -195,6 +219,10 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         _number(f"{where}: load.think.mean_ms", think.get("mean_ms"), minimum=0)
     if rate is not None:
         _number(f"{where}: load.rate", rate, minimum=0.001)
+    if engine == "wrk" and any(t.get("kind") == "mix" for t in data.get("traces") or []
+                               if isinstance(t, dict)):
+        raise ConfigError(f"{where}: traces: a mix trace needs engine: locust (its per-site TPS "
+                          "comes from the per-request log, which wrk does not keep)")
     if engine == "wrk" and (think is not None or rate is not None):
         raise ConfigError(f"{where}: load: think and rate need engine: locust (wrk is closed loop)")
     workers = _number(f"{where}: load.workers", load.get("workers", 0), minimum=0, integer=True)
@@ -237,12 +265,29 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
     given = dict(data.get("stack") or {})
     if not isinstance(data.get("stack") or {}, dict):
         raise ConfigError(f"{where}: stack: must be a mapping")
-    _check_keys(f"{where}: stack", given, set(stack) | {"docroot"})
+    _check_keys(f"{where}: stack", given, set(stack) | {"docroot", "pvfs_io_servers",
+                                                        "hot_site", "hot_below"})
     docroots = given.pop("docroot", "disk")
     docroots = docroots if isinstance(docroots, list) else [docroots]
-    if not docroots or any(d not in DOCROOTS for d in docroots):
-        raise ConfigError(f"{where}: stack.docroot: must be one of {', '.join(DOCROOTS)} or a "
+    if not docroots or any(d.removesuffix(HOT) not in DOCROOTS for d in docroots):
+        raise ConfigError(f"{where}: stack.docroot: must be one of {', '.join(DOCROOTS)} (each "
+                          f"optionally with {HOT}) or a "
                           "list of them")
+    if any(d.startswith("orangefs") for d in docroots) or "pvfs_io_servers" in given:
+        # the docroot on OrangeFS: 1 metadata + N I/O servers (004 ran PVFS with 3)
+        stack["pvfs_io_servers"] = _number(f"{where}: stack.pvfs_io_servers",
+                                           given.pop("pvfs_io_servers", 3), minimum=1,
+                                           integer=True, maximum=8)
+    if any(d.endswith(HOT) for d in docroots) or "hot_site" in given:
+        # 004 §4.4: the hot site's files below hot_below bytes also live on a tmpfs
+        site = given.pop("hot_site", None)
+        known = {p["site"] for t in traces if t["kind"] == "mix" for p in t["parts"]}
+        if site not in known:
+            raise ConfigError(f"{where}: stack.hot_site: must name a site of a mix trace "
+                              f"({', '.join(sorted(known)) or 'there is none'}), got {site!r}")
+        stack["hot_site"] = site
+        stack["hot_below"] = _number(f"{where}: stack.hot_below", given.pop("hot_below", 1048576),
+                                     minimum=1, integer=True)
     stack.update(given)
     if stack["proxy"] not in PROXIES:
         raise ConfigError(f"{where}: stack.proxy: must be one of {', '.join(PROXIES)}")

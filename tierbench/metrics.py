@@ -50,6 +50,25 @@ def read_requests(path: Path) -> list[Request]:
                 for r in csv.DictReader(fh)]
 
 
+def site_figures(path: Path, sites: dict[str, str], start: float, end: float) -> dict[str, float]:
+    """Per site of a mix trace (name -> URL prefix): TPS (successful requests ending in
+    (start, end] per second) and median latency, from the request log; `tps_<site>`, `p50_ms_<site>`."""
+    latencies: dict[str, list[float]] = {site: [] for site in sites}
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if not (start < float(r["end_s"]) <= end and 200 <= int(r["status"]) < 400):
+                continue
+            for site, prefix in sites.items():
+                if r["path"].startswith(prefix):
+                    latencies[site].append(float(r["latency_ms"]))
+    span = end - start
+    out: dict[str, float] = {}
+    for site, values in latencies.items():
+        out[f"tps_{site}"] = len(values) / span if span > 0 else 0.0
+        out[f"p50_ms_{site}"] = percentile(values, 50) if values else float("nan")
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)

@@ -89,15 +89,22 @@ def trace_files(exp: Experiment, run_dir: Path) -> tuple[dict[str, Path], list[d
     folder.mkdir()
     paths, sets = {}, []
     for spec in exp.traces:
-        fs = traces.fileset_of(spec)
-        if fs not in sets:
-            sets.append(fs)
+        for fs in traces.filesets_of(spec):
+            if fs not in sets:
+                sets.append(fs)
         path = folder / f"{spec['name']}.txt"
         header = (f"trace {spec['name']} of experiment {exp.name}\n"
                   f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
         traces.write(path, traces.build(spec, exp.seed), header, traces.subset_size(spec))
         paths[spec["name"]] = path
     return paths, sets
+
+
+def hot_sets(exp: Experiment) -> list[dict]:
+    """File sets of the experiment's hot site (stack.hot_site): the parts of its mix traces."""
+    site = exp.stack.get("hot_site")
+    return [traces.fileset_of(part) for t in exp.traces if t["kind"] == "mix"
+            for part in t["parts"] if part["site"] == site]
 
 
 @contextmanager
@@ -230,6 +237,7 @@ class Run:
         self.manifest: dict = {}
         self.state = netif.StateFile()
         self.sets: list[dict] = []
+        self.hot_sets: list[dict] = []
         self.settings: dict = {}
 
     def execute(self) -> Path:
@@ -241,9 +249,12 @@ class Run:
              f"about {estimate_s(exp) / 60:.1f} min; results in {self.dir}")
         _log("tierbench: bringing the stack up (file sets, healthchecks)")
         self.sets = sets
+        for docroot in exp.docroots:  # every image the run will need, before the first point
+            stack.check_images(exp.stack["proxy"], stack.docroot_parts(docroot)[0])
         first = exp.points()[0]
         self.settings = exp.stack_for(exp.mode(first.mode), first.docroot)
-        stack.up(self.settings, sets, exp.target, exp.workers, exp.remote_workers)
+        self.hot_sets = hot_sets(exp)
+        stack.up(self.settings, sets, exp.target, exp.workers, exp.remote_workers, self.hot_sets)
         tiers = self._discover()
         self._check_modes(tiers)
         self.manifest = {
@@ -295,7 +306,8 @@ class Run:
         _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
         if settings["docroot"] != self.settings["docroot"]:
             stack.down()  # a volume's driver cannot change in place: the docroot starts anew
-        stack.up(settings, self.sets, self.exp.target, self.exp.workers, self.exp.remote_workers)
+        stack.up(settings, self.sets, self.exp.target, self.exp.workers, self.exp.remote_workers,
+                 self.hot_sets)
         self.settings = settings
         tiers = self._discover()
         self._check_modes(tiers)
@@ -333,7 +345,8 @@ class Run:
                         "repetition": point.repetition, "stack": self.settings}
         self.manifest["points"][point.id] = record
         row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-               "repetition": point.repetition, "engine": exp.engine, "users": point.users}
+               "repetition": point.repetition, "engine": exp.engine, "users": point.users,
+               "docroot": point.docroot}
         try:
             with mode_applied(mode, eps, watched, self.state, record, exp.settle_s, self._save):
                 try:
@@ -378,6 +391,9 @@ class Run:
         # The samples that bracket the numbers above: analysis recomputes from exactly these.
         first, last = metrics.window(samples, start, end)
         record["window"].update({"start": first["t"], "end": last["t"]})
+        sites = traces.sites(point.trace)
+        if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
+            row.update(metrics.site_figures(pdir / "requests.csv", sites, first["t"], last["t"]))
         rows = loadgen.per_second_rows(samples, result)
         with (pdir / "per_second.csv").open("w", newline="") as fh:
             if rows:

@@ -16,7 +16,8 @@ TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
-            "pvfs-disk": "compose/pvfs-disk.yml"}
+            "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
+            "hot-tmpfs": "compose/hot-tmpfs.yml"}
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
@@ -48,8 +49,13 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
     files = ["docker-compose.yml"]
     if settings.get("proxy") == "haproxy":
         files.append(OVERLAYS["haproxy"])
-    if settings.get("docroot") == "tmpfs":
+    base, hot = docroot_parts(settings.get("docroot", "disk"))
+    if base == "tmpfs":
         files.append(OVERLAYS["tmpfs"])
+    if base == "orangefs":
+        files += [OVERLAYS["pvfs"], OVERLAYS["docroot-pvfs"]]
+    if hot:
+        files.append(OVERLAYS["hot-tmpfs"])
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     if host == "web" or host.startswith("198.18.2."):
         files.append(OVERLAYS["loadgen-back"])
@@ -103,6 +109,39 @@ def dotenv(path: Path = ROOT / ".env") -> dict[str, str]:
     return values
 
 
+def docroot_parts(docroot: str) -> tuple[str, bool]:
+    """(file system, hot small files on tmpfs too) of a docroot setting: 'disk+hot-tmpfs'."""
+    base, _, rest = docroot.partition("+")
+    return base, rest == "hot-tmpfs"
+
+
+def tmpfs_docroot(env: dict[str, str]) -> Path:
+    """Where the tmpfs docroot is mounted on the host (compose/docroot-tmpfs.yml binds it)."""
+    return Path(env.get("DOCROOT_TMPFS_DIR") or "/run/tierbench/docroot-tmpfs")
+
+
+def hot_dir(env: dict[str, str]) -> Path:
+    """Where the tmpfs of the hot small files is mounted on the host (compose/hot-tmpfs.yml)."""
+    return Path(env.get("HOT_TMPFS_DIR") or "/run/tierbench/hot-tmpfs")
+
+
+def mount_tmpfs(path: Path, size: str) -> None:
+    """Mount a tmpfs on the host at ``path``, unless one is mounted there already."""
+    if os.path.ismount(path):
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    _run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tierbench", str(path)],
+         timeout=30)
+
+
+def unmount_tmpfs() -> None:
+    """Unmount the tmpfs docroot and the hot files' tmpfs (their files go with them)."""
+    env = {**dotenv(), **os.environ}
+    for path in (tmpfs_docroot(env), hot_dir(env)):
+        if os.path.ismount(path):
+            _run(["umount", str(path)], timeout=60)
+
+
 def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     """Environment for docker compose: .env, then the shell's, then the run's stack settings."""
     env = {**dotenv(), **os.environ}
@@ -121,10 +160,18 @@ def results_root() -> Path:
     return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
 
 
-def check_images(proxy: str) -> None:
+def check_images(proxy: str, docroot: str = "disk") -> None:
     """Fail with the command to run when an image of the stack has not been built."""
     wanted = ["tierbench-loadgen", "tierbench-web",
               "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy"]
+    if docroot == "orangefs":
+        for name in ("tierbench-orangefs", "tierbench-web-pvfs"):
+            try:
+                _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
+            except StackError:
+                raise StackError(f"image {name}:{TAG} is not built (docroot: orangefs): run "
+                                 "`make orangefs-image`, with ORANGEFS_TARBALL=/path/to/"
+                                 "orangefs-2.10.0.tar.gz where downloads are not possible") from None
     for name in wanted:
         try:
             _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
@@ -161,17 +208,39 @@ def parse_cpuset(text: str) -> list[int]:
 
 
 def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
-       remote_workers: int = 0) -> None:
+       remote_workers: int = 0, hot_sets: list[dict] | None = None) -> None:
     """Bring the stack up with these settings (experiment `stack:` plus the mode's server
     options) and wait until every service is healthy; services whose settings changed restart.
-    `workers` Locust worker containers run beside the loadgen (load.workers)."""
+    `workers` Locust worker containers run beside the loadgen (load.workers); with a
+    `+hot-tmpfs` docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
-    check_images(settings["proxy"])
+    check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0])
+    base, hot = docroot_parts(settings.get("docroot", "disk"))
+    if base == "tmpfs":
+        env["DOCROOT_TMPFS_DIR"] = str(tmpfs_docroot(env))
+        mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
+    if hot:
+        env["HOT_TMPFS_DIR"] = str(hot_dir(env))
+        mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
+        env["HOT"] = json.dumps({"sets": hot_sets or [], "below": settings["hot_below"]},
+                                separators=(",", ":"))
     results_root().mkdir(parents=True, exist_ok=True)
     scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
-    _run(["docker", "compose", *compose_files(settings, target, workers, remote_workers), "up",
-          "-d", "--wait", "--no-build", "--remove-orphans", *scale], env=env, timeout=600)
+    files = compose_files(settings, target, workers, remote_workers)
+    services: list[str] = []
+    if base == "orangefs":
+        # The OrangeFS services have a profile: name the stack's services, the metadata server
+        # and the first N I/O servers (no clients).
+        n = int(settings.get("pvfs_io_servers", 3))
+        env["PVFS_IO_SERVERS"] = str(n)
+        files += ["--profile", "pfs"]
+        services = [s for s in _run(["docker", "compose", *files, "config", "--services"],
+                                    env=env, timeout=60).split()
+                    if not s.startswith(("pvfs-io", "pvfs-client"))]
+        services += [f"pvfs-io{i}" for i in range(1, n + 1)]
+    _run(["docker", "compose", *files, "up", "-d", "--wait", "--no-build", "--remove-orphans",
+          *scale, *services], env=env, timeout=600)
 
 
 def down() -> None:
@@ -181,6 +250,7 @@ def down() -> None:
     files = ["docker-compose.yml", *OVERLAYS.values()]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
           "--profile", "pfs", "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
+    unmount_tmpfs()
 
 
 def containers() -> dict[str, Container]:

@@ -137,11 +137,15 @@ def _write_file(target: Path, rel: str, size: int) -> None:
             left -= len(piece)
 
 
-def write(specs: list[dict], docroot: Path = DOCROOT) -> tuple[int, int]:
-    """Write every file of the sets that is missing or has the wrong size; returns (written, kept)."""
+def write(specs: list[dict], docroot: Path = DOCROOT,
+          below: int | None = None) -> tuple[int, int]:
+    """Write every file of the sets that is missing or has the wrong size (only files smaller
+    than ``below`` bytes when given); returns (written, kept)."""
     written = kept = 0
     for spec in specs:
         for rel, size in files(spec):
+            if below is not None and size >= below:
+                continue
             target = docroot / rel.lstrip("/")
             if target.is_file() and target.stat().st_size == size:
                 kept += 1
@@ -160,8 +164,16 @@ def main() -> int:
     try:
         specs = json.loads(os.environ.get("FILESETS", "[]"))
         written, kept = write(specs)
+        # HOT: {"sets": [...], "below": bytes}: the small files of those sets also go to HOT_DIR
+        # (a tmpfs the web tier serves them from first: 004 §4.4's hybrid placement).
+        hot = json.loads(os.environ.get("HOT") or "null")
+        if hot:
+            hot_dir = Path(os.environ.get("HOT_DIR", "/srv/hot"))
+            hw, hk = write(hot["sets"], hot_dir, int(hot["below"]))
+            print(f"fileset: files below {hot['below']} bytes of {len(hot['sets'])} set(s) in "
+                  f"{hot_dir}: {hw} written, {hk} kept")
     except (FilesetError, KeyError, ValueError, TypeError) as exc:
-        print(f"fileset: bad FILESETS specification: {exc}", file=sys.stderr)
+        print(f"fileset: bad FILESETS or HOT specification: {exc}", file=sys.stderr)
         return 2
     print(f"fileset: {len(specs)} set(s) in {DOCROOT}: {written} file(s) written, {kept} kept")
     return 0

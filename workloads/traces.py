@@ -11,6 +11,9 @@ Trace kinds (experiment `traces:` entries):
   single    {size}                               one file, every request
   zipf      {alpha, requests, fileset, mapping}  Zipf(alpha) over the file set's N files
   worldcup  {log, requests, skip}                the successful GETs of a World Cup 98 log
+  mix       {parts: [{site, weight, <a trace>}]}  several sites at once (004 §4.4): each request
+                                                 comes from part k with probability weight_k /
+                                                 sum(weights), in that part's own order
 `per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
 with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
 `mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
@@ -63,8 +66,10 @@ def rank_order(files: list[tuple[str, int]], mapping: str, seed: int) -> list[in
 
 
 def build(spec: dict, seed: int) -> list[str]:
-    """The request paths of one trace spec (kind single, zipf or worldcup)."""
+    """The request paths of one trace spec (kind single, zipf, worldcup or mix)."""
     kind = spec.get("kind")
+    if kind == "mix":
+        return build_mix(spec, seed)
     if kind == "worldcup":
         from workloads import worldcup
 
@@ -89,6 +94,28 @@ def build(spec: dict, seed: int) -> list[str]:
     raise TraceError(f"unknown trace kind {kind!r} (expected single, zipf or worldcup)")
 
 
+def build_mix(spec: dict, seed: int) -> list[str]:
+    """Interleave the parts' traces: as many requests as all parts hold, each drawn from part k
+    with probability weight_k / sum(weights) (seeded), the next of that part's, cycling."""
+    parts = spec["parts"]
+    built = [build(part, seed + 104729 * (k + 1)) for k, part in enumerate(parts)]
+    weights = [float(part.get("weight", 1)) for part in parts]
+    rng = random.Random(seed)
+    cursor = [0] * len(parts)
+    out = []
+    for k in rng.choices(range(len(parts)), weights=weights, k=sum(len(b) for b in built)):
+        out.append(built[k][cursor[k] % len(built[k])])
+        cursor[k] += 1
+    return out
+
+
+def sites(spec: dict) -> dict[str, str]:
+    """Site name -> the URL prefix of its file set, for a mix trace ({} for other kinds)."""
+    if spec.get("kind") != "mix":
+        return {}
+    return {part["site"]: f"/{filesets.set_name(fileset_of(part))}/" for part in spec["parts"]}
+
+
 def subset_size(spec: dict) -> int | None:
     """The per-client subset size a built trace of this spec carries (None: whole trace)."""
     if spec.get("kind") == "zipf" and spec.get("per_client") is not None:
@@ -96,8 +123,15 @@ def subset_size(spec: dict) -> int | None:
     return None
 
 
+def filesets_of(spec: dict) -> list[dict]:
+    """Every file-set spec a trace spec draws from (one, or one per part of a mix)."""
+    if spec.get("kind") == "mix":
+        return [fileset_of(part) for part in spec["parts"]]
+    return [fileset_of(spec)]
+
+
 def fileset_of(spec: dict) -> dict:
-    """The file-set spec a trace spec draws from."""
+    """The file-set spec a trace spec draws from (of a single-set kind)."""
     if spec.get("kind") == "single":
         return {"kind": "single", "size": int(spec["size"])}
     if spec.get("kind") == "worldcup":

@@ -17,5 +17,6 @@ mkdir -p "$APACHE_RUN_DIR" "$APACHE_LOCK_DIR" "$APACHE_LOG_DIR"
 defines=()
 [ "${ACCESS_LOG,,}" = on ] && defines+=(-D ACCESS_LOG)
 [ "${PROXY_CACHE:-off}" = on ] && defines+=(-D PROXY_CACHE)
+[ "${WEB_HOT:-off}" = on ] && defines+=(-D HOT)
 rm -f "$APACHE_PID_FILE"
 exec /usr/sbin/apache2 -D FOREGROUND "${defines[@]}" "$@"

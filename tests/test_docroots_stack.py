@@ -1,0 +1,80 @@
+"""Docroot placements on the real stack: a tmpfs docroot that the web tier really serves (the
+fileset job's files must survive into the web container), and 004 §4.4's hybrid placement: two
+sites at once, the foreground's small files also on a tmpfs the web tier serves them from.
+
+Needs root, Docker with Compose v2 and the images (`make test` provides them)."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.stack
+
+ROOT = Path(__file__).resolve().parent.parent
+TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
+EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "hybrid-short.yml"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    if os.geteuid() != 0:
+        pytest.fail("the stack tests need root: run `make test` as root")
+    base = tmp_path_factory.mktemp("docroots")
+    env = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
+               TIERBENCH_STATE_DIR=str(base / "state"),
+               DOCROOT_TMPFS_DIR=str(base / "docroot"), HOT_TMPFS_DIR=str(base / "hot"))
+    yield env
+    subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def run(env: dict[str, str]) -> Path:
+    done = subprocess.run([*TIERBENCH, "run", str(EXPERIMENT)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next((Path(env["TIERBENCH_RESULTS"]) / "hybrid-short").iterdir())
+
+
+def fetch(path: str) -> bytes:
+    done = subprocess.run(["docker", "exec", "tierbench-loadgen-1", "python3", "-c",
+                           "import sys, urllib.request; sys.stdout.buffer.write("
+                           f"urllib.request.urlopen('http://proxy{path}').read())"],
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-1000:]
+    return done.stdout
+
+
+def test_tmpfs_docroot_serves_every_request_and_reports_both_sites(run: Path) -> None:
+    [row] = list(csv.DictReader((run / "summary.csv").open()))
+    assert row["error"] == "" and int(row["errors"]) == 0
+    assert row["docroot"] == "tmpfs+hot-tmpfs"
+    fg, bg = float(row["tps_foreground"]), float(row["tps_background"])
+    assert fg > 10 and bg > 10
+    # every successful request belongs to one of the two sites
+    assert fg + bg == pytest.approx(float(row["tps"]), rel=0.02)
+
+
+def test_hot_small_files_are_served_from_the_hot_tmpfs(run: Path, env: dict[str, str]) -> None:
+    hot = Path(env["HOT_TMPFS_DIR"])
+    assert os.path.ismount(hot) and os.path.ismount(env["DOCROOT_TMPFS_DIR"])
+    copies = sorted(p for p in hot.rglob("*.bin"))
+    docroot = Path(env["DOCROOT_TMPFS_DIR"])
+    assert copies, "no hot copies were written"
+    assert all(p.stat().st_size < 1048576 for p in copies)
+    site = copies[0].relative_to(hot).parts[0]
+    big = [p for p in (docroot / site).glob("*.bin") if p.stat().st_size >= 1048576]
+    assert big and not any((hot / p.relative_to(docroot)).exists() for p in big)
+    # mark one hot copy: the web tier must answer with the marked bytes
+    target = copies[0]
+    original = target.read_bytes()
+    try:
+        target.write_bytes(b"HOTCOPY" + original[7:])
+        rel = "/" + str(target.relative_to(hot))
+        assert fetch(rel)[:7] == b"HOTCOPY"
+        assert fetch("/" + str(big[0].relative_to(docroot)))[:7] != b"HOTCOPY"
+    finally:
+        target.write_bytes(original)
