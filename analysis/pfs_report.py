@@ -48,11 +48,20 @@ def factor_of(row: dict[str, Any]) -> tuple[str, Any]:
     return "clients", row.get("clients")
 
 
-def series_key(row: dict[str, Any]) -> str:
-    """What one line of a figure is: the mode, and for basic the file system too."""
+def series_key(row: dict[str, Any], several_n: bool = False) -> str:
+    """What one line of a figure is: the mode; the file system too (basic) and the number of
+    I/O servers when the run has several."""
+    key = str(row.get("mode"))
     if row.get("test") == "basic":
-        return f"{row.get('filesystem')} / {row.get('mode')}"
-    return str(row.get("mode"))
+        key = f"{row.get('filesystem')} / {key}"
+    if several_n:
+        key = f"N={_fmt(row.get('io_servers'), 0)} {key}"
+    return key
+
+
+def group_of(row: dict[str, Any]) -> tuple[float, str]:
+    """The part of a point's factors that a table row shows before its x value: (N, fs)."""
+    return (row.get("io_servers") or 0, row.get("filesystem") or "")
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -82,17 +91,17 @@ def phase_table(rows: list[dict[str, Any]], phase: str, modes: list[str]) -> str
     if not good:
         return ""
     xlabel = factor_of(good[0])[0]
-    keys = sorted({(r.get("filesystem") or "", factor_of(r)[1]) for r in good},
-                  key=lambda k: (k[0], k[1] or 0))
+    keys = sorted({(*group_of(r), factor_of(r)[1]) for r in good},
+                  key=lambda k: (k[0], k[1], k[2] or 0))
     side = RECEIVER[phase]
-    head = (f"<tr><th>{'file system / ' if good[0].get('test') == 'basic' else ''}"
+    head = (f"<tr><th>I/O servers</th><th>{'file system / ' if good[0].get('test') == 'basic' else ''}"
             f"{html.escape(xlabel)}</th><th>mode</th><th>n</th><th>MB/s</th>"
             "<th>client CPU %</th><th>server CPU %</th>"
             f"<th>{side} CPU µs/KB</th><th>MB/s vs {html.escape(modes[0])}</th>"
             f"<th>relative {side} CPU benefit vs {html.escape(modes[0])}</th></tr>")
     body = []
-    for fs, x in keys:
-        sel = {m: [r for r in good if (r.get("filesystem") or "") == fs
+    for n_io, fs, x in keys:
+        sel = {m: [r for r in good if group_of(r) == (n_io, fs)
                    and factor_of(r)[1] == x and r["mode"] == m] for m in modes}
         base = sel[modes[0]]
         for m in modes:
@@ -108,7 +117,8 @@ def phase_table(rows: list[dict[str, Any]], phase: str, modes: list[str]) -> str
                     col(f"{side}_cpu_us_per_kb"),
                     [r.get(f"{phase}_{side}_cpu_us_per_kb") for r in base]), scale=100)
             where = f"{html.escape(fs)} / " if fs else ""
-            body.append(f"<tr><td>{where}{_fmt(x, 0)}</td><td>{html.escape(m)}</td>"
+            body.append(f"<tr><td>{_fmt(n_io, 0)}</td><td>{where}{_fmt(x, 0)}</td>"
+                        f"<td>{html.escape(m)}</td>"
                         f"<td>{len(rs)}</td><td>{_est(stats.mean_ci(col('mb_per_s')))}</td>"
                         f"<td>{_est(stats.mean_ci(col('client_cpu_pct')))}</td>"
                         f"<td>{_est(stats.mean_ci(col('server_cpu_pct')))}</td>"
@@ -127,14 +137,15 @@ def phase_figure(rows: list[dict[str, Any]], phase: str) -> str:
     if not good:
         return ""
     xlabel = factor_of(good[0])[0]
-    names = list(dict.fromkeys(series_key(r) for r in good))
+    several = len({r.get("io_servers") for r in good}) > 1
+    names = list(dict.fromkeys(series_key(r, several) for r in good))
     colors = figures._colors(names)
     series = []
     for name in names:
         pts = []
-        for x in sorted({factor_of(r)[1] for r in good if series_key(r) == name}):
+        for x in sorted({factor_of(r)[1] for r in good if series_key(r, several) == name}):
             e = stats.mean_ci(r[f"{phase}_mb_per_s"] for r in good
-                              if series_key(r) == name and factor_of(r)[1] == x)
+                              if series_key(r, several) == name and factor_of(r)[1] == x)
             pts.append((x, e.mean, e.low, e.high))
         series.append(figures.Series(name, colors[name], pts))
     panel = figures.line_panel(f"{phase}s: aggregate MB/s", xlabel, "MB/s", series)

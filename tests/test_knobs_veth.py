@@ -342,15 +342,20 @@ def test_host_scope_check_and_apply_on_a_host_veth(
 HOLDER = """
 import sys, time
 from pathlib import Path
-from tierbench import knobs, modes
+from tierbench import modes, runner
 from tierbench.netif import Endpoint, StateFile
 mode = modes.load_mode(sys.argv[1], Path(sys.argv[1]).parent)
 eps = [Endpoint("web", "tbm-a0", int(sys.argv[2])), Endpoint("proxy", "tbm-b0", int(sys.argv[3]))]
+record = {}
 try:
-    with knobs.applied_mode(mode, eps, StateFile(Path(sys.argv[4]))):
+    # what the runner does around every point: signals become RunInterrupted, the mode is
+    # applied for the body and restored on the way out
+    with runner.signals_raise(), runner.mode_applied(
+            mode, eps, eps, StateFile(Path(sys.argv[4])), record, 0, lambda: None):
         print("applied", flush=True)
         time.sleep(120)
-except (KeyboardInterrupt, knobs.ModeTerminated):
+except runner.RunInterrupted:
+    assert record["restored"], record
     print("restored", flush=True)
     sys.exit(130)
 """

@@ -121,3 +121,17 @@ def test_web_tier_serves_its_docroot_from_orangefs(env: dict[str, str]) -> None:
     for r in rows.values():
         assert r["error"] == "" and int(r["errors"]) == 0 and float(r["tps"]) > 5, r
     assert "orangefs" in (run / "report.html").read_text()
+
+
+def test_basic_reads_back_what_each_file_system_wrote(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(DATA / "pfs-basic-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((Path(env["TIERBENCH_RESULTS"]) / "pfs-basic-short").iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["filesystem"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"tmpfs", "orangefs", "orangefs-native"}
+    for fs, r in rows.items():
+        assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
+        assert float(r["write_mb_per_s"]) > 1 and float(r["read_mb_per_s"]) > 1
+    # the native client read what it wrote: pvfs2-cp was never pointed at /dev/null
+    assert client_sh("test -c /dev/null && echo ok").strip() == "ok"

@@ -14,24 +14,19 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierbench import netif
-from tierbench.netif import Endpoint, NetifError, StateFile
+from tierbench.netif import Endpoint, NetifError
 
 if TYPE_CHECKING:
     from tierbench.modes import Mode
 
 __all__ = [
     "STATE_KIND",
-    "ModeTerminated",
-    "applied_mode",
     "apply_mode",
     "check_mode",
     "parse_channels",
@@ -861,46 +856,3 @@ def state_view(state: dict) -> dict[str, Any]:
         eps[label] = view
     sysctls = {t: dict(i.get("values", {})) for t, i in state.get("sysctls", {}).items()}
     return {"endpoints": eps, "sysctls": sysctls}
-
-
-# --------------------------------------------------------------------------- lifetime
-
-
-class ModeTerminated(BaseException):
-    """Raised in the main thread by SIGTERM while a mode is applied (restore runs first)."""
-
-
-@contextmanager
-def applied_mode(mode: Mode, endpoints: list[Endpoint],
-                 state_file: StateFile | None = None) -> Iterator[dict]:
-    """Snapshot, save to disk, apply and yield the state; always restore on the way out.
-
-    SIGTERM is turned into an exception for the duration so the restore runs; SIGINT
-    arrives as KeyboardInterrupt.  The state file is cleared only after an exact restore.
-    """
-    sf = state_file or StateFile()
-    state = snapshot_mode(mode, endpoints)
-    sf.save(state)
-
-    def on_term(signum: int, frame: object) -> None:
-        raise ModeTerminated(signum)
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    previous_int = signal.getsignal(signal.SIGINT)
-    try:
-        apply_mode(mode, endpoints, state)
-        yield state
-    finally:
-        # a second Ctrl-C or SIGTERM must not cut the restore short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            problems = [p for p in restore_state(state) if "gone, nothing to restore" not in p]
-            if not problems:
-                sf.clear()
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            signal.signal(signal.SIGINT, previous_int)
-        if problems:
-            raise NetifError("mode " + mode.name + " could not be fully restored (state kept in "
-                             f"{sf.path}; run tierbench clean): " + "; ".join(problems))

@@ -30,6 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -537,8 +538,10 @@ class PfsRun:
                         self._cluster(point.io_servers)
                     row = self._point(point)
                     left = (len(points) - n) * (time.monotonic() - t0)
-                    _log(f"[{n}/{len(points)}] {point.id} {point.mode} rep {point.repetition}: "
-                         + brief(row) + (f"; about {left / 60:.1f} min left" if left else ""))
+                    what = (f"{point.filesystem} {point.buffer} B" if exp.test == "basic" else
+                            f"N={point.io_servers} {point.streams} stream(s)")
+                    _log(f"[{n}/{len(points)}] {point.id} {what} {point.mode} rep "
+                         f"{point.repetition}: " + brief(row) + (f"; about {left / 60:.1f} min left" if left else ""))
                     if row.get("error"):
                         down = stopped_servers(self.io_servers)
                         if down:
@@ -646,7 +649,10 @@ class PfsRun:
             for phase in phases:
                 if phase == "read" and exp.test == "basic" and exp.drop_caches:
                     Path("/proc/sys/vm/drop_caches").write_text("3\n")
-                results = self._run_phase(phase, streams, sources, pdir)
+                # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
+                active = [dc_replace(s, file=written[s.number]) if s.access == "native"
+                          and written.get(s.number) else s for s in streams]
+                results = self._run_phase(phase, active, sources, pdir)
                 record[f"{phase}_streams"] = results
                 figures = results["figures"]
                 out.update({f"{phase}_{k}": v for k, v in figures.items()})
@@ -709,7 +715,8 @@ class PfsRun:
             parts = []
             for s in group:
                 local = s.local if phase == "read" else sources[s.number]
-                if phase == "read" and exp.test == "basic":
+                if phase == "read" and exp.test == "basic" and s.access == "posix":
+                    # only dd gets /dev/null: pvfs2-cp deletes its destination when it fails
                     local = "/dev/null"
                 file = s.file
                 args = [IO_SCRIPT, phase, s.access, file, s.offset, s.nbytes, s.buffer,
