@@ -301,7 +301,7 @@ DC_FILES = sorted((ROOT / "experiments").glob("dc-*.yml"))
 
 
 def test_every_study_of_issue_4_has_its_experiment_file() -> None:
-    assert {p.stem for p in DC_FILES} == {"dc-single", "dc-zipf", "dc-clients", "dc-classes",
+    assert {p.stem for p in DC_FILES} >= {"dc-single", "dc-zipf", "dc-clients", "dc-classes",
                                           "dc-worldcup"}
 
 
