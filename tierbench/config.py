@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierbench.modes import MODES_DIR, Mode, load_mode
+from tierbench.modes import MODES_DIR, Mode, load_mode, load_mode_list
 from workloads import traces
 from tierbench.schema import (
     ROOT,
@@ -245,15 +245,7 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         check_target(target, allow_foreign)
     except LoadgenError as exc:
         raise ConfigError(f"{where}: target: {exc}") from None
-    modes = data.get("modes")
-    if not isinstance(modes, list) or not modes or not all(isinstance(m, str) for m in modes):
-        raise ConfigError(f"{where}: modes: must be a non-empty list of mode names")
-    if len(set(modes)) != len(modes):
-        raise ConfigError(f"{where}: modes: lists a mode twice")
-    try:
-        loaded_modes = [load_mode(m, modes_dir) for m in modes]
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: modes: {exc}") from None
+    loaded_modes = load_mode_list(where, data.get("modes"), modes_dir)
     traces = data.get("traces")
     if not isinstance(traces, list) or not traces:
         raise ConfigError(f"{where}: traces: must be a non-empty list")

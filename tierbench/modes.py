@@ -357,6 +357,18 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
     )
 
 
+def load_mode_list(where: str, names: Any, modes_dir: Path = MODES_DIR) -> list[Mode]:
+    """An experiment's `modes:` (a non-empty list of distinct mode names), loaded."""
+    if not isinstance(names, list) or not names or not all(isinstance(m, str) for m in names):
+        raise ConfigError(f"{where}: modes: must be a non-empty list of mode names")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: modes: lists a mode twice")
+    try:
+        return [load_mode(m, modes_dir) for m in names]
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: modes: {exc}") from None
+
+
 def list_modes(modes_dir: Path = MODES_DIR) -> list[Mode]:
     """Every mode file in ``modes_dir``, loaded, sorted by name."""
     return [load_mode(str(p), modes_dir) for p in sorted(modes_dir.glob("*.yml"))]

@@ -37,9 +37,8 @@ from typing import Any
 
 import yaml
 
-from analysis import report
 from tierbench import knobs, modes, netif, provenance, runner, stack
-from tierbench.modes import Mode, load_mode
+from tierbench.modes import Mode
 from tierbench.sampler import PROC_STAT_FIELDS, CgroupCpu, Sampler, host_cpu
 from tierbench.schema import PFS_TIERS, TIERS, ConfigError, check_keys, number
 
@@ -199,15 +198,7 @@ def load_pfs(path: Path, data: dict[str, Any], modes_dir: Path) -> PfsExperiment
                 "basic": {"filesystems", "buffers", "file_mb", "drop_caches"}}
     check_keys(f"{where}: pfs", pfs, common | per_test[test])
     w = f"{where}: pfs"
-    names = data.get("modes")
-    if not isinstance(names, list) or not names or not all(isinstance(m, str) for m in names):
-        raise ConfigError(f"{where}: modes: must be a non-empty list of mode names")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{where}: modes: lists a mode twice")
-    try:
-        loaded = [load_mode(m, modes_dir) for m in names]
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: modes: {exc}") from None
+    loaded = modes.load_mode_list(where, data.get("modes"), modes_dir)
     for m in loaded:
         if m.server:
             raise ConfigError(f"{where}: modes: {m.name} sets options of the web and proxy "
@@ -556,11 +547,7 @@ class PfsRun:
             status = f"failed: {exc}"
             raise
         finally:
-            self.manifest["status"] = status
-            self.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self._save()
-            if self.rows:
-                report.write_report(self.dir)
+            runner.finish(self, status)
         return self.dir
 
     def _orangefs_source(self) -> str:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -227,6 +227,16 @@ def generator_tier(master: Tier, workers: list[stack.Container], expected: int) 
     return Tier(master.container, CgroupGroup(parts), endpoints, tuple(workers))
 
 
+def finish(run: Any, status: str) -> None:
+    """The end of any run (a DC Run or a PfsRun): status and end time in the manifest, saved,
+    and the report written when a point was measured."""
+    run.manifest["status"] = status
+    run.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run._save()
+    if run.rows:
+        report.write_report(run.dir)
+
+
 class Run:
     """One execution of an experiment, writing results/<experiment>/<run-id>/."""
 
@@ -291,11 +301,7 @@ class Run:
             status = "failed: a mode could not be applied"
             raise
         finally:
-            self.manifest["status"] = status
-            self.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self._save()
-            if self.rows:
-                report.write_report(self.dir)
+            finish(self, status)
         return self.dir
 
     def _restart_if_needed(self, point: Point, tiers: dict[str, Tier]) -> dict[str, Tier]:
