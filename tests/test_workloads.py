@@ -145,21 +145,27 @@ def test_validate_names_the_key() -> None:
     traces.validate("t", {"kind": "zipf", "per_client": 10000, "subsets": 8, "mapping": "random"})
 
 
-def test_mix_trace_interleaves_sites_by_weight_in_each_parts_order() -> None:
+def test_mix_trace_gives_each_client_one_sites_subset_by_weight() -> None:
     fg = {"kind": "zipf", "alpha": 0.9, "requests": 3000,
           "fileset": {"kind": "uniform-log", "files": 50, "min_size": 1024, "max_size": 4096,
                       "seed": 2}}
-    bg = {**fg, "fileset": {**fg["fileset"], "seed": 1}}
+    bg = {**fg, "requests": 4000, "fileset": {**fg["fileset"], "seed": 1}}
     spec = {"name": "m", "kind": "mix", "parts": [{"site": "background", "weight": 3, **bg},
                                                   {"site": "foreground", "weight": 1, **fg}]}
     paths = traces.build(spec, 7)
     sites = traces.sites(spec)
     assert sites == {"background": "/log-50x1024-4096-s1/", "foreground": "/log-50x1024-4096-s2/"}
-    share = sum(p.startswith(sites["foreground"]) for p in paths) / len(paths)
-    assert len(paths) == 6000 and share == pytest.approx(0.25, abs=0.02)
-    # each site's requests come in that part's own order (its trace, cycled)
+    size = traces.subset_size(spec)
+    assert size == 3000 and len(paths) == 4 * size
+    # of every 4 clients, 3 replay the background site and 1 the foreground
+    site_of = [{p.split("/")[1] for p in traces.client_sequence(paths, size, c, 8)}
+               for c in range(8)]
+    assert site_of == [{"log-50x1024-4096-s1"}] * 3 + [{"log-50x1024-4096-s2"}] + \
+        [{"log-50x1024-4096-s1"}] * 3 + [{"log-50x1024-4096-s2"}]
+    # the foreground subset is that part's own trace; background clients start apart
     own = traces.build(fg, 7 + 104729 * 2)
-    mine = [p for p in paths if p.startswith(sites["foreground"])]
-    assert mine == [own[i % len(own)] for i in range(len(mine))]
+    assert traces.client_sequence(paths, size, 3, 8) == own[:size]
+    bg_own = traces.build(bg, 7 + 104729)
+    assert traces.client_sequence(paths, size, 1, 8) == (bg_own[1000:] + bg_own[:1000])[:size]
     assert traces.filesets_of(spec) == [bg["fileset"], fg["fileset"]]
     assert traces.build(spec, 7) == paths and traces.build(spec, 8) != paths

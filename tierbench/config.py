@@ -160,12 +160,15 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
         names = []
         for i, part in enumerate(parts):
             w = f"{where}.parts[{i}]"
-            if not isinstance(part, dict) or part.get("kind") not in ("single", "zipf"):
-                raise ConfigError(f"{w}.kind: a part is a single or zipf trace")
+            if not isinstance(part, dict) or part.get("kind") != "zipf":
+                raise ConfigError(f"{w}.kind: a part is a zipf trace")
+            if "per_client" in part or "subsets" in part:
+                raise ConfigError(f"{w}: a part has no per_client or subsets (the mix gives "
+                                  "every client a subset of one site)")
             site = part.get("site")
             if not isinstance(site, str) or not site.isidentifier():
                 raise ConfigError(f"{w}.site: a name such as foreground, got {site!r}")
-            _number(f"{w}.weight", part.get("weight", 1), minimum=0.001)
+            _number(f"{w}.weight", part.get("weight", 1), minimum=1, integer=True)
             _trace(w, {k: v for k, v in part.items() if k not in ("site", "weight")}
                    | {"name": site})
             names.append(site)

@@ -11,9 +11,11 @@ Trace kinds (experiment `traces:` entries):
   single    {size}                               one file, every request
   zipf      {alpha, requests, fileset, mapping}  Zipf(alpha) over the file set's N files
   worldcup  {log, requests, skip}                the successful GETs of a World Cup 98 log
-  mix       {parts: [{site, weight, <a trace>}]}  several sites at once (004 §4.4): each request
-                                                 comes from part k with probability weight_k /
-                                                 sum(weights), in that part's own order
+  mix       {parts: [{site, weight, <a trace>}]}  several sites at once (004 §4.4), each with
+                                                 its own clients: the trace is sum(weights)
+                                                 subsets, weight_k of them from part k, so of
+                                                 every sum(weights) clients weight_k replay
+                                                 site k (users a multiple of the sum)
 `per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
 with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
 `mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
@@ -95,17 +97,18 @@ def build(spec: dict, seed: int) -> list[str]:
 
 
 def build_mix(spec: dict, seed: int) -> list[str]:
-    """Interleave the parts' traces: as many requests as all parts hold, each drawn from part k
-    with probability weight_k / sum(weights) (seeded), the next of that part's, cycling."""
+    """Per-client subsets by site: weight_k subsets of S requests from part k in turn (S the
+    shortest part's length); the c-th subset of a part starts c * S / weight_k into it, so one
+    site's clients do not move in step."""
     parts = spec["parts"]
     built = [build(part, seed + 104729 * (k + 1)) for k, part in enumerate(parts)]
-    weights = [float(part.get("weight", 1)) for part in parts]
-    rng = random.Random(seed)
-    cursor = [0] * len(parts)
-    out = []
-    for k in rng.choices(range(len(parts)), weights=weights, k=sum(len(b) for b in built)):
-        out.append(built[k][cursor[k] % len(built[k])])
-        cursor[k] += 1
+    size = min(len(b) for b in built)
+    out: list[str] = []
+    for part, paths in zip(parts, built):
+        weight = int(part.get("weight", 1))
+        for c in range(weight):
+            start = c * size // weight
+            out += (paths[start:] + paths[:start])[:size]
     return out
 
 
@@ -118,6 +121,8 @@ def sites(spec: dict) -> dict[str, str]:
 
 def subset_size(spec: dict) -> int | None:
     """The per-client subset size a built trace of this spec carries (None: whole trace)."""
+    if spec.get("kind") == "mix":  # parts are zipf traces without per-client subsets
+        return min(int(part.get("requests", 10000)) for part in spec["parts"])
     if spec.get("kind") == "zipf" and spec.get("per_client") is not None:
         return int(spec["per_client"])
     return None
