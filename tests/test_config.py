@@ -165,10 +165,10 @@ def test_workers_need_the_locust_engine(tmp_path: Path) -> None:
         config.load_experiment(str(path))
 
 
-MIX = {"name": "m", "kind": "mix", "parts": [
-    {"site": "background", "kind": "zipf", "alpha": 0.9, "requests": 100,
+MIX = {"name": "m", "kind": "mix", "per_client": 100, "subsets": 4, "parts": [
+    {"site": "background", "kind": "zipf", "alpha": 0.9,
      "fileset": {"kind": "class", "class": 0, "seed": 1}},
-    {"site": "foreground", "kind": "zipf", "alpha": 0.9, "requests": 100,
+    {"site": "foreground", "kind": "zipf", "alpha": 0.9,
      "fileset": {"kind": "class", "class": 0, "seed": 2}}]}
 
 
@@ -180,6 +180,9 @@ MIX = {"name": "m", "kind": "mix", "parts": [
     ({"traces": [{**MIX, "parts": [MIX["parts"][0], {**MIX["parts"][1], "fileset":
                                                       MIX["parts"][0]["fileset"]}]}]},
      "two sites use the same file set"),
+    ({"traces": [{**MIX, "subsets": 3}]}, "subsets: must be a multiple of the weights' sum"),
+    ({"traces": [{**MIX, "parts": [MIX["parts"][0], {**MIX["parts"][1], "requests": 9}]}]},
+     "unknown key"),
     ({"stack": {"docroot": "disk+hot-tmpfs"}}, "stack.hot_site: must name a site"),
     ({"stack": {"docroot": "disk+hot-tmpfs", "hot_site": "middle"}}, "stack.hot_site"),
     ({"stack": {"docroot": "disk+cold"}}, "stack.docroot: must be one of"),

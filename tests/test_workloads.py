@@ -145,27 +145,27 @@ def test_validate_names_the_key() -> None:
     traces.validate("t", {"kind": "zipf", "per_client": 10000, "subsets": 8, "mapping": "random"})
 
 
-def test_mix_trace_gives_each_client_one_sites_subset_by_weight() -> None:
-    fg = {"kind": "zipf", "alpha": 0.9, "requests": 3000,
-          "fileset": {"kind": "uniform-log", "files": 50, "min_size": 1024, "max_size": 4096,
-                      "seed": 2}}
-    bg = {**fg, "requests": 4000, "fileset": {**fg["fileset"], "seed": 1}}
-    spec = {"name": "m", "kind": "mix", "parts": [{"site": "background", "weight": 3, **bg},
-                                                  {"site": "foreground", "weight": 1, **fg}]}
+def test_mix_trace_gives_each_client_its_own_subset_of_one_site_by_weight() -> None:
+    part = {"kind": "zipf", "alpha": 0.9,
+            "fileset": {"kind": "uniform-log", "files": 50, "min_size": 1024, "max_size": 4096,
+                        "seed": 2}}
+    bg = {**part, "fileset": {**part["fileset"], "seed": 1}}
+    spec = {"name": "m", "kind": "mix", "per_client": 500, "subsets": 12,
+            "parts": [{"site": "background", "weight": 2, **bg},
+                      {"site": "foreground", "weight": 1, **part}]}
     paths = traces.build(spec, 7)
     sites = traces.sites(spec)
     assert sites == {"background": "/log-50x1024-4096-s1/", "foreground": "/log-50x1024-4096-s2/"}
     size = traces.subset_size(spec)
-    assert size == 3000 and len(paths) == 4 * size
-    # of every 4 clients, 3 replay the background site and 1 the foreground
-    site_of = [{p.split("/")[1] for p in traces.client_sequence(paths, size, c, 8)}
-               for c in range(8)]
-    assert site_of == [{"log-50x1024-4096-s1"}] * 3 + [{"log-50x1024-4096-s2"}] + \
-        [{"log-50x1024-4096-s1"}] * 3 + [{"log-50x1024-4096-s2"}]
-    # the foreground subset is that part's own trace; background clients start apart
-    own = traces.build(fg, 7 + 104729 * 2)
-    assert traces.client_sequence(paths, size, 3, 8) == own[:size]
-    bg_own = traces.build(bg, 7 + 104729)
-    assert traces.client_sequence(paths, size, 1, 8) == (bg_own[1000:] + bg_own[:1000])[:size]
-    assert traces.filesets_of(spec) == [bg["fileset"], fg["fileset"]]
+    assert size == 500 and len(paths) == 12 * size
+    # of every 3 clients, 2 replay the background site and 1 the foreground, whatever the count
+    seqs = [traces.client_sequence(paths, size, c, 12) for c in range(12)]
+    site_of = [{p.split("/")[1] for p in seq} for seq in seqs]
+    assert site_of == [{"log-50x1024-4096-s1"}, {"log-50x1024-4096-s1"},
+                       {"log-50x1024-4096-s2"}] * 4
+    assert len({tuple(seq) for seq in seqs}) == 12  # every client its own requests
+    # each subset is a Zipf draw over that site's files: the most popular file of the site
+    top = max(set(seqs[2]), key=seqs[2].count)
+    assert seqs[2].count(top) > 500 * 0.1
+    assert traces.filesets_of(spec) == [bg["fileset"], part["fileset"]]
     assert traces.build(spec, 7) == paths and traces.build(spec, 8) != paths

@@ -153,7 +153,7 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
     elif kind == "worldcup":
         _check_keys(where, spec, {"name", "kind", "log", "requests", "skip"})
     elif kind == "mix":
-        _check_keys(where, spec, {"name", "kind", "parts"})
+        _check_keys(where, spec, {"name", "kind", "parts", "per_client", "subsets"})
         parts = spec.get("parts")
         if not isinstance(parts, list) or len(parts) < 2:
             raise ConfigError(f"{where}.parts: must list two or more traces, each with a site")
@@ -162,9 +162,7 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
             w = f"{where}.parts[{i}]"
             if not isinstance(part, dict) or part.get("kind") != "zipf":
                 raise ConfigError(f"{w}.kind: a part is a zipf trace")
-            if "per_client" in part or "subsets" in part:
-                raise ConfigError(f"{w}: a part has no per_client or subsets (the mix gives "
-                                  "every client a subset of one site)")
+            _check_keys(w, part, {"site", "weight", "kind", "alpha", "fileset", "mapping"})
             site = part.get("site")
             if not isinstance(site, str) or not site.isidentifier():
                 raise ConfigError(f"{w}.site: a name such as foreground, got {site!r}")
@@ -174,6 +172,12 @@ def _trace(where: str, spec: Any) -> dict[str, Any]:
             names.append(site)
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}.parts: two parts share a site name")
+        _number(f"{where}.per_client", spec.get("per_client"), minimum=1, integer=True)
+        cycle = sum(int(p.get("weight", 1)) for p in parts)
+        count = _number(f"{where}.subsets", spec.get("subsets"), minimum=cycle, integer=True)
+        if count % cycle:
+            raise ConfigError(f"{where}.subsets: must be a multiple of the weights' sum "
+                              f"({cycle}), so that every site keeps its share of the clients")
         sets = [traces.fileset_of(p) for p in parts]
         if any(sets.count(fs) > 1 for fs in sets):
             raise ConfigError(f"{where}.parts: two sites use the same file set; give one another "

@@ -11,11 +11,13 @@ Trace kinds (experiment `traces:` entries):
   single    {size}                               one file, every request
   zipf      {alpha, requests, fileset, mapping}  Zipf(alpha) over the file set's N files
   worldcup  {log, requests, skip}                the successful GETs of a World Cup 98 log
-  mix       {parts: [{site, weight, <a trace>}]}  several sites at once (004 §4.4), each with
-                                                 its own clients: the trace is sum(weights)
-                                                 subsets, weight_k of them from part k, so of
-                                                 every sum(weights) clients weight_k replay
-                                                 site k (users a multiple of the sum)
+  mix       {per_client, subsets, parts: [{site, weight, alpha, fileset, mapping}]}
+                                                 several sites at once (004 §4.4), each with
+                                                 its own clients: `subsets` per-client subsets
+                                                 of `per_client` requests, drawn site by site in
+                                                 the pattern of the weights (1:1 -> bg, fg, bg,
+                                                 fg, ...), every one with its own seed; so of
+                                                 every sum(weights) clients weight_k replay site k
 `per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
 with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
 `mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
@@ -96,19 +98,21 @@ def build(spec: dict, seed: int) -> list[str]:
     raise TraceError(f"unknown trace kind {kind!r} (expected single, zipf or worldcup)")
 
 
+def mix_pattern(spec: dict) -> list[int]:
+    """Part index of each client slot in one cycle of the weights: [0, 1] for 1:1, [0, 0, 1]
+    for 2:1."""
+    return [k for k, part in enumerate(spec["parts"]) for _ in range(int(part.get("weight", 1)))]
+
+
 def build_mix(spec: dict, seed: int) -> list[str]:
-    """Per-client subsets by site: weight_k subsets of S requests from part k in turn (S the
-    shortest part's length); the c-th subset of a part starts c * S / weight_k into it, so one
-    site's clients do not move in step."""
-    parts = spec["parts"]
-    built = [build(part, seed + 104729 * (k + 1)) for k, part in enumerate(parts)]
-    size = min(len(b) for b in built)
+    """`subsets` Zipf subsets of `per_client` requests; subset j from part pattern[j % len],
+    each with its own seed, so every client of a site replays its own requests."""
+    pattern, size = mix_pattern(spec), int(spec["per_client"])
     out: list[str] = []
-    for part, paths in zip(parts, built):
-        weight = int(part.get("weight", 1))
-        for c in range(weight):
-            start = c * size // weight
-            out += (paths[start:] + paths[:start])[:size]
+    for j in range(int(spec["subsets"])):
+        k = pattern[j % len(pattern)]
+        part = {key: v for key, v in spec["parts"][k].items() if key not in ("site", "weight")}
+        out += build({**part, "requests": size}, seed + 104729 * (k + 1) + 7919 * j)
     return out
 
 
@@ -121,9 +125,7 @@ def sites(spec: dict) -> dict[str, str]:
 
 def subset_size(spec: dict) -> int | None:
     """The per-client subset size a built trace of this spec carries (None: whole trace)."""
-    if spec.get("kind") == "mix":  # parts are zipf traces without per-client subsets
-        return min(int(part.get("requests", 10000)) for part in spec["parts"])
-    if spec.get("kind") == "zipf" and spec.get("per_client") is not None:
+    if spec.get("kind") in ("zipf", "mix") and spec.get("per_client") is not None:
         return int(spec["per_client"])
     return None
 
