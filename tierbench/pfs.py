@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import itertools
 import json
 import random
@@ -312,8 +313,6 @@ def compose_args(storage: str) -> list[str]:
 
 def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
     """Environment for docker compose: .env, the shell's, then the cluster's settings."""
-    import os
-
     return {**stack.dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
             "PVFS_STRIP_SIZE": str(strip_size), "PVFS_JOB_TIMEOUT": str(job_timeout_s)}
 
@@ -325,12 +324,7 @@ def server_services(io_servers: int) -> list[str]:
 
 def check_image() -> None:
     """Fail with the command to run when the OrangeFS image has not been built."""
-    try:
-        stack._run(["docker", "image", "inspect", f"tierbench-orangefs:{stack.TAG}"], timeout=30)
-    except stack.StackError:
-        raise PfsError(f"image tierbench-orangefs:{stack.TAG} is not built: run "
-                       "`make orangefs-image` (ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
-                       "where the upstream archive cannot be downloaded)") from None
+    stack.require_image("tierbench-orangefs", stack.ORANGEFS_BUILD)
 
 
 def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
@@ -342,9 +336,9 @@ def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
     stack.check_cpusets(env)
-    stack._run(["docker", "compose", *compose_args(storage), "up", "-d", "--wait", "--no-build",
-                "--scale", f"pvfs-client={clients}", *server_services(io_servers),
-                "pvfs-client"], env=env, timeout=300)
+    stack.compose([*compose_args(storage), "up", "-d", "--wait", "--no-build",
+                   "--scale", f"pvfs-client={clients}", *server_services(io_servers),
+                   "pvfs-client"], env=env, timeout=300)
 
 
 def cluster_containers() -> tuple[list[stack.Container], list[stack.Container]]:
@@ -588,7 +582,7 @@ class PfsRun:
         finally:
             record["summary"] = row
             self.rows.append(row)
-            runner._write_json(pdir / "point.json", record)
+            runner.write_json(pdir / "point.json", record)
             self._save()
         return row
 
@@ -821,7 +815,7 @@ class PfsRun:
                 _log(f"tierbench: removing the files of the point in {label(c)} timed out")
 
     def _save(self) -> None:
-        runner._write_json(self.dir / "manifest.json", self.manifest)
+        runner.write_json(self.dir / "manifest.json", self.manifest)
         write_summary(self.dir / "summary.csv", self.rows)
 
 
@@ -832,7 +826,7 @@ def write_summary(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: runner._fmt(row.get(k)) for k in columns})
+            writer.writerow({k: runner.csv_cell(row.get(k)) for k in columns})
 
 
 def brief(row: dict) -> str:

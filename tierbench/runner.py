@@ -138,7 +138,7 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _write_json(path: Path, data: object) -> None:
+def write_json(path: Path, data: object) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     tmp.replace(path)
@@ -363,7 +363,7 @@ class Run:
         finally:
             record["summary"] = row
             self.rows.append(row)
-            _write_json(pdir / "point.json", record)
+            write_json(pdir / "point.json", record)
             self._save()
 
     def _measure(self, point: Point, pdir: Path, tiers: dict[str, Tier], trace: Path,
@@ -409,7 +409,7 @@ class Run:
         return row
 
     def _save(self) -> None:
-        _write_json(self.dir / "manifest.json", self.manifest)
+        write_json(self.dir / "manifest.json", self.manifest)
         write_summary(self.dir / "summary.csv", self.rows)
 
 
@@ -421,10 +421,11 @@ def write_summary(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: _fmt(row.get(k)) for k in columns})
+            writer.writerow({k: csv_cell(row.get(k)) for k in columns})
 
 
-def _fmt(value: object) -> object:
+def csv_cell(value: object) -> object:
+    """A summary.csv cell: booleans as true/false, floats to 6 significant digits."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):

@@ -160,23 +160,31 @@ def results_root() -> Path:
     return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
 
 
+ORANGEFS_BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
+                  "where the upstream archive cannot be downloaded)")
+
+
+def require_image(name: str, build: str = "`make images`") -> None:
+    """Fail with the command that builds it when image NAME:TAG does not exist."""
+    try:
+        _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
+    except StackError:
+        raise StackError(f"image {name}:{TAG} is not built: run {build}") from None
+
+
 def check_images(proxy: str, docroot: str = "disk") -> None:
     """Fail with the command to run when an image of the stack has not been built."""
-    wanted = ["tierbench-loadgen", "tierbench-web",
-              "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy"]
+    for name in ("tierbench-loadgen", "tierbench-web",
+                 "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy"):
+        require_image(name)
     if docroot == "orangefs":
         for name in ("tierbench-orangefs", "tierbench-web-pvfs"):
-            try:
-                _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
-            except StackError:
-                raise StackError(f"image {name}:{TAG} is not built (docroot: orangefs): run "
-                                 "`make orangefs-image`, with ORANGEFS_TARBALL=/path/to/"
-                                 "orangefs-2.10.0.tar.gz where downloads are not possible") from None
-    for name in wanted:
-        try:
-            _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
-        except StackError:
-            raise StackError(f"image {name}:{TAG} is not built: run `make images`") from None
+            require_image(name, ORANGEFS_BUILD)
+
+
+def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
+    """`docker compose ARGS` in the checkout; StackError naming the failure."""
+    return _run(["docker", "compose", *args], env=env, timeout=timeout)
 
 
 def check_cpusets(env: dict[str, str]) -> None:
