@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tierbench.kinds.webmetrics import SUMMARY_COLUMNS
 from tierbench.runner import write_summary
 
 
@@ -30,7 +31,7 @@ def write_run(path: Path, rows: list[dict], man: dict) -> Path:
                 "host_irq_pct": 0.0, "host_softirq_pct": 5.0, "host_iowait_pct": 0.0,
                 "host_steal_pct": 0.0, "host_idle_pct": 35.0}
         full.append({**base, **r})
-    write_summary(path / "summary.csv", full)
+    write_summary(path / "summary.csv", full, SUMMARY_COLUMNS)
     (path / "manifest.json").write_text(json.dumps(man))
     return path
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import loadgen, metrics
-from tierbench.loadgen import LoadgenError, LoadSpec
+from tierbench.kinds import engines as loadgen
+from tierbench.kinds import webmetrics as metrics
+from tierbench.kinds.engines import LoadgenError, LoadSpec
 from workloads import traces
 
 ROOT = Path(__file__).resolve().parent.parent

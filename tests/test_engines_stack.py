@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import bench, loadgen
-from tierbench.loadgen import LoadSpec
+from tierbench import bench
+from tierbench.kinds import engines as loadgen
+from tierbench.kinds.engines import LoadSpec
 from workloads import filesets, traces
 
 pytestmark = pytest.mark.stack

@@ -1,4 +1,4 @@
-"""Unit tests of tierbench.knobs: parsers and the capability check on captured ethtool output.
+"""Unit tests of tierbench.interfaces.ethtool parsers and the capability check of tierbench.modes.apply on captured ethtool output.
 
 Data files in tests/data/ethtool/ besides the ``-k`` ones described in test_netif_parse.py:
 - veth-l.txt, veth-c.txt, veth-g.txt, veth-x.txt: captured here (kernel 6.18, ethtool 6.1)
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import knobs, netif
-from tierbench.modes import Knobs, Mode
-from tierbench.netif import NicSettings
+from tierbench.interfaces import ethtool, netif
+from tierbench.modes import apply as knobs
+from tierbench.modes.model import Knobs, Mode
+from tierbench.interfaces.netif import NicSettings
 
 DATA = Path(__file__).parent / "data" / "ethtool"
 
@@ -40,8 +41,8 @@ def snap(driver: str, label: str = "web:eth0") -> dict:
                "mtu": 1500, "min_mtu": 68, "max_mtu": 9600 if driver != "veth" else 65535,
                "qdisc": "qdisc noqueue 0: root refcnt 2",
                "qdisc_root": {"kind": "noqueue", "handle": "0:"}}
-    for key, opt, parse in (("channels", "l", knobs.parse_channels),
-                            ("rings", "g", knobs.parse_rings)):
+    for key, opt, parse in (("channels", "l", ethtool.parse_channels),
+                            ("rings", "g", ethtool.parse_rings)):
         path = DATA / f"{driver}-{opt}.txt"
         if path.exists():
             body = path.read_text()
@@ -50,12 +51,12 @@ def snap(driver: str, label: str = "web:eth0") -> dict:
     if path.exists():
         body = path.read_text()
         s["coalesce"] = ({"error": body.strip()} if "error" in body
-                         else {"current": knobs.parse_coalesce(body)})
+                         else {"current": ethtool.parse_coalesce(body)})
     path = DATA / f"{driver}-x.txt"
     if path.exists():
         body = path.read_text()
         s["rss"] = ({"error": body.strip()} if "Operation not supported" in body
-                    else {"table": knobs.parse_indirection(body)})
+                    else {"table": ethtool.parse_indirection(body)})
     return s
 
 
@@ -63,62 +64,62 @@ def snap(driver: str, label: str = "web:eth0") -> dict:
 
 
 def test_parse_channels_veth_and_physical() -> None:
-    assert knobs.parse_channels(text("veth-l.txt")) == {
+    assert ethtool.parse_channels(text("veth-l.txt")) == {
         "max": {"rx": 2, "tx": 2, "other": None, "combined": None},
         "current": {"rx": 1, "tx": 1, "other": None, "combined": None},
     }
-    ix = knobs.parse_channels(text("ixgbe-l.txt"))
+    ix = ethtool.parse_channels(text("ixgbe-l.txt"))
     assert ix["max"] == {"rx": None, "tx": None, "other": 1, "combined": 63}
     assert ix["current"]["combined"] == 2
-    assert knobs.parse_channels(text("mlx5_core-l.txt"))["current"]["combined"] == 8
+    assert ethtool.parse_channels(text("mlx5_core-l.txt"))["current"]["combined"] == 8
 
 
 def test_parse_coalesce() -> None:
-    ix = knobs.parse_coalesce(text("ixgbe-c.txt"))
+    ix = ethtool.parse_coalesce(text("ixgbe-c.txt"))
     assert ix["adaptive-rx"] is None and ix["adaptive-tx"] is None  # n/a: not supported
     assert ix["rx-usecs"] == 1 and ix["tx-frames-irq"] == 256 and ix["rx-frames"] is None
     assert "rx-frames-low" in ix and "rx-frame-low" not in ix  # ethtool's spelling mapped
-    mlx = knobs.parse_coalesce(text("mlx5_core-c.txt"))
+    mlx = ethtool.parse_coalesce(text("mlx5_core-c.txt"))
     assert mlx["adaptive-rx"] is True and mlx["adaptive-tx"] is True
     assert (mlx["rx-usecs"], mlx["rx-frames"], mlx["tx-usecs"], mlx["tx-frames"]) == (8, 128,
                                                                                       16, 32)
     assert mlx["cqe-mode-rx"] is False and ix["cqe-mode-rx"] is None
-    assert knobs.parse_coalesce(text("veth-c.txt")) == {}
+    assert ethtool.parse_coalesce(text("veth-c.txt")) == {}
 
 
 def test_parse_rings() -> None:
-    ix = knobs.parse_rings(text("ixgbe-g.txt"))
+    ix = ethtool.parse_rings(text("ixgbe-g.txt"))
     assert ix["max"] == {"rx": 4096, "rx-mini": None, "rx-jumbo": None, "tx": 4096}
     assert ix["current"]["rx"] == 512 and "tcp-data-split" not in ix["current"]
-    mlx = knobs.parse_rings(text("mlx5_core-g.txt"))
+    mlx = ethtool.parse_rings(text("mlx5_core-g.txt"))
     assert mlx["current"]["tcp-data-split"] is None and mlx["current"]["tx-push"] is False
-    bnxt = knobs.parse_rings(text("bnxt_en-g.txt"))
+    bnxt = ethtool.parse_rings(text("bnxt_en-g.txt"))
     assert bnxt["current"]["tcp-data-split"] is False and bnxt["max"]["rx-jumbo"] == 8191
 
 
 def test_parse_indirection() -> None:
-    table = knobs.parse_indirection(text("ixgbe-x.txt"))
+    table = ethtool.parse_indirection(text("ixgbe-x.txt"))
     assert len(table) == 128 and set(table) == {0, 1} and table[:4] == [0, 1, 0, 1]
-    assert knobs.parse_indirection(text("veth-x.txt")) == []
+    assert ethtool.parse_indirection(text("veth-x.txt")) == []
 
 
 def test_qdisc_commands() -> None:
-    assert knobs.qdisc_commands("eth0", {"kind": "tbf", "rate": "1gbit"}) == [[
+    assert ethtool.qdisc_commands("eth0", {"kind": "tbf", "rate": "1gbit"}) == [[
         "tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf", "rate", "1gbit",
         "burst", "131072b", "latency", "50ms"]]
-    ten = knobs.qdisc_commands("eth0", {"kind": "tbf", "rate": "10gbit", "latency": "5ms"})
+    ten = ethtool.qdisc_commands("eth0", {"kind": "tbf", "rate": "10gbit", "latency": "5ms"})
     assert ten[0][-3:] == ["1250000b", "latency", "5ms"]  # 1 ms worth of the rate
-    htb = knobs.qdisc_commands("eth0", {"kind": "htb", "rate": "10gbit"})
+    htb = ethtool.qdisc_commands("eth0", {"kind": "htb", "rate": "10gbit"})
     assert htb[0][-3:] == ["htb", "default", "1"]
     assert htb[1][-6:] == ["classid", "1:1", "htb", "rate", "10gbit", "ceil", "10gbit"][-6:]
-    netem = knobs.qdisc_commands("eth0", {"kind": "netem", "delay": "5ms", "jitter": "1ms",
+    netem = ethtool.qdisc_commands("eth0", {"kind": "netem", "delay": "5ms", "jitter": "1ms",
                                           "loss": "0.1%"})
     assert netem[0][8:] == ["netem", "delay", "5ms", "1ms", "loss", "0.1%"]
 
 
 def test_rate_bits() -> None:
-    assert knobs.rate_bits("1gbit") == 1e9 and knobs.rate_bits("125mbps") == 1e9
-    assert knobs.rate_bits("200Mbit") == 2e8
+    assert ethtool.rate_bits("1gbit") == 1e9 and ethtool.rate_bits("125mbps") == 1e9
+    assert ethtool.rate_bits("200Mbit") == 2e8
 
 
 # ----------------------------------------------------------------------------- check (pure)
@@ -198,7 +199,7 @@ def test_qdisc_on_configured_root_is_refused() -> None:
 
 
 def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(knobs, "online_cpu_mask", lambda: "3")
+    monkeypatch.setattr(ethtool, "online_cpu_mask", lambda: "3")
     s = snap("veth")
     s["queues"] = {"rx-0": {"rps_cpus": "0"}, "tx-0": {"xps_cpus": "0"}}
     assert knobs.endpoint_problems(s, mode(rps_cpus="all", xps_cpus="2")) == []
@@ -206,10 +207,10 @@ def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bad == ["rps_cpus f0 names CPUs that are not online (online mask 3); change mode m"]
     s["queues"] = {"tx-0": {"xps_cpus": "0"}}
     assert "no rx queue has rps_cpus" in knobs.endpoint_problems(s, mode(rps_cpus="1"))[0]
-    assert knobs._mask_writes({"rx-0": {"rps_cpus": "0"}, "rx-1": {"rps_cpus": "0"},
+    assert ethtool.mask_writes({"rx-0": {"rps_cpus": "0"}, "rx-1": {"rps_cpus": "0"},
                                "tx-0": {"xps_cpus": "00000000"}}, "all", None) == {
         "rx-0/rps_cpus": "3", "rx-1/rps_cpus": "3"}
-    assert knobs._mask_int("00000000,00000003") == 3
+    assert ethtool.mask_int("00000000,00000003") == 3
 
 
 def test_check_mode_reports_unreadable_endpoint_without_raising(

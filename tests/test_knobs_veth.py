@@ -1,4 +1,4 @@
-"""Integration tests of whole modes (tierbench.knobs) on real veth pairs (needs root).
+"""Integration tests of whole modes (tierbench.modes.apply) on real veth pairs (needs root).
 
 Layout, all created and removed here: netns ``tbm-a`` holds ``tbm-a0`` (198.19.250.1/30) and
 netns ``tbm-b`` holds its peer ``tbm-b0`` (198.19.250.2/30); a second veth has ``tbm-h0`` in
@@ -23,8 +23,11 @@ import pytest
 
 from netns_lab import require_environment, sh, start_sleep, stop
 
-from tierbench import cli, knobs, modes, netif
-from tierbench.netif import Endpoint, NetifError, StateFile
+from tierbench import cli
+from tierbench.interfaces import ethtool, netif
+from tierbench.modes import apply as knobs
+from tierbench.modes import model as modes
+from tierbench.interfaces.netif import Endpoint, NetifError, StateFile
 
 pytestmark = pytest.mark.netns
 
@@ -105,7 +108,7 @@ def ns_sys(ns: str, path: str) -> str:
 
 
 def channels(ns: str, ifname: str) -> dict:
-    return knobs.parse_channels(sh("ip", "netns", "exec", ns, "ethtool", "-l", ifname).stdout)
+    return ethtool.parse_channels(sh("ip", "netns", "exec", ns, "ethtool", "-l", ifname).stdout)
 
 
 def host_sysctl(key: str) -> str:
@@ -145,7 +148,7 @@ sysctls:
         assert channels(ns, ifname)["current"]["rx"] == 2
         assert "mtu 9000" in sh("ip", "-n", ns, "link", "show", ifname).stdout
         assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-1/rps_cpus").strip("0,") == \
-            knobs.online_cpu_mask()
+            ethtool.online_cpu_mask()
         assert int(ns_sys(ns, f"/sys/class/net/{ifname}/queues/tx-1/xps_cpus"), 16) == 1
         assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-0/rps_flow_cnt") == "2048"
         assert "tbf 1: root" in sh("tc", "-n", ns, "qdisc", "show", "dev", ifname).stdout
@@ -206,7 +209,7 @@ def test_refused_modes_name_setting_interface_driver_and_change_nothing(
 def test_netem_probe_touches_no_real_interface(lab: Lab) -> None:
     links_before = sh("ip", "-j", "link", "show").stdout
     qdiscs_before = sh("tc", "qdisc", "show").stdout
-    knobs._probe_qdisc.cache_clear()
+    ethtool.probe_qdisc.cache_clear()
     assert "netem" in knobs.check_mode(modes.load_mode("netem-delay"), [])[0]
     assert sh("ip", "-j", "link", "show").stdout == links_before
     assert sh("tc", "qdisc", "show").stdout == qdiscs_before
@@ -220,9 +223,9 @@ def test_netns_readonly_socket_limits_are_refused_in_containers(
     assert len(problems) == 1
     assert problems[0].startswith("sysctl net.core.rmem_max is kept per network namespace but "
                                   "is read-only inside one")
-    assert knobs.sysctl_scope("net.core.busy_poll") == "host"
-    assert knobs.sysctl_scope("net.ipv4.tcp_rmem") == "netns"
-    assert knobs.sysctl_scope("net.core.no_such_knob") == "missing"
+    assert ethtool.sysctl_scope("net.core.busy_poll") == "host"
+    assert ethtool.sysctl_scope("net.ipv4.tcp_rmem") == "netns"
+    assert ethtool.sysctl_scope("net.core.no_such_knob") == "missing"
 
 
 def test_apply_rolls_back_everything_when_the_kernel_refuses(lab: Lab, tmp_path: Path) -> None:
@@ -314,7 +317,7 @@ def test_host_scope_check_and_apply_on_a_host_veth(
                "nic: {features: {tso: off}, mtu: 9000, channels: {tx: 2}}\n"
                "qdisc: {kind: tbf, rate: 1gbit}\n")
     m = modes.load_mode("hostmode", tmp_path)
-    eps = modes.mode_endpoints(m)
+    eps = modes.host_endpoints(m)
     assert eps == [lab.host]
     assert knobs.check_mode(m, eps) == []
     assert cli.main(["modes", "--modes-dir", str(tmp_path), "check", "hostmode"]) == 0
@@ -342,15 +345,17 @@ def test_host_scope_check_and_apply_on_a_host_veth(
 HOLDER = """
 import sys, time
 from pathlib import Path
-from tierbench import modes, runner
-from tierbench.netif import Endpoint, StateFile
+from tierbench import runner
+from tierbench.interfaces.netif import Endpoint, StateFile
+from tierbench.modes import apply
+from tierbench.modes import model as modes
 mode = modes.load_mode(sys.argv[1], Path(sys.argv[1]).parent)
 eps = [Endpoint("web", "tbm-a0", int(sys.argv[2])), Endpoint("proxy", "tbm-b0", int(sys.argv[3]))]
 record = {}
 try:
     # what the runner does around every point: signals become RunInterrupted, the mode is
     # applied for the body and restored on the way out
-    with runner.signals_raise(), runner.mode_applied(
+    with runner.signals_raise(), apply.mode_applied(
             mode, eps, eps, StateFile(Path(sys.argv[4])), record, 0, lambda: None):
         print("applied", flush=True)
         time.sleep(120)
@@ -408,8 +413,8 @@ def test_sigkill_then_restore_from_the_state_file(lab: Lab, tmp_path: Path) -> N
     saved = StateFile(state_path).load()
     assert saved is not None and json.loads(state_path.read_text())["snapshots"] == saved
     assert saved == before
-    # what `tierbench clean` does (it calls netif.restore, which hands this state to knobs)
-    assert netif.restore(saved) == []
+    # what `tierbench clean` does (restore_state puts back the whole mode's state)
+    assert knobs.restore_state(saved) == []
     assert knobs.snapshot_mode(m, lab.eps) == before
 
 

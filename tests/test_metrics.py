@@ -2,8 +2,8 @@
 
 import pytest
 
-from tierbench import metrics
-from tierbench.sampler import CLK_TCK
+from tierbench.kinds import webmetrics as metrics
+from tierbench.measure.sampler import CLK_TCK
 
 
 def sample(t: float, loadgen: float, proxy: float, web: float, ticks: dict, tx: int) -> dict:

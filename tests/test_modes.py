@@ -6,9 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import cli, config, knobs, modes
-from tierbench.modes import ConfigError, load_mode
-from tierbench.netif import Endpoint
+from tierbench import cli, runner
+from tierbench.config.errors import ConfigError
+from tierbench.interfaces.netif import Endpoint
+from tierbench.kinds import registry
+from tierbench.kinds.contract import Deployment, Tier
+from tierbench.modes import apply
+from tierbench.modes import model as modes
+from tierbench.modes.model import load_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.stem for p in (ROOT / "modes").glob("*.yml"))
@@ -18,11 +23,6 @@ def write(folder: Path, name: str, text: str) -> Path:
     path = folder / f"{name}.yml"
     path.write_text(text)
     return path
-
-
-def test_config_keeps_load_mode_and_mode_importable() -> None:
-    assert config.load_mode is modes.load_mode and config.Mode is modes.Mode
-    assert config.ConfigError is modes.ConfigError
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -38,9 +38,21 @@ def test_offloads_modes_unchanged() -> None:
     assert on.nic.features == dict.fromkeys(feats, True)
     assert off.nic.features == dict.fromkeys(feats, False)
     for m in (on, off):
-        assert m.tiers == ("loadgen", "proxy", "web") and m.nic.mtu is None
+        assert m.tiers == () and m.roles == () and m.nic.mtu is None  # every tier
         assert m.knobs == modes.Knobs() and m.server == {} and m.host_interfaces == ()
         assert set(m.as_dict()) == {"name", "description", "tiers", "nic", "source"}
+        assert all(m.covers(t, r) for t, r in (("proxy", "server"), ("loadgen", "client")))
+
+
+def test_roles_choose_the_tiers_a_mode_covers(tmp_path: Path) -> None:
+    write(tmp_path, "servers-only", "roles: [servers]\nnic: {features: {tso: off}}\n")
+    m = load_mode("servers-only", tmp_path)
+    assert m.roles == ("servers",) and m.as_dict()["roles"] == ["servers"]
+    assert m.covers("web", "server") and m.covers("pfs-server", "server")
+    assert not m.covers("loadgen", "client") and not m.covers("pfs-client", "client")
+    write(tmp_path, "web-only", "tiers: [web]\n")
+    w = load_mode("web-only", tmp_path)
+    assert w.covers("web", "server") and not w.covers("proxy", "server")
 
 
 def test_sockopt_cases_are_cumulative() -> None:
@@ -153,6 +165,8 @@ def test_parent_errors_name_the_parent_file(tmp_path: Path) -> None:
         ("server: {nginx: on}", "unknown key 'nginx'"),
         ("host_interfaces: []", "host_interfaces: must be a non-empty list"),
         ("host_interfaces: [eth0]\ntiers: [web]", "a mode has one scope"),
+        ("roles: [servers]\ntiers: [web]", "a mode has one scope"),
+        ("roles: [routers]", "roles[0]: must be one of servers, clients"),
         ("extends: 3", "extends: must be a mode name"),
         ("colour: blue", "unknown key 'colour'"),
     ],
@@ -190,61 +204,55 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("tierbench: no mode named 'no-such-mode'") and err.count("\n") == 1
 
 
+def fake_stack() -> Deployment:
+    tiers = {t: Tier(t, "client" if t == "loadgen" else "server",
+                     [Endpoint(t, "eth0", 100 + i), Endpoint("host", f"veth{100 + i}", None)])
+             for i, t in enumerate(("loadgen", "proxy", "web"))}
+    return Deployment(None, tiers, {}, {})
+
+
 def test_cli_check_uses_endpoints_and_reports_problems(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The container-scope CLI path without a stack: endpoints and the check are stubbed."""
+    """The container-scope CLI path without a stack: the deployment and the check are stubbed."""
     seen: dict = {}
 
-    def fake_endpoints(mode: modes.Mode) -> list[Endpoint]:
-        seen["mode"] = mode.name
-        return [Endpoint("web", "eth0", 4242), Endpoint("host", "veth1", None)]
-
     def fake_check(mode: modes.Mode, eps: list[Endpoint]) -> list[str]:
-        seen["eps"] = [e.label for e in eps]
+        seen["mode"], seen["eps"] = mode.name, [e.label for e in eps]
         return ["coalescing is not supported by web:eth0 (driver veth)"]
 
-    monkeypatch.setattr(modes, "mode_endpoints", fake_endpoints)
-    monkeypatch.setattr(knobs, "check_mode", fake_check)
+    monkeypatch.setattr(registry.kind("web"), "running", fake_stack)
+    monkeypatch.setattr(apply, "check_mode", fake_check)
     assert cli.main(["modes", "check", "sockopt-5-coalescing"]) == 1
     out = capsys.readouterr().out
-    assert seen == {"mode": "sockopt-5-coalescing", "eps": ["web:eth0", "host:veth1"]}
+    assert seen["mode"] == "sockopt-5-coalescing" and len(seen["eps"]) == 6
     assert "sockopt-5-coalescing: coalescing is not supported by web:eth0" in out
-    monkeypatch.setattr(knobs, "check_mode", lambda mode, eps: [])
+    monkeypatch.setattr(apply, "check_mode", lambda mode, eps: [])
     assert cli.main(["modes", "check", "tso-off"]) == 0
     assert "nothing was changed" in capsys.readouterr().out
 
 
 def test_host_scope_endpoints_need_no_stack() -> None:
-    eps = modes.mode_endpoints(load_mode("host-socket-buffers"))
+    eps = modes.host_endpoints(load_mode("host-socket-buffers"))
     assert eps == [Endpoint("host", "eth0", None)]
 
 
 def test_cli_check_without_stack_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tierbench import stack
-
-    def no_stack() -> dict:
-        raise stack.StackError("service loadgen of the stack is not running: see `docker "
-                               "compose logs loadgen`")
-
-    monkeypatch.setattr(stack, "tier_containers", no_stack)
+    for k in registry.kinds().values():
+        monkeypatch.setattr(k, "running", lambda: None)
     assert cli.main(["modes", "check", "tso-off"]) == 2
     err = capsys.readouterr().err
-    assert err == ("tierbench: service loadgen of the stack is not running: see `docker compose "
-                   "logs loadgen`\n")
+    assert err == ("tierbench: mode tso-off: nothing of tierbench is running; start the stack "
+                   "(tierbench run) or check a mode with host_interfaces\n")
 
 
-def test_container_scope_endpoints_come_from_the_stack(monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
-
-    from tierbench import netif, stack
-
-    monkeypatch.setattr(stack, "tier_containers", lambda: {
-        t: SimpleNamespace(pid=100 + i) for i, t in enumerate(("loadgen", "proxy", "web"))})
-    monkeypatch.setattr(netif, "veth_endpoints", lambda tier, pid: [
-        Endpoint(tier, "eth0", pid), Endpoint("host", f"veth{pid}", None)])
-    eps = modes.mode_endpoints(load_mode("tso-off"))
+def test_container_scope_endpoints_come_from_the_deployment() -> None:
+    eps = runner.mode_endpoints(load_mode("tso-off"), fake_stack())
     assert [e.label for e in eps] == ["loadgen:eth0", "host:veth100", "proxy:eth0",
                                       "host:veth101", "web:eth0", "host:veth102"]
+    with pytest.raises(Exception, match="covers servers"):
+        runner.mode_endpoints(modes.Mode("m", "", (), modes.NicSettings(), "m.yml",
+                                         roles=("servers",)),
+                              Deployment(None, {"loadgen": fake_stack().tiers["loadgen"]}, {}, {}))

@@ -1,4 +1,4 @@
-"""Unit tests of tierbench.netif decision logic against captured `ethtool -k` output.
+"""Unit tests of tierbench.interfaces.netif decision logic against captured `ethtool -k` output.
 
 Data files in tests/data/ethtool/:
 - veth-default.txt, veth-tx-off.txt, veth-tso-partial.txt: captured on this project's
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import netif
-from tierbench.netif import FEATURE_ALIASES, Endpoint, NetifError, NicSettings
+from tierbench.interfaces import netif
+from tierbench.interfaces.netif import FEATURE_ALIASES, Endpoint, NetifError, NicSettings
 
 DATA = Path(__file__).parent / "data" / "ethtool"
 ALL_FILES = [
@@ -179,7 +179,7 @@ def test_aliases_map_to_names_present_in_every_capture() -> None:
 
 def test_check_accepts_offloads_off_on_all_drivers() -> None:
     for name in ("veth-default.txt", "ixgbe.txt", "mlx5_core.txt"):
-        assert netif._check_problems(snap(name), OFFLOADS_OFF) == []
+        assert netif.feature_problems(snap(name), OFFLOADS_OFF) == []
     ep = Endpoint("web", "eth0", 4242)
     netif.check([ep], OFFLOADS_OFF, {"web:eth0": snap("veth-default.txt")})
 
@@ -206,18 +206,18 @@ def test_check_refuses_fixed_feature_at_other_value() -> None:
     netif.check([ep], NicSettings(features={"lro": False, "rxhash": False}), snaps)
     # mlx5 has rx-gro-hw fixed off: turning it on is refused, hw-tc-offload on is fine
     m = snap("mlx5_core.txt", driver="mlx5_core")
-    assert netif._check_problems(m, NicSettings(features={"hw-tc-offload": True})) == []
-    probs = netif._check_problems(m, NicSettings(features={"rx-gro-hw": True, "bar": True}))
+    assert netif.feature_problems(m, NicSettings(features={"hw-tc-offload": True})) == []
+    probs = netif.feature_problems(m, NicSettings(features={"rx-gro-hw": True, "bar": True}))
     assert len(probs) == 2
     assert all("web:eth0 (driver mlx5_core)" in p for p in probs)
 
 
 def test_check_refuses_mtu_out_of_range() -> None:
     s = snap("veth-default.txt", min_mtu=68, max_mtu=9000)
-    assert netif._check_problems(s, NicSettings(mtu=9000)) == []
-    probs = netif._check_problems(s, NicSettings(mtu=9001))
+    assert netif.feature_problems(s, NicSettings(mtu=9000)) == []
+    probs = netif.feature_problems(s, NicSettings(mtu=9001))
     assert len(probs) == 1 and "mtu 9001" in probs[0] and "68-9000" in probs[0]
-    assert netif._check_problems(s, NicSettings(mtu=67))
+    assert netif.feature_problems(s, NicSettings(mtu=67))
 
 
 def test_check_without_snapshot_is_an_error() -> None:
@@ -240,20 +240,20 @@ def _all_off(s: dict) -> dict:
 
 def test_verify_ok_when_everything_off() -> None:
     for name in ("veth-default.txt", "ixgbe.txt", "mlx5_core.txt"):
-        assert netif._mismatches(_all_off(snap(name)), OFFLOADS_OFF) == []
+        assert netif.feature_mismatches(_all_off(snap(name)), OFFLOADS_OFF) == []
 
 
 def test_verify_catches_tso_child_left_on_even_if_parent_reads_off() -> None:
     s = _all_off(snap("veth-default.txt"))
     s["features"]["tx-tcp6-segmentation"]["on"] = True  # old-ethtool style: parent says off
-    out = netif._mismatches(s, NicSettings(features={"tso": False}))
+    out = netif.feature_mismatches(s, NicSettings(features={"tso": False}))
     assert len(out) == 1
     assert "tx-tcp6-segmentation" in out[0] and "web:eth0" in out[0] and "wanted off" in out[0]
 
 
 def test_verify_catches_real_partial_tso_capture() -> None:
     s = snap("veth-tso-partial.txt")
-    out = netif._mismatches(s, NicSettings(features={"tso": False}))
+    out = netif.feature_mismatches(s, NicSettings(features={"tso": False}))
     assert [m.split(":")[2].split()[0] for m in out] == ["tx-tcp6-segmentation"]
 
 
@@ -262,25 +262,25 @@ def test_verify_accepts_fixed_on_children() -> None:
     s = _all_off(snap("ixgbe.txt", driver="ixgbe"))
     assert s["features"]["tx-checksum-fcoe-crc"]["on"]
     s["features"]["tx-checksumming"]["on"] = True  # aggregate still reads on
-    assert netif._mismatches(s, NicSettings(features={"tx": False})) == []
+    assert netif.feature_mismatches(s, NicSettings(features={"tx": False})) == []
 
 
 def test_verify_on_needs_feature_on_and_no_refused_child() -> None:
     want = NicSettings(features={"tso": True, "gro": True})
     s = snap("veth-default.txt")
-    out = netif._mismatches(s, want)
+    out = netif.feature_mismatches(s, want)
     assert out == ["web:eth0 (driver veth): generic-receive-offload is off, wanted on"]
     # after `tx off` ethtool 6.1 still shows TSO "on" (tx-tcp-accecn-segmentation survives)
     # but the real TSO bits are "off [requested on]": that must count as a mismatch
     t = snap("veth-tx-off.txt")
     assert t["features"]["tcp-segmentation-offload"]["on"]
-    out = netif._mismatches(t, NicSettings(features={"tso": True}))
+    out = netif.feature_mismatches(t, NicSettings(features={"tso": True}))
     assert len(out) == 4 and all("[requested on]" in m for m in out)
 
 
 def test_verify_mtu_and_missing_feature() -> None:
     s = snap("mlx5_core.txt", driver="mlx5_core")
-    out = netif._mismatches(s, NicSettings(features={"nope": True}, mtu=9000))
+    out = netif.feature_mismatches(s, NicSettings(features={"nope": True}, mtu=9000))
     assert len(out) == 2 and "nope" in out[0] and "mtu is 1500, wanted 9000" in out[1]
 
 
@@ -290,16 +290,16 @@ def test_verify_mtu_and_missing_feature() -> None:
 def test_restore_plan_sends_leaves_with_dependencies_first() -> None:
     saved = snap("veth-default.txt")
     current = _all_off(saved)
-    plan = netif._restore_plan(saved, current)
+    plan = netif.restore_plan(saved, current)
     names = [n for n, _ in plan]
     assert all(v for _, v in plan)
     assert "tcp-segmentation-offload" not in names  # aggregates are never sent
     assert "tx-tcp6-segmentation" in names and "tx-checksum-ipv4" not in names
     assert names.index("tx-checksum-ip-generic") < names.index("tx-tcp6-segmentation")
     assert names.index("tx-scatter-gather") < names.index("tx-tcp-segmentation")
-    assert netif._restore_plan(saved, copy.deepcopy(saved)) == []
-    assert netif._restore_differences(saved, copy.deepcopy(saved)) == []
-    diffs = netif._restore_differences(saved, current)
+    assert netif.restore_plan(saved, copy.deepcopy(saved)) == []
+    assert netif.restore_differences(saved, copy.deepcopy(saved)) == []
+    diffs = netif.restore_differences(saved, current)
     assert any(d.startswith("web:eth0 (driver veth): tx-tcp6-segmentation is off") for d in diffs)
 
 
@@ -308,9 +308,9 @@ def test_restore_plan_rerequests_wanted_state() -> None:
     current = copy.deepcopy(saved)
     for n in ("tx-tcp-segmentation", "tx-tcp6-segmentation"):
         set_feature(current, n, False, None)
-    plan = dict(netif._restore_plan(saved, current))
+    plan = dict(netif.restore_plan(saved, current))
     assert plan == {"tx-tcp-segmentation": True, "tx-tcp6-segmentation": True}
-    assert netif._restore_differences(saved, current) == []
+    assert netif.restore_differences(saved, current) == []
 
 
 def test_settings_view() -> None:

@@ -1,4 +1,4 @@
-"""Integration tests of tierbench.netif on a real veth pair (needs root and `ip netns`).
+"""Integration tests of tierbench.interfaces.netif on a real veth pair (needs root and `ip netns`).
 
 Layout: netns ``tbt-a`` holds ``tbt-c0``; its peer ``tbt-h0`` stays in the host netns.
 A ``sleep`` started with ``ip netns exec tbt-a`` provides the PID for the nsenter path.
@@ -17,8 +17,8 @@ import pytest
 
 from netns_lab import require_environment, sh, start_sleep, stop
 
-from tierbench import netif
-from tierbench.netif import Endpoint, NetifError, NicSettings, StateFile
+from tierbench.interfaces import netif
+from tierbench.interfaces.netif import Endpoint, NetifError, NicSettings, StateFile
 
 pytestmark = pytest.mark.netns
 

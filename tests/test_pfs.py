@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis import pfs_report
-from tierbench import pfs
-from tierbench.schema import ConfigError
+from tierbench import runner
+from tierbench.config.errors import ConfigError
+from tierbench.kinds import pfs, registry
+from tierbench.kinds.contract import Experiment
+from tierbench.measure.sampler import PROC_STAT_FIELDS
+from tierbench.placement import orangefs
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_DIR = ROOT / "images" / "orangefs"
@@ -116,12 +119,12 @@ def test_disk_overlay_moves_server_storage_to_volumes() -> None:
 
 
 def test_cluster_services_start_exactly_n_io_servers() -> None:
-    assert pfs.server_services(3) == ["pvfs-meta", "pvfs-io1", "pvfs-io2", "pvfs-io3"]
-    args = pfs.compose_args("disk")
+    assert orangefs.server_services(3) == ["pvfs-meta", "pvfs-io1", "pvfs-io2", "pvfs-io3"]
+    args = orangefs.compose_args("disk")
     assert [a.rsplit("/", 1)[-1] for a in args[1::2]] == [
         "docker-compose.yml", "pvfs.yml", "pvfs-disk.yml"]
-    with pytest.raises(pfs.PfsError, match="1-8 I/O servers"):
-        pfs.cluster_up(9, 1)
+    with pytest.raises(orangefs.PfsError, match="1-8 I/O servers"):
+        orangefs.cluster_up(9, 1)
 
 
 # --------------------------------------------------------------------------- experiments
@@ -137,66 +140,68 @@ def write_exp(tmp_path: Path, pfs_block: dict, **top) -> Path:
     return path
 
 
-def load(path: Path) -> pfs.PfsExperiment:
-    from tierbench import config
-
-    exp = config.load_experiment(str(path))
-    assert isinstance(exp, pfs.PfsExperiment)
+def load(path: Path) -> Experiment:
+    exp = registry.load_experiment(str(path))
+    assert exp.kind == "pfs" and isinstance(exp.settings, pfs.PfsSettings)
     return exp
 
 
 def test_shipped_pfs_experiments_load_and_plan() -> None:
     for name in ("pfs-concurrent", "pfs-streams", "pfs-basic"):
         exp = load(ROOT / "experiments" / f"{name}.yml")
-        lines = pfs.plan_lines(exp)
-        assert len([ln for ln in lines if ln.strip().startswith("p0")]) == len(exp.points())
-    conc = load(ROOT / "experiments" / "pfs-concurrent.yml")
+        lines = runner.plan_lines(exp)
+        assert len([ln for ln in lines if ln.strip().startswith("p0")]) == \
+            len(runner.points_of(exp))
+    conc = load(ROOT / "experiments" / "pfs-concurrent.yml").settings.pfs
     assert conc.io_servers == [5, 6] and max(conc.clients) == 6 and conc.storage == "tmpfs"
 
 
 def test_points_cover_every_combination_grouped_by_cluster_size(tmp_path: Path) -> None:
     exp = load(write_exp(tmp_path, {"test": "concurrent", "io_servers": [2, 3],
                                     "clients": [1, 2, 4]}))
-    points = exp.points()
+    points = runner.points_of(exp)
     assert len(points) == 2 * 3 * 2 * 2
-    sizes = [p.io_servers for p in points]
+    sizes = [p["io_servers"] for p in points]
     assert sizes == sorted(sizes, key=[2, 3].index)  # one cluster per N, N in the given order
-    combos = {(p.io_servers, p.clients, p.mode, p.repetition) for p in points}
+    combos = {(p["io_servers"], p["clients"], p.mode, p.repetition) for p in points}
     assert len(combos) == len(points)
-    assert [p.clients for p in points] != sorted(p.clients for p in points)  # shuffled
-    assert exp.cluster_clients() == 4
+    assert [p["clients"] for p in points] != sorted(p["clients"] for p in points)  # shuffled
+    assert pfs.cluster_clients(exp.settings.pfs) == 4
 
 
 def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
     exp = load(write_exp(tmp_path, {"test": "streams", "streams": [1, 8, 64],
                                     "client_containers": 4}))
-    by_streams = {p.streams: p.clients for p in exp.points()}
+    by_streams = {p["streams"]: p["clients"] for p in runner.points_of(exp)}
     assert by_streams == {1: 1, 8: 4, 64: 4}
 
 
 @pytest.mark.parametrize("block, top, message", [
     ({"test": "scatter"}, {}, "pfs.test: must be one of concurrent, streams, basic"),
-    ({"test": "concurrent", "io_servers": 9}, {}, "io_servers: at most 8"),
-    ({"test": "concurrent", "clients": [0]}, {}, "clients: must be a whole number"),
-    ({"test": "concurrent", "buffers": [4096]}, {}, "unknown key"),
-    ({"test": "basic", "filesystems": ["nfs"]}, {}, "filesystems: must list some of"),
-    ({"test": "concurrent", "storage": "ramfs"}, {}, "storage: must be tmpfs or disk"),
-    ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "fault.stop: must name a server"),
+    ({"test": "concurrent", "io_servers": 9}, {},
+     "pfs.io_servers[0]: must be a whole number from 1 to 8, got 9"),
+    ({"test": "concurrent", "clients": [0]}, {}, "pfs.clients[0]: must be a whole number"),
+    ({"test": "concurrent", "buffers": [4096]}, {}, "unknown key 'buffers' for test concurrent"),
+    ({"test": "basic", "filesystems": ["nfs"]}, {},
+     "pfs.filesystems[0]: must be one of tmpfs, disk, orangefs, orangefs-native, got 'nfs'"),
+    ({"test": "concurrent", "storage": "ramfs"}, {}, "pfs.storage: must be one of tmpfs, disk"),
+    ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "pfs.fault.stop: must be one of "
+     "pvfs-meta, pvfs-io1"),
     ({"test": "concurrent", "job_timeout_s": 1}, {}, "job_timeout_s: must be a whole number"),
     ({"test": "concurrent"}, {"modes": ["sendfile-off"]}, "sets options of the web and proxy"),
-    ({"test": "concurrent"}, {"modes": ["web-only"]}, "none of which is an OrangeFS tier"),
+    ({"test": "concurrent"}, {"modes": ["web-only"]},
+     "web-only applies to tier web, which a pfs experiment does not have"),
 ])
 def test_bad_pfs_experiments_are_refused_naming_the_key(tmp_path: Path, block: dict, top: dict,
                                                         message: str) -> None:
-    from tierbench import config
-
     modes_dir = tmp_path / "modes"
     modes_dir.mkdir()
     for name in ("offloads-on", "offloads-off", "sendfile-off"):
         shutil.copy(ROOT / "modes" / f"{name}.yml", modes_dir)
     (modes_dir / "web-only.yml").write_text("tiers: [web]\nnic: {features: {tso: off}}\n")
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        config.load_experiment(str(write_exp(tmp_path, block, **top)), modes_dir)
+    with pytest.raises(ConfigError) as err:
+        registry.load_experiment(str(write_exp(tmp_path, block, **top)), modes_dir)
+    assert message in str(err.value) and str(tmp_path / "exp.yml") in str(err.value)
 
 
 # --------------------------------------------------------------------------- client script
@@ -273,7 +278,7 @@ def test_aggregate_is_all_bytes_over_common_start_to_last_end() -> None:
 def test_phase_cpu_splits_clients_servers_and_host() -> None:
     before = {"c1": {"usage_s": 1.0}, "c2": {"usage_s": 0.0}, "io1": {"usage_s": 5.0}}
     after = {"c1": {"usage_s": 2.0}, "c2": {"usage_s": 0.5}, "io1": {"usage_s": 5.5}}
-    h0 = dict.fromkeys(pfs.PROC_STAT_FIELDS, 0)
+    h0 = dict.fromkeys(PROC_STAT_FIELDS, 0)
     h1 = {**h0, "user": 30, "system": 20, "softirq": 10, "idle": 40}
     cpu = pfs.phase_cpu(before, after, h0, h1, ["c1", "c2"], ["io1"], span_s=2.0,
                         nbytes=1024 * 1024)
@@ -282,35 +287,3 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
     assert cpu["client_cpu_us_per_kb"] == pytest.approx(1.5e6 / 1024)
     assert (cpu["host_usr_pct"], cpu["host_sys_pct"], cpu["host_softirq_pct"],
             cpu["host_idle_pct"]) == pytest.approx((30, 20, 10, 40))
-
-
-def fake_rows() -> list[dict]:
-    rows = []
-    for mode, mbs, cpu in (("offloads-on", 300.0, 2.0), ("offloads-off", 150.0, 4.0)):
-        for rep, jitter in ((1, 0.0), (2, 10.0), (3, -10.0)):
-            for clients in (1, 2):
-                rows.append({"point": f"p{len(rows) + 1:03d}", "test": "concurrent",
-                             "mode": mode, "repetition": rep, "io_servers": 2,
-                             "clients": clients, "streams": clients,
-                             "read_mb_per_s": mbs * clients + jitter,
-                             "write_mb_per_s": mbs + jitter, "read_client_cpu_pct": 50.0,
-                             "read_server_cpu_pct": 40.0, "write_client_cpu_pct": 30.0,
-                             "write_server_cpu_pct": 60.0, "read_client_cpu_us_per_kb": cpu,
-                             "write_server_cpu_us_per_kb": cpu, "integrity": "ok"})
-    rows.append({"point": "p099", "test": "concurrent", "mode": "offloads-on", "clients": 2,
-                 "integrity": "not checked", "error": "read: 1 of 2 streams failed: x"})
-    return rows
-
-
-def test_report_compares_modes_with_intervals_and_lists_problems() -> None:
-    manifest = {"run_id": "r1", "status": "complete",
-                "experiment": {"name": "pfs-concurrent", "modes": [{"name": "offloads-on"},
-                                                                   {"name": "offloads-off"}],
-                               "pfs": {"test": "concurrent", "io_servers": [2]}}}
-    page = pfs_report.render(fake_rows(), manifest)
-    assert "<h2>Reads</h2>" in page and "<h2>Writes</h2>" in page
-    # offloads-off against offloads-on: half the MB/s, twice the CPU per KB
-    assert "-50.0 %" in page and "-100.0 %" in page
-    assert "p099" in page and "1 of 2 streams failed" in page
-    assert "000 §6.2.1" in page  # the paper's numbers, labelled
-    assert page.count("<svg") >= 2

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from tierbench import sampler
+from tierbench.measure import sampler
 
 
 def test_cgroup_cpu_of_this_process_grows_with_work() -> None:

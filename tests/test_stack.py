@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import netif, stack
+from tierbench.interfaces import netif
+from tierbench.placement import compose as stack
 
 pytestmark = pytest.mark.stack
 
@@ -167,7 +168,7 @@ def test_server_option_modes_restart_the_web_tier(env: dict[str, str], two_modes
     assert stacks["offloads-on"]["web_sendfile"] is True
     for record in manifest["points"].values():
         assert float(record["summary"]["tps"]) > 0 and record["restored"]
-    web = stack.tier_containers()["web"]
+    web = stack.service_containers(("loadgen", "proxy", "web"))["web"]
     env_out = subprocess.run(["docker", "inspect", "-f", "{{json .Config.Env}}", web.id],
                              capture_output=True, text=True).stdout
     last = manifest["points"][max(manifest["points"])]["stack"]["web_sendfile"]
@@ -193,7 +194,7 @@ def test_wrk_engine_loads_the_web_tier_directly(env: dict[str, str], two_modes: 
 
 def current_settings() -> dict[str, dict]:
     out = {}
-    for tier, c in stack.tier_containers().items():
+    for tier, c in stack.service_containers(("loadgen", "proxy", "web")).items():
         for ep in netif.veth_endpoints(tier, c.pid):
             out[ep.label] = netif.settings_view(netif.snapshot(ep))
     return out
@@ -238,7 +239,7 @@ def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes:
 
 
 def locust_running() -> bool:
-    loadgen = stack.tier_containers()["loadgen"]
+    loadgen = stack.service_containers(("loadgen", "proxy", "web"))["loadgen"]
     return subprocess.run(["docker", "exec", loadgen.id, "pgrep", "-f", "bin/locust -f"],
                           capture_output=True).returncode == 0
 

@@ -24,9 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tierbench import loadgen
-from tierbench.sampler import CgroupCpu
-from tierbench.stack import Container, results_root
+from tierbench.config.files import results_root
+from tierbench.kinds import engines as loadgen
+from tierbench.measure.sampler import CgroupCpu
+from tierbench.placement.compose import Container
 
 BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""
 import os
@@ -121,12 +122,12 @@ def _locust_bare(gen: Container, cg: CgroupCpu, target: str, path: str, users: i
                  seconds: int, rdir: Path) -> tuple[int, float]:
     """One run of a bare FastHttpUser, same users, duration and target: requests, CPU-s."""
     (rdir / "bare.py").write_text(BARE_LOCUSTFILE)
-    argv = ["locust", "-f", loadgen._in_container(rdir / "bare.py"), "--headless",
+    argv = ["locust", "-f", loadgen.container_path(rdir / "bare.py"), "--headless",
             "--host", target, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
             "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
-            "--csv", loadgen._in_container(rdir / "locust")]
+            "--csv", loadgen.container_path(rdir / "locust")]
     c0 = cg.read()["usage_s"]
-    code = loadgen._exec(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
+    code = loadgen.exec_engine(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
                          "bare Locust")
     if code != 0:
         raise loadgen.LoadgenError(f"bare Locust exited with code {code}")

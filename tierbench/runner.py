@@ -1,78 +1,90 @@
-"""Runs an experiment: bring the stack up, then for every point apply the mode, verify it,
-sample while the load runs, restore the interfaces and write the point's results."""
+"""One runner for every workload kind: plan, order, repetitions, the per-point sequence, the
+summary, the manifest, and resume.
+
+For every point: bring up what the point needs (the kind's deployment, re-used while its
+placement key is the same), apply the mode to its endpoints (all or nothing, verified, the
+pre-change state on disk first), sample every counter at 1 Hz while the kind measures, restore
+the interfaces whatever happens, and write the point's files, its summary row and the manifest.
+The kinds know nothing of modes, sampling or results layout; see tierbench/kinds/contract.py.
+
+Results: results/<experiment>/<run-id>/ with experiment.yml (resolved), plan.json (the points in
+run order), manifest.json (provenance, per point the interfaces before/during/after, the report
+section), summary.csv, and points/<id>/ (samples.jsonl, per_second.csv, the tool's raw output,
+point.json). `tierbench run EXP --resume RUN_DIR` continues an interrupted run: points already
+measured are kept, the others run, and the summary covers them all.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
 import signal
-import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
-from analysis import report
-from tierbench import knobs, loadgen, metrics, modes, netif, provenance, stack
-from tierbench.config import Experiment, Point
-from tierbench.modes import Mode
-from tierbench.sampler import CgroupCpu, CgroupGroup, Sampler
-from workloads import traces
-
-POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
-GENERATOR = "loadgen"
+from tierbench.config.errors import ConfigError
+from tierbench.config.files import read_text, results_root
+from tierbench.interfaces import netif
+from tierbench.kinds import registry
+from tierbench.kinds.contract import (
+    Deployment,
+    Experiment,
+    Kind,
+    Point,
+    PointContext,
+    PointResult,
+    RunEnds,
+    log,
+)
+from tierbench.modes import apply
+from tierbench.modes.model import Mode, host_endpoints
+from tierbench.placement import compose, provenance
 
 
 class RunInterrupted(Exception):
     """SIGINT or SIGTERM arrived during a run."""
 
 
+def points_of(exp: Experiment) -> list[Point]:
+    """The experiment's points in run order."""
+    return registry.kind(exp.kind).points(exp, exp.seed)
+
+
 def estimate_s(exp: Experiment) -> float:
-    """Estimated wall time of the measured points (stack bring-up not included)."""
-    per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
-    return per_point * len(exp.points())
+    """Estimated wall time of the measured points (bring-up not included)."""
+    return registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
 
 
 def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
-    per_point = exp.settle_s + exp.warmup_s + exp.measure_s + POINT_OVERHEAD_S
-    lines = [f"experiment {exp.name} ({exp.source}): {len(exp.points())} points, "
-             f"order shuffled with seed {exp.seed}; engine {exp.engine}, target {exp.target}"
-             + (f"; Locust master + {exp.workers} worker container(s) x {exp.processes} "
-                f"process(es), {exp.remote_workers} remote" if exp.workers or exp.remote_workers
-                else ""),
-             f"per point: settle {exp.settle_s:g} s + warm-up {exp.warmup_s:g} s + measured "
-             f"{exp.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
-             "(mode switch, snapshots, load generator start/stop)",
-             "NIC modes switch without restarting containers; server options restart the "
-             "services whose settings change (points are grouped to restart as rarely as possible)"]
-    current = None
-    for p in exp.points():
-        settings = exp.stack_for(exp.mode(p.mode), p.docroot)
-        if settings != current:
-            lines.append(f"  -- stack: {_settings_text(settings)}"
-                         + (" (restart)" if current is not None else ""))
-            current = settings
-        lines.append(f"  {p.id}  trace={p.trace['name']:<14} mode={p.mode:<16} "
-                     f"rep={p.repetition}  users={p.users}  ~{per_point:.0f} s")
-    total = estimate_s(exp)
-    lines.append(f"estimated duration: {total / 60:.1f} min plus stack bring-up "
-                 "(seconds when images are built)")
+    kind = registry.kind(exp.kind)
+    points = kind.points(exp, exp.seed)
+    lines = kind.plan_header(exp, points)
+    current: Any = _NOTHING
+    for p in points:
+        key = kind.placement(exp, p)
+        if key != current:
+            lines.append(kind.placement_line(exp, p, current is _NOTHING))
+            current = key
+        lines.append(kind.point_line(exp, p))
+    total = kind.point_seconds(exp) * len(points)
+    lines.append(f"estimated duration: {total / 60:.1f} min plus {kind.bring_up}")
     return lines
 
 
-def _settings_text(settings: dict) -> str:
-    return " ".join(f"{k}={'on' if v is True else 'off' if v is False else v}"
-                    for k, v in settings.items())
+_NOTHING = object()
 
 
 def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     """A fresh results/<experiment>/<run-id>/ (never an existing one)."""
-    base = stack.results_root() / exp.name
+    base = results_root() / exp.name
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_id, n = stamp, 1
     while (base / run_id).exists():
@@ -81,30 +93,6 @@ def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     path = base / run_id
     path.mkdir(parents=True)
     return run_id, path
-
-
-def trace_files(exp: Experiment, run_dir: Path) -> tuple[dict[str, Path], list[dict]]:
-    """Write every trace of the experiment; returns their paths and the file sets they need."""
-    folder = run_dir / "traces"
-    folder.mkdir()
-    paths, sets = {}, []
-    for spec in exp.traces:
-        for fs in traces.filesets_of(spec):
-            if fs not in sets:
-                sets.append(fs)
-        path = folder / f"{spec['name']}.txt"
-        header = (f"trace {spec['name']} of experiment {exp.name}\n"
-                  f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-        traces.write(path, traces.build(spec, exp.seed), header, traces.subset_size(spec))
-        paths[spec["name"]] = path
-    return paths, sets
-
-
-def hot_sets(exp: Experiment) -> list[dict]:
-    """File sets of the experiment's hot site (stack.hot_site): the parts of its mix traces."""
-    site = exp.stack.get("hot_site")
-    return [traces.fileset_of(part) for t in exp.traces if t["kind"] == "mix"
-            for part in t["parts"] if part["site"] == site]
 
 
 @contextmanager
@@ -124,304 +112,11 @@ def signals_raise() -> Iterator[None]:
             signal.signal(s, h)
 
 
-@dataclass
-class Tier:
-    """What the runner knows of one tier during a run."""
-
-    container: stack.Container
-    cgroup: CgroupCpu | CgroupGroup
-    endpoints: list[netif.Endpoint]
-    workers: tuple[stack.Container, ...] = ()  # loadgen: its Locust worker containers
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def write_json(path: Path, data: object) -> None:
+    """Write JSON atomically (a temporary file renamed over the target)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     tmp.replace(path)
-
-
-@contextmanager
-def mode_applied(mode: Mode, eps: list[netif.Endpoint], watched: list[netif.Endpoint],
-                 state_file: netif.StateFile, record: dict, settle_s: float,
-                 save: Callable[[], None]) -> Iterator[None]:
-    """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
-    whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
-    settings before, during and after; the pre-change state is on disk (``state_file``) before
-    the first change, so `tierbench clean` can restore after a crash."""
-    watched = watched + [ep for ep in eps if ep not in watched]
-
-    def interfaces() -> dict:
-        # An endpoint whose container stopped (a failure test, a crash) is recorded as gone.
-        views = {}
-        for ep in watched:
-            try:
-                views[ep.label] = netif.settings_view(netif.snapshot(ep))
-            except netif.NetifError as exc:
-                views[ep.label] = {"gone": str(exc)}
-        return views
-
-    def present(views: dict) -> dict:
-        return {k: v for k, v in views.items() if "gone" not in v}
-
-    record["endpoints"] = [ep.label for ep in eps]
-    record["interfaces_before"] = interfaces()
-    state = knobs.snapshot_mode(mode, eps)
-    record["mode_state_before"] = knobs.state_view(state)
-    state_file.save(state)
-    save()
-    problems: list[str] = []
-    try:
-        knobs.apply_mode(mode, eps, state)
-        time.sleep(settle_s)
-        record["interfaces_during"] = interfaces()
-        record["mode_state_during"] = knobs.state_view(knobs.snapshot_mode(mode, eps))
-        mismatches = knobs.verify_mode(mode, eps, state)
-        record["mode_verified"] = not mismatches
-        if mismatches:
-            raise netif.NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
-        yield
-    finally:
-        problems = [p for p in knobs.restore_state(state)
-                    if "gone, nothing to restore" not in p]
-        record["interfaces_after"] = interfaces()
-        live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
-        record["mode_state_after"] = knobs.state_view(knobs.snapshot_mode(mode, live))
-        after = present(record["interfaces_after"])
-        record["restored"] = not problems and (
-            after == {k: v for k, v in record["interfaces_before"].items() if k in after}
-            and _endpoints_subset(record["mode_state_after"], record["mode_state_before"]))
-        if problems:
-            record["restore_problems"] = problems
-        else:
-            state_file.clear()
-    if problems:
-        raise netif.NetifError("interfaces could not be restored after "
-                               f"{record.get('point', 'the point')}: {'; '.join(problems)}; "
-                               "run `tierbench clean`")
-
-
-def _endpoints_subset(after: dict, before: dict) -> bool:
-    """The mode's state after equals the state before wherever it could still be read (an
-    endpoint or netns whose container stopped has nothing left to compare)."""
-    return all({k: before.get(part, {}).get(k) for k in after.get(part, {})} == after.get(part, {})
-               for part in ("endpoints", "sysctls"))
-
-
-def generator_tier(master: Tier, workers: list[stack.Container], expected: int) -> Tier:
-    """The generator as one tier: the loadgen container (Locust master) and its worker
-    containers, CPU summed over their cgroups, interfaces of all of them (the clients' ends)."""
-    if len(workers) != expected:
-        raise stack.StackError(f"load.workers is {expected} but {len(workers)} worker "
-                               f"container(s) are running: see `docker compose logs "
-                               f"{stack.WORKER_SERVICE}`")
-    parts = {GENERATOR: master.cgroup}
-    endpoints = list(master.endpoints)
-    for n, w in enumerate(workers, 1):
-        name = f"{stack.WORKER_SERVICE}-{n}"
-        parts[name] = CgroupCpu(w.pid)
-        endpoints += netif.veth_endpoints(name, w.pid)
-    return Tier(master.container, CgroupGroup(parts), endpoints, tuple(workers))
-
-
-def finish(run: Any, status: str) -> None:
-    """The end of any run (a DC Run or a PfsRun): status and end time in the manifest, saved,
-    and the report written when a point was measured."""
-    run.manifest["status"] = status
-    run.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run._save()
-    if run.rows:
-        report.write_report(run.dir)
-
-
-class Run:
-    """One execution of an experiment, writing results/<experiment>/<run-id>/."""
-
-    def __init__(self, exp: Experiment) -> None:
-        self.exp = exp
-        self.run_id, self.dir = new_run_dir(exp)
-        self.rows: list[dict] = []
-        self.manifest: dict = {}
-        self.state = netif.StateFile()
-        self.sets: list[dict] = []
-        self.hot_sets: list[dict] = []
-        self.settings: dict = {}
-
-    def execute(self) -> Path:
-        """Run every point; returns the run directory. Interfaces are restored on any exit."""
-        exp = self.exp
-        (self.dir / "experiment.yml").write_text(yaml.safe_dump(exp.resolved(), sort_keys=False))
-        trace_paths, sets = trace_files(exp, self.dir)
-        _log(f"tierbench: run {self.run_id} of {exp.name}: {len(exp.points())} points, "
-             f"about {estimate_s(exp) / 60:.1f} min; results in {self.dir}")
-        _log("tierbench: bringing the stack up (file sets, healthchecks)")
-        self.sets = sets
-        for docroot in exp.docroots:  # every image the run will need, before the first point
-            stack.check_images(exp.stack["proxy"], stack.docroot_parts(docroot)[0])
-        first = exp.points()[0]
-        self.settings = exp.stack_for(exp.mode(first.mode), first.docroot)
-        self.hot_sets = hot_sets(exp)
-        stack.up(self.settings, sets, exp.target, exp.workers, exp.remote_workers, self.hot_sets)
-        tiers = self._discover()
-        self._check_modes(tiers)
-        self.manifest = {
-            "run_id": self.run_id,
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "finished": None,
-            "status": "running",
-            "experiment": exp.resolved(),
-            **provenance.collect({t: tiers[t].container for t in tiers}),
-            "filesets": sets,
-            "points": {},
-        }
-        self._save()
-        status = "complete"
-        try:
-            with signals_raise():
-                for n, point in enumerate(exp.points(), 1):
-                    t0 = time.monotonic()
-                    tiers = self._restart_if_needed(point, tiers)
-                    self._point(point, tiers, trace_paths[point.trace["name"]])
-                    left = (len(exp.points()) - n) * (time.monotonic() - t0)
-                    row = self.rows[-1]
-                    _log(f"[{n}/{len(exp.points())}] {point.id} {point.trace['name']} "
-                         f"{point.mode} rep {point.repetition}: " + _brief(row)
-                         + (f"; about {left / 60:.1f} min left" if left else ""))
-            bound = [r for r in self.rows if r.get("client_bound")]
-            if bound:
-                _log(f"tierbench: {len(bound)} of {len(self.rows)} points were client-bound: "
-                     f"{bound[-1].get('client_bound_advice', '')}")
-        except RunInterrupted as exc:
-            status = f"interrupted by {exc}"
-            raise
-        except netif.NetifError:
-            status = "failed: a mode could not be applied"
-            raise
-        finally:
-            finish(self, status)
-        return self.dir
-
-    def _restart_if_needed(self, point: Point, tiers: dict[str, Tier]) -> dict[str, Tier]:
-        """Re-up the stack when this point's server options differ from the running ones."""
-        settings = self.exp.stack_for(self.exp.mode(point.mode), point.docroot)
-        if settings == self.settings:
-            return tiers
-        _log(f"tierbench: restarting services for {point.mode}: {_settings_text(settings)}")
-        if settings["docroot"] != self.settings["docroot"]:
-            stack.down()  # a volume's driver cannot change in place: the docroot starts anew
-        stack.up(settings, self.sets, self.exp.target, self.exp.workers, self.exp.remote_workers,
-                 self.hot_sets)
-        self.settings = settings
-        tiers = self._discover()
-        self._check_modes(tiers)
-        return tiers
-
-    def _discover(self) -> dict[str, Tier]:
-        found = {}
-        for name, c in stack.tier_containers().items():
-            found[name] = Tier(c, CgroupCpu(c.pid), netif.veth_endpoints(name, c.pid))
-        if self.exp.workers:
-            found[GENERATOR] = generator_tier(found[GENERATOR], stack.worker_containers(),
-                                              self.exp.workers)
-        return found
-
-    def _mode_endpoints(self, mode: Mode, tiers: dict[str, Tier]) -> list[netif.Endpoint]:
-        """Where a mode applies: its host interfaces, or both ends of its tiers' veths."""
-        if mode.host_interfaces:
-            return modes.mode_endpoints(mode)
-        return [ep for t in mode.tiers for ep in tiers[t].endpoints]
-
-    def _check_modes(self, tiers: dict[str, Tier]) -> None:
-        """Capability check of every mode before the first point: refuse the run, change nothing."""
-        problems = [p for m in self.exp.modes
-                    for p in knobs.check_mode(m, self._mode_endpoints(m, tiers))]
-        if problems:
-            raise netif.NetifError("; ".join(problems))
-
-    def _point(self, point: Point, tiers: dict[str, Tier], trace: Path) -> None:
-        exp, mode = self.exp, self.exp.mode(point.mode)
-        pdir = self.dir / "points" / point.id
-        pdir.mkdir(parents=True)
-        eps = self._mode_endpoints(mode, tiers)
-        watched = [ep for t in tiers.values() for ep in t.endpoints]
-        record: dict = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-                        "repetition": point.repetition, "stack": self.settings}
-        self.manifest["points"][point.id] = record
-        row = {"point": point.id, "trace": point.trace["name"], "mode": point.mode,
-               "repetition": point.repetition, "engine": exp.engine, "users": point.users,
-               "docroot": point.docroot}
-        try:
-            with mode_applied(mode, eps, watched, self.state, record, exp.settle_s, self._save):
-                try:
-                    row.update(self._measure(point, pdir, tiers, trace, record))
-                except (loadgen.LoadgenError, metrics.MetricsError) as exc:
-                    row["error"] = str(exc)
-                    _log(f"tierbench: {point.id} failed: {exc}")
-        finally:
-            record["summary"] = row
-            self.rows.append(row)
-            write_json(pdir / "point.json", record)
-            self._save()
-
-    def _measure(self, point: Point, pdir: Path, tiers: dict[str, Tier], trace: Path,
-                 record: dict) -> dict:
-        exp = self.exp
-        gen = tiers[GENERATOR]
-        ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
-                  if ep.netns_pid is None}
-        # Bytes delivered to the client: what the host ends of the loadgen's veths transmit.
-        client_ifaces = [ep.label for ep in gen.endpoints if ep.netns_pid is None]
-        spec = loadgen.LoadSpec(engine=exp.engine, users=point.users, warmup_s=exp.warmup_s,
-                                measure_s=exp.measure_s, processes=exp.processes,
-                                think=exp.think, rate=exp.rate, target=exp.target,
-                                allow_foreign_target=exp.allow_foreign_target,
-                                workers=exp.workers, remote_workers=exp.remote_workers,
-                                worker_wait_s=exp.worker_wait_s)
-        sampler = Sampler(pdir / "samples.jsonl", {t: v.cgroup for t, v in tiers.items()}, ifaces)
-        sampler.start()
-        try:
-            result = loadgen.run(spec, gen.container, pdir, trace, list(gen.workers))
-        finally:
-            samples = sampler.stop()
-        if sampler.error:
-            raise metrics.MetricsError(sampler.error)
-        start, end = result.window
-        # Wall-clock bounds: samples and requests before measure_start are warm-up.
-        record["window"] = {"load_started": result.started, "measure_start": start,
-                            "measure_end": end}
-        row = loadgen.summary_row(samples, result, generator=GENERATOR,
-                                  bytes_label=client_ifaces)
-        # The samples that bracket the numbers above: analysis recomputes from exactly these.
-        first, last = metrics.window(samples, start, end)
-        record["window"].update({"start": first["t"], "end": last["t"]})
-        sites = traces.sites(point.trace)
-        if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
-            row.update(metrics.site_figures(pdir / "requests.csv", sites, first["t"], last["t"]))
-        rows = loadgen.per_second_rows(samples, result)
-        with (pdir / "per_second.csv").open("w", newline="") as fh:
-            if rows:
-                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
-        return row
-
-    def _save(self) -> None:
-        write_json(self.dir / "manifest.json", self.manifest)
-        write_summary(self.dir / "summary.csv", self.rows)
-
-
-def write_summary(path: Path, rows: list[dict]) -> None:
-    """summary.csv: one row per point, columns as in metrics.SUMMARY_COLUMNS (+ error)."""
-    extra = sorted({k for r in rows for k in r} - set(metrics.SUMMARY_COLUMNS) - {"error"})
-    columns = metrics.SUMMARY_COLUMNS + extra + ["error"]
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: csv_cell(row.get(k)) for k in columns})
 
 
 def csv_cell(value: object) -> object:
@@ -433,24 +128,240 @@ def csv_cell(value: object) -> object:
     return "" if value is None else value
 
 
-def _brief(row: dict) -> str:
-    if "error" in row:
-        return f"FAILED ({row['error']})"
-    flag = " CLIENT-BOUND" if row.get("client_bound") else ""
-    return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
-            f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator {row['generator_cpu_pct']:.0f} %{flag}")
+def write_summary(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """summary.csv: one row per point; the kind's columns, any others sorted, then error."""
+    extra = sorted({k for r in rows for k in r} - set(columns) - {"error"})
+    names = columns + extra + ["error"]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=names, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: csv_cell(row.get(k)) for k in names})
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """A CSV of uniform rows (per_second.csv); an empty file when there are none."""
+    with path.open("w", newline="") as fh:
+        if rows:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
+    """Where a mode applies: its host interfaces, or the deployment tiers it covers."""
+    if mode.host_interfaces:
+        return host_endpoints(mode)
+    eps = deployment.endpoints(mode)
+    if not eps:
+        scope = ", ".join(mode.tiers or mode.roles)
+        raise netif.NetifError(f"mode {mode.name} covers {scope}, which this deployment does not "
+                               f"have (tiers: {', '.join(deployment.tiers)})")
+    return eps
+
+
+def check_modes(exp: Experiment, deployment: Deployment) -> None:
+    """Capability check of every mode before the first point: refuse the run, change nothing."""
+    problems = [p for m in exp.modes
+                for p in apply.check_mode(m, mode_endpoints(m, deployment))]
+    if problems:
+        raise netif.NetifError("; ".join(problems))
+
+
+class Run:
+    """One execution of an experiment, writing results/<experiment>/<run-id>/."""
+
+    def __init__(self, exp: Experiment, resume: Path | None = None) -> None:
+        self.exp = exp
+        self.kind: Kind = registry.kind(exp.kind)
+        self.points = self.kind.points(exp, exp.seed)
+        self.resume = resume
+        self.dir: Path | None = None
+        self.run_id = ""
+        self.rows: list[dict] = []
+        self.manifest: dict = {}
+        self.done: dict[str, dict] = {}  # point id -> its point.json (resume)
+        self.state = netif.StateFile()
+
+    # -- the run
+    def execute(self) -> Path:
+        """Run every point (those not measured yet, on resume); returns the run directory.
+        Interfaces are restored on any exit."""
+        exp, kind = self.exp, self.kind
+        kind.preflight(exp, self.points)
+        if self.resume is not None:
+            self._open_for_resume(self.resume)
+        else:
+            self.run_id, self.dir = new_run_dir(exp)
+            (self.dir / "experiment.yml").write_text(
+                yaml.safe_dump(kind.resolved(exp), sort_keys=False))
+            write_json(self.dir / "plan.json", self._plan_json())
+        assert self.dir is not None
+        prepared = kind.prepare(exp, self.dir)
+        todo = [p for p in self.points if p.id not in self.done]
+        per_point = kind.point_seconds(exp)
+        log(f"tierbench: run {self.run_id} of {exp.name}: {len(todo)} points"
+            + (f" ({len(self.done)} measured before)" if self.done else "")
+            + f", about {per_point * len(todo) / 60:.1f} min; results in {self.dir}")
+        if not todo:
+            self._finish("complete")
+            return self.dir
+        deployment = kind.deploy(exp, kind.placement(exp, todo[0]), prepared, None)
+        check_modes(exp, deployment)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if self.done:
+            self.manifest.setdefault("resumed", []).append(started)
+        else:
+            self.manifest = {
+                "run_id": self.run_id, "started": started, "finished": None,
+                "status": "running", "kind": exp.kind, "experiment": kind.resolved(exp),
+                **provenance.collect(deployment.containers),
+                **kind.provenance(exp, deployment),
+                "report": kind.report(kind.resolved(exp)),
+                "points": {},
+            }
+        self.manifest["status"] = "running"
+        self._save()
+        status = "complete"
+        try:
+            with signals_raise():
+                for n, point in enumerate(todo, 1):
+                    t0 = time.monotonic()
+                    key = kind.placement(exp, point)
+                    if key != deployment.key:
+                        deployment = kind.deploy(exp, key, prepared, deployment)
+                        check_modes(exp, deployment)
+                    row = self._point(point, deployment, prepared)
+                    left = (len(todo) - n) * (time.monotonic() - t0)
+                    log(f"[{n}/{len(todo)}] {kind.point_title(exp, point)}: {kind.brief(row)}"
+                        + (f"; about {left / 60:.1f} min left" if left else ""))
+                    kind.after_point(exp, point, row, deployment)
+            note = kind.end_note(self.rows)
+            if note:
+                log(note)
+        except RunInterrupted as exc:
+            status = f"interrupted by {exc}"
+            raise
+        except netif.NetifError:
+            status = "failed: a mode could not be applied"
+            raise
+        except RunEnds as exc:
+            status = f"failed: {exc}"
+            raise RunEnds(f"{exc}; results so far are in {self.dir}") from None
+        finally:
+            self._finish(status)
+        return self.dir
+
+    def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
+        exp, kind = self.exp, self.kind
+        assert self.dir is not None
+        mode = exp.mode(point.mode)
+        pdir = self.dir / "points" / point.id
+        if pdir.exists():  # a point a resumed run had started but not finished
+            shutil.rmtree(pdir)
+        pdir.mkdir(parents=True)
+        eps = mode_endpoints(mode, deployment)
+        record: dict = {"point": point.id, "mode": point.mode, "repetition": point.repetition}
+        self.manifest["points"][point.id] = record
+        row = dict(kind.identity(exp, point))
+        try:
+            with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
+                                    exp.settle_s, self._save):
+                sampler = deployment.sampler(pdir / "samples.jsonl")
+                sampler.start()
+                try:
+                    result: PointResult = kind.run_point(PointContext(
+                        exp, point, deployment, pdir, record, sampler, prepared, log))
+                finally:
+                    sampler.stop()
+                row.update(result.values)
+                if result.error:
+                    row["error"] = result.error
+                if result.per_second is not None:
+                    write_rows(pdir / "per_second.csv", result.per_second)
+                record["complete"] = True
+        finally:
+            record["summary"] = row
+            self.rows.append(row)
+            write_json(pdir / "point.json", record)
+            self._save()
+        return row
+
+    # -- files
+    def _plan_json(self) -> dict[str, Any]:
+        return {"experiment": self.exp.name, "seed": self.exp.seed,
+                "points": [{"point": p.id, "mode": p.mode, "repetition": p.repetition,
+                            "factors": p.factors} for p in self.points]}
+
+    def _open_for_resume(self, run_dir: Path) -> None:
+        """Reopen an interrupted run of the same experiment: its finished points are kept."""
+        exp, kind = self.exp, self.kind
+        where = f"--resume {run_dir}"
+        recorded_path = run_dir / "experiment.yml"
+        if not recorded_path.is_file():
+            raise ConfigError(f"{where}: no experiment.yml there; give a results/<experiment>/"
+                              "<run-id> folder of an earlier run")
+        recorded = yaml.safe_load(read_text(recorded_path, "experiment file"))
+        now = json.loads(json.dumps(kind.resolved(exp), default=str))
+        if _without_source(recorded) != _without_source(now):
+            key = next((k for k in sorted(set(recorded) | set(now))
+                        if k != "source" and recorded.get(k) != now.get(k)), "?")
+            raise ConfigError(f"{where}: the run was of a different experiment (its {key} "
+                              f"differs from {exp.source}); resume needs the same experiment")
+        plan_path = run_dir / "plan.json"
+        if plan_path.is_file():
+            plan = json.loads(read_text(plan_path, "plan"))
+            if plan.get("points") != json.loads(json.dumps(self._plan_json()["points"],
+                                                           default=str)):
+                raise ConfigError(f"{where}: the points of {exp.source} differ from the run's "
+                                  "plan.json; resume needs the same plan")
+        else:
+            write_json(plan_path, self._plan_json())
+        manifest_path = run_dir / "manifest.json"
+        self.manifest = json.loads(read_text(manifest_path, "manifest")) \
+            if manifest_path.is_file() else {}
+        self.run_id, self.dir = run_dir.name, run_dir
+        kept: dict[str, dict] = {}
+        for p in self.points:
+            path = run_dir / "points" / p.id / "point.json"
+            if path.is_file():
+                record = json.loads(read_text(path, "point record"))
+                if record.get("complete"):
+                    kept[p.id] = record
+        self.done = kept
+        points = self.manifest.setdefault("points", {})
+        for pid in list(points):
+            if pid not in kept:
+                del points[pid]
+        self.rows = [kept[p.id]["summary"] for p in self.points if p.id in kept]
+
+    def _finish(self, status: str) -> None:
+        self.manifest["status"] = status
+        self.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._save()
+
+    def _save(self) -> None:
+        assert self.dir is not None
+        write_json(self.dir / "manifest.json", self.manifest)
+        order = {p.id: i for i, p in enumerate(self.points)}
+        rows = sorted(self.rows, key=lambda r: order.get(r.get("point"), len(order)))
+        write_summary(self.dir / "summary.csv", rows,
+                      [c.name for c in self.kind.columns(self.exp)])
+
+
+def _without_source(resolved: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in resolved.items() if k != "source"}
 
 
 def clean(keep_stack: bool = False) -> list[str]:
     """Restore interfaces a crashed run left changed, then remove the stack; returns notes."""
     notes = []
-    running = stack.containers()
-    if GENERATOR in running:
-        loadgen.stop(running[GENERATOR])
+    for kind in registry.kinds().values():
+        notes += kind.clean()
     state = netif.StateFile()
     saved = state.load()
     if saved:
-        problems = knobs.restore_state(saved)
+        problems = apply.restore_state(saved)
         real = [p for p in problems if "gone, nothing to restore" not in p]
         notes += [f"restore: {p}" for p in problems]
         if real:
@@ -463,7 +374,6 @@ def clean(keep_stack: bool = False) -> list[str]:
     if keep_stack:
         notes.append("left the stack running (--keep-stack)")
     else:
-        stack.down()
+        compose.down()
         notes.append("removed the stack's containers, networks and volumes")
     return notes
-

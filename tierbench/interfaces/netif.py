@@ -6,8 +6,8 @@ command-line tools; endpoints in another namespace are reached with ``nsenter -t
 sysfs is never read, because inside ``nsenter -n`` it still shows the host's interfaces.
 
 The decision logic (capability check, verification, restore plan) is written as pure
-functions over snapshot dicts (``_check_problems``, ``_mismatches``, ``_restore_plan``,
-``_restore_differences``) so it can be tested against captured ``ethtool -k`` output.
+functions over snapshot dicts (``feature_problems``, ``feature_mismatches``, ``restore_plan``,
+``restore_differences``) so it can be tested against captured ``ethtool -k`` output.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import state_dir
+
 __all__ = [
     "FEATURE_ALIASES",
     "Endpoint",
@@ -27,13 +30,26 @@ __all__ = [
     "StateFile",
     "apply",
     "check",
+    "driver",
+    "feature_mismatches",
+    "feature_problems",
+    "netns_inode",
+    "onoff",
     "parse_features",
+    "read_features",
     "restore",
+    "restore_differences",
+    "restore_endpoint",
+    "restore_plan",
     "run_in",
+    "run_ns",
+    "set_features",
+    "set_mtu",
     "settings_view",
     "snapshot",
     "verify",
     "veth_endpoints",
+    "wanted_feature_args",
 ]
 
 COMMAND_TIMEOUT_S = 30.0
@@ -72,7 +88,7 @@ _FEATURE_LINE = re.compile(
 )
 
 
-class NetifError(Exception):
+class NetifError(TierbenchError):
     """A network-interface operation failed; the message is one sentence for the user."""
 
 
@@ -162,7 +178,7 @@ def _state(feat: dict) -> str:
     return text
 
 
-def _onoff(value: bool) -> str:
+def onoff(value: bool) -> str:
     return "on" if value else "off"
 
 
@@ -173,7 +189,7 @@ def _who(snap: dict) -> str:
 # --------------------------------------------------------------------------- pure logic
 
 
-def _check_problems(snap: dict, want: NicSettings) -> list[str]:
+def feature_problems(snap: dict, want: NicSettings) -> list[str]:
     """Return why ``want`` cannot be applied to the endpoint of ``snap`` ([] = possible)."""
     problems: list[str] = []
     features = snap.get("features", {})
@@ -186,7 +202,7 @@ def _check_problems(snap: dict, want: NicSettings) -> list[str]:
             continue
         if feat.get("fixed") and bool(feat["on"]) != bool(value):
             problems.append(
-                f"{_who(snap)} cannot turn {long} {_onoff(value)}: it is fixed {_onoff(feat['on'])}"
+                f"{_who(snap)} cannot turn {long} {onoff(value)}: it is fixed {onoff(feat['on'])}"
             )
     if want.mtu is not None:
         lo, hi = snap.get("min_mtu"), snap.get("max_mtu")
@@ -199,7 +215,7 @@ def _check_problems(snap: dict, want: NicSettings) -> list[str]:
     return problems
 
 
-def _mismatches(snap: dict, want: NicSettings) -> list[str]:
+def feature_mismatches(snap: dict, want: NicSettings) -> list[str]:
     """Compare a (fresh) snapshot against ``want``; return human-readable mismatches.
 
     A requested "off" needs the feature off and every non-fixed child off (a parent shown
@@ -214,7 +230,7 @@ def _mismatches(snap: dict, want: NicSettings) -> list[str]:
         long = _canonical(name)
         feat = features.get(long)
         if feat is None:
-            out.append(f"{who}: feature {long} is missing, wanted {_onoff(value)}")
+            out.append(f"{who}: feature {long} is missing, wanted {onoff(value)}")
             continue
         kids = _children(features, long)
         if not value:
@@ -236,7 +252,7 @@ def _mismatches(snap: dict, want: NicSettings) -> list[str]:
     return out
 
 
-def _restore_differences(saved: dict, current: dict) -> list[str]:
+def restore_differences(saved: dict, current: dict) -> list[str]:
     """Non-fixed features and MTU where ``current`` differs from ``saved`` (pure)."""
     diffs: list[str] = []
     who = _who(saved)
@@ -254,7 +270,7 @@ def _restore_differences(saved: dict, current: dict) -> list[str]:
     return diffs
 
 
-def _restore_plan(saved: dict, current: dict) -> list[tuple[str, bool]]:
+def restore_plan(saved: dict, current: dict) -> list[tuple[str, bool]]:
     """ethtool -K arguments (long kernel-level names) that bring ``current`` back to ``saved``.
 
     Only leaf features are sent (aggregates like tx-checksumming follow their children).
@@ -294,7 +310,7 @@ def _order_args(args: list[tuple[str, bool]], features: dict[str, dict]) -> list
     return ons + offs
 
 
-def _wanted_args(snap: dict, want: NicSettings) -> list[tuple[str, bool]]:
+def wanted_feature_args(snap: dict, want: NicSettings) -> list[tuple[str, bool]]:
     args = [(_canonical(n), bool(v)) for n, v in want.features.items()]
     return _order_args(args, snap.get("features", {}))
 
@@ -308,7 +324,7 @@ def _ns_prefix(pid: int | None) -> list[str]:
     return ["nsenter", "-t", str(pid), "-n"]
 
 
-def _run(pid: int | None, argv: list[str], who: str) -> str:
+def run_ns(pid: int | None, argv: list[str], who: str) -> str:
     cmd = _ns_prefix(pid) + list(argv)
     shown = " ".join(argv)
     try:
@@ -333,13 +349,13 @@ def _run(pid: int | None, argv: list[str], who: str) -> str:
 
 def run_in(ep: Endpoint, argv: list[str]) -> str:
     """Run ``argv`` in the endpoint's netns and return stdout; raise NetifError on failure."""
-    return _run(ep.netns_pid, argv, ep.label)
+    return run_ns(ep.netns_pid, argv, ep.label)
 
 
 def _links(pid: int | None, who: str, ifname: str | None = None) -> list[dict]:
     """``ip -d -j link show [dev IF]`` in the netns of ``pid`` (None = host), parsed."""
     argv = ["ip", "-d", "-j", "link", "show"] + (["dev", ifname] if ifname else [])
-    out = _run(pid, argv, who)
+    out = run_ns(pid, argv, who)
     try:
         data = json.loads(out or "[]")
     except json.JSONDecodeError:
@@ -361,10 +377,10 @@ def veth_endpoints(tier: str, pid: int) -> list[Endpoint]:
     container with host networking) is refused, so host NICs are never touched by mistake.
     """
     who = f"{tier} (netns of pid {pid})"
-    ino = _netns_inode(pid)
+    ino = netns_inode(pid)
     if ino is None:
         raise NetifError(f"{who}: process {pid} does not exist, so its interfaces are unknown")
-    if ino == _netns_inode(None):
+    if ino == netns_inode(None):
         raise NetifError(
             f"{who}: process {pid} uses the host network namespace, so it has no own interfaces"
         )
@@ -391,7 +407,7 @@ def veth_endpoints(tier: str, pid: int) -> list[Endpoint]:
     return result
 
 
-def _netns_inode(pid: int | None) -> int | None:
+def netns_inode(pid: int | None) -> int | None:
     path = f"/proc/{pid}/ns/net" if pid is not None else "/proc/self/ns/net"
     try:
         return os.stat(path).st_ino
@@ -414,7 +430,7 @@ def _read_state(ep: Endpoint) -> dict:
     }
 
 
-def _driver(ep: Endpoint) -> str:
+def driver(ep: Endpoint) -> str:
     try:
         out = run_in(ep, ["ethtool", "-i", ep.ifname])
     except NetifError:
@@ -441,8 +457,8 @@ def snapshot(ep: Endpoint) -> dict:
         "tier": ep.tier,
         "ifname": ep.ifname,
         "netns_pid": ep.netns_pid,
-        "netns_ino": _netns_inode(ep.netns_pid),
-        "driver": _driver(ep),
+        "netns_ino": netns_inode(ep.netns_pid),
+        "driver": driver(ep),
         "features": state["features"],
         "mtu": state["mtu"],
         "min_mtu": state["min_mtu"],
@@ -463,25 +479,25 @@ def check(eps: list[Endpoint], want: NicSettings, snaps: dict[str, dict]) -> Non
     """Raise NetifError if ``want`` is impossible on any endpoint; changes nothing."""
     problems: list[str] = []
     for ep in eps:
-        problems += _check_problems(_snap_for(ep, snaps), want)
+        problems += feature_problems(_snap_for(ep, snaps), want)
     if problems:
         raise NetifError("; ".join(problems))
 
 
-def _set_args(ep: Endpoint, args: list[tuple[str, bool]]) -> None:
+def set_features(ep: Endpoint, args: list[tuple[str, bool]]) -> None:
     if not args:
         return
     argv = ["ethtool", "-K", ep.ifname]
     for name, value in args:
-        argv += [name, _onoff(value)]
+        argv += [name, onoff(value)]
     run_in(ep, argv)
 
 
-def _set_mtu(ep: Endpoint, mtu: int) -> None:
+def set_mtu(ep: Endpoint, mtu: int) -> None:
     run_in(ep, ["ip", "link", "set", "dev", ep.ifname, "mtu", str(mtu)])
 
 
-def _fresh(ep: Endpoint, snap: dict | None = None) -> dict:
+def read_features(ep: Endpoint, snap: dict | None = None) -> dict:
     state = _read_state(ep)
     state["label"] = ep.label
     state["driver"] = (snap or {}).get("driver", "unknown")
@@ -500,16 +516,16 @@ def apply(eps: list[Endpoint], want: NicSettings, snaps: dict[str, dict]) -> Non
         failures = []
         for ep in eps:
             snap = _snap_for(ep, snaps)
-            driver = snap.get("driver", "unknown")
+            name = snap.get("driver", "unknown")
             try:
-                _set_args(ep, _wanted_args(snap, want))
+                set_features(ep, wanted_feature_args(snap, want))
             except NetifError as exc:
-                failures.append(f"{exc} (driver {driver})")
+                failures.append(f"{exc} (driver {name})")
             if want.mtu is not None:
                 try:
-                    _set_mtu(ep, want.mtu)
+                    set_mtu(ep, want.mtu)
                 except NetifError as exc:
-                    failures.append(f"{exc} (driver {driver})")
+                    failures.append(f"{exc} (driver {name})")
         mismatches = verify(eps, want, snaps)
         if not failures and not mismatches:
             return
@@ -533,13 +549,13 @@ def verify(
     for ep in eps:
         snap = (snaps or {}).get(ep.label)
         try:
-            fresh = _fresh(ep, snap)
+            fresh = read_features(ep, snap)
         except NetifError as exc:
             out.append(f"{ep.label}: could not re-read the settings: {exc}")
             continue
         if snap is None:
-            fresh["driver"] = _driver(ep)
-        out += _mismatches(fresh, want)
+            fresh["driver"] = driver(ep)
+        out += feature_mismatches(fresh, want)
     return out
 
 
@@ -548,7 +564,7 @@ def _gone(ep: Endpoint, snap: dict) -> bool:
         if not os.path.exists(f"/proc/{ep.netns_pid}"):
             return True
         ino = snap.get("netns_ino")
-        if ino is not None and _netns_inode(ep.netns_pid) != ino:
+        if ino is not None and netns_inode(ep.netns_pid) != ino:
             return True  # the PID was reused by a process in another netns
     try:
         links = _links(ep.netns_pid, ep.label, ep.ifname)
@@ -562,34 +578,34 @@ def _gone(ep: Endpoint, snap: dict) -> bool:
     return ifindex is not None and links[0].get("ifindex") != ifindex
 
 
-def _restore_one(snap: dict) -> list[str]:
+def restore_endpoint(snap: dict) -> list[str]:
     ep = Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"))
     if _gone(ep, snap):
         return [f"{ep.label}: gone, nothing to restore"]
     errors: list[str] = []
     for _ in range(RESTORE_PASSES):
         try:
-            current = _fresh(ep, snap)
+            current = read_features(ep, snap)
         except NetifError as exc:
             return [f"{ep.label}: could not re-read the settings while restoring: {exc}"]
-        plan = _restore_plan(snap, current)
+        plan = restore_plan(snap, current)
         mtu = snap.get("mtu")
         mtu_differs = mtu is not None and current.get("mtu") != mtu
         if not plan and not mtu_differs:
-            if not _restore_differences(snap, current):
+            if not restore_differences(snap, current):
                 return []
             break  # differences remain that no ethtool -K argument can fix
         if mtu_differs:
             try:
-                _set_mtu(ep, int(mtu))
+                set_mtu(ep, int(mtu))
             except NetifError as exc:
                 errors.append(str(exc))
         try:
-            _set_args(ep, plan)
+            set_features(ep, plan)
         except NetifError as exc:
             errors.append(str(exc))
     try:
-        remaining = _restore_differences(snap, _fresh(ep, snap))
+        remaining = restore_differences(snap, read_features(ep, snap))
     except NetifError as exc:
         return [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
     if remaining and errors:
@@ -601,17 +617,13 @@ def restore(snaps: dict[str, dict]) -> list[str]:
     """Put features and MTU back to the snapshots; return remaining problems ([] = done).
 
     Endpoints that disappeared are reported as "<label>: gone, nothing to restore";
-    one endpoint's failure never stops the others.  A whole-mode state (from
-    ``knobs.snapshot_mode``) is handed to ``knobs.restore_state``.
+    one endpoint's failure never stops the others.  A whole mode's state is restored by
+    ``tierbench.modes.apply.restore_state``, which calls this for the features and MTU.
     """
-    if snaps.get("kind") == "tierbench-mode-state":
-        from tierbench import knobs  # knobs builds on this module
-
-        return knobs.restore_state(snaps)
     problems: list[str] = []
     for label, snap in snaps.items():
         try:
-            problems += _restore_one(snap)
+            problems += restore_endpoint(snap)
         except Exception as exc:  # noqa: BLE001 - restore must carry on with the others
             problems.append(f"{label}: restore failed unexpectedly: {exc}")
     return problems
@@ -620,7 +632,7 @@ def restore(snaps: dict[str, dict]) -> list[str]:
 def settings_view(snap: dict) -> dict:
     """Return a compact manifest form: mtu, qdisc and features as "on"/"off" [+ " [fixed]"]."""
     feats = {
-        name: _onoff(f["on"]) + (" [fixed]" if f.get("fixed") else "")
+        name: onoff(f["on"]) + (" [fixed]" if f.get("fixed") else "")
         for name, f in snap.get("features", {}).items()
     }
     return {"mtu": snap.get("mtu"), "qdisc": snap.get("qdisc"), "features": feats}
@@ -635,8 +647,7 @@ class StateFile:
     def __init__(self, path: Path | None = None) -> None:
         """Use ``path`` or $TIERBENCH_STATE_DIR (default /run/tierbench)/netif-state.json."""
         if path is None:
-            base = Path(os.environ.get("TIERBENCH_STATE_DIR", "/run/tierbench"))
-            path = base / "netif-state.json"
+            path = state_dir() / "netif-state.json"
         self.path = Path(path)
 
     def save(self, snaps: dict[str, dict]) -> None:

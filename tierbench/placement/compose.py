@@ -1,4 +1,5 @@
-"""The Compose stack: preflight checks, bring-up with an experiment's settings, discovery, teardown."""
+"""The Compose stack and its overlays: preflight checks, bring-up with an experiment's settings,
+discovery of the running containers, commands in them, teardown."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierbench.config import ROOT, TIERS
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import ROOT, results_root
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -23,7 +25,7 @@ CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORK
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
 
 
-class StackError(Exception):
+class StackError(TierbenchError):
     """The stack cannot be brought up or inspected; the message says what to do."""
 
 
@@ -153,11 +155,6 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
         "TIERBENCH_RESULTS": str(results_root()),
     })
     return env
-
-
-def results_root() -> Path:
-    """Where runs are written: $TIERBENCH_RESULTS or results/ in the checkout."""
-    return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
 
 
 ORANGEFS_BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
@@ -299,14 +296,14 @@ def replicas() -> list[Container]:
     return [c for _, _, c in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
-def tier_containers() -> dict[str, Container]:
-    """The running tiers (loadgen, proxy, web); fails naming any that is not running."""
+def service_containers(services: tuple[str, ...]) -> dict[str, Container]:
+    """The running containers of these services; fails naming any that is not running."""
     found = containers()
-    missing = [t for t in TIERS if t not in found]
+    missing = [t for t in services if t not in found]
     if missing:
         raise StackError(f"service {missing[0]} of the stack is not running: "
                          f"see `docker compose logs {missing[0]}`")
-    return {t: found[t] for t in TIERS}
+    return {t: found[t] for t in services}
 
 
 def exec_in(container: Container, argv: list[str], *, env: dict[str, str] | None = None,

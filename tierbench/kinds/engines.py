@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tierbench import metrics
-from tierbench.stack import Container, parse_cpuset, results_root
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import ROOT, results_root
+from tierbench.kinds import webmetrics as metrics
+from tierbench.placement.compose import TAG, Container, parse_cpuset
 from workloads import target as target_guard
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
@@ -27,7 +29,7 @@ OWN_HOSTS, OWN_NETWORK = target_guard.OWN_HOSTS, target_guard.OWN_NETWORK
 LATE_MS = 10.0  # open loop: a request that left more than this after its schedule is late
 
 
-class LoadgenError(Exception):
+class LoadgenError(TierbenchError):
     """The load generator did not produce a usable run, or was asked for something it refuses."""
 
 
@@ -96,7 +98,7 @@ def check_spec(spec: LoadSpec) -> None:
     check_target(spec.target, spec.allow_foreign_target)
 
 
-def _in_container(path: Path) -> str:
+def container_path(path: Path) -> str:
     """The path under /results that the loadgen container sees for a host results path."""
     return "/results/" + str(path.resolve().relative_to(results_root()))
 
@@ -138,7 +140,7 @@ def _exec_cmd(argv: list[str], env: dict[str, str], container: Container) -> lis
     return cmd + ["-u", _user(), container.id, *argv]
 
 
-def _exec(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
           timeout: float, what: str, also: list[Container] = ()) -> int:
     """docker exec argv in the loadgen container, output to log_path; stops it on any exit
     (and any engine in the `also` containers)."""
@@ -174,7 +176,7 @@ def locust_argv(spec: LoadSpec, point_dir: Path, duration_s: float) -> list[str]
     argv = ["locust", "-f", LOCUSTFILE, "--headless", "--host", spec.target,
             "-u", str(spec.users), "-r", str(spec.users), "-t", f"{duration_s:g}s",
             "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
-            "--csv", _in_container(point_dir / "locust"), "--csv-full-history"]
+            "--csv", container_path(point_dir / "locust"), "--csv-full-history"]
     if spec.processes > 1:
         argv += ["--processes", str(spec.processes)]
     return argv + [user_class]
@@ -182,7 +184,7 @@ def locust_argv(spec: LoadSpec, point_dir: Path, duration_s: float) -> list[str]
 
 def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
     request_log = point_dir / "requests.csv"
-    env = {"TRACE": _in_container(trace), "REQUEST_LOG": _in_container(request_log),
+    env = {"TRACE": container_path(trace), "REQUEST_LOG": container_path(request_log),
            "USERS": str(spec.users), "PROCESSES": str(spec.processes), "PYTHONPATH": "/app"}
     if spec.think:
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
@@ -193,7 +195,7 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     duration = spec.warmup_s + spec.measure_s
     log = point_dir / "locust.log"
     started = time.time()
-    code = _exec(locust_argv(spec, point_dir, duration), env, loadgen, log,
+    code = exec_engine(locust_argv(spec, point_dir, duration), env, loadgen, log,
                  duration + 60, "Locust")
     logs = merge_request_logs(point_dir)
     if code != 0 or logs is None:
@@ -246,8 +248,6 @@ def remote_worker_cmd(master: str, *, processes: int = 1, port: int = MASTER_POR
                       workloads: Path | None = None) -> list[str]:
     """`docker run` of Locust workers on another node, connecting to the master at
     master:port; same image and hardening as the stack's loadgen service."""
-    from tierbench.stack import ROOT, TAG  # noqa: PLC0415 (only this command needs them)
-
     cmd = ["docker", "run", "--rm", "--init", "--cap-drop", "ALL", "--security-opt",
            "no-new-privileges:true", "--network", network,
            "-v", f"{workloads or ROOT / 'workloads'}:/app/workloads:ro", "-e", "PYTHONPATH=/app"]
@@ -282,7 +282,7 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     if len(workers) != spec.workers:
         raise LoadgenError(f"load.workers is {spec.workers} but {len(workers)} worker "
                            "container(s) are running: the stack was not brought up for it")
-    env = {"TRACE": _in_container(trace), "REQUEST_LOG": _in_container(point_dir / "requests.csv"),
+    env = {"TRACE": container_path(trace), "REQUEST_LOG": container_path(point_dir / "requests.csv"),
            "USERS": str(spec.users), "PYTHONPATH": "/app",
            "FLUSH_TIMEOUT_S": f"{FLUSH_TIMEOUT_S:g}"}
     if spec.think:
@@ -303,7 +303,7 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
             log.close()
         log = point_dir / "locust.log"
-        code = _exec(master_argv(spec, point_dir, duration), env, loadgen, log,
+        code = exec_engine(master_argv(spec, point_dir, duration), env, loadgen, log,
                      spec.worker_wait_s + duration + FLUSH_TIMEOUT_S + 60, "Locust master",
                      also=workers)
         for p in procs:
@@ -404,10 +404,10 @@ def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, 
               duration_s: int) -> dict:
     """One wrk run; returns the JSON summary the replay script wrote (wrk-NAME.json)."""
     out = point_dir / f"wrk-{name}.json"
-    env = {"TRACE": _in_container(trace), "CONNECTIONS": str(spec.users),
-           "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": _in_container(out)}
+    env = {"TRACE": container_path(trace), "CONNECTIONS": str(spec.users),
+           "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": container_path(out)}
     log = point_dir / f"wrk-{name}.txt"
-    code = _exec(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk")
+    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk")
     if code != 0 or not out.exists():
         raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: {_tail(log)}")
     return json.loads(out.read_text())
@@ -485,7 +485,7 @@ def wrk_version(loadgen: Container) -> str:
 
 def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                 bytes_label: str | list[str]) -> dict:
-    """The point's summary row (metrics.SUMMARY_COLUMNS) for either engine's result.
+    """The point's summary row (webmetrics.SUMMARY_COLUMNS) for either engine's result.
 
     With per-request records (Locust) this is metrics.summarize over the result's window. With
     an aggregate (wrk) CPU, host and byte figures come from the samples bracketing the window

@@ -1,4 +1,5 @@
-"""From one point's raw data (1 Hz counter samples, per-request records) to its summary row.
+"""The web kind's numbers: from a point's 1 Hz counter samples and per-request records to its
+summary row (TPS, latency, CPU per tier, per request and per KB, client-bound flag).
 
 The measured window is bracketed by samples: from the first sample at or after the end of the
 warm-up to the last sample at or before the end of the measured period. Requests, CPU and bytes
@@ -8,11 +9,10 @@ are all counted over that same interval, so per-request and per-KB figures are c
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierbench.sampler import CLK_TCK
+from tierbench.measure.counters import MeasureError, cpu_seconds, host_breakdown, percentile, window
 
 CLIENT_BOUND_PCT = 85.0
 SUMMARY_COLUMNS = [
@@ -24,8 +24,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-class MetricsError(Exception):
-    """The raw data of a point cannot give a summary (too few samples, no requests)."""
+MetricsError = MeasureError  # the name the web kind's callers use
 
 
 @dataclass(frozen=True)
@@ -69,20 +68,8 @@ def site_figures(path: Path, sites: dict[str, str], start: float, end: float) ->
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
-def window(samples: list[dict], start: float, end: float) -> tuple[dict, dict]:
-    """The samples that bracket the measured window [start, end]."""
-    inside = [s for s in samples if start <= s["t"] <= end]
-    if len(inside) < 2:
-        raise MetricsError(f"only {len(inside)} sample(s) fell in the measured window; "
-                           "the load run ended early or the sampler stalled")
-    return inside[0], inside[-1]
 
 
 def summarize(samples: list[dict], requests: list[Request], *, start: float, end: float,
@@ -95,12 +82,10 @@ def summarize(samples: list[dict], requests: list[Request], *, start: float, end
     good = [r for r in counted if r.ok]
     if not good:
         raise MetricsError("no successful request completed in the measured window")
-    cpu = {tier: last["cpu"][tier]["usage_s"] - first["cpu"][tier]["usage_s"] for tier in last["cpu"]}
+    cpu = cpu_seconds(first, last)
     servers = sum(v for tier, v in cpu.items() if tier != generator)
-    ticks = {k: last["host"][k] - first["host"][k] for k in last["host"]}
-    total_ticks = sum(ticks.values()) or 1
-    pct = {k: 100.0 * v / total_ticks for k, v in ticks.items()}
-    busy_s = sum(ticks[k] for k in ("user", "nice", "system", "irq", "softirq")) / CLK_TCK
+    host = host_breakdown(first["host"], last["host"])
+    busy_s = host["busy_s"]
     labels = [bytes_label] if isinstance(bytes_label, str) else list(bytes_label)
     if labels and all(lb in first["net"] and lb in last["net"] for lb in labels):
         moved = sum(last["net"][lb]["tx_bytes"] - first["net"][lb]["tx_bytes"] for lb in labels)
@@ -117,13 +102,7 @@ def summarize(samples: list[dict], requests: list[Request], *, start: float, end
         "errors": len(counted) - len(good),
         **{f"cpu_s_{tier}": v for tier, v in sorted(cpu.items())},
         "cpu_s_servers": servers,
-        "host_usr_pct": pct["user"] + pct["nice"],
-        "host_sys_pct": pct["system"],
-        "host_irq_pct": pct["irq"],
-        "host_softirq_pct": pct["softirq"],
-        "host_iowait_pct": pct["iowait"],
-        "host_steal_pct": pct["steal"],
-        "host_idle_pct": pct["idle"],
+        **{f"host_{k}": v for k, v in host.items() if k != "busy_s"},
         # Busy host CPU no tier's cgroup was charged for: other processes on the host and
         # interrupt work the kernel did not account to a container. High values mean interference.
         "host_unattributed_cpu_s": max(0.0, busy_s - sum(cpu.values())),

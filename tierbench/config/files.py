@@ -1,0 +1,78 @@
+"""Where the checkout's files live, and reading YAML files a user gave us without a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tierbench.config.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+EXPERIMENTS_DIR = ROOT / "experiments"
+MODES_DIR = ROOT / "modes"
+MAX_FILE_BYTES = 16 * 1024 * 1024  # an experiment, mode or cluster file is a few KB
+
+
+def results_root() -> Path:
+    """Where runs are written: $TIERBENCH_RESULTS or results/ in the checkout."""
+    return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
+
+
+def state_dir() -> Path:
+    """Where crash-safe state lives: $TIERBENCH_STATE_DIR or /run/tierbench."""
+    return Path(os.environ.get("TIERBENCH_STATE_DIR", "/run/tierbench"))
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """The text of a file a user gave, as UTF-8; one sentence when it cannot be read as text."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a folder, not a {what}")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {size} bytes is far too large for a {what} (at most "
+                              f"{MAX_FILE_BYTES} bytes); is this the right file?")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: not readable (permission denied)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if b"\x00" in data:
+        raise ConfigError(f"{path}: is a binary file, not a {what} (YAML text)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: is not UTF-8 text (byte {exc.start} cannot be decoded); save "
+                          f"the {what} as UTF-8") from None
+
+
+def read_yaml(path: Path, what: str = "file") -> dict[str, Any]:
+    """Read a YAML file whose top level must be a mapping; every problem is one sentence."""
+    text = read_text(path, what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML{where} ({problem})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping (key: value lines) at the top level")
+    return data
+
+
+def resolve_path(name: str, folder: Path, what: str) -> Path:
+    """A file given by path, or by bare name inside folder (with .yml added)."""
+    path = Path(name)
+    if path.suffix in (".yml", ".yaml") or path.exists():
+        return path
+    candidate = folder / f"{name}.yml"
+    if candidate.exists():
+        return candidate
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.yml")))
+    raise ConfigError(f"no {what} named {name!r} (known: {known})")

@@ -1,0 +1,206 @@
+"""Declared models for the files users write (pydantic), with messages in tierbench's voice.
+
+Every model forbids unknown keys and every field type below checks its value itself, so a
+problem reads "FILE: load.users: must be a whole number >= 1, got 0", one sentence naming the
+file and key, and the same models give the JSON Schema users can point their editor at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from tierbench.config.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def problem(message: str, sub: str | None = None, **ctx: Any) -> PydanticCustomError:
+    """A validation problem with our own wording ({name} fields filled from ctx); ``sub`` is a
+    key below the value being validated that the problem is about (it joins the key path)."""
+    if sub is not None:
+        ctx["sub"] = sub
+    return PydanticCustomError("tierbench", message, ctx)
+
+
+class Model(BaseModel):
+    """Base of every file model: unknown keys are refused, naming the allowed ones."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise problem("must be a mapping (key: value), got {got}", got=_short(data))
+        allowed = {f.alias or n for n, f in cls.model_fields.items()}
+        unknown = sorted(set(map(str, data)) - allowed)
+        if unknown:
+            raise problem("unknown key {key} (allowed: {allowed})", key=repr(unknown[0]),
+                          allowed=", ".join(sorted(allowed)))
+        return data
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bound(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f"from {lo:g} to {hi:g}"
+    if lo is not None:
+        return f">= {lo:g}"
+    return f"<= {hi:g}" if hi is not None else ""
+
+
+def whole(lo: int | None = None, hi: int | None = None) -> Any:
+    """A whole number (not a bool) within [lo, hi]."""
+    def check(value: Any) -> Any:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if not ok or (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise problem("must be a whole number {bound}, got {got}",
+                          bound=_bound(lo, hi), got=_short(value))
+        return value
+    return Annotated[int, Field(ge=lo, le=hi), BeforeValidator(check)]
+
+
+def number(lo: float | None = None, hi: float | None = None) -> Any:
+    """A number (int or float, not a bool) within [lo, hi]."""
+    def check(value: Any) -> Any:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise problem("must be a number {bound}, got {got}", bound=_bound(lo, hi),
+                          got=_short(value))
+        return value
+    schema: dict[str, Any] = {"type": "number"}
+    if lo is not None:
+        schema["minimum"] = lo
+    if hi is not None:
+        schema["maximum"] = hi
+    return Annotated[int | float, BeforeValidator(check), WithJsonSchema(schema)]
+
+
+def choice(*values: str) -> Any:
+    """One of the given strings."""
+    def check(value: Any) -> Any:
+        if value not in values:
+            raise problem("must be one of {values}, got {got}", values=", ".join(values),
+                          got=_short(value))
+        return value
+    return Annotated[Literal[values], BeforeValidator(check)]  # type: ignore[valid-type]
+
+
+def flag() -> Any:
+    """on/off (YAML booleans)."""
+    def check(value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise problem("must be on or off, got {got}", got=_short(value))
+        return value
+    return Annotated[bool, BeforeValidator(check)]
+
+
+def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> Any:
+    """A string (matching pattern when given)."""
+    compiled = re.compile(pattern) if pattern else None
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise problem("must be a string{like}, got {got}",
+                          like=f" like {example}" if example else "", got=_short(value))
+        value = str(value)
+        if len(value) < min_length or (compiled and not compiled.match(value)):
+            raise problem("must look like {example}, got {got}", example=example or pattern,
+                          got=_short(value))
+        return value
+    extra = {"pattern": pattern} if pattern else {}
+    return Annotated[str, Field(min_length=min_length, **extra), BeforeValidator(check)]
+
+
+def one_or_many(item: Any, what: str = "value") -> Any:
+    """One value or a non-empty list of them (always a list after validation)."""
+    def wrap(value: Any) -> Any:
+        if isinstance(value, list):
+            if not value:
+                raise problem("must be a {what} or a non-empty list of them", what=what)
+            return value
+        return [value]
+    one = TypeAdapter(item).json_schema()
+    schema = {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
+    return Annotated[list[item], BeforeValidator(wrap), WithJsonSchema(schema)]
+
+
+def non_empty_list(item: Any, what: str) -> Any:
+    """A non-empty list (of `what`)."""
+    def check(value: Any) -> Any:
+        if not isinstance(value, list) or not value:
+            raise problem("must be a non-empty list of {what}", what=what)
+        return value
+    return Annotated[list[item], BeforeValidator(check)]
+
+
+def location(loc: tuple[Any, ...]) -> str:
+    """('traces', 0, 'size') -> 'traces[0].size' (pydantic's internal labels dropped)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and re.fullmatch(r"[A-Za-z_][\w-]*|[\w.-]+", part) and \
+                not part.startswith(("function-", "list[", "json-or-python")):
+            out += ("." if out else "") + part
+    return out
+
+
+def message(exc: ValidationError, where: str) -> str:
+    """The first problem of a ValidationError as one sentence: 'WHERE: key.path: problem'."""
+    err = exc.errors(include_url=False)[0]
+    key = location(tuple(err["loc"]))
+    sub = (err.get("ctx") or {}).get("sub")
+    if sub:
+        key = f"{key}.{sub}" if key else str(sub)
+    msg = err["msg"]
+    if err["type"] == "missing":
+        msg = "required"
+    elif err["type"] in ("string_type", "str_type"):
+        msg = f"must be a string, got {_short(err.get('input'))}"
+    elif err["type"] in ("list_type",):
+        msg = f"must be a list, got {_short(err.get('input'))}"
+    elif err["type"] in ("dict_type", "model_type"):
+        msg = f"must be a mapping (key: value), got {_short(err.get('input'))}"
+    elif err["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    elif err["type"] not in ("tierbench",):
+        msg = msg[0].lower() + msg[1:] if msg else msg
+    return f"{where}: {key}: {msg}" if key else f"{where}: {msg}"
+
+
+def validate(model: type[M], data: Any, where: str) -> M:
+    """``model`` validated from ``data``; ConfigError with one sentence naming where and key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(message(exc, where)) from None
+
+
+def check(condition: bool, msg: str) -> None:
+    """Raise a validation problem (inside a model validator) unless condition holds."""
+    if not condition:
+        raise problem(msg.replace("{", "{{").replace("}", "}}"))
+
+
+Checker = Callable[[Any], Any]

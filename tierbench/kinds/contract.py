@@ -1,0 +1,294 @@
+"""The workload-kind contract: everything the runner and the report know of a kind of work.
+
+A kind (web traces through wrk or Locust, OrangeFS benchmarks, network micro-benchmarks, ...)
+is one module in this package with one subclass of :class:`Kind`. It declares
+
+- its experiment settings (a declared model, validated on load, one sentence per problem),
+- its factors (the axes of the cross product, in an order that fixes the shuffled run order),
+- what it needs brought up for a point (its placement key) and how to bring that up,
+- how it prepares (file sets, traces, seeds: sizes checked against free space first),
+- how it runs one point and what it measured (summary values with units, per-second rows),
+- its summary columns, its progress line and its report section (figures, tables and the
+  paper's reference numbers, as data the report renders).
+
+The runner (tierbench.runner) does everything else the same way for every kind: plan, order,
+repetitions, modes applied, verified and restored around each point, 1 Hz sampling, the
+summary, the manifest and resume. The report (analysis.report) reads only the result files,
+in which the runner writes the kind's report section. Inspired by PerfKitBenchmarker's
+GetConfig/Prepare/Run/Cleanup with samples, and flent's declarative test definitions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from tierbench.config.errors import TierbenchError
+from tierbench.interfaces.netif import Endpoint
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
+from tierbench.modes.model import Mode
+
+CLIENT, SERVER = "client", "server"
+
+
+class RunEnds(TierbenchError):
+    """The kind says the run cannot go on (a server stopped for good); one sentence why."""
+
+
+class PointFailed(TierbenchError):
+    """One point could not be measured; the run records the error and goes on."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A summary column the kind writes: name, unit and what it means."""
+
+    name: str
+    unit: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured run: a mode, a repetition and the kind's factor values."""
+
+    index: int
+    mode: str
+    repetition: int
+    factors: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """Directory name of the point: p001, p002, ..."""
+        return f"p{self.index:03d}"
+
+    def __getitem__(self, name: str) -> Any:
+        return self.factors[name]
+
+
+@dataclass
+class Experiment:
+    """A resolved experiment file: the common envelope and the kind's validated settings."""
+
+    name: str
+    description: str
+    source: str
+    kind: str
+    seed: int
+    repetitions: int
+    settle_s: float
+    modes: list[Mode]
+    settings: BaseModel
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def mode(self, name: str) -> Mode:
+        """The mode of that name."""
+        return next(m for m in self.modes if m.name == name)
+
+
+@dataclass
+class Tier:
+    """Containers that play one part in a deployment (loadgen, proxy, pfs-server, ...): their
+    interfaces (for modes) and their role (client or server: which modes cover them)."""
+
+    name: str
+    role: str
+    endpoints: list[Endpoint]
+    containers: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class Deployment:
+    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters and
+    host interfaces the sampler reads, and the kind's own handles (``info``)."""
+
+    key: Hashable
+    tiers: dict[str, Tier]
+    counters: dict[str, CgroupCpu | CgroupGroup]
+    ifaces: dict[str, str]
+    containers: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def sampler(self, out: Path) -> Sampler:
+        """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
+        return Sampler(out, self.counters, self.ifaces)
+
+    def endpoints(self, mode: Mode) -> list[Endpoint]:
+        """The endpoints a container-scope mode covers here (its tiers, roles or all)."""
+        return [ep for t in self.tiers.values() if mode.covers(t.name, t.role)
+                for ep in t.endpoints]
+
+    def watched(self) -> list[Endpoint]:
+        """Every endpoint of every tier (recorded before, during and after each point)."""
+        return [ep for t in self.tiers.values() for ep in t.endpoints]
+
+
+@dataclass
+class PointContext:
+    """What a kind gets to run one point: the point's folder, the manifest entry it may add to,
+    the running sampler, what prepare() returned, and a logger for progress."""
+
+    exp: Experiment
+    point: Point
+    deployment: Deployment
+    dir: Path
+    record: dict[str, Any]
+    sampler: Sampler
+    prepared: Any
+    log: Callable[[str], None]
+
+
+@dataclass
+class PointResult:
+    """What one point measured: summary values (the kind's columns), per-second rows, the
+    measured window, and an error when the point failed (the run goes on)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    per_second: list[dict[str, Any]] | None = None
+    window: tuple[float, float] | None = None
+    error: str | None = None
+
+
+class Kind:
+    """One kind of work. Subclasses set ``name`` and implement the methods below."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    # Top-level keys of an experiment file that belong to this kind (validated by ``model``).
+    model: ClassVar[type[BaseModel]]
+    # A bare note for the plan's last line: "... plus <bring_up>".
+    bring_up: ClassVar[str] = "bring-up"
+    # Tier names this kind deploys (modes naming other tiers are refused at load).
+    tiers: ClassVar[tuple[str, ...]] = ()
+
+    # -- experiment -----------------------------------------------------------------------
+
+    def check(self, exp: Experiment) -> None:
+        """Cross-checks between settings and modes after validation (raise ConfigError)."""
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The experiment with every default filled in and modes inlined, for the manifest."""
+        raise NotImplementedError
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """The cross product's axes in order, including "mode" (names) and "repetition"."""
+        raise NotImplementedError
+
+    def points(self, exp: Experiment, seed: int) -> list[Point]:
+        """Every combination of the axes, shuffled with the seed, then ordered so that points
+        needing the same placement run together (see :meth:`order`)."""
+        names = [name for name, _ in self.axes(exp)]
+        combos = [dict(zip(names, values))
+                  for values in itertools.product(*(v for _, v in self.axes(exp)))]
+        random.Random(seed).shuffle(combos)
+        ordered = self.order(exp, combos)
+        return [Point(i + 1, c["mode"], c["repetition"], self.point_factors(c))
+                for i, c in enumerate(ordered)]
+
+    def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
+        """A point's factor values from one combination of the axes."""
+        return {k: v for k, v in combo.items() if k not in ("mode", "repetition")}
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled combinations grouped by placement, groups in order of first appearance."""
+        groups: dict[Hashable, list[dict[str, Any]]] = {}
+        for c in combos:
+            groups.setdefault(self.placement(exp, c), []).append(c)
+        return [c for g in groups.values() for c in g]
+
+    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """What must be up for a point (hashable); points with equal keys share a deployment."""
+        return None
+
+    # -- plan -----------------------------------------------------------------------------
+
+    def point_seconds(self, exp: Experiment) -> float:
+        """Estimated wall time of one point."""
+        raise NotImplementedError
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """The plan's first lines: what runs and how long a point takes."""
+        raise NotImplementedError
+
+    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The plan line before a point whose placement differs from the previous one."""
+        return f"  -- {self.placement(exp, point)}"
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """One plan line per point."""
+        raise NotImplementedError
+
+    # -- run ------------------------------------------------------------------------------
+
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """Refuse before anything is written or started (sizes vs free space, images,
+        host features), one sentence per problem."""
+
+    def prepare(self, exp: Experiment, run_dir: Path) -> Any:
+        """Write what the points need (traces, file-set specs, seeds) under run_dir."""
+        return None
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None) -> Deployment:
+        """Bring up what ``key`` needs (replacing ``previous`` when there is one)."""
+        raise NotImplementedError
+
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """Versions and settings of this kind's software, for the manifest."""
+        return {}
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """Measure one point (the mode is applied and the sampler runs)."""
+        raise NotImplementedError
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """Raise RunEnds when the run cannot go on after this point."""
+
+    # -- results --------------------------------------------------------------------------
+
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """The values that identify a point in the summary: point, factors, mode, repetition."""
+        raise NotImplementedError
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """summary.csv's columns in order (identity ones first); values a point has beyond
+        them follow, sorted by name, then `error`."""
+        raise NotImplementedError
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return f"{point.id} {point.mode} rep {point.repetition}"
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """One progress line of a measured point."""
+        raise NotImplementedError
+
+    def clean(self) -> list[str]:
+        """Stop whatever of this kind a crashed run left running (`tierbench clean`); notes."""
+        return []
+
+    def end_note(self, rows: list[dict[str, Any]]) -> str | None:
+        """One line printed at the end of a run (e.g. how many points were client-bound)."""
+        return None
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The report section as data (analysis/README.md: the report spec), from the resolved
+        experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
+        raise NotImplementedError
+
+    def running(self) -> Deployment | None:
+        """What of this kind is up right now (for `tierbench modes check`), or None."""
+        return None
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr (stdout is for what a command prints as its result)."""
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,569 @@
+"""The web kind: request traces (single file, Zipf, workload classes, World Cup, several sites)
+replayed by Locust or wrk through the proxy -> web stack (000 §5, 004 §4-7).
+
+Factors: trace x mode x users x docroot, repetitions. A point needs the stack up with the
+experiment's server options, the mode's server options and the point's docroot; the engine
+replays the trace for warm-up + measured time while the runner samples every second, and the
+summary's numbers all come from the samples that bracket the measured window.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
+
+from tierbench.config.models import (
+    Model,
+    choice,
+    flag,
+    non_empty_list,
+    number,
+    one_or_many,
+    problem,
+    text,
+    whole,
+)
+from tierbench.interfaces import netif
+from tierbench.kinds import engines, webmetrics
+from tierbench.kinds.contract import (
+    CLIENT,
+    SERVER,
+    Column,
+    Deployment,
+    Experiment,
+    Kind,
+    Point,
+    PointContext,
+    PointResult,
+    Tier,
+    log,
+)
+from tierbench.measure.counters import MeasureError, window
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.placement import compose
+from workloads import target as target_guard
+from workloads import traces as tracelib
+
+POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
+GENERATOR = "loadgen"
+TIERS = ("loadgen", "proxy", "web")
+DOCROOTS = ("disk", "tmpfs", "orangefs")
+HOT = "+hot-tmpfs"  # docroot suffix: the hot site's small files also on a tmpfs, served first
+MAPPINGS = tracelib.MAPPINGS
+
+
+# --------------------------------------------------------------------------- settings
+
+
+class Think(Model):
+    """Think time between a client's requests (closed loop)."""
+
+    kind: choice("fixed", "exponential")
+    mean_ms: number(0)
+
+
+class Load(Model):
+    """How the engine loads the stack."""
+
+    users: one_or_many(whole(1), "whole number >= 1") = [16]
+    processes: whole(1) = 1
+    think: Think | None = None
+    rate: number(0.001) | None = None
+    warmup_s: number(0) = 5
+    measure_s: number(2) = 15
+    workers: whole(0) = 0
+    remote_workers: whole(0) = 0
+    worker_wait_s: number(1) = 60
+
+
+def _docroot(value: Any) -> Any:
+    if not isinstance(value, str) or value.removesuffix(HOT) not in DOCROOTS:
+        raise problem("must be one of {choices} (each optionally with {hot}) or a list of them",
+                      choices=", ".join(DOCROOTS), hot=HOT)
+    return value
+
+
+Docroot = Annotated[str, BeforeValidator(_docroot)]
+
+
+class Stack(Model):
+    """Server options of the stack (a mode's `server:` overrides them per point)."""
+
+    proxy: choice("apache", "haproxy") = "apache"
+    proxy_cache: flag() = False
+    web_sendfile: flag() = True
+    web_mmap: flag() = True
+    docroot: one_or_many(Docroot, "docroot") = ["disk"]
+    pvfs_io_servers: whole(1, 8) | None = None
+    hot_site: str | None = None
+    hot_below: whole(1) | None = None
+
+
+class UniformLog(Model):
+    """A file set of `files` files with sizes uniform in log between min_size and max_size."""
+
+    kind: choice("uniform-log")
+    files: whole(1)
+    min_size: whole(1)
+    max_size: whole(1)
+    seed: whole(0) | None = None
+
+    @model_validator(mode="after")
+    def _range(self) -> UniformLog:
+        if self.max_size < self.min_size:
+            raise problem("max_size: must be >= min_size")
+        return self
+
+
+class ClassSet(Model):
+    """One of 004's workload classes (Table 2)."""
+
+    kind: choice("class")
+    class_: whole(0) = Field(alias="class")
+    seed: whole(0) | None = None
+
+
+def _tag(value: Any) -> str | None:
+    """The union tag of a trace or file set: from its kind key (a dict) or field (a model)."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return f"kind={kind}" if kind is not None else None
+
+
+Fileset = Annotated[
+    Union[Annotated[UniformLog, Tag("kind=uniform-log")], Annotated[ClassSet, Tag("kind=class")]],
+    Discriminator(_tag, custom_error_type="tierbench",
+                  custom_error_message="must be a mapping with kind: uniform-log or class",
+                  custom_error_context={"sub": "kind"})]
+
+
+class Single(Model):
+    """Every request for one file of `size` bytes."""
+
+    name: text()
+    kind: choice("single")
+    size: whole(1)
+    per_client: whole(1) | None = None
+
+
+class Zipf(Model):
+    """Zipf(alpha) popularity over a file set."""
+
+    name: text()
+    kind: choice("zipf")
+    alpha: number(0)
+    requests: whole(1) = 10000
+    fileset: Fileset
+    mapping: choice(*MAPPINGS) = "random"
+    per_client: whole(1) | None = None
+    subsets: whole(1) | None = None
+
+
+class WorldCup(Model):
+    """The successful GETs of a World Cup 98 log in workloads/data/."""
+
+    name: text()
+    kind: choice("worldcup")
+    log: text(example="wc_day46_1.gz")
+    requests: whole(0) | None = None
+    skip: whole(0) | None = None
+
+
+class MixPart(Model):
+    """One site of a mix trace."""
+
+    site: text(r"^[A-Za-z_]\w*$", "foreground")
+    weight: whole(1) = 1
+    kind: choice("zipf")
+    alpha: number(0)
+    fileset: Fileset
+    mapping: choice(*MAPPINGS) = "random"
+
+
+class Mix(Model):
+    """Several sites at once, each replayed by its own clients (004 §4.4)."""
+
+    name: text()
+    kind: choice("mix")
+    parts: Annotated[list[MixPart], Field(min_length=2)]
+    per_client: whole(1)
+    subsets: whole(1)
+
+    @model_validator(mode="after")
+    def _sites(self) -> Mix:
+        names = [p.site for p in self.parts]
+        if len(set(names)) != len(names):
+            raise problem("parts: two parts share a site name")
+        cycle = sum(p.weight for p in self.parts)
+        if self.subsets < cycle or self.subsets % cycle:
+            raise problem("subsets: must be a multiple of the weights' sum ({cycle}), so that "
+                          "every site keeps its share of the clients", cycle=cycle)
+        sets = [tracelib.fileset_of(p.model_dump(by_alias=True, exclude_unset=True))
+                for p in self.parts]
+        if any(sets.count(fs) > 1 for fs in sets):
+            raise problem("parts: two sites use the same file set; give one another seed "
+                          "(fileset.seed) so that each site has its own files")
+        return self
+
+
+Trace = Annotated[
+    Union[Annotated[Single, Tag("kind=single")], Annotated[Zipf, Tag("kind=zipf")],
+          Annotated[WorldCup, Tag("kind=worldcup")], Annotated[Mix, Tag("kind=mix")]],
+    Discriminator(_tag, custom_error_type="tierbench",
+                  custom_error_message="must be single, zipf, worldcup or mix",
+                  custom_error_context={"sub": "kind"})]
+
+
+class WebSettings(Model):
+    """The keys of a web experiment file besides the common ones."""
+
+    engine: choice(*engines.ENGINES) = "locust"
+    load: Load = Load()
+    traces: non_empty_list(Trace, "traces")
+    stack: Stack = Stack()
+    target: text(example="http://proxy") = "http://proxy"
+    allow_foreign_target: flag() = False
+
+    @model_validator(mode="after")
+    def _together(self) -> WebSettings:
+        names = [t.name for t in self.traces]
+        if len(set(names)) != len(names):
+            raise problem("traces: two traces share a name")
+        if self.engine == "wrk" and any(t.kind == "mix" for t in self.traces):
+            raise problem("traces: a mix trace needs engine: locust (its per-site TPS comes from "
+                          "the per-request log, which wrk does not keep)")
+        if self.engine == "wrk" and (self.load.think is not None or self.load.rate is not None):
+            raise problem("load: think and rate need engine: locust (wrk is closed loop)")
+        if self.engine != "locust" and (self.load.workers or self.load.remote_workers):
+            raise problem("load.workers: Locust workers need engine: locust (this experiment "
+                          "uses {engine})", engine=self.engine)
+        why = target_guard.refusal(self.target, self.allow_foreign_target)
+        if why:
+            raise problem("target: {why}", why=why)
+        for i, spec in enumerate(trace_dicts(self)):
+            try:
+                tracelib.validate(f"traces[{i}]", spec)
+            except tracelib.TraceError as exc:
+                raise problem("{msg}", msg=str(exc)) from None
+        docroots = self.stack.docroot
+        known = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
+        if any(d.endswith(HOT) for d in docroots) or self.stack.hot_site is not None:
+            if self.stack.hot_site not in known:
+                raise problem("stack.hot_site: must name a site of a mix trace ({sites}), got "
+                              "{got}", sites=", ".join(sorted(known)) or "there is none",
+                              got=repr(self.stack.hot_site))
+        return self
+
+
+def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
+    """The traces as the plain specs the workloads package builds (keys as written)."""
+    return [t.model_dump(by_alias=True, exclude_unset=True) for t in settings.traces]
+
+
+def stack_settings(settings: WebSettings) -> dict[str, Any]:
+    """The experiment's stack settings with defaults (docroot apart: it is a factor)."""
+    s = settings.stack
+    out: dict[str, Any] = {"proxy": s.proxy, "proxy_cache": s.proxy_cache,
+                           "web_sendfile": s.web_sendfile, "web_mmap": s.web_mmap}
+    if any(d.startswith("orangefs") for d in s.docroot) or s.pvfs_io_servers is not None:
+        out["pvfs_io_servers"] = s.pvfs_io_servers or 3  # 004 ran PVFS with 3 I/O servers
+    if any(d.endswith(HOT) for d in s.docroot) or s.hot_site is not None:
+        out["hot_site"] = s.hot_site
+        out["hot_below"] = s.hot_below or 1048576
+    return out
+
+
+def settings_text(settings: dict) -> str:
+    """key=value pairs of stack settings, booleans as on/off."""
+    return " ".join(f"{k}={'on' if v is True else 'off' if v is False else v}"
+                    for k, v in settings.items())
+
+
+# --------------------------------------------------------------------------- the kind
+
+
+class WebKind(Kind):
+    """Traces replayed through the proxy -> web stack."""
+
+    name = "web"
+    description = "request traces through the proxy and web tiers (wrk or Locust)"
+    model = WebSettings
+    tiers = TIERS
+    bring_up = "stack bring-up (seconds when images are built)"
+
+    # -- experiment
+    def check(self, exp: Experiment) -> None:
+        """Nothing beyond the model's checks."""
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        ld = s.load
+        return {
+            "name": exp.name,
+            "kind": self.name,
+            "description": exp.description,
+            "source": exp.source,
+            "seed": exp.seed,
+            "repetitions": exp.repetitions,
+            "engine": s.engine,
+            "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
+                     "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
+                     "think": ld.think.model_dump() if ld.think else None,
+                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s},
+            "target": s.target,
+            "allow_foreign_target": s.allow_foreign_target,
+            "settle_s": exp.settle_s,
+            "modes": [m.as_dict() for m in exp.modes],
+            "traces": trace_dicts(s),
+            "stack": {**stack_settings(s), "docroot": list(s.stack.docroot)},
+        }
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """trace x mode x users x docroot x repetition."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
+                ("users", list(s.load.users)), ("docroot", list(s.stack.docroot)),
+                ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def stack_for(self, exp: Experiment, mode: str, docroot: str) -> dict[str, Any]:
+        """The stack settings a point runs with: the experiment's, its docroot, then the mode's
+        server options (which need a service restart when they change)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        return {**stack_settings(s), "docroot": docroot, **exp.mode(mode).server}
+
+    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """The stack settings, as a hashable key."""
+        c = combo.factors | {"mode": combo.mode} if isinstance(combo, Point) else combo
+        return tuple(sorted(self.stack_for(exp, c["mode"], c["docroot"]).items()))
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle + warm-up + measured + overhead."""
+        ld = exp.settings.load  # type: ignore[attr-defined]
+        return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """What runs, how, and what a point costs."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        ld = s.load
+        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, "
+                f"order shuffled with seed {exp.seed}; engine {s.engine}, target {s.target}"
+                + (f"; Locust master + {ld.workers} worker container(s) x {ld.processes} "
+                   f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
+                   else ""),
+                f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
+                f"{ld.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
+                "(mode switch, snapshots, load generator start/stop)",
+                "NIC modes switch without restarting containers; server options restart the "
+                "services whose settings change (points are grouped to restart as rarely as "
+                "possible)"]
+
+    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The stack settings from this point on."""
+        settings = self.stack_for(exp, point.mode, point["docroot"])
+        return f"  -- stack: {settings_text(settings)}" + ("" if first else " (restart)")
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """trace, mode, repetition, users."""
+        return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
+                f"rep={point.repetition}  users={point['users']}  "
+                f"~{self.point_seconds(exp):.0f} s")
+
+    # -- run
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """Every image the run will need exists."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        for docroot in s.stack.docroot:
+            compose.check_images(s.stack.proxy, compose.docroot_parts(docroot)[0])
+
+    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+        """Every trace written into run_dir/traces; the file sets and hot sets they need."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        folder = run_dir / "traces"
+        folder.mkdir()
+        paths, sets = {}, []
+        for spec in trace_dicts(s):
+            for fs in tracelib.filesets_of(spec):
+                if fs not in sets:
+                    sets.append(fs)
+            path = folder / f"{spec['name']}.txt"
+            header = (f"trace {spec['name']} of experiment {exp.name}\n"
+                      f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
+            tracelib.write(path, tracelib.build(spec, exp.seed), header,
+                           tracelib.subset_size(spec))
+            paths[spec["name"]] = path
+        site = stack_settings(s).get("hot_site")
+        hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
+               for part in t["parts"] if part["site"] == site]
+        return {"traces": paths, "filesets": sets, "hot_sets": hot}
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None) -> Deployment:
+        """compose up with the key's settings (down first when the docroot changes)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        settings = dict(key)  # type: ignore[arg-type]
+        if previous is None:
+            log("tierbench: bringing the stack up (file sets, healthchecks)")
+        else:
+            log(f"tierbench: restarting services: {settings_text(settings)}")
+            if settings["docroot"] != previous.info["settings"]["docroot"]:
+                compose.down()  # a volume's driver cannot change in place: the docroot anew
+        compose.up(settings, prepared["filesets"], s.target, s.load.workers,
+                   s.load.remote_workers, prepared["hot_sets"])
+        return discover(key, settings, s.load.workers)
+
+    def running(self) -> Deployment | None:
+        """The stack's tiers, when its services are up."""
+        if not all(t in compose.containers() for t in TIERS):
+            return None
+        return discover(None, {}, len(compose.worker_containers()))
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """Locust, wrk and the servers' versions."""
+        found = deployment.containers
+        versions = {"locust": engines.version(found[GENERATOR]),
+                    "wrk": engines.wrk_version(found[GENERATOR])}
+        probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
+                 "else haproxy -v | head -n 1; fi")
+        for tier in ("proxy", "web"):
+            done = compose.exec_in(found[tier], ["sh", "-c", probe], timeout=60)
+            versions[f"{tier}_server"] = done.stdout.strip()
+        return {"versions": versions}
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """Replay the point's trace; the summary over the samples bracketing the window."""
+        s: WebSettings = ctx.exp.settings  # type: ignore[assignment]
+        ld, point, dep = s.load, ctx.point, ctx.deployment
+        ctx.record["trace"] = point["trace"]["name"]
+        ctx.record["stack"] = dep.info["settings"]
+        gen = dep.tiers[GENERATOR]
+        # Bytes delivered to the clients: what the host ends of the generator's veths transmit.
+        client_ifaces = [ep.label for ep in gen.endpoints if ep.netns_pid is None]
+        spec = engines.LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
+                                measure_s=ld.measure_s, processes=ld.processes,
+                                think=ld.think.model_dump() if ld.think else None,
+                                rate=ld.rate, target=s.target,
+                                allow_foreign_target=s.allow_foreign_target,
+                                workers=ld.workers, remote_workers=ld.remote_workers,
+                                worker_wait_s=ld.worker_wait_s)
+        trace = ctx.prepared["traces"][point["trace"]["name"]]
+        try:
+            try:
+                result = engines.run(spec, dep.containers[GENERATOR], ctx.dir, trace,
+                                     list(dep.info["workers"]) if ld.workers else None)
+            finally:
+                samples = ctx.sampler.stop()
+            if ctx.sampler.error:
+                raise MeasureError(ctx.sampler.error)
+            start, end = result.window
+            # Wall-clock bounds: samples and requests before measure_start are warm-up.
+            ctx.record["window"] = {"load_started": result.started, "measure_start": start,
+                                    "measure_end": end}
+            row = engines.summary_row(samples, result, generator=GENERATOR,
+                                      bytes_label=client_ifaces)
+            # The samples that bracket the numbers above: analysis recomputes from these.
+            first, last = window(samples, start, end)
+            ctx.record["window"].update({"start": first["t"], "end": last["t"]})
+            sites = tracelib.sites(point["trace"])
+            if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
+                row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
+                                                   first["t"], last["t"]))
+            return PointResult(row, engines.per_second_rows(samples, result), (start, end))
+        except (engines.LoadgenError, MeasureError) as exc:
+            ctx.log(f"tierbench: {point.id} failed: {exc}")
+            return PointResult(error=str(exc))
+
+    # -- results
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, trace, mode, repetition, engine, users, docroot."""
+        return {"point": point.id, "trace": point["trace"]["name"], "mode": point.mode,
+                "repetition": point.repetition, "engine": exp.settings.engine,  # type: ignore
+                "users": point["users"], "docroot": point["docroot"]}
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """webmetrics.SUMMARY_COLUMNS (docroot and per-site columns follow, sorted)."""
+        return [Column(c) for c in webmetrics.SUMMARY_COLUMNS]
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """TPS, MB/s, server CPU per KB, generator CPU."""
+        if "error" in row:
+            return f"FAILED ({row['error']})"
+        flag_ = " CLIENT-BOUND" if row.get("client_bound") else ""
+        return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
+                f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator "
+                f"{row['generator_cpu_pct']:.0f} %{flag_}")
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return f"{point.id} {point['trace']['name']} {point.mode} rep {point.repetition}"
+
+    def clean(self) -> list[str]:
+        """Stop a load generator a crashed run left running."""
+        running = compose.containers()
+        if GENERATOR in running:
+            engines.stop(running[GENERATOR])
+            return ["stopped any load generator still running in the loadgen container"]
+        return []
+
+    def end_note(self, rows: list[dict[str, Any]]) -> str | None:
+        """How many points were client-bound, and what to do about it."""
+        bound = [r for r in rows if r.get("client_bound")]
+        if not bound:
+            return None
+        return (f"tierbench: {len(bound)} of {len(rows)} points were client-bound: "
+                f"{bound[-1].get('client_bound_advice', '')}")
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The report section of the experiment's family (by name)."""
+        return report_spec(resolved)
+
+
+def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployment:
+    """The running stack's tiers (containers, CPU counters, interfaces); the loadgen tier
+    includes its `expected` Locust worker containers."""
+    found = compose.service_containers(TIERS)
+    counters: dict[str, CgroupCpu | CgroupGroup] = {}
+    tiers: dict[str, Tier] = {}
+    for name, c in found.items():
+        counters[name] = CgroupCpu(c.pid)
+        tiers[name] = Tier(name, CLIENT if name == GENERATOR else SERVER,
+                           netif.veth_endpoints(name, c.pid), [c])
+    workers = compose.worker_containers()
+    if expected:
+        if len(workers) != expected:
+            raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
+                                     "worker container(s) are running: see `docker compose "
+                                     f"logs {compose.WORKER_SERVICE}`")
+        parts = {GENERATOR: counters[GENERATOR]}
+        gen = tiers[GENERATOR]
+        for n, w in enumerate(workers, 1):
+            label = f"{compose.WORKER_SERVICE}-{n}"
+            parts[label] = CgroupCpu(w.pid)
+            gen.endpoints += netif.veth_endpoints(label, w.pid)
+            gen.containers.append(w)
+        counters[GENERATOR] = CgroupGroup(parts)
+    ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
+              if ep.netns_pid is None}
+    return Deployment(key, tiers, counters, ifaces, containers=found,
+                      info={"settings": settings, "workers": workers})
+
+
+# --------------------------------------------------------------------------- report
+
+
+def family(name: str) -> str:
+    """The figure family of a web experiment, from its name."""
+    for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "dc-worldcup",
+                "sockopt"):
+        if name.startswith(fam):
+            return fam
+    return "dc-single"
+
+
+def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
+    """Filled in with the report module (see analysis/README.md)."""
+    return {"kind": "web", "family": family(str(resolved.get("name", "")))}
+

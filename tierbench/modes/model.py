@@ -1,0 +1,459 @@
+"""Mode files: declared schema, ``extends:``, and the Mode a run applies.
+
+A mode file sets, for a scope (some tiers or roles of a deployment, or named host interfaces),
+NIC features, MTU, channels, RSS, RPS/XPS masks, interrupt coalescing, rings and header-data
+split, a root qdisc, sysctls and server options. Applying them is :mod:`tierbench.modes.apply`'s
+job; which tiers exist is the workload kind's (:mod:`tierbench.kinds`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, WithJsonSchema, model_validator
+
+from tierbench.config.errors import ConfigError
+from tierbench.config.files import MODES_DIR, read_yaml, resolve_path
+from tierbench.config.models import (
+    Model,
+    choice,
+    flag,
+    non_empty_list,
+    problem,
+    text,
+    validate,
+    whole,
+)
+from tierbench.interfaces.netif import FEATURE_ALIASES, Endpoint, NicSettings
+
+__all__ = [
+    "CHANNEL_KEYS",
+    "COALESCE_KEYS",
+    "MODES_DIR",
+    "RING_KEYS",
+    "ROLES",
+    "SERVER_KEYS",
+    "Knobs",
+    "Mode",
+    "ModeFile",
+    "diff_modes",
+    "host_endpoints",
+    "list_modes",
+    "load_mode",
+    "load_mode_list",
+]
+
+ROLES = ("servers", "clients")
+CHANNEL_KEYS = ("rx", "tx", "other", "combined")
+COALESCE_BOOL_KEYS = ("adaptive-rx", "adaptive-tx", "cqe-mode-rx", "cqe-mode-tx")
+COALESCE_INT_KEYS = (
+    "rx-usecs", "rx-frames", "rx-usecs-irq", "rx-frames-irq",
+    "tx-usecs", "tx-frames", "tx-usecs-irq", "tx-frames-irq",
+    "stats-block-usecs", "sample-interval", "pkt-rate-low", "pkt-rate-high",
+    "rx-usecs-low", "rx-frames-low", "tx-usecs-low", "tx-frames-low",
+    "rx-usecs-high", "rx-frames-high", "tx-usecs-high", "tx-frames-high",
+)
+COALESCE_KEYS = COALESCE_BOOL_KEYS + COALESCE_INT_KEYS
+RING_INT_KEYS = ("rx", "rx-mini", "rx-jumbo", "tx", "rx-buf-len", "cqe-size")
+RING_BOOL_KEYS = ("tx-push", "tcp-data-split")
+RING_KEYS = RING_INT_KEYS + RING_BOOL_KEYS
+SERVER_KEYS = ("web_sendfile", "web_mmap", "proxy_cache")
+RATE = r"^\d+(\.\d+)?([kmgtKMGT]?bit|[kmgtKMGT]?bps)$"
+SIZE = r"^\d+([kmgKMG]?[bB]|[kmgKMG]bit)?$"
+TIME = r"^\d+(\.\d+)?(s|ms|us)$"
+PERCENT = r"^\d+(\.\d+)?%$"
+MASK = r"^(all|(0x)?[0-9a-fA-F]+(,[0-9a-fA-F]+)*)$"
+SYSCTL = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
+IFNAME = r"^[\w.:@-]{1,15}$"
+
+
+# --------------------------------------------------------------------------- file schema
+
+
+def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -> Any:
+    """An ethtool settings mapping (-C, -G): known keys, on/off or whole-number values."""
+    def check(value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise problem("must be a mapping of setting: value")
+        for key, item in value.items():
+            if key not in keys:
+                raise problem("unknown key {key} (allowed: {allowed})", key=repr(key),
+                              allowed=", ".join(sorted(keys)))
+            if key in bool_keys:
+                if not isinstance(item, bool):
+                    raise problem("must be on or off, got {got}", sub=key, got=repr(item))
+            elif not isinstance(item, int) or isinstance(item, bool) or item < minimum:
+                raise problem("must be a whole number >= {lo}, got {got}", sub=key,
+                              lo=minimum, got=repr(item))
+        return value
+    schema = {"type": "object", "additionalProperties": False, "properties": {
+        k: {"type": "boolean"} if k in bool_keys else {"type": "integer", "minimum": minimum}
+        for k in keys}}
+    return Annotated[dict[str, Any], BeforeValidator(check), WithJsonSchema(schema)]
+
+
+def _features(value: Any) -> Any:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise problem("must be a mapping of feature: on|off")
+    for key, item in value.items():
+        if not isinstance(key, str) or (key not in FEATURE_ALIASES and "-" not in key):
+            raise problem("not a feature name (short names: {names}; or a long ethtool -k name)",
+                          sub=str(key), names=", ".join(sorted(FEATURE_ALIASES)))
+        if not isinstance(item, bool):
+            raise problem("must be on or off, got {got}", sub=key, got=repr(item))
+    return value
+
+
+Features = Annotated[dict[str, bool], BeforeValidator(_features)]
+
+
+class Channels(Model):
+    """ethtool -L counts."""
+
+    rx: whole(1) | None = None
+    tx: whole(1) | None = None
+    other: whole(0) | None = None
+    combined: whole(1) | None = None
+
+
+class Rss(Model):
+    """ethtool -X: spread equally over N queues, by weights, or the driver default."""
+
+    equal: whole(1) | None = None
+    weights: non_empty_list(whole(0), "whole numbers") | None = None
+    default: flag() | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Rss:
+        given = [k for k in ("equal", "weights", "default") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise problem("give one of equal, weights or default, not several")
+        if self.default is False:
+            raise problem("must be on", sub="default")
+        return self
+
+
+class Nic(Model):
+    """Link settings of every interface in the mode's scope."""
+
+    features: Features = {}
+    mtu: whole(68) | None = None
+    channels: Channels = Channels()
+    rss: Rss = Rss()
+    rps_cpus: text(MASK, "all, or a hex CPU mask such as 3 or ff") | None = None
+    xps_cpus: text(MASK, "all, or a hex CPU mask such as 3 or ff") | None = None
+    rps_flow_cnt: whole(0) | None = None
+    coalesce: _settings(COALESCE_KEYS, COALESCE_BOOL_KEYS, 0) = {}
+    rings: _settings(RING_KEYS, RING_BOOL_KEYS, 1) = {}
+
+
+class Qdisc(Model):
+    """A root qdisc: tbf or htb rate shaping, or netem delay/loss."""
+
+    kind: choice("tbf", "htb", "netem")
+    rate: text(RATE, "1gbit or 10gbit") | None = None
+    ceil: text(RATE, "1gbit or 10gbit") | None = None
+    burst: text(SIZE, "256kb") | None = None
+    latency: text(TIME, "10ms") | None = None
+    delay: text(TIME, "10ms") | None = None
+    jitter: text(TIME, "10ms") | None = None
+    loss: text(PERCENT, "0.1%") | None = None
+    limit: whole(1) | None = None
+
+    @model_validator(mode="after")
+    def _per_kind(self) -> Qdisc:
+        allowed = {"tbf": {"rate", "burst", "latency"}, "htb": {"rate", "ceil", "burst"},
+                   "netem": {"delay", "jitter", "loss", "rate", "limit"}}[self.kind]
+        given = {k for k in Qdisc.model_fields if k != "kind" and getattr(self, k) is not None}
+        extra = sorted(given - allowed)
+        if extra:
+            raise problem("unknown key {key} for kind {kind} (allowed: {allowed})",
+                          key=repr(extra[0]), kind=self.kind,
+                          allowed=", ".join(sorted(allowed | {"kind"})))
+        if self.kind in ("tbf", "htb") and self.rate is None:
+            raise problem("required for {kind} (e.g. 1gbit)", sub="rate", kind=self.kind)
+        if self.kind == "netem" and not given:
+            raise problem("netem needs at least one of delay, jitter, loss, rate, limit")
+        if self.jitter is not None and self.delay is None:
+            raise problem("needs delay too", sub="jitter")
+        return self
+
+
+def _sysctls(value: Any) -> Any:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise problem("must be a mapping of sysctl: value")
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not SYSCTL.match(key):
+            raise problem("not a sysctl name like net.core.rmem_max", sub=str(key))
+        out[key] = _sysctl_value(key, item)
+    return out
+
+
+def _sysctl_value(key: str, value: Any) -> str:
+    if isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise problem("must be a whole number >= 0, got {got}", sub=f"{key}[{i}]",
+                              got=repr(v))
+        return " ".join(str(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or str(value).strip() == "":
+        raise problem("must be a number, a string or a list of numbers", sub=key)
+    return " ".join(str(value).split())
+
+
+Sysctls = Annotated[dict[str, str], BeforeValidator(_sysctls),
+                    WithJsonSchema({"type": "object", "additionalProperties": {
+                        "anyOf": [{"type": "integer"}, {"type": "string"},
+                                  {"type": "array", "items": {"type": "integer"}}]}})]
+
+
+class Server(Model):
+    """Server options; changing one restarts the services it concerns."""
+
+    web_sendfile: flag() | None = None
+    web_mmap: flag() | None = None
+    proxy_cache: flag() | None = None
+
+
+def _names(value: Any) -> Any:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise problem("must be a mode name or a list of mode names, got {got}", got=repr(value))
+    return value
+
+
+class ModeFile(Model):
+    """One mode file as written (before ``extends:`` is merged in)."""
+
+    description: str = ""
+    extends: Annotated[list[text(r"^[\w.-]+$", "a mode name")], BeforeValidator(_names),
+                       WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array",
+                                                                      "items": {"type": "string"}}],
+                                       "description": "mode(s) this one builds on"})] = []
+    tiers: non_empty_list(text(r"^[a-z][a-z0-9-]*$", "proxy"), "tier names") | None = None
+    roles: non_empty_list(choice(*ROLES), "roles (servers, clients)") | None = None
+    host_interfaces: non_empty_list(text(IFNAME, "eth0"), "interface names") | None = None
+    nic: Nic = Nic()
+    qdisc: Qdisc | None = None
+    sysctls: Sysctls = {}
+    server: Server = Server()
+
+
+# --------------------------------------------------------------------------- the mode
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Settings beyond features and MTU: link queues, coalescing, rings, qdisc, sysctls."""
+
+    channels: dict[str, int] = field(default_factory=dict)
+    rss: dict[str, Any] = field(default_factory=dict)
+    rps_cpus: str | None = None
+    xps_cpus: str | None = None
+    rps_flow_cnt: int | None = None
+    coalesce: dict[str, int | bool] = field(default_factory=dict)
+    rings: dict[str, int | bool] = field(default_factory=dict)
+    qdisc: dict[str, Any] = field(default_factory=dict)
+    sysctls: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A named, declarative set of settings applied to some tiers, roles or host interfaces.
+
+    ``tiers`` and ``roles`` empty: every tier of the deployment the mode is used with."""
+
+    name: str
+    description: str
+    tiers: tuple[str, ...]
+    nic: NicSettings
+    source: str
+    host_interfaces: tuple[str, ...] = ()
+    knobs: Knobs = field(default_factory=Knobs)
+    server: dict[str, bool] = field(default_factory=dict)
+    extends: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+    @property
+    def scope(self) -> str:
+        """``host`` when the mode names host interfaces, else ``container``."""
+        return "host" if self.host_interfaces else "container"
+
+    @property
+    def needs_restart(self) -> bool:
+        """True when the mode sets server options (they need a service restart)."""
+        return bool(self.server)
+
+    def covers(self, tier: str, role: str) -> bool:
+        """Whether the mode applies to a deployment tier of this name and role (client/server)."""
+        if self.host_interfaces:
+            return False
+        if self.tiers:
+            return tier in self.tiers
+        if self.roles:
+            return f"{role}s" in self.roles
+        return True
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mode as it will be recorded in the manifest."""
+        k = self.knobs
+        nic: dict[str, Any] = {"features": dict(self.nic.features), "mtu": self.nic.mtu}
+        for key in ("channels", "rss", "coalesce", "rings"):
+            if getattr(k, key):
+                nic[key] = dict(getattr(k, key))
+        for key in ("rps_cpus", "xps_cpus", "rps_flow_cnt"):
+            if getattr(k, key) is not None:
+                nic[key] = getattr(k, key)
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "tiers": list(self.tiers),
+            "nic": nic,
+            "source": self.source,
+        }
+        if self.roles:
+            out["roles"] = list(self.roles)
+        if self.host_interfaces:
+            out["host_interfaces"] = list(self.host_interfaces)
+        if k.qdisc:
+            out["qdisc"] = dict(k.qdisc)
+        if k.sysctls:
+            out["sysctls"] = dict(k.sysctls)
+        if self.server:
+            out["server"] = dict(self.server)
+        if self.extends:
+            out["extends"] = list(self.extends)
+        return out
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Child keys override base keys; mappings merge key by key, except ``qdisc`` (replaced)."""
+    out = dict(base)
+    for key, value in child.items():
+        if key in ("extends", "qdisc"):
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _resolved(path: Path, modes_dir: Path, chain: tuple[Path, ...]) -> tuple[dict, tuple[str, ...]]:
+    """The file's data with its ``extends:`` parents merged in, and the parents' names."""
+    data = read_yaml(path, "mode file")
+    own = validate(ModeFile, data, str(path))
+    merged: dict[str, Any] = {}
+    names: list[str] = []
+    for parent in own.extends:
+        try:
+            ppath = resolve_path(parent, modes_dir, "mode")
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: extends: {exc}") from None
+        if ppath.resolve() in chain:
+            cycle = " -> ".join([p.stem for p in chain] + [ppath.stem])
+            raise ConfigError(f"{path}: extends: {parent!r} makes a cycle ({cycle}); remove one")
+        pdata, pnames = _resolved(ppath, modes_dir, chain + (ppath.resolve(),))
+        merged = _merge(merged, pdata)
+        names += [*pnames, ppath.stem]
+    mine = {k: v for k, v in data.items() if k != "extends"}
+    return _merge(merged, mine), tuple(dict.fromkeys(names))
+
+
+def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
+    """Load and validate one mode file (by name in modes/, or by path), resolving extends."""
+    path = resolve_path(name, modes_dir, "mode")
+    data, parents = _resolved(path, modes_dir, (path.resolve(),))
+    where = str(path)
+    scopes = [k for k in ("tiers", "roles", "host_interfaces") if data.get(k)]
+    if len(scopes) > 1:
+        raise ConfigError(f"{where}: {' and '.join(scopes)}: a mode has one scope; keep only one "
+                          "of them")
+    m = validate(ModeFile, data, where)
+    n = m.nic
+    knobs = Knobs(
+        channels={k: v for k, v in n.channels.model_dump().items() if v is not None},
+        rss={k: v for k, v in n.rss.model_dump().items() if v is not None},
+        rps_cpus=None if n.rps_cpus is None else n.rps_cpus.lower(),
+        xps_cpus=None if n.xps_cpus is None else n.xps_cpus.lower(),
+        rps_flow_cnt=n.rps_flow_cnt,
+        coalesce=dict(n.coalesce),
+        rings=dict(n.rings),
+        qdisc=({k: (str(v) if k != "limit" else v)
+                for k, v in m.qdisc.model_dump().items() if v is not None} if m.qdisc else {}),
+        sysctls=dict(m.sysctls),
+    )
+    return Mode(
+        name=path.stem,
+        description=" ".join(m.description.split()),
+        tiers=tuple(m.tiers or ()),
+        nic=NicSettings(features=dict(n.features), mtu=n.mtu),
+        source=str(path),
+        host_interfaces=tuple(m.host_interfaces or ()),
+        knobs=knobs,
+        server={k: v for k, v in m.server.model_dump().items() if v is not None},
+        extends=parents,
+        roles=tuple(m.roles or ()),
+    )
+
+
+def load_mode_list(where: str, names: Any, modes_dir: Path = MODES_DIR) -> list[Mode]:
+    """An experiment's `modes:` (a non-empty list of distinct mode names), loaded."""
+    if not isinstance(names, list) or not names or not all(isinstance(m, str) for m in names):
+        raise ConfigError(f"{where}: modes: must be a non-empty list of mode names")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: modes: lists a mode twice")
+    try:
+        return [load_mode(m, modes_dir) for m in names]
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: modes: {exc}") from None
+
+
+def list_modes(modes_dir: Path = MODES_DIR) -> list[Mode]:
+    """Every mode file in ``modes_dir``, loaded, sorted by name."""
+    return [load_mode(str(p), modes_dir) for p in sorted(modes_dir.glob("*.yml"))]
+
+
+def host_endpoints(mode: Mode) -> list[Endpoint]:
+    """The host interfaces a host-scope mode names, as endpoints in the host's namespace."""
+    return [Endpoint("host", name, None) for name in mode.host_interfaces]
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if key in ("name", "source", "description"):
+            continue
+        full = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, full + "."))
+        elif value not in (None, {}, []):
+            out[full] = value
+    return out
+
+
+def diff_modes(a: Mode, b: Mode) -> list[str]:
+    """Lines ``key: A -> B`` for every setting that differs between two modes."""
+    fa, fb = _flat(a.as_dict()), _flat(b.as_dict())
+    lines = []
+    for key in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(key, "-"), fb.get(key, "-")
+        if va != vb:
+            lines.append(f"{key}: {json.dumps(va)} -> {json.dumps(vb)}")
+    return lines
+

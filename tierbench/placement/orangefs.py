@@ -1,0 +1,88 @@
+"""The OrangeFS cluster (compose/pvfs.yml): 1 metadata + N I/O servers and K clients brought up,
+listed, labelled and checked."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tierbench.config.errors import TierbenchError
+from tierbench.placement import compose as stack
+
+MAX_IO_SERVERS = 8
+STORAGE = ("tmpfs", "disk")
+
+
+class PfsError(TierbenchError):
+    """The OrangeFS tier cannot run (or stopped running) a test; the message says why."""
+
+
+
+def compose_args(storage: str) -> list[str]:
+    """-f arguments of the OrangeFS tier (base file, pvfs.yml, and pvfs-disk.yml for disk)."""
+    files = ["docker-compose.yml", stack.OVERLAYS["pvfs"]]
+    if storage == "disk":
+        files.append(stack.OVERLAYS["pvfs-disk"])
+    return [a for f in files for a in ("-f", str(stack.ROOT / f))]
+
+
+def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
+    """Environment for docker compose: .env, the shell's, then the cluster's settings."""
+    return {**stack.dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
+            "PVFS_STRIP_SIZE": str(strip_size), "PVFS_JOB_TIMEOUT": str(job_timeout_s)}
+
+
+def server_services(io_servers: int) -> list[str]:
+    """Compose services of a cluster with N I/O servers."""
+    return ["pvfs-meta", *(f"pvfs-io{i}" for i in range(1, io_servers + 1))]
+
+
+def check_image() -> None:
+    """Fail with the command to run when the OrangeFS image has not been built."""
+    stack.require_image("tierbench-orangefs", stack.ORANGEFS_BUILD)
+
+
+def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
+               storage: str = "tmpfs", job_timeout_s: int = 15) -> None:
+    """Bring up 1 metadata + N I/O servers and K clients, waiting until all are healthy."""
+    if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
+        raise PfsError(f"the overlay has 1-{MAX_IO_SERVERS} I/O servers and needs at least one "
+                       f"client; asked for {io_servers} servers and {clients} clients")
+    check_image()
+    env = cluster_env(io_servers, strip_size, job_timeout_s)
+    stack.check_cpusets(env)
+    stack.compose([*compose_args(storage), "up", "-d", "--wait", "--no-build",
+                   "--scale", f"pvfs-client={clients}", *server_services(io_servers),
+                   "pvfs-client"], env=env, timeout=300)
+
+
+def cluster_containers() -> tuple[list[stack.Container], list[stack.Container]]:
+    """(servers, clients) of the running cluster, servers metadata first then pvfs-io1.."""
+    found = stack.replicas()
+    servers = [c for c in found if c.service == "pvfs-meta"]
+    servers += sorted((c for c in found if c.service.startswith("pvfs-io")),
+                      key=lambda c: int(c.service.removeprefix("pvfs-io")))
+    clients = [c for c in found if c.service == "pvfs-client"]
+    if not servers or not clients:
+        raise PfsError("the OrangeFS cluster is not running: `tierbench pfs up` starts it")
+    return servers, clients
+
+
+def label(c: stack.Container) -> str:
+    """A container's name in results: pvfs-meta, pvfs-io2, pvfs-client-3."""
+    if c.service == "pvfs-client":
+        return f"pvfs-client-{c.name.rsplit('-', 1)[-1]}"
+    return c.service
+
+
+def stopped_servers(io_servers: int) -> list[str]:
+    """Servers of the cluster that are not running (stopped or crashed)."""
+    running = {c.service for c in stack.replicas()}
+    return [s for s in server_services(io_servers) if s not in running]
+
+
+def status_json() -> str:
+    """The running cluster, for `tierbench pfs status`."""
+    servers, clients = cluster_containers()
+    return json.dumps({"servers": [label(c) for c in servers],
+                       "clients": [label(c) for c in clients]}, indent=1)
