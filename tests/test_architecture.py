@@ -1,0 +1,188 @@
+"""The import graph matches ARCHITECTURE.md: floors import only floors below them, there is no
+import cycle (lazy imports included), no private name is used across modules, and the analysis
+package imports nothing of tierbench or workloads. Also: every shipped experiment's plan is the
+one stored in tests/data/plans/ (the points, their order and the time estimate)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tierbench import runner
+from tierbench.kinds import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("tierbench", "analysis", "workloads")
+
+
+def modules() -> dict[str, Path]:
+    """Every module of our packages, by dotted name (a package is its __init__)."""
+    found = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def imports(name: str, path: Path) -> list[tuple[str, list[str], int]]:
+    """(target module, names imported from it, line) of every import in a module."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                if full in MODULES:
+                    out.append((full, [], node.lineno))
+                else:
+                    out.append((base, [alias.name], node.lineno))
+    return [(t, n, line) for t, n, line in out if t in MODULES]
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: {t for t, _, _ in imports(name, path) if t != name}
+            for name, path in MODULES.items()}
+
+
+def floors() -> list[tuple[int, str]]:
+    """(floor, package prefix) rows of ARCHITECTURE.md's table."""
+    rows = []
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            rows += [(int(cells[0]), p) for p in re.findall(r"`([\w.]+)`", cells[2])]
+    return rows
+
+
+def floor_of(module: str) -> tuple[int, str]:
+    """The floor of a module and the package prefix that put it there (longest match)."""
+    best = max(((len(p), f, p) for f, p in floors()
+                if module == p or module.startswith(p + ".")), default=None)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of ARCHITECTURE.md's table")
+    return best[1], best[2]
+
+
+def test_every_module_has_a_floor() -> None:
+    for name in MODULES:
+        floor_of(name)
+
+
+def test_imports_go_down_the_floors() -> None:
+    bad = []
+    for name, targets in graph().items():
+        f, pkg = floor_of(name)
+        for t in targets:
+            tf, tpkg = floor_of(t)
+            if tf > f or (tf == f and tpkg != pkg):
+                bad.append(f"{name} (floor {f}) imports {t} (floor {tf})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles() -> None:
+    g = graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(g[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(g):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_private_names_across_modules() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}
+        for target, names, line in imports(name, path):
+            for n in names:
+                if n.startswith("_") and not n.startswith("__"):
+                    bad.append(f"{name}:{line} imports {target}.{n}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    if full in MODULES:
+                        aliases[a.asname or a.name] = full
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in MODULES:
+                        aliases[a.asname or a.name] = a.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") and aliases[node.value.id] != name:
+                bad.append(f"{name}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
+def test_analysis_reads_result_files_only() -> None:
+    bad = [f"{name} imports {t}" for name, targets in graph().items()
+           if name.split(".")[0] == "analysis" for t in targets
+           if t.split(".")[0] in ("tierbench", "workloads")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checks_can_fail(tmp_path: Path) -> None:
+    """A cycle, an upward import and a private name are each caught by the helpers above."""
+    g = {"a": {"b"}, "b": {"a"}}
+    seen: list[str] = []
+
+    def walk(n: str, path: list[str]) -> None:
+        for m in g[n]:
+            if m in path:
+                seen.append(m)
+                return
+            walk(m, path + [m])
+
+    walk("a", ["a"])
+    assert seen == ["a"]
+    assert floor_of("tierbench.cli")[0] > floor_of("tierbench.runner")[0] > \
+        floor_of("tierbench.kinds.web")[0] > floor_of("tierbench.placement.compose")[0] > \
+        floor_of("tierbench.modes.apply")[0] > floor_of("tierbench.interfaces.netif")[0] > \
+        floor_of("tierbench.config.models")[0]
+    with pytest.raises(AssertionError, match="no layer"):
+        floor_of("elsewhere.module")
+
+
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "tests" / "data" / "plans").glob("*.txt"))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_plans_are_unchanged(name: str) -> None:
+    """The points of every shipped experiment, in order, as stored (update the stored copy
+    only for an intended change, and say so in the commit)."""
+    stored = (ROOT / "tests" / "data" / "plans" / f"{name}.txt").read_text()
+    plan = "\n".join(runner.plan_lines(registry.load_experiment(name))) + "\n"
+    assert plan.replace(f"{ROOT}/", "<checkout>/") == stored
+
+
+def test_every_shipped_experiment_has_a_stored_plan() -> None:
+    shipped = sorted(p.stem for p in (ROOT / "experiments").glob("*.yml"))
+    assert shipped == EXPERIMENTS
