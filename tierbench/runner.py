@@ -206,7 +206,7 @@ class Run:
         if not todo:
             self._finish("complete")
             return self.dir
-        deployment = kind.deploy(exp, kind.placement(exp, todo[0]), prepared, None)
+        deployment = kind.deploy(exp, kind.placement(exp, todo[0]), prepared, None, todo[0])
         check_modes(exp, deployment)
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         if self.done:
@@ -229,7 +229,7 @@ class Run:
                     t0 = time.monotonic()
                     key = kind.placement(exp, point)
                     if key != deployment.key:
-                        deployment = kind.deploy(exp, key, prepared, deployment)
+                        deployment = kind.deploy(exp, key, prepared, deployment, point)
                         check_modes(exp, deployment)
                     row = self._point(point, deployment, prepared)
                     left = (len(todo) - n) * (time.monotonic() - t0)

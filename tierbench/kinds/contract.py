@@ -236,8 +236,9 @@ class Kind:
         return None
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None) -> Deployment:
-        """Bring up what ``key`` needs (replacing ``previous`` when there is one)."""
+               previous: Deployment | None, point: Point) -> Deployment:
+        """Bring up what ``key`` needs for ``point`` (the first point that needs it), replacing
+        ``previous`` when there is one."""
         raise NotImplementedError
 
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:

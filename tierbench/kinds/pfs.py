@@ -611,7 +611,7 @@ class PfsKind(Kind):
         return {"run_id": run_dir.name, "fault_done": False}
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None) -> Deployment:
+               previous: Deployment | None, point: Point) -> Deployment:
         """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
         p: Pfs = exp.settings.pfs  # type: ignore[attr-defined]
         n = int(key)  # type: ignore[arg-type]

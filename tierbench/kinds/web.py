@@ -402,14 +402,14 @@ class WebKind(Kind):
         return {"traces": paths, "filesets": sets, "hot_sets": hot}
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None) -> Deployment:
+               previous: Deployment | None, point: Point) -> Deployment:
         """compose up with the key's settings (down first when the docroot changes)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         settings = dict(key)  # type: ignore[arg-type]
         if previous is None:
             log("tierbench: bringing the stack up (file sets, healthchecks)")
         else:
-            log(f"tierbench: restarting services: {settings_text(settings)}")
+            log(f"tierbench: restarting services for {point.mode}: {settings_text(settings)}")
             if settings["docroot"] != previous.info["settings"]["docroot"]:
                 compose.down()  # a volume's driver cannot change in place: the docroot anew
         compose.up(settings, prepared["filesets"], s.target, s.load.workers,
