@@ -3,8 +3,8 @@
 Every figure is rendered with the Agg backend to SVG and embedded inline, so the report stays
 one self-contained HTML file: the root <svg> gets `class="chart ..."` (and `data-family` for the
 family figure), every id inside is prefixed so several figures can share a page, and each bar
-or line carries an id (`...-bar-s<series>-c<category>`, `...-line-s<series>`) that tests and
-scripts can find. Panels (spec `figures`): bars, lines (means with 95 % CI whiskers) and tables;
+or line carries an id (`<figure>-p<panel>-bar-s<series>-c<category>`,
+`<figure>-p<panel>-line-s<series>`) that tests and scripts can find. Panels (spec `figures`): bars, lines (means with 95 % CI whiskers) and tables;
 beside them, one panel per quantity of the paper's numbers (spec `reference`), in grey.
 """
 
@@ -214,7 +214,7 @@ def reference_panels(spec: dict[str, Any]) -> list[Panel]:
 # --------------------------------------------------------------------------- drawing
 
 
-def draw_bars(ax: Any, p: Panel, values: bool) -> None:
+def draw_bars(ax: Any, p: Panel, values: bool, n: int = 0) -> None:
     """Grouped bars: categories on x, one bar per series, whiskers low-high."""
     k = max(len(p.series), 1)
     where = {tables.label(c): n for n, c in enumerate(p.categories)}
@@ -233,7 +233,7 @@ def draw_bars(ax: Any, p: Panel, values: bool) -> None:
                          edgecolor="#333333" if s.dashed else s.color,
                          linestyle="--" if s.dashed else "-", linewidth=1.1 if s.dashed else 0)
             labelled = True
-            bar.patches[0].set_gid(f"{'ref' if p.reference else 'bar'}-s{j}-c{i}")
+            bar.patches[0].set_gid(f"p{n}-{'ref' if p.reference else 'bar'}-s{j}-c{i}")
             if lo is not None and hi is not None and hi > lo:
                 ax.errorbar(pos, mean, yerr=[[mean - lo], [hi - mean]], fmt="none",
                             ecolor="#1f2933", elinewidth=1, capsize=3)
@@ -249,7 +249,7 @@ def draw_bars(ax: Any, p: Panel, values: bool) -> None:
     ax.set_xlim(-0.6, len(p.categories) - 0.4)
 
 
-def draw_lines(ax: Any, p: Panel) -> None:
+def draw_lines(ax: Any, p: Panel, n: int = 0) -> None:
     """Lines over numeric x with markers and whiskers (log2 x when the panel says so)."""
     for j, s in enumerate(p.series):
         pts = [(float(x), m, lo, hi) for x, m, lo, hi in s.points if m is not None]
@@ -257,7 +257,7 @@ def draw_lines(ax: Any, p: Panel) -> None:
             continue
         (line,) = ax.plot([q[0] for q in pts], [q[1] for q in pts], marker="o", markersize=4,
                           color=s.color, linewidth=1.8, label=s.name)
-        line.set_gid(f"line-s{j}")
+        line.set_gid(f"p{n}-line-s{j}")
         for x, m, lo, hi in pts:
             if lo is not None and hi is not None and hi > lo:
                 ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], fmt="none", ecolor=s.color,
@@ -289,9 +289,9 @@ def render_svg(panels: list[Panel], ident: str, css_class: str, attrs: dict[str,
             p = panels[n]
             bars = sum(1 for s in p.series for _, m, _, _ in s.points if m is not None)
             if p.kind == "lines":
-                draw_lines(ax, p)
+                draw_lines(ax, p, n)
             else:
-                draw_bars(ax, p, values=bars <= 24)
+                draw_bars(ax, p, values=bars <= 24, n=n)
             ax.set_title(plain(p.title), loc="left", fontweight="bold")
             ax.set_xlabel(plain(p.xlabel + (" (log scale)" if p.logx else "")))
             ax.set_ylabel(plain(p.ylabel))

@@ -222,8 +222,8 @@ def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
         if col in TEXT:
             df[col] = df[col].map(lambda v: "" if v is None or v is pd.NA or (
                 isinstance(v, float) and math.isnan(v)) else str(v).strip())
-        elif col in BOOLS:
-            df[col] = df[col].map(as_bool)
+        elif col in BOOLS:  # Python bools (or pd.NA) in an object column
+            df[col] = pd.Series([as_bool(v) for v in df[col]], index=df.index, dtype=object)
         else:
             converted = pd.to_numeric(df[col].map(lambda v: None if v == "" else v),
                                       errors="coerce")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from analysis import pfs_report
 from tierbench import pfs
 from tierbench.schema import ConfigError
 
@@ -282,35 +281,3 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
     assert cpu["client_cpu_us_per_kb"] == pytest.approx(1.5e6 / 1024)
     assert (cpu["host_usr_pct"], cpu["host_sys_pct"], cpu["host_softirq_pct"],
             cpu["host_idle_pct"]) == pytest.approx((30, 20, 10, 40))
-
-
-def fake_rows() -> list[dict]:
-    rows = []
-    for mode, mbs, cpu in (("offloads-on", 300.0, 2.0), ("offloads-off", 150.0, 4.0)):
-        for rep, jitter in ((1, 0.0), (2, 10.0), (3, -10.0)):
-            for clients in (1, 2):
-                rows.append({"point": f"p{len(rows) + 1:03d}", "test": "concurrent",
-                             "mode": mode, "repetition": rep, "io_servers": 2,
-                             "clients": clients, "streams": clients,
-                             "read_mb_per_s": mbs * clients + jitter,
-                             "write_mb_per_s": mbs + jitter, "read_client_cpu_pct": 50.0,
-                             "read_server_cpu_pct": 40.0, "write_client_cpu_pct": 30.0,
-                             "write_server_cpu_pct": 60.0, "read_client_cpu_us_per_kb": cpu,
-                             "write_server_cpu_us_per_kb": cpu, "integrity": "ok"})
-    rows.append({"point": "p099", "test": "concurrent", "mode": "offloads-on", "clients": 2,
-                 "integrity": "not checked", "error": "read: 1 of 2 streams failed: x"})
-    return rows
-
-
-def test_report_compares_modes_with_intervals_and_lists_problems() -> None:
-    manifest = {"run_id": "r1", "status": "complete",
-                "experiment": {"name": "pfs-concurrent", "modes": [{"name": "offloads-on"},
-                                                                   {"name": "offloads-off"}],
-                               "pfs": {"test": "concurrent", "io_servers": [2]}}}
-    page = pfs_report.render(fake_rows(), manifest)
-    assert "<h2>Reads</h2>" in page and "<h2>Writes</h2>" in page
-    # offloads-off against offloads-on: half the MB/s, twice the CPU per KB
-    assert "-50.0 %" in page and "-100.0 %" in page
-    assert "p099" in page and "1 of 2 streams failed" in page
-    assert "000 §6.2.1" in page  # the paper's numbers, labelled
-    assert page.count("<svg") >= 2
