@@ -176,7 +176,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  + (0 if m == "offload" else 3)}
                 for t in ("single-64k", "single-1m") for case in (1, 2, 3, 4)
                 for m in ("offload", "none") for r in reps]
-        return rows, [], ("offload", "none"), True
+        return rows, [{"name": "single-64k"}, {"name": "single-1m"}], ("offload", "none"), True
     raise ValueError(name)
 
 
