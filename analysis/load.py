@@ -342,7 +342,7 @@ def load_run(run_dir: Path | str, spec: dict[str, Any] | None = None) -> Run:
         notes.append("summary.csv has no repetition column: every point counted as repetition 1")
         for r in rows:
             r["repetition"] = "1"
-    if not (run_dir / "points").is_dir():
+    if spec["samples"] and not (run_dir / "points").is_dir():
         notes.append("points/ is missing (older layout): no per-second samples, so no "
                      "warm-up check, stability check or recomputation from samples")
     return Run(run_dir, manifest, points_frame(rows, manifest, spec), notes, spec, source)

@@ -53,7 +53,7 @@ def test_pfs_report_compares_modes_with_intervals_and_lists_problems(tmp_path: P
     assert cmp.count("+50.0 %") == 4  # reads: client CPU/KB, writes: server CPU/KB
     assert "-50.0 %" not in cmp and "-100.0 %" not in cmp
     top = page[: page.index('id="figure"')]
-    assert "p025" in top and "1 of 2 streams failed" in top
+    assert "p013" in top and "1 of 2 streams failed" in top
     assert "integrity: not checked" in top
     assert "000 §6.2.1" in page and "2004-2008 hardware" in page
     assert "test <b>concurrent</b>" in page and "sha256 0123abcd" in page
