@@ -468,7 +468,7 @@ def sections(ctx: Context) -> tuple[str, str]:
     rest = [c for c in ctx.group_cols if c not in by]
     out, toc = [], []
     for i, (key, section) in enumerate(tables.groups(ctx.points, by), 1):
-        title = " ".join(f'<span class="muted">{esc(specs.label(c).capitalize())}</span> '
+        title = " ".join(f'<span class="muted">{esc(specs.label(c)[:1].upper() + specs.label(c)[1:])}</span> '
                          f"{esc(tables.label(v)) or MISSING}" for c, v in zip(by, key)) \
             or '<span class="muted">All points</span>'
         toc.append(f'<a href="#group-{i}">{esc(tables.describe(by, key)) or "all"}</a>')

@@ -343,14 +343,15 @@ def generic(columns: Iterable[str], experiment: dict[str, Any] | None = None,
         primary = "tps" if "tps" in cols or "mb_per_s" not in cols else "mb_per_s"
         kind = "web" if "tps" in cols else "generic"
     factors = (["trace"] if "trace" in cols else []) + [c for c in SWEEPS if c in varying]
+    x = factors[-1] if factors else "mode"
     spec: dict[str, Any] = {
         "kind": kind, "family": "generic",
-        "title": f"{label(primary)} by {' and '.join(factors[:1] or ['mode'])} and mode",
+        "title": f"{label(primary)} by {label(x)}" + (" and mode" if x != "mode" else ""),
         "description": f"Generic report of {name}: no report spec in manifest.json, so the "
                        "sections and the figure were built from summary.csv's columns.",
         "phases": phases, "factors": factors,
         "primary": {"column": primary},
-        "figures": [{"type": "bars", "x": factors[-1] if factors else "mode", "y": primary,
+        "figures": [{"type": "bars", "x": x, "y": primary,
                      "facet": "phase" if phases else (factors[0] if len(factors) > 1 else None)}],
     }
     if phases:

@@ -4,6 +4,7 @@ the paper's numbers."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -71,3 +72,16 @@ def test_integrity_problems_are_listed_and_a_clean_run_says_so(tmp_path: Path) -
     assert "28 of 28 points read <code>ok</code> in integrity" in top
     # write_* columns are empty in every row of a read-only test: not "missing values"
     assert "Points with errors or missing values" not in top
+
+
+def test_pfs_run_without_a_spec_gets_a_generic_report(tmp_path: Path) -> None:
+    """Today's runner writes no "report" key: phases then come from the read_*/write_* columns."""
+    run_dir = synthetic_runs.family_run(tmp_path, "pfs-concurrent")
+    man = json.loads((run_dir / "manifest.json").read_text())
+    del man["report"]
+    (run_dir / "manifest.json").write_text(json.dumps(man))
+    page = report.write_report(run_dir).read_text()
+    assert "report spec generic" in page and 'data-family="generic"' in page
+    assert "<h2>MB/s by " in page
+    assert section(page, "read") and section(page, "write")
+    assert "relative CPU benefit" in page and "Points with errors or missing values" not in page
