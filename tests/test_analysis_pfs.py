@@ -83,5 +83,6 @@ def test_pfs_run_without_a_spec_gets_a_generic_report(tmp_path: Path) -> None:
     page = report.write_report(run_dir).read_text()
     assert "report spec generic" in page and 'data-family="generic"' in page
     assert "<h2>MB/s by " in page
-    assert section(page, "read") and section(page, "write")
+    assert '<span class="muted">Phase</span> read' in page
+    assert '<span class="muted">Phase</span> write' in page
     assert "relative CPU benefit" in page and "Points with errors or missing values" not in page
