@@ -9,36 +9,50 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import load, stats, tables
-from analysis.report import CSS, MISSING, _ci_span
+from analysis import load, markup, stats, tables
+from analysis.markup import MISSING
 
-METRICS = (
-    ("tps", "TPS", "change"),
-    ("server_cpu_us_per_kb", "server CPU µs/KB", "benefit"),
-    ("server_cpu_us_per_req", "server CPU µs/req", "benefit"),
-    ("p99_ms", "p99 ms", "change"),
-)
+LATENCY = ("p99_ms", "p99 ms")
 
 
 class CompareError(Exception):
     """The two runs cannot be compared (the message says why)."""
 
 
+def metrics(run: load.Run) -> list[tuple[str, str, str]]:
+    """(column, label, change | benefit) compared between runs: the spec's primary column, its
+    CPU costs (relative CPU benefit), server CPU per request and p99 latency where present."""
+    spec = run.spec
+    out = [(spec["primary"]["column"], spec["primary"]["label"], "change")]
+    for item in spec["costs"] + [{"column": "server_cpu_us_per_req",
+                                  "label": "server CPU µs/req"}]:
+        if item["column"] not in [c for c, _, _ in out]:
+            out.append((item["column"], item["label"], "benefit"))
+    out.append((*LATENCY, "change"))
+    return [m for m in out if m[0] in run.points]
+
+
 def compare_runs(a: load.Run, b: load.Run) -> pd.DataFrame:
-    """Per trace x mode: run B against run A, TPS change (%) and CPU benefit with 95 % CIs."""
+    """Per condition (phase, factors) x mode: run B against run A, change (%) and relative CPU
+    benefit with 95 % CIs; the conditions and metrics come from run A's report spec."""
     if a.name != b.name:
         raise CompareError(f"{a.dir} is a run of '{a.name}' and {b.dir} of '{b.name}': compare "
                            "two runs of the same experiment")
     pa, pb = tables.good(a.points), tables.good(b.points)
+    by = [c for c in tables.group_columns(pa, a.spec) if c in pb] + ["mode"]
+    pa = tables.sort_points(pa, by, a.spec, a.experiment)
+    keys = [k for k, _ in tables.groups(pa, by)]
+    keys += [k for k, _ in tables.groups(pb, by) if k not in keys]
     rows = []
-    keys = list(dict.fromkeys(zip(pa["trace"], pa["mode"]))) + [
-        k for k in dict.fromkeys(zip(pb["trace"], pb["mode"])) if k not in set(
-            zip(pa["trace"], pa["mode"]))]
-    for trace, mode in keys:
-        ga = pa[(pa["trace"] == trace) & (pa["mode"] == mode)]
-        gb = pb[(pb["trace"] == trace) & (pb["mode"] == mode)]
-        row: dict[str, Any] = {"trace": trace, "mode": mode, "n_a": len(ga), "n_b": len(gb)}
-        for col, _, kind in METRICS:
+    for key in keys:
+        sel_a = pd.Series(True, index=pa.index)
+        sel_b = pd.Series(True, index=pb.index)
+        for c, v in zip(by, key):
+            sel_a &= pa[c].map(lambda x, w=v: tables.same(x, w))
+            sel_b &= pb[c].map(lambda x, w=v: tables.same(x, w))
+        ga, gb = pa[sel_a], pb[sel_b]
+        row: dict[str, Any] = {**dict(zip(by, key)), "n_a": len(ga), "n_b": len(gb)}
+        for col, _, kind in metrics(a):
             va = ga[col].tolist() if col in ga else []
             vb = gb[col].tolist() if col in gb else []
             row[f"{col}_a"] = stats.mean_ci(va).mean
@@ -50,11 +64,12 @@ def compare_runs(a: load.Run, b: load.Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, str]:
+def flat(value: Any, prefix: str = "") -> dict[str, str]:
+    """A nested manifest as dotted keys -> JSON text."""
     if isinstance(value, dict):
         out: dict[str, str] = {}
         for k, v in value.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+            out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return {prefix: json.dumps(value) if not isinstance(value, str) else value}
 
@@ -62,43 +77,43 @@ def _flat(value: Any, prefix: str = "") -> dict[str, str]:
 def provenance_diff(a: load.Run, b: load.Run) -> list[tuple[str, str, str]]:
     """Manifest entries that differ between the runs (points, times and run ids left out)."""
     skip = ("points", "started", "finished", "run_id", "trimmed")
-    fa = _flat({k: v for k, v in a.manifest.items() if k not in skip})
-    fb = _flat({k: v for k, v in b.manifest.items() if k not in skip})
+    fa = flat({k: v for k, v in a.manifest.items() if k not in skip})
+    fb = flat({k: v for k, v in b.manifest.items() if k not in skip})
     return [(k, fa.get(k, MISSING), fb.get(k, MISSING)) for k in sorted(set(fa) | set(fb))
             if fa.get(k) != fb.get(k)]
 
 
 def render_compare(a: load.Run, b: load.Run) -> str:
-    """The comparison page: per trace x mode table with CIs and the provenance differences."""
+    """The comparison page: per condition x mode table with CIs and the provenance differences."""
     table = compare_runs(a, b)
     esc = html.escape
-    head = '<th class="l">trace</th><th class="l">mode</th><th>reps A / B</th>' + "".join(
+    by = [c for c in table.columns if c not in ("n_a", "n_b") and not c.endswith(
+        ("_a", "_b", "_change", "_benefit", "_low", "_high"))]
+    cols = metrics(a)
+    head = "".join(f'<th class="l">{esc(c)}</th>' for c in by) + "<th>reps A / B</th>" + "".join(
         f"<th>{esc(label)}<br><span class=\"unit\">A / B</span></th>"
         f"<th>{'change' if kind == 'change' else 'relative CPU benefit'}<br>"
-        "<span class=\"unit\">B vs A, % [95 % CI]</span></th>" for _, label, kind in METRICS)
+        "<span class=\"unit\">B vs A, % [95 % CI]</span></th>" for _, label, kind in cols)
     body = []
     for _, r in table.iterrows():
-        cells = [f'<td class="l">{esc(str(r["trace"]))}</td>',
-                 f'<td class="l">{esc(str(r["mode"]))}</td>',
-                 f'<td class="num">{r["n_a"]} / {r["n_b"]}</td>']
-        for col, _, kind in METRICS:
+        cells = [f'<td class="l">{esc(tables.label(r[c]))}</td>' for c in by]
+        cells.append(f'<td class="num">{r["n_a"]} / {r["n_b"]}</td>')
+        for col, _, kind in cols:
             va, vb = r[f"{col}_a"], r[f"{col}_b"]
             pair = " / ".join(MISSING if v is None or pd.isna(v) else f"{v:,.2f}" for v in (va, vb))
             scale = 1.0 if kind == "change" else 100.0
-            span = _ci_span(r[f"{col}_{kind}"], r[f"{col}_low"], r[f"{col}_high"], scale=scale,
-                            unit=" %")
+            span = markup.ci_span(r[f"{col}_{kind}"], r[f"{col}_low"], r[f"{col}_high"],
+                                  scale=scale, unit=" %")
             cells += [f'<td class="num">{pair}</td>', f'<td class="num">{span}</td>']
         body.append(f"<tr>{''.join(cells)}</tr>")
     diff = "".join(f"<tr><th>{esc(k)}</th><td>{esc(va)}</td><td>{esc(vb)}</td></tr>"
                    for k, va, vb in provenance_diff(a, b))
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{esc(a.name)}: {esc(a.run_id)} vs {esc(b.run_id)}</title>"
-        f"<style>{CSS}</style></head><body><main>"
+    return markup.page(
+        f"{a.name}: {a.run_id} vs {b.run_id}",
         f"<header><h1>{esc(a.name)}: run B against run A</h1>"
         f'<p class="sub">A = <code>{esc(a.run_id)}</code> · B = <code>{esc(b.run_id)}</code></p>'
         "</header>"
-        '<div class="card"><h2>Per trace and mode</h2><p class="meta">TPS and p99 change = 100 '
+        '<div class="card"><h2>Per condition and mode</h2><p class="meta">Change = 100 '
         "(mean<sub>B</sub> / mean<sub>A</sub> − 1); relative CPU benefit = (A − B) / A, positive "
         "when B uses less CPU. 95 % CIs by the delta method (analysis/README.md); failed points "
         "excluded.</p>"
@@ -107,9 +122,7 @@ def render_compare(a: load.Run, b: load.Run) -> str:
         '<div class="card"><h2>What changed between the runs</h2><p class="meta">Manifest '
         "entries that differ (the per-point entries, times and run ids left out).</p>"
         '<table class="kv"><thead><tr><th>entry</th><th>A</th><th>B</th></tr></thead>'
-        f"<tbody>{diff or '<tr><td colspan=3>nothing</td></tr>'}</tbody></table></div>"
-        "<footer>generated by tierbench</footer></main></body></html>\n"
-    )
+        f"<tbody>{diff or '<tr><td colspan=3>nothing</td></tr>'}</tbody></table></div>")
 
 
 def write_compare(run_a: Path, run_b: Path, out: Path | None = None) -> Path:

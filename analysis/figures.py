@@ -1,77 +1,91 @@
-"""One figure per experiment family, drawn from the tidy per-point table as inline SVG.
+"""Figures drawn from the tidy per-point table as the report spec's panels say, with matplotlib.
 
-Family from the experiment's name prefix (dc-single, dc-zipf, dc-clients, dc-classes, pfs-*,
-net-conns; `quick` is a DC-single run), else from the trace structure. Every figure shows means
-over repetitions with 95 % CI whiskers and, where the seed has numbers, a separate panel with the
-paper's values labelled as 2004-2008 hardware.
+Every figure is rendered with the Agg backend to SVG and embedded inline, so the report stays
+one self-contained HTML file: the root <svg> gets `class="chart ..."` (and `data-family` for the
+family figure), every id inside is prefixed so several figures can share a page, and each bar
+or line carries an id (`<figure>-p<panel>-bar-s<series>-c<category>`,
+`<figure>-p<panel>-line-s<series>`) that tests and scripts can find. Panels (spec `figures`): bars, lines (means with 95 % CI whiskers) and tables;
+beside them, one panel per quantity of the paper's numbers (spec `reference`), in grey.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
+import matplotlib
 import pandas as pd
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import FuncFormatter
 
-from analysis import references, stats, tables
+from analysis import spec as specs
+from analysis import stats, tables
+
+matplotlib.use("Agg")
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
 REF_COLORS = ("#8a96a3", "#c5ccd3")
-FAMILIES = ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs", "net-conns")
+CI_NOTE = "Bars/points: mean over repetitions; whiskers: 95 % confidence interval (t, df = n − 1)."
+RANGE_NOTE = "Bars: mean over repetitions; whiskers: min–max over repetitions."
+PANEL_SIZE = (5.0, 3.5)  # inches per panel
+RC = {"svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9.5, "axes.labelsize": 8.5,
+      "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5,
+      "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#9aa5b1",
+      "axes.grid": True, "axes.grid.axis": "y", "grid.color": "#e6eaef",
+      "axes.axisbelow": True, "font.family": "sans-serif"}
+
+
+@dataclass
+class Series:
+    """The values of one line or set of bars: (x, mean, low, high) per x category or value."""
+
+    name: str
+    color: str
+    points: list[tuple[Any, float | None, float | None, float | None]]
+    dashed: bool = False  # outline the bars dashed (a client-bound repetition)
+
+
+@dataclass
+class Panel:
+    """One axes: bars over ordered categories or lines over numeric x, one series per mode."""
+
+    kind: str  # bars | lines
+    title: str
+    xlabel: str
+    ylabel: str
+    categories: list[Any]
+    series: list[Series]
+    logx: bool = False
+    reference: bool = False  # the paper's numbers
+
+    def has_data(self) -> bool:
+        """At least one mean to draw."""
+        return any(m is not None for s in self.series for _, m, _, _ in s.points)
 
 
 @dataclass
 class Figure:
-    """A rendered figure: title, SVG (or HTML tables) and caption."""
+    """A rendered figure: title, HTML body (inline SVG and tables), caption and its panels."""
 
     family: str
     title: str
     body: str
     caption: str
+    panels: list[Panel] = field(default_factory=list)
 
 
-def family_of(name: str, points: pd.DataFrame | None = None) -> str:
-    """The experiment family from the experiment name, else from the trace structure."""
-    low = (name or "").lower()
-    for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "net-conns"):
-        if low.startswith(fam):
-            return fam
-    if low.startswith("pfs"):
-        return "pfs"
-    if low.startswith("quick"):
-        return "dc-single"
-    if points is not None and not points.empty:
-        if "alpha" in points and points["alpha"].dropna().nunique() > 1:
-            return "dc-zipf"
-        if "users" in points and points["users"].dropna().nunique() > 1:
-            return "dc-clients"
-    return "dc-single"
+def colors(names: list[str]) -> dict[str, str]:
+    """One palette colour per name, in order."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
 
 
-# --------------------------------------------------------------------------- SVG helpers
-
-
-
-def _whisker(x: float, y_lo: float, y_hi: float) -> str:
-    """A vertical error whisker with caps at x, from y_lo to y_hi (SVG coordinates)."""
-    return (f'<path class="whisker" d="M{x:.1f} {y_lo:.1f}V{y_hi:.1f}'
-            f'M{x - 4:.1f} {y_lo:.1f}h8M{x - 4:.1f} {y_hi:.1f}h8"/>')
-
-def _esc(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
-def _nice(span: float, ticks: int = 5) -> float:
-    raw = span / ticks if span > 0 else 1.0
-    mag = 10 ** math.floor(math.log10(raw))
-    return next((m * mag for m in (1, 2, 2.5, 5, 10) if raw <= m * mag), 10 * mag)
-
-
-def _fmt(v: float) -> str:
+def fmt_value(v: float) -> str:
+    """A value label: 9,754 / 12.3 / 0.42."""
     if abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 10:
@@ -79,351 +93,373 @@ def _fmt(v: float) -> str:
     return f"{v:,.2f}"
 
 
-def _tick(v: float, step: float) -> str:
-    return f"{v:,.0f}" if step >= 1 else f"{v:,.{max(0, -math.floor(math.log10(step)) + 1)}f}"
+def plain(text: Any) -> str:
+    """Text for matplotlib with '$' escaped (no mathtext from trace names)."""
+    return str(text).replace("$", r"\$")
 
 
-def _yaxis(out: list[str], top_value: float, left: int, top: int, w: int, h: int,
-           label: str) -> Callable[[float], float]:
-    step = _nice(top_value * 1.15 if top_value > 0 else 1.0)
-    y_max = math.ceil((top_value * 1.15 if top_value > 0 else 1.0) / step) * step
-
-    def y(v: float) -> float:
-        return top + h * (1 - max(v, 0.0) / y_max)
-
-    for i in range(int(round(y_max / step)) + 1):
-        ty = y(i * step)
-        out.append(f'<line class="grid" x1="{left}" x2="{left + w}" y1="{ty:.1f}" '
-                   f'y2="{ty:.1f}"/><text class="tick" x="{left - 6}" y="{ty + 3.5:.1f}" '
-                   f'text-anchor="end">{_tick(i * step, step)}</text>')
-    out.append(f'<text class="axis" transform="translate(13 {top + h / 2:.1f}) rotate(-90)" '
-               f'text-anchor="middle">{_esc(label)}</text>')
-    return y
+# --------------------------------------------------------------------------- data
 
 
-def _legend(out: list[str], items: list[tuple[str, str]], x: float, y: float) -> None:
-    for i, (name, color) in enumerate(items):
-        out.append(f'<rect x="{x:.1f}" y="{y + 14 * i - 8:.1f}" width="10" height="10" '
-                   f'fill="{color}" rx="2"/><text class="tick" x="{x + 14:.1f}" '
-                   f'y="{y + 14 * i + 1:.1f}">{_esc(name)}</text>')
+def series_columns(points: pd.DataFrame, panel: dict[str, Any]) -> list[str]:
+    """The panel's series columns, plus `mode` when modes vary and no other key holds it (so
+    that modes are never pooled)."""
+    cols = [c for c in panel["series"] if c in points]
+    used = set(cols) | {panel.get("x"), panel.get("facet"), panel.get("rows"),
+                        panel.get("columns")}
+    if "mode" not in used and "mode" in points and points["mode"].nunique() > 1:
+        cols.append("mode")
+    return cols
 
 
-@dataclass
-class Series:
-    """Values of one mode (or docroot) across the x categories / x values of a panel."""
-
-    name: str
-    color: str
-    points: list[tuple[Any, float | None, float | None, float | None]]  # x, mean, low, high
-
-
-def grouped_bars(title: str, axis: str, categories: list[str], series: list[Series],
-                 width: int = 560, height: int = 300) -> str:
-    """A grouped bar panel: categories on x, one bar per series, 95 % CI whiskers; an SVG <g>."""
-    left, right, top, bottom = 66, 14, 34 + 14 * len(series), 40
-    w, h = width - left - right, height - top - bottom
-    vals = [hi if hi is not None else m for s in series for _, m, _, hi in s.points
-            if m is not None]
-    out = [f'<text class="ptitle" x="{left}" y="16">{_esc(title)}</text>']
-    y = _yaxis(out, max(vals + [0.0]), left, top, w, h, axis)
-    slot = w / max(len(categories), 1)
-    bar_w = min(42.0, slot * 0.8 / max(len(series), 1))
-    for ci, cat in enumerate(categories):
-        cx = left + slot * (ci + 0.5)
-        out.append(f'<text class="xlab" x="{cx:.1f}" y="{top + h + 16}" text-anchor="middle">'
-                   f"{_esc(cat)}</text>")
-        for si, s in enumerate(series):
-            found = [p for p in s.points if p[0] == cat]
-            if not found or found[0][1] is None:
-                continue
-            _, m, lo, hi = found[0]
-            bx = cx + (si - len(series) / 2) * bar_w
-            by = y(m)
-            out.append(f'<rect class="bar" x="{bx:.1f}" y="{by:.1f}" width="{bar_w - 2:.1f}" '
-                       f'height="{y(0) - by:.1f}" fill="{s.color}" rx="2"><title>{_esc(s.name)}'
-                       f" · {_esc(cat)}: {_fmt(m)}</title></rect>")
-            mid = bx + (bar_w - 2) / 2
-            if lo is not None and hi is not None and hi > lo:
-                out.append(_whisker(mid, y(lo), y(hi)))
-            out.append(f'<text class="val" x="{mid:.1f}" y="{min(by, y(hi or m)) - 4:.1f}" '
-                       f'text-anchor="middle">{_fmt(m)}</text>')
-    out.append(f'<line class="base" x1="{left}" x2="{left + w}" y1="{y(0):.1f}" '
-               f'y2="{y(0):.1f}"/>')
-    _legend(out, [(s.name, s.color) for s in series], left, 34)
-    return "<g>" + "".join(out) + "</g>"
+def series_keys(points: pd.DataFrame, cols: list[str], spec: dict[str, Any],
+                experiment: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Distinct combinations of the series columns, in the experiment's order."""
+    if not cols:
+        return [()]
+    ordered = tables.sort_points(points, cols, spec, experiment)
+    return list(dict.fromkeys(tuple(r) for r in ordered[cols].itertuples(index=False)))
 
 
-def line_panel(title: str, xlabel: str, axis: str, series: list[Series], width: int = 560,
-               height: int = 300) -> str:
-    """A line panel: numeric x (log2 when it spans 8x or more), lines with CI whiskers; an SVG <g>."""
-    left, right, top, bottom = 66, 16, 34 + 14 * len(series), 44
-    w, h = width - left - right, height - top - bottom
-    xs = sorted({float(p[0]) for s in series for p in s.points if p[1] is not None})
-    vals = [hi if hi is not None else m for s in series for _, m, _, hi in s.points
-            if m is not None]
-    out = [f'<text class="ptitle" x="{left}" y="16">{_esc(title)}</text>']
-    y = _yaxis(out, max(vals + [0.0]), left, top, w, h, axis)
-    log = bool(xs) and xs[0] > 0 and xs[-1] / xs[0] >= 8
-    tx = [math.log2(v) for v in xs] if log else xs
-    lo_x, hi_x = (min(tx), max(tx)) if tx else (0.0, 1.0)
-    if hi_x == lo_x:
-        lo_x, hi_x = lo_x - 1, hi_x + 1
-
-    def x(v: float) -> float:
-        t = math.log2(v) if log else v
-        return left + 12 + (w - 24) * (t - lo_x) / (hi_x - lo_x)
-
-    for v in xs:
-        out.append(f'<text class="tick" x="{x(v):.1f}" y="{top + h + 15}" text-anchor="middle">'
-                   f"{v:g}</text>")
-    out.append(f'<text class="xlab" x="{left + w / 2:.1f}" y="{top + h + 34}" '
-               f'text-anchor="middle">{_esc(xlabel)}{" (log scale)" if log else ""}</text>')
-    for s in series:
-        pts = sorted((float(p[0]), p[1], p[2], p[3]) for p in s.points if p[1] is not None)
-        if not pts:
-            continue
-        d = " ".join(f"{'M' if i == 0 else 'L'}{x(px):.1f} {y(m):.1f}"
-                     for i, (px, m, _, _) in enumerate(pts))
-        out.append(f'<path class="line" d="{d}" fill="none" stroke="{s.color}" '
-                   f'stroke-width="2"/>')
-        for px, m, lo, hi in pts:
-            out.append(f'<circle cx="{x(px):.1f}" cy="{y(m):.1f}" r="3.5" fill="{s.color}">'
-                       f"<title>{_esc(s.name)} @ {px:g}: {_fmt(m)}</title></circle>")
-            if lo is not None and hi is not None and hi > lo:
-                out.append(_whisker(x(px), y(lo), y(hi)))
-    out.append(f'<line class="base" x1="{left}" x2="{left + w}" y1="{y(0):.1f}" '
-               f'y2="{y(0):.1f}"/>')
-    _legend(out, [(s.name, s.color) for s in series], left, 34)
-    return "<g>" + "".join(out) + "</g>"
+def aggregate(values: list[float], whiskers: str = "ci") -> tuple[float | None, float | None,
+                                                                   float | None]:
+    """(mean, low, high): 95 % CI whiskers, or min-max with whiskers='range'."""
+    e = stats.mean_ci(values)
+    if e.mean is None:
+        return None, None, None
+    if whiskers == "range":
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        return e.mean, min(finite), max(finite)
+    return e.mean, e.low, e.high
 
 
-# --------------------------------------------------------------------------- data helpers
-
-
-def _series(points: pd.DataFrame, x: str, y: str, by: str, order: list[str],
-            colors: dict[str, str]) -> list[Series]:
+def panels_for(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any],
+               experiment: dict[str, Any]) -> tuple[list[Panel], list[str]]:
+    """The measured panels of one `figures` entry (one per facet value) and notes on what
+    could not be drawn."""
     ok = tables.good(points)
+    ok = ok[tables.matches(ok, panel.get("where"))] if panel.get("where") else ok
+    x, y = panel["x"], panel["y"]
+    missing = [c for c in (x, y, panel.get("facet")) if c and c not in ok]
+    title = panel.get("title") or f"{specs.label(y)} by {specs.label(x)}"
+    if missing:
+        return [], [f"{title}: no column {', '.join(missing)} in this run"]
+    facet = panel.get("facet")
+    facets = tables.order_of(ok, facet, spec, experiment) if facet else [None]
+    cols = series_columns(ok, panel)
+    keys = series_keys(ok, cols, spec, experiment)
+    names = [tables.describe(cols, k) or specs.label(y) for k in keys]
+    palette = colors(names)
     out = []
-    for name in order:
-        sub = ok[ok[by] == name]
-        pts = []
-        for xv, grp in sub.groupby(x, sort=False, dropna=True):
-            if y not in grp:
-                continue
-            e = stats.mean_ci(grp[y].tolist())
-            pts.append((xv, e.mean, e.low, e.high))
-        out.append(Series(str(name), colors.get(str(name), PALETTE[0]), pts))
+    for fv in facets:
+        sub = ok[ok[facet].map(lambda v, f=fv: tables.same(v, f))] if facet else ok
+        if panel["type"] == "lines":
+            xs = pd.to_numeric(sub[x], errors="coerce")
+            sub = sub.assign(**{x: xs})[xs.notna()]
+            cats = sorted(dict.fromkeys(sub[x].tolist()))
+        else:
+            cats = tables.order_of(sub, x, spec, experiment)
+        series = []
+        for key, name in zip(keys, names):
+            rows = sub
+            for c, v in zip(cols, key):
+                rows = rows[rows[c].map(lambda a, b=v: tables.same(a, b))]
+            pts = []
+            for cat in cats:
+                vals = rows[rows[x].map(lambda a, b=cat: tables.same(a, b))][y]
+                mean, lo, hi = aggregate([v * panel["scale"] for v in vals.tolist()
+                                          if v is not None])
+                pts.append((cat, mean, lo, hi))
+            series.append(Series(name, palette[name], pts))
+        logx = panel["logx"]
+        if logx == "auto":
+            nums = [c for c in cats if isinstance(c, int | float)]
+            logx = bool(nums) and min(nums) > 0 and max(nums) / min(nums) >= 8
+        ftitle = title if fv is None else f"{title} — {specs.label(facet)} {tables.label(fv)}"
+        unit = spec["primary"]["unit"] if y == spec["primary"]["column"] else ""
+        ylabel = panel.get("ylabel") or (f"{specs.label(y)} ({unit})" if unit
+                                         else specs.label(y))
+        p = Panel(panel["type"], ftitle, panel.get("xlabel") or specs.label(x), ylabel,
+                  cats, series, bool(logx))
+        if p.has_data():
+            out.append(p)
+    if not out:
+        return [], [f"{title}: no values to draw"]
+    return out, []
+
+
+def reference_panels(spec: dict[str, Any]) -> list[Panel]:
+    """One grey bar panel per quantity of the paper's numbers (rows with at least one number)."""
+    ref = spec.get("reference")
+    if not ref:
+        return []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in ref["rows"]:
+        if row["with"] is None and row["without"] is None:
+            continue
+        groups.setdefault((row["quantity"], row["unit"]), []).append(row)
+    out = []
+    for (quantity, unit), rows in groups.items():
+        series = [Series(f"{ref['labels'][0]} (paper)", REF_COLORS[0],
+                         [(r["x"], r["with"], None, None) for r in rows])]
+        if any(r["without"] is not None for r in rows):
+            series.append(Series(f"{ref['labels'][1]} (paper)", REF_COLORS[1],
+                                 [(r["x"], r["without"], None, None) for r in rows]))
+        out.append(Panel("bars", f"Paper: {ref['figure']} ({specs.HARDWARE})", "",
+                         f"{quantity} ({unit})" if unit else quantity,
+                         [r["x"] for r in rows], series, reference=True))
     return out
 
 
-def _ref_panel(ref: references.Reference | None, quantity: str = "TPS") -> str | None:
-    if ref is None:
-        return None
-    rows = [r for r in ref.rows if r.quantity == quantity]
-    if not rows or all(r.without_offload is None for r in rows):
-        return None
-    series = [
-        Series(f"{ref.labels[0]} (paper)", REF_COLORS[0],
-               [(r.x, r.with_offload, None, None) for r in rows]),
-        Series(f"{ref.labels[1]} (paper)", REF_COLORS[1],
-               [(r.x, r.without_offload, None, None) for r in rows]),
-    ]
-    unit = rows[0].unit
-    return grouped_bars(f"Paper ({references.HARDWARE})", f"{quantity} ({unit})",
-                        [r.x for r in rows], series, width=360)
+# --------------------------------------------------------------------------- drawing
 
 
-def _modes(points: pd.DataFrame, experiment: dict[str, Any]) -> list[str]:
-    return tables.modes_in_order(list(dict.fromkeys(points["mode"])), experiment)
+def draw_bars(ax: Any, p: Panel, values: bool, n: int = 0) -> None:
+    """Grouped bars: categories on x, one bar per series, whiskers low-high."""
+    k = max(len(p.series), 1)
+    where = {tables.label(c): n for n, c in enumerate(p.categories)}
+    single = k > 1 and len(p.categories) == k and all(
+        sum(m is not None for _, m, _, _ in s.points) <= 1 for s in p.series)
+    width = 0.62 if single else min(0.8 / k, 0.42)
+    for j, s in enumerate(p.series):
+        labelled = False
+        for cat, mean, lo, hi in s.points:
+            if mean is None:
+                continue
+            i = where[tables.label(cat)]
+            pos = i if single else i + (j - (k - 1) / 2) * width
+            bar = ax.bar(pos, mean, width * 0.92, color=s.color,
+                         label=None if labelled else s.name,
+                         edgecolor="#333333" if s.dashed else s.color,
+                         linestyle="--" if s.dashed else "-", linewidth=1.1 if s.dashed else 0)
+            labelled = True
+            bar.patches[0].set_gid(f"p{n}-{'ref' if p.reference else 'bar'}-s{j}-c{i}")
+            if lo is not None and hi is not None and hi > lo:
+                ax.errorbar(pos, mean, yerr=[[mean - lo], [hi - mean]], fmt="none",
+                            ecolor="#1f2933", elinewidth=1, capsize=3)
+            if values:
+                ax.annotate(fmt_value(mean), (pos, hi if hi is not None else mean),
+                            xytext=(0, 2), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=6.5, color="#1f2933")
+    ax.set_xticks(range(len(p.categories)), [plain(tables.label(c)) for c in p.categories])
+    if sum(len(tables.label(c)) for c in p.categories) > 48:
+        ax.tick_params(axis="x", labelrotation=25)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+    ax.set_xlim(-0.6, len(p.categories) - 0.4)
 
 
-def _colors(modes: list[str]) -> dict[str, str]:
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(modes)}
+def draw_lines(ax: Any, p: Panel, n: int = 0) -> None:
+    """Lines over numeric x with markers and whiskers (log2 x when the panel says so)."""
+    for j, s in enumerate(p.series):
+        pts = [(float(x), m, lo, hi) for x, m, lo, hi in s.points if m is not None]
+        if not pts:
+            continue
+        (line,) = ax.plot([q[0] for q in pts], [q[1] for q in pts], marker="o", markersize=4,
+                          color=s.color, linewidth=1.8, label=s.name)
+        line.set_gid(f"p{n}-line-s{j}")
+        for x, m, lo, hi in pts:
+            if lo is not None and hi is not None and hi > lo:
+                ax.errorbar(x, m, yerr=[[m - lo], [hi - m]], fmt="none", ecolor=s.color,
+                            elinewidth=1, capsize=3)
+    xs = [float(c) for c in p.categories]
+    if p.logx:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{int(v):,}" if v.is_integer() else f"{v:g}" for v in xs])
+    ax.minorticks_off()
 
 
-def _layout(panels: list[str | None], family: str, widths: list[int]) -> str:
-    kept = [(p, w) for p, w in zip(panels, widths) if p]
-    gap, height = 24, 300
-    total = sum(w for _, w in kept) + gap * (len(kept) - 1)
-    body, at = [], 0
-    for p, w in kept:
-        body.append(f'<g transform="translate({at} 0)">{p}</g>')
-        at += w + gap
-    return (f'<svg class="chart family" data-family="{_esc(family)}" role="img" width="{total}" '
-            f'height="{height}" viewBox="0 0 {total} {height}">{"".join(body)}</svg>')
+def thousands(v: float, _pos: Any) -> str:
+    """Y tick label with thousands separators."""
+    return f"{v:,.0f}" if abs(v) >= 10 or float(v).is_integer() else f"{v:,.2f}".rstrip("0")
 
 
-CI_NOTE = "Bars/points: mean over repetitions; whiskers: 95 % confidence interval (t, df = n − 1)."
+def render_svg(panels: list[Panel], ident: str, css_class: str, attrs: dict[str, str],
+               ncols: int = 3, size: tuple[float, float] = PANEL_SIZE) -> str:
+    """Draw panels side by side (ncols per row) and return the inline <svg> element."""
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    with matplotlib.rc_context({**RC, "svg.hashsalt": ident}):
+        fig = MplFigure(figsize=(size[0] * ncols, size[1] * nrows), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for n, ax in enumerate(axes.flat):
+            if n >= len(panels):
+                ax.set_visible(False)
+                continue
+            p = panels[n]
+            bars = sum(1 for s in p.series for _, m, _, _ in s.points if m is not None)
+            if p.kind == "lines":
+                draw_lines(ax, p, n)
+            else:
+                draw_bars(ax, p, values=bars <= 24, n=n)
+            ax.set_title(plain(p.title), loc="left", fontweight="bold")
+            ax.set_xlabel(plain(p.xlabel + (" (log scale)" if p.logx else "")))
+            ax.set_ylabel(plain(p.ylabel))
+            ax.yaxis.set_major_formatter(FuncFormatter(thousands))
+            top = max([hi if hi is not None else m for s in p.series
+                       for _, m, _, hi in s.points if m is not None] + [0.0])
+            inside = len(p.series) <= 3 and max(len(s.name) for s in p.series) <= 18
+            ax.set_ylim(0, top * (1.3 if inside else 1.12) or 1.0)
+            if inside:
+                ax.legend(loc="upper left", ncol=len(p.series), frameon=True, framealpha=0.85,
+                          edgecolor="none")
+            else:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Creator": None, "Date": None,
+                                                  "Format": None, "Type": None})
+    return inline(buf.getvalue(), ident, css_class, attrs)
 
 
-# --------------------------------------------------------------------------- family figures
+def inline(svg: str, ident: str, css_class: str, attrs: dict[str, str]) -> str:
+    """matplotlib's SVG file as an element for an HTML page: no XML prolog, namespaces,
+    metadata or global style; ids prefixed with `ident`; size in px; class and attributes."""
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r'<style type="text/css">.*?</style>', "", svg, flags=re.S)
+    svg = svg.replace(' xmlns:xlink="http://www.w3.org/1999/xlink"', "")
+    svg = svg.replace(' xmlns="http://www.w3.org/2000/svg"', "").replace("xlink:href", "href")
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{ident}-{m.group(1)}"', svg)
+    svg = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{ident}-{m.group(1)})", svg)
+    svg = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{ident}-{m.group(1)}"', svg)
+
+    def px(m: re.Match[str]) -> str:
+        return f'{m.group(1)}="{float(m.group(2)) * 4 / 3:.0f}"'
+
+    head, rest = svg.split(">", 1)
+    head = re.sub(r'\b(width|height)="([0-9.]+)pt"', px, head)
+    extra = "".join(f' {k}="{html.escape(v)}"' for k, v in attrs.items())
+    head = head.replace("<svg", f'<svg class="{css_class}" role="img"{extra}', 1)
+    return head + ">" + rest
 
 
-def fig_dc_single(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """000 Fig. 8a: TPS per trace, one bar per mode."""
-    modes = _modes(points, experiment)
-    traces = list(dict.fromkeys(points["trace"]))
-    series = _series(points, "trace", "tps", "mode", modes, _colors(modes))
-    main = grouped_bars("Measured here: TPS per trace by mode", "TPS (requests / s)", traces,
-                        series)
-    ref = references.reference("dc-single")
-    body = _layout([main, _ref_panel(ref)], "dc-single", [560, 360])
-    return Figure("dc-single", "TPS per trace by mode (000 Fig. 8a)", body,
-                  CI_NOTE + " Grey panel: the paper's numbers, " + references.HARDWARE + ".")
+# --------------------------------------------------------------------------- tables
 
 
-def fig_dc_zipf(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """000 Fig. 8b: TPS against the Zipf alpha of the trace, one line per mode."""
-    modes = _modes(points, experiment)
-    zipf = points[points["alpha"].notna()] if "alpha" in points else points.iloc[0:0]
-    main = line_panel("Measured here: TPS vs Zipf alpha", "Zipf alpha", "TPS (requests / s)",
-                      _series(zipf, "alpha", "tps", "mode", modes, _colors(modes)))
-    body = _layout([main, _ref_panel(references.reference("dc-zipf"))], "dc-zipf", [560, 360])
-    return Figure("dc-zipf", "TPS vs Zipf alpha (000 Fig. 8b)", body,
-                  CI_NOTE + f" Alpha from the trace spec in the manifest. Grey panel: the "
-                  f"paper, {references.HARDWARE}.")
-
-
-def _users_column(points: pd.DataFrame) -> str:
-    for col in ("threads", "clients", "users"):
-        if col in points and points[col].notna().any():
-            return col
-    return "users"
-
-
-def fig_dc_clients(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """000 Fig. 9: TPS and client CPU against the number of client threads, per mode."""
-    modes, col = _modes(points, experiment), _users_column(points)
-    colors = _colors(modes)
-    tps = line_panel("Measured here: TPS vs client threads", f"client threads ({col})",
-                     "TPS (requests / s)", _series(points, col, "tps", "mode", modes, colors))
-    cpu_col = "generator_cpu_pct" if "generator_cpu_pct" in points else "host_usr_pct"
-    cpu = line_panel("Client CPU vs client threads", f"client threads ({col})",
-                     "client CPU (% of allowance)",
-                     _series(points, col, cpu_col, "mode", modes, colors))
-    body = _layout([tps, cpu, _ref_panel(references.reference("dc-clients"))], "dc-clients",
-                   [560, 560, 360])
-    return Figure("dc-clients", "TPS and client CPU vs client threads (000 Fig. 9)", body,
-                  CI_NOTE + " Where client CPU reaches 100 % the client saturates. "
-                  f"Grey panel: the paper, {references.HARDWARE}.")
-
-
-def fig_dc_classes(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """004 Fig. 6: TPS per workload class, one bar per docroot file system (or mode)."""
-    by = "docroot" if "docroot" in points and points["docroot"].notna().any() else "mode"
-    order = list(dict.fromkeys(points[by].dropna().astype(str)))
-    sub = points.assign(**{by: points[by].astype(str)})
-    classes = list(dict.fromkeys(points["trace"]))
-    main = grouped_bars(f"Measured here: TPS by workload class and {by}", "TPS (requests / s)",
-                        classes, _series(sub, "trace", "tps", by, order, _colors(order)),
-                        width=max(560, 90 * len(classes) * max(len(order), 1) // 2))
-    ref = references.reference("dc-classes")
-    return Figure("dc-classes", "TPS by workload class and docroot (004 Fig. 6)",
-                  _layout([main], "dc-classes", [max(560, 90 * len(classes) * max(len(order), 1)
-                                                     // 2)]),
-                  CI_NOTE + f" Paper ({references.HARDWARE}), {ref.figure}: {ref.note}."
-                  if ref else CI_NOTE)
-
-
-def fig_dc_hybrid(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """004 Fig. 7: the foreground site's TPS per workload mix, one bar per placement (docroot)."""
-    col = "tps_foreground" if "tps_foreground" in points else "tps"
-    by = "docroot" if "docroot" in points and points["docroot"].notna().any() else "mode"
-    order = list(dict.fromkeys(points[by].dropna().astype(str)))
-    sub = points.assign(**{by: points[by].astype(str)})
-    mixes = list(dict.fromkeys(points["trace"]))
-    width = max(560, 90 * len(mixes) * max(len(order), 1) // 2)
-    main = grouped_bars(f"Measured here: foreground TPS by workload mix and {by}",
-                        "foreground TPS (requests / s)", mixes,
-                        _series(sub, "trace", col, by, order, _colors(order)), width=width)
-    ref = references.reference("dc-hybrid")
-    return Figure("dc-hybrid", "Foreground TPS by placement of its small files (004 Fig. 7)",
-                  _layout([main], "dc-hybrid", [width]),
-                  CI_NOTE + f" Paper ({references.HARDWARE}), {ref.figure}: {ref.note}."
-                  if ref else CI_NOTE)
-
-
-def fig_pfs(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """000 Fig. 10-12: aggregate MB/s against the number of clients, one line per mode."""
-    modes, col = _modes(points, experiment), _users_column(points)
-    colors = _colors(modes)
-    panels, widths = [], []
-    for trace in dict.fromkeys(points["trace"]):
-        sub = points[points["trace"] == trace]
-        panels.append(line_panel(f"Measured here: {trace}", f"clients ({col})",
-                                 "aggregate MB/s", _series(sub, col, "mb_per_s", "mode", modes,
-                                                           colors)))
-        widths.append(560)
-    ref = references.reference("pfs")
-    if ref:
-        series = [Series(f"{ref.labels[0]} (paper)", REF_COLORS[0],
-                         [(r.x, r.with_offload, None, None) for r in ref.rows]),
-                  Series(f"{ref.labels[1]} (paper)", REF_COLORS[1],
-                         [(r.x, r.without_offload, None, None) for r in ref.rows])]
-        panels.append(grouped_bars(f"Paper: {ref.figure} ({references.HARDWARE})",
-                                   "aggregate MB/s", [r.x for r in ref.rows], series,
-                                   width=560))
-        widths.append(560)
-    return Figure("pfs", "Aggregate MB/s vs clients (000 Fig. 10-12)",
-                  _layout(panels, "pfs", widths),
-                  CI_NOTE + f" Grey panel: the paper, {references.HARDWARE}.")
-
-
-def fig_net_conns(points: pd.DataFrame, experiment: dict[str, Any]) -> Figure:
-    """001: throughput (Mb/s) and cycles per KB by connections x write size, per mode (tables)."""
-    col = "connections" if "connections" in points and points["connections"].notna().any() \
-        else _users_column(points)
-    size = "write_size" if "write_size" in points and points["write_size"].notna().any() \
-        else "trace"
-    ok = tables.good(points)
-    parts = []
-    source = ok["cycles_source"].dropna().iloc[0] if "cycles_source" in ok and \
-        ok["cycles_source"].notna().any() else "not available"
-    for mode in _modes(points, experiment):
-        sub = ok[ok["mode"] == mode]
-        cols = list(dict.fromkeys(sub[size]))
-        head = "".join(f"<th>{_esc(c)}<br><span class=\"unit\">Mb/s · cycles/KB</span></th>"
-                       for c in cols)
-        body = []
-        for conns, grp in sub.groupby(col, sort=True):
-            cells = []
-            for c in cols:
-                g = grp[grp[size] == c]
-                mbps = stats.mean_ci((g["mb_per_s"] * 8).tolist()) if "mb_per_s" in g \
-                    else stats.Estimate(0, None)
-                cyc = stats.mean_ci(g["server_cycles_per_kb"].tolist()) \
-                    if "server_cycles_per_kb" in g else stats.Estimate(0, None)
-                cells.append(f'<td class="num">{_ci_text(mbps)} · {_ci_text(cyc)}</td>')
-            body.append(f"<tr><td class=\"l\">{conns:g}</td>{''.join(cells)}</tr>")
-        parts.append(f"<h4>{_esc(mode)}</h4><div class=\"scroll\"><table class=\"modes\">"
-                     f"<thead><tr><th class=\"l\">{_esc(col)}</th>{head}</tr></thead>"
-                     f"<tbody>{''.join(body)}</tbody></table></div>")
-    return Figure("net-conns", "Throughput and cycles/KB by connections (001)",
-                  '<div class="family" data-family="net-conns">' + "".join(parts) + "</div>",
-                  "Cells: mean [± 95 % CI half-width] throughput (Mb/s, from MB/s x 8) · server "
-                  f"cycles per KB ({_esc(source)}). The paper's numbers (001, "
-                  f"{references.HARDWARE}) are in the table below.")
-
-
-def _ci_text(e: stats.Estimate) -> str:
+def ci_text(e: stats.Estimate) -> str:
+    """'812 ± 50.8' (mean ± 95 % CI half-width) or '—'."""
     if e.mean is None:
         return "—"
-    return _fmt(e.mean) + (f" ± {_fmt(e.half)}" if e.half is not None else "")
+    return fmt_value(e.mean) + (f" ± {fmt_value(e.half)}" if e.half is not None else "")
 
 
-BUILDERS: dict[str, Callable[[pd.DataFrame, dict[str, Any]], Figure]] = {
-    "dc-single": fig_dc_single,
-    "dc-zipf": fig_dc_zipf,
-    "dc-clients": fig_dc_clients,
-    "dc-classes": fig_dc_classes,
-    "dc-hybrid": fig_dc_hybrid,
-    "pfs": fig_pfs,
-    "net-conns": fig_net_conns,
-}
+def table_panel(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any],
+                experiment: dict[str, Any]) -> tuple[str, list[str]]:
+    """A `table` panel as HTML: per series value, rows x columns, each cell the values' means
+    ± 95 % CI half-widths (e.g. Mb/s · cycles/KB by connections x write size, per mode)."""
+    ok = tables.good(points)
+    ok = ok[tables.matches(ok, panel.get("where"))] if panel.get("where") else ok
+    rcol, ccol = panel["rows"], panel["columns"]
+    missing = [c for c in (rcol, ccol) if c not in ok]
+    title = panel.get("title") or f"{specs.label(rcol)} x {specs.label(ccol)}"
+    if missing:
+        return "", [f"{title}: no column {', '.join(missing)} in this run"]
+    cols = series_columns(ok, panel)
+    unit = " · ".join(html.escape(v["label"]) for v in panel["values"])
+    parts = [f"<h4>{html.escape(title)}</h4>"]
+    for key in series_keys(ok, cols, spec, experiment):
+        sub = ok
+        for c, v in zip(cols, key):
+            sub = sub[sub[c].map(lambda a, b=v: tables.same(a, b))]
+        if sub.empty:
+            continue
+        heads = tables.order_of(sub, ccol, spec, experiment)
+        head = "".join(f'<th>{html.escape(tables.label(c))}<br><span class="unit">{unit}'
+                       "</span></th>" for c in heads)
+        body = []
+        for rv in tables.order_of(sub, rcol, spec, experiment):
+            cells = []
+            for cv in heads:
+                g = sub[sub[rcol].map(lambda a, b=rv: tables.same(a, b))
+                        & sub[ccol].map(lambda a, b=cv: tables.same(a, b))]
+                vals = []
+                for v in panel["values"]:
+                    scale = v.get("scale") or 1.0
+                    vals.append(ci_text(stats.mean_ci((g[v["column"]] * scale).tolist()))
+                                if v["column"] in g else "—")
+                cells.append(f'<td class="num">{" · ".join(vals)}</td>')
+            body.append(f'<tr><td class="l">{html.escape(tables.label(rv))}</td>'
+                        f"{''.join(cells)}</tr>")
+        name = tables.describe(cols, key)
+        parts.append((f'<p class="meta"><b>{html.escape(name)}</b></p>' if name else "")
+                     + '<div class="scroll"><table class="modes"><thead><tr>'
+                     f'<th class="l">{html.escape(specs.label(rcol))}</th>{head}</tr></thead>'
+                     f"<tbody>{''.join(body)}</tbody></table></div>")
+    return "".join(parts), []
 
 
-def family_figure(points: pd.DataFrame, experiment: dict[str, Any],
-                  family: str | None = None) -> Figure:
-    """The family figure of a run (family from the experiment name unless given)."""
-    fam = family or family_of(str(experiment.get("name") or ""), points)
-    return BUILDERS[fam](points, experiment)
+# --------------------------------------------------------------------------- figures
+
+
+def family_figure(points: pd.DataFrame, spec: dict[str, Any],
+                  experiment: dict[str, Any] | None = None) -> Figure:
+    """The spec's figure: its panels measured here, and the paper's numbers beside them."""
+    experiment = experiment or {}
+    fam = spec["family"]
+    drawn: list[Panel] = []
+    notes: list[str] = []
+    htmls: list[str] = []
+    for panel in spec["figures"]:
+        if panel["type"] == "table":
+            body, why = table_panel(points, panel, spec, experiment)
+            htmls.append(body)
+        else:
+            found, why = panels_for(points, panel, spec, experiment)
+            drawn += found
+        notes += why
+    refs = reference_panels(spec)
+    svg = ""
+    if drawn or refs:
+        svg = render_svg(drawn + refs, f"fig-{re.sub(r'[^a-z0-9]+', '-', fam.lower())}",
+                         "chart family", {"data-family": fam, "aria-label": spec["title"]})
+    if not (svg or any(htmls)):
+        htmls.append('<p class="note">Nothing to draw.</p>')
+    body = (f'<div class="family" data-family="{html.escape(fam)}">{svg}{"".join(htmls)}'
+            "</div>")
+    caption = " ".join(
+        [CI_NOTE if drawn else "Cells: mean ± 95 % CI half-width over repetitions."]
+        + ([html.escape(spec["description"])] if spec["description"] else [])
+        + ([f"Grey bars: the paper's numbers ({html.escape(spec['reference']['figure'])}), "
+            f"{specs.HARDWARE}: compare the direction and size of effects, not values."]
+           if refs else [])
+        + [f"Not drawn: {html.escape(n)}." for n in notes])
+    return Figure(fam, spec["title"], body, caption, drawn + refs)
+
+
+def group_chart(points: pd.DataFrame, spec: dict[str, Any], experiment: dict[str, Any],
+                rest: list[str], modes: list[str], ident: str) -> str:
+    """The chart of one per-group section: the primary column and the first CPU cost, bars by
+    mode (and by the factors the section does not fix), min-max whiskers, dashed outline where
+    a repetition was client-bound."""
+    ok = tables.good(points)
+    costs = [c for c in spec["costs"] if c["column"] in ok and ok[c["column"]].notna().any()
+             and tables.matches(ok, c.get("where")).all()]
+    columns = [spec["primary"]] + costs[:1]
+    palette = colors(modes)
+    cats = list(dict.fromkeys(tables.describe(rest, k) for k, _ in
+                              tables.groups(tables.sort_points(ok, rest, spec, experiment),
+                                            rest))) if rest else []
+    panels = []
+    for item in columns:
+        col = item["column"]
+        series = []
+        for mode in modes:
+            rows = ok[ok["mode"] == mode]
+            pts = []
+            for cat in (cats or [mode]):
+                sub = rows[[tables.describe(rest, tuple(r)) == cat
+                            for r in rows[rest].itertuples(index=False)]] if rest else rows
+                vals = sub[col].tolist() if col in sub else []
+                pts.append((cat, *aggregate(vals, "range")))
+            bound = "client_bound" in rows and bool((rows["client_bound"] == True).any())  # noqa: E712
+            series.append(Series(mode, palette[mode], pts, dashed=bound))
+        unit = item.get("unit") or (spec["primary"]["unit"] if item is spec["primary"] else "")
+        ylabel = f"{item['label']} ({unit})" if unit else item["label"]
+        title = ("Throughput" if item is spec["primary"] else "CPU cost") + f": {item['label']}"
+        p = Panel("bars", title, "", ylabel, cats or modes, series)
+        if p.has_data():
+            panels.append(p)
+    if not panels:
+        return ""
+    return render_svg(panels, ident, "chart group", {"aria-label": "per-group chart"}, ncols=2,
+                      size=(4.6, 3.1))

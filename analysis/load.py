@@ -1,8 +1,11 @@
-"""Load a results run into tidy pandas tables: one row per point, and the per-second samples.
+"""Load a results run into tidy pandas tables: one row per point (and phase), and the samples.
 
-Layout read (see tierbench/runner.py): RUN/summary.csv, RUN/manifest.json and, per point,
-RUN/points/<id>/{samples.jsonl, requests.csv, per_second.csv, point.json}. Older runs without
-points/ load their summary; asking for their samples raises LayoutError naming what is missing.
+Layout read (written by the runner): RUN/summary.csv, RUN/manifest.json and, per point,
+RUN/points/<id>/{samples.jsonl, requests.csv, per_second.csv, point.json}. The report spec
+(manifest.json "report", see analysis/spec.py) says how to read the summary: with `phases`
+(e.g. read, write) its `<phase>_<metric>` columns become one row per point and phase with a
+`phase` column. Older runs without points/ load their summary; asking for their samples raises
+LayoutError naming what is missing. Nothing here imports the runner: results files only.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import spec as specs
 from analysis import stats
 
-REQUIRED = ("point", "trace", "mode", "tps")
 TIER_PREFIX = "cpu_s_"
-TEXT = ("point", "trace", "mode", "engine", "error")
+TEXT = ("point", "trace", "mode", "engine", "error", "phase")
+BOOLS = ("client_bound", "count_mismatch")
 GENERATOR = "loadgen"
 
 Progress = Callable[[int, int, float], None]
@@ -36,12 +40,14 @@ class LayoutError(Exception):
 
 @dataclass
 class Run:
-    """One loaded run: its folder, manifest, experiment and the tidy per-point table."""
+    """One loaded run: its folder, manifest, report spec and the tidy per-point table."""
 
     dir: Path | None
     manifest: dict[str, Any]
     points: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
+    spec_source: str = ""  # "manifest.json" | "given" | "generic"
 
     @property
     def experiment(self) -> dict[str, Any]:
@@ -65,6 +71,11 @@ class Run:
         """The seed that shuffled the run order (None when not recorded)."""
         return self.experiment.get("seed")
 
+    @property
+    def per_point(self) -> pd.DataFrame:
+        """One row per point (the first phase row of a point that has several)."""
+        return self.points.drop_duplicates("point") if "point" in self.points else self.points
+
 
 # --------------------------------------------------------------------------- summary
 
@@ -86,7 +97,10 @@ def read_summary_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def _bool(value: Any) -> Any:
+def as_bool(value: Any) -> Any:
+    """true/false/yes/no/1/0 (any case) as a bool, anything else as pd.NA."""
+    if isinstance(value, bool):
+        return value
     text = str(value).strip().lower()
     return {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(
         text, pd.NA
@@ -95,11 +109,11 @@ def _bool(value: Any) -> Any:
 
 def trace_specs(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Trace name -> spec from the experiment (older layouts list bare names: spec from name)."""
-    specs: dict[str, dict[str, Any]] = {}
+    specs_: dict[str, dict[str, Any]] = {}
     for item in experiment.get("traces") or []:
         spec = dict(item) if isinstance(item, dict) else {"name": str(item)}
-        specs[str(spec.get("name"))] = spec
-    return specs
+        specs_[str(spec.get("name"))] = spec
+    return specs_
 
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])b?$", re.I)
@@ -127,72 +141,175 @@ def parse_trace(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]
     return out
 
 
-def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> pd.DataFrame:
-    """The tidy per-point table from summary rows + manifest: typed, with derived columns."""
+def expand_phases(rows: list[dict[str, Any]], phases: list[str] | None) -> list[dict[str, Any]]:
+    """Wide summary rows (`<phase>_<metric>` columns) as one row per point and phase.
+
+    Each phase row keeps the point's other columns, gets the phase's columns without their
+    prefix and `phase` = the phase. A phase without any value is left out (pfs-streams only
+    reads); a point without any phase value (failed early) appears once, as the first phase.
+    """
+    if not phases:
+        return [dict(r) for r in rows]
+    out = []
+    for row in rows:
+        common = {k: v for k, v in row.items() if not any(k.startswith(f"{p}_") for p in phases)}
+        emitted = False
+        for p in phases:
+            own = {k[len(p) + 1 :]: v for k, v in row.items() if k.startswith(f"{p}_")}
+            if not any(str(v).strip() for v in own.values() if v is not None):
+                continue
+            out.append({**common, **own, "phase": p})
+            emitted = True
+        if not emitted:
+            out.append({**common, "phase": phases[0]})
+    return out
+
+
+def expanded_header(header: list[str], phases: list[str] | None) -> list[str]:
+    """The tidy table's columns for a summary header (phase prefixes removed, `phase` added)."""
+    if not phases:
+        return list(header)
+    out = [h for h in header if not any(h.startswith(f"{p}_") for p in phases)]
+    for h in header:
+        for p in phases:
+            if h.startswith(f"{p}_") and h[len(p) + 1 :] not in out:
+                out.append(h[len(p) + 1 :])
+    return out + ["phase"]
+
+
+def varying_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Columns whose non-empty values differ between rows."""
+    seen: dict[str, set[str]] = {}
+    for r in rows:
+        for k, v in r.items():
+            text = "" if v is None else str(v).strip()
+            if text:
+                seen.setdefault(k, set()).add(text)
+    return [k for k, vals in seen.items() if len(vals) > 1]
+
+
+def resolve_spec(manifest: dict[str, Any], given: dict[str, Any] | None,
+                 rows: list[dict[str, Any]], header: list[str]
+                 ) -> tuple[dict[str, Any], str, list[str]]:
+    """The report spec of a run: manifest.json "report", else `given`, else a generic one built
+    from the summary's columns. An invalid spec is not fatal: it is named in a note and the
+    next source is used. Returns (spec, source, notes)."""
+    notes: list[str] = []
+    if isinstance(manifest, dict) and "report" in manifest:
+        try:
+            return specs.validate(manifest["report"]), "manifest.json", notes
+        except specs.SpecError as exc:
+            notes.append(f"manifest.json's report spec was not used ({exc})")
+    if given is not None:
+        try:
+            return specs.validate(given), "given", notes
+        except specs.SpecError as exc:
+            notes.append(f"the report spec given was not used ({exc})")
+    exp = manifest.get("experiment") if isinstance(manifest, dict) else None
+    return (specs.generic(header, exp if isinstance(exp, dict) else {}, varying_columns(rows)),
+            "generic", notes)
+
+
+def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
+                 spec: dict[str, Any] | None = None) -> pd.DataFrame:
+    """The tidy table from summary rows + manifest: typed, phases expanded, derived columns."""
     manifest = manifest if isinstance(manifest, dict) else {}
-    df = pd.DataFrame([dict(r) for r in rows])
+    phases = (spec or {}).get("phases")
+    df = pd.DataFrame(expand_phases(rows, phases))
     if df.empty:
-        return pd.DataFrame(columns=list(REQUIRED) + ["repetition"])
+        return pd.DataFrame(columns=["point", "mode", "repetition", "failed", "order"])
     for col in df.columns:
         if col in TEXT:
-            df[col] = df[col].map(lambda v: "" if v is None or v is pd.NA else str(v).strip())
-        elif col == "client_bound":
-            df[col] = df[col].map(lambda v: v if isinstance(v, bool) else _bool(v))
+            df[col] = df[col].map(lambda v: "" if v is None or v is pd.NA or (
+                isinstance(v, float) and math.isnan(v)) else str(v).strip())
+        elif col in BOOLS:  # Python bools (or pd.NA) in an object column
+            df[col] = pd.Series([as_bool(v) for v in df[col]], index=df.index, dtype=object)
         else:
             converted = pd.to_numeric(df[col].map(lambda v: None if v == "" else v),
                                       errors="coerce")
             if converted.notna().sum() or df[col].map(lambda v: v in ("", None)).all():
                 df[col] = converted.astype(float)
-    for col in ("point", "trace", "mode", "error"):
+    for col in ("point", "mode", "error"):
         if col not in df:
             df[col] = ""
     if "repetition" not in df:
         df["repetition"] = 1.0
-    if "tps" not in df:
-        df["tps"] = math.nan
+    primary = ((spec or {}).get("primary") or {}).get("column", "tps")
+    if primary not in df:
+        df[primary] = math.nan
     df["failed"] = df["error"].astype(bool)
-    df["order"] = range(1, len(df) + 1)  # summary.csv is written in run (shuffled) order
-    exp = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
-    specs = trace_specs(exp)
-    parsed = pd.DataFrame([parse_trace(t, specs.get(t)) for t in df["trace"]], index=df.index)
-    for col in parsed:
-        if col not in df:
-            df[col] = parsed[col]
-    _derive(df, manifest)
+    order = {p: i for i, p in enumerate(dict.fromkeys(df["point"]), 1)}
+    df["order"] = df["point"].map(order)  # summary.csv is written in run (shuffled) order
+    if "trace" in df:
+        exp = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
+        tspecs = trace_specs(exp)
+        parsed = pd.DataFrame([parse_trace(t, tspecs.get(t)) for t in df["trace"]],
+                              index=df.index)
+        for col in parsed:
+            if col not in df:
+                df[col] = parsed[col]
+    derive(df, manifest)
     return df
 
 
-def _derive(df: pd.DataFrame, manifest: dict[str, Any]) -> None:
+# CPU-seconds columns and the cycles-per-KB column estimated from each; hardware-counter
+# columns (cycles_<who>) give the same target when the summary has them.
+CYCLE_ESTIMATES = {"cpu_s_servers": "server_cycles_per_kb", "host_cpu_s": "host_cycles_per_kb",
+                   "client_cpu_s": "client_cycles_per_kb",
+                   "server_cpu_s": "server_cycles_per_kb"}
+CYCLE_COUNTERS = {"cycles_servers": "server_cycles_per_kb", "cycles_server":
+                  "server_cycles_per_kb", "cycles_host": "host_cycles_per_kb",
+                  "cycles_client": "client_cycles_per_kb"}
+
+
+def derive(df: pd.DataFrame, manifest: dict[str, Any]) -> None:
     """Add per-tier and host CPU per request / per KB, utilisation and cycles per KB."""
     def col(name: str) -> pd.Series:
         return df[name] if name in df else pd.Series(math.nan, index=df.index)
 
-    kb = col("bytes_moved") / 1024.0
+    moved = "bytes_moved" if "bytes_moved" in df else "bytes"
+    kb = col(moved) / 1024.0
     kb = kb.where(kb > 0)
     reqs = col("requests").where(col("requests") > 0)
     for c in [c for c in df.columns if c.startswith(TIER_PREFIX)]:
         tier = c[len(TIER_PREFIX):]
         df[f"cpu_us_per_req_{tier}"] = df[c] * 1e6 / reqs
         df[f"cpu_us_per_kb_{tier}"] = df[c] * 1e6 / kb
-    # host busy CPU seconds over the window, from the host µs/KB the runner computed
-    host_s = col("host_cpu_us_per_kb") * kb / 1e6
-    df["host_cpu_s"] = host_s
-    df["host_cpu_us_per_req"] = host_s * 1e6 / reqs
+    if "host_cpu_us_per_kb" in df:  # host busy CPU seconds over the window
+        df["host_cpu_s"] = df["host_cpu_us_per_kb"] * kb / 1e6
+        if "requests" in df:
+            df["host_cpu_us_per_req"] = df["host_cpu_s"] * 1e6 / reqs
     if "cpu_s_servers" in df and "window_s" in df:
         df["server_cpu_util"] = df["cpu_s_servers"] / df["window_s"].where(df["window_s"] > 0)
     host = manifest.get("host") if isinstance(manifest.get("host"), dict) else {}
-    hz = stats.nominal_hz(host.get("cpu_model"), host.get("cpu_mhz"))
-    if "cycles_servers" in df:  # hardware counters (perf) when the runner recorded them
-        df["server_cycles_per_kb"] = df["cycles_servers"] / kb
-        df["cycles_source"] = "hardware counters"
-    elif hz and "cpu_s_servers" in df:
-        df["server_cycles_per_kb"] = df["cpu_s_servers"] * hz / kb
-        df["host_cycles_per_kb"] = host_s * hz / kb
-        df["cycles_source"] = f"estimate: CPU time x nominal {hz / 1e9:.2f} GHz"
+    clk = stats.clock(host.get("cpu_model"), host.get("cpu_mhz"))
+    counted, estimated = [], []
+    for source, target in CYCLE_COUNTERS.items():
+        if source in df and target not in df:
+            df[target] = df[source] / kb
+            counted.append(target)
+    for c in [c for c in df.columns if c.startswith("cycles_") and c not in CYCLE_COUNTERS]:
+        df[f"cycles_per_kb_{c[len('cycles_'):]}"] = df[c] / kb
+        counted.append(c)
+    if clk:
+        for source, target in CYCLE_ESTIMATES.items():
+            if source in df and target not in df:
+                df[target] = df[source] * clk.hz / kb
+                estimated.append(target)
+    parts = []
+    if counted:
+        parts.append(stats.HARDWARE_COUNTERS)
+    if estimated:
+        parts.append(f"{stats.ESTIMATE}, {clk.hz / 1e9:.2f} GHz from {clk.source}"
+                     + (f" ({', '.join(estimated)})" if counted else ""))
+    if parts:
+        df["cycles_source"] = "; ".join(parts)
 
 
-def load_run(run_dir: Path | str) -> Run:
-    """Load RUN/summary.csv and RUN/manifest.json into a Run; LayoutError names what is missing."""
+def load_run(run_dir: Path | str, spec: dict[str, Any] | None = None) -> Run:
+    """Load RUN/summary.csv and RUN/manifest.json into a Run; LayoutError names what is missing.
+
+    The report spec is manifest.json's "report", else `spec`, else a generic one."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise LayoutError(f"{run_dir}: no such run folder; give results/<experiment>/<run-id>")
@@ -201,13 +318,7 @@ def load_run(run_dir: Path | str) -> Run:
         raise LayoutError(f"{run_dir}: summary.csv is missing; this is not a tierbench run "
                           "folder (results/<experiment>/<run-id>)")
     rows = read_summary_rows(summary)
-    header = set(rows[0]) if rows else set(_header(summary))
-    if "read_mb_per_s" in header or "write_mb_per_s" in header:
-        rows, header = pfs_rows(rows), set(REQUIRED) | {"repetition"}
-    missing = [c for c in REQUIRED if c not in header]
-    if missing:
-        raise LayoutError(f"{summary}: column(s) {', '.join(missing)} missing; this summary "
-                          "predates the current layout (see tierbench/metrics.py SUMMARY_COLUMNS)")
+    header = list(rows[0]) if rows else _header(summary)
     notes = []
     manifest: dict[str, Any] = {}
     mpath = run_dir / "manifest.json"
@@ -216,40 +327,25 @@ def load_run(run_dir: Path | str) -> Run:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise LayoutError(f"{mpath}: not valid JSON ({exc})") from None
+        manifest = manifest if isinstance(manifest, dict) else {}
     else:
         notes.append("manifest.json is missing: no provenance, seed or trace specs")
+    spec, source, spec_notes = resolve_spec(manifest, spec, rows, header)
+    notes += spec_notes
+    tidy = expanded_header(header, spec["phases"])
+    missing = [c for c in ("point", "mode", spec["primary"]["column"]) if c not in tidy]
+    if missing:
+        raise LayoutError(f"{summary}: column(s) {', '.join(missing)} missing; this summary "
+                          "predates the current layout or its report spec names another "
+                          "primary column")
     if "repetition" not in header:
         notes.append("summary.csv has no repetition column: every point counted as repetition 1")
         for r in rows:
             r["repetition"] = "1"
-    if not (run_dir / "points").is_dir():
+    if spec["samples"] and not (run_dir / "points").is_dir():
         notes.append("points/ is missing (older layout): no per-second samples, so no "
                      "warm-up check, stability check or recomputation from samples")
-    return Run(run_dir, manifest, points_frame(rows, manifest), notes)
-
-
-def pfs_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """A parallel file system run's summary (one row per point, read_* and write_* columns) as
-    the tidy shape the figures use: one row per point and phase, `trace` the phase (read or
-    write), `users` the clients (streams for pfs-streams, the buffer for pfs-basic), `tps`
-    empty; the phase's columns without their prefix (mb_per_s, client_cpu_pct, ...)."""
-    out = []
-    for row in rows:
-        test = row.get("test")
-        x = {"streams": row.get("streams"), "basic": row.get("buffer")}.get(test,
-                                                                             row.get("clients"))
-        for phase in ("read", "write"):
-            if not row.get(f"{phase}_mb_per_s") and not row.get("error"):
-                continue
-            tidy = {k: v for k, v in row.items() if not k.startswith(("read_", "write_"))}
-            tidy.update({k.removeprefix(f"{phase}_"): v for k, v in row.items()
-                         if k.startswith(f"{phase}_")})
-            trace = phase if test != "basic" else f"{phase} {row.get('filesystem')}"
-            tidy.update(trace=trace, users=x, tps="")
-            out.append(tidy)
-            if row.get("error"):
-                break  # a failed point appears once
-    return out
+    return Run(run_dir, manifest, points_frame(rows, manifest, spec), notes, spec, source)
 
 
 def _header(path: Path) -> list[str]:

@@ -1,4 +1,12 @@
-"""Render one run directory (summary.csv + manifest.json) as a self-contained HTML report."""
+"""One run directory (summary.csv + manifest.json + points/) as a self-contained report.html.
+
+What the report shows comes from the run's report spec (analysis/spec.py): manifest.json's
+"report", else the spec given to write_report, else a generic spec built from summary.csv's
+columns. Top to bottom: header, warnings, the family figure with the paper's numbers beside it,
+the paper-vs-measured table, mode comparisons with 95 % CIs, one section per group (a table of
+every metric, a chart, CPU cost), the per-second samples behind each point, every row of
+summary.csv and the provenance.
+"""
 
 from __future__ import annotations
 
@@ -6,849 +14,490 @@ import html
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analysis import figures, load, references, stats, tables
+from analysis import figures, load, markup, stats, tables
+from analysis import spec as specs
+from analysis.markup import MISSING, esc, fmt, number, text
 
-TIER_PREFIX = "cpu_s_"
-TEXT_COLUMNS = frozenset({"point", "trace", "mode", "engine", "error"})
-BOOL_COLUMNS = frozenset({"client_bound"})
 CLIENT_BOUND_ADVICE = (
     "the load generator used ≥85 % of its CPU allowance: TPS is the generator's limit, "
     "not the servers'; give it more cores/processes or use a native engine"
 )
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#59a14f",
-    "#e15759",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
-MISSING = "—"
+BOOL_COLUMNS = frozenset(load.BOOLS)
+TEXT_COLUMNS = frozenset(load.TEXT)
 
 Row = dict[str, Any]
 
 
-# --------------------------------------------------------------------------- loading
+# --------------------------------------------------------------------------- context
 
 
-def _convert(column: str, raw: str | None) -> Any:
-    text = (raw or "").strip()
-    if column in TEXT_COLUMNS:
-        return text
-    if not text:
-        return None
-    if column in BOOL_COLUMNS:
-        return _as_bool(text)
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if math.isfinite(number) else None
+class Context:
+    """Everything the sections need: spec, tidy points (sorted), modes, colours, groups."""
 
-
-def load_summary(path: Path) -> list[Row]:
-    """Parse summary.csv into dicts: numbers as int/float, client_bound as bool, blanks as None."""
-    return [{name: _convert(name, value) for name, value in raw.items()}
-            for raw in load.read_summary_rows(path)]
-
-
-# --------------------------------------------------------------------------- values
-
-
-def _as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float):
-        return bool(value)
-    text = str(value or "").strip().lower()
-    if text in ("true", "yes", "1"):
-        return True
-    if text in ("false", "no", "0"):
-        return False
-    return None
-
-
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        number = float(value)
-    else:
-        try:
-            number = float(str(value).strip())
-        except ValueError:
-            return None
-    return number if math.isfinite(number) else None
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
-def _present(column: str, value: Any) -> bool:
-    if column in TEXT_COLUMNS:
-        return bool(_text(value))
-    if column in BOOL_COLUMNS:
-        return _as_bool(value) is not None
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return bool(_text(value))
-
-
-def _columns(rows: Iterable[Row]) -> list[str]:
-    seen: dict[str, None] = {}
-    for row in rows:
-        for key in row:
-            if isinstance(key, str):
-                seen.setdefault(key, None)
-    return list(seen)
-
-
-def _first_seen(rows: Iterable[Row], column: str) -> list[str]:
-    return list(dict.fromkeys(_text(row.get(column)) for row in rows))
-
-
-def _tiers(columns: Iterable[str]) -> list[str]:
-    return [c for c in columns if c.startswith(TIER_PREFIX) and len(c) > len(TIER_PREFIX)]
-
-
-# --------------------------------------------------------------------------- aggregation
-
-
-@dataclass
-class Group:
-    """The repetitions of one trace × mode; failed points are kept but excluded from numbers."""
-
-    trace: str
-    mode: str
-    rows: list[Row] = field(default_factory=list)
+    def __init__(self, rows: list[Row], manifest: dict[str, Any], spec: dict[str, Any],
+                 spec_source: str) -> None:
+        self.rows = rows
+        self.manifest = manifest
+        exp = manifest.get("experiment")
+        self.experiment: dict[str, Any] = exp if isinstance(exp, dict) else {}
+        self.spec = spec
+        self.spec_source = spec_source
+        points = load.points_frame(rows, manifest, spec) if rows else pd.DataFrame()
+        self.group_cols = tables.group_columns(points, spec) if len(points) else []
+        self.points = tables.sort_points(points, self.group_cols, spec, self.experiment) \
+            if len(points) else points
+        self.modes = [str(m) for m in tables.order_of(self.points, "mode", spec,
+                                                       self.experiment)]
+        self.colors = figures.colors(self.modes)
+        self.baseline = tables.baseline_mode(self.modes, self.experiment, spec)
+        self.primary = spec["primary"]["column"]
 
     @property
-    def repetitions(self) -> int:
-        """Number of points in the group, failed ones included."""
-        return len(self.rows)
-
-    @property
-    def failed(self) -> int:
-        """Number of points that carry an error message."""
-        return sum(1 for row in self.rows if _text(row.get("error")))
-
-    @property
-    def client_bound(self) -> int:
-        """Number of points whose load generator was the bottleneck."""
-        return sum(1 for row in self.rows if _as_bool(row.get("client_bound")))
-
-    def values(self, column: str) -> list[float]:
-        """Present numeric values of a column over the non-failed repetitions."""
-        good = (row for row in self.rows if not _text(row.get("error")))
-        return [v for v in (_num(row.get(column)) for row in good) if v is not None]
-
-    def mean(self, column: str) -> float | None:
-        """Mean of a column over repetitions, None when no value is present."""
-        values = self.values(column)
-        return sum(values) / len(values) if values else None
-
-    def low_high(self, column: str) -> tuple[float, float] | None:
-        """Minimum and maximum of a column over repetitions."""
-        values = self.values(column)
-        return (min(values), max(values)) if values else None
-
-    def ci(self, column: str) -> stats.Estimate:
-        """Mean and 95 % confidence interval (t, df = n - 1) of a column over repetitions."""
-        return stats.mean_ci(self.values(column))
-
-    def half_range(self, column: str) -> float | None:
-        """Half the min–max range of a column, (max − min) / 2."""
-        span = self.low_high(column)
-        return (span[1] - span[0]) / 2 if span else None
+    def name(self) -> str:
+        """The experiment's name."""
+        return text(self.experiment.get("name")) or "tierbench run"
 
 
-def aggregate(rows: list[Row]) -> dict[tuple[str, str], Group]:
-    """Group rows by (trace, mode): traces and modes in order of first appearance."""
-    groups: dict[tuple[str, str], Group] = {}
-    for row in rows:
-        key = (_text(row.get("trace")), _text(row.get("mode")))
-        groups.setdefault(key, Group(*key)).rows.append(row)
-    traces, modes = _first_seen(rows, "trace"), _first_seen(rows, "mode")
-    return {(t, m): groups[(t, m)] for t in traces for m in modes if (t, m) in groups}
+def optional_for(spec: dict[str, Any]) -> Any:
+    """The predicate: may this column be empty in a point's row (never the primary column)?"""
+    primary = spec["primary"]["column"]
+    phases = spec.get("phases") or []
+
+    def optional(column: str) -> bool:
+        bare = column
+        for p in phases:
+            if column.startswith(f"{p}_"):
+                bare = column[len(p) + 1:]
+        return bare != primary and specs.is_optional(bare, spec)
+
+    return optional
 
 
-# --------------------------------------------------------------------------- formatting
+# --------------------------------------------------------------------------- header, warnings
 
 
-def _esc(value: Any) -> str:
-    return html.escape(_text(value))
-
-
-def _fixed(digits: int) -> Callable[[float], str]:
-    return lambda v: f"{v:,.{digits}f}"
-
-
-def _formatter(column: str) -> Callable[[float], str]:
-    if column == "tps" or "_us_" in column or column.endswith("_pct"):
-        return _fixed(1)
-    if column.endswith("_ms") or column.startswith(TIER_PREFIX) or column == "mb_per_s":
-        return _fixed(2)
-    return lambda v: f"{int(v):,}" if float(v).is_integer() else f"{v:,.3f}".rstrip("0")
-
-
-def _fmt(column: str, value: float | None) -> str:
-    return MISSING if value is None else _formatter(column)(value)
-
-
-def _cell(column: str, value: Any) -> str:
-    """One per-point table cell: escaped, numbers formatted and right-aligned."""
-    if column in BOOL_COLUMNS:
-        flag = _as_bool(value)
-        if flag is None:
-            return f'<td class="missing">{MISSING}</td>'
-        return '<td class="flag">yes</td>' if flag else "<td>no</td>"
-    if column in TEXT_COLUMNS:
-        text = _text(value)
-        if not text:
-            return "<td></td>" if column == "error" else f'<td class="missing">{MISSING}</td>'
-        css = ' class="err"' if column == "error" else ""
-        return f"<td{css}>{_esc(text)}</td>"
-    number = _num(value)
-    if number is None:
-        text = _esc(value)
-        return f"<td>{text}</td>" if text else f'<td class="missing">{MISSING}</td>'
-    return f'<td class="num">{_fmt(column, number)}</td>'
-
-
-def _header(column: str) -> str:
-    return f'<th title="{_esc(column)}">{_esc(column).replace("_", "_<wbr>")}</th>'
-
-
-# --------------------------------------------------------------------------- charts
-
-
-@dataclass
-class Bar:
-    """One bar of a panel: mean value, min–max whisker, colour, and optional emphasis."""
-
-    label: str
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    color: str = PALETTE[0]
-    dashed: bool = False
-
-
-def _nice_step(span: float, ticks: int = 5) -> float:
-    raw = span / ticks
-    magnitude = 10 ** math.floor(math.log10(raw))
-    for mult in (1, 2, 2.5, 5, 10):
-        if raw <= mult * magnitude:
-            return mult * magnitude
-    return 10 * magnitude
-
-
-def _tick_label(value: float, step: float) -> str:
-    digits = next((d for d in range(7) if abs(round(step, d) - step) < 1e-9 * step), 6)
-    return f"{value:,.{digits}f}"
-
-
-def _wrap(label: str, fits: int) -> list[str]:
-    """Split an axis label into at most two lines at a separator, truncating the rest."""
-    fits = max(fits, 4)
-    if len(label) <= fits:
-        return [label]
-    cut = max((label.rfind(sep, 0, fits) for sep in "-+_ /"), default=-1)
-    first, rest = (label[: cut + 1], label[cut + 1 :]) if cut > 0 else (label[:fits], label[fits:])
-    return [first, rest if len(rest) <= fits else rest[: fits - 1] + "…"]
-
-
-def bar_panel(
-    title: str,
-    axis_label: str,
-    bars: list[Bar],
-    fmt: Callable[[float], str],
-    width: int = 430,
-    height: int = 270,
-) -> str:
-    """Draw one labelled bar panel (own y axis, min–max whiskers, values on bars) as an SVG <g>."""
-    left, right, top, bottom = 66, 14, 30, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    tallest = max([b.high if b.high is not None else b.value or 0 for b in bars] + [0])
-    step = _nice_step(tallest * 1.15 if tallest > 0 else 1)
-    y_max = math.ceil((tallest * 1.15 if tallest > 0 else 1) / step) * step
-
-    def y(v: float) -> float:
-        """Map a data value to a pixel row."""
-        return top + plot_h * (1 - v / y_max)
-
-    out = [f'<text class="ptitle" x="{left}" y="16">{html.escape(title)}</text>']
-    ticks = int(round(y_max / step))
-    for i in range(ticks + 1):
-        ty = y(i * step)
-        out.append(
-            f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{ty:.1f}" ' f'y2="{ty:.1f}"/>'
-        )
-        out.append(
-            f'<text class="tick" x="{left - 6}" y="{ty + 3.5:.1f}" text-anchor="end">'
-            f"{_tick_label(i * step, step)}</text>"
-        )
-    mid = top + plot_h / 2
-    out.append(
-        f'<text class="axis" transform="translate(14 {mid:.1f}) rotate(-90)" '
-        f'text-anchor="middle">{html.escape(axis_label)}</text>'
-    )
-    slot = plot_w / max(len(bars), 1)
-    bar_w = min(64.0, slot * 0.62)
-    for i, bar in enumerate(bars):
-        cx = left + slot * (i + 0.5)
-        lines = "".join(
-            f'<tspan x="{cx:.1f}" dy="{13 if n else 0}">{html.escape(part)}</tspan>'
-            for n, part in enumerate(_wrap(bar.label, int(slot / 6.5)))
-        )
-        out.append(
-            f'<text class="xlab" x="{cx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">'
-            f"<title>{html.escape(bar.label)}</title>{lines}</text>"
-        )
-        if bar.value is None:
-            out.append(
-                f'<text class="tick" x="{cx:.1f}" y="{y(0) - 6:.1f}" '
-                f'text-anchor="middle">n/a</text>'
-            )
-            continue
-        by = y(max(bar.value, 0))
-        dash = ' stroke="#333" stroke-dasharray="4 3" stroke-width="1.2"' if bar.dashed else ""
-        out.append(
-            f'<rect x="{cx - bar_w / 2:.1f}" y="{by:.1f}" width="{bar_w:.1f}" '
-            f'height="{y(0) - by:.1f}" fill="{bar.color}" rx="2"{dash}>'
-            f"<title>{html.escape(bar.label)}: {fmt(bar.value)}</title></rect>"
-        )
-        label_y = by
-        if bar.low is not None and bar.high is not None and bar.high > bar.low:
-            y_lo, y_hi = y(bar.low), y(bar.high)
-            label_y = min(by, y_hi)
-            out.append(
-                f'<path class="whisker" d="M{cx:.1f} {y_lo:.1f}V{y_hi:.1f}'
-                f'M{cx - 7:.1f} {y_lo:.1f}h14M{cx - 7:.1f} {y_hi:.1f}h14"/>'
-            )
-        out.append(
-            f'<text class="val" x="{cx:.1f}" y="{label_y - 5:.1f}" '
-            f'text-anchor="middle">{fmt(bar.value)}</text>'
-        )
-    out.append(
-        f'<line class="base" x1="{left}" x2="{left + plot_w}" y1="{y(0):.1f}" ' f'y2="{y(0):.1f}"/>'
-    )
-    return "<g>" + "".join(out) + "</g>"
-
-
-def _trace_chart(groups: list[Group], colors: dict[str, str]) -> str:
-    panels = [
-        ("Throughput", "TPS (requests / s)", "tps"),
-        ("Host CPU cost per data moved", "host CPU (µs / KB)", "host_cpu_us_per_kb"),
-    ]
-    width, height, gap = 430, 270, 30
-    parts = []
-    for i, (title, axis, column) in enumerate(panels):
-        bars = []
-        for g in groups:
-            span = g.low_high(column)
-            bars.append(
-                Bar(
-                    g.mode,
-                    g.mean(column),
-                    *(span or (None, None)),
-                    color=colors.get(g.mode, PALETTE[0]),
-                    dashed=g.client_bound > 0,
-                )
-            )
-        panel = bar_panel(title, axis, bars, _formatter(column), width, height)
-        parts.append(f'<g transform="translate({i * (width + gap)} 0)">{panel}</g>')
-    total = len(panels) * width + (len(panels) - 1) * gap
-    return (
-        f'<svg class="chart" role="img" width="{total}" height="{height}" '
-        f'viewBox="0 0 {total} {height}">{"".join(parts)}</svg>'
-    )
-
-
-# --------------------------------------------------------------------------- sections
-
-
-def _point_ref(row: Row) -> str:
-    bits = [_text(row.get(c)) for c in ("trace", "mode")]
-    rep = _num(row.get("repetition"))
+def point_ref(row: Row, cols: list[str]) -> str:
+    """'<b>p001</b> (single-4k / offloads-on, rep 1)'."""
+    bits = [tables.label(row.get(c)) for c in cols] + [text(row.get("mode"))]
+    rep = number(row.get("repetition"))
     where = " / ".join(b for b in bits if b) + (f", rep {int(rep)}" if rep is not None else "")
-    point = _esc(row.get("point")) or "?"
-    return f'<b>{point}</b> <span class="muted">({html.escape(where)})</span>'
+    return f'<b>{esc(row.get("point")) or "?"}</b> <span class="muted">({html.escape(where)})</span>'
 
 
-def _warnings(rows: list[Row], columns: list[str]) -> str:
-    bound, problems = [], []
-    for row in rows:
-        if _as_bool(row.get("client_bound")):
-            gen = _num(row.get("generator_cpu_pct"))
+def header(ctx: Context) -> str:
+    """Title, run id, times, status, counts, seed, git, description and the spec's settings."""
+    m = ctx.manifest
+    git = m.get("git") if isinstance(m.get("git"), dict) else {}
+    sub = [f"run <code>{esc(m.get('run_id')) or MISSING}</code>"]
+    if m.get("started") or m.get("finished"):
+        sub.append(f"{esc(m.get('started'))} → {esc(m.get('finished'))}")
+    if m.get("status"):
+        sub.append(f"status <b>{esc(m.get('status'))}</b>")
+    npoints = len(ctx.rows)
+    groups = len(tables.groups(ctx.points, [c for c in ctx.group_cols if c != "phase"])) \
+        if len(ctx.points) and ctx.group_cols else 0
+    first = next((c for c in ctx.spec["factors"] if c in ctx.points), None)
+    count = (f" · {len(tables.order_of(ctx.points, first))} {first}"
+             f"{'' if first.endswith('s') else 's'}" if first else "")
+    sub.append(f"{npoints} point{'' if npoints == 1 else 's'}{count} · {len(ctx.modes)} "
+               f"mode{'' if len(ctx.modes) == 1 else 's'}"
+               + (f" · {groups} conditions" if groups and ctx.group_cols != [first] else ""))
+    if ctx.experiment.get("seed") is not None:
+        sub.append(f"run order shuffled with seed {esc(ctx.experiment.get('seed'))}")
+    if git.get("revision"):
+        sub.append(f"git {esc(str(git['revision'])[:12])}" + (" (dirty)" if git.get("dirty")
+                                                               else ""))
+    settings = []
+    for path in ctx.spec["header"]:
+        value: Any = m
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            settings.append(f"{esc(path.split('.')[-1])} <b>{esc(shown.replace(chr(10), ', '))}"
+                            "</b>")
+    desc = text(ctx.experiment.get("description"))
+    return (f'<header><h1>{html.escape(ctx.name)}</h1><p class="sub">{" · ".join(sub)}</p>'
+            + (f'<p class="sub">{" · ".join(settings)}</p>' if settings else "")
+            + (f'<p class="desc">{html.escape(desc)}</p>' if desc else "") + "</header>")
+
+
+def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> str:
+    """Client-bound points, failed points / errors / missing values, count mismatches, checks,
+    unstable results and layout notes; or one line saying there is nothing to warn about."""
+    cols = [c for c in ctx.group_cols if c != "phase"]
+    missing = tables.missing_values(ctx.rows, optional_for(ctx.spec))
+    bound, problems, counts = [], [], []
+    checks = [c for c in ctx.spec["checks"] if any(c in r for r in ctx.rows)]
+    for row in ctx.rows:
+        if load.as_bool(row.get("client_bound")) is True:
+            gen = number(row.get("generator_cpu_pct"))
             extra = f" — generator CPU {gen:.1f} %" if gen is not None else ""
-            bound.append(f"<li>{_point_ref(row)}{extra}</li>")
+            advice = text(row.get("client_bound_advice"))
+            extra += f'<br><span class="muted">{html.escape(advice)}</span>' if advice else ""
+            bound.append(f"<li>{point_ref(row, cols)}{extra}</li>")
+        if load.as_bool(row.get("count_mismatch")) is True:
+            tidy = {k: number(row.get(k)) for k in ("requests", "records_requests")}
+            counts.append(f"<li>{point_ref(row, cols)}: "
+                          f"{html.escape(tables.count_mismatch_text(tidy))}</li>")
         issues = []
-        if _text(row.get("error")):
-            issues.append(f"failed: {_esc(row.get('error'))}")
-        errors = _num(row.get("errors"))
+        if text(row.get("error")):
+            issues.append(f"failed: {esc(row.get('error'))}")
+        errors = number(row.get("errors"))
         if errors:
             issues.append(f"{errors:,.0f} request errors")
-        missing = [c for c in columns if c != "error" and not _present(c, row.get(c))]
-        if missing and _text(row.get("error")):
-            issues.append(f"{len(missing)} values missing")
-        elif missing:
-            issues.append("missing " + ", ".join(f"<code>{_esc(c)}</code>" for c in missing))
+        for c in checks:
+            if text(row.get(c)) and text(row.get(c)) != "ok":
+                issues.append(f"{esc(c)}: {esc(row.get(c))}")
+        gone = missing.get(str(row.get("point") or "?"), [])
+        if gone and text(row.get("error")):
+            issues.append(f"{len(gone)} values missing")
+        elif gone:
+            issues.append("missing " + ", ".join(f"<code>{esc(c)}</code>" for c in gone))
         if issues:
-            problems.append(f"<li>{_point_ref(row)}: {'; '.join(issues)}</li>")
+            problems.append(f"<li>{point_ref(row, cols)}: {'; '.join(issues)}</li>")
     parts = []
     if bound:
-        parts.append(
-            f'<div class="warn"><h3>Client-bound points ({len(bound)})</h3>'
-            f"<p>{html.escape(CLIENT_BOUND_ADVICE[0].upper() + CLIENT_BOUND_ADVICE[1:])}."
-            f"</p><ul>{''.join(bound)}</ul></div>"
-        )
+        parts.append(f'<div class="warn"><h3>Client-bound points ({len(bound)})</h3>'
+                     f"<p>{html.escape(CLIENT_BOUND_ADVICE[0].upper() + CLIENT_BOUND_ADVICE[1:])}."
+                     f"</p><ul>{''.join(bound)}</ul></div>")
     if problems:
-        parts.append(
-            f'<div class="warn bad"><h3>Points with errors or missing values '
-            f"({len(problems)})</h3><ul>{''.join(problems)}</ul></div>"
-        )
-    if not rows:
-        parts.append(
-            '<div class="warn bad"><h3>No points</h3>' "<p>summary.csv has no rows.</p></div>"
-        )
-    if not parts:
-        parts.append(
-            '<div class="ok">No warnings: no client-bound points, failed points, request '
-            "errors or missing values.</div>"
-        )
+        parts.append('<div class="warn bad"><h3>Points with errors or missing values '
+                     f"({len(problems)})</h3><ul>{''.join(problems)}</ul></div>")
+    if counts:
+        parts.append(f'<div class="warn"><h3>Request counts that disagree ({len(counts)})</h3>'
+                     "<p>The engine's own count and its per-request records differ by more "
+                     f"than {100 * stats.COUNT_MISMATCH:.0f} % (summary.csv "
+                     "<code>count_mismatch</code>, <code>records_requests</code>).</p>"
+                     f"<ul>{''.join(counts)}</ul></div>")
+    if not ctx.rows:
+        parts.append('<div class="warn bad"><h3>No points</h3><p>summary.csv has no rows.</p>'
+                     "</div>")
+    if len(ctx.points):
+        found = [w for w in tables.warnings_for(ctx.points, samples, ctx.group_cols + ["mode"],
+                                                ctx.primary)
+                 if w.kind in ("unstable", "unstable-point")]
+        if found:
+            items = "".join(f"<li><b>{esc(w.where)}</b>: {esc(w.message)}</li>" for w in found)
+            parts.append(f'<div class="warn"><h3>Unstable results ({len(found)})</h3><p>The '
+                         "spread is large: treat these means with care, or run more "
+                         f"repetitions / longer windows.</p><ul>{items}</ul></div>")
+    if notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+        parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
+    if checks and ctx.rows and not problems:
+        ok = sum(all(text(r.get(c)) == "ok" for c in checks) for r in ctx.rows)
+        parts.append(f'<div class="ok">Every point completed; {ok} of {len(ctx.rows)} points '
+                     f"read <code>ok</code> in {', '.join(checks)} (data read back and matched "
+                     "its checksum).</div>")
+    elif not parts:
+        parts.append('<div class="ok">No warnings: no client-bound points, failed points, request '
+                     "errors or missing values.</div>")
     return "".join(parts)
 
 
-MODE_METRICS = [
-    ("p50_ms", "p50 ms"),
-    ("p99_ms", "p99 ms"),
-    ("server_cpu_us_per_req", "server CPU µs/req"),
-    ("server_cpu_us_per_kb", "server CPU µs/KB"),
-    ("host_cpu_us_per_kb", "host CPU µs/KB"),
-    ("mb_per_s", "MB/s"),
-]
+# --------------------------------------------------------------------------- figure, reference
 
 
-def _mode_table(groups: list[Group], tiers: list[str], colors: dict[str, str]) -> str:
-    head = [
-        '<th class="l">mode</th>',
-        '<th title="repetitions">reps</th>',
-        '<th title="tps">TPS<br><span class="unit">mean ± 95 % CI</span></th>',
-    ]
-    head += [f'<th title="{c}">{html.escape(label)}</th>' for c, label in MODE_METRICS]
-    head += [
-        f'<th title="{_esc(t)}"><span class="nw">CPU s</span><br>'
-        f'<span class="unit">{_esc(t[len(TIER_PREFIX):])}</span></th>'
-        for t in tiers
-    ]
-    head += [
-        '<th title="generator_cpu_pct">generator CPU %</th>',
-        '<th title="client_bound">client-bound</th>',
-    ]
-    body = []
-    for g in groups:
-        tps, half = g.mean("tps"), g.ci("tps").half
-        spread = f' <span class="pm">± {half:,.1f}</span>' if half is not None else ""
-        tps_text = MISSING if tps is None else f"{tps:,.1f}{spread}"
-        reps = str(g.repetitions) + (
-            f' <span class="errtxt">({g.failed} failed)</span>' if g.failed else ""
-        )
-        cells = [
-            f'<td class="l"><span class="sw" style="background:{colors[g.mode]}"></span>'
-            f"{_esc(g.mode)}</td>",
-            f'<td class="num">{reps}</td>',
-            f'<td class="num">{tps_text}</td>',
-        ]
-        cells += [f'<td class="num">{_mean_ci(c, g)}</td>' for c, _ in MODE_METRICS]
-        cells += [f'<td class="num">{_fmt(t, g.mean(t))}</td>' for t in tiers]
-        gen = _fmt("generator_cpu_pct", g.mean("generator_cpu_pct"))
-        cells.append(f'<td class="num">{gen}</td>')
-        bound = f"{g.client_bound} / {g.repetitions}"
-        cells.append(
-            f'<td class="num flag">{bound}</td>'
-            if g.client_bound
-            else f'<td class="num">{bound}</td>'
-        )
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return (
-        f'<div class="scroll"><table class="modes"><thead><tr>{"".join(head)}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-        '<p class="note">Means over repetitions (failed points excluded); ± is the half-width '
-        "of the 95 % confidence interval (Student t, df = n − 1); none with one repetition.</p>"
-    )
-
-
-def _mean_ci(column: str, g: Group) -> str:
-    e = g.ci(column)
-    if e.mean is None:
-        return MISSING
-    half = f'<br><span class="pm">± {_fmt(column, e.half)}</span>' if e.half is not None else ""
-    return _fmt(column, e.mean) + half
-
-
-def _distinct(rows: list[Row], column: str) -> str:
-    values = [v for v in _first_seen(rows, column) if v]
-    return ", ".join(values) if values else MISSING
-
-
-def _trace_section(
-    index: int,
-    trace: str,
-    groups: list[Group],
-    tiers: list[str],
-    colors: dict[str, str],
-    extra: str = "",
-) -> str:
-    rows = [row for g in groups for row in g.rows]
-    plural = "" if len(rows) == 1 else "s"
-    meta = (
-        f"{len(rows)} point{plural} · engine {html.escape(_distinct(rows, 'engine'))} · "
-        f"users {html.escape(_distinct(rows, 'users'))} · "
-        f"window {html.escape(_distinct(rows, 'window_s'))} s"
-    )
-    dashed = any(g.client_bound for g in groups)
-    caption = (
-        "Bars: mean over repetitions; whiskers: min–max over repetitions (the 95 % CIs are in "
-        "the table)." + (" Dashed outline: at least one repetition was client-bound." if dashed
-                         else "")
-    )
-    return (
-        f'<section class="trace" id="trace-{index}"><h2><span class="muted">Trace</span> '
-        f'{_esc(trace) or MISSING}</h2><p class="meta">{meta}</p>'
-        f"{_mode_table(groups, tiers, colors)}"
-        f"<figure>{_trace_chart(groups, colors)}<figcaption>{caption}</figcaption></figure>"
-        f"{extra}</section>"
-    )
-
-
-def _points_table(rows: list[Row], columns: list[str], per_table: int = 14) -> str:
-    ident = [c for c in ("point", "trace", "mode", "repetition") if c in columns]
-    rest = [c for c in columns if c not in ident]
-    chunks = [rest[i : i + per_table] for i in range(0, len(rest), per_table)] or [[]]
-    tables = []
-    for chunk in chunks:
-        cols = ident + chunk
-        body = []
-        for row in rows:
-            classes = []
-            if _as_bool(row.get("client_bound")):
-                classes.append("cb")
-            if _text(row.get("error")) or _num(row.get("errors")):
-                classes.append("bad")
-            attr = f' class="{" ".join(classes)}"' if classes else ""
-            body.append(f"<tr{attr}>{''.join(_cell(c, row.get(c)) for c in cols)}</tr>")
-        tables.append(
-            f'<div class="scroll"><table class="points"><thead><tr>'
-            f"{''.join(_header(c) for c in cols)}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div>"
-        )
-    return "".join(tables)
-
-
-def _value_html(value: Any, depth: int = 0) -> str:
-    if isinstance(value, dict):
-        if not value:
-            return '<span class="muted">{}</span>'
-        if depth >= 4:
-            return f"<pre>{html.escape(json.dumps(value, indent=2, default=str))}</pre>"
-        items = "".join(
-            f"<tr><th>{_esc(k)}</th><td>{_value_html(v, depth + 1)}</td></tr>"
-            for k, v in value.items()
-        )
-        return f'<table class="kv">{items}</table>'
-    if isinstance(value, list):
-        if all(isinstance(v, str | int | float | bool) or v is None for v in value):
-            return (
-                ", ".join(_esc(json.dumps(v) if not isinstance(v, str) else v) for v in value)
-                or '<span class="muted">[]</span>'
-            )
-        return f"<pre>{html.escape(json.dumps(value, indent=2, default=str))}</pre>"
-    if value is None or isinstance(value, bool):
-        return f"<code>{json.dumps(value)}</code>"
-    return _esc(value)
-
-
-def _provenance(manifest: dict[str, Any]) -> str:
-    items = {k: v for k, v in manifest.items() if k != "points"}
-    points = manifest.get("points")
-    count = len(points) if isinstance(points, dict | list) else 0
-    rows = "".join(
-        f"<tr><th>{_esc(k)}</th><td>{_value_html(v, 1)}</td></tr>" for k, v in items.items()
-    )
-    rows += f"<tr><th>points</th><td>{count} points in the manifest</td></tr>"
-    return f'<table class="kv top">{rows}</table>'
-
-
-CSS = """
-*{box-sizing:border-box}
-body{margin:0;background:#f4f6f8;color:#1f2933;font:14px/1.45 system-ui,-apple-system,"Segoe UI",
-Roboto,"Helvetica Neue",Arial,sans-serif}
-main{max-width:1240px;margin:0 auto;padding:28px 28px 48px}
-header h1{margin:0 0 4px;font-size:26px;letter-spacing:-.01em}
-.sub{color:#52606d;margin:0 0 8px;font-size:13px}
-.desc{margin:8px 0 18px;max-width:900px}
-h2{font-size:19px;margin:0 0 2px}h3{font-size:14px;margin:0 0 6px}
-.muted{color:#7b8794;font-weight:400}
-section,.card{background:#fff;border:1px solid #dde3ea;border-radius:8px;padding:18px 20px;
-margin:0 0 20px;box-shadow:0 1px 2px rgba(16,24,40,.04)}
-.meta{color:#52606d;font-size:12.5px;margin:0 0 12px}
-.warn{background:#fff8e6;border:1px solid #f5d48a;border-left:5px solid #e5a50a;border-radius:6px;
-padding:12px 16px;margin:0 0 14px}
-.warn.bad{background:#fdf0f0;border-color:#f2b8b5;border-left-color:#c62828}
-.warn p{margin:0 0 6px}.warn ul{margin:0;padding-left:20px}
-.ok{background:#eef8f1;border:1px solid #b7e1c3;border-left:5px solid #2e7d32;border-radius:6px;
-padding:10px 16px;margin:0 0 14px}
-.scroll{overflow-x:auto}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums}
-table.modes,table.points{width:100%;font-size:12.5px}
-table.points{font-size:11.5px;margin-bottom:14px}
-.modes th,.modes td,.points th,.points td{padding:5px 8px;border-bottom:1px solid #e4e8ee;
-text-align:right;white-space:nowrap}
-.modes thead th,.points thead th{background:#f3f5f8;color:#3e4c59;font-weight:600;
-border-bottom:2px solid #cbd2d9;vertical-align:bottom;white-space:normal}
-.points th,.points td{padding:4px 5px}
-.modes th.l,.modes td.l{text-align:left}
-.modes td.l{white-space:normal;min-width:110px;max-width:220px}
-.points td:nth-child(-n+3),.points th:nth-child(-n+3){text-align:left}
-tbody tr:hover{background:#f8fafc}
-.unit{font-weight:400;color:#7b8794}
-.pm{color:#7b8794}
-.nw{white-space:nowrap}
-.sw{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:7px}
-.flag{color:#9a6700;font-weight:600}
-.errtxt,.err{color:#b42318}
-.missing{color:#b42318;text-align:center!important}
-tr.cb{background:#fffbeb}tr.bad{background:#fef3f2}
-.note{color:#7b8794;font-size:12px;margin:6px 0 0}
-figure{margin:14px 0 0}
-figcaption{color:#7b8794;font-size:12px;margin-top:2px}
-svg.chart{max-width:100%;height:auto;display:block}
-svg text{font-family:inherit;fill:#3e4c59}
-svg .ptitle{font-size:13px;font-weight:600;fill:#1f2933}
-svg .tick{font-size:10.5px;fill:#7b8794}
-svg .axis{font-size:11.5px}
-svg .xlab{font-size:11.5px}
-svg .val{font-size:11px;font-weight:600;fill:#1f2933}
-svg .grid{stroke:#e6eaef;stroke-width:1}
-svg .base{stroke:#9aa5b1;stroke-width:1}
-svg .whisker{stroke:#1f2933;stroke-width:1.3;fill:none}
-table.kv{font-size:12.5px;border-collapse:collapse}
-table.kv th{text-align:left;vertical-align:top;color:#52606d;font-weight:600;padding:4px 14px 4px 0;
-white-space:nowrap}
-table.kv td{padding:4px 0;vertical-align:top;word-break:break-all}
-table.kv table.kv{margin:-2px 0}
-table.kv.top>tbody>tr>th,table.kv.top>tbody>tr>td{border-top:1px solid #e4e8ee;padding-top:7px;
-padding-bottom:7px}
-pre{margin:0;font-size:12px;background:#f7f9fb;border:1px solid #e4e8ee;border-radius:4px;
-padding:8px;white-space:pre-wrap}
-code{font-size:12px}
-footer{color:#9aa5b1;font-size:12px;text-align:center}
-h3.refh,h3.costh{margin:16px 0 6px}
-.hw{background:#eef1f4;color:#52606d;border-radius:4px;padding:1px 7px;font-size:11.5px;
-font-weight:600;margin-left:6px}
-table.ref td.l{white-space:normal}
-.okt{color:#2e7d32;font-size:11px}
-svg.spark{display:block}svg.spark .win{fill:#e8f0fa}
-svg .line{stroke-linejoin:round}
-svg.family{max-width:100%;height:auto;display:block}
-h4{margin:12px 0 4px;font-size:13px}
-"""
-
-
-def _ci_span(value: float | None, low: float | None, high: float | None, digits: int = 1,
-             scale: float = 1.0, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    text = f"{value * scale:+,.{digits}f}{unit}"
-    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
-        return text + ' <span class="pm">(no CI: one repetition)</span>'
-    return (f'{text} <span class="pm">[{low * scale:+,.{digits}f}, '
-            f"{high * scale:+,.{digits}f}]</span>")
-
-
-def _comparison_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
-    modes = tables.modes_in_order(list(dict.fromkeys(points["mode"])), experiment)
-    base = tables.baseline_mode(modes, experiment)
-    if base is None or len(modes) < 2:
+def reference_table(ctx: Context) -> str:
+    """The paper's numbers beside the measured ones (with/without = a mode vs the baseline, or
+    the factor values the row's `sides` names), labelled as 2004-2008 hardware."""
+    ref = ctx.spec.get("reference")
+    if not ref:
         return ""
-    cmp = tables.compare_modes(points, base, by=("trace", *tables.sweep_columns(points)))
+    ok = tables.good(ctx.points) if len(ctx.points) else ctx.points
+    other = next((m for m in ctx.modes if m != ctx.baseline), None)
+    body = []
+    for r in ref["rows"]:
+        measured = MISSING
+        column, scale = r.get("column") or ctx.primary, r["scale"]
+        sub = ok[tables.matches(ok, r["match"])] if r["match"] and len(ok) else ok.iloc[0:0]
+        sides = r.get("sides") or ({"column": "mode", "with": other, "without": ctx.baseline}
+                                   if other else None)
+        if not sub.empty and column in sub:
+            def side(value: Any, s: pd.DataFrame = sub, c: str = column,
+                     col: str = (sides or {}).get("column", "mode")) -> list[float]:
+                if col not in s:
+                    return []
+                return (s[s[col].map(lambda v: tables.same(v, value))][c] * scale).tolist()
+
+            if r["without"] is None and r["with"] is not None and not r.get("sides"):
+                parts = []
+                for mode in ctx.modes:
+                    e = stats.mean_ci((sub[sub["mode"] == mode][column] * scale).tolist())
+                    if e.mean is not None:
+                        half = f" ± {e.half:,.0f}" if e.half is not None else ""
+                        parts.append(f"{esc(mode)} {e.mean:,.0f}{half}")
+                measured = "; ".join(parts) or MISSING
+            elif sides:
+                a, b = side(sides["with"]), side(sides["without"])
+                if a and b:
+                    ea, eb = stats.mean_ci(a), stats.mean_ci(b)
+                    if r["measure"] == "benefit":
+                        ch = stats.relative_cpu_benefit(a, b)
+                        span = markup.ci_span(ch.value, ch.low, ch.high, scale=100.0, unit=" %")
+                        what = "relative CPU benefit"
+                    else:
+                        ch = stats.tps_change_pct(a, b)
+                        span = markup.ci_span(ch.value, ch.low, ch.high, unit=" %")
+                        what = "change"
+                    measured = (f"{esc(tables.label(sides['with']))} {figures.fmt_value(ea.mean)}"
+                                f" vs {esc(tables.label(sides['without']))} "
+                                f"{figures.fmt_value(eb.mean)}: {what} {span}")
+                    bound = int((sub["client_bound"] == True).sum()) if "client_bound" in sub \
+                        else 0  # noqa: E712
+                    if bound:
+                        measured += (f' <span class="flag">({bound} of {len(sub)} points '
+                                     "client-bound: partly the generator's limit)</span>")
+        w = MISSING if r["with"] is None else f"{r['with']:,.0f}"
+        wo = MISSING if r["without"] is None else f"{r['without']:,.0f}"
+        if r["with"] is not None and r["without"]:
+            chg = f"{100.0 * (r['with'] / r['without'] - 1.0):+.0f} %"
+        else:
+            chg = esc(r.get("change")) or MISSING
+        body.append(f'<tr><td class="l">{esc(r["x"])}</td><td class="l">{esc(r["quantity"])} '
+                    f'<span class="unit">{esc(r["unit"])}</span></td><td class="num">{w}</td>'
+                    f'<td class="num">{wo}</td><td class="num">{chg}</td>'
+                    f'<td class="l">{measured}</td></tr>')
+    rows = "".join(body) or f'<tr><td class="l" colspan="6">{esc(ref["note"])}</td></tr>'
+    return (
+        f'<h3 class="refh">Paper reference: {esc(ref["figure"])} '
+        f'<span class="hw">{specs.HARDWARE}</span></h3>'
+        '<div class="scroll"><table class="modes ref"><thead><tr><th class="l">where</th>'
+        f'<th class="l">quantity</th><th>{esc(ref["labels"][0])}</th>'
+        f'<th>{esc(ref["labels"][1])}</th><th>change</th><th class="l">measured here (this '
+        "hardware) [95 % CI]</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table></div>"
+        + (f'<p class="note">Paper: {esc(ref["note"])}. The paper\'s absolute values are from '
+           f"{specs.HARDWARE}; compare the direction and size of the effect, not the "
+           "values.</p>" if ref["note"] else ""))
+
+
+def figure_card(ctx: Context) -> str:
+    """The family figure (measured panels and the paper's numbers) and the reference table."""
+    if not len(ctx.points):
+        return ""
+    fig = figures.family_figure(ctx.points, ctx.spec, ctx.experiment)
+    source = {"manifest.json": "from manifest.json", "given": "given to the report",
+              "generic": "generic, built from summary.csv's columns (the manifest has none)"}
+    return (f'<div class="card" id="figure"><h2>{esc(fig.title)}</h2>'
+            f'<p class="meta">Experiment family <b>{esc(fig.family)}</b>, kind '
+            f'<b>{esc(ctx.spec["kind"])}</b>; report spec {source.get(ctx.spec_source, "")}.'
+            f'</p><figure class="famfig">{fig.body}<figcaption>{fig.caption}</figcaption>'
+            f"</figure>{reference_table(ctx)}</div>")
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def comparison_card(ctx: Context) -> str:
+    """Each mode against the baseline per condition: primary change and relative CPU benefit."""
+    if ctx.baseline is None or len(ctx.modes) < 2 or not len(ctx.points):
+        return ""
+    benefit = [b for b in ctx.spec["benefit"] if b["column"] in ctx.points]
+    cmp = tables.compare_modes(ctx.points, ctx.baseline, ctx.group_cols, ctx.primary, benefit,
+                               ctx.modes)
     if cmp.empty:
         return ""
+    keys = tables.benefit_keys(benefit)
+    plabel = ctx.spec["primary"]["label"]
     body = []
     for _, r in cmp.iterrows():
-        change = _ci_span(r["tps_change_pct"], r["tps_change_low"], r["tps_change_high"],
-                          unit=" %")
-        where = " · ".join([_text(r["trace"])] + [f"{c} {_label(r[c])}" for c in
-                                                  tables.sweep_columns(points) if c in r])
-        cells = [
-            f'<td class="l">{_esc(where)}</td>',
-            f'<td class="l">{_esc(r["mode"])} <span class="muted">vs</span> {_esc(base)}</td>',
-            f'<td class="num">{r["n"]} / {r["n_baseline"]}</td>',
-            f'<td class="num">{r["tps"]:,.1f} / {r["tps_baseline"]:,.1f}</td>',
-            f'<td class="num">{change}</td>',
-        ]
-        for col, _ in tables.CPU_BENEFIT_COLUMNS:
-            key = f"benefit_{col}"
-            benefit = _ci_span(r.get(key), r.get(key + "_low"), r.get(key + "_high"),
-                               scale=100.0, unit=" %")
-            cells.append(f'<td class="num">{benefit}</td>' if key in r else f"<td>{MISSING}</td>")
+        where = tables.describe(ctx.group_cols, tuple(r[c] for c in ctx.group_cols)) or "all"
+        change = markup.ci_span(r["change_pct"], r["change_low"], r["change_high"], unit=" %")
+        cells = [f'<td class="l">{esc(where)}</td>',
+                 f'<td class="l">{esc(r["mode"])} <span class="muted">vs</span> '
+                 f"{esc(ctx.baseline)}</td>",
+                 f'<td class="num">{r["n"]} / {r["n_baseline"]}</td>',
+                 f'<td class="num">{fmt(ctx.primary, r[ctx.primary])} / '
+                 f'{fmt(ctx.primary, r[ctx.primary + "_baseline"])}</td>',
+                 f'<td class="num">{change}</td>']
+        for key in keys:
+            value = r.get(key)
+            span = markup.ci_span(None if pd.isna(value) else value, r.get(key + "_low"),
+                                  r.get(key + "_high"), scale=100.0, unit=" %")
+            cells.append(f'<td class="num">{span}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
-    head = (
-        '<th class="l">trace</th><th class="l">modes</th><th>reps</th>'
-        '<th>TPS<br><span class="unit">mode / baseline</span></th>'
-        '<th>TPS change<br><span class="unit">% [95 % CI]</span></th>'
-        + "".join(f'<th>relative CPU benefit<br><span class="unit">{html.escape(label)}, '
-                  "(b − a) / b [95 % CI]</span></th>" for _, label in tables.CPU_BENEFIT_COLUMNS)
-    )
+    head = ('<th class="l">condition</th><th class="l">modes</th><th>reps</th>'
+            f'<th>{esc(plabel)}<br><span class="unit">mode / baseline</span></th>'
+            f'<th>{esc(plabel)} change<br><span class="unit">% [95 % CI]</span></th>'
+            + "".join(f'<th>relative CPU benefit<br><span class="unit">{esc(b["label"])}'
+                      + (f" ({esc(', '.join(f'{k}={tables.label(v)}' for k, v in b['where'].items()))})"
+                         if b.get("where") else "")
+                      + ", (b − a) / b [95 % CI]</span></th>" for b in benefit))
     return (
         '<div class="card" id="comparison"><h2>Comparison between modes</h2>'
-        f'<p class="meta">Each mode against the baseline <b>{_esc(base)}</b>. TPS change = '
-        "100 (mean TPS<sub>mode</sub> / mean TPS<sub>baseline</sub> − 1). Relative CPU benefit "
-        "(000 §4) = (b − a) / b with a the mode's and b the baseline's mean server CPU "
-        "(utilisation: server CPU seconds / window, in cores; and server CPU per KB). "
-        "CIs by the delta method with Welch–Satterthwaite degrees of freedom (see "
-        "analysis/README.md); positive benefit = the mode uses less CPU.</p>"
+        f'<p class="meta">Each mode against the baseline <b>{esc(ctx.baseline)}</b>, per '
+        f"condition. {esc(plabel)} change = 100 (mean<sub>mode</sub> / mean<sub>baseline</sub> "
+        "− 1). Relative CPU benefit (000 §4) = (b − a) / b with a the mode's and b the "
+        "baseline's mean CPU (utilisation in cores, or CPU per KB, as the column says); "
+        "positive = the mode uses less CPU. CIs by the delta method with Welch–Satterthwaite "
+        "degrees of freedom (see analysis/README.md); — where a benefit does not apply.</p>"
         f'<div class="scroll"><table class="modes"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div></div>"
-    )
+        f"<tbody>{''.join(body)}</tbody></table></div></div>")
 
 
-REF_COLUMNS = {  # reference quantity -> (tidy column, scale to the paper's unit)
-    "TPS": ("tps", 1.0),
-    "aggregate": ("mb_per_s", 1.0),
-    "throughput": ("mb_per_s", 8.0),  # MB/s -> Mb/s
-    "cycles per KB": ("server_cycles_per_kb", 1.0),
-}
+# --------------------------------------------------------------------------- per group
 
 
-def _reference_table(points: pd.DataFrame, experiment: dict[str, Any], family: str) -> str:
-    ref = references.reference(family)
-    if ref is None:
-        return ""
-    modes = tables.modes_in_order(list(dict.fromkeys(points["mode"])), experiment)
-    base = tables.baseline_mode(modes, experiment)
-    other = next((m for m in modes if m != base), None)
-    ok = tables.good(points)
+def mode_rows(ctx: Context, section: pd.DataFrame, rest: list[str]
+              ) -> list[tuple[str, str, pd.DataFrame]]:
+    """(mode, label, rows incl. failed) per rest-factor combination x mode, in order."""
+    out = []
+    for key, grp in tables.groups(section, rest):
+        for mode in ctx.modes:
+            sub = grp[grp["mode"] == mode]
+            if not sub.empty:
+                what = tables.describe(rest, key)
+                out.append((mode, mode + (f" · {what}" if what else ""), sub))
+    return out
+
+
+def mode_table(ctx: Context, entries: list[tuple[str, str, pd.DataFrame]]) -> str:
+    """Every metric's mean ± 95 % CI half-width per mode (and rest-factor combination)."""
+    pts = ctx.points
+    metrics = [c for c in ctx.spec["columns"] if c["column"] in pts
+               and c["column"] != ctx.primary]
+    tiers = [c for c in pts.columns if c.startswith(load.TIER_PREFIX)]
+    plabel = ctx.spec["primary"]["label"]
+    head = ['<th class="l">mode</th>', '<th title="repetitions">reps</th>',
+            f'<th title="{esc(ctx.primary)}">{esc(plabel)}<br><span class="unit">mean ± 95 % CI'
+            "</span></th>"]
+    head += [f'<th title="{esc(c["column"])}">{esc(c["label"])}</th>' for c in metrics]
+    head += [f'<th title="{esc(t)}"><span class="nw">CPU s</span><br>'
+             f'<span class="unit">{esc(t[len(load.TIER_PREFIX):])}</span></th>' for t in tiers]
+    gen = "generator_cpu_pct" in pts
+    bound_col = "client_bound" in pts
+    if gen:
+        head.append('<th title="generator_cpu_pct">generator CPU %</th>')
+    if bound_col:
+        head.append('<th title="client_bound">client-bound</th>')
     body = []
-    for r in ref.rows:
-        sub = ok
-        for col, val in r.match.items():
-            sub = sub[sub[col] == val] if col in sub else sub.iloc[0:0]
-        measured = MISSING
-        column, scale = REF_COLUMNS.get(r.quantity, (None, 1.0))
-        if r.match and not sub.empty and column in sub and r.without_offload is None:
-            parts = []
-            for mode in modes:
-                e = stats.mean_ci((sub[sub["mode"] == mode][column] * scale).tolist())
-                if e.mean is not None:
-                    half = f" ± {e.half:,.0f}" if e.half is not None else ""
-                    parts.append(f"{_esc(mode)} {e.mean:,.0f}{half}")
-            measured = "; ".join(parts) or MISSING
-        elif r.match and not sub.empty and other and column in sub:
-            a = (sub[sub["mode"] == other][column] * scale).tolist()
-            b = (sub[sub["mode"] == base][column] * scale).tolist()
-            ch = stats.tps_change_pct(a, b)
-            if a and b:
-                measured = (f"{_esc(other)} {stats.mean_ci(a).mean:,.0f} vs {_esc(base)} "
-                            f"{stats.mean_ci(b).mean:,.0f}: "
-                            f"{_ci_span(ch.value, ch.low, ch.high, unit=' %')}")
-                bound = int((sub.get("client_bound") == True).sum())  # noqa: E712
-                if bound:
-                    measured += (f' <span class="flag">({bound} of {len(sub)} points '
-                                 "client-bound: partly the generator's limit)</span>")
-        w = MISSING if r.with_offload is None else f"{r.with_offload:,.0f}"
-        wo = MISSING if r.without_offload is None else f"{r.without_offload:,.0f}"
-        chg = MISSING if r.change_pct is None else f"{r.change_pct:+.0f} %"
-        body.append(
-            f'<tr><td class="l">{_esc(r.x)}</td><td class="l">{_esc(r.quantity)} '
-            f'<span class="unit">{_esc(r.unit)}</span></td><td class="num">{w}</td>'
-            f'<td class="num">{wo}</td><td class="num">{chg}</td>'
-            f'<td class="l">{measured}</td></tr>'
-        )
-    rows = "".join(body) or (f'<tr><td class="l" colspan="6">{_esc(ref.note)}</td></tr>')
-    return (
-        f'<h3 class="refh">Paper reference: {_esc(ref.figure)} '
-        f'<span class="hw">{references.HARDWARE}</span></h3>'
-        '<div class="scroll"><table class="modes ref"><thead><tr><th class="l">where</th>'
-        f'<th class="l">quantity</th><th>{_esc(ref.labels[0])}</th><th>{_esc(ref.labels[1])}'
-        '</th><th>change</th><th class="l">measured here (this hardware) [95 % CI]</th></tr>'
-        f"</thead><tbody>{rows}</tbody></table></div>"
-        + (f'<p class="note">Paper: {_esc(ref.note)}. The paper\'s absolute values are from '
-           f"{references.HARDWARE}; compare the direction and size of the effect, not the "
-           "values.</p>" if ref.note else "")
-    )
+    for mode, name, rows in entries:
+        ok = tables.good(rows)
+        failed = int(rows["failed"].sum())
+        reps = str(len(rows)) + (f' <span class="errtxt">({failed} failed)</span>' if failed
+                                 else "")
+        e = tables.estimate(ok, ctx.primary)
+        cells = [f'<td class="l"><span class="sw" style="background:{ctx.colors[mode]}"></span>'
+                 f"{esc(name)}</td>", f'<td class="num">{reps}</td>',
+                 f'<td class="num">{markup.mean_pm(ctx.primary, e.mean, e.half, br=False)}</td>']
+        for c in metrics:
+            e = tables.estimate(ok, c["column"])
+            cells.append(f'<td class="num">{markup.mean_pm(c["column"], e.mean, e.half)}</td>')
+        for t in tiers:
+            cells.append(f'<td class="num">{fmt(t, tables.estimate(ok, t).mean)}</td>')
+        if gen:
+            cells.append(f'<td class="num">'
+                         f'{fmt("generator_cpu_pct", tables.estimate(ok, "generator_cpu_pct").mean)}'
+                         "</td>")
+        if bound_col:
+            n = int((rows["client_bound"] == True).sum())  # noqa: E712
+            cells.append(f'<td class="num{" flag" if n else ""}">{n} / {len(rows)}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return (f'<div class="scroll"><table class="modes"><thead><tr>{"".join(head)}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>"
+            '<p class="note">Means over repetitions (failed points excluded); ± is the half-width '
+            "of the 95 % confidence interval (Student t, df = n − 1); none with one repetition."
+            "</p>")
 
 
-def _figure_card(points: pd.DataFrame, experiment: dict[str, Any]) -> str:
-    if points.empty:
+def cost_columns(points: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(group, column, label) of the CPU cost columns the table has, per request / KB / cycles."""
+    tiers = [c[len(load.TIER_PREFIX):] for c in points.columns
+             if c.startswith(load.TIER_PREFIX) and c != "cpu_s_servers"]
+    req, kb, cyc = "CPU µs per request", "CPU µs per KB (service demand)", "cycles per KB"
+    cols = [(req, f"cpu_us_per_req_{t}", t) for t in tiers]
+    cols += [(req, "server_cpu_us_per_req", "servers"), (req, "host_cpu_us_per_req", "host")]
+    cols += [(kb, f"cpu_us_per_kb_{t}", t) for t in tiers]
+    cols += [(kb, "client_cpu_us_per_kb", "clients"), (kb, "server_cpu_us_per_kb", "servers"),
+             (kb, "host_cpu_us_per_kb", "host")]
+    cols += [(cyc, "client_cycles_per_kb", "clients"), (cyc, "server_cycles_per_kb", "servers"),
+             (cyc, "host_cycles_per_kb", "host")]
+    cols += [(cyc, c, c[len("cycles_per_kb_"):]) for c in points.columns
+             if c.startswith("cycles_per_kb_")]
+    return [c for c in cols if c[1] in points and points[c[1]].notna().any()]
+
+
+def cost_table(ctx: Context, entries: list[tuple[str, str, pd.DataFrame]]) -> str:
+    """CPU µs per request and per KB (service demand) per tier and for the host, cycles per KB."""
+    cols = cost_columns(ctx.points)
+    if not cols:
         return ""
-    fam = figures.family_of(_text(experiment.get("name")), points)
-    fig = figures.family_figure(points, experiment, fam)
-    return (
-        f'<div class="card" id="figure"><h2>{_esc(fig.title)}</h2>'
-        f'<p class="meta">Experiment family <b>{_esc(fam)}</b> (from the experiment name '
-        f'and its traces).</p><figure class="famfig">{fig.body}<figcaption>'
-        f"{fig.caption}</figcaption></figure>{_reference_table(points, experiment, fam)}</div>"
-    )
-
-
-def _cost_table(points: pd.DataFrame, modes: list[str]) -> str:
-    ok = tables.good(points)
-    tiers = [c[len(TIER_PREFIX):] for c in ok.columns
-             if c.startswith(TIER_PREFIX) and c != "cpu_s_servers"]
-    cols = [(f"cpu_us_per_req_{t}", f"{t} µs/req") for t in tiers]
-    cols += [("server_cpu_us_per_req", "servers µs/req"), ("host_cpu_us_per_req", "host µs/req")]
-    cols += [(f"cpu_us_per_kb_{t}", f"{t} µs/KB") for t in tiers]
-    cols += [("server_cpu_us_per_kb", "servers µs/KB"), ("host_cpu_us_per_kb", "host µs/KB"),
-             ("server_cycles_per_kb", "servers cycles/KB"), ("host_cycles_per_kb",
-                                                               "host cycles/KB")]
-    cols = [(c, label) for c, label in cols if c in ok]
-    if not cols or ok.empty:
-        return ""
+    groups = list(dict.fromkeys(g for g, _, _ in cols))
+    top = "".join(f'<th colspan="{sum(1 for x in cols if x[0] == g)}">{html.escape(g)}</th>'
+                  for g in groups)
+    head = "".join(f'<th title="{esc(c)}">{html.escape(lab)}</th>' for _, c, lab in cols)
     body = []
-    for mode in modes:
-        sub = ok[ok["mode"] == mode]
-        if sub.empty:
-            continue
+    for mode, name, rows in entries:
+        ok = tables.good(rows)
         cells = []
-        for c, _ in cols:
-            e = stats.mean_ci(sub[c].tolist())
-            txt = MISSING if e.mean is None else f"{e.mean:,.1f}" + (
+        for _, c, _ in cols:
+            e = tables.estimate(ok, c)
+            txt = MISSING if e.mean is None else (
+                f"{e.mean:,.0f}" if "cycles" in c else f"{e.mean:,.1f}") + (
                 f'<br><span class="pm">± {e.half:,.1f}</span>' if e.half is not None else "")
             cells.append(f'<td class="num">{txt}</td>')
-        body.append(f'<tr><td class="l">{_esc(mode)}</td>{"".join(cells)}</tr>')
-    source = ok["cycles_source"].dropna().iloc[0] if "cycles_source" in ok and \
-        ok["cycles_source"].notna().any() else "no clock known: cycles not computed"
-    head = "".join(f'<th title="{_esc(c)}">{html.escape(label)}</th>' for c, label in cols)
+        body.append(f'<tr><td class="l"><span class="sw" style="background:{ctx.colors[mode]}">'
+                    f'</span>{esc(name)}</td>{"".join(cells)}</tr>')
+    src = ctx.points["cycles_source"].dropna() if "cycles_source" in ctx.points else []
+    source = src.iloc[0] if len(src) else \
+        "no clock known (host.cpu_mhz or a clock in the CPU model): cycles not computed"
     return (
         '<h3 class="costh">CPU cost per request and per KB, per tier and for the host</h3>'
-        f'<div class="scroll"><table class="modes cost"><thead><tr><th class="l">mode</th>{head}'
-        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-        f'<p class="note">Mean ± 95 % CI half-width. Tier CPU = the container cgroup\'s CPU '
-        "time over the measured window; host = busy ticks of /proc/stat (user, nice, system, irq, "
-        f"softirq). KB = 1024 bytes delivered to the client. Cycles per KB: "
-        f"<b>{_esc(source)}</b>.</p>"
-    )
+        f'<div class="scroll"><table class="modes cost"><thead><tr><th class="l" rowspan="2">'
+        f"mode</th>{top}</tr><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        "</div>"
+        '<p class="note">Mean ± 95 % CI half-width. CPU µs per KB is the service demand '
+        "(netperf's name): CPU time over the measured window per KB moved. Tier CPU = the "
+        "container cgroup's CPU time; host = busy ticks of /proc/stat (user, nice, system, "
+        "irq, softirq). KB = 1024 bytes delivered to the client (for a file system phase: "
+        f"moved in that phase). Cycles per KB: <b>{esc(source)}</b>.</p>")
 
 
-def _sparkline(grp: pd.DataFrame) -> str:
+def sections(ctx: Context) -> tuple[str, str]:
+    """One section per value of the spec's `sections` columns (and a table of contents)."""
+    if not len(ctx.points):
+        return "", ""
+    by = [c for c in ctx.spec["sections"] if c in ctx.points]
+    rest = [c for c in ctx.group_cols if c not in by]
+    out, toc = [], []
+    for i, (key, section) in enumerate(tables.groups(ctx.points, by), 1):
+        title = " ".join(f'<span class="muted">{esc(specs.label(c)[:1].upper() + specs.label(c)[1:])}</span> '
+                         f"{esc(tables.label(v)) or MISSING}" for c, v in zip(by, key)) \
+            or '<span class="muted">All points</span>'
+        toc.append(f'<a href="#group-{i}">{esc(tables.describe(by, key)) or "all"}</a>')
+        entries = mode_rows(ctx, section, rest)
+        meta = [f"{section['point'].nunique()} point{'s' if section['point'].nunique() != 1 else ''}"]
+        for c, unit in (("engine", ""), ("users", ""), ("window_s", " s")):
+            if c in section and c not in by + rest:
+                vals = [tables.label(v) for v in dict.fromkeys(section[c]) if tables.label(v)]
+                meta.append(f"{c.replace('_s', '')} {', '.join(vals) or MISSING}{unit}")
+        chart = figures.group_chart(section, ctx.spec, ctx.experiment, rest,
+                                    [m for m in ctx.modes if m in set(section["mode"])],
+                                    f"g{i}")
+        dashed = "client_bound" in section and bool((section["client_bound"] == True).any())  # noqa: E712
+        caption = figures.RANGE_NOTE + " The 95 % CIs are in the table." + (
+            " Dashed outline: at least one repetition was client-bound." if dashed else "")
+        out.append(f'<section class="group" id="group-{i}"><h2>{title}</h2>'
+                   f'<p class="meta">{html.escape(" · ".join(meta))}</p>'
+                   f"{mode_table(ctx, entries)}"
+                   + (f"<figure>{chart}<figcaption>{caption}</figcaption></figure>" if chart
+                      else "")
+                   + f"{cost_table(ctx, entries)}</section>")
+    return "".join(out), " · ".join(toc)
+
+
+# --------------------------------------------------------------------------- samples card
+
+
+def sparkline(grp: pd.DataFrame) -> str:
+    """Per-second TPS as a 160x28 polyline, the measured window shaded."""
     w, h = 160, 28
     tps = grp["tps"].fillna(0).tolist()
     top = max(tps + [1e-9])
@@ -867,13 +516,26 @@ def _sparkline(grp: pd.DataFrame) -> str:
             f'<polyline points="{pts}" fill="none" stroke="#4e79a7" stroke-width="1.3"/></svg>')
 
 
-def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
-                recomputed: dict[str, dict[str, Any]] | None) -> str:
-    if samples is None or samples.empty:
+def check(recomputed: float | None, summary: Any, rel: float, abs_tol: float = 0.0,
+          digits: int = 2) -> str:
+    """'12.34 = summary' (green) or '≠ summary' (red), '—' without a recomputed value."""
+    value = number(summary)
+    if recomputed is None or value is None:
+        return MISSING
+    same = math.isclose(recomputed, value, rel_tol=rel, abs_tol=abs_tol)
+    return (f'{recomputed:,.{digits}f} <span class="{"okt" if same else "errtxt"}">'
+            f'{"= summary" if same else "≠ summary"}</span>')
+
+
+def samples_card(ctx: Context, samples: pd.DataFrame | None,
+                 recomputed: dict[str, dict[str, Any]] | None) -> str:
+    """Per point, in run order: window, warm-up, per-second TPS and the recomputed numbers."""
+    if samples is None or samples.empty or not len(ctx.points):
         return ""
     by_point = dict(tuple(samples.groupby("point", sort=False)))
+    cols = [c for c in ctx.group_cols if c != "phase"]
     body = []
-    for _, r in points.iterrows():
+    for _, r in ctx.points.drop_duplicates("point").sort_values("order").iterrows():
         pid = r["point"]
         grp = by_point.get(pid)
         if grp is None:
@@ -882,178 +544,147 @@ def _trace_card(points: pd.DataFrame, samples: pd.DataFrame | None,
         meas = grp[grp["phase"] == "measured"]
         cv = meas["tps"].std(ddof=1) / meas["tps"].mean() if len(meas) > 1 and \
             meas["tps"].mean() else None
-        rtps = rec.get("tps")
-        check = MISSING
-        if rtps is not None and isinstance(r.get("tps"), float):
-            same = math.isclose(rtps, r["tps"], rel_tol=1e-4)
-            check = (f'{rtps:,.2f} <span class="{"okt" if same else "errtxt"}">'
-                     f'{"= summary" if same else "≠ summary"}</span>')
-        rcpu = rec.get("cpu_s_servers")
-        cpu_check = MISSING
-        if rcpu is not None and isinstance(r.get("cpu_s_servers"), float):
-            same = math.isclose(rcpu, r["cpu_s_servers"], rel_tol=1e-3, abs_tol=1e-4)
-            cpu_check = (f'{rcpu:,.3f} <span class="{"okt" if same else "errtxt"}">'
-                         f'{"= summary" if same else "≠ summary"}</span>')
         ltps = rec.get("locust_window_tps")
         locust = MISSING if ltps is None else (
             f'{ltps:,.0f} <span class="pm">over {rec.get("locust_window_s", 0):.0f} s</span>')
+        where = tables.describe(cols, tuple(r[c] for c in cols))
         body.append(
-            f'<tr><td class="l">{_esc(pid)}</td><td class="num">{int(r["order"])}</td>'
-            f'<td class="l">{_esc(r["trace"])}</td><td class="l">{_esc(r["mode"])}</td>'
-            f'<td class="l">{_esc(rec.get("window_source", grp["window_source"].iloc[0]))}</td>'
+            f'<tr><td class="l">{esc(pid)}</td><td class="num">{int(r["order"])}</td>'
+            f'<td class="l">{esc(where)}</td><td class="l">{esc(r["mode"])}</td>'
+            f'<td class="l">{esc(rec.get("window_source", grp["window_source"].iloc[0]))}</td>'
             f'<td class="num">{(grp["phase"] == "warm-up").sum()}</td>'
             f'<td class="num">{len(meas)}</td>'
             f'<td class="num">{MISSING if cv is None else f"{100 * cv:.1f} %"}</td>'
-            f"<td>{_sparkline(grp)}</td><td class=\"num\">{check}</td>"
-            f'<td class="num">{cpu_check}</td><td class="num">{locust}</td></tr>'
-        )
+            f"<td>{sparkline(grp)}</td>"
+            f'<td class="num">{check(rec.get("tps"), r.get("tps"), 1e-4)}</td>'
+            f'<td class="num">{check(rec.get("cpu_s_servers"), r.get("cpu_s_servers"), 1e-3, 1e-4, 3)}'
+            f'</td><td class="num">{locust}</td></tr>')
+    head = ", ".join(specs.label(c) for c in cols) or "condition"
     return (
         '<div class="card" id="traceability"><h2>From samples to numbers</h2>'
         '<p class="meta">Per point, in run order: the measured window (recorded by the runner, '
         "or the sample pair after the warm-up that reproduces summary.csv), the 1 Hz intervals "
         "excluded as warm-up and counted as measured, the variation of per-second TPS inside "
         "the window, per-second TPS (shaded: measured window) and the numbers recomputed from "
-        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The last "
-        "column is the load generator's own count (locust_stats_history.csv, cumulative totals "
-        "stamped to the second, so ± a second's worth of requests).</p>"
+        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The "
+        "last column is the load generator's own count (locust_stats_history.csv, cumulative "
+        "totals stamped to the second, so ± a second's worth of requests).</p>"
         '<div class="scroll"><table class="modes trace-tbl"><thead><tr><th class="l">point</th>'
-        '<th>run order</th><th class="l">trace</th><th class="l">mode</th>'
+        f'<th>run order</th><th class="l">{esc(head)}</th><th class="l">mode</th>'
         '<th class="l">window</th><th>warm-up s</th><th>measured s</th>'
         "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from requests.csv</th>"
         "<th>server CPU s from samples</th><th>Locust's own TPS in the window</th></tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table></div></div>"
-    )
+        f"<tbody>{''.join(body)}</tbody></table></div></div>")
 
 
-def _more_warnings(points: pd.DataFrame, samples: pd.DataFrame | None,
-                   notes: list[str]) -> str:
-    by = ("trace", "mode", *tables.sweep_columns(points))
-    found = [w for w in tables.warnings_for(points, samples, by=by)
-             if w.kind in ("unstable", "unstable-point")]
-    parts = []
-    if found:
-        items = "".join(f"<li><b>{_esc(w.where)}</b>: {_esc(w.message)}</li>" for w in found)
-        parts.append(f'<div class="warn"><h3>Unstable results ({len(found)})</h3><p>The '
-                     "spread is large: treat these means with care, or run more "
-                     f"repetitions / longer windows.</p><ul>{items}</ul></div>")
-    if notes:
-        items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
-        parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
-    return "".join(parts)
+# --------------------------------------------------------------------------- all points
 
 
-def _label(value: Any) -> str:
-    """A factor value as text: 16.0 -> '16'."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return _text(value)
+def cell(column: str, value: Any, optional: bool) -> str:
+    """One cell of the all-points table: escaped, numbers formatted and right-aligned; an
+    empty value shown as — (red unless the column may be empty)."""
+    gone = f'<td class="{"na" if optional else "missing"}">{MISSING}</td>'
+    if column in BOOL_COLUMNS:
+        flag = load.as_bool(value)
+        if flag is pd.NA:
+            return gone
+        return '<td class="flag">yes</td>' if flag else "<td>no</td>"
+    if column in TEXT_COLUMNS:
+        t = text(value)
+        if not t:
+            return "<td></td>" if column == "error" else gone
+        return f'<td{" class=err" if column == "error" else ""}>{esc(t)}</td>'
+    n = number(value)
+    if n is None:
+        t = esc(value) if not tables.is_empty(value) else ""
+        return f"<td>{t}</td>" if t else gone
+    return f'<td class="num">{fmt(column, n)}</td>'
 
 
-def _fold_sweeps(rows: list[Row], sweeps: list[str]) -> list[Row]:
-    """Per-trace sections group by trace x mode: fold swept factors (users, docroot) into mode."""
-    if not sweeps:
-        return rows
+def points_table(ctx: Context, per_table: int = 14) -> str:
+    """Every row of summary.csv, in run order, columns split into tables of `per_table`."""
+    columns = list(dict.fromkeys(c for r in ctx.rows for c in r if isinstance(c, str)))
+    ident = [c for c in ("point", *ctx.spec["factors"], "mode", "repetition") if c in columns]
+    rest = [c for c in columns if c not in ident]
+    optional = optional_for(ctx.spec)
+    chunks = [rest[i: i + per_table] for i in range(0, len(rest), per_table)] or [[]]
     out = []
-    for r in rows:
-        bits = [_text(r.get("mode"))] + [
-            f"{_label(r.get(c))} {c}" if c in ("users", "clients", "threads", "connections")
-            else _label(r.get(c)) for c in sweeps]
-        out.append({**r, "mode": " · ".join(b for b in bits if b)})
-    return out
+    for chunk in chunks:
+        cols = ident + chunk
+        body = []
+        for row in ctx.rows:
+            classes = []
+            if load.as_bool(row.get("client_bound")) is True:
+                classes.append("cb")
+            if text(row.get("error")) or number(row.get("errors")):
+                classes.append("bad")
+            attr = f' class="{" ".join(classes)}"' if classes else ""
+            body.append(f"<tr{attr}>{''.join(cell(c, row.get(c), optional(c)) for c in cols)}"
+                        "</tr>")
+        head = "".join(f'<th title="{esc(c)}">{esc(c).replace("_", "_<wbr>")}</th>'
+                       for c in cols)
+        out.append(f'<div class="scroll"><table class="points"><thead><tr>{head}</tr></thead>'
+                   f"<tbody>{''.join(body)}</tbody></table></div>")
+    return "".join(out)
 
 
-def render_report(
-    rows: list[Row],
-    manifest: dict[str, Any],
-    samples: pd.DataFrame | None = None,
-    recomputed: dict[str, dict[str, Any]] | None = None,
-    notes: list[str] | None = None,
-) -> str:
-    """Render summary rows + manifest (+ per-second samples) as one self-contained HTML page."""
+# --------------------------------------------------------------------------- page
+
+
+def render_report(rows: list[Row], manifest: dict[str, Any],
+                  samples: pd.DataFrame | None = None,
+                  recomputed: dict[str, dict[str, Any]] | None = None,
+                  notes: list[str] | None = None, spec: dict[str, Any] | None = None) -> str:
+    """Summary rows (dicts, as read from summary.csv) + manifest (+ per-second samples) as one
+    self-contained HTML page. The spec: manifest "report", else `spec`, else generic."""
     manifest = manifest if isinstance(manifest, dict) else {}
-    experiment = manifest.get("experiment")
-    experiment = experiment if isinstance(experiment, dict) else {}
-    name = _text(experiment.get("name")) or "tierbench run"
-    run_id = _text(manifest.get("run_id"))
-    points = load.points_frame(rows, manifest)
-    rows = _fold_sweeps(rows, tables.sweep_columns(points))
-    columns = _columns(rows)
-    tiers = _tiers(columns)
-    modes = _first_seen(rows, "mode")
-    colors = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(modes)}
-    groups = aggregate(rows)
-    traces = _first_seen(rows, "trace")
-    sections = [
-        _trace_section(
-            i + 1,
-            trace,
-            [g for (t, _), g in groups.items() if t == trace],
-            tiers,
-            colors,
-            _cost_table(points[points["trace"] == trace], modes) if len(points) else "",
-        )
-        for i, trace in enumerate(traces)
-    ]
-    git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
-    sub = [f"run <code>{_esc(run_id) or MISSING}</code>"]
-    if manifest.get("started") or manifest.get("finished"):
-        sub.append(f"{_esc(manifest.get('started'))} → {_esc(manifest.get('finished'))}")
-    sub.append(f"{len(rows)} points · {len(traces)} traces · {len(modes)} modes")
-    if experiment.get("seed") is not None:
-        sub.append(f"run order shuffled with seed {_esc(experiment.get('seed'))}")
-    if git.get("revision"):
-        dirty = " (dirty)" if git.get("dirty") else ""
-        sub.append(f"git {_esc(str(git['revision'])[:12])}{dirty}")
-    desc = _text(experiment.get("description"))
-    toc = " · ".join(
-        f'<a href="#trace-{i + 1}">{_esc(t) or MISSING}</a>' for i, t in enumerate(traces)
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{html.escape(name)} — {_esc(run_id)}</title><style>{CSS}</style></head>"
-        "<body><main>"
-        f'<header><h1>{html.escape(name)}</h1><p class="sub">{" · ".join(sub)}</p>'
-        + (f'<p class="desc">{html.escape(desc)}</p>' if desc else "")
-        + "</header>"
-        + _warnings(rows, columns)
-        + (_more_warnings(points, samples, notes or []) if len(points) else "")
-        + _figure_card(points, experiment)
-        + (_comparison_card(points, experiment) if len(points) else "")
-        + (f'<p class="sub">Traces: {toc}</p>' if toc else "")
-        + "".join(sections)
-        + (_trace_card(points, samples, recomputed) if len(points) else "")
-        + '<div class="card"><h2>All points</h2><p class="meta">Every row of summary.csv '
-        "(columns split into groups to fit); client-bound rows are shaded amber, "
-        "failed rows red.</p>"
-        + _points_table(rows, columns)
-        + '</div><div class="card"><h2>Provenance</h2><p class="meta">manifest.json, without the '
-        "per-point entries.</p>"
-        + _provenance(manifest)
-        + "</div><footer>generated by tierbench</footer></main></body></html>\n"
-    )
+    rows = [dict(r) for r in rows]
+    header_cols = list(dict.fromkeys(c for r in rows for c in r))
+    resolved, source, spec_notes = load.resolve_spec(manifest, spec, rows, header_cols)
+    ctx = Context(rows, manifest, resolved, source)
+    notes = list(notes or []) + [n for n in spec_notes if n not in (notes or [])]
+    body, toc = sections(ctx)
+    return markup.page(
+        f"{ctx.name} — {text(manifest.get('run_id'))}",
+        header(ctx) + warnings(ctx, samples, notes) + figure_card(ctx) + comparison_card(ctx)
+        + (f'<p class="sub">Sections: {toc}</p>' if toc else "") + body
+        + samples_card(ctx, samples, recomputed)
+        + '<div class="card" id="points"><h2>All points</h2><p class="meta">Every row of '
+          "summary.csv in run order (columns split into groups to fit); client-bound rows are "
+          "shaded amber, failed rows red; a grey — is a value that does not apply to that "
+          "point, a red — one that is missing.</p>" + points_table(ctx)
+        + '</div><div class="card"><h2>Provenance</h2><p class="meta">manifest.json, without '
+          "the per-point entries.</p>" + markup.provenance(manifest) + "</div>")
 
 
-def write_report(run_dir: Path, progress: load.Progress | None = None) -> Path:
-    """Write RUN/report.html from summary.csv, manifest.json and the points' samples."""
+def write_report(run_dir: Path, progress: load.Progress | None = None,
+                 spec: dict[str, Any] | None = None) -> Path:
+    """Write RUN/report.html from summary.csv, manifest.json and the points' samples.
+
+    The report spec is manifest.json's "report"; `spec` is used only when the manifest has
+    none; with neither, a generic spec is built from summary.csv's columns. A damaged or
+    missing sample file, or an unusable spec, never stops the report: it says what it could
+    not use."""
     run_dir = Path(run_dir)
     summary, manifest_path = run_dir / "summary.csv", run_dir / "manifest.json"
-    manifest = {}
+    manifest: dict[str, Any] = {}
+    notes: list[str] = []
     if manifest_path.exists():
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    if manifest.get("kind") == "pfs":  # a parallel file system run has its own page
-        from analysis import pfs_report
-
-        return pfs_report.write_report(run_dir)
-    rows = load_summary(summary) if summary.exists() else []
-    samples, recomputed, notes = None, {}, []
+        try:
+            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError) as exc:
+            notes.append(f"manifest.json could not be read ({exc}): no provenance")
+    rows = load.read_summary_rows(summary) if summary.exists() else []
+    samples, recomputed = None, {}
     if rows:
         try:
-            run = load.load_run(run_dir)
-            notes = run.notes
-            samples = load.load_samples(run, progress)
-            for pid in samples["point"].unique() if not samples.empty else []:
-                recomputed[pid] = load.recompute_point(run, pid)
+            run = load.load_run(run_dir, spec)
+            notes += [n for n in run.notes if n not in notes]
+            if run.spec["samples"]:
+                samples = load.load_samples(run, progress)
+                for pid in samples["point"].unique() if not samples.empty else []:
+                    recomputed[pid] = load.recompute_point(run, pid)
         except load.LayoutError as exc:
             notes.append(str(exc))
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -1062,7 +693,8 @@ def write_report(run_dir: Path, progress: load.Progress | None = None) -> Path:
                          "the report shows summary.csv only")
             samples, recomputed = None, {}
     out = run_dir / "report.html"
-    out.write_text(render_report(rows, manifest, samples, recomputed, notes), encoding="utf-8")
+    out.write_text(render_report(rows, manifest, samples, recomputed, notes, spec),
+                   encoding="utf-8")
     return out
 
 

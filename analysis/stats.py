@@ -1,7 +1,7 @@
 """Statistics over repetitions: t quantiles, means with 95 % CIs, ratios between modes, CPU costs.
 
-No scipy: the Student t quantile is found by bisection on the t CDF, which is computed from the
-regularized incomplete beta function (continued fraction, as in Numerical Recipes §6.4).
+Student t quantiles come from scipy.stats (fractional degrees of freedom included, as the
+Welch-Satterthwaite intervals below need).
 """
 
 from __future__ import annotations
@@ -11,79 +11,19 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from scipy import stats as scipy_stats
+
 LEVEL = 0.95
 CV_UNSTABLE = 0.10  # repetitions whose TPS varies more than this (sd / mean) are flagged
 CV_UNSTABLE_SECONDS = 0.35  # a point whose per-second TPS varies more than this is flagged
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    front = math.exp(log_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """Cumulative distribution function of Student's t with df (> 0, may be fractional) degrees."""
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+COUNT_MISMATCH = 0.02  # engine count vs per-request records: the runner flags more than this
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The p quantile of Student's t with df degrees of freedom (t_{0.975, 4} = 2.776)."""
+    """The p quantile of Student's t with df (> 0, may be fractional) degrees of freedom."""
     if not 0.0 < p < 1.0 or not df > 0:
         raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if p == 0.5:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return (lo + hi) / 2.0
+    return float(scipy_stats.t.ppf(p, df))
 
 
 def _finite(values: Iterable[float | None]) -> list[float]:
@@ -212,16 +152,34 @@ def cycles_per_kb(cycles: float, bytes_moved: float) -> float:
 
 
 _CLOCK = re.compile(r"@\s*([0-9.]+)\s*([GM])Hz", re.I)
+ESTIMATE = "estimate: CPU time x clock (no hardware counters)"
+HARDWARE_COUNTERS = "hardware counters (cycles_* columns of summary.csv)"
 
 
-def nominal_hz(cpu_model: str | None, mhz: float | None = None) -> float | None:
-    """The nominal clock from a CPU model string ('... @ 2.50GHz') or a MHz figure, in Hz."""
+@dataclass(frozen=True)
+class Clock:
+    """The CPU clock used to turn CPU time into cycles, and where it came from."""
+
+    hz: float
+    source: str  # "host.cpu_mhz in manifest.json" | "the CPU model's nominal clock"
+
+
+def clock(cpu_model: str | None, cpu_mhz: float | str | None = None) -> Clock | None:
+    """The clock for cycle estimates: the measured MHz the runner recorded (host.cpu_mhz) when
+    present, else the nominal clock the CPU model names ('... @ 2.50GHz'), else None."""
+    try:
+        mhz = float(cpu_mhz) if cpu_mhz not in (None, "") else None
+    except (TypeError, ValueError):
+        mhz = None
+    if mhz and mhz > 0 and math.isfinite(mhz):
+        return Clock(mhz * 1e6, "host.cpu_mhz in manifest.json")
     match = _CLOCK.search(cpu_model or "")
     if match:
-        return float(match.group(1)) * (1e9 if match.group(2).upper() == "G" else 1e6)
-    return float(mhz) * 1e6 if mhz else None
+        hz = float(match.group(1)) * (1e9 if match.group(2).upper() == "G" else 1e6)
+        return Clock(hz, "the CPU model's nominal clock")
+    return None
 
 
 def estimated_cycles_per_kb(cpu_s: float, bytes_moved: float, hz: float) -> float:
-    """Cycles per KB estimated as CPU seconds x nominal clock (no hardware counters)."""
+    """Cycles per KB estimated as CPU seconds x clock / KB (no hardware counters)."""
     return cycles_per_kb(cpu_s * hz, bytes_moved)

@@ -1,8 +1,10 @@
-"""Tidy statistics tables: means and 95 % CIs per group, comparisons between modes, warnings."""
+"""Tidy statistics tables: factor order, means and 95 % CIs per group, comparisons between modes,
+warnings and missing values."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +14,9 @@ from analysis import stats
 
 ID_COLUMNS = frozenset({"point", "trace", "mode", "repetition", "engine", "error", "failed",
                         "order", "trace_kind", "cycles_source", "client_bound", "docroot",
-                        "class"})
-CPU_BENEFIT_COLUMNS = (
-    ("server_cpu_util", "server CPU utilisation"),
-    ("server_cpu_us_per_kb", "server CPU per KB"),
-)
+                        "class", "phase", "test", "filesystem", "access", "integrity",
+                        "count_mismatch", "client_bound_advice", "generator_cpu_scope"})
+MISSING = "—"
 
 
 def metric_columns(points: pd.DataFrame) -> list[str]:
@@ -27,20 +27,173 @@ def metric_columns(points: pd.DataFrame) -> list[str]:
 
 def good(points: pd.DataFrame) -> pd.DataFrame:
     """The points that did not fail."""
-    return points[~points["failed"]] if "failed" in points else points
+    return points[~points["failed"].astype(bool)] if "failed" in points else points
 
 
-def group_stats(points: pd.DataFrame, by: tuple[str, ...] = ("trace", "mode"),
+# --------------------------------------------------------------------------- values and order
+
+
+def is_empty(value: Any) -> bool:
+    """None, NaN, pd.NA or blank text."""
+    if value is None or value is pd.NA:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return isinstance(value, str) and not value.strip()
+
+
+def label(value: Any) -> str:
+    """A factor value as text: 16.0 -> '16', '256' -> '256', None -> ''."""
+    if is_empty(value):
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        f = float(value)
+        return str(int(f)) if f.is_integer() else f"{f:g}"
+    text = str(value).strip()
+    try:
+        f = float(text)
+    except ValueError:
+        return text
+    return label(f) if math.isfinite(f) else text
+
+
+def same(a: Any, b: Any) -> bool:
+    """Two factor values are the same (256 == 256.0 == '256')."""
+    return label(a) == label(b)
+
+
+def matches(points: pd.DataFrame, where: dict[str, Any] | None) -> pd.Series:
+    """Rows that satisfy a filter {column: value or [values]}; a missing column matches none."""
+    keep = pd.Series(True, index=points.index)
+    for col, want in (where or {}).items():
+        if col not in points:
+            return pd.Series(False, index=points.index)
+        wanted = {label(w) for w in (want if isinstance(want, list) else [want])}
+        keep &= points[col].map(lambda v, w=wanted: label(v) in w)
+    return keep
+
+
+def modes_in_order(run_modes: list[str], experiment: dict[str, Any]) -> list[str]:
+    """Modes in the experiment's order (then any others in order of appearance)."""
+    listed = []
+    for m in experiment.get("modes") or []:
+        listed.append(str(m.get("name")) if isinstance(m, dict) else str(m))
+    return [m for m in listed if m in run_modes] + [m for m in run_modes if m not in listed]
+
+
+def baseline_mode(modes: list[str], experiment: dict[str, Any],
+                  spec: dict[str, Any] | None = None) -> str | None:
+    """The mode others are compared against: the spec's or experiment's 'baseline', else a
+    '*-off' mode ('baseline', 'default', 'none'), else the last mode."""
+    if not modes:
+        return None
+    for wanted in ((spec or {}).get("baseline"), experiment.get("baseline")):
+        if wanted in modes:
+            return str(wanted)
+    off = [m for m in modes if m.endswith("-off") or m in ("baseline", "default", "none")]
+    return off[0] if off else modes[-1]
+
+
+def given_order(column: str, spec: dict[str, Any] | None,
+                experiment: dict[str, Any] | None) -> list[Any] | None:
+    """The order a column's values should follow: the spec's `order`, else the experiment's
+    own list (traces, docroots, modes, phases), else None."""
+    spec, experiment = spec or {}, experiment or {}
+    if column in (spec.get("order") or {}):
+        return list(spec["order"][column])
+    if column == "trace" and experiment.get("traces"):
+        return [t.get("name") if isinstance(t, dict) else t for t in experiment["traces"]]
+    if column == "mode" and experiment.get("modes"):
+        return [m.get("name") if isinstance(m, dict) else m for m in experiment["modes"]]
+    if column == "phase" and spec.get("phases"):
+        return list(spec["phases"])
+    stack = experiment.get("stack") if isinstance(experiment.get("stack"), dict) else {}
+    if column in stack and isinstance(stack[column], list):
+        return list(stack[column])
+    return None
+
+
+def order_of(points: pd.DataFrame, column: str, spec: dict[str, Any] | None = None,
+             experiment: dict[str, Any] | None = None) -> list[Any]:
+    """A column's distinct values in the experiment's order (spec `order`, the experiment's own
+    lists); values it does not list follow, numbers ascending, others as first seen."""
+    if column not in points:
+        return []
+    values = [v for v in dict.fromkeys(points[column].tolist()) if not is_empty(v)]
+    ranked: list[Any] = []
+    for want in given_order(column, spec, experiment) or []:
+        for v in values:
+            if same(v, want) and v not in ranked:
+                ranked.append(v)
+    rest = [v for v in values if v not in ranked]
+    numeric = [v for v in rest if isinstance(v, int | float) and not isinstance(v, bool)]
+    if rest and len(numeric) == len(rest):
+        rest = sorted(rest)
+    return ranked + rest
+
+
+def present(points: pd.DataFrame, columns: Iterable[str]) -> list[str]:
+    """The columns among `columns` that the table has (order kept, duplicates dropped)."""
+    return [c for c in dict.fromkeys(columns) if c in points]
+
+
+def group_columns(points: pd.DataFrame, spec: dict[str, Any]) -> list[str]:
+    """The columns that identify a condition besides mode and repetition: phase + factors."""
+    return present(points, (["phase"] if spec.get("phases") else []) + list(spec["factors"]))
+
+
+def sort_points(points: pd.DataFrame, columns: list[str], spec: dict[str, Any] | None = None,
+                experiment: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Rows sorted by each column's experiment order (then run order)."""
+    if points.empty:
+        return points
+    keys = {}
+    for c in present(points, columns):
+        rank = {label(v): i for i, v in enumerate(order_of(points, c, spec, experiment))}
+        keys[f"__rank_{c}"] = points[c].map(lambda v, r=rank: r.get(label(v), len(r)))
+    if not keys:
+        return points
+    by = list(keys) + (["order"] if "order" in points else [])
+    return points.assign(**keys).sort_values(by, kind="stable").drop(columns=list(keys))
+
+
+def groups(points: pd.DataFrame, by: list[str]) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
+    """(key, rows) per distinct combination of `by`, in the rows' order; one group when empty."""
+    if not by:
+        return [((), points)]
+    out = []
+    for key, grp in points.groupby(list(by), sort=False, dropna=False):
+        out.append((key if isinstance(key, tuple) else (key,), grp))
+    return out
+
+
+FORMATS = {"io_servers": "N={}", "users": "{} users", "clients": "{} clients",
+           "threads": "{} threads", "connections": "{} connections", "streams": "{} streams",
+           "case": "case {}", "buffer": "{} B buffer", "write_size": "{} B writes"}
+
+
+def describe(columns: list[str], key: tuple[Any, ...]) -> str:
+    """A group's key as text: 'single-4k · 16 users', 'read · N=6 · 4 clients'."""
+    bits = [FORMATS.get(c, "{}").format(label(v)) for c, v in zip(columns, key) if label(v)]
+    return " · ".join(bits)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def group_stats(points: pd.DataFrame, by: tuple[str, ...] | list[str] = ("trace", "mode"),
                 metrics: list[str] | None = None) -> pd.DataFrame:
     """Long table: one row per group x metric with n, mean, sd, 95 % CI (t, df = n - 1) and CV."""
+    by = [c for c in by if c in points]
     cols = list(by) + ["metric", "n", "mean", "sd", "ci_half", "ci_low", "ci_high", "cv"]
     ok = good(points)
     metrics = metrics or metric_columns(points)
     rows = []
     if ok.empty:
         return pd.DataFrame(columns=cols)
-    for key, grp in ok.groupby(list(by), sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, grp in groups(ok, by):
         for m in metrics:
             if m not in grp:
                 continue
@@ -57,75 +210,83 @@ def estimate(points: pd.DataFrame, column: str) -> stats.Estimate:
     return stats.mean_ci(ok[column].tolist() if column in ok else [])
 
 
-def modes_in_order(run_modes: list[str], experiment: dict[str, Any]) -> list[str]:
-    """Modes in the experiment's order (then any others in order of appearance)."""
-    listed = []
-    for m in experiment.get("modes") or []:
-        listed.append(str(m.get("name")) if isinstance(m, dict) else str(m))
-    return [m for m in listed if m in run_modes] + [m for m in run_modes if m not in listed]
+def benefit_keys(benefit: list[dict[str, Any]]) -> list[str]:
+    """The compare_modes column of each benefit entry: benefit_<column> (+ _<n> if repeated)."""
+    keys: list[str] = []
+    for i, item in enumerate(benefit):
+        key = f"benefit_{item['column']}"
+        keys.append(key if key not in keys else f"{key}_{i}")
+    return keys
 
 
-def baseline_mode(modes: list[str], experiment: dict[str, Any]) -> str | None:
-    """The mode others are compared against: experiment 'baseline', else a '*-off' mode, else last."""
-    if not modes:
-        return None
-    wanted = experiment.get("baseline")
-    if wanted in modes:
-        return str(wanted)
-    off = [m for m in modes if m.endswith("-off") or m in ("baseline", "default")]
-    return off[0] if off else modes[-1]
+def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | list[str] = (),
+                  primary: str = "tps", benefit: list[dict[str, Any]] | None = None,
+                  modes: list[str] | None = None) -> pd.DataFrame:
+    """Per group (by) and mode: change of the primary column (%) and relative CPU benefit over
+    the baseline, with delta-method 95 % CIs.
 
-
-SWEEPS = ("users", "clients", "threads", "connections", "write_size", "docroot")
-
-
-def sweep_columns(points: pd.DataFrame) -> list[str]:
-    """Factors besides trace and mode that vary within a run (users, docroot, ...)."""
-    return [c for c in SWEEPS if c in points and points[c].dropna().nunique() > 1]
-
-
-def compare_modes(points: pd.DataFrame, baseline: str,
-                  by: tuple[str, ...] = ("trace",)) -> pd.DataFrame:
-    """Per trace (x sweep) and mode: TPS change (%) and relative CPU benefit over the baseline."""
+    Columns: the `by` columns, mode, baseline, n, n_baseline, <primary>, <primary>_baseline,
+    change_pct, change_low, change_high and, per benefit entry ({column, where}), benefit_<column>
+    with _low and _high: (b - a) / b with a the mode's and b the baseline's mean, positive when
+    the mode uses less CPU; None where the entry's `where` does not hold for the group."""
+    by = [c for c in by if c in points]
+    benefit = benefit or []
+    keys = benefit_keys(benefit)
     ok = good(points)
     rows = []
-    for key, grp in ok.groupby(list(by), sort=False):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, grp in groups(ok, by):
         base = grp[grp["mode"] == baseline]
         if base.empty:
             continue
-        for mode, sub in grp.groupby("mode", sort=False):
-            if mode == baseline:
+        names = [m for m in (modes or list(dict.fromkeys(grp["mode"]))) if m != baseline]
+        for mode in names:
+            sub = grp[grp["mode"] == mode]
+            if sub.empty:
                 continue
             row: dict[str, Any] = {**dict(zip(by, key)), "mode": mode, "baseline": baseline,
                                    "n": len(sub), "n_baseline": len(base),
-                                   "tps": sub["tps"].mean(), "tps_baseline": base["tps"].mean()}
-            r = stats.tps_change_pct(sub["tps"].tolist(), base["tps"].tolist())
-            row.update(tps_change_pct=r.value, tps_change_low=r.low, tps_change_high=r.high)
-            for col, _ in CPU_BENEFIT_COLUMNS:
-                if col in sub:
+                                   primary: sub[primary].mean(),
+                                   f"{primary}_baseline": base[primary].mean()}
+            r = stats.tps_change_pct(sub[primary].tolist(), base[primary].tolist())
+            row.update(change_pct=r.value, change_low=r.low, change_high=r.high)
+            for item, bkey in zip(benefit, keys):
+                col, applies = item["column"], matches(grp, item.get("where")).all()
+                b = stats.Ratio(None)
+                if applies and col in sub:
                     b = stats.relative_cpu_benefit(sub[col].tolist(), base[col].tolist())
-                    row.update({f"benefit_{col}": b.value, f"benefit_{col}_low": b.low,
-                                f"benefit_{col}_high": b.high})
+                row.update({bkey: b.value, f"{bkey}_low": b.low, f"{bkey}_high": b.high})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- warnings
 
 
 @dataclass(frozen=True)
 class Warning:
     """One warning shown at the top of a report."""
 
-    kind: str  # client-bound | failed | errors | unstable | unstable-point | layout
+    kind: str  # client-bound | failed | errors | count-mismatch | check | unstable | ...
     where: str
     message: str
 
 
+def where_of(row: pd.Series, by: list[str]) -> str:
+    """'p001 (single-4k / offloads-on)'."""
+    bits = [label(row.get(c)) for c in by if c != "mode"] + [label(row.get("mode"))]
+    return f"{row['point']} ({' / '.join(b for b in bits if b)})"
+
+
 def warnings_for(points: pd.DataFrame, samples: pd.DataFrame | None = None,
-                 by: tuple[str, ...] = ("trace", "mode")) -> list[Warning]:
-    """Client-bound points, failed points, request errors, and unstable groups or points."""
+                 by: tuple[str, ...] | list[str] = ("trace", "mode"), primary: str = "tps",
+                 checks: Iterable[str] = ()) -> list[Warning]:
+    """Failed and client-bound points, request errors, engine counts that disagree with the
+    per-request records, checks that did not read "ok", and unstable groups or points."""
     out: list[Warning] = []
-    for _, r in points.iterrows():
-        where = f"{r['point']} ({r.get('trace', '')} / {r.get('mode', '')})"
+    by = [c for c in by if c in points]
+    per_point = points.drop_duplicates("point") if "point" in points else points
+    for _, r in per_point.iterrows():
+        where = where_of(r, by)
         if r.get("failed"):
             out.append(Warning("failed", where, f"failed: {r['error']}"))
         if r.get("client_bound") is True:
@@ -136,13 +297,21 @@ def warnings_for(points: pd.DataFrame, samples: pd.DataFrame | None = None,
         errs = r.get("errors")
         if isinstance(errs, float) and errs > 0:
             out.append(Warning("errors", where, f"{errs:,.0f} request errors"))
-    for key, grp in good(points).groupby(list(by), sort=False):
-        e = stats.mean_ci(grp["tps"].tolist())
+        if r.get("count_mismatch") is True:
+            out.append(Warning("count-mismatch", where, count_mismatch_text(r)))
+        for col in checks:
+            val = r.get(col)
+            if col in per_point and not is_empty(val) and str(val).strip() != "ok":
+                out.append(Warning("check", where, f"{col}: {val}"))
+    for key, grp in groups(good(points), by):
+        if primary not in grp:
+            continue
+        e = stats.mean_ci(grp[primary].tolist())
         if e.cv is not None and e.cv > stats.CV_UNSTABLE:
-            name = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+            name = " / ".join(label(k) for k in key if label(k))
             out.append(Warning("unstable", name,
-                               f"TPS varies {100 * e.cv:.0f} % (sd/mean) over {e.n} repetitions, "
-                               f"above {100 * stats.CV_UNSTABLE:.0f} %"))
+                               f"{primary} varies {100 * e.cv:.0f} % (sd/mean) over {e.n} "
+                               f"repetitions, above {100 * stats.CV_UNSTABLE:.0f} %"))
     if samples is not None and not samples.empty:
         measured = samples[samples["phase"] == "measured"]
         for pid, grp in measured.groupby("point", sort=False):
@@ -155,4 +324,37 @@ def warnings_for(points: pd.DataFrame, samples: pd.DataFrame | None = None,
                                    f"per-second TPS varies {100 * cv:.0f} % (sd/mean) inside the "
                                    f"measured window, above "
                                    f"{100 * stats.CV_UNSTABLE_SECONDS:.0f} %"))
+    return out
+
+
+def count_mismatch_text(row: pd.Series | dict[str, Any]) -> str:
+    """'the engine counted 1,000 requests, its per-request records hold 950 (5.0 % apart)'."""
+    n, rec = row.get("requests"), row.get("records_requests")
+    if isinstance(n, float) and isinstance(rec, float) and not math.isnan(n) and \
+            not math.isnan(rec):
+        apart = abs(n - rec) / max(n, rec, 1.0)
+        return (f"the engine counted {n:,.0f} requests, its per-request records hold "
+                f"{rec:,.0f} ({100 * apart:.1f} % apart, more than "
+                f"{100 * stats.COUNT_MISMATCH:.0f} %): TPS and latency come from different "
+                "request sets")
+    return ("the engine's request count and its per-request records disagree by more than "
+            f"{100 * stats.COUNT_MISMATCH:.0f} %")
+
+
+def missing_values(rows: list[dict[str, Any]], optional: Callable[[str], bool]
+                   ) -> dict[str, list[str]]:
+    """Point -> the columns of its summary row that are empty although they apply.
+
+    Not counted: `error`, columns `optional(column)` says may be empty (the advice of a point
+    that was not client-bound, per-site numbers of a trace that is not a mix, ...), and columns
+    empty in every row (they do not apply to this run, e.g. write_* columns of a read-only
+    test)."""
+    columns = list(dict.fromkeys(c for r in rows for c in r if isinstance(c, str)))
+    used = [c for c in columns if c != "error" and not optional(c)
+            and any(not is_empty(r.get(c)) for r in rows)]
+    out = {}
+    for r in rows:
+        gone = [c for c in used if is_empty(r.get(c))]
+        if gone:
+            out[str(r.get("point") or "?")] = gone
     return out

@@ -1,83 +1,194 @@
-"""Small synthetic runs in the results layout, one per experiment family, for the analysis tests."""
+"""Small synthetic runs in the results layout, one per report-spec fixture, for the analysis tests.
+
+Written with the csv module only (the analysis reads result files, so its tests make them
+without the runner). Rows are written in a shuffled order, as a real run's summary is, so that
+tests can check that tables and figures follow the experiment's order, not the run order.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
+import random
 from pathlib import Path
+from typing import Any
 
-from tierbench.kinds.webmetrics import SUMMARY_COLUMNS
-from tierbench.runner import write_summary
+SPECS = Path(__file__).parent / "data" / "report-specs"
+FIXTURES = sorted(p.stem for p in SPECS.glob("*.json"))
+WEB_BASE: dict[str, Any] = {
+    "repetition": 1, "engine": "locust", "users": 16, "window_s": 3.0, "requests": 300,
+    "tps": 100.0, "p50_ms": 5.0, "p99_ms": 20.0, "errors": 0, "cpu_s_loadgen": 1.0,
+    "cpu_s_proxy": 0.5, "cpu_s_web": 0.5, "cpu_s_servers": 1.0, "host_usr_pct": 40.0,
+    "host_sys_pct": 20.0, "host_irq_pct": 0.0, "host_softirq_pct": 5.0, "host_iowait_pct": 0.0,
+    "host_steal_pct": 0.0, "host_idle_pct": 35.0, "host_unattributed_cpu_s": 0.1,
+    "generator_cpu_pct": 50.0, "bytes_moved": 1024 * 300, "mb_per_s": 0.1,
+    "server_cpu_us_per_req": 3333.3, "server_cpu_us_per_kb": 3333.3,
+    "host_cpu_us_per_kb": 5000.0, "client_bound": False,
+}
+PFS_PHASE = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
+             "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb", "host_usr_pct",
+             "host_sys_pct", "host_softirq_pct", "host_idle_pct", "failed_streams")
 
 
-def manifest(name: str = "dc-test", traces: list | None = None) -> dict:
-    """A minimal manifest: experiment name, seed, load settings, two modes, trace specs."""
-    return {"run_id": "synthetic", "experiment": {
+def spec_of(name: str) -> dict[str, Any]:
+    """The report-spec fixture tests/data/report-specs/<name>.json."""
+    return json.loads((SPECS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def cell(value: Any) -> str:
+    """A summary.csv cell as the runner writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else str(value)
+
+
+def write_summary(path: Path, rows: list[dict[str, Any]]) -> None:
+    """summary.csv: columns in order of first appearance, error last."""
+    columns = list(dict.fromkeys(k for r in rows for k in r if k != "error")) + ["error"]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns)
+        for r in rows:
+            writer.writerow([cell(r.get(c)) for c in columns])
+
+
+def manifest(name: str = "dc-test", traces: list | None = None,
+             modes: tuple[str, ...] = ("on", "off"), report: dict | None = None) -> dict:
+    """A minimal manifest: experiment name, seed, load settings, modes, traces, report spec."""
+    man: dict[str, Any] = {"run_id": "synthetic", "status": "complete", "experiment": {
         "name": name, "seed": 7, "load": {"warmup_s": 1, "measure_s": 3},
-        "modes": [{"name": "on"}, {"name": "off"}], "traces": traces or []}}
+        "modes": [{"name": m} for m in modes], "traces": traces or []},
+        "host": {"cpu_model": "Test CPU @ 2.00GHz"}}
+    if report is not None:
+        man["report"] = report
+    return man
 
 
-def write_run(path: Path, rows: list[dict], man: dict) -> Path:
-    """summary.csv (through the runner's own writer) + manifest.json in a new folder."""
+def write_run(path: Path, rows: list[dict], man: dict, web: bool = True,
+              shuffle: bool = False) -> Path:
+    """summary.csv (point ids in row order; web rows completed from WEB_BASE) + manifest.json."""
     path.mkdir(parents=True)
-    full = []
-    for i, r in enumerate(rows, 1):
-        base = {"point": f"p{i:03d}", "repetition": 1, "engine": "locust", "users": 16,
-                "window_s": 3.0, "requests": 300, "errors": 0, "cpu_s_loadgen": 1.0,
-                "cpu_s_proxy": 0.5, "cpu_s_web": 0.5, "cpu_s_servers": 1.0,
-                "generator_cpu_pct": 50.0, "bytes_moved": 1024 * 300, "mb_per_s": 0.1,
-                "server_cpu_us_per_req": 3333.3, "server_cpu_us_per_kb": 3333.3,
-                "host_cpu_us_per_kb": 5000.0, "client_bound": False, "tps": 100.0,
-                "p50_ms": 5.0, "p99_ms": 20.0, "host_usr_pct": 40.0, "host_sys_pct": 20.0,
-                "host_irq_pct": 0.0, "host_softirq_pct": 5.0, "host_iowait_pct": 0.0,
-                "host_steal_pct": 0.0, "host_idle_pct": 35.0}
-        full.append({**base, **r})
-    write_summary(path / "summary.csv", full, SUMMARY_COLUMNS)
-    (path / "manifest.json").write_text(json.dumps(man))
+    if shuffle:
+        rows = list(rows)
+        random.Random(11).shuffle(rows)
+    full = [{"point": f"p{i:03d}", **(WEB_BASE if web else {}), **r}
+            for i, r in enumerate(rows, 1)]
+    write_summary(path / "summary.csv", full)
+    (path / "manifest.json").write_text(json.dumps(man), encoding="utf-8")
     return path
 
 
-def family_run(root: Path, family: str) -> Path:
-    """A two-repetition sweep shaped like the family's experiment."""
+def pfs_row(mode: str, rep: int, mbs: dict[str, float], cpu_per_kb: float, **factors: Any
+            ) -> dict[str, Any]:
+    """One wide PFS summary row: <phase>_<metric> per phase in mbs (others left empty)."""
+    row: dict[str, Any] = {"test": factors.pop("test", "concurrent"), "mode": mode,
+                           "repetition": rep, **factors}
+    for phase in ("read", "write"):
+        v = mbs.get(phase)
+        for col in PFS_PHASE:
+            row[f"{phase}_{col}"] = None
+        if v is None:
+            continue
+        nbytes = v * 1e6 * 5
+        row.update({f"{phase}_mb_per_s": v, f"{phase}_bytes": nbytes, f"{phase}_s": 5.0,
+                    f"{phase}_client_cpu_s": cpu_per_kb * nbytes / 1024 / 1e6,
+                    f"{phase}_server_cpu_s": cpu_per_kb * nbytes / 1024 / 1e6,
+                    f"{phase}_client_cpu_pct": 50.0, f"{phase}_server_cpu_pct": 40.0,
+                    f"{phase}_client_cpu_us_per_kb": cpu_per_kb,
+                    f"{phase}_server_cpu_us_per_kb": cpu_per_kb,
+                    f"{phase}_host_usr_pct": 30.0, f"{phase}_host_sys_pct": 20.0,
+                    f"{phase}_host_softirq_pct": 5.0, f"{phase}_host_idle_pct": 45.0,
+                    f"{phase}_failed_streams": 0})
+    row["integrity"] = "ok"
+    return row
+
+
+def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
+    """(rows, trace specs, modes, web?) of a synthetic run shaped like the fixture's family."""
     reps = (1, 2)
-    modes = ("on", "off")
-    if family == "dc-single":
-        traces = [{"name": f"single-{k}k", "kind": "single", "size": k * 1024} for k in (2, 4, 8)]
-        rows = [{"trace": t["name"], "mode": m, "repetition": r, "tps": 1000.0 + 10 * r
-                 + (80 if m == "on" else 0), "size_bytes": t["size"]}
-                for t in traces for m in modes for r in reps]
-    elif family == "dc-zipf":
-        traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in (0.5, 0.75, 0.9)]
-        rows = [{"trace": t["name"], "mode": m, "repetition": r,
-                 "tps": 1000 * t["alpha"] + r + (50 if m == "on" else 0)}
-                for t in traces for m in modes for r in reps]
-    elif family == "dc-clients":
+    onoff = ("offloads-on", "offloads-off")
+    if name in ("dc-single", "dc-worldcup"):
+        names = ([f"single-{k}k" for k in (2, 4, 6, 8, 10)] if name == "dc-single"
+                 else ["wc98-day46"])
+        traces = [{"name": t, "kind": "single"} for t in names]
+        rows = [{"trace": t, "mode": m, "repetition": r,
+                 "tps": 1000.0 + 100 * i + 10 * r + (80 if m == onoff[0] else 0),
+                 "host_cpu_us_per_kb": 50.0 - 5 * i + (0 if m == onoff[0] else 20)}
+                for i, t in enumerate(names) for m in onoff for r in reps]
+        return rows, traces, onoff, True
+    if name == "dc-zipf":
+        alphas = (0.95, 0.9, 0.75, 0.5)
+        traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in alphas]
+        rows = [{"trace": f"zipf-{a}", "mode": m, "repetition": r,
+                 "tps": 1000 * a + r + (50 if m == onoff[0] else 0)}
+                for a in alphas for m in onoff for r in reps]
+        return rows, traces, onoff, True
+    if name == "dc-clients":
         traces = [{"name": "single-16k", "kind": "single", "size": 16384}]
         rows = [{"trace": "single-16k", "mode": m, "users": u, "repetition": r,
                  "tps": 100.0 * u ** 0.5 + r, "generator_cpu_pct": min(100.0, 10.0 * u)}
-                for u in (1, 4, 16, 64, 256) for m in modes for r in reps]
-    elif family == "dc-classes":
-        traces = []
-        rows = [{"trace": f"class-{c}", "mode": "default", "docroot": d, "repetition": r,
-                 "tps": 100.0 * (c + 1) + r}
-                for c in range(5) for d in ("tmpfs", "ext4", "orangefs") for r in reps]
-    elif family == "dc-hybrid":
-        traces = []
-        rows = [{"trace": f"bg-class-{c}", "mode": "default", "docroot": d, "repetition": r,
-                 "tps": 300.0 + r, "tps_foreground": 100.0 * (c + 1) + (50 if "hot" in d else 0)}
-                for c in (1, 2) for d in ("disk", "disk+hot-tmpfs") for r in reps]
-    elif family == "pfs":
-        traces = []
-        rows = [{"trace": op, "mode": m, "users": c, "repetition": r, "mb_per_s": 100.0 * c + r}
-                for op in ("read", "write") for c in range(1, 7) for m in modes for r in reps]
-    elif family == "net-conns":
-        traces = []
-        rows = [{"trace": w, "mode": m, "users": c, "repetition": r, "mb_per_s": 100.0 + r,
-                 "bytes_moved": 1024 * 1000, "cpu_s_servers": 0.001 * r}
-                for w in ("write-1k", "write-64k") for c in (1, 100, 6000) for m in modes
+                for u in (1, 4, 16, 64, 256) for m in onoff for r in reps]
+        return rows, traces, onoff, True
+    if name == "dc-classes":
+        rows = [{"trace": f"class-{c}", "mode": "offloads-on", "docroot": d, "repetition": r,
+                 "tps": 100.0 * (c + 1) + r + 10 * j}
+                for c in range(5) for j, d in enumerate(("tmpfs", "disk", "orangefs"))
                 for r in reps]
-    else:
-        raise ValueError(family)
-    name = "pfs-concurrent" if family == "pfs" else family
-    man = manifest(name, traces)
-    man["host"] = {"cpu_model": "Test CPU @ 2.00GHz"}
-    return write_run(root / family, rows, man)
+        return rows, [], ("offloads-on",), True
+    if name == "dc-hybrid":
+        rows = [{"trace": f"bg-class-{c}", "mode": "offloads-on", "docroot": d,
+                 "repetition": r, "tps": 300.0 + r, "p50_ms_foreground": 10.0,
+                 "tps_foreground": 100.0 * (c + 1) + (50 if "hot" in d else 0) + r}
+                for c in (1, 2) for d in ("disk", "disk+hot-tmpfs", "orangefs",
+                                          "orangefs+hot-tmpfs") for r in reps]
+        return rows, [], ("offloads-on",), True
+    if name == "pfs-concurrent":
+        rows = [pfs_row(m, r, {"read": 100.0 * c + r + (60 if m == onoff[0] else 0),
+                               "write": 90.0 * c + r},
+                        2.0 if m == onoff[0] else 4.0, io_servers=n, clients=c, streams=c,
+                        access="native", buffer=1048576)
+                for n in (5, 6) for c in (1, 2, 4, 6) for m in onoff for r in reps]
+        return rows, [], onoff, False
+    if name == "pfs-streams":
+        rows = [pfs_row(m, r, {"read": 50.0 * s ** 0.5 + r}, 2.0 if m == onoff[0] else 3.0,
+                        test="streams", io_servers=6, clients=min(s, 4), streams=s)
+                for s in (1, 2, 4, 8, 16, 32, 64) for m in onoff for r in reps]
+        return rows, [], onoff, False
+    if name == "pfs-basic":
+        fss = ("tmpfs", "disk", "orangefs", "orangefs-native")
+        rows = [pfs_row("offloads-on", r, {"read": 100.0 * (4 - i) + b / 65536 + r,
+                                           "write": 90.0 * (4 - i) + r}, 1.0, test="basic",
+                        io_servers=3, clients=1, streams=1, filesystem=fs, buffer=b,
+                        access="native" if fs == "orangefs-native" else "posix")
+                for i, fs in enumerate(fss) for b in (4096, 65536, 1048576) for r in reps]
+        return rows, [], ("offloads-on",), False
+    if name == "net-conns":
+        rows = [{"trace": f"write-{w // 1024}k", "write_size": w, "connections": c, "mode": m,
+                 "repetition": r, "mb_per_s": 100.0 + r, "bytes_moved": 1024 * 1000,
+                 "cpu_s_servers": 0.001 * r}
+                for w in (65536, 1024) for c in (1, 100, 6000) for m in onoff for r in reps]
+        return rows, [], onoff, True
+    if name == "sockopt":
+        rows = [{"trace": t, "case": case, "mode": m, "repetition": r,
+                 "mb_per_s": 100.0 * case + r, "host_cpu_us_per_kb": 10.0 - case
+                 + (0 if m == "offload" else 3)}
+                for t in ("single-64k", "single-1m") for case in (1, 2, 3, 4)
+                for m in ("offload", "none") for r in reps]
+        return rows, [{"name": "single-64k"}, {"name": "single-1m"}], ("offload", "none"), True
+    raise ValueError(name)
+
+
+def family_run(root: Path, name: str) -> Path:
+    """A two-repetition synthetic run of a fixture's family, the fixture as its report spec."""
+    rows, traces, modes, web = family_rows(name)
+    experiment = {"pfs-concurrent": "pfs-concurrent", "pfs-streams": "pfs-streams",
+                  "pfs-basic": "pfs-basic"}.get(name, name)
+    man = manifest(experiment, traces, modes, spec_of(name))
+    if not web:
+        man["kind"] = "pfs"
+        man["experiment"]["pfs"] = {"test": name.split("-")[1], "io_servers": [5, 6],
+                                    "strip_size": 65536, "storage": "tmpfs"}
+        man["orangefs"] = "sha256 0123abcd"
+    return write_run(root / name, rows, man, web=web, shuffle=True)

@@ -1,5 +1,5 @@
-"""The example report opened in headless Chromium: screenshotted, every figure rendered, no
-console errors. Needs Debian's `chromium` package (setup/host-tools.sh installs it)."""
+"""Reports opened in headless Chromium: screenshotted, every figure laid out, no console errors.
+Needs Debian's `chromium` package (setup/host-tools.sh installs it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import figures, report
+from analysis import report
 
 import synthetic_runs
 
@@ -23,7 +23,7 @@ WRAPPER = """<html><body><iframe id="f" src="report.html" style="width:1300px;he
 </iframe><script>
 document.getElementById("f").addEventListener("load", () => {
   const d = document.getElementById("f").contentDocument;
-  const out = [...d.querySelectorAll("svg.chart, div.family")].map(s => {
+  const out = [...d.querySelectorAll("svg.chart.group, div.family")].map(s => {
     const r = s.getBoundingClientRect();
     return {cls: s.getAttribute("class"), w: Math.round(r.width), h: Math.round(r.height),
             marks: s.querySelectorAll("rect,path,circle,td").length};
@@ -84,10 +84,10 @@ def test_console_detector_sees_errors(tmp_path: Path) -> None:
     assert any("boom" in line for line in console_lines(res.stderr)), res.stderr[-2000:]
 
 
-def test_report_screenshot_has_no_console_errors(built: Path, tmp_path: Path) -> None:
+def screenshot_ok(page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
-    res = chromium(tmp_path / "profile", "--enable-logging=stderr", "--v=0",
-                   f"--screenshot={shot}", "--window-size=1300,2000", built.as_uri())
+    res = chromium(tmp_path / "shot-profile", "--enable-logging=stderr", "--v=0",
+                   f"--screenshot={shot}", "--window-size=1300,2000", page.as_uri())
     assert res.returncode == 0, res.stderr[-2000:]
     assert console_lines(res.stderr) == []
     width, height, pixels = png_pixels(shot)
@@ -95,44 +95,52 @@ def test_report_screenshot_has_no_console_errors(built: Path, tmp_path: Path) ->
     assert len(set(pixels)) > 50, "the screenshot is blank"
 
 
-def rendered(page: Path, profile: Path) -> list[dict]:
-    """Size and mark count of every figure (svg.chart, div.family) as laid out by Chromium."""
+def test_report_screenshot_has_no_console_errors(built: Path, tmp_path: Path) -> None:
+    screenshot_ok(built, tmp_path)
+
+
+def test_pfs_report_screenshot_has_no_console_errors(tmp_path: Path) -> None:
+    screenshot_ok(report.write_report(synthetic_runs.family_run(tmp_path, "pfs-concurrent")),
+                  tmp_path)
+
+
+def rendered(page: Path, profile: Path) -> tuple[list[dict], list[str]]:
+    """Size and mark count of every figure (svg.chart.group, div.family) as laid out by
+    Chromium, and the console messages of the page."""
     wrapper = page.parent / "wrapper.html"
     wrapper.write_text(WRAPPER.replace("report.html", page.name))
     res = chromium(profile, "--allow-file-access-from-files", "--virtual-time-budget=10000",
-                   "--dump-dom", wrapper.as_uri())
+                   "--enable-logging=stderr", "--v=0", "--dump-dom", wrapper.as_uri())
     found = re.search(r'<pre id="result">(.*?)</pre>', res.stdout, flags=re.S)
     assert found, res.stderr[-2000:]
-    return json.loads(found.group(1).replace("&quot;", '"'))
+    return json.loads(found.group(1).replace("&quot;", '"')), console_lines(res.stderr)
 
 
 def expected_figures(page: str) -> int:
-    return len(re.findall(r'<svg class="chart[ "]', page)) + page.count('<div class="family"')
+    return page.count('<svg class="chart group"') + page.count('<div class="family"')
 
 
 def test_every_figure_renders(built: Path, tmp_path: Path) -> None:
     page = built.read_text(encoding="utf-8")
     assert expected_figures(page) == 4  # the family figure + one chart per trace
-    figs = rendered(built, tmp_path / "profile")
-    assert len(figs) == 4 and figs[0]["cls"] == "chart family"
+    figs, console = rendered(built, tmp_path / "profile")
+    assert console == []
+    assert len(figs) == 4 and figs[0]["cls"] == "family"
     for fig in figs:
         assert fig["w"] > 400 and fig["h"] > 200 and fig["marks"] > 4, fig
 
 
-@pytest.mark.parametrize("family", figures.FAMILIES)
-def test_family_figures_render(family: str, tmp_path: Path) -> None:
-    page = report.write_report(synthetic_runs.family_run(tmp_path, family))
-    figs = rendered(page, tmp_path / "profile")
+@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+def test_family_figures_render(name: str, tmp_path: Path) -> None:
+    page = report.write_report(synthetic_runs.family_run(tmp_path, name))
+    figs, console = rendered(page, tmp_path / "profile")
+    assert console == []
     assert len(figs) == expected_figures(page.read_text(encoding="utf-8"))
-    fam = [f for f in figs if "family" in f["cls"]]
+    fam = [f for f in figs if f["cls"] == "family"]
     assert len(fam) == 1, figs
     assert fam[0]["w"] > 300 and fam[0]["h"] > 100 and fam[0]["marks"] > 4, fam
-    for fig in figs:  # per-trace charts: TPS may be absent (PFS), so only laid out
+    for fig in figs:
         assert fig["w"] > 300 and fig["h"] > 100 and fig["marks"] >= 1, fig
-    res = chromium(tmp_path / "profile2", "--enable-logging=stderr", "--v=0",
-                   f"--screenshot={tmp_path / 'shot.png'}", "--window-size=1300,2000",
-                   page.as_uri())
-    assert console_lines(res.stderr) == []
 
 
 def test_missing_chromium_fails_with_the_install_command(

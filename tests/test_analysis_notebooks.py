@@ -13,9 +13,10 @@ NOTEBOOKS = sorted((ROOT / "analysis" / "notebooks").glob("*.ipynb"))
 
 
 def test_one_notebook_per_family() -> None:
-    from analysis.figures import FAMILIES
+    import synthetic_runs
 
-    assert {p.stem for p in NOTEBOOKS} == set(FAMILIES)
+    families = {synthetic_runs.spec_of(n)["family"] for n in synthetic_runs.FIXTURES}
+    assert {p.stem for p in NOTEBOOKS} == families
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report import aggregate, load_summary, render_report, write_report
+from analysis import load, tables
+from analysis.report import render_report, write_report
 
 FIXTURE = Path(__file__).parent / "data" / "run-example"
 
 
 @pytest.fixture
 def rows() -> list[dict]:
-    return load_summary(FIXTURE / "summary.csv")
+    return load.read_summary_rows(FIXTURE / "summary.csv")
 
 
 @pytest.fixture
@@ -34,12 +35,12 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def sections(page: str) -> list[str]:
-    return re.findall(r'<section class="trace".*?</section>', page, flags=re.S)
+    return re.findall(r'<section class="group".*?</section>', page, flags=re.S)
 
 
 def warnings_part(page: str) -> str:
-    """The part of the page between the header and the first trace section."""
-    return page[page.index("</header>") : page.index('<section class="trace"')]
+    """The part of the page between the header and the family figure."""
+    return page[page.index("</header>") : page.index('<div class="card" id="figure"')]
 
 
 def rewrite_csv(path: Path, edit: Callable[[list[list[str]]], None]) -> None:
@@ -50,45 +51,38 @@ def rewrite_csv(path: Path, edit: Callable[[list[list[str]]], None]) -> None:
         csv.writer(handle, lineterminator="\n").writerows(table)
 
 
-def test_load_summary_converts_types(rows: list[dict]) -> None:
-    assert len(rows) == 12
-    first = rows[0]
+def test_load_converts_types() -> None:
+    pts = load.load_run(FIXTURE).points
+    assert len(pts) == 12
+    first = pts.iloc[0]
     assert first["point"] == "p001" and first["trace"] == "static-1k"
-    assert first["repetition"] == 1 and isinstance(first["repetition"], int)
-    assert first["tps"] == pytest.approx(4125.3) and isinstance(first["tps"], float)
+    assert first["repetition"] == 1
+    assert first["tps"] == pytest.approx(4125.3)
     assert first["bytes_moved"] == 157668966
-    assert first["client_bound"] is False
-    assert rows[1]["client_bound"] is True
+    assert first["client_bound"] is False and pts.iloc[1]["client_bound"] is True
 
 
-def test_aggregation_matches_hand_computed_means(rows: list[dict]) -> None:
-    groups = aggregate(rows)
-    assert list(groups) == [
-        ("static-1k", "offload-on"),
-        ("static-1k", "offload-off"),
-        ("static-256k", "offload-on"),
-        ("static-256k", "offload-off"),
-        ("mixed-api", "offload-on"),
-        ("mixed-api", "offload-off"),
-    ]
-    g = groups[("static-1k", "offload-on")]  # p001, p002
-    assert g.repetitions == 2 and g.client_bound == 1
-    assert g.mean("tps") == pytest.approx((4125.3 + 4188.9) / 2)  # 4157.1
-    assert g.half_range("tps") == pytest.approx((4188.9 - 4125.3) / 2)  # 31.8
-    assert g.low_high("tps") == pytest.approx((4125.3, 4188.9))
-    assert g.mean("p99_ms") == pytest.approx((41.2 + 39.7) / 2)
-    assert g.mean("server_cpu_us_per_kb") == pytest.approx((113.46 + 113.02) / 2)
-    assert g.mean("cpu_s_web") == pytest.approx((7.85 + 7.96) / 2)
-    g = groups[("static-256k", "offload-off")]  # p007, p008
-    assert g.client_bound == 0
-    assert g.mean("tps") == pytest.approx((604.7 + 611.2) / 2)
-    assert g.mean("server_cpu_us_per_kb") == pytest.approx((5.1 + 5.08) / 2)
-    assert g.mean("host_cpu_us_per_kb") == pytest.approx((31.65 + 31.52) / 2)
-    assert g.mean("cpu_s_proxy") == pytest.approx((14.96 + 15.08) / 2)
-    g = groups[("mixed-api", "offload-on")]  # p009, p010
-    assert g.mean("p50_ms") == pytest.approx((25.1 + 25.4) / 2)
-    assert g.mean("generator_cpu_pct") == pytest.approx((69.4 + 68.8) / 2)
-    assert g.mean("mb_per_s") == pytest.approx((19.505 + 19.309) / 2)
+def test_aggregation_matches_hand_computed_means() -> None:
+    pts = load.load_run(FIXTURE).points
+    g = tables.group_stats(pts).set_index(["trace", "mode", "metric"])["mean"]
+    assert list(dict.fromkeys(zip(pts["trace"], pts["mode"]))) == [
+        ("static-1k", "offload-on"), ("static-1k", "offload-off"),
+        ("static-256k", "offload-on"), ("static-256k", "offload-off"),
+        ("mixed-api", "offload-on"), ("mixed-api", "offload-off")]
+    on = ("static-1k", "offload-on")  # p001, p002
+    assert g[(*on, "tps")] == pytest.approx((4125.3 + 4188.9) / 2)  # 4157.1
+    assert g[(*on, "p99_ms")] == pytest.approx((41.2 + 39.7) / 2)
+    assert g[(*on, "server_cpu_us_per_kb")] == pytest.approx((113.46 + 113.02) / 2)
+    assert g[(*on, "cpu_s_web")] == pytest.approx((7.85 + 7.96) / 2)
+    off = ("static-256k", "offload-off")  # p007, p008
+    assert g[(*off, "tps")] == pytest.approx((604.7 + 611.2) / 2)
+    assert g[(*off, "server_cpu_us_per_kb")] == pytest.approx((5.1 + 5.08) / 2)
+    assert g[(*off, "host_cpu_us_per_kb")] == pytest.approx((31.65 + 31.52) / 2)
+    assert g[(*off, "cpu_s_proxy")] == pytest.approx((14.96 + 15.08) / 2)
+    mixed = ("mixed-api", "offload-on")  # p009, p010
+    assert g[(*mixed, "p50_ms")] == pytest.approx((25.1 + 25.4) / 2)
+    assert g[(*mixed, "generator_cpu_pct")] == pytest.approx((69.4 + 68.8) / 2)
+    assert g[(*mixed, "mb_per_s")] == pytest.approx((19.505 + 19.309) / 2)
 
 
 def test_rendered_tables_show_the_aggregates(rows: list[dict], manifest: dict) -> None:
@@ -101,27 +95,32 @@ def test_rendered_tables_show_the_aggregates(rows: list[dict], manifest: dict) -
     assert "113.2" in first  # server CPU µs/KB of offload-on, 1 decimal
 
 
-def test_one_section_and_one_chart_per_trace(rows: list[dict], manifest: dict) -> None:
+def test_sections_and_charts_follow_the_experiment_order(rows: list[dict],
+                                                         manifest: dict) -> None:
+    manifest["report"]["order"] = {"trace": ["mixed-api", "static-1k", "static-256k"]}
     page = render_report(rows, manifest)
     found = sections(page)
     assert len(found) == 3
-    assert page.count('<svg class="chart" ') == 3  # plus one family figure
+    assert page.count('<svg class="chart group"') == 3
     assert page.count('<svg class="chart family"') == 1
-    for section, trace in zip(found, ["static-1k", "static-256k", "mixed-api"], strict=True):
+    for section, trace in zip(found, ["mixed-api", "static-1k", "static-256k"], strict=True):
         assert trace in section
         assert section.count("<svg") == 1
-        assert section.count("<rect") == 4  # 2 modes x (TPS panel + CPU µs/KB panel)
-        assert section.count('class="whisker"') == 4
-        assert "TPS (requests / s)" in section and "host CPU (µs / KB)" in section
-        assert "CPU cost per request and per KB" in section
+        # 2 modes x (TPS panel + host CPU µs/KB panel), each bar with an id
+        assert len(re.findall(r'id="g\d-p\d-bar-s\d-c\d"', section)) == 4
+        assert "TPS (requests/s)" in section and "host CPU µs/KB" in section
+        assert "CPU cost per request and per KB" in section and "service demand" in section
         modes = re.findall(r'<td class="l"><span class="sw".*?</td>', section)
-        assert len(modes) == 2 and "offload-on" in modes[0] and "offload-off" in modes[1]
+        assert len(modes) == 4  # mode table and cost table
+        assert "offload-on" in modes[0] and "offload-off" in modes[1]
+    fam = page[page.index('class="chart family"'):]
+    ticks = [t for t in re.findall(r">(static-1k|static-256k|mixed-api)<", fam)]
+    assert ticks[:3] == ["mixed-api", "static-1k", "static-256k"]
 
 
 def test_client_bound_warning_present_when_a_row_is_client_bound(
     rows: list[dict], manifest: dict
 ) -> None:
-    assert any(row["client_bound"] for row in rows)
     top = warnings_part(render_report(rows, manifest))
     assert "use a native engine" in top
     assert "Client-bound points (1)" in top
@@ -132,11 +131,28 @@ def test_no_client_bound_warning_without_client_bound_rows(
     rows: list[dict], manifest: dict
 ) -> None:
     for row in rows:
-        row["client_bound"] = False
+        row["client_bound"] = "false"
     page = render_report(rows, manifest)
     assert "use a native engine" not in page
     assert "Client-bound points" not in page
     assert "No warnings" in page
+
+
+def test_empty_advice_of_points_that_were_not_client_bound_is_no_alarm(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 16: client_bound_advice is empty unless the point was client-bound."""
+    for row in rows:
+        row["client_bound_advice"] = "raise load.processes" if row["client_bound"] == "true" \
+            else ""
+        row["target_rate"] = ""  # a closed-loop point has no target rate
+    top = warnings_part(render_report(rows, manifest))
+    assert "missing" not in top and "Points with errors or missing values" not in top
+    assert "raise load.processes" in top  # the advice is shown with the client-bound point
+    rows[4]["p99_ms"] = ""  # a measurement that does apply and is missing: still flagged
+    top = warnings_part(render_report(rows, manifest))
+    assert "Points with errors or missing values (1)" in top and "<code>p99_ms</code>" in top
+    assert "client_bound_advice" not in top
 
 
 def test_trace_name_is_escaped(rows: list[dict], manifest: dict) -> None:
@@ -152,9 +168,12 @@ def test_trace_name_is_escaped(rows: list[dict], manifest: dict) -> None:
 
 def test_output_is_self_contained(run_dir: Path) -> None:
     page = write_report(run_dir).read_text(encoding="utf-8")
-    for needle in ("http://", "https://", "<script", "<link", "src=", "url(", "@import"):
+    for needle in ("http://", "https://", "<script", "<link", "src=", "@import"):
         assert needle not in page, needle
-    assert "<style>" in page
+    assert "url(" not in page.replace("url(#", "")
+    assert "<style>" in page and "<?xml" not in page and "<!DOCTYPE svg" not in page
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "ids repeat across the inline figures"
 
 
 def test_write_report_writes_report_html_with_provenance(run_dir: Path) -> None:
@@ -175,6 +194,7 @@ def test_write_report_writes_report_html_with_provenance(run_dir: Path) -> None:
     ):
         assert text in prov, text
     assert "p012" not in prov  # the per-point entries are not rendered
+    assert "3.80 GHz from the CPU model" in page  # cycles per KB estimated from its clock
 
 
 def test_empty_tps_does_not_crash_and_is_warned(run_dir: Path) -> None:
@@ -182,9 +202,10 @@ def test_empty_tps_does_not_crash_and_is_warned(run_dir: Path) -> None:
         table[3][table[0].index("tps")] = ""  # p003
 
     rewrite_csv(run_dir / "summary.csv", blank_tps)
-    rows = load_summary(run_dir / "summary.csv")
-    assert rows[2]["tps"] is None
-    assert aggregate(rows)[("static-1k", "offload-off")].mean("tps") == pytest.approx(3987.0)
+    pts = load.load_run(run_dir).points
+    assert pts["tps"].isna().tolist()[2]
+    sub = pts[(pts["trace"] == "static-1k") & (pts["mode"] == "offload-off")]
+    assert tables.estimate(sub, "tps").mean == pytest.approx(3987.0)
     page = write_report(run_dir).read_text(encoding="utf-8")
     top = warnings_part(page)
     assert "Points with errors or missing values (1)" in top
@@ -200,11 +221,12 @@ def test_failed_point_with_extra_error_value(run_dir: Path) -> None:
         table[4].append("web container exited with code 137")
 
     rewrite_csv(run_dir / "summary.csv", fail_p004)
-    rows = load_summary(run_dir / "summary.csv")
+    rows = load.read_summary_rows(run_dir / "summary.csv")
     assert rows[3]["error"] == "web container exited with code 137"
-    group = aggregate(rows)[("static-1k", "offload-off")]
-    assert group.repetitions == 2 and group.failed == 1
-    assert group.mean("tps") == pytest.approx(3952.6)
+    pts = load.load_run(run_dir).points
+    sub = pts[(pts["trace"] == "static-1k") & (pts["mode"] == "offload-off")]
+    assert len(sub) == 2 and int(sub["failed"].sum()) == 1
+    assert tables.estimate(sub, "tps").mean == pytest.approx(3952.6)
     page = write_report(run_dir).read_text(encoding="utf-8")
     top = warnings_part(page)
     assert "p004" in top and "failed: web container exited with code 137" in top
@@ -221,6 +243,7 @@ def test_extra_tier_column_appears(run_dir: Path) -> None:
     page = write_report(run_dir).read_text(encoding="utf-8")
     for section in sections(page):
         assert 'title="cpu_s_db"' in section
+        assert 'title="cpu_us_per_kb_db"' in section  # and its cost per KB
     assert "3.15" in sections(page)[0]  # mean of p001/p002 cpu_s_db: (3.1 + 3.2) / 2
     points = page[page.index("<h2>All points</h2>") : page.index("<h2>Provenance</h2>")]
     assert 'title="cpu_s_db"' in points
@@ -229,5 +252,6 @@ def test_extra_tier_column_appears(run_dir: Path) -> None:
 def test_render_without_manifest_or_rows_does_not_crash() -> None:
     page = render_report([], {})
     assert "tierbench run" in page and "No points" in page
-    page = render_report([{"trace": "t", "mode": "m", "tps": "12.5"}], {})
-    assert page.count('<svg class="chart" ') == 1
+    page = render_report([{"point": "p1", "trace": "t", "mode": "m", "tps": "12.5"}], {})
+    assert page.count('<svg class="chart group"') == 1
+    assert 'data-family="generic"' in page and "report spec generic" in page

@@ -1,0 +1,123 @@
+"""Figures drawn for each family fixture from a synthetic run written in shuffled order: one bar
+(or line) per mode and category, categories in the experiment's order, the paper's numbers in
+grey beside them; and the report of each family."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis import figures, load, report
+
+import synthetic_runs
+
+ON_OFF = ["offloads-on", "offloads-off"]
+# fixture -> the first measured panel: kind, categories (tick labels in order), series names
+EXPECTED = {
+    "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
+                  ON_OFF),
+    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
+    "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
+    "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
+    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
+    "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
+                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
+    "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
+                       [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
+    "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
+    "pfs-basic": ("lines", ["4,096", "65,536", "1,048,576"],
+                  [f"{fs} · offloads-on" for fs in ("tmpfs", "disk", "orangefs",
+                                                     "orangefs-native")]),
+    "net-conns": ("lines", ["1", "100", "6,000"],
+                  [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
+    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
+}
+PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
+         "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586"}
+
+
+def axes_chunks(svg: str) -> list[str]:
+    """The SVG text of each axes (panel), in drawing order."""
+    return re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
+
+
+def xticks(chunk: str) -> list[str]:
+    """The x tick labels of one axes, in order."""
+    return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    assert set(EXPECTED) == set(synthetic_runs.FIXTURES)
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+def test_family_figure_from_a_synthetic_run(name: str, tmp_path: Path) -> None:
+    run = load.load_run(synthetic_runs.family_run(tmp_path, name))
+    fig = figures.family_figure(run.points, run.spec, run.experiment)
+    kind, categories, series = EXPECTED[name]
+    assert f'data-family="{run.spec["family"]}"' in fig.body
+    measured = [p for p in fig.panels if not p.reference]
+    first = measured[0]
+    assert first.kind == kind
+    assert [s.name for s in first.series] == series
+    svg = fig.body[fig.body.index("<svg"): fig.body.index("</svg>")]
+    chunk = axes_chunks(svg)[0]
+    if kind == "bars":
+        assert xticks(chunk) == categories
+        bars = re.findall(r'id="[^"]*-p0-bar-s(\d+)-c(\d+)"', chunk)
+        # exactly one bar per series (mode) and category
+        assert sorted(bars) == sorted((str(j), str(i)) for j in range(len(series))
+                                      for i in range(len(categories)))
+    else:
+        assert [t for t in xticks(chunk) if t] == categories
+        lines = re.findall(r'id="[^"]*-p0-line-s(\d+)"', chunk)
+        assert lines == [str(j) for j in range(len(series))]  # one line per series
+    legend = re.findall(r"<text[^>]*>([^<]*)</text>", chunk)
+    for s in series:
+        assert s in legend, (s, legend)
+    if name in PAPER:
+        refs = [p for p in fig.panels if p.reference]
+        assert refs and "2004-2008 hardware" in refs[0].title
+        assert re.search(r'-ref-s0-c0"', svg) and PAPER[name] in svg
+        assert "Grey bars: the paper's numbers" in fig.caption
+
+
+def test_net_conns_table_panel(tmp_path: Path) -> None:
+    run = load.load_run(synthetic_runs.family_run(tmp_path, "net-conns"))
+    fig = figures.family_figure(run.points, run.spec, run.experiment)
+    tables_html = fig.body[fig.body.index("</svg>"):]
+    # throughput: mean of 101 and 102 MB/s x 8 = 812 Mb/s; CI half = 12.706 x 0.5 x 8
+    assert "812 ± 50.8" in tables_html
+    # cycles/KB: 0.0015 s x 2 GHz / 1000 KB = 3000
+    assert "3,000" in tables_html
+    heads = re.findall(r"<th>(\d+)<br>", tables_html)
+    assert heads[:2] == ["1024", "65536"]  # the spec's write-size order, not the run order
+    rows = re.findall(r'<tr><td class="l">([\d,]+)</td>', tables_html)
+    assert rows[:3] == ["1", "100", "6000"]
+    page = report.write_report(run.dir).read_text()
+    assert "11,792" in page  # the paper's 1-connection cycles/KB
+    assert "offloads-on 812 ± 51" in page  # measured beside it: 64K writes, 1 connection
+
+
+def test_missing_columns_are_named_not_fatal(tmp_path: Path) -> None:
+    run = load.load_run(synthetic_runs.family_run(tmp_path, "dc-worldcup"))
+    spec = dict(run.spec)
+    spec["figures"] = run.spec["figures"] + [
+        {**run.spec["figures"][0], "x": "case", "title": "by case"}]
+    fig = figures.family_figure(run.points, spec, run.experiment)
+    assert "Not drawn: by case: no column case in this run." in fig.caption
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+def test_report_of_each_family(name: str, tmp_path: Path) -> None:
+    run_dir = synthetic_runs.family_run(tmp_path, name)
+    page = report.write_report(run_dir).read_text()
+    family = synthetic_runs.spec_of(name)["family"]
+    assert f'data-family="{family}"' in page
+    assert "Paper reference" in page and "2004-2008 hardware" in page
+    assert "Points with errors or missing values" not in page
+    assert "report spec from manifest.json" in page
+    if name in PAPER:
+        assert PAPER[name] in page
