@@ -32,8 +32,8 @@ def write_report(run_dir: Path) -> Path | None:
         spec = registry.kind(registry.kind_of(resolved)).report(resolved)
     except (OSError, yaml.YAMLError, TierbenchError, AttributeError, TypeError):
         spec = None  # the report falls back to a generic section
-    del spec  # TODO(merge analysis): pass spec=spec once the report takes it
-    return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"))
+    return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
+                               spec=spec)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
