@@ -42,7 +42,7 @@ lab_nodes() {  # names of this lab's node containers, any state, sorted by numbe
     | sort -V || true
 }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", b - a}'; }
-human() { numfmt --to=iec --suffix=B "$1" 2>/dev/null || echo "${1}B"; }
+human() { numfmt --to=si --suffix=B "$1" 2>/dev/null || echo "${1} bytes"; }
 
 require_host() {
   [ "$(id -u)" = 0 ] || die "the lab needs root (it runs node containers with all capabilities but one and writes $DROPIN)"
@@ -91,7 +91,8 @@ build_node_image() {
   mirror=$(setup/apt-mirror.sh 2>/dev/null || true)
   say "building $NODE_IMAGE from $base (seconds when nothing changed)"
   docker build -q --force-rm -t "$NODE_IMAGE" --build-arg BASE_IMAGE="$base" \
-    --build-arg DEBIAN_MIRROR="$mirror" images/node >/dev/null
+    --build-arg DEBIAN_MIRROR="$mirror" images/node >"$LAB/node-build.log" 2>&1 \
+    || { tail -n 20 "$LAB/node-build.log" >&2; die "building $NODE_IMAGE failed (log: $LAB/node-build.log)"; }
 }
 
 ensure_key() {
@@ -172,9 +173,10 @@ ensure_context() {  # $1: node number
   local ctx=tierbench-node$1 want="ssh://root@$(addr "$1")" have
   have=$(docker context inspect --format '{{.Endpoints.docker.Host}}' "$ctx" 2>/dev/null || true)
   if [ -z "$have" ]; then
-    docker context create "$ctx" --description "tierbench lab node$1" --docker "host=$want" >/dev/null
+    docker context create "$ctx" --description "tierbench lab node$1" --docker "host=$want" >/dev/null 2>&1
+    say "created Docker context $ctx ($want)"
   elif [ "$have" != "$want" ]; then
-    docker context update "$ctx" --docker "host=$want" >/dev/null
+    docker context update "$ctx" --docker "host=$want" >/dev/null 2>&1
   fi
 }
 
@@ -194,13 +196,15 @@ ship_images() {  # $1: node number; ships the images whose ID differs on the nod
   docker save "${missing[@]}" \
     | dd bs=1M iflag=fullblock status=progress 2>"$LAB/ship-node$1.progress" \
     | docker --context "$ctx" load -q >/dev/null &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sent=$(tr '\r' '\n' <"$LAB/ship-node$1.progress" | grep copied | tail -n 1 | cut -d, -f1 || true)
-    [ -n "$sent" ] && [ -t 2 ] && printf '\rlab: node%s: %s sent ' "$1" "$sent" >&2
-    sleep 1
+  local pid=$! ticks=0
+  while kill -0 "$pid" 2>/dev/null; do  # progress: a live line on a terminal, else every 10 s
+    sleep 1; ticks=$((ticks + 1))
+    sent=$(tr '\r' '\n' <"$LAB/ship-node$1.progress" | grep copied | tail -n 1 | cut -d' ' -f1 || true)
+    [ -n "$sent" ] || continue
+    if [ -t 2 ]; then printf '\rlab: node%s: %s sent ' "$1" "$(human "$sent")" >&2
+    elif [ $((ticks % 10)) = 0 ]; then say "node$1: $(human "$sent") sent"; fi
   done
-  [ -t 2 ] && printf '\n' >&2
+  if [ -t 2 ]; then printf '\n' >&2; fi
   wait "$pid" || die "node$1: shipping the images failed (docker save | docker --context $ctx load)"
   t1=$(date +%s.%N)
   sent=$(tr '\r' '\n' <"$LAB/ship-node$1.progress" | grep copied | tail -n 1 | cut -d' ' -f1)

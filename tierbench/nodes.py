@@ -381,7 +381,12 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
         if not path.is_file():
             problems.append(f"{where}: ssh_config: no such file {path}")
     roles = data.get("roles")
-    if isinstance(roles, dict):
+    # Role references are checked against a node list that is whole: a malformed or repeated
+    # node entry is reported once, not again through every role that names it.
+    whole = bool(nodes) and len(names) == len(nodes) and all(
+        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.match(n["name"])
+        for n in nodes)
+    if isinstance(roles, dict) and whole:
         known = ", ".join(names) or "none"
         for role, value in roles.items():
             if role not in ROLES:
