@@ -580,7 +580,11 @@ def ship_images(node: Node, images: Sequence[str], *,
                 say(f"{node.name}: {sent / 1e6:.0f} MB sent")
         load.stdin.close()
         save_err = save.stderr.read() if save.stderr else b""
-        load_out, load_err = load.communicate()
+        # (communicate() would flush the stdin closed above; the outputs are a few lines)
+        load_err = load.stderr.read() if load.stderr else b""
+        if load.stdout:
+            load.stdout.read()
+        load.wait()
         save.wait()
     finally:
         timer.cancel()
