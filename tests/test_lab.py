@@ -182,3 +182,11 @@ def test_lab_up_again_is_quick_and_keeps_the_nodes(lab) -> None:
     assert [line.split()[0] for line in status.stdout.splitlines()[1:3]] == [
         "tierbench-node1", "tierbench-node2"]
     assert all("healthy" in line for line in status.stdout.splitlines()[1:3])
+
+    # a third node that would not fit in memory: one sentence, and nothing changes
+    env = {**lab["env"], "LAB_NODE_MEM_MB": str(10**8)}
+    refused = sh(str(LAB), "up", "3", env=env, timeout=120)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("lab: too little memory for 1 new node(s): they need about ")
+    assert len(refused.stderr.splitlines()) == 1
+    assert lab_containers() == ["tierbench-node1", "tierbench-node2"]
