@@ -8,7 +8,7 @@
 #                         are removed)
 #   setup/lab.sh down     remove the nodes, their volumes, the network, the contexts and the
 #                         SSH include (the key pair in lab/ is kept)
-#   setup/lab.sh status   the nodes, their health, memory and images
+#   setup/lab.sh status   the nodes, whether sshd and dockerd answer, memory and images
 #
 # State lives in lab/ (git-ignored; TIERBENCH_LAB_DIR overrides): the SSH key pair (made once),
 # known_hosts (the nodes' host keys, read with docker exec: no trust on first use), ssh_config
@@ -132,14 +132,13 @@ start_node() {  # $1: node number
   esac
 }
 
-wait_healthy() {  # $1: node number
-  local name=tierbench-node$1 health
+wait_healthy() {  # $1: node number; runs the image's health probe (sshd and dockerd answer)
+  local name=tierbench-node$1
   for _ in $(seq 1 120); do
-    health=$(docker inspect --format '{{.State.Health.Status}}' "$name" 2>/dev/null || true)
-    [ "$health" = healthy ] && return 0
+    docker exec "$name" /usr/local/bin/node-start --healthcheck >/dev/null 2>&1 && return 0
     sleep 0.5
   done
-  die "$name did not become healthy (sshd and dockerd) within 60 s: see docker logs $name"
+  die "$name did not become ready (sshd and dockerd) within 60 s: see docker logs $name"
 }
 
 write_ssh_files() {  # $1: N
@@ -320,12 +319,12 @@ cmd_status() {
   local names name n
   names=$(lab_nodes)
   if [ -z "$names" ]; then echo "lab: no nodes (make lab-up NODES=N)"; return 0; fi
-  printf '%-16s %-14s %-10s %-9s %-8s %s\n' NODE ADDRESS STATE HEALTH MEMORY IMAGES
+  printf '%-16s %-14s %-10s %-9s %-8s %s\n' NODE ADDRESS STATE READY MEMORY IMAGES
   for name in $names; do
     n=${name#tierbench-node}
     printf '%-16s %-14s %-10s %-9s %-8s %s\n' "$name" "$(addr "$n")" \
       "$(docker inspect --format '{{.State.Status}}' "$name")" \
-      "$(docker inspect --format '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$name")" \
+      "$(docker exec "$name" /usr/local/bin/node-start --healthcheck >/dev/null 2>&1 && echo ready || echo no)" \
       "$(docker stats --no-stream --format '{{.MemUsage}}' "$name" | cut -d/ -f1 | tr -d ' ')" \
       "$(docker exec "$name" docker images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | paste -sd' ' -)"
   done

@@ -181,7 +181,7 @@ def test_lab_up_again_is_quick_and_keeps_the_nodes(lab) -> None:
     assert status.returncode == 0
     assert [line.split()[0] for line in status.stdout.splitlines()[1:3]] == [
         "tierbench-node1", "tierbench-node2"]
-    assert all("healthy" in line for line in status.stdout.splitlines()[1:3])
+    assert all(line.split()[3] == "ready" for line in status.stdout.splitlines()[1:3])
 
     # a third node that would not fit in memory: one sentence, and nothing changes
     env = {**lab["env"], "LAB_NODE_MEM_MB": str(10**8)}
