@@ -55,3 +55,11 @@ bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain
 
 lint: setup-venv ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests
+
+NODES ?= 2
+.PHONY: lab-up lab-down
+lab-up: setup images ## A lab cluster on this machine: NODES node containers (default 2), lab/cluster.yml
+	setup/lab.sh up $(NODES)
+
+lab-down: ## Remove the lab cluster (nodes, volumes, network, Docker contexts)
+	setup/lab.sh down
