@@ -33,9 +33,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def run(env: dict[str, str]) -> Path:
+    # What an earlier run on a disk docroot leaves behind (`make run` before `make test`): a
+    # plain docroot volume. Compose would keep it for the tmpfs docroot the experiment asks
+    # for, and the web tier would serve the wrong files; the run must replace it.
+    subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+    made = subprocess.run(["docker", "volume", "create", "tierbench_docroot"],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
     done = subprocess.run([*TIERBENCH, "run", str(EXPERIMENT)], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "tierbench_docroot were made for other settings" in done.stderr
     return next((Path(env["TIERBENCH_RESULTS"]) / "hybrid-short").iterdir())
 
 

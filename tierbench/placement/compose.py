@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,8 +245,43 @@ def up(settings: dict, filesets: list[dict], target: str = "http://proxy", worke
                                     env=env, timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]
         services += [f"pvfs-io{i}" for i in range(1, n + 1)]
+    stale = stale_volumes(files, env)
+    if stale:
+        # Compose keeps an existing volume even when the files now define it differently (a
+        # docroot on disk left by an earlier run, wanted on a tmpfs now): start from nothing.
+        log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by an earlier "
+            "run: removing the stack first")
+        down()
+        if base == "tmpfs":
+            mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
+        if hot:
+            mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
     _run(["docker", "compose", *files, "up", "-d", "--wait", "--no-build", "--remove-orphans",
           *scale, *services], env=env, timeout=600)
+
+
+def stale_volumes(files: list[str], env: dict[str, str]) -> list[str]:
+    """Volumes of the project that exist with another driver or options than these Compose
+    files now define (Compose would silently keep using them)."""
+    wanted = json.loads(_run(["docker", "compose", *files, "config", "--format", "json"],
+                             env=env, timeout=60)).get("volumes") or {}
+    stale = []
+    for key, spec in wanted.items():
+        name = (spec or {}).get("name") or f"{PROJECT}_{key}"
+        try:
+            [info] = json.loads(_run(["docker", "volume", "inspect", name], timeout=30))
+        except StackError:
+            continue  # not there yet: Compose creates it as defined
+        want_driver = (spec or {}).get("driver") or "local"
+        want_opts = (spec or {}).get("driver_opts") or {}
+        if info.get("Driver") != want_driver or (info.get("Options") or {}) != want_opts:
+            stale.append(name)
+    return stale
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr."""
+    print(msg, file=sys.stderr, flush=True)
 
 
 def down() -> None:
