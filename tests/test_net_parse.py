@@ -169,6 +169,7 @@ def test_sockperf_ping_pong():
     assert (r["observations"], r["valid_seconds"]) == (31395, 2.547)
     assert (r["sent_messages"], r["received_messages"]) == (31395, 31395)
     assert (r["total_run_seconds"], r["warmup_ms"]) == (3.0, 400)
+    assert (r["total_sent_messages"], r["total_received_messages"]) == (37175, 37174)
     assert (r["dropped"], r["duplicated"], r["out_of_order"]) == (0, 0, 0)
 
 

@@ -376,7 +376,8 @@ def parse_sockperf(text: str) -> dict:
     Returns: tool, metric, unit ('usec'), avg, std_dev, min, max, percentiles ({'25': .., '50':
     .., '99.9': .., ...} as sockperf prints them), observations, valid_seconds, sent_messages,
     received_messages (of the valid duration, sockperf's warm-up and tail excluded),
-    total_run_seconds, warmup_ms, dropped, duplicated, out_of_order."""
+    total_run_seconds, total_sent_messages, total_received_messages (the whole run, warm-up
+    included), warmup_ms, dropped, duplicated, out_of_order."""
     clean = _ANSI.sub("", text)
     errors = [line.split("ERROR:", 1)[1].strip() for line in clean.splitlines() if "ERROR:" in line]
     if errors:
@@ -401,6 +402,8 @@ def parse_sockperf(text: str) -> dict:
             "valid_seconds": float(valid.group(1)), "sent_messages": int(valid.group(2)),
             "received_messages": int(valid.group(3)),
             "total_run_seconds": float(total.group(1)) if total else None,
+            "total_sent_messages": int(total.group(3)) if total else None,
+            "total_received_messages": int(total.group(4)) if total else None,
             "warmup_ms": int(total.group(2)) if total else None,
             "dropped": int(quality.group(1)) if quality else None,
             "duplicated": int(quality.group(2)) if quality else None,
