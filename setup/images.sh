@@ -12,6 +12,8 @@ setup/wheelhouse.sh
 echo "setup: building images from $BASE_IMAGE" >&2
 docker build -q --force-rm -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
 docker compose "$@" build -q
+# The network micro-benchmark tier (compose/net.yml, profile net): iperf 2, iperf3, sockperf.
+docker build -q --force-rm -t "tierbench-net:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/net >/dev/null
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy
 # The OrangeFS tier's image, when a source tarball is at hand (never downloads here: that is
 # `make orangefs-image`).

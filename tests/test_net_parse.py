@@ -1,0 +1,244 @@
+"""The network kind's pure functions against tool output captured between two net containers
+(tests/data/net/, made with the commands in its README). Expected numbers were read off the files
+by hand (sums of the CSV rows, the JSON end sums), not from the parser."""
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from tierbench.kinds import net
+from tierbench.kinds.net import CLIENT_TO_SERVER as C2S
+from tierbench.kinds.net import SERVER_TO_CLIENT as S2C
+from tierbench.kinds.net import NetParseError
+
+DATA = Path(__file__).resolve().parent / "data" / "net"
+
+
+def text(name: str) -> str:
+    path = DATA / name
+    if name.endswith(".gz"):
+        return gzip.open(path, "rt").read()
+    return path.read_text()
+
+
+# --- iperf 2 ---------------------------------------------------------------------------------
+
+
+def test_iperf2_four_streams_drop_the_first_second():
+    r = net.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=1)
+    d = r["directions"]
+    assert list(d) == [C2S]
+    # rows 1.0-2.0, 2.0-3.0, 3.0-4.0 of the four streams
+    assert d[C2S]["bytes"] == 7041449984
+    assert d[C2S]["window"] == [1.0, 4.0]
+    assert d[C2S]["seconds"] == pytest.approx(3.0)
+    assert d[C2S]["bytes_per_second"] == pytest.approx(7041449984 / 3)
+    assert d[C2S]["bits_per_second"] == pytest.approx(7041449984 * 8 / 3)
+    assert d[C2S]["streams"] == 4
+    assert r["bits_per_second"] == d[C2S]["bits_per_second"]
+    assert r["retransmits"] is None
+    # per-interval sums over the streams (iperf 2.1.8's CSV has no SUM rows)
+    first = r["intervals"][0]
+    assert (first["start"], first["end"], first["streams"], first["bytes"]) == (0.0, 1.0, 4,
+                                                                                2518155504)
+    assert len(r["intervals"]) == 4
+    # each stream's own total row
+    assert sorted(t["stream"] for t in r["stream_totals"]) == [1, 2, 3, 4]
+    assert sum(t["bytes"] for t in r["stream_totals"]) == 9560129776
+    assert {t["bits_per_second"] for t in r["stream_totals"]} >= {4689280467}
+
+
+def test_iperf2_without_warmup_counts_every_interval():
+    r = net.parse_iperf2_csv(text("iperf2-P4-csv.txt"))
+    assert r["directions"][C2S]["bytes"] == 7041449984 + 2518155504
+    assert r["directions"][C2S]["window"] == [0.0, 4.0]
+
+
+def test_iperf2_full_duplex_has_both_directions():
+    r = net.parse_iperf2_csv(text("iperf2-P2-fullduplex-csv.txt"), warmup_s=1)
+    d = r["directions"]
+    assert d[C2S]["bytes"] == 3185704960 and d[C2S]["streams"] == 2
+    assert d[S2C]["bytes"] == 3378798080 and d[S2C]["streams"] == 2
+    assert d[S2C]["seconds"] == pytest.approx(2.0)
+    assert r["bytes"] == 3185704960 + 3378798080
+    assert r["bits_per_second"] == pytest.approx((3185704960 + 3378798080) * 8 / 2)
+
+
+def test_iperf2_reverse_is_server_to_client():
+    r = net.parse_iperf2_csv(text("iperf2-P3-reverse-csv.txt"))
+    assert list(r["directions"]) == [S2C]
+    assert r["directions"][S2C]["bytes"] == 6895825984
+    assert sum(t["bytes"] for t in r["stream_totals"]) == 6918897664
+
+
+def test_iperf2_partial_last_interval():
+    r = net.parse_iperf2_csv(text("iperf2-P1-l8K-w256K-csv.txt"), warmup_s=1)
+    d = r["directions"][C2S]
+    assert d["bytes"] == 267116544 + 127229952
+    assert d["window"] == [1.0, 2.5]
+    assert d["bits_per_second"] == pytest.approx((267116544 + 127229952) * 8 / 1.5)
+    assert r["stream_totals"][0]["bytes"] == 650068028
+
+
+def test_iperf2_errors_are_one_sentence():
+    with pytest.raises(NetParseError, match="no CSV report.*tcp connect failed: Connection refused"):
+        net.parse_iperf2_csv(text("iperf2-error-refused.txt"))
+    with pytest.raises(NetParseError, match=r"no CSV report \(was -y C given\?\)"):
+        net.parse_iperf2_csv(text("iperf2-P2-text.txt"))
+    with pytest.raises(NetParseError, match="ended within the 5 s warm-up"):
+        net.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=5)
+    totals_only = "\n".join(line for line in text("iperf2-P4-csv.txt").splitlines()
+                            if ",0.0-4.0," in line)
+    with pytest.raises(NetParseError, match="no interval rows.*run it with -i"):
+        net.parse_iperf2_csv(totals_only, warmup_s=1)
+    cut = "\n".join(text("iperf2-P4-csv.txt").splitlines()[:8])
+    with pytest.raises(NetParseError, match="no whole-run total row"):
+        net.parse_iperf2_csv(cut)
+    with pytest.raises(NetParseError, match="cannot read"):
+        net.parse_iperf2_csv("20261122234442,198.18.4.100,1,198.18.4.11,5001,3,0.0-1.0,x,y\n")
+
+
+def test_iperf2_keeps_the_tools_messages():
+    out = text("iperf2-P4-csv.txt") + "tcp write failed: Broken pipe\n"
+    assert net.parse_iperf2_csv(out)["messages"] == ["tcp write failed: Broken pipe"]
+
+
+# --- iperf3 ----------------------------------------------------------------------------------
+
+
+def test_iperf3_streams_with_omit():
+    r = net.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
+    d = r["directions"][C2S]
+    assert d["bytes"] == 7569233136
+    assert d["seconds"] == pytest.approx(3.00368)
+    assert d["bits_per_second"] == pytest.approx(7569233136 * 8 / 3.00368)
+    assert d["retransmits"] == 46376 and r["retransmits"] == 46376
+    assert (r["streams"], r["warmup_s"], r["duration_s"], r["write_size"]) == (4, 1, 3, 65536)
+    assert r["version"] == "iperf 3.12"
+    assert [i["omitted"] for i in r["intervals"]] == [True, False, False, False]
+    cpu = r["tool_cpu"]
+    assert cpu["local_total_percent"] == pytest.approx(78.46448019100775)
+    assert cpu["remote_system_percent"] == pytest.approx(48.6852835225415)
+    assert "own process only" in cpu["scope"]
+
+
+def test_iperf3_bidir():
+    r = net.parse_iperf3_json(text("iperf3-P2-bidir.json"))
+    d = r["directions"]
+    assert d[C2S]["bytes"] == 4166059864 and d[C2S]["retransmits"] == 30505
+    assert d[S2C]["bytes"] == 2413362072 and d[S2C]["retransmits"] == 10777
+    assert d[S2C]["seconds"] == pytest.approx(3.000081)
+    assert r["bytes"] == 4166059864 + 2413362072
+    assert r["retransmits"] == 30505 + 10777
+    assert r["bits_per_second"] == pytest.approx(
+        4166059864 * 8 / 3.000081 + 2413362072 * 8 / 3.000081)
+    assert sorted({i["direction"] for i in r["intervals"]}) == [C2S, S2C]
+    assert len(r["intervals"]) == 8
+
+
+def test_iperf3_reverse_with_window():
+    r = net.parse_iperf3_json(text("iperf3-P1-reverse-w256K.json"))
+    assert list(r["directions"]) == [S2C]
+    assert r["directions"][S2C]["bytes"] == 5505547536
+    assert r["directions"][S2C]["retransmits"] == 2630
+    assert (r["socket_buffer"], r["sndbuf_actual"], r["rcvbuf_actual"]) == (262144, 524288, 524288)
+    assert {i["direction"] for i in r["intervals"]} == {S2C}
+
+
+def test_iperf3_errors_are_one_sentence():
+    with pytest.raises(NetParseError, match="iperf3 reported an error: unable to connect to server"):
+        net.parse_iperf3_json(text("iperf3-error-refused.json"))
+    with pytest.raises(NetParseError, match="not JSON"):
+        net.parse_iperf3_json(text("iperf2-P4-csv.txt"))
+    with pytest.raises(NetParseError, match="no end sums"):
+        net.parse_iperf3_json('{"start": {}, "intervals": [], "end": {}}')
+
+
+# --- sockperf --------------------------------------------------------------------------------
+
+
+def test_sockperf_ping_pong():
+    r = net.parse_sockperf(text("sockperf-pp-tcp-m64.txt"))
+    assert (r["metric"], r["unit"]) == ("latency", "usec")
+    assert r["avg"] == 40.527 and r["std_dev"] == 195.944
+    assert r["percentiles"] == {"99.999": 21990.546, "99.99": 5895.805, "99.9": 2019.865,
+                                "99": 470.934, "90": 29.954, "75": 26.248, "50": 23.572,
+                                "25": 22.637}
+    assert (r["min"], r["max"]) == (14.031, 21990.546)
+    assert (r["observations"], r["valid_seconds"]) == (31395, 2.547)
+    assert (r["sent_messages"], r["received_messages"]) == (31395, 31395)
+    assert (r["total_run_seconds"], r["warmup_ms"]) == (3.0, 400)
+    assert (r["total_sent_messages"], r["total_received_messages"]) == (37175, 37174)
+    assert (r["dropped"], r["duplicated"], r["out_of_order"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("name,metric,p50,observations", [
+    ("sockperf-pp-tcp-m14-fullrtt.txt", "rtt", 68.930, 19912),
+    ("sockperf-pp-tcp-m1024.txt", "latency", 27.888, 14326),
+    ("sockperf-pp-tcp-m16384.txt", "latency", 33.994, 5103),
+    ("sockperf-pp-tcp-m65507.txt", "latency", 49.663, 7356),
+    ("sockperf-ul-tcp-m64-mps10000.txt", "latency", 158.643, 215),
+    ("sockperf-ul-tcp-m16384-mps2000-fullrtt.txt", "rtt", 119.262, 54),
+])
+def test_sockperf_sizes_and_modes(name, metric, p50, observations):
+    r = net.parse_sockperf(text(name))
+    assert r["metric"] == metric
+    assert r["percentiles"]["50"] == p50
+    assert r["observations"] == observations
+
+
+def test_sockperf_under_load_samples_one_reply_in_a_hundred():
+    r = net.parse_sockperf(text("sockperf-ul-tcp-m64-mps10000.txt"))
+    assert (r["sent_messages"], r["received_messages"]) == (21401, 215)
+
+
+def test_sockperf_errors_are_one_sentence():
+    with pytest.raises(NetParseError, match=r"sockperf failed: Can`t connect socket \(errno=113"):
+        net.parse_sockperf(text("sockperf-error-noroute.txt"))
+    with pytest.raises(NetParseError, match="sockperf failed: A connection was forcibly closed"):
+        net.parse_sockperf(text("sockperf-error-m65536.txt"))
+    with pytest.raises(NetParseError, match="refused its arguments: '-m' Invalid message size"):
+        net.parse_sockperf("sockperf: '-m' Invalid message size: 4 (min: 14)\n")
+    with pytest.raises(NetParseError, match="no latency summary"):
+        net.parse_sockperf("sockperf: Starting test...\n")
+
+
+# --- ss --------------------------------------------------------------------------------------
+
+
+def test_ss_counts_6048_established_from_one_client():
+    out = text("ss-Htn-established-6048.txt.gz")
+    assert net.count_established(out) == 6048
+    peers = net.established_by_peer(out)
+    # 4 servers x 12 iperf3 ports, each 125 data connections + 1 control connection
+    assert len(peers) == 48
+    assert set(peers.values()) == {126}
+    assert peers["198.18.4.14:5212"] == 126
+
+
+def test_ss_with_state_column_and_header():
+    out = ("State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
+           "ESTAB  0      0      198.18.4.100:40000 198.18.4.11:5001\n"
+           "TIME-WAIT 0   0      198.18.4.100:40002 198.18.4.11:5001\n"
+           "ESTAB  0      1448   198.18.4.100:40004 198.18.4.12:5001\n")
+    assert net.count_established(out) == 2
+    assert net.established_by_peer(out) == {"198.18.4.11:5001": 1, "198.18.4.12:5001": 1}
+    assert net.count_established("") == 0
+    with pytest.raises(NetParseError, match="not a line of `ss -tn` output"):
+        net.count_established("Cannot open netlink socket: Permission denied\n")
+
+
+# --- combining runs --------------------------------------------------------------------------
+
+
+def test_sum_throughput_of_concurrent_runs():
+    a = net.parse_iperf3_json(text("iperf3-P2-bidir.json"))
+    b = net.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
+    s = net.sum_throughput([a, b])
+    assert s["runs"] == 2
+    assert s["directions"][C2S]["runs"] == 2 and s["directions"][S2C]["runs"] == 1
+    assert s["directions"][C2S]["bytes"] == 4166059864 + 7569233136
+    assert s["bits_per_second"] == pytest.approx(a["bits_per_second"] + b["bits_per_second"])
+    with pytest.raises(ValueError, match="no runs"):
+        net.sum_throughput([])
