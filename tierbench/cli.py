@@ -63,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the points of an experiment in run order and the estimated duration."""
     exp = registry.load_experiment(args.experiment)
-    print("\n".join(runner.plan_lines(exp)))
+    print("\n".join(runner.plan_lines(exp) + runner.space_lines(exp)))
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import signal
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from scipy import stats
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import read_text, results_root
@@ -45,7 +47,7 @@ from tierbench.kinds.contract import (
 )
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import compose, provenance
+from tierbench.placement import compose, provenance, space
 
 
 class RunInterrupted(Exception):
@@ -76,7 +78,48 @@ def plan_lines(exp: Experiment) -> list[str]:
         lines.append(kind.point_line(exp, p))
     total = kind.point_seconds(exp) * len(points)
     lines.append(f"estimated duration: {total / 60:.1f} min plus {kind.bring_up}")
+    lines.append(interval_line(exp))
     return lines
+
+
+def expected_intervals(n: int, variation_pct: float) -> tuple[float | None, float | None]:
+    """Half-widths (%) of the 95 % t intervals of one condition's mean over n repetitions and
+    of the change between two conditions, for a run-to-run variation (sd/mean) in %."""
+    if n < 2:
+        return None, None
+    mean = stats.t.ppf(0.975, n - 1) * variation_pct / math.sqrt(n)
+    change = stats.t.ppf(0.975, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
+    return mean, change
+
+
+def interval_line(exp: Experiment) -> str:
+    """What the plan's repetitions can resolve."""
+    mean, change = expected_intervals(exp.repetitions, exp.variation_pct)
+    if mean is None:
+        return ("expected 95 % intervals: none with 1 repetition (no spread to estimate); "
+                "use repetitions >= 3 to compare modes")
+    return (f"expected 95 % intervals with {exp.repetitions} repetitions and a run-to-run "
+            f"variation of {exp.variation_pct:g} %: about ±{mean:.1f} % around each condition's "
+            f"mean, ±{change:.1f} % on the change between two modes (smaller effects are not "
+            "resolved)")
+
+
+def space_lines(exp: Experiment) -> list[str]:
+    """What the run will write where, and whether it fits (refuses when it does not)."""
+    kind = registry.kind(exp.kind)
+    needs = kind.needs(exp, kind.points(exp, exp.seed))
+    check_space(exp, needs)
+    return [n.line() for n in needs]
+
+
+def check_space(exp: Experiment, needs: list[space.Need] | None = None) -> None:
+    """Refuse, before anything is written, a run whose files would not fit where they go."""
+    kind = registry.kind(exp.kind)
+    if needs is None:
+        needs = kind.needs(exp, kind.points(exp, exp.seed))
+    problems = space.problems(needs)
+    if problems:
+        raise ConfigError(f"{exp.source}: {problems[0]}; nothing was written")
 
 
 _NOTHING = object()
@@ -188,6 +231,7 @@ class Run:
         """Run every point (those not measured yet, on resume); returns the run directory.
         Interfaces are restored on any exit."""
         exp, kind = self.exp, self.kind
+        check_space(exp)
         kind.preflight(exp, self.points)
         if self.resume is not None:
             self._open_for_resume(self.resume)

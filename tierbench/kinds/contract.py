@@ -34,6 +34,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
+from tierbench.placement.space import Need
 
 CLIENT, SERVER = "client", "server"
 
@@ -86,6 +87,7 @@ class Experiment:
     settle_s: float
     modes: list[Mode]
     settings: BaseModel
+    variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def mode(self, name: str) -> Mode:
@@ -167,6 +169,9 @@ class Kind:
     bring_up: ClassVar[str] = "bring-up"
     # Tier names this kind deploys (modes naming other tiers are refused at load).
     tiers: ClassVar[tuple[str, ...]] = ()
+    # Run-to-run variation (sd/mean, %) of a point's primary figure on a quiet host, for the
+    # plan's expected confidence intervals; an experiment may state its own (variation_pct).
+    variation_pct: ClassVar[float] = 5.0
 
     # -- experiment -----------------------------------------------------------------------
 
@@ -226,6 +231,11 @@ class Kind:
         raise NotImplementedError
 
     # -- run ------------------------------------------------------------------------------
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[Need]:
+        """What the run will write where (file sets, seeds, storage, scratch), checked against
+        free space and memory at plan and at run, before anything is written."""
+        return []
 
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
         """Refuse before anything is written or started (sizes vs free space, images,

@@ -53,6 +53,7 @@ from tierbench.kinds.contract import (
 )
 from tierbench.measure.sampler import PROC_STAT_FIELDS, CgroupCpu, host_cpu
 from tierbench.placement import compose as stack
+from tierbench.placement import space
 from tierbench.placement import orangefs
 from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE, PfsError, label
 
@@ -601,6 +602,49 @@ class PfsKind(Kind):
         what = (f"{f['filesystem']} {f['buffer']} B" if exp.settings.pfs.test == "basic" else
                 f"N={f['io_servers']} {f['streams']} stream(s)")
         return f"{point.id} {what} {point.mode} rep {point.repetition}"
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """The largest point's files: on the I/O servers' storage, in a client's scratch
+        tmpfs (the source data and what is read back), on the clients' disk volume."""
+        p: Pfs = exp.settings.pfs  # type: ignore[attr-defined]
+        out: list[space.Need] = []
+        worst: dict[str, int] = {"servers": 0, "scratch": 0, "disk": 0}
+        for point in points:
+            f = point.factors
+            n = f["io_servers"]
+            if p.test == "basic":
+                nbytes = int(p.file_mb * MIB)
+                worst["scratch"] = max(worst["scratch"], nbytes * (2 if f["filesystem"] ==
+                                                                   "tmpfs" else 1))
+                if f["filesystem"] == "disk":
+                    worst["disk"] = max(worst["disk"], nbytes)
+                elif f["filesystem"].startswith("orangefs"):
+                    worst["servers"] = max(worst["servers"], nbytes // n + 1)
+                continue
+            region = int(p.region_mb_per_server * n * MIB)
+            per_stream = region * p.regions_per_stream
+            per_client = -(-f["streams"] // f["clients"])  # streams on the busiest client
+            worst["scratch"] = max(worst["scratch"], 2 * per_stream * per_client)
+            worst["servers"] = max(worst["servers"], per_stream * f["streams"] // n + 1)
+        what = f"the files of {exp.source}'s largest point"
+        if worst["servers"]:
+            if p.storage == "tmpfs":
+                out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
+                                      "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
+                                      "regions (pfs.region_mb_per_server, regions_per_stream) "
+                                      "or more I/O servers")
+            else:
+                out.append(space.on_disk(what, worst["servers"] * max(p.io_servers),
+                                         space.docker_root(), "Docker's data folder",
+                                         "use fewer streams or smaller regions"))
+        if worst["scratch"]:
+            out += space.on_tmpfs(f"{what} in a client's scratch", worst["scratch"],
+                                  "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
+                                  "(pfs.client_containers) or smaller regions or files")
+        if worst["disk"]:
+            out.append(space.on_disk(what, worst["disk"], space.docker_root(),
+                                     "Docker's data folder", "lower pfs.file_mb"))
+        return out
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:

@@ -28,6 +28,7 @@ class Envelope(Model):
     seed: whole(0) = 1
     repetitions: whole(1) = 1
     settle_s: number(0) = 1
+    variation_pct: number(0.1, 100) | None = None
     modes: non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")
 
 
@@ -89,6 +90,7 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         seed=env.seed,
         repetitions=env.repetitions,
         settle_s=env.settle_s,
+        variation_pct=env.variation_pct if env.variation_pct is not None else k.variation_pct,
         modes=load_mode_list(where, data.get("modes"), modes_dir),
         settings=settings,
         raw=data,

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Hashable
+import subprocess
+import threading
+import time
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
+from tierbench.config.errors import ConfigError
 from tierbench.config.models import (
     Model,
     choice,
@@ -40,12 +45,14 @@ from tierbench.kinds.contract import (
     Point,
     PointContext,
     PointResult,
+    RunEnds,
     Tier,
     log,
 )
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import compose
+from tierbench.placement import compose, space
+from workloads import filesets, worldcup
 from workloads import target as target_guard
 from workloads import traces as tracelib
 
@@ -218,6 +225,14 @@ Trace = Annotated[
                   custom_error_context={"sub": "kind"})]
 
 
+class Fault(Model):
+    """Stop a server tier `after_s` seconds into the measured window of the run's first point
+    (once per run): the point records the failed requests, and the run ends with one sentence."""
+
+    stop: choice("web", "proxy")
+    after_s: number(0) = 1
+
+
 class WebSettings(Model):
     """The keys of a web experiment file besides the common ones."""
 
@@ -227,6 +242,7 @@ class WebSettings(Model):
     stack: Stack = Stack()
     target: text(example="http://proxy") = "http://proxy"
     allow_foreign_target: flag() = False
+    fault: Fault | None = None
 
     @model_validator(mode="after")
     def _together(self) -> WebSettings:
@@ -257,6 +273,16 @@ class WebSettings(Model):
                               "{got}", sites=", ".join(sorted(known)) or "there is none",
                               got=repr(self.stack.hot_site))
         return self
+
+
+@contextmanager
+def workload_errors(exp: Experiment) -> Iterator[None]:
+    """Problems of the workloads library (a missing or damaged World Cup log, a file set that
+    cannot be made) as one sentence naming the experiment."""
+    try:
+        yield
+    except (tracelib.TraceError, filesets.FilesetError, worldcup.WorldCupError) as exc:
+        raise ConfigError(f"{exp.source}: {exc}") from None
 
 
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
@@ -321,6 +347,7 @@ class WebKind(Kind):
             "modes": [m.as_dict() for m in exp.modes],
             "traces": trace_dicts(s),
             "stack": {**stack_settings(s), "docroot": list(s.stack.docroot)},
+            **({"fault": s.fault.model_dump()} if s.fault else {}),
         }
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
@@ -374,6 +401,43 @@ class WebKind(Kind):
                 f"rep={point.repetition}  users={point['users']}  "
                 f"~{self.point_seconds(exp):.0f} s")
 
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """The file sets on each docroot the experiment uses, the hot site's small files."""
+        with workload_errors(exp):
+            return self._needs(exp)
+
+    def _needs(self, exp: Experiment) -> list[space.Need]:
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        specs = trace_dicts(s)
+        sets: list[dict] = []
+        for spec in specs:
+            sets += [fs for fs in tracelib.filesets_of(spec) if fs not in sets]
+        total = sum(filesets.total_bytes(fs) for fs in sets)
+        what = f"the file sets of {exp.source}"
+        shrink = "shrink the traces' file sets (size, files or class)"
+        out: list[space.Need] = []
+        bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
+        if bases & {"disk", "orangefs"}:  # OrangeFS docroots are copied from the disk volume
+            out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
+                                     f"{shrink} or free space there"))
+        if "tmpfs" in bases:
+            out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink)
+        if "orangefs" in bases:
+            n = stack_settings(s).get("pvfs_io_servers", 3)
+            per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
+            out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
+                                  "PVFS_TMPFS_SIZE", "4g",
+                                  f"{shrink} or use more I/O servers (stack.pvfs_io_servers)")
+        hot_site = stack_settings(s).get("hot_site")
+        if hot_site is not None:
+            below = stack_settings(s)["hot_below"]
+            hot = [tracelib.fileset_of(part) for t in specs if t["kind"] == "mix"
+                   for part in t["parts"] if part["site"] == hot_site]
+            nbytes = sum(size for fs in hot for _, size in filesets.files(fs) if size < below)
+            out += space.on_tmpfs(f"the small files of site {hot_site}", nbytes,
+                                  "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below")
+        return out
+
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
         """Every image the run will need exists."""
@@ -383,9 +447,13 @@ class WebKind(Kind):
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
+        with workload_errors(exp):
+            return self._prepare(exp, run_dir)
+
+    def _prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         s: WebSettings = exp.settings  # type: ignore[assignment]
         folder = run_dir / "traces"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)  # a resumed run writes the same traces again
         paths, sets = {}, []
         for spec in trace_dicts(s):
             for fs in tracelib.filesets_of(spec):
@@ -400,7 +468,7 @@ class WebKind(Kind):
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
                for part in t["parts"] if part["site"] == site]
-        return {"traces": paths, "filesets": sets, "hot_sets": hot}
+        return {"traces": paths, "filesets": sets, "hot_sets": hot, "fault_done": False}
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
@@ -451,12 +519,15 @@ class WebKind(Kind):
                                 workers=ld.workers, remote_workers=ld.remote_workers,
                                 worker_wait_s=ld.worker_wait_s)
         trace = ctx.prepared["traces"][point["trace"]["name"]]
+        fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
                 result = engines.run(spec, dep.containers[GENERATOR], ctx.dir, trace,
                                      list(dep.info["workers"]) if ld.workers else None)
             finally:
                 samples = ctx.sampler.stop()
+                if fault is not None:
+                    fault.join()
             if ctx.sampler.error:
                 raise MeasureError(ctx.sampler.error)
             start, end = result.window
@@ -476,6 +547,38 @@ class WebKind(Kind):
         except (engines.LoadgenError, MeasureError) as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")
             return PointResult(error=str(exc))
+
+    def arm_fault(self, s: WebSettings, ctx: PointContext,
+                  warmup_s: float) -> threading.Thread | None:
+        """The experiment's fault, once per run: stop a server tier into the measured window."""
+        if s.fault is None or ctx.prepared["fault_done"]:
+            return None
+        ctx.prepared["fault_done"] = True
+        target = ctx.deployment.containers[s.fault.stop]
+        delay = warmup_s + s.fault.after_s
+        ctx.record["fault"] = {"stop": s.fault.stop, "after_s": s.fault.after_s}
+
+        def stop() -> None:
+            time.sleep(delay)
+            ctx.log(f"tierbench: fault: stopping the {s.fault.stop} tier as the experiment asks")
+            subprocess.run(["docker", "stop", "-t", "2", target.id], capture_output=True,
+                           timeout=60, check=False)
+
+        thread = threading.Thread(target=stop, name="fault", daemon=True)
+        thread.start()
+        return thread
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A server tier that stopped ends the run with one sentence naming it."""
+        running = compose.containers()
+        down = [t for t in ("proxy", "web") if t not in running]
+        if down:
+            failed = row.get("errors")
+            raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}"
+                          + (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
+                             else f" ({row['error']})" if row.get("error") else "")
+                          + "; the run ends here")
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:

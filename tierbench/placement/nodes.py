@@ -48,6 +48,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tierbench.config.errors import ConfigError, TierbenchError
+from tierbench.config.files import read_text
+
 __all__ = [
     "CLUSTER_ENV", "LIST_ROLES", "ROLES", "SINGLE_ROLES", "CheckReport", "ClockReading",
     "Cluster", "ClusterError", "Interface", "Node", "NodeError", "Roles", "check_nodes",
@@ -83,7 +86,7 @@ _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
-class ClusterError(Exception):
+class ClusterError(TierbenchError):
     """A cluster file that cannot be used, or nodes that are not ready: one sentence per problem,
     each naming the file and key (or the node)."""
 
@@ -92,7 +95,7 @@ class ClusterError(Exception):
         super().__init__("\n".join(self.problems))
 
 
-class NodeError(Exception):
+class NodeError(TierbenchError):
     """A command on a node failed or timed out; the message names the node and the command."""
 
 
@@ -443,11 +446,11 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
     path = Path(path)
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ClusterError([f"{where}: no such file"]) from None
-    except IsADirectoryError:
-        raise ClusterError([f"{where}: is a folder, not a cluster file"]) from None
+        text = read_text(path, "cluster file")
+    except ConfigError as exc:
+        raise ClusterError([str(exc)]) from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ClusterError([f"{where}: not valid YAML ({exc})".replace("\n", " ")]) from None
     return parse_cluster(data, where, path.parent)

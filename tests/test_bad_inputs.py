@@ -1,0 +1,300 @@
+"""Bad inputs, each refused with one clear sentence, a non-zero exit, and nothing changed: no
+result written, no container, volume or network started, no interface setting touched, no state
+left behind. Experiment, mode, trace, log and cluster files; out-of-range values; absent features
+and interfaces; a kernel without netem; missing Docker; sizes that do not fit (a small tmpfs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
+NODES = [sys.executable, "-m", "tierbench.placement.nodes"]
+GOOD_TRACE = {"name": "a", "kind": "single", "size": 4096}
+
+
+def experiment(**keys: object) -> dict:
+    return {"name": "bad", "modes": ["offloads-on", "offloads-off"], "traces": [GOOD_TRACE],
+            **keys}
+
+
+def docker(*args: str) -> list[str]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
+    return sorted(done.stdout.split()) if done.returncode == 0 else []
+
+
+def host_state() -> dict:
+    """What a refused input must not change: interfaces (names, MTU, flags), Docker containers,
+    volumes and networks, the state file, mounts."""
+    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True,
+                                      timeout=30).stdout or "[]")
+    return {
+        "links": sorted((ln["ifname"], ln.get("mtu"), tuple(ln.get("flags", []))) for ln in links),
+        "containers": docker("ps", "-a", "--format", "{{.Names}}"),
+        "volumes": docker("volume", "ls", "-q"),
+        "networks": docker("network", "ls", "--format", "{{.Name}}"),
+        "mounts": sorted(line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()),
+    }
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    e = dict(os.environ, TIERBENCH_RESULTS=str(tmp_path / "results"),
+             TIERBENCH_STATE_DIR=str(tmp_path / "state"))
+    before = host_state()
+    yield e
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir()), \
+        "a refused input wrote results"
+    assert not (tmp_path / "state" / "netif-state.json").exists()
+    assert host_state() == before, "a refused input changed the host"
+
+
+def refused(env: dict[str, str], *args: str, fragment: str, code: int = 2,
+            argv: list[str] | None = None) -> str:
+    done = subprocess.run([*(argv or TIERBENCH), *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    err = done.stderr.strip()
+    assert done.returncode == code, (done.returncode, err, done.stdout)
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [ln for ln in (err or done.stdout.strip()).splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def write(tmp_path: Path, data: object, name: str = "exp.yml") -> Path:
+    path = tmp_path / name
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    elif isinstance(data, str):
+        path.write_text(data)
+    else:
+        path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# --------------------------------------------------------------------------- experiment files
+
+BAD_EXPERIMENTS = [
+    (experiment(colour="blue"), "unknown key 'colour'"),
+    (b"\x7fELF\x02\x01\x01\x00" * 8, "is a binary file"),
+    ("name: caf\xe9\n".encode("latin-1"), "is not UTF-8 text"),
+    ("name: [unclosed\n", "not valid YAML at line"),
+    ("- just\n- a list\n", "expected a mapping"),
+    ({"name": "bad", "traces": [GOOD_TRACE]}, "modes: required"),
+    (experiment(modes="offloads-on"), "modes: must be a non-empty list of mode names"),
+    (experiment(modes=["no-such-mode"]), "modes: no mode named 'no-such-mode'"),
+    (experiment(modes=["offloads-on", "offloads-on"]), "modes: lists a mode twice"),
+    (experiment(kind="quantum"), "no workload kind named 'quantum'"),
+    (experiment(traces=[{"name": "a", "kind": "pareto"}]),
+     "traces[0].kind: must be single, zipf, worldcup or mix"),
+    (experiment(traces=[{"name": "a", "kind": "single", "size": -1}]),
+     "traces[0].size: must be a whole number >= 1, got -1"),
+    (experiment(load={"users": 0}), "load.users[0]: must be a whole number >= 1, got 0"),
+    (experiment(load={"measure_s": 0.5}), "load.measure_s: must be a number >= 2"),
+    (experiment(engine="ab"), "engine: must be one of locust, wrk, got 'ab'"),
+    (experiment(engine="wrk", load={"rate": 100}), "think and rate need engine: locust"),
+    (experiment(target="http://192.0.2.1/"), "target:"),
+    (experiment(stack={"docroot": "nfs"}), "stack.docroot[0]: must be one of disk, tmpfs"),
+    (experiment(stack={"docroot": "orangefs", "pvfs_io_servers": 9}),
+     "stack.pvfs_io_servers: must be a whole number from 1 to 8"),
+    (experiment(repetitions=0), "repetitions: must be a whole number >= 1, got 0"),
+    (experiment(seed=-3), "seed: must be a whole number >= 0"),
+    (experiment(fault={"stop": "loadgen"}), "fault.stop: must be one of web, proxy"),
+    ({"name": "p", "kind": "pfs", "modes": ["offloads-on"], "pfs": {"test": "scatter"}},
+     "pfs.test: must be one of concurrent, streams, basic"),
+    ({"name": "p", "kind": "pfs", "modes": ["offloads-on"],
+      "pfs": {"test": "concurrent", "io_servers": 9}},
+     "pfs.io_servers[0]: must be a whole number from 1 to 8, got 9"),
+    ({"name": "p", "kind": "pfs", "modes": ["sendfile-off"], "pfs": {"test": "concurrent"}},
+     "sets options of the web and proxy servers"),
+    ({"name": "p", "kind": "pfs", "modes": ["offloads-on"],
+      "pfs": {"test": "concurrent", "fault": {"stop": "web"}}}, "pfs.fault.stop: must be one of"),
+]
+
+
+@pytest.mark.parametrize("data, fragment", BAD_EXPERIMENTS,
+                         ids=[f"exp-{i}" for i in range(len(BAD_EXPERIMENTS))])
+def test_bad_experiment_files_are_one_sentence(tmp_path: Path, env: dict[str, str],
+                                               data: object, fragment: str) -> None:
+    path = write(tmp_path, data)
+    line = refused(env, "plan", str(path), fragment=fragment)
+    assert str(path) in line
+    refused(env, "run", str(path), fragment=fragment)
+
+
+def test_no_such_experiment(env: dict[str, str]) -> None:
+    refused(env, "plan", "no-such-experiment", fragment="no experiment named 'no-such-experiment'")
+
+
+# --------------------------------------------------------------------------- sizes that do not fit
+
+
+def test_a_file_set_larger_than_the_disk_is_refused_at_plan_and_run(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """The issue's case: {kind: single, size: 10^15} used to fill the disk."""
+    path = write(tmp_path, experiment(traces=[{"name": "huge", "kind": "single",
+                                               "size": 1000000000000000}]))
+    fragment = "in Docker's data folder"
+    refused(env, "plan", str(path), fragment=fragment)
+    refused(env, "run", str(path), fragment=fragment)
+
+
+def test_a_tmpfs_docroot_too_small_for_the_file_sets_is_refused(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(stack={"docroot": "tmpfs"},
+                                      traces=[{"name": "big", "kind": "single",
+                                               "size": 64 << 20}]))
+    env = {**env, "DOCROOT_TMPFS_SIZE": "16m"}
+    refused(env, "plan", str(path), fragment="raise DOCROOT_TMPFS_SIZE")
+    refused(env, "run", str(path), fragment="raise DOCROOT_TMPFS_SIZE")
+
+
+def test_a_tmpfs_larger_than_free_memory_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(stack={"docroot": "tmpfs"},
+                                      traces=[{"name": "big", "kind": "single",
+                                               "size": 1 << 50}]))
+    env = {**env, "DOCROOT_TMPFS_SIZE": "2000t"}
+    refused(env, "plan", str(path), fragment="in memory (a tmpfs lives in memory)")
+
+
+def test_orangefs_storage_too_small_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, {"name": "p", "kind": "pfs", "modes": ["offloads-on"],
+                            "pfs": {"test": "streams", "streams": [64], "client_containers": 1,
+                                    "io_servers": 2}})
+    refused(env, "plan", str(path), fragment="raise PVFS_SCRATCH_SIZE")
+    refused({**env, "PVFS_SCRATCH_SIZE": "64g", "PVFS_TMPFS_SIZE": "8m"}, "plan", str(path),
+            fragment="raise PVFS_TMPFS_SIZE")
+
+
+def test_a_size_setting_that_is_not_a_size(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(stack={"docroot": "tmpfs"}))
+    refused({**env, "DOCROOT_TMPFS_SIZE": "lots"}, "plan", str(path),
+            fragment="DOCROOT_TMPFS_SIZE='lots' is not a size like 8g or 512m")
+
+
+# --------------------------------------------------------------------------- traces and logs
+
+
+def test_a_missing_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(engine="wrk", traces=[
+        {"name": "wc", "kind": "worldcup", "log": "no-such-log.gz"}]))
+    refused(env, "plan", str(path), fragment="no-such-log.gz")
+
+
+def test_a_damaged_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, str]) -> None:
+    data = ROOT / "workloads" / "data"
+    log = data / "tb-test-damaged.bin"
+    record = struct.pack(">IIIIBBBB", 894000000, 1, 2, 4096, 1, 1, 200, 1)  # 20 bytes
+    log.write_bytes(record * 3 + b"\x01\x02\x03")  # a partial record at the end
+    try:
+        path = write(tmp_path, experiment(engine="wrk", traces=[
+            {"name": "wc", "kind": "worldcup", "log": log.name}]))
+        refused(env, "plan", str(path), fragment="ends with a partial record")
+    finally:
+        log.unlink()
+
+
+# --------------------------------------------------------------------------- mode files
+
+
+BAD_MODES = [
+    ("nic: {coalesce: {rx-usecs: fast}}\n", "nic.coalesce.rx-usecs: must be a whole number"),
+    ("nic: {features: {warp: on}}\n", "nic.features.warp: not a feature name"),
+    ("qdisc: {kind: tbf}\n", "qdisc.rate: required for tbf"),
+    ("extends: bad\n", "extends: 'bad' makes a cycle"),
+    ("roles: [routers]\n", "roles[0]: must be one of servers, clients"),
+    (b"\x00\x01binary\x00", "is a binary file"),
+]
+
+
+@pytest.mark.parametrize("text, fragment", BAD_MODES, ids=[f"mode-{i}" for i in range(6)])
+def test_bad_mode_files_are_one_sentence(tmp_path: Path, env: dict[str, str], text: object,
+                                         fragment: str) -> None:
+    modes = tmp_path / "modes"
+    modes.mkdir()
+    write(modes, text, "bad.yml")
+    refused(env, "modes", "--modes-dir", str(modes), "show", "bad", fragment=fragment)
+
+
+def test_a_netem_mode_on_a_kernel_without_netem_changes_nothing(tmp_path: Path,
+                                                                env: dict[str, str]) -> None:
+    modes = tmp_path / "modes"
+    modes.mkdir()
+    write(modes, "host_interfaces: [lo]\nqdisc: {kind: netem, delay: 10ms}\n", "delay.yml")
+    probe = subprocess.run(["unshare", "-n", "--", "sh", "-c", "ip link add tbx0 type veth peer "
+                            "name tbx1 && tc qdisc add dev tbx0 root netem delay 1ms"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode == 0:
+        pytest.skip("this kernel has sch_netem: the refusal cannot be shown here")
+    refused(env, "modes", "--modes-dir", str(modes), "check", "delay", code=1,
+            fragment="qdisc netem is not available in this kernel (module sch_netem missing)")
+
+
+def test_an_absent_feature_is_refused_naming_the_driver(tmp_path: Path,
+                                                        env: dict[str, str]) -> None:
+    modes = tmp_path / "modes"
+    modes.mkdir()
+    write(modes, "host_interfaces: [lo]\nnic: {rings: {tcp-data-split: on}}\n", "split.yml")
+    line = refused(env, "modes", "--modes-dir", str(modes), "check", "split", code=1,
+                   fragment="header-data split and rings")
+    assert "host:lo" in line
+
+
+def test_an_absent_interface_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    modes = tmp_path / "modes"
+    modes.mkdir()
+    write(modes, "host_interfaces: [tbnosuch0]\nnic: {features: {tso: off}}\n", "gone.yml")
+    refused(env, "modes", "--modes-dir", str(modes), "check", "gone", code=1,
+            fragment="host:tbnosuch0 cannot be read")
+
+
+# --------------------------------------------------------------------------- cluster files
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (b"\xff\xfe\x00binary", "is a binary file"),
+    ("version: 1\nnodes: [{name: a, address: 198.18.16.10, interfaces: [{name: eth0}]}]\n"
+     "roles: {web: b}\n", "roles.web"),
+], ids=["cluster-binary", "cluster-unknown-node"])
+def test_bad_cluster_files_are_one_sentence_each(tmp_path: Path, env: dict[str, str],
+                                                 text: object, fragment: str) -> None:
+    path = write(tmp_path, text, "cluster.yml")
+    done = subprocess.run([*NODES, "check", str(path)], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert fragment in done.stderr and str(path) in done.stderr
+
+
+# --------------------------------------------------------------------------- the host
+
+
+def test_missing_docker_is_one_sentence(tmp_path: Path, env: dict[str, str]) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("ethtool", "nsenter", "ip", "tc"):  # everything but docker
+        found = shutil.which(tool)
+        if found:
+            (bindir / tool).symlink_to(found)
+    env = {**env, "PATH": str(bindir)}
+    refused(env, "run", "quick", fragment="docker is missing: install the docker.io package")
+
+
+def test_resume_of_a_folder_that_is_not_a_run(tmp_path: Path, env: dict[str, str]) -> None:
+    refused(env, "run", "quick", "--resume", str(tmp_path / "nowhere"),
+            fragment="--resume")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "experiment.yml").write_text(yaml.safe_dump({"name": "dc-single", "kind": "web"}))
+    refused(env, "run", "quick", "--resume", str(other),
+            fragment="the run was of a different experiment")

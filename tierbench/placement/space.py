@@ -1,0 +1,130 @@
+"""Space a run will write, checked against where it goes before anything is written.
+
+A file set larger than the disk fills the disk, after which nothing on the machine can write; a
+tmpfs larger than free memory pushes the host into swap or the OOM killer. Every kind says what
+it will write where (`Kind.needs`: a list of :class:`Need`), and the runner refuses, at plan and
+at run, with one sentence naming the sizes and the setting to change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierbench.placement import compose
+
+GIB = 1 << 30
+UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+@dataclass(frozen=True)
+class Need:
+    """``bytes`` of ``what`` written to ``where``, which has ``free`` bytes for it; ``setting``
+    says what to change when it does not fit."""
+
+    what: str
+    bytes: int
+    where: str
+    free: int | None
+    setting: str
+
+    def line(self) -> str:
+        """One line of the plan."""
+        room = "unknown" if self.free is None else human(max(self.free, 0))
+        return f"  space: {self.what}: {human(self.bytes)} in {self.where} ({room} for it)"
+
+
+def human(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def parse_size(text: str, what: str) -> int:
+    """A size such as 8g, 512m or 1073741824 in bytes (tmpfs and Compose spell them so)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", str(text).lower())
+    if not m:
+        raise compose.StackError(f"{what}={text!r} is not a size like 8g or 512m")
+    return int(float(m.group(1)) * UNITS[m.group(2)])
+
+
+def settings() -> dict[str, str]:
+    """.env, then the environment (as docker compose reads them)."""
+    return {**compose.dotenv(), **os.environ}
+
+
+def setting_size(name: str, default: str) -> int:
+    """A size setting from .env or the environment."""
+    return parse_size(settings().get(name) or default, name)
+
+
+def docker_root() -> Path:
+    """Docker's data folder (volumes and images live there)."""
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{json .DockerRootDir}}"],
+                             capture_output=True, text=True, timeout=30, check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            return Path(json.loads(out.stdout))
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        pass
+    return Path("/var/lib/docker")
+
+
+def disk_room(path: Path) -> int:
+    """Bytes that may still be written under path: the free space of its file system less a
+    reserve (5 % of the file system, at least 1 GiB) so that the machine never fills up."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    st = os.statvfs(p)
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return free - max(GIB, size // 20)
+
+
+def memory_room() -> int:
+    """Bytes of memory a tmpfs may fill: MemAvailable less a reserve (10 % of memory, at least
+    1 GiB)."""
+    info = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        info[key] = int(rest.split()[0]) * 1024
+    return info["MemAvailable"] - max(GIB, info["MemTotal"] // 10)
+
+
+def on_disk(what: str, nbytes: int, path: Path, label: str, setting: str) -> Need:
+    """A need on a disk folder (Docker's data folder, the results folder)."""
+    return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting)
+
+
+def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: str) -> list[Need]:
+    """A need on a tmpfs of a configured size: it must fit the tmpfs and free memory."""
+    size = setting_size(size_setting, default)
+    return [Need(what, nbytes, f"a tmpfs of {size_setting}={human(size)}", size,
+                 f"raise {size_setting} in .env or {setting}"),
+            Need(what, nbytes, "memory (a tmpfs lives in memory)", memory_room(), setting)]
+
+
+def problems(needs: list[Need]) -> list[str]:
+    """Every place that would not hold what goes there, one sentence each (needs that share a
+    place add up: the file sets and the results on one disk, several tmpfs in one memory)."""
+    places: dict[str, list[Need]] = {}
+    for n in needs:
+        places.setdefault(n.where, []).append(n)
+    out = []
+    for where, group in places.items():
+        known = [n.free for n in group if n.free is not None]
+        total = sum(n.bytes for n in group)
+        if not known or total <= min(known):
+            continue
+        parts = " and ".join(f"{n.what} ({human(n.bytes)})" for n in group)
+        fixes = "; ".join(dict.fromkeys(n.setting for n in group))
+        out.append(f"{parts} need {human(total)} in {where}, which has "
+                   f"{human(max(min(known), 0))} for it: {fixes}")
+    return out
