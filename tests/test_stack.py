@@ -267,3 +267,65 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
     networks = subprocess.run(["docker", "network", "ls", "-q", "--filter", label],
                               capture_output=True, text=True).stdout.split()
     assert containers == [] and networks == []
+
+
+def test_a_killed_run_resumes_where_it_stopped(env: dict[str, str]) -> None:
+    """SIGKILL after the second of four points, `clean --keep-stack`, then --resume: the two
+    measured points are kept as they were, the other two run, the summary and report cover all."""
+    exp = EXPERIMENTS / "resume.yml"
+    runs = Path(env["TIERBENCH_RESULTS"]) / "resume"
+    proc = subprocess.Popen([*TIERBENCH, "run", str(exp)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline, run = time.monotonic() + 240, None
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = [p for p in runs.glob("*/points/p00[12]/point.json")
+                if json.loads(p.read_text()).get("complete")] if runs.exists() else []
+        if len(done) == 2:
+            run = done[0].parent.parent.parent
+            break
+        time.sleep(0.3)
+    assert run is not None, f"the run never finished two points: {proc.stdout.read()}"
+    proc.kill()
+    proc.wait(timeout=30)
+    kept = {p: (run / "points" / p / "point.json").read_text() for p in ("p001", "p002")}
+    assert tierbench(env, "clean", "--keep-stack").returncode == 0
+    done = tierbench(env, "run", str(exp), "--resume", str(run))
+    assert done.returncode == 0, done.stderr
+    assert "4 points" not in done.stderr.splitlines()[0] and "measured before" in done.stderr
+    rows = summary(run)
+    assert [r["point"] for r in rows] == ["p001", "p002", "p003", "p004"]
+    assert all(not r["error"] and float(r["tps"]) > 0 for r in rows)
+    for p, text in kept.items():
+        assert (run / "points" / p / "point.json").read_text() == text, f"{p} was measured again"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and len(manifest["resumed"]) == 1
+    assert set(manifest["points"]) == {"p001", "p002", "p003", "p004"}
+    page = (run / "report.html").read_text()
+    assert all(p in page for p in ("p001", "p002", "p003", "p004"))
+    # a second resume of a finished run has nothing left to do
+    again = tierbench(env, "run", str(exp), "--resume", str(run))
+    assert again.returncode == 0 and "0 points (4 measured before)" in again.stderr
+
+
+def test_a_web_tier_that_dies_mid_point_ends_the_run_in_one_sentence(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "web-fault.yml"))
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tierbench: the web tier stopped during p001") and "Traceback" \
+        not in done.stderr, done.stderr
+    assert "the run ends here; results so far are in" in last
+    run = run_dir(env, "web-fault")
+    [row] = summary(run)  # the run ended after its first point
+    failed = float(row["errors"] or 0) if not row["error"] else 1
+    assert failed > 0, row
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"].startswith("failed: the web tier stopped")
+    record = manifest["points"]["p001"]
+    assert record["fault"] == {"stop": "web", "after_s": 1}
+    # the other tiers' interfaces are as they were; the stopped tier's are gone
+    after = record["interfaces_after"]
+    assert any("gone" in v for k, v in after.items() if k.startswith("web:"))
+    assert all(after[k] == v for k, v in record["interfaces_before"].items()
+               if not k.startswith("web:") and "gone" not in after.get(k, {"gone": 1}))
+    assert netif.StateFile().load() is None
+    assert tierbench(env, "clean").returncode == 0
