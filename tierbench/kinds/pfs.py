@@ -632,7 +632,7 @@ class PfsKind(Kind):
                 out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
                                       "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
                                       "regions (pfs.region_mb_per_server, regions_per_stream) "
-                                      "or more I/O servers")
+                                      "or more I/O servers", copies=max(p.io_servers))
             else:
                 out.append(space.on_disk(what, worst["servers"] * max(p.io_servers),
                                          space.docker_root(), "Docker's data folder",
@@ -640,7 +640,8 @@ class PfsKind(Kind):
         if worst["scratch"]:
             out += space.on_tmpfs(f"{what} in a client's scratch", worst["scratch"],
                                   "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
-                                  "(pfs.client_containers) or smaller regions or files")
+                                  "(pfs.client_containers) or smaller regions or files",
+                                  copies=cluster_clients(p))
         if worst["disk"]:
             out.append(space.on_disk(what, worst["disk"], space.docker_root(),
                                      "Docker's data folder", "lower pfs.file_mb"))

@@ -427,7 +427,8 @@ class WebKind(Kind):
             per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
             out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
                                   "PVFS_TMPFS_SIZE", "4g",
-                                  f"{shrink} or use more I/O servers (stack.pvfs_io_servers)")
+                                  f"{shrink} or use more I/O servers (stack.pvfs_io_servers)",
+                                  copies=n)
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]

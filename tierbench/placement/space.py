@@ -103,12 +103,15 @@ def on_disk(what: str, nbytes: int, path: Path, label: str, setting: str) -> Nee
     return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting)
 
 
-def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: str) -> list[Need]:
-    """A need on a tmpfs of a configured size: it must fit the tmpfs and free memory."""
+def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: str,
+             copies: int = 1) -> list[Need]:
+    """A need on a tmpfs of a configured size (``copies`` such tmpfs, one per container that
+    has one): each must fit its tmpfs, and all of them free memory."""
     size = setting_size(size_setting, default)
     return [Need(what, nbytes, f"a tmpfs of {size_setting}={human(size)}", size,
                  f"raise {size_setting} in .env or {setting}"),
-            Need(what, nbytes, "memory (a tmpfs lives in memory)", memory_room(), setting)]
+            Need(what if copies == 1 else f"{what} ({copies} of them)", nbytes * copies,
+                 "memory (a tmpfs lives in memory)", memory_room(), setting)]
 
 
 def problems(needs: list[Need]) -> list[str]:
