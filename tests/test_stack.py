@@ -329,3 +329,22 @@ def test_a_web_tier_that_dies_mid_point_ends_the_run_in_one_sentence(env: dict[s
                if not k.startswith("web:") and "gone" not in after.get(k, {"gone": 1}))
     assert netif.StateFile().load() is None
     assert tierbench(env, "clean").returncode == 0
+
+
+def test_a_cpu_mode_limits_the_tier_during_the_point_and_is_restored(env: dict[str, str]) -> None:
+    from tierbench.interfaces import cpu
+
+    web = stack.service_containers(("loadgen", "proxy", "web"))["web"]
+    before = cpu.read(web.pid)
+    done = tierbench(env, "run", str(EXPERIMENTS / "cpu-mode.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "cpu-mode")
+    record = json.loads((run / "points" / "p001" / "point.json").read_text())
+    assert record["mode_verified"] and record["restored"]
+    assert record["mode_state_during"]["cpu"] == {"web": {"cpuset": "0-1", "limit": 0.5}}
+    assert record["mode_state_after"]["cpu"]["web"] == before
+    web = stack.service_containers(("loadgen", "proxy", "web"))["web"]
+    assert cpu.read(web.pid) == before
+    [row] = summary(run)
+    # half a CPU of time: the web tier used at most about half of the window's CPU seconds
+    assert float(row["cpu_s_web"]) <= 0.6 * float(row["window_s"]), row

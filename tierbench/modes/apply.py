@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import cpu, ethtool, netif
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Mode
 
@@ -117,7 +117,55 @@ def snapshot_mode(mode: Mode, endpoints: list[Endpoint]) -> dict[str, Any]:
                 values[key] = ethtool.read_sysctl(info["pid"], key, target)
         state["sysctls"][target] = {"pid": info["pid"], "netns_ino": info["netns_ino"],
                                     "values": values}
+    if mode.cpu:
+        state["cpu"] = {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid),
+                                       "label": label, "values": cpu.read(pid)}
+                        for pid, label in _cpu_targets(endpoints).items()}
     return state
+
+
+def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
+    """The containers (by pid) whose interfaces a mode covers: its CPU settings go there."""
+    out: dict[int, str] = {}
+    for ep in endpoints:
+        if ep.netns_pid is not None and ep.netns_pid not in out:
+            out[ep.netns_pid] = ep.tier
+    return out
+
+
+def _cpu_problems(mode: Mode, state: dict) -> list[str]:
+    want = mode.cpu.get("cpuset")
+    if not want:
+        return []
+    problems = []
+    for target in state.get("cpu", {}).values():
+        try:
+            allowed = cpu.allowed(target["pid"])
+        except NetifError as exc:
+            problems.append(str(exc))
+            continue
+        extra = sorted(cpu.parse(want) - allowed)
+        if extra:
+            problems.append(f"cpu.cpuset {want} of mode {mode.name} names CPU {extra[0]}, which "
+                            f"{target['label']} may not use (its parent cgroup allows "
+                            f"{','.join(map(str, sorted(allowed)))}); change the mode's cpuset")
+    return problems
+
+
+def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
+    out = []
+    for target in state.get("cpu", {}).values():
+        try:
+            have = cpu.read(target["pid"])
+        except NetifError as exc:
+            out.append(str(exc))
+            continue
+        want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
+        if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
+            out.append(f"{target['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
+        if "limit" in mode.cpu and have["limit"] != round(want_limit, 4):
+            out.append(f"{target['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
+    return out
 
 
 def _who(snap: dict) -> str:
@@ -230,6 +278,10 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None)
     qp = _qdisc_problem(mode)
     if qp:
         problems.append(qp)
+    if mode.cpu:
+        problems += _cpu_problems(mode, state if "cpu" in state else
+                                  {"cpu": {f"pid:{p}": {"pid": p, "label": t} for p, t in
+                                           _cpu_targets(endpoints).items()}})
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
         scope = ethtool.sysctl_scope(key)
@@ -296,6 +348,9 @@ def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
             for ep in endpoints:
                 _set_endpoint(ep, state["endpoints"][ep.label], mode)
             _set_sysctls(mode, state)
+            for target in state.get("cpu", {}).values():
+                cpu.write(target["pid"], mode.cpu.get("cpuset"), mode.cpu.get("limit"),
+                          set_limit="limit" in mode.cpu)
         except NetifError as exc:
             failure = str(exc)
             ep_snap = next((s for s in state["endpoints"].values()
@@ -379,6 +434,8 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
                 continue
             if have != want:
                 out.append(f"{target}: sysctl {key} is {have!r}, wanted {want!r}")
+    if mode.cpu:
+        out += _cpu_mismatches(mode, state or snapshot_mode(mode, endpoints))
     return out
 
 
@@ -528,7 +585,24 @@ def restore_state(state: dict) -> list[str]:
             problems += _restore_sysctls(target, info)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"{target}: restore failed unexpectedly: {exc}")
+    for target, info in state.get("cpu", {}).items():
+        problems += _restore_cpu(target, info)
     return problems
+
+
+def _restore_cpu(target: str, info: dict) -> list[str]:
+    pid = info["pid"]
+    if not os.path.exists(f"/proc/{pid}") or netif.netns_inode(pid) != info.get("netns_ino"):
+        return [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
+    saved = info["values"]
+    try:
+        cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True)
+        have = cpu.read(pid)
+    except NetifError as exc:
+        return [str(exc)]
+    if have != saved:
+        return [f"{info.get('label', target)}: CPU settings are {have}, snapshot had {saved}"]
+    return []
 
 
 def state_view(state: dict) -> dict[str, Any]:
@@ -552,7 +626,10 @@ def state_view(state: dict) -> dict[str, Any]:
             view["qdisc_root"] = snap["qdisc_root"]
         eps[label] = view
     sysctls = {t: dict(i.get("values", {})) for t, i in state.get("sysctls", {}).items()}
-    return {"endpoints": eps, "sysctls": sysctls}
+    view = {"endpoints": eps, "sysctls": sysctls}
+    if "cpu" in state:
+        view["cpu"] = {i.get("label", t): dict(i["values"]) for t, i in state["cpu"].items()}
+    return view
 
 
 @contextmanager
@@ -618,4 +695,4 @@ def _endpoints_subset(after: dict, before: dict) -> bool:
     """The mode's state after equals the state before wherever it could still be read (an
     endpoint or netns whose container stopped has nothing left to compare)."""
     return all({k: before.get(part, {}).get(k) for k in after.get(part, {})} == after.get(part, {})
-               for part in ("endpoints", "sysctls"))
+               for part in ("endpoints", "sysctls", "cpu"))

@@ -23,6 +23,7 @@ from tierbench.config.models import (
     choice,
     flag,
     non_empty_list,
+    number,
     problem,
     text,
     validate,
@@ -218,6 +219,20 @@ Sysctls = Annotated[dict[str, str], BeforeValidator(_sysctls),
                                   {"type": "array", "items": {"type": "integer"}}]}})]
 
 
+class Cpu(Model):
+    """The CPUs of the covered tiers' containers: which ones (a cpuset) and how much of their
+    time (a limit in CPUs, CFS quota), as `docker update --cpuset-cpus --cpus` would set them."""
+
+    cpuset: text(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", "0-1 or 1 or 0,2") | None = None
+    limit: number(0.01, 1024) | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> Cpu:
+        if self.cpuset is None and self.limit is None:
+            raise problem("give cpuset, limit or both")
+        return self
+
+
 class Server(Model):
     """Server options; changing one restarts the services it concerns."""
 
@@ -248,6 +263,7 @@ class ModeFile(Model):
     nic: Nic = Nic()
     qdisc: Qdisc | None = None
     sysctls: Sysctls = {}
+    cpu: Cpu | None = None
     server: Server = Server()
 
 
@@ -285,6 +301,7 @@ class Mode:
     server: dict[str, bool] = field(default_factory=dict)
     extends: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
+    cpu: dict[str, Any] = field(default_factory=dict)
 
     @property
     def scope(self) -> str:
@@ -331,6 +348,8 @@ class Mode:
             out["qdisc"] = dict(k.qdisc)
         if k.sysctls:
             out["sysctls"] = dict(k.sysctls)
+        if self.cpu:
+            out["cpu"] = dict(self.cpu)
         if self.server:
             out["server"] = dict(self.server)
         if self.extends:
@@ -385,6 +404,9 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
         raise ConfigError(f"{where}: {' and '.join(scopes)}: a mode has one scope; keep only one "
                           "of them")
     m = validate(ModeFile, data, where)
+    if m.cpu is not None and m.host_interfaces:
+        raise ConfigError(f"{where}: cpu: sets the CPUs of containers; a mode with "
+                          "host_interfaces has none (drop one of them)")
     n = m.nic
     knobs = Knobs(
         channels={k: v for k, v in n.channels.model_dump().items() if v is not None},
@@ -409,6 +431,7 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
         server={k: v for k, v in m.server.model_dump().items() if v is not None},
         extends=parents,
         roles=tuple(m.roles or ()),
+        cpu={k: v for k, v in m.cpu.model_dump().items() if v is not None} if m.cpu else {},
     )
 
 

@@ -1,0 +1,108 @@
+"""The CPUs a container may run on and its CPU-time limit, read and written in its cgroup.
+
+A mode's `cpu:` (a cpuset and a limit in CPUs, as `docker update --cpuset-cpus --cpus` would
+set them) stands for the studies' platforms: 004 §7 compares CPU count with CPU speed (a 4-way
+700 MHz host against 2-way 2.4 GHz ones); here a cpuset gives the CPU count and a CFS quota the
+share of each CPU's time. Written straight into the container's cgroup (v1 cpuset and cpu
+controllers, or v2 cpuset.cpus and cpu.max) so that it changes between points without a
+restart, and read back to verify and to restore.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tierbench.interfaces.netif import NetifError
+
+PERIOD_US = 100_000
+
+
+def _mount(fstype: str, option: str | None = None) -> Path | None:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if rest and rest[0] == fstype and (option is None or option in rest[-1].split(",")):
+            return Path(fields[4])
+    return None
+
+
+def cgroup_dirs(pid: int) -> dict[str, Path]:
+    """The cgroup folders of a process that hold its cpuset and its CPU quota."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        raise NetifError(f"process {pid} is gone: its CPU settings cannot be read") from None
+    v1 = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(","):
+            v1[c] = path
+    if "cpuset" in v1 and "cpu" in v1:
+        cpuset, cpu = _mount("cgroup", "cpuset"), _mount("cgroup", "cpu")
+        if cpuset is None or cpu is None:
+            raise NetifError("cgroup v1 cpuset or cpu is in use but not mounted")
+        return {"cpuset": cpuset / v1["cpuset"].lstrip("/"), "cpu": cpu / v1["cpu"].lstrip("/"),
+                "version": Path("1")}
+    root = _mount("cgroup2")
+    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+    if root is None or path is None:
+        raise NetifError(f"no cgroup with a cpuset and a CPU quota for process {pid}")
+    d = root / path.lstrip("/")
+    return {"cpuset": d, "cpu": d, "version": Path("2")}
+
+
+def read(pid: int) -> dict[str, object]:
+    """{"cpuset": "0-1" ('' = the parent's), "limit": CPUs of time per period or None}."""
+    d = cgroup_dirs(pid)
+    try:
+        cpuset = (d["cpuset"] / "cpuset.cpus").read_text().strip()
+        if str(d["version"]) == "1":
+            quota = int((d["cpu"] / "cpu.cfs_quota_us").read_text())
+            period = int((d["cpu"] / "cpu.cfs_period_us").read_text())
+        else:
+            q, p = (d["cpu"] / "cpu.max").read_text().split()
+            quota, period = (-1 if q == "max" else int(q)), int(p)
+    except OSError as exc:
+        raise NetifError(f"the CPU settings of process {pid} cannot be read: {exc}") from None
+    return {"cpuset": cpuset, "limit": None if quota < 0 else round(quota / period, 4)}
+
+
+def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool) -> None:
+    """Set the cpuset (when given) and the limit (when set_limit: None means unlimited)."""
+    d = cgroup_dirs(pid)
+    try:
+        if cpuset is not None:
+            (d["cpuset"] / "cpuset.cpus").write_text(cpuset)
+        if set_limit:
+            quota = -1 if limit is None else max(1000, int(limit * PERIOD_US))
+            if str(d["version"]) == "1":
+                (d["cpu"] / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                (d["cpu"] / "cpu.cfs_quota_us").write_text(str(quota))
+            else:
+                (d["cpu"] / "cpu.max").write_text(
+                    f"{'max' if quota < 0 else quota} {PERIOD_US}")
+    except OSError as exc:
+        raise NetifError(f"the CPU settings of process {pid} cannot be written "
+                         f"(cpuset {cpuset}, limit {limit}): {exc.strerror or exc}") from None
+
+
+def allowed(pid: int) -> set[int]:
+    """CPUs the process's cgroup may be given: its parent's cpuset."""
+    d = cgroup_dirs(pid)
+    try:
+        return parse((d["cpuset"].parent / "cpuset.cpus").read_text().strip()
+                     or Path("/sys/devices/system/cpu/online").read_text().strip())
+    except OSError as exc:
+        raise NetifError(f"the parent cpuset of process {pid} cannot be read: {exc}") from None
+
+
+def parse(text: str) -> set[int]:
+    """CPU numbers of a cpuset list such as '0-2,4'."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
