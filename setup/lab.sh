@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A simulated cluster on this machine: N node containers, each with its own Docker engine and
 # SSH server, on the bridge network tierbench-lab (198.18.16.0/24); node n is
-# root@198.18.16.(10+n), Docker context tierbench-node<n>. Recipe: ../shared/ENVIRONMENT.md.
+# root@198.18.16.(10+n), Docker context tierbench-node<n>. (--privileged fails on some hosts: the
+# flags below are the narrowest set measured to run dockerd inside a container.)
 #
 #   setup/lab.sh up N     start (or complete) an N-node lab, ship the tierbench images into every
 #                         node, write lab/cluster.yml (idempotent; extra nodes of a bigger lab
