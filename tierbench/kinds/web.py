@@ -520,6 +520,8 @@ class WebKind(Kind):
                                 workers=ld.workers, remote_workers=ld.remote_workers,
                                 worker_wait_s=ld.worker_wait_s)
         trace = ctx.prepared["traces"][point["trace"]["name"]]
+        if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
+            empty_proxy_cache(dep.containers["proxy"])
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
@@ -540,6 +542,9 @@ class WebKind(Kind):
             # The samples that bracket the numbers above: analysis recomputes from these.
             first, last = window(samples, start, end)
             ctx.record["window"].update({"start": first["t"], "end": last["t"]})
+            if dep.info["settings"].get("proxy_cache") and \
+                    dep.info["settings"].get("proxy") == "apache":
+                row.update(proxy_cache_figures(dep.containers["proxy"], first["t"], last["t"]))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
                 row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
@@ -602,8 +607,11 @@ class WebKind(Kind):
                 f"{row['generator_cpu_pct']:.0f} %{flag_}")
 
     def point_title(self, exp: Experiment, point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {point['trace']['name']} {point.mode} rep {point.repetition}"
+        """How the progress line names a point (users and docroot when they vary)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        extra = (f" {point['users']} users" if len(s.load.users) > 1 else "") + \
+            (f" on {point['docroot']}" if len(s.stack.docroot) > 1 else "")
+        return f"{point.id} {point['trace']['name']}{extra} {point.mode} rep {point.repetition}"
 
     def clean(self) -> list[str]:
         """Stop a load generator a crashed run left running."""
@@ -656,13 +664,37 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployme
                       info={"settings": settings, "workers": workers})
 
 
+def empty_proxy_cache(proxy: compose.Container) -> None:
+    """Every point starts with an empty proxy cache (filled again during its warm-up), so that
+    points do not depend on the order they run in; its log starts empty too."""
+    compose.exec_in(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                    user="www-data", timeout=120)
+    compose.exec_in(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+
+
+def proxy_cache_figures(proxy: compose.Container, start: float, end: float) -> dict[str, Any]:
+    """The caching proxy's hits and misses in the measured window, from its cache log (one
+    line per request: epoch second and mod_cache's verdict); whole seconds at the edges."""
+    script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
+              "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
+              "/var/log/apache2/cache.log 2>/dev/null || echo 0 0")
+    done = compose.exec_in(proxy, ["sh", "-c", script], timeout=60)
+    try:
+        hits, misses = (int(x) for x in done.stdout.split()[:2])
+    except ValueError:
+        return {}
+    total = hits + misses
+    return {"proxy_cache_hits": hits, "proxy_cache_misses": misses,
+            "proxy_hit_ratio": hits / total if total else float("nan")}
+
+
 # --------------------------------------------------------------------------- report
 
 
 def family(name: str) -> str:
     """The figure family of a web experiment, from its name."""
     for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "dc-worldcup",
-                "sockopt"):
+                "dc-static", "dc-alpha-cache", "sockopt"):
         if name.startswith(fam):
             return fam
     return "dc-single"
@@ -1098,3 +1130,86 @@ FAMILIES: dict[str, dict[str, Any]] = {'dc-single': {'kind': 'web',
                            'note': 'the relative CPU benefit of I/OAT over none within each case '
                                    'grows with the case, largest in case 4: about 30 % uni, 38 % '
                                    'bi; case 5 uni: 5586 vs 5514 Mb/s'}}}
+FAMILIES['dc-static'] = {'kind': 'web',
+ 'family': 'dc-static',
+ 'title': 'Response time and TPS by file size on three platforms (004 Fig. 19a, 20a)',
+ 'description': 'Static files of 1-256 KB; response time with one request in flight and TPS with '
+                '64 clients; platforms of one CPU, two CPUs, and two CPUs with one CPU of time '
+                '(CPU count against CPU speed).',
+ 'phases': None,
+ 'factors': ['trace', 'users'],
+ 'primary': {'column': 'tps', 'label': 'TPS', 'unit': 'requests/s'},
+ 'columns': ['p50_ms', 'p99_ms', 'server_cpu_us_per_req', 'server_cpu_us_per_kb',
+             'host_cpu_us_per_kb', 'mb_per_s', 'generator_cpu_pct'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [{'column': 'server_cpu_util', 'label': 'server CPU utilisation'},
+             {'column': 'server_cpu_us_per_kb', 'label': 'server CPU per KB'}],
+ 'baseline': 'servers-1cpu',
+ 'sections': ['trace'],
+ 'figures': [{'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'p50_ms',
+              'series': 'mode',
+              'where': {'users': 1},
+              'logx': True,
+              'title': 'Measured here: response time, one request in flight (Fig. 19a)',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'median response time (ms)'},
+             {'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'tps',
+              'series': 'mode',
+              'where': {'users': 64},
+              'logx': True,
+              'title': 'Measured here: TPS with 64 clients (Fig. 20a)',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'TPS (requests / s)'}],
+ 'reference': {'figure': '004 §7.1 Fig. 19a, 20a',
+               'labels': ['more, slower CPUs', 'fewer, faster CPUs'],
+               'rows': [],
+               'note': 'qualitative: response time is best on the fastest CPU and equal for small '
+                       'files; for TPS, more slower CPUs beat fewer faster ones for small files, '
+                       'faster CPUs win for large files'}}
+FAMILIES['dc-alpha-cache'] = {'kind': 'web',
+ 'family': 'dc-alpha-cache',
+ 'title': 'TPS, response time and proxy hit ratio vs Zipf alpha (004 Fig. 15)',
+ 'description': "Zipf traces over class 2's file set with the proxy's cache on and off; the hit "
+                "ratio comes from the proxy's cache log.",
+ 'phases': None,
+ 'factors': ['trace'],
+ 'primary': {'column': 'tps', 'label': 'TPS', 'unit': 'requests/s'},
+ 'columns': ['p50_ms', 'p99_ms', 'server_cpu_us_per_req', 'server_cpu_us_per_kb',
+             'host_cpu_us_per_kb', 'mb_per_s', 'proxy_hit_ratio'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [{'column': 'server_cpu_util', 'label': 'server CPU utilisation'},
+             {'column': 'server_cpu_us_per_kb', 'label': 'server CPU per KB'}],
+ 'baseline': 'proxy-cache-off',
+ 'sections': ['trace'],
+ 'figures': [{'type': 'lines',
+              'x': 'alpha',
+              'y': 'tps',
+              'series': 'mode',
+              'title': 'Measured here: TPS vs Zipf alpha',
+              'xlabel': 'Zipf alpha',
+              'ylabel': 'TPS (requests / s)'},
+             {'type': 'lines',
+              'x': 'alpha',
+              'y': 'p50_ms',
+              'series': 'mode',
+              'title': 'Measured here: median response time vs Zipf alpha',
+              'xlabel': 'Zipf alpha',
+              'ylabel': 'median response time (ms)'},
+             {'type': 'lines',
+              'x': 'alpha',
+              'y': 'proxy_hit_ratio',
+              'series': 'mode',
+              'where': {'mode': 'proxy-cache-on'},
+              'title': "Measured here: the proxy's hit ratio",
+              'xlabel': 'Zipf alpha',
+              'ylabel': 'hit ratio'}],
+ 'reference': {'figure': '004 §6.2 Fig. 15',
+               'labels': ['fastest platform', 'slowest platform'],
+               'rows': [],
+               'note': 'qualitative: the fastest platform is best; the gap between platforms '
+                       'shrinks as alpha rises (more proxy hits, less traffic from the proxy to '
+                       'the web tier)'}}
