@@ -125,6 +125,26 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "tps": 1000 * a + r + (50 if m == onoff[0] else 0)}
                 for a in alphas for m in onoff for r in reps]
         return rows, traces, onoff, True
+    if name == "dc-static":
+        platforms = ("servers-1cpu", "servers-2cpus-half", "servers-2cpus")
+        sizes = (1024, 8192, 65536, 262144)
+        traces = [{"name": f"single-{s // 1024}k", "kind": "single", "size": s} for s in sizes]
+        rows = [{"trace": f"single-{s // 1024}k", "mode": m, "users": u, "repetition": r,
+                 "tps": (5000.0 if u == 64 else 800.0) * (1 + j) / (1 + i) + r,
+                 "p50_ms": 0.5 * (1 + i) / (1 + j) + 0.01 * r}
+                for i, s in enumerate(sizes) for j, m in enumerate(platforms) for u in (1, 64)
+                for r in reps]
+        return rows, traces, platforms, True
+    if name == "dc-alpha-cache":
+        alphas = (0.5, 0.75, 0.9, 0.99)
+        cache = ("proxy-cache-off", "proxy-cache-on")
+        traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in alphas]
+        rows = [{"trace": f"zipf-{a}", "mode": m, "repetition": r,
+                 "tps": 1000.0 + (500 * a if m == cache[1] else 0) + r,
+                 "p50_ms": 40.0 - (20 * a if m == cache[1] else 0),
+                 **({"proxy_hit_ratio": 0.8 + 0.2 * a} if m == cache[1] else {})}
+                for a in alphas for m in cache for r in reps]
+        return rows, traces, cache, True
     if name == "dc-clients":
         traces = [{"name": "single-16k", "kind": "single", "size": 16384}]
         rows = [{"trace": "single-16k", "mode": m, "users": u, "repetition": r,

@@ -33,6 +33,10 @@ EXPECTED = {
     "net-conns": ("lines", ["1", "100", "6,000"],
                   [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
     "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
+    "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
+                  ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
+    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
+                       ["proxy-cache-off", "proxy-cache-on"]),
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586"}

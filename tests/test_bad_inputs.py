@@ -33,17 +33,24 @@ def docker(*args: str) -> list[str]:
     return sorted(done.stdout.split()) if done.returncode == 0 else []
 
 
+PROJECT = "label=com.docker.compose.project=tierbench"
+
+
 def host_state() -> dict:
-    """What a refused input must not change: interfaces (names, MTU, flags), Docker containers,
-    volumes and networks, the state file, mounts."""
+    """What a refused input must not change: the Compose project's containers, volumes and
+    networks, the interfaces of the host (names, MTU, flags) but for other programs' veths, and
+    tierbench's mounts. (Only tierbench's own things: other programs on a shared machine may
+    change theirs meanwhile.)"""
     links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True,
                                       timeout=30).stdout or "[]")
     return {
-        "links": sorted((ln["ifname"], ln.get("mtu"), tuple(ln.get("flags", []))) for ln in links),
-        "containers": docker("ps", "-a", "--format", "{{.Names}}"),
-        "volumes": docker("volume", "ls", "-q"),
-        "networks": docker("network", "ls", "--format", "{{.Name}}"),
-        "mounts": sorted(line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()),
+        "links": sorted((ln["ifname"], ln.get("mtu"), tuple(ln.get("flags", []))) for ln in links
+                        if not ln["ifname"].startswith(("veth", "br-", "docker"))),
+        "containers": docker("ps", "-a", "--filter", PROJECT, "--format", "{{.Names}}"),
+        "volumes": docker("volume", "ls", "-q", "--filter", PROJECT),
+        "networks": docker("network", "ls", "--filter", PROJECT, "--format", "{{.Name}}"),
+        "mounts": sorted(m for line in Path("/proc/mounts").read_text().splitlines()
+                         if "tierbench" in (m := line.split()[1])),
     }
 
 

@@ -1212,4 +1212,5 @@ FAMILIES['dc-alpha-cache'] = {'kind': 'web',
                'rows': [],
                'note': 'qualitative: the fastest platform is best; the gap between platforms '
                        'shrinks as alpha rises (more proxy hits, less traffic from the proxy to '
-                       'the web tier)'}}
+                       'the web tier)'},
+ 'optional': ['proxy_cache_hits', 'proxy_cache_misses', 'proxy_hit_ratio']}
