@@ -287,3 +287,14 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
     assert cpu["client_cpu_us_per_kb"] == pytest.approx(1.5e6 / 1024)
     assert (cpu["host_usr_pct"], cpu["host_sys_pct"], cpu["host_softirq_pct"],
             cpu["host_idle_pct"]) == pytest.approx((30, 20, 10, 40))
+
+
+def test_a_docroot_on_orangefs_stores_on_tmpfs_or_on_volumes() -> None:
+    from tierbench.placement import compose
+
+    base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3}
+    tmpfs = [f.rsplit("/", 1)[-1] for f in compose.compose_files(base)[1::2]]
+    disk = [f.rsplit("/", 1)[-1] for f in
+            compose.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
+    assert "pvfs-disk.yml" not in tmpfs and "pvfs-disk.yml" in disk
+    assert {"pvfs.yml", "docroot-pvfs.yml"} <= set(tmpfs) & set(disk)

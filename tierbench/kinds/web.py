@@ -107,6 +107,7 @@ class Stack(Model):
     web_mmap: flag() = True
     docroot: one_or_many(Docroot, "docroot") = ["disk"]
     pvfs_io_servers: whole(1, 8) | None = None
+    pvfs_storage: choice("tmpfs", "disk") | None = None
     hot_site: str | None = None
     hot_below: whole(1) | None = None
 
@@ -297,6 +298,8 @@ def stack_settings(settings: WebSettings) -> dict[str, Any]:
                            "web_sendfile": s.web_sendfile, "web_mmap": s.web_mmap}
     if any(d.startswith("orangefs") for d in s.docroot) or s.pvfs_io_servers is not None:
         out["pvfs_io_servers"] = s.pvfs_io_servers or 3  # 004 ran PVFS with 3 I/O servers
+        # the papers' PVFS servers stored on ramfs (000) or ext3 disks (004): tmpfs or volumes
+        out["pvfs_storage"] = s.pvfs_storage or "tmpfs"
     if any(d.endswith(HOT) for d in s.docroot) or s.hot_site is not None:
         out["hot_site"] = s.hot_site
         out["hot_below"] = s.hot_below or 1048576
@@ -425,10 +428,15 @@ class WebKind(Kind):
         if "orangefs" in bases:
             n = stack_settings(s).get("pvfs_io_servers", 3)
             per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
-            out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
-                                  "PVFS_TMPFS_SIZE", "4g",
-                                  f"{shrink} or use more I/O servers (stack.pvfs_io_servers)",
-                                  copies=n)
+            if stack_settings(s).get("pvfs_storage") == "disk":
+                out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
+                                         per_server * n, space.docker_root(),
+                                         "Docker's data folder", f"{shrink} or free space there"))
+            else:
+                out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
+                                      "PVFS_TMPFS_SIZE", "4g",
+                                      f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
+                                      "or stack.pvfs_storage: disk", copies=n)
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]

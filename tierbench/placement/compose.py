@@ -57,6 +57,8 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
         files.append(OVERLAYS["tmpfs"])
     if base == "orangefs":
         files += [OVERLAYS["pvfs"], OVERLAYS["docroot-pvfs"]]
+        if settings.get("pvfs_storage") == "disk":
+            files.append(OVERLAYS["pvfs-disk"])
     if hot:
         files.append(OVERLAYS["hot-tmpfs"])
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
