@@ -91,6 +91,7 @@ build_node_image() {
   base=$(setup/base-image.sh)
   mirror=$(setup/apt-mirror.sh 2>/dev/null || true)
   say "building $NODE_IMAGE from $base (seconds when nothing changed)"
+  mkdir -p "$LAB"; chmod 700 "$LAB"
   docker build -q --force-rm -t "$NODE_IMAGE" --build-arg BASE_IMAGE="$base" \
     --build-arg DEBIAN_MIRROR="$mirror" images/node >"$LAB/node-build.log" 2>&1 \
     || { tail -n 20 "$LAB/node-build.log" >&2; die "building $NODE_IMAGE failed (log: $LAB/node-build.log)"; }
