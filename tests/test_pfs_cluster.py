@@ -92,7 +92,10 @@ def test_short_pfs_concurrent_run_measures_both_sides(env: dict[str, str]) -> No
         streams = list(csv.DictReader((run / "points" / r["point"] / "read.csv").open()))
         assert len(streams) == int(r["clients"]) and all(s["status"] == "ok" for s in streams)
     report = (run / "report.html").read_text()
-    assert "<h2>Reads</h2>" in report and "relative client CPU benefit" in report
+    # one section per phase, and each mode against the baseline with its relative CPU benefit
+    for phase in ("read", "write"):
+        assert f'<h2><span class="muted">Phase</span> {phase}</h2>' in report, phase
+    assert "relative CPU benefit" in report and "client CPU µs/KB" in report
 
 
 def test_a_stopped_io_server_is_reported_not_hung_on(env: dict[str, str]) -> None:
