@@ -142,7 +142,8 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> st
             extra += f'<br><span class="muted">{html.escape(advice)}</span>' if advice else ""
             bound.append(f"<li>{point_ref(row, cols)}{extra}</li>")
         if load.as_bool(row.get("count_mismatch")) is True:
-            tidy = {k: number(row.get(k)) for k in ("requests", "records_requests")}
+            tidy = {k: number(row.get(k)) for k in ("requests", "engine_requests",
+                                                     "records_requests")}
             counts.append(f"<li>{point_ref(row, cols)}: "
                           f"{html.escape(tables.count_mismatch_text(tidy))}</li>")
         issues = []

@@ -328,8 +328,13 @@ def warnings_for(points: pd.DataFrame, samples: pd.DataFrame | None = None,
 
 
 def count_mismatch_text(row: pd.Series | dict[str, Any]) -> str:
-    """'the engine counted 1,000 requests, its per-request records hold 950 (5.0 % apart)'."""
-    n, rec = row.get("requests"), row.get("records_requests")
+    """'the engine counted 1,000 requests, its per-request records hold 950 (5.0 % apart)'.
+
+    The engine's own count is `engine_requests` where the row has it (whole run), else
+    `requests`."""
+    n, rec = row.get("engine_requests"), row.get("records_requests")
+    if not isinstance(n, float) or math.isnan(n):
+        n = row.get("requests")
     if isinstance(n, float) and isinstance(rec, float) and not math.isnan(n) and \
             not math.isnan(rec):
         apart = abs(n - rec) / max(n, rec, 1.0)

@@ -344,6 +344,18 @@ def test_count_mismatch_is_warned(tmp_path: Path) -> None:
     assert "Points with errors or missing values" not in top
 
 
+def test_count_mismatch_names_the_engines_whole_run_count(tmp_path: Path) -> None:
+    """wrk threads that started apart: TPS from the window's 20,000, wrk counted 27,000."""
+    rows = [{"trace": "t", "mode": "on", "tps": 2000.0, "requests": 20000,
+             "engine_requests": 27000, "records_requests": 20000, "count_mismatch": True,
+             "threads_apart_s": 7.0}]
+    run = load.load_run(_write_run(tmp_path / "r", rows, _synthetic(rows)))
+    [found] = [w for w in tables.warnings_for(run.points) if w.kind == "count-mismatch"]
+    assert "27,000 requests" in found.message and "20,000" in found.message
+    top = report.write_report(run.dir).read_text()
+    assert "Points with errors or missing values" not in top[: top.index('id="figure"')]
+
+
 # --------------------------------------------------------------------------- report, compare
 
 

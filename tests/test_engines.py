@@ -97,6 +97,51 @@ def test_wrk_summary_becomes_the_common_aggregate() -> None:
     assert agg["per_second"] == [{"t": 101, "requests": 100}]
 
 
+def wrk_summary(started: float, started_last: float, per_second: dict[int, int]) -> dict:
+    return {"started": started, "started_last": started_last, "duration_s": 10.0,
+            "requests": sum(per_second.values()), "bytes": 100 * sum(per_second.values()),
+            "errors": {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0},
+            "latency_ms": {"min": 0.1, "max": 9.0, "mean": 1.0, "stdev": 0.5,
+                           "percentiles": {"50": 0.9, "99": 4.5}},
+            "per_second": [{"t": t, "requests": n} for t, n in per_second.items()]}
+
+
+def test_wrk_threads_started_apart_count_only_the_window_and_are_flagged() -> None:
+    # thread 0 read its trace and ran alone for 7 s before the last thread (and wrk's clock)
+    # started: 1,000 TPS alone, then 2,000 TPS for wrk's 10 s
+    alone = {t: 1000 for t in range(100, 107)}
+    both = {t: 2000 for t in range(107, 117)}
+    agg = loadgen.aggregate_of(wrk_summary(100.0, 107.0, {**alone, **both}), connections=64)
+    assert agg["window"] == (107.0, 117.0) and agg["threads_apart_s"] == 7.0
+    assert agg["requests"] == 20_000 and agg["bytes"] == 2_000_000  # the window's, not 27,000
+    assert agg["counts"] == {"engine_requests": 27_000, "records_requests": 20_000,
+                             "count_mismatch": True}
+
+
+def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
+    per = {t: 2000 for t in range(100, 110)}
+    summary = wrk_summary(100.0, 100.02, per)
+    summary["requests"] -= 30  # in flight at the end: issued but not completed
+    agg = loadgen.aggregate_of(summary, connections=64)
+    assert agg["window"] == (100.02, 110.02) and agg["threads_apart_s"] == 0.0
+    assert agg["requests"] == 19_970
+    assert agg["counts"]["count_mismatch"] is False
+
+
+def test_locust_window_starts_at_the_first_request_and_counts_are_checked(tmp_path: Path) -> None:
+    spec = LoadSpec("locust", 10, 2.0, 5.0)
+    # the users read their traces for 4 s before the first request went out
+    reqs = [metrics.Request(104.0 + k / 100, 10.0, 1, 200) for k in range(1, 801)]
+    assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
+    stats = tmp_path / "locust_stats.csv"
+    stats.write_text("Type,Name,Request Count,Failure Count\nGET,/a,800,0\n,Aggregated,800,0\n")
+    assert loadgen.locust_counts(stats, 800, 10)["count_mismatch"] is False
+    assert loadgen.locust_counts(stats, 700, 10) == {"engine_requests": 800,
+                                                     "records_requests": 700,
+                                                     "count_mismatch": True}
+    assert loadgen.locust_counts(tmp_path / "absent.csv", 700, 10) == {}
+
+
 def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:
     head = "end_s,latency_ms,bytes,path,status,late_ms\n"
     (tmp_path / "requests-w0.csv").write_text(head + "10.5,1,10,/a,200,0\n11.5,1,10,/a,200,50\n")

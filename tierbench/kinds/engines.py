@@ -201,9 +201,9 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     if code != 0 or logs is None:
         raise LoadgenError(f"Locust exited with code {code} and wrote no request log: {_tail(log)}")
     requests = metrics.read_requests(logs)
-    begin = started + spec.warmup_s
-    window = (begin, begin + spec.measure_s)
+    window = locust_window(started, requests, spec)
     extra: dict = {"processes": spec.processes}
+    extra.update(locust_counts(point_dir / "locust_stats.csv", len(requests), spec.users))
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:
@@ -211,6 +211,40 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     # One Locust process is one Python interpreter: it can use at most one core.
     allowance = float(min(spec.processes, cpuset_cores(loadgen)))
     return LoadResult("locust", started, window, requests, None, allowance, extra)
+
+
+# The engine's own request count and its records (wrk: per-second counts; Locust: per-request
+# records) may differ by the requests in flight when the run stops, and by no more than this
+# share beyond them; past it the point is flagged (summary.csv count_mismatch).
+COUNT_TOLERANCE = 0.02
+
+
+def count_check(engine_requests: float, records_requests: float, in_flight: int) -> dict:
+    """engine_requests, records_requests and count_mismatch for the summary row."""
+    apart = abs(engine_requests - records_requests)
+    return {"engine_requests": round(engine_requests), "records_requests": round(records_requests),
+            "count_mismatch": apart > in_flight + COUNT_TOLERANCE * max(engine_requests,
+                                                                          records_requests)}
+
+
+def locust_window(started: float, requests: list[metrics.Request],
+                  spec: LoadSpec) -> tuple[float, float]:
+    """Warm-up then the measured window, counted from the first request sent: time Locust spends
+    starting (and its users reading their traces) is neither warm-up nor measured."""
+    first = min((r.end_s - r.latency_ms / 1000 for r in requests), default=started)
+    begin = max(started, first) + spec.warmup_s
+    return (begin, begin + spec.measure_s)
+
+
+def locust_counts(stats_csv: Path, records: int, users: int) -> dict:
+    """Locust's own whole-run count (locust_stats.csv, Aggregated) against its request records."""
+    try:
+        with stats_csv.open(newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("Name") == "Aggregated"]
+        counted = int(rows[0]["Request Count"]) if rows else None
+    except (OSError, ValueError, KeyError, csv.Error):
+        counted = None
+    return {} if counted is None else count_check(counted, records, users)
 
 
 MASTER_PORT = 5557
@@ -413,14 +447,39 @@ def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, 
     return json.loads(out.read_text())
 
 
-def aggregate_of(summary: dict) -> dict:
-    """The LoadResult aggregate of a measured wrk run: counts over exactly that run."""
+def requests_in(per_second: list[dict], window: tuple[float, float]) -> float:
+    """Requests the replay counted per wall-clock second, prorated over the window's edges."""
+    lo, hi = window
+    return sum(p["requests"] * max(0.0, min(p["t"] + 1, hi) - max(p["t"], lo))
+               for p in per_second)
+
+
+def aggregate_of(summary: dict, connections: int = 0) -> dict:
+    """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
+
+    wrk's clock starts when its last thread has read the trace; earlier threads are already
+    sending. When they started apart (more than 1 % of the run), the requests, errors and bytes
+    are those the replay counted inside the window (per second, prorated); wrk's own count and
+    latency histogram also cover the earlier requests, which the count check then flags."""
     errors = summary["errors"]
     failed = sum(errors.values())
+    duration = summary["duration_s"]
+    last = max(summary["started"], summary.get("started_last") or summary["started"])
+    apart = last - summary["started"]
+    window = (last, last + duration)
+    in_window = requests_in(summary["per_second"], window)
+    counted = summary["requests"] - errors["status"]
+    share = in_window / summary["requests"] if summary["requests"] else 0.0
+    late = apart > 0.01 * duration
     return {
-        "requests": summary["requests"] - errors["status"],
-        "errors": failed,
-        "bytes": summary["bytes"],
+        "window": window,
+        "threads_apart_s": round(apart, 3) if late else 0.0,
+        "counts": count_check(counted, in_window * (1 - errors["status"] / summary["requests"])
+                              if summary["requests"] else 0.0, connections),
+        "requests": round(in_window * (1 - errors["status"] / summary["requests"]))
+        if late and summary["requests"] else counted,
+        "errors": round(failed * share) if late else failed,
+        "bytes": round(summary["bytes"] * share) if late else summary["bytes"],
         "p50_ms": summary["latency_ms"]["percentiles"]["50"],
         "p99_ms": summary["latency_ms"]["percentiles"]["99"],
         "latency_ms": summary["latency_ms"],
@@ -437,11 +496,14 @@ def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -
         _wrk_once(spec, loadgen, point_dir, trace, "warmup", max(1, math.ceil(spec.warmup_s)))
     summary = _wrk_once(spec, loadgen, point_dir, trace, "measure",
                         max(1, math.ceil(spec.measure_s)))
-    window = (summary["started"], summary["started"] + summary["duration_s"])
+    agg = aggregate_of(summary, spec.users)
     threads = wrk_threads(spec.users, spec.processes)
     allowance = float(min(threads, cpuset_cores(loadgen)))
-    extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"]}
-    return LoadResult("wrk", started, window, None, aggregate_of(summary), allowance, extra)
+    extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
+             **agg["counts"]}
+    if agg["threads_apart_s"] > 0:
+        extra["threads_apart_s"] = agg["threads_apart_s"]
+    return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
 
 
 def stop(loadgen: Container, wait_s: float = 15) -> None:
@@ -517,7 +579,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
     row["engine"] = result.engine
     row["generator_allowance_cores"] = result.allowance_cores
     for key in ("target_rate", "achieved_rate", "late_requests", "workers", "remote_workers",
-                "generator_cpu_scope"):
+                "generator_cpu_scope", "engine_requests", "records_requests", "count_mismatch",
+                "threads_apart_s"):
         if key in result.extra:
             row[key] = result.extra[key]
     if row.get("client_bound"):
