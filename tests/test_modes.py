@@ -61,13 +61,13 @@ def test_sockopt_cases_are_cumulative() -> None:
     c1, c2, c3, c4, c5 = cases
     assert c1.nic.features == {"tso": False} and c1.nic.mtu == 1500
     assert c1.knobs.sysctls["net.ipv4.tcp_rmem"] == "4096 131072 6291456"
-    assert c2.knobs.sysctls["net.ipv4.tcp_rmem"] == "4096 131072 16777216"
+    assert c2.knobs.sysctls["net.ipv4.tcp_rmem"] == "4096 131072 104857600"
     assert c2.nic.features == {"tso": False} and c2.nic.mtu == 1500
     assert c3.nic.features == {"tso": True, "sg": True, "tx": True}
     assert c3.knobs.sysctls == c2.knobs.sysctls and c3.nic.mtu == 1500
-    assert c4.nic.mtu == 9000 and c4.nic.features == c3.nic.features
+    assert c4.nic.mtu == 2048 and c4.nic.features == c3.nic.features
     assert c5.knobs.coalesce == {"adaptive-rx": True, "rx-usecs": 50, "rx-frames": 64}
-    assert c5.nic.mtu == 9000 and c5.knobs.sysctls == c2.knobs.sysctls
+    assert c5.nic.mtu == 2048 and c5.knobs.sysctls == c2.knobs.sysctls
     assert c5.extends == ("sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
                           "sockopt-4-jumbo")
     for c in cases:
@@ -181,7 +181,7 @@ def test_bad_modes_are_refused_naming_file_and_key(tmp_path: Path, text: str, me
 
 def test_diff_lists_only_differences() -> None:
     lines = modes.diff_modes(load_mode("sockopt-3-tso"), load_mode("sockopt-4-jumbo"))
-    assert "nic.mtu: 1500 -> 9000" in lines
+    assert "nic.mtu: 1500 -> 2048" in lines
     assert not any(line.startswith("nic.features") for line in lines)
     assert modes.diff_modes(load_mode("tso-off"), load_mode("tso-off")) == []
 
@@ -193,7 +193,7 @@ def test_cli_list_show_diff(capsys: pytest.CaptureFixture[str]) -> None:
     assert "host: eth0" in out and "(server restart)" in out
     assert cli.main(["modes", "show", "sockopt-5-coalescing"]) == 0
     out = capsys.readouterr().out
-    assert "adaptive-rx: true" in out and "mtu: 9000" in out and "§4.3" in out
+    assert "adaptive-rx: true" in out and "mtu: 2048" in out and "§4.3" in out
     assert cli.main(["modes", "diff", "offloads-on", "offloads-off"]) == 0
     assert "nic.features.tso: true -> false" in capsys.readouterr().out
 
