@@ -135,7 +135,7 @@ def parse_trace(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]
     if out["trace_kind"] is None:
         out["trace_kind"] = "zipf" if out["alpha"] is not None else (
             "single" if out["size_bytes"] is not None else None)
-    for key in ("class", "docroot", "clients", "connections", "write_size"):
+    for key in ("class", "docroot", "clients", "connections", "write_size", "hit_ratio"):
         if key in spec:
             out[key] = spec[key]
     return out

@@ -72,7 +72,7 @@ def test_quick_order_differs_from_declaration_order() -> None:
     [
         ({"modes": "modes: [no-such-mode]"}, "modes: no mode named 'no-such-mode'"),
         ({"modes": "modes: offloads-on"}, "modes: must be a non-empty list"),
-        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single, zipf, worldcup or mix"),
+        ({"traces": "traces: [{name: a, kind: pareto}]"}, "traces[0].kind: must be single, hit-ratio, zipf, worldcup or mix"),
         ({"traces": "traces: [{name: a, kind: single, size: -1}]"}, "traces[0].size: must be"),
         ({"traces": "traces: [{name: a, kind: zipf, alpha: 0.9}]"}, "traces[0].fileset"),
         ({"extra": "colour: blue"}, "unknown key 'colour'"),

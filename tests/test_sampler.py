@@ -36,3 +36,22 @@ def test_sampler_writes_one_json_line_per_sample(tmp_path: Path) -> None:
     assert times == sorted(times)
     assert samples[-1]["net"]["host:lo"]["rx_bytes"] >= samples[0]["net"]["host:lo"]["rx_bytes"]
     assert "me" in samples[0]["cpu"] and s.error is None
+
+
+def test_storage_reads_of_a_cgroup_sum_its_processes(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid, read in (("10", 4096), ("11", 1000)):
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "io").write_text(f"rchar: 99999\nwchar: 1\nread_bytes: {read}\n"
+                                       "write_bytes: 512\ncancelled_write_bytes: 0\n")
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("10\n11\n12\n")  # 12 exited: skipped
+    assert sampler.disk_read_bytes(procs, proc) == 5096
+    procs.write_text("12\n")
+    assert sampler.disk_read_bytes(procs, proc) is None
+    assert sampler.disk_read_bytes(tmp_path / "absent", proc) is None
+
+
+def test_this_process_cgroup_counts_storage_reads() -> None:
+    sample = sampler.CgroupCpu(os.getpid()).read()
+    assert isinstance(sample["read_bytes"], int) and sample["read_bytes"] >= 0

@@ -350,3 +350,26 @@ def test_a_cpu_mode_limits_the_tier_during_the_point_and_is_restored(env: dict[s
     [row] = summary(run)
     # half a CPU of time: the web tier used at most about half of the window's CPU seconds
     assert float(row["cpu_s_web"]) <= 0.6 * float(row["window_s"]), row
+
+
+def test_hit_ratios_are_made_real_on_a_cold_page_cache_and_a_capped_web_tier(
+        env: dict[str, str]) -> None:
+    """DC-cache-hit's machinery: the hit ratio the web tier's own storage reads show follows the
+    one the trace asks for, and the memory limit is the one the running web tier has."""
+    done = tierbench(env, "run", str(EXPERIMENTS / "cache-hit-short.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "cache-hit-short")
+    rows = {r["trace"]: r for r in summary(run)}
+    for trace, asked in (("4k-hit100", 1.0), ("4k-hit50", 0.5), ("4k-hit0", 0.0)):
+        measured = float(rows[trace]["page_cache_hit_ratio"])
+        assert abs(measured - asked) <= 0.1, (trace, measured)
+    assert float(rows["4k-hit100"]["web_disk_read_mb"]) < 1.0
+    # about one 4 KiB read per request served at a ratio of 0
+    served = float(rows["4k-hit0"]["tps"]) * float(rows["4k-hit0"]["window_s"]) * 4096 / 1e6
+    assert float(rows["4k-hit0"]["web_disk_read_mb"]) >= 0.8 * served
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert all(p["page_cache"].startswith("cold: ") for p in manifest["points"].values())
+    web = stack.service_containers(("web",))["web"]
+    limit = subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.Memory}}", web.id],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert limit == str(256 * 1024 * 1024)

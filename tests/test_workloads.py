@@ -169,3 +169,21 @@ def test_mix_trace_gives_each_client_its_own_subset_of_one_site_by_weight() -> N
     assert seqs[2].count(top) > 500 * 0.1
     assert traces.filesets_of(spec) == [bg["fileset"], part["fileset"]]
     assert traces.build(spec, 7) == paths and traces.build(spec, 8) != paths
+
+
+def test_hit_ratio_traces_mix_one_hot_file_with_files_asked_for_once() -> None:
+    spec = {"name": "t", "kind": "hit-ratio", "size": 4096, "hit_ratio": 0.5, "requests": 1000}
+    fs = traces.fileset_of(spec)
+    assert fs == {"kind": "same-size", "size": 4096, "files": 1001}
+    files = filesets.files(fs)
+    assert len(files) == 1001 and {s for _, s in files} == {4096}
+    paths = traces.build(spec, seed=1)
+    hot = files[0][0]
+    assert len(paths) == 1000 and paths.count(hot) == 500
+    cold = [p for p in paths if p != hot]
+    assert len(set(cold)) == len(cold) == 500  # every other file asked for once
+    # evenly spread: every window of 10 requests has 5 hot ones
+    assert all(paths[i:i + 10].count(hot) == 5 for i in range(0, 1000, 10))
+    for ratio, hits in ((1.0, 1000), (0.0, 0), (0.25, 250)):
+        built = traces.build({**spec, "hit_ratio": ratio}, seed=1)
+        assert built.count(hot) == hits and len(set(built) - {hot}) == 1000 - hits

@@ -10,6 +10,9 @@ Spec kinds (one dict each, as in experiment files):
   {"kind": "class", "class": 2, "seed": 1}               004 Table 2 class 0-4 (CLASSES): sizes
                                                          log-uniform in [1 KiB, max], files drawn
                                                          until the working set is reached
+  {"kind": "same-size", "files": 1501, "size": 1048576}  files of one size: the first is the
+                                                         hot file of a hit-ratio trace, the
+                                                         others are each requested once
   {"kind": "worldcup", "log": "wc_day46_1.gz", "requests": 100000}
                                                          one file per object of a World Cup 98
                                                          log, of its logged size (worldcup.py)
@@ -54,12 +57,14 @@ def set_name(spec: dict) -> str:
         return f"log-{spec['files']}x{spec['min_size']}-{spec['max_size']}-s{seed}"
     if spec["kind"] == "class":
         return f"class{spec['class']}-s{spec.get('seed', 1)}"
+    if spec["kind"] == "same-size":
+        return f"same-{spec['size']}x{spec['files']}"
     if spec["kind"] == "worldcup":
         from workloads import worldcup
 
         return worldcup.set_name(spec)
     raise FilesetError(f"unknown file-set kind {spec['kind']!r} "
-                       "(expected single, uniform-log, class or worldcup)")
+                       "(expected single, uniform-log, class, same-size or worldcup)")
 
 
 def class_sizes(number: int, seed: int) -> list[int]:
@@ -97,6 +102,11 @@ def files(spec: dict) -> list[tuple[str, int]]:
     if spec["kind"] == "class":
         sizes = class_sizes(spec["class"], int(spec.get("seed", 1)))
         return [(f"/{name}/f{i:05d}.bin", s) for i, s in enumerate(sizes)]
+    if spec["kind"] == "same-size":
+        n, size = int(spec["files"]), int(spec["size"])
+        if n <= 0 or size <= 0:
+            raise FilesetError(f"same-size needs files > 0 and size > 0, got {spec}")
+        return [(f"/{name}/f{i:06d}.bin", size) for i in range(n)]
     if spec["kind"] == "worldcup":
         from workloads import worldcup
 

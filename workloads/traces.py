@@ -9,6 +9,10 @@ start, wrapping within it: each client has its own subset (000 §5.2.1).
 
 Trace kinds (experiment `traces:` entries):
   single    {size}                               one file, every request
+  hit-ratio {size, hit_ratio, requests}          004 §5.2.2: one hot file asked for with share
+                                                 hit_ratio, evenly spread; every other request
+                                                 for a file of the same size never asked for
+                                                 before (a `same-size` set of 1 + requests files)
   zipf      {alpha, requests, fileset, mapping}  Zipf(alpha) over the file set's N files
   worldcup  {log, requests, skip}                the successful GETs of a World Cup 98 log
   mix       {per_client, subsets, parts: [{site, weight, alpha, fileset, mapping}]}
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 from pathlib import Path
 
@@ -83,6 +88,8 @@ def build(spec: dict, seed: int) -> list[str]:
     paths = [p for p, _ in files]
     if kind == "single":
         return paths
+    if kind == "hit-ratio":
+        return hit_ratio_paths(paths, float(spec["hit_ratio"]), int(spec["requests"]))
     if kind == "zipf":
         alpha = float(spec["alpha"])
         per_client = spec.get("per_client")
@@ -95,7 +102,24 @@ def build(spec: dict, seed: int) -> list[str]:
         for k in range(subsets):
             out += [paths[order[r]] for r in zipf_sample(len(paths), alpha, count, seed + 7919 * k)]
         return out
-    raise TraceError(f"unknown trace kind {kind!r} (expected single, zipf or worldcup)")
+    raise TraceError(f"unknown trace kind {kind!r} (expected single, hit-ratio, zipf or worldcup)")
+
+
+def hit_ratio_paths(paths: list[str], hit_ratio: float, requests: int) -> list[str]:
+    """004 §5.2.2: request i is for the hot file paths[0] when it keeps the share of hot
+    requests so far at `hit_ratio` (evenly spread), else for the next file never asked for
+    before; after a first miss on the hot file, every hot request can hit the page cache."""
+    if not 0 <= hit_ratio <= 1 or requests <= 0:
+        raise TraceError(f"hit-ratio needs 0 <= hit_ratio <= 1 and requests > 0, got "
+                         f"{hit_ratio}, {requests}")
+    out, cold = [], 1
+    for i in range(requests):
+        if math.floor((i + 1) * hit_ratio) > math.floor(i * hit_ratio):
+            out.append(paths[0])
+        else:
+            out.append(paths[cold])
+            cold += 1
+    return out
 
 
 def mix_pattern(spec: dict) -> list[int]:
@@ -141,6 +165,9 @@ def fileset_of(spec: dict) -> dict:
     """The file-set spec a trace spec draws from (of a single-set kind)."""
     if spec.get("kind") == "single":
         return {"kind": "single", "size": int(spec["size"])}
+    if spec.get("kind") == "hit-ratio":
+        # one set per size and request count: the hit ratios of that size share it
+        return {"kind": "same-size", "size": int(spec["size"]), "files": 1 + int(spec["requests"])}
     if spec.get("kind") == "worldcup":
         return {k: spec[k] for k in ("kind", "log", "requests", "skip") if k in spec}
     if "fileset" not in spec:

@@ -20,7 +20,8 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
-            "hot-tmpfs": "compose/hot-tmpfs.yml"}
+            "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml"}
+NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
@@ -61,6 +62,8 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
             files.append(OVERLAYS["pvfs-disk"])
     if hot:
         files.append(OVERLAYS["hot-tmpfs"])
+    if settings.get("web_memory"):
+        files.append(OVERLAYS["web-memory"])
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     if host == "web" or host.startswith("198.18.2."):
         files.append(OVERLAYS["loadgen-back"])
@@ -157,6 +160,8 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
         "WEB_MMAP": "On" if settings["web_mmap"] else "Off",
         "TIERBENCH_RESULTS": str(results_root()),
     })
+    if settings.get("web_memory"):
+        env["WEB_MEMORY"] = str(settings["web_memory"])
     return env
 
 
@@ -289,11 +294,35 @@ def log(msg: str) -> None:
 def down() -> None:
     """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
-    # `--profile pfs`: the OrangeFS services only start when named, but must always go.
-    files = ["docker-compose.yml", *OVERLAYS.values()]
+    # `--profile pfs` / `net`: the OrangeFS and network-benchmark services only start when
+    # named, but must always go (with their networks).
+    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
-          "--profile", "pfs", "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
+          "--profile", "pfs", "--profile", "net", "down", "-v", "--remove-orphans",
+          "--timeout", "10"], timeout=300)
     unmount_tmpfs()
+
+
+def evict_docroot() -> int:
+    """Drop the files of the docroot volume from the host's page cache (written back first,
+    then posix_fadvise DONTNEED on each): the next read of each comes from the disk. Only the
+    project's own volume is touched. Returns how many files."""
+    name = f"{PROJECT}_docroot"
+    where = Path(_run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", name]).strip())
+    os.sync()
+    count = 0
+    for folder, _, names in os.walk(where):
+        for entry in names:
+            try:
+                fd = os.open(os.path.join(folder, entry), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                count += 1
+            finally:
+                os.close(fd)
+    return count
 
 
 def containers() -> dict[str, Container]:
