@@ -145,6 +145,16 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  **({"proxy_hit_ratio": 0.8 + 0.2 * a} if m == cache[1] else {})}
                 for a in alphas for m in cache for r in reps]
         return rows, traces, cache, True
+    if name == "dc-cache-hit":
+        sizes, ratios = (4096, 65536, 1048576), (1.0, 0.5, 0.0)
+        traces = [{"name": f"{s // 1024}k-hit{round(100 * h)}", "kind": "hit-ratio", "size": s,
+                   "hit_ratio": h, "requests": 1000} for s in sizes for h in ratios]
+        rows = [{"trace": f"{s // 1024}k-hit{round(100 * h)}", "mode": "offloads-on",
+                 "repetition": r, "tps": 5000.0 / (1 + i) * (0.5 + h / 2) + r,
+                 "p50_ms": 0.2 * (1 + i) * (2 - h) + 0.01 * r,
+                 "page_cache_hit_ratio": h * 0.98 + 0.01, "web_disk_read_mb": 10.0 * (1 - h)}
+                for i, s in enumerate(sizes) for h in ratios for r in reps]
+        return rows, traces, ("offloads-on",), True
     if name == "dc-clients":
         traces = [{"name": "single-16k", "kind": "single", "size": 16384}]
         rows = [{"trace": "single-16k", "mode": m, "users": u, "repetition": r,

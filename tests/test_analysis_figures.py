@@ -37,6 +37,7 @@ EXPECTED = {
                   ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
     "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
                        ["proxy-cache-off", "proxy-cache-on"]),
+    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["4096", "65536", "1048576"]),
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586"}
