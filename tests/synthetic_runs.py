@@ -194,6 +194,21 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                         access="native" if fs == "orangefs-native" else "posix")
                 for i, fs in enumerate(fss) for b in (4096, 65536, 1048576) for r in reps]
         return rows, [], ("offloads-on",), False
+    if name == "net-streams":
+        rows = [{"trace": "", "connections": c, "write_size": 131072, "direction": "uni",
+                 "mode": m, "repetition": r,
+                 "mb_per_s": 600.0 + 10 * c ** 0.5 + (1900 if m == onoff[0] else 0) + r,
+                 "server_cpu_pct": 50.0 + 0.1 * c - (10 if m == onoff[0] else 0),
+                 "server_cpu_us_per_kb": 0.5 if m == onoff[0] else 1.5,
+                 "bytes_moved": 1024 * 1000, "cpu_s_servers": 0.001 * r}
+                for c in (1, 4, 16, 60, 120) for m in onoff for r in reps]
+        return rows, [], onoff, True
+    if name == "net-latency":
+        rows = [{"trace": "", "message_size": s, "mode": m, "repetition": r,
+                 "p50_us": 20.0 + s / 1000 + (0 if m == onoff[0] else 2) + 0.1 * r,
+                 "p99_us": 40.0 + s / 500, "host_cpu_us_per_kb": 5.0}
+                for s in (14, 256, 4096, 16384, 65536) for m in onoff for r in reps]
+        return rows, [], onoff, True
     if name == "net-conns":
         rows = [{"trace": f"write-{w // 1024}k", "write_size": w, "connections": c, "mode": m,
                  "repetition": r, "mb_per_s": 100.0 + r, "bytes_moved": 1024 * 1000,
