@@ -242,3 +242,21 @@ def test_sum_throughput_of_concurrent_runs():
     assert s["bits_per_second"] == pytest.approx(a["bits_per_second"] + b["bits_per_second"])
     with pytest.raises(ValueError, match="no runs"):
         net.sum_throughput([])
+
+
+def test_established_connections_from_proc_net_tcp() -> None:
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+        "timeout inode\n"
+        "   0: 00000000:1389 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000"
+        "        0 12345 1 0000000000000000 100 0 0 10 0\n"
+        "   1: 0604120C:9A3E 0404120C:1389 01 00000000:00000000 00:00000000 00000000  1000"
+        "        0 12346 1 0000000000000000 20 4 30 10 -1\n"
+        "   2: 0604120C:9A40 0404120C:1389 01 00000000:00000000 00:00000000 00000000  1000"
+        "        0 12347 1 0000000000000000 20 4 30 10 -1\n"
+        "   3: 0604120C:9A42 0404120C:1389 06 00000000:00000000 03:00000F4B 00000000     0"
+        "        0 0 3 0000000000000000\n")
+    assert net.count_established_proc(table) == 2
+    assert net.count_established_proc(table.splitlines()[0]) == 0
+    with pytest.raises(net.NetParseError, match="not a line of /proc/net/tcp"):
+        net.count_established_proc(table + "garbage here\n")

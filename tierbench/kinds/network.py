@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 import subprocess
 import time
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import ConfigError
@@ -41,6 +43,7 @@ from tierbench.kinds.contract import (
     Point,
     PointContext,
     PointResult,
+    RunEnds,
     Tier,
     log,
 )
@@ -52,7 +55,11 @@ from tierbench.placement import compose as stack
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
 TESTS = ("stream", "latency")
-PORTS_PER_RECEIVER = 4  # iperf 2 servers per receiver (NET_IPERF_SERVERS in compose/net.yml)
+# iperf 2 servers per receiver (NET_IPERF_SERVERS in compose/net.yml): at least 4, and enough
+# that none serves more than PER_SERVER connections: an iperf 2.1.8 server accepting 375 at once
+# was seen to crash here (malloc: corrupted list) and take its receiver down with it
+PORTS_PER_RECEIVER = 4
+PER_SERVER = 100
 IMAGE = "tierbench-net"
 MAX_CONNECTIONS = 6000
 
@@ -77,10 +84,16 @@ class NetSettings(Model):
     net: Net
 
 
-def slots(receivers: int, addresses: list[str], connections: int) -> list[tuple[str, int, int]]:
+def iperf_servers(n: Net) -> int:
+    """iperf 2 servers each receiver runs for the experiment's largest point."""
+    most = max(n.connections) if n.test == "stream" else 1
+    return max(PORTS_PER_RECEIVER, -(-most // (n.receivers * PER_SERVER)))
+
+
+def slots(addresses: list[str], ports_each: int, connections: int) -> list[tuple[str, int, int]]:
     """(receiver address, iperf port, connections) per sender process: the connections spread
     evenly over every receiver's iperf servers, the busiest getting at most one more."""
-    ports = [(a, net.IPERF_PORT + k) for k in range(PORTS_PER_RECEIVER) for a in addresses]
+    ports = [(a, net.IPERF_PORT + k) for k in range(ports_each) for a in addresses]
     ports = ports[: max(1, min(len(ports), connections))]
     base, extra = divmod(connections, len(ports))
     return [(a, p, base + (1 if i < extra else 0)) for i, (a, p) in enumerate(ports)
@@ -153,7 +166,9 @@ class NetKind(Kind):
                 f"with seed {exp.seed}; test {n.test} ({tool}), 1 sender, {n.receivers} "
                 "receiver(s)",
                 f"per point: settle {exp.settle_s:g} s + warm-up {n.warmup_s} s + measured "
-                f"{n.measure_s} s + about 4 s to start and stop the tools"]
+                f"{n.measure_s} s + about 4 s to start and stop the tools"
+                + (f"; {iperf_servers(n)} iperf servers per receiver" if n.test == "stream"
+                   else "")]
 
     def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The network tier."""
@@ -185,13 +200,17 @@ class NetKind(Kind):
                previous: Deployment | None, point: Point) -> Deployment:
         """compose/net.yml up: 1 sender and the receivers (the web stack goes first)."""
         receivers = int(key)  # type: ignore[arg-type]
-        log(f"tierbench: bringing the network tier up (1 sender, {receivers} receiver(s))")
+        ports = iperf_servers(self.settings(exp))
+        log(f"tierbench: bringing the network tier up (1 sender, {receivers} receiver(s), "
+            f"{ports} iperf servers each)")
         stack.down()
-        env = {**stack.dotenv(), **os.environ}
+        env = {**stack.dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports)}
         stack.compose([*net_files(), "up", "-d", "--wait", "--scale",
                        f"{RECEIVER}={receivers}", "--scale", f"{SENDER}=1", RECEIVER, SENDER],
                       env, timeout=300)
-        return discover(receivers)
+        deployment = discover(receivers)
+        deployment.info["ports"] = ports
+        return deployment
 
     def running(self) -> Deployment | None:
         """The network tier, when it is up."""
@@ -219,7 +238,12 @@ class NetKind(Kind):
                 values = self.stream(ctx, n)
             else:
                 values = self.latency(ctx, n)
-        except (net.NetParseError, ValueError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired as exc:
+            ctx.sampler.stop()
+            return PointResult(error=f"{exc.cmd[4] if len(exc.cmd) > 4 else 'the tool'} did "
+                               f"not finish within {exc.timeout:.0f} s and was stopped (the "
+                               "host may be overloaded by this many connections)")
+        except (net.NetParseError, ValueError) as exc:
             ctx.sampler.stop()
             return PointResult(error=f"{exc}")
         samples = ctx.sampler.stop()
@@ -238,26 +262,40 @@ class NetKind(Kind):
         """iperf 2 from the sender to every receiver's ports at once; connections counted."""
         f = ctx.point.factors
         sender = ctx.deployment.info["sender"]
-        plan = slots(n.receivers, ctx.deployment.info["addresses"], f["connections"])
-        procs = []
-        for i, (address, port, conns) in enumerate(plan):
-            argv = net.iperf2_command(address, port=port, streams=conns,
-                                      duration_s=n.measure_s, warmup_s=n.warmup_s,
-                                      interval_s=1, write_size=f["write_size"],
-                                      window=n.window, direction=f["direction"])
-            out = (ctx.dir / f"iperf-{i + 1}.csv").open("w")
-            procs.append((subprocess.Popen(["docker", "exec", sender.id, *argv], stdout=out,
-                                           stderr=subprocess.STDOUT), out))
-        # while every stream runs: how many connections the sender holds established
-        time.sleep(n.warmup_s + n.measure_s / 2)
-        ss = subprocess.run(["docker", "exec", sender.id, "ss", "-Htn", "state", "established"],
-                            capture_output=True, text=True, timeout=60)
-        (ctx.dir / "ss.txt").write_text(ss.stdout)
-        established = net.count_established(ss.stdout)
-        deadline = time.monotonic() + n.warmup_s + n.measure_s + 60
-        for proc, out in procs:
-            proc.wait(timeout=max(1, deadline - time.monotonic()))
-            out.close()
+        plan = slots(ctx.deployment.info["addresses"],
+                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER), f["connections"])
+        # every sender process starts at once from one shell in the sender (one `docker exec`
+        # per process would start them seconds apart on a loaded host), each line tagged with
+        # its process number; the raw output is split per process afterwards
+        commands = [net.iperf2_command(address, port=port, streams=conns, interval_s=1,
+                                       duration_s=n.measure_s, warmup_s=n.warmup_s,
+                                       write_size=f["write_size"], window=n.window,
+                                       direction=f["direction"])
+                    for address, port, conns in plan]
+        script = " ".join(f"({shlex.join(argv)} 2>&1 | sed -u 's/^/{k} /') &"
+                          for k, argv in enumerate(commands, 1)) + " wait"
+        raw = ctx.dir / "iperf.txt"
+        with raw.open("w") as out:
+            proc = subprocess.Popen(["docker", "exec", sender.id, "sh", "-c", script],
+                                    stdout=out, stderr=subprocess.STDOUT)
+            try:
+                # while every stream runs: the connections the sender's namespace holds
+                time.sleep(n.warmup_s + n.measure_s / 2)
+                established = established_now(sender.pid, ctx.dir / "established.txt")
+                proc.wait(timeout=n.warmup_s + n.measure_s + 60)
+            finally:
+                if proc.poll() is None:  # ours, still running after a failure: end it all
+                    subprocess.run(["docker", "exec", sender.id, "pkill", "-KILL", "-f",
+                                    "iperf -c"], capture_output=True, timeout=120, check=False)
+                    proc.kill()
+                    proc.wait(timeout=30)
+        parts: dict[int, list[str]] = {k: [] for k in range(1, len(plan) + 1)}
+        for line in raw.read_text().splitlines():
+            tag, _, rest = line.partition(" ")
+            if tag.isdigit() and int(tag) in parts:
+                parts[int(tag)].append(rest)
+        for k, lines in parts.items():
+            (ctx.dir / f"iperf-{k}.csv").write_text("\n".join(lines) + "\n")
         results = [net.parse_iperf2_csv((ctx.dir / f"iperf-{i + 1}.csv").read_text(),
                                         warmup_s=n.warmup_s) for i in range(len(plan))]
         total = net.sum_throughput(results)
@@ -282,6 +320,16 @@ class NetKind(Kind):
         return {"latency_avg_us": r["avg"], "p50_us": pct.get("50"), "p99_us": pct.get("99"),
                 "messages": r["received_messages"], "messages_per_s": rate,
                 "bytes_per_s": 2 * rate * f["message_size"]}
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A receiver that stopped ends the run with one sentence naming it."""
+        running = {c.id for c in stack.replicas()}
+        down = [c.name for c in deployment.info["receivers"] if c.id not in running]
+        if down:
+            raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
+                          + (f" ({row['error']})" if row.get("error") else "")
+                          + f": see `docker logs {down[0]}`; the run ends here")
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
@@ -352,6 +400,19 @@ def cpu_figures(first: dict, last: dict, bytes_per_s: float) -> dict[str, Any]:
                     "server_cpu_us_per_kb": receivers * 1e6 / kb,
                     "host_cpu_us_per_kb": host["busy_s"] * 1e6 / kb})
     return out
+
+
+def established_now(pid: int, keep: Path) -> int:
+    """Established TCP connections in the network namespace of `pid`, from its /proc tables
+    (kept in `keep`)."""
+    tables = []
+    for name in ("tcp", "tcp6"):
+        try:
+            tables.append(Path(f"/proc/{pid}/net/{name}").read_text())
+        except OSError:
+            continue
+    keep.write_text("".join(tables))
+    return sum(net.count_established_proc(t) for t in tables)
 
 
 def net_files() -> list[str]:
