@@ -203,6 +203,14 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "bytes_moved": 1024 * 1000, "cpu_s_servers": 0.001 * r}
                 for c in (1, 4, 16, 60, 120) for m in onoff for r in reps]
         return rows, [], onoff, True
+    if name == "net-csum":
+        modes = ("offloads-on", "checksum-off")
+        rows = [{"trace": "", "connections": 1, "write_size": w, "direction": "uni", "mode": m,
+                 "repetition": r, "mb_per_s": 2000.0 + r,
+                 "server_cpu_us_per_kb": (0.2 if m == modes[0] else 0.5) + 0.01 * r,
+                 "client_cpu_us_per_kb": (0.3 if m == modes[0] else 0.9) + 0.01 * r}
+                for w in (16384, 65536) for m in modes for r in reps]
+        return rows, [], modes, True
     if name == "net-latency":
         rows = [{"trace": "", "message_size": s, "mode": m, "repetition": r,
                  "p50_us": 20.0 + s / 1000 + (0 if m == onoff[0] else 2) + 0.1 * r,
