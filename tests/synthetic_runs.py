@@ -211,6 +211,19 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "client_cpu_us_per_kb": (0.3 if m == modes[0] else 0.9) + 0.01 * r}
                 for w in (16384, 65536) for m in modes for r in reps]
         return rows, [], modes, True
+    if name == "net-bw":
+        rows = [{"trace": "", "receivers": n, "connections": 1, "write_size": 131072,
+                 "direction": d, "mode": m, "repetition": r,
+                 "mb_per_s": 500.0 * n * (2 if d == "bi" else 1) + (900 if m == onoff[0] else 0)
+                 + r, "server_cpu_pct": 20.0 * n - (5 if m == onoff[0] else 0)}
+                for n in (1, 2, 4, 6) for d in ("uni", "bi") for m in onoff for r in reps]
+        return rows, [], onoff, True
+    if name == "net-msgsize":
+        rows = [{"trace": "", "receivers": 4, "connections": 1, "write_size": w,
+                 "direction": "uni", "mode": m, "repetition": r, "mb_per_s": 2000.0 + r,
+                 "server_cpu_us_per_kb": (0.2 if m == onoff[0] else 0.6) + 1000 / w}
+                for w in (16384, 65536, 1048576) for m in onoff for r in reps]
+        return rows, [], onoff, True
     if name == "net-latency":
         rows = [{"trace": "", "message_size": s, "mode": m, "repetition": r,
                  "p50_us": 20.0 + s / 1000 + (0 if m == onoff[0] else 2) + 0.1 * r,

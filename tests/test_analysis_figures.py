@@ -40,6 +40,10 @@ EXPECTED = {
     "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["4096", "65536", "1048576"]),
     "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
     "net-latency": ("lines", ["14", "256", "4,096", "16,384", "65,536"], ON_OFF),
+    "net-bw": ("lines", ["1", "2", "4", "6"],
+               ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
+                "bi · offloads-off"]),
+    "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
     "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",

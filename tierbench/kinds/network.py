@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import ConfigError
-from tierbench.config.models import Model, choice, one_or_many, whole
+from tierbench.config.models import Model, choice, flag, one_or_many, whole
 from tierbench.interfaces import netif
 from tierbench.kinds import net
 from tierbench.kinds.contract import (
@@ -68,8 +68,11 @@ class Net(Model):
     """The `net:` block of a network experiment."""
 
     test: choice(*TESTS)
-    receivers: whole(1, 15) = 1
+    # receivers (000's links: one receiver per port of the sender); a list is a factor
+    receivers: one_or_many(whole(1, 15), "whole number") = [1]
     connections: one_or_many(whole(1, MAX_CONNECTIONS), "whole number") = [1]
+    # connections counts per receiver (000 NET-bw: one connection per link and direction)
+    per_receiver: flag() = False
     write_size: one_or_many(whole(1, 16 * 1024 * 1024), "whole number") = [131072]
     direction: one_or_many(choice("uni", "bi"), "direction") = ["uni"]
     window: whole(4096) | None = None
@@ -84,10 +87,15 @@ class NetSettings(Model):
     net: Net
 
 
-def iperf_servers(n: Net) -> int:
-    """iperf 2 servers each receiver runs for the experiment's largest point."""
-    most = max(n.connections) if n.test == "stream" else 1
-    return max(PORTS_PER_RECEIVER, -(-most // (n.receivers * PER_SERVER)))
+def total_connections(n: Net, connections: int, receivers: int) -> int:
+    """The connections of a point in all (per receiver when the experiment says so)."""
+    return connections * receivers if n.per_receiver else connections
+
+
+def iperf_servers(n: Net, receivers: int) -> int:
+    """iperf 2 servers each of `receivers` receivers runs for the experiment's largest point."""
+    most = total_connections(n, max(n.connections), receivers) if n.test == "stream" else 1
+    return max(PORTS_PER_RECEIVER, -(-most // (receivers * PER_SERVER)))
 
 
 def slots(addresses: list[str], ports_each: int, connections: int) -> list[tuple[str, int, int]]:
@@ -124,11 +132,12 @@ class NetKind(Kind):
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         n = self.settings(exp)
-        block: dict[str, Any] = {"test": n.test, "receivers": n.receivers,
+        block: dict[str, Any] = {"test": n.test, "receivers": list(n.receivers),
                                  "warmup_s": n.warmup_s, "measure_s": n.measure_s}
         if n.test == "stream":
-            block.update(connections=list(n.connections), write_size=list(n.write_size),
-                         direction=list(n.direction), window=n.window)
+            block.update(connections=list(n.connections), per_receiver=n.per_receiver,
+                         write_size=list(n.write_size), direction=list(n.direction),
+                         window=n.window)
         else:
             block.update(message_size=list(n.message_size))
         return {"name": exp.name, "kind": self.name, "description": exp.description,
@@ -137,20 +146,26 @@ class NetKind(Kind):
                 "net": block}
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
-        """stream: write size x direction x connections; latency: message size; x mode x rep."""
+        """receivers x (stream: write size x direction x connections; latency: message size)
+        x mode x repetition."""
         n = self.settings(exp)
+        factors: list[tuple[str, list[Any]]] = [("receivers", list(n.receivers))]
         if n.test == "stream":
-            factors: list[tuple[str, list[Any]]] = [
-                ("write_size", list(n.write_size)), ("direction", list(n.direction)),
-                ("connections", list(n.connections))]
+            factors += [("write_size", list(n.write_size)), ("direction", list(n.direction)),
+                        ("connections", list(n.connections))]
         else:
-            factors = [("message_size", list(n.message_size))]
+            factors += [("message_size", list(n.message_size))]
         return factors + [("mode", [m.name for m in exp.modes]),
                           ("repetition", list(range(1, exp.repetitions + 1)))]
 
     def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
-        """One deployment: the receivers."""
-        return self.settings(exp).receivers
+        """The number of receivers: each number is one deployment."""
+        return combo["receivers"]
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled within each number of receivers, those in the order listed."""
+        listed = list(self.settings(exp).receivers)
+        return sorted(combos, key=lambda c: listed.index(c["receivers"]))
 
     # -- plan
     def point_seconds(self, exp: Experiment) -> float:
@@ -163,16 +178,16 @@ class NetKind(Kind):
         n = self.settings(exp)
         tool = "iperf 2" if n.test == "stream" else "sockperf ping-pong"
         return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {n.test} ({tool}), 1 sender, {n.receivers} "
-                "receiver(s)",
+                f"with seed {exp.seed}; test {n.test} ({tool}), 1 sender, "
+                f"{'/'.join(map(str, n.receivers))} receiver(s)",
                 f"per point: settle {exp.settle_s:g} s + warm-up {n.warmup_s} s + measured "
                 f"{n.measure_s} s + about 4 s to start and stop the tools"
-                + (f"; {iperf_servers(n)} iperf servers per receiver" if n.test == "stream"
+                + ("; connections per receiver" if n.per_receiver and n.test == "stream"
                    else "")]
 
     def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The network tier."""
-        return (f"  -- network tier: 1 sender ({SENDER}), {self.settings(exp).receivers} "
+        return (f"  -- network tier: 1 sender ({SENDER}), {point['receivers']} "
                 f"receiver(s) ({RECEIVER}) on 198.18.4.0/24")
 
     def point_line(self, exp: Experiment, point: Point) -> str:
@@ -183,9 +198,9 @@ class NetKind(Kind):
     def what(self, point: Point) -> str:
         f = point.factors
         if "connections" in f:
-            return (f"conns={f['connections']} write={f['write_size']} "
+            return (f"rx={f['receivers']} conns={f['connections']} write={f['write_size']} "
                     f"dir={f['direction']}")
-        return f"message={f['message_size']} B"
+        return f"rx={f['receivers']} message={f['message_size']} B"
 
     def point_title(self, exp: Experiment, point: Point) -> str:
         """How the progress line names a point."""
@@ -200,7 +215,7 @@ class NetKind(Kind):
                previous: Deployment | None, point: Point) -> Deployment:
         """compose/net.yml up: 1 sender and the receivers (the web stack goes first)."""
         receivers = int(key)  # type: ignore[arg-type]
-        ports = iperf_servers(self.settings(exp))
+        ports = iperf_servers(self.settings(exp), receivers)
         log(f"tierbench: bringing the network tier up (1 sender, {receivers} receiver(s), "
             f"{ports} iperf servers each)")
         stack.down()
@@ -263,7 +278,8 @@ class NetKind(Kind):
         f = ctx.point.factors
         sender = ctx.deployment.info["sender"]
         plan = slots(ctx.deployment.info["addresses"],
-                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER), f["connections"])
+                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER),
+                     total_connections(n, f["connections"], f["receivers"]))
         # every sender process starts at once from one shell in the sender (one `docker exec`
         # per process would start them seconds apart on a loaded host), each line tagged with
         # its process number; the raw output is split per process afterwards
@@ -336,7 +352,7 @@ class NetKind(Kind):
         """point, test, factors, mode, repetition."""
         n = self.settings(exp)
         return {"point": point.id, "test": n.test, **point.factors, "mode": point.mode,
-                "repetition": point.repetition, "receivers": n.receivers}
+                "repetition": point.repetition}
 
     def columns(self, exp: Experiment) -> list[Column]:
         """Identity, then the figures of the test."""
@@ -346,7 +362,7 @@ class NetKind(Kind):
         figures = (["mbit_per_s", "mb_per_s", "connections_established", "sender_processes"]
                    if n.test == "stream" else
                    ["p50_us", "p99_us", "latency_avg_us", "messages_per_s"])
-        return [Column(c) for c in ["point", "test", *ident, "mode", "repetition", "receivers",
+        return [Column(c) for c in ["point", "test", "receivers", *ident, "mode", "repetition",
                                     *figures, *CPU_COLUMNS]]
 
     def brief(self, row: dict[str, Any]) -> str:
@@ -366,7 +382,8 @@ class NetKind(Kind):
         fam = next((f for f in FAMILIES if name.startswith(f)),
                    "net-latency" if block.get("test") == "latency" else "net-streams")
         spec = copy.deepcopy(FAMILIES[fam])
-        order = {k: list(block[k]) for k in ("connections", "write_size", "message_size")
+        order = {k: list(block[k]) for k in ("receivers", "connections", "write_size",
+                                             "direction", "message_size")
                  if isinstance(block.get(k), list)}
         spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
         return spec
@@ -681,3 +698,57 @@ FAMILIES['net-csum'] = {
                        'micro-benchmark (one hot buffer) against 5.17 inside the data center '
                        '(cache misses), and up to 15 % less response time at 16 KB with '
                        'checksum offload; the testbed measures the saving instead'}}
+FAMILIES['net-bw'] = {
+ 'kind': 'net',
+ 'family': 'net-bw',
+ 'title': 'Throughput and receiver CPU by links, one way and both ways (000 §4.1 Fig. 3)',
+ 'description': 'One connection per receiver (a link in the paper) and direction, 1..N '
+                'receivers, data one way and then both ways on the same sockets.',
+ 'phases': None,
+ 'factors': ['receivers', 'direction'],
+ 'sections': ['direction'],
+ 'primary': {'column': 'mb_per_s', 'label': 'throughput', 'unit': 'MB/s'},
+ 'columns': ['mbit_per_s', 'connections_established', 'client_cpu_pct', 'server_cpu_pct',
+             'client_cpu_us_per_kb', 'server_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'costs': ['server_cpu_us_per_kb', 'client_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'benefit': ['server_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'baseline': None,
+ 'figures': [{'type': 'lines', 'x': 'receivers', 'y': 'mb_per_s', 'scale': 8,
+              'series': ['direction', 'mode'], 'title': 'Measured here: throughput',
+              'xlabel': 'links (receivers)', 'ylabel': 'Mb/s'},
+             {'type': 'lines', 'x': 'receivers', 'y': 'server_cpu_pct',
+              'series': ['direction', 'mode'], 'title': "Measured here: the receivers' CPU",
+              'xlabel': 'links (receivers)', 'ylabel': 'CPU (% of one core)'}],
+ 'reference': {'figure': '000 §4.1 Fig. 3',
+               'labels': ['with I/OAT', 'without I/OAT'],
+               'rows': [],
+               'note': 'with 6 GbE ports: 5635 Mb/s one way and 9600 Mb/s both ways; the '
+                       "receiver's CPU was lower with I/OAT at every number of ports"}}
+FAMILIES['net-msgsize'] = {
+ 'kind': 'net',
+ 'family': 'net-msgsize',
+ 'title': 'Throughput and CPU by message size (000 §4.5 Fig. 7)',
+ 'description': '4 connections from one sender to 4 receivers, each write one message of '
+                '16 KB..128 KB (Fig. 7a) or 1 MB and more (Fig. 7b).',
+ 'phases': None,
+ 'factors': ['write_size'],
+ 'sections': [],
+ 'primary': {'column': 'mb_per_s', 'label': 'throughput', 'unit': 'MB/s'},
+ 'columns': ['mbit_per_s', 'client_cpu_pct', 'server_cpu_pct', 'client_cpu_us_per_kb',
+             'server_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'costs': ['server_cpu_us_per_kb', 'client_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'benefit': ['server_cpu_us_per_kb', 'host_cpu_us_per_kb'],
+ 'baseline': None,
+ 'figures': [{'type': 'lines', 'x': 'write_size', 'y': 'server_cpu_us_per_kb', 'logx': True,
+              'series': 'mode', 'title': "Measured here: the receivers' CPU per KB",
+              'xlabel': 'message (write) size (bytes)', 'ylabel': 'CPU (µs / KB)'},
+             {'type': 'lines', 'x': 'write_size', 'y': 'mb_per_s', 'scale': 8, 'logx': True,
+              'series': 'mode', 'title': 'Measured here: throughput',
+              'xlabel': 'message (write) size (bytes)', 'ylabel': 'Mb/s'}],
+ 'reference': {'figure': '000 §4.5 Fig. 7',
+               'labels': ['DMA engine + split headers', 'none'],
+               'rows': [],
+               'note': "000 compared no offload, the DMA copy engine and the engine with split "
+                       "headers: the receiver's CPU fell with both, most for large messages; "
+                       'the testbed has no DMA engine (NET-dmacopy) and compares the modes that '
+                       'exist (GRO, header-data split where the NIC has it)'}}
