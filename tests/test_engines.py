@@ -128,18 +128,23 @@ def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
     assert agg["counts"]["count_mismatch"] is False
 
 
-def test_locust_window_starts_at_the_first_request_and_counts_are_checked(tmp_path: Path) -> None:
+def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
+    """A real quick point (wrk, 16 connections): the load began 0.387 s into its first second
+    and stopped 0.392 s into its last; those seconds hold only requests of the run."""
+    per = {714: 3984, 715: 6832, 716: 6432, 717: 6672, 718: 6784, 719: 6464, 720: 2768}
+    summary = wrk_summary(714.387085, 714.387085, per)
+    summary["duration_s"], summary["requests"] = 6.004983, 39920
+    agg = loadgen.aggregate_of(summary, connections=16)
+    assert agg["requests"] == 39920 and agg["threads_apart_s"] == 0.0
+    assert agg["counts"] == {"engine_requests": 39920, "records_requests": 39936,
+                             "count_mismatch": False}
+
+
+def test_locust_window_starts_at_the_first_request() -> None:
     spec = LoadSpec("locust", 10, 2.0, 5.0)
     # the users read their traces for 4 s before the first request went out
     reqs = [metrics.Request(104.0 + k / 100, 10.0, 1, 200) for k in range(1, 801)]
     assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
-    stats = tmp_path / "locust_stats.csv"
-    stats.write_text("Type,Name,Request Count,Failure Count\nGET,/a,800,0\n,Aggregated,800,0\n")
-    assert loadgen.locust_counts(stats, 800, 10)["count_mismatch"] is False
-    assert loadgen.locust_counts(stats, 700, 10) == {"engine_requests": 800,
-                                                     "records_requests": 700,
-                                                     "count_mismatch": True}
-    assert loadgen.locust_counts(tmp_path / "absent.csv", 700, 10) == {}
 
 
 def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:

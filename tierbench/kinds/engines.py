@@ -203,7 +203,6 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     requests = metrics.read_requests(logs)
     window = locust_window(started, requests, spec)
     extra: dict = {"processes": spec.processes}
-    extra.update(locust_counts(point_dir / "locust_stats.csv", len(requests), spec.users))
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:
@@ -213,9 +212,10 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     return LoadResult("locust", started, window, requests, None, allowance, extra)
 
 
-# The engine's own request count and its records (wrk: per-second counts; Locust: per-request
-# records) may differ by the requests in flight when the run stops, and by no more than this
-# share beyond them; past it the point is flagged (summary.csv count_mismatch).
+# wrk's own request count and the replay's per-second records may differ by the requests in
+# flight when the run stops, and by no more than this share beyond them; past it the point is
+# flagged (summary.csv count_mismatch). Locust's TPS comes from its per-request records alone
+# (its statistics file counts requests differently: no cross-check).
 COUNT_TOLERANCE = 0.02
 
 
@@ -234,17 +234,6 @@ def locust_window(started: float, requests: list[metrics.Request],
     first = min((r.end_s - r.latency_ms / 1000 for r in requests), default=started)
     begin = max(started, first) + spec.warmup_s
     return (begin, begin + spec.measure_s)
-
-
-def locust_counts(stats_csv: Path, records: int, users: int) -> dict:
-    """Locust's own whole-run count (locust_stats.csv, Aggregated) against its request records."""
-    try:
-        with stats_csv.open(newline="") as fh:
-            rows = [r for r in csv.DictReader(fh) if r.get("Name") == "Aggregated"]
-        counted = int(rows[0]["Request Count"]) if rows else None
-    except (OSError, ValueError, KeyError, csv.Error):
-        counted = None
-    return {} if counted is None else count_check(counted, records, users)
 
 
 MASTER_PORT = 5557
@@ -447,11 +436,21 @@ def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, 
     return json.loads(out.read_text())
 
 
-def requests_in(per_second: list[dict], window: tuple[float, float]) -> float:
-    """Requests the replay counted per wall-clock second, prorated over the window's edges."""
+def requests_in(per_second: list[dict], window: tuple[float, float],
+                active: tuple[float, float]) -> float:
+    """Requests the replay counted per wall-clock second that fall inside the window. A
+    second's requests are spread over the part of it in which the load ran (`active`: from the
+    first thread's start to the end of the run), so that the seconds the run starts and ends in
+    are not counted short."""
     lo, hi = window
-    return sum(p["requests"] * max(0.0, min(p["t"] + 1, hi) - max(p["t"], lo))
-               for p in per_second)
+    total = 0.0
+    for p in per_second:
+        a, b = max(p["t"], active[0]), min(p["t"] + 1, active[1])
+        if b <= a:  # the load ran for no measurable part of this second
+            total += p["requests"] if lo <= p["t"] + 0.5 < hi else 0
+            continue
+        total += p["requests"] * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+    return total
 
 
 def aggregate_of(summary: dict, connections: int = 0) -> dict:
@@ -467,7 +466,7 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
     last = max(summary["started"], summary.get("started_last") or summary["started"])
     apart = last - summary["started"]
     window = (last, last + duration)
-    in_window = requests_in(summary["per_second"], window)
+    in_window = requests_in(summary["per_second"], window, (summary["started"], window[1]))
     counted = summary["requests"] - errors["status"]
     share = in_window / summary["requests"] if summary["requests"] else 0.0
     late = apart > 0.01 * duration
