@@ -491,8 +491,10 @@ def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -
     # Warm-up and measurement are two wrk runs: the second's counts and latency histogram cover
     # exactly the measured window, and no per-request Lua bookkeeping slows the replay.
     started = time.time()
+    warm: dict = {}
     if spec.warmup_s > 0:
-        _wrk_once(spec, loadgen, point_dir, trace, "warmup", max(1, math.ceil(spec.warmup_s)))
+        warm = _wrk_once(spec, loadgen, point_dir, trace, "warmup",
+                         max(1, math.ceil(spec.warmup_s)))
     summary = _wrk_once(spec, loadgen, point_dir, trace, "measure",
                         max(1, math.ceil(spec.measure_s)))
     agg = aggregate_of(summary, spec.users)
@@ -502,6 +504,11 @@ def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -
              **agg["counts"]}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
+    # Dynamic requests answered in the measured run, and write requests answered in both runs
+    # (the rows they inserted are counted after the point: the write check).
+    extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
+    extra["runs"] = 2 if warm else 1
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
 
 

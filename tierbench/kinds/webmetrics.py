@@ -82,9 +82,21 @@ def site_figures(path: Path, sites: dict[str, str], start: float, end: float) ->
         out[f"p50_ms_{site}"] = percentile(values, 50) if values else float("nan")
     return out
 
-
-
-
+def dynamic_figures(path: Path, start: float, end: float, dynamic_prefix: str,
+                    write_prefix: str) -> dict[str, float]:
+    """From the request log: successful dynamic requests (paths under `dynamic_prefix`) per
+    second in (start, end] (`dyn_tps`), and successful writes over the whole run
+    (`writes_ok`: the rows they inserted are counted after the point)."""
+    dynamic = writes = 0
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if not 200 <= int(r["status"]) < 400:
+                continue
+            writes += r["path"].startswith(write_prefix)
+            if start < float(r["end_s"]) <= end and r["path"].startswith(dynamic_prefix):
+                dynamic += 1
+    span = end - start
+    return {"dyn_tps": dynamic / span if span > 0 else 0.0, "writes_ok": writes}
 
 
 def summarize(samples: list[dict], requests: list[Request], *, start: float, end: float,

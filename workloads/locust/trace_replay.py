@@ -3,7 +3,8 @@ walking its own sequence of the trace (workloads/traces.py: offsets, or per-clie
 with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers,
 and logs how late each request left against its schedule. Every request is logged (end time,
 latency, bytes, path, status, lateness) so the control program counts exactly the measured
-window.
+window. Dynamic writes (paths under traces.WRITE_PREFIX) are sent as POST (Content-Length: 0),
+every other request as GET.
 
 Distributed (--processes, or --master with --worker processes in other containers or on other
 nodes): the master reads the trace and the settings and sends them to every worker before the
@@ -57,6 +58,11 @@ _env: dict = {}
 _refused: list[str] = []
 _received: dict[int, list] = {}  # master: worker index -> records
 _final: set[int] = set()  # master: workers whose last records arrived
+
+
+def method(path: str) -> str:
+    """POST for a dynamic write, GET for everything else."""
+    return "POST" if path.startswith(traces.WRITE_PREFIX) else "GET"
 
 
 def client_sequence(client: int, clients: int) -> list[str]:
@@ -218,7 +224,7 @@ class TraceUser(FastHttpUser):
     @task
     def replay(self) -> None:
         path = next(self._paths)
-        self.client.get(path, name="trace", context={"path": path})
+        self.client.request(method(path), path, name="trace", context={"path": path})
 
 
 class OpenLoopUser(FastHttpUser):
@@ -237,7 +243,8 @@ class OpenLoopUser(FastHttpUser):
         self._next = time.time() + self._interval * (i % users) / users
 
     def _send(self, path: str, late_ms: float) -> None:
-        self.client.get(path, name="trace", context={"path": path, "late_ms": late_ms})
+        self.client.request(method(path), path, name="trace",
+                            context={"path": path, "late_ms": late_ms})
 
     @task
     def arrive(self) -> None:
