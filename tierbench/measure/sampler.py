@@ -1,6 +1,7 @@
 """1 Hz sampling of CPU per container (cgroup v1 cpuacct or v2 cpu.stat) and the bytes its
-processes read from storage (page-cache misses, /proc/PID/io), of the host (/proc/stat) and of
-interface byte counters, written as JSON lines of raw cumulative counters."""
+processes read from storage (page-cache misses, /proc/PID/io), of the host (/proc/stat), of
+interface byte counters and of a kind's own probes (a server's cumulative counters, e.g. the
+database's transactions), written as JSON lines of raw cumulative counters."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -141,8 +143,12 @@ class Sampler:
     """Samples every second in a background thread; `stop()` takes a last sample and closes."""
 
     def __init__(self, out: Path, cgroups: dict[str, CgroupCpu], ifaces: dict[str, str],
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0,
+                 probes: dict[str, Callable[[], dict]] | None = None) -> None:
         self.out, self.cgroups, self.ifaces, self.interval = out, cgroups, ifaces, interval
+        # name -> a callable returning cumulative counters ({} when they cannot be read now);
+        # it must answer well within the interval.
+        self.probes = probes or {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self.samples: list[dict] = []
@@ -157,6 +163,8 @@ class Sampler:
                 sample["net"][label] = iface_counters(ifname)
             except OSError:
                 pass  # the interface went away (container stopped); the summary notices
+        if self.probes:
+            sample["probes"] = {name: probe() for name, probe in self.probes.items()}
         return sample
 
     def _loop(self) -> None:
