@@ -9,7 +9,11 @@
 // The body is the rows read (or the row written) followed by filler, cut to SIZE. Headers say
 // what was done: X-Tierbench-Query (the load generators count successful writes from it) and
 // X-Tierbench-Digest; Cache-Control: no-store keeps every cache (the proxy's) out of it.
-// A database that does not answer gives 503 at once (connect timeout 2 s).
+// A database that does not answer gives 503 at once (connect timeout 2 s). Each worker keeps
+// one persistent connection; after the database restarted, the first query on it fails: the
+// connection is reset, a read is tried once more, a write is not (its first attempt may have
+// committed), so at most one write request per worker fails after a restart. (PHP's own
+// pgsql.auto_reset_persistent would send an extra `select 1` with every request.)
 
 function fail(int $status, string $why): never
 {
@@ -42,19 +46,32 @@ if ($conn === false) {
     fail(503, 'the database does not answer');
 }
 
+/** The query's result, or false; a broken connection is reset (and a read tried again). */
+function run($conn, string $sql, array $params, bool $retry)
+{
+    $res = @pg_query_params($conn, $sql, $params);
+    if ($res === false && pg_connection_status($conn) !== PGSQL_CONNECTION_OK) {
+        if (!@pg_connection_reset($conn) || !$retry) {
+            return false;
+        }
+        $res = @pg_query_params($conn, $sql, $params);
+    }
+    return $res;
+}
+
 $filler = md5((string) $key);
 if ($query === 'write') {
     $digest = hash('sha256', $key . ':' . $size);
-    $res = @pg_query_params($conn, 'INSERT INTO writes (item, size, digest) VALUES ($1, $2, $3) '
-        . 'RETURNING id', [$key % $rows + 1, $size, $digest]);
+    $res = run($conn, 'INSERT INTO writes (item, size, digest) VALUES ($1, $2, $3) RETURNING id',
+               [$key % $rows + 1, $size, $digest], false);
     $head = $res === false ? false : 'written ' . pg_fetch_result($res, 0, 0) . ' ' . $digest;
 } elseif ($query === 'range') {
     $first = $key % max(1, $rows - $span + 1) + 1;
-    $res = @pg_query_params($conn, 'SELECT payload FROM items WHERE id >= $1 ORDER BY id '
-        . 'LIMIT $2', [$first, $span]);
+    $res = run($conn, 'SELECT payload FROM items WHERE id >= $1 ORDER BY id LIMIT $2',
+               [$first, $span], true);
     $head = $res === false ? false : implode('', pg_fetch_all_columns($res, 0));
 } else {
-    $res = @pg_query_params($conn, 'SELECT payload FROM items WHERE id = $1', [$key % $rows + 1]);
+    $res = run($conn, 'SELECT payload FROM items WHERE id = $1', [$key % $rows + 1], true);
     $head = $res === false ? false : (string) pg_fetch_result($res, 0, 0);
 }
 if ($head === false) {
