@@ -11,9 +11,12 @@ set -euo pipefail
 : "${DB_HOST:=db}" "${DB_PORT:=5432}" "${DB_ROWS:?}" "${DB_ROW_BYTES:?}" "${DB_SEED:?}"
 export PGPASSWORD="$DB_PASSWORD" PGCONNECT_TIMEOUT=5
 psql=(psql -X -q -v ON_ERROR_STOP=1 -h "$DB_HOST" -p "$DB_PORT" -U tierbench -d tierbench)
-have=$("${psql[@]}" -At -c "SELECT to_regclass('seed_info') IS NOT NULL AND to_regclass('writes') IS NOT NULL
-  AND EXISTS (SELECT 1 FROM seed_info WHERE rows = $DB_ROWS AND row_bytes = $DB_ROW_BYTES
-              AND seed = $DB_SEED AND complete)")
+have=$("${psql[@]}" -At -c "SELECT to_regclass('seed_info') IS NOT NULL
+  AND to_regclass('items') IS NOT NULL AND to_regclass('writes') IS NOT NULL")
+if [ "$have" = t ]; then
+  have=$("${psql[@]}" -At -c "SELECT EXISTS (SELECT 1 FROM seed_info WHERE rows = $DB_ROWS
+    AND row_bytes = $DB_ROW_BYTES AND seed = $DB_SEED AND complete)")
+fi
 if [ "$have" = t ]; then
   echo "db-seed: the data set of $DB_ROWS rows x $DB_ROW_BYTES bytes (seed $DB_SEED) is in place" >&2
   exit 0
