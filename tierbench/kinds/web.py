@@ -1636,6 +1636,8 @@ FAMILIES['dc-cpus'] = {'kind': 'web',
                'note': 'qualitative: TPS grows linearly with the CPUs for small files and stays '
                        'flat for large ones (I/O-bound); for small files more, slower CPUs beat '
                        'fewer, faster ones, for large files the faster CPU wins; dynamic '
-                       'content keeps computation and I/O interleaved at every size (Fig. 20b)'},
+                       'content keeps computation and I/O interleaved at every size (Fig. 20b). '
+                       "Here the half-speed platform's quota is each container's: compare it "
+                       'on the static traces, where only the web tier works'},
  'optional': APP_DB_OPTIONAL,
  'checks': ['write_check']}
