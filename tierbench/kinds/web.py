@@ -930,6 +930,11 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
     def listed(value: Any) -> list[Any]:  # older resolved experiments hold single values
         return list(value) if isinstance(value, list) else [value]
 
+    if any(isinstance(t, dict) and t.get("dynamic") for t in resolved.get("traces") or []):
+        # dynamic requests in a family of static ones: the application and database tiers'
+        # columns may be empty where they do not apply, and the write check is a check
+        spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), *APP_DB_OPTIONAL]))
+        spec["checks"] = list(dict.fromkeys([*spec.get("checks", []), "write_check"]))
     order = {"trace": [t["name"] if isinstance(t, dict) else t
                        for t in resolved.get("traces") or []],
              "users": listed((resolved.get("load") or {}).get("users")),
