@@ -155,9 +155,18 @@ class Sampler:
         self.error: str | None = None
 
     def sample(self) -> dict:
-        """One sample of every counter, stamped with the wall clock."""
-        sample = {"t": time.time(), "host": host_cpu(),
-                  "cpu": {name: cg.read() for name, cg in self.cgroups.items()}, "net": {}}
+        """One sample of every counter, stamped with the wall clock. A container that stopped
+        took its cgroup with it: it is left out (listed under "gone") and sampling goes on, so
+        a point during which a tier stops still counts what the others did."""
+        cpu, gone = {}, []
+        for name, cg in self.cgroups.items():
+            try:
+                cpu[name] = cg.read()
+            except OSError:
+                gone.append(name)
+        sample = {"t": time.time(), "host": host_cpu(), "cpu": cpu, "net": {}}
+        if gone:
+            sample["gone"] = gone
         for label, ifname in self.ifaces.items():
             try:
                 sample["net"][label] = iface_counters(ifname)
