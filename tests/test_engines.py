@@ -140,6 +140,24 @@ def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
                              "count_mismatch": False}
 
 
+def test_requests_served_between_two_samples_follow_an_uneven_rate() -> None:
+    """A hit-ratio point on a cold page cache (seen here): 720 requests in wrk's first second,
+    then 240 and 448, so the run's mean rate times an interval misstates what it served."""
+    summary = wrk_summary(539.03, 539.03, {539: 720, 540: 240, 541: 448, 542: 35})
+    summary["duration_s"], summary["requests"] = 3.02, 1443
+    summary["errors"]["status"] = 0
+    agg = loadgen.aggregate_of(summary, connections=1)
+    result = loadgen.LoadResult("wrk", 539.0, agg["window"], None, agg, 1.0)
+    assert loadgen.served_between(result, 540.0, 542.0) == pytest.approx(688)
+    # the same second's requests spread over the part of it the load ran in (from 539.03)
+    assert loadgen.served_between(result, 539.03, 539.515) == pytest.approx(360, abs=1)
+    # Locust: the records themselves, failures left out
+    records = [metrics.Request(540.5, 1.0, 10, 200), metrics.Request(541.0, 1.0, 10, 500),
+               metrics.Request(541.5, 1.0, 10, 200), metrics.Request(542.5, 1.0, 10, 200)]
+    locust = loadgen.LoadResult("locust", 539.0, (540.0, 543.0), records, None, 1.0)
+    assert loadgen.served_between(locust, 540.0, 542.0) == 2
+
+
 def test_locust_window_starts_at_the_first_request() -> None:
     spec = LoadSpec("locust", 10, 2.0, 5.0)
     # the users read their traces for 4 s before the first request went out

@@ -108,12 +108,12 @@ def test_per_second_rates() -> None:
 def test_page_cache_hit_ratio_from_the_web_tiers_disk_reads() -> None:
     first = {"cpu": {"web": {"usage_s": 1.0, "read_bytes": 1_000_000}}}
     last = {"cpu": {"web": {"usage_s": 2.0, "read_bytes": 1_000_000 + 200 * 4096}}}
-    row = {"tps": 100.0, "window_s": 4.0}  # 400 files of 4 KiB served, 200 read from disk
     trace = {"kind": "hit-ratio", "size": 4096, "hit_ratio": 0.5, "requests": 1000}
-    figures = metrics.page_cache_figures(first, last, row, trace)
+    # 400 files of 4 KiB served between the two samples, 200 of them read from disk
+    figures = metrics.page_cache_figures(first, last, 400, trace)
     assert figures["page_cache_hit_ratio"] == pytest.approx(0.5)
     assert figures["web_disk_read_mb"] == pytest.approx(200 * 4096 / 1e6)
     # other traces: only the MB read; no counter: nothing
-    assert set(metrics.page_cache_figures(first, last, row, {"kind": "single"})) == \
+    assert set(metrics.page_cache_figures(first, last, 400, {"kind": "single"})) == \
         {"web_disk_read_mb"}
-    assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, row, trace) == {}
+    assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, 400, trace) == {}

@@ -453,6 +453,17 @@ def requests_in(per_second: list[dict], window: tuple[float, float],
     return total
 
 
+def served_between(result: LoadResult, lo: float, hi: float) -> float:
+    """Successful requests that completed in (lo, hi], e.g. between the samples bracketing the
+    window: from the request records (Locust), or from the replay's per-second counts (wrk),
+    each second's spread over the part of it the load ran in, less the failed share."""
+    if result.requests is not None:
+        return float(sum(1 for r in result.requests if lo < r.end_s <= hi and r.ok))
+    agg = result.aggregate or {}
+    counted = requests_in(agg.get("per_second", []), (lo, hi), agg.get("active", (lo, hi)))
+    return counted * agg.get("ok_share", 1.0)
+
+
 def aggregate_of(summary: dict, connections: int = 0) -> dict:
     """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
 
@@ -472,6 +483,8 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
     late = apart > 0.01 * duration
     return {
         "window": window,
+        "active": (summary["started"], window[1]),
+        "ok_share": 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0,
         "threads_apart_s": round(apart, 3) if late else 0.0,
         "counts": count_check(counted, in_window * (1 - errors["status"] / summary["requests"])
                               if summary["requests"] else 0.0, connections),

@@ -581,7 +581,9 @@ class WebKind(Kind):
             if dep.info["settings"].get("proxy_cache") and \
                     dep.info["settings"].get("proxy") == "apache":
                 row.update(proxy_cache_figures(dep.containers["proxy"], first["t"], last["t"]))
-            row.update(webmetrics.page_cache_figures(first, last, row, point["trace"]))
+            row.update(webmetrics.page_cache_figures(
+                first, last, engines.served_between(result, first["t"], last["t"]),
+                point["trace"]))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
                 row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,

@@ -49,18 +49,19 @@ def read_requests(path: Path) -> list[Request]:
                 for r in csv.DictReader(fh)]
 
 
-def page_cache_figures(first: dict, last: dict, row: dict, trace: dict) -> dict[str, float]:
-    """What the web tier read from its disk over the window (MB), and for a hit-ratio trace the
-    page-cache hit ratio that made real: 1 - bytes read from disk / bytes of the files served
-    (requests x the trace's file size). {} where the kernel does not count the tier's reads."""
+def page_cache_figures(first: dict, last: dict, served: float, trace: dict) -> dict[str, float]:
+    """What the web tier read from its disk between two samples (MB), and for a hit-ratio trace
+    the page-cache hit ratio that made real: 1 - bytes read from disk / bytes of the files
+    served, with `served` the successful requests completed between the same two samples (a
+    cold page cache makes the request rate uneven, so a rate over another interval would not
+    do). {} where the kernel does not count the tier's reads."""
     a, b = first["cpu"].get("web", {}), last["cpu"].get("web", {})
     if "read_bytes" not in a or "read_bytes" not in b:
         return {}
     read = b["read_bytes"] - a["read_bytes"]
     out = {"web_disk_read_mb": read / 1e6}
-    if trace.get("kind") == "hit-ratio" and row.get("tps"):
-        served = row["tps"] * row["window_s"] * int(trace["size"])
-        out["page_cache_hit_ratio"] = max(0.0, 1.0 - read / served) if served else 0.0
+    if trace.get("kind") == "hit-ratio" and served > 0:
+        out["page_cache_hit_ratio"] = max(0.0, 1.0 - read / (served * int(trace["size"])))
     return out
 
 
