@@ -307,6 +307,17 @@ def workload_errors(exp: Experiment) -> Iterator[None]:
         raise ConfigError(f"{exp.source}: {exc}") from None
 
 
+def progress_every(what: str, seconds: float = 5.0) -> worldcup.Progress:
+    """A World Cup progress callback that logs the records read every few seconds."""
+    last = [time.monotonic()]
+
+    def show(records: int) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            log(f"tierbench: {what}: {records:,} log records read")
+    return show
+
+
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
     """The traces as the plain specs the workloads package builds (keys as written)."""
     return [t.model_dump(by_alias=True, exclude_unset=True) for t in settings.traces]
@@ -496,8 +507,13 @@ class WebKind(Kind):
             path = folder / f"{spec['name']}.txt"
             header = (f"trace {spec['name']} of experiment {exp.name}\n"
                       f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-            tracelib.write(path, tracelib.build(spec, exp.seed), header,
-                           tracelib.subset_size(spec))
+            t0 = time.monotonic()
+            chunks = (worldcup.trace_chunks(spec, progress_every(f"trace {spec['name']}"))
+                      if spec["kind"] == "worldcup" else tracelib.chunks(spec, exp.seed))
+            count = tracelib.write_chunks(path, chunks, header, tracelib.subset_size(spec))
+            if spec["kind"] == "worldcup":
+                log(f"tierbench: trace {spec['name']}: {count:,} requests from "
+                    f"{worldcup.log_path(spec).name} in {time.monotonic() - t0:.1f} s")
             paths[spec["name"]] = path
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
