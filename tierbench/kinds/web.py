@@ -600,8 +600,11 @@ class WebKind(Kind):
             row.update(webmetrics.page_cache_figures(first, last, row, point["trace"]))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
-                row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
-                                                   first["t"], last["t"]))
+                if result.requests is None:
+                    raise engines.LoadgenError("a mix trace needs per-request records "
+                                               "(engine: locust)")
+                row.update(webmetrics.site_figures(result.requests, sites, first["t"],
+                                                   last["t"]))
             return PointResult(row, engines.per_second_rows(samples, result), (start, end))
         except (engines.LoadgenError, MeasureError) as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")
