@@ -162,7 +162,10 @@ def test_chunked_reader_equals_the_record_by_record_oracle(tmp_path: Path, skip:
 # --------------------------------------------------------------------------- bounded memory
 
 PREPARE = """
-import json, resource, sys, time
+import json, sys, time
+def peak_mb():  # this process's own high-water mark (ru_maxrss would count its parent's)
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith("VmHWM")) / 1024
 from pathlib import Path
 from workloads import filesets, traces
 spec = {"name": "wc", "kind": "worldcup", "log": sys.argv[1]}
@@ -170,7 +173,7 @@ t = time.monotonic()
 files = filesets.files(spec)
 n = traces.write_chunks(Path(sys.argv[2]), traces.chunks(spec, 1), "wc")
 print(json.dumps({"requests": n, "files": len(files), "s": time.monotonic() - t,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 
@@ -197,3 +200,46 @@ def test_a_log_of_millions_of_records_is_prepared_in_flat_memory(tmp_path: Path)
     # Flat: the replayed requests alone, kept in a list, would add 8 bytes each (references
     # to shared paths) to 36 (ints): 32 to 150 MB more for the larger log.
     assert b["peak_mb"] - a["peak_mb"] < 20, (a, b)
+
+
+# --------------------------------------------------------------------------- the results' size
+
+
+def worldcup_experiment(tmp_path: Path, log: Path, engine: str = "wrk") -> Path:
+    path = tmp_path / "wc.yml"
+    path.write_text(f"name: wc\nkind: web\nengine: {engine}\nrepetitions: 2\n"
+                    "load: {users: 8, warmup_s: 1, measure_s: 4}\nmodes: [offloads-on]\n"
+                    f"traces: [{{name: wc, kind: worldcup, log: {log}}}]\n")
+    return path
+
+
+def test_the_plan_counts_the_trace_and_records_and_refuses_what_does_not_fit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tierbench import runner
+    from tierbench.config.errors import ConfigError
+    from tierbench.kinds import registry, web
+    from tierbench.placement import space
+
+    log = tmp_path / "wc_day97_1"
+    random_log(log, 200_000, seed=5)
+    spec = {"kind": "worldcup", "log": str(log)}
+    monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path / "results"))
+    wrk = registry.load_experiment(str(worldcup_experiment(tmp_path, log)))
+    need = next(n for n in registry.kind("web").needs(wrk, runner.points_of(wrk))
+                if n.what.startswith("the results of"))
+    written = tmp_path / "wc.txt"
+    traces.write_chunks(written, traces.chunks(spec, 1), "")
+    lines = written.stat().st_size  # no header: request lines only
+    seconds = 1 + 4 + web.POINT_OVERHEAD_S
+    assert need.bytes == lines + 2 * seconds * web.SAMPLE_BYTES  # the trace, 2 points' samples
+    # Locust adds its records: Parquet for every point, the CSV of one
+    locust = registry.load_experiment(str(worldcup_experiment(tmp_path, log, "locust")))
+    more = next(n for n in registry.kind("web").needs(locust, runner.points_of(locust))
+                if n.what.startswith("the results of")).bytes - need.bytes
+    records = web.LOCUST_RPS_PER_PROCESS * seconds
+    assert more == records * (2 * web.RECORD_BYTES + web.CSV_RECORD_BYTES + 60)
+    room = space.disk_room
+    monkeypatch.setattr(space, "disk_room", lambda path: need.bytes // 2
+                        if path == tmp_path / "results" else room(path))
+    with pytest.raises(ConfigError, match="the results of .* need .* in the results folder"):
+        runner.space_lines(wrk)

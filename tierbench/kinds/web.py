@@ -22,6 +22,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import results_root
 from tierbench.config.models import (
     Model,
     choice,
@@ -307,6 +308,39 @@ def workload_errors(exp: Experiment) -> Iterator[None]:
         raise ConfigError(f"{exp.source}: {exc}") from None
 
 
+# What a run writes, for the plan's estimate: Locust's per-request records at most
+# LOCUST_RPS_PER_PROCESS requests per second per process (3,870 were measured for a bare
+# FastHttpUser on one core, ENVIRONMENT), RECORD_BYTES per record in requests.parquet (11 to
+# 15 measured by make bench-scale) and, for the point being converted, CSV_RECORD_BYTES plus the
+# path in its CSV log; SAMPLE_BYTES per second of a point (samples, per-second rows, logs).
+LOCUST_RPS_PER_PROCESS = 5000
+RECORD_BYTES = 16
+CSV_RECORD_BYTES = 40
+SAMPLE_BYTES = 4096
+
+
+def trace_bytes(spec: dict[str, Any], seed: int) -> int:
+    """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
+    if spec["kind"] == "worldcup":
+        return worldcup.trace_bytes(spec)
+    return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
+
+
+def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+    """An upper estimate of what a run writes into its results folder: the traces, Locust's
+    per-request records (Parquet for every point, the CSV log of one point at a time) and the
+    points' samples and logs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
+    if s.engine == "locust":
+        procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
+        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
+    return int(total)
+
+
 def progress_every(what: str, seconds: float = 5.0) -> worldcup.Progress:
     """A World Cup progress callback that logs the records read every few seconds."""
     last = [time.monotonic()]
@@ -443,9 +477,9 @@ class WebKind(Kind):
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
         with workload_errors(exp):
-            return self._needs(exp)
+            return self._needs(exp, len(points))
 
-    def _needs(self, exp: Experiment) -> list[space.Need]:
+    def _needs(self, exp: Experiment, points: int) -> list[space.Need]:
         s: WebSettings = exp.settings  # type: ignore[assignment]
         specs = trace_dicts(s)
         sets: list[dict] = []
@@ -473,6 +507,10 @@ class WebKind(Kind):
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n)
+        out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
+                                 "samples)", results_bytes(exp, specs, points), results_root(),
+                                 "the results folder", "shorten the traces or load.measure_s, "
+                                 "run fewer points, or free space there"))
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]
