@@ -50,11 +50,11 @@ class ScaleError(TierbenchError):
     """The benchmark cannot run here (space, memory)."""
 
 
-def make_log(path: Path, records: int, seed: int = 1998) -> None:
-    """A synthetic World Cup log: Zipf-popular objects with fixed sizes, 92 % GETs answered
-    200, written a million records at a time."""
+def make_log(path: Path, records: int, seed: int = 1998, largest: int = 2_000_000) -> None:
+    """A synthetic World Cup log: Zipf-popular objects of 200 bytes to `largest` (log-uniform),
+    92 % GETs answered 200, written a million records at a time."""
     rng = np.random.default_rng(seed)
-    sizes = np.round(np.exp(rng.uniform(np.log(200), np.log(2e6), OBJECTS))).astype(np.int64)
+    sizes = np.round(np.exp(rng.uniform(np.log(200), np.log(largest), OBJECTS))).astype(np.int64)
     with path.open("wb") as fh:
         for start in range(0, records, MILLION):
             n = min(MILLION, records - start)
