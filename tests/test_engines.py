@@ -11,6 +11,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tierbench.kinds import engines as loadgen
@@ -165,12 +166,17 @@ def test_locust_window_starts_at_the_first_request() -> None:
     assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
 
 
-def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:
+def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
+        tmp_path: Path) -> None:
     head = "end_s,latency_ms,bytes,path,status,late_ms\n"
     (tmp_path / "requests-w0.csv").write_text(head + "10.5,1,10,/a,200,0\n11.5,1,10,/a,200,50\n")
     (tmp_path / "requests-w1.csv").write_text(head + "10.7,1,10,/b,500,0\n12.5,1,10,/b,200,0\n")
-    merged = loadgen.merge_request_logs(tmp_path)
-    assert merged.read_text().count("\n") == 5 and merged.read_text().startswith(head)
+    merged = metrics.convert_request_logs(tmp_path)
+    assert not list(tmp_path.glob("*.csv"))  # the CSV logs are gone once converted
+    table = pq.read_table(tmp_path / "requests.parquet").to_pylist()
+    assert [(r["end_s"], r["path"], r["status"], r["worker"]) for r in table] == [
+        (10.5, "/a", 200, 0), (11.5, "/a", 200, 0), (10.7, "/b", 500, 1), (12.5, "/b", 200, 1)]
+    assert loadgen.workers_logged(merged) == 2
     fig = loadgen.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
     assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
                    "late_threshold_ms": loadgen.LATE_MS}
@@ -243,10 +249,15 @@ def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
     done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
                           timeout=seconds + 60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    merged = loadgen.merge_request_logs(tmp_path)
-    assert merged is not None, done.stderr[-2000:]
-    with merged.open() as fh:
-        return list(csv.DictReader(fh))
+    return parquet_rows(tmp_path, done.stderr)
+
+
+def parquet_rows(point: Path, stderr: str = "") -> list[dict]:
+    """The engine's request logs converted as the runner does, rows as text (like the CSV)."""
+    merged = metrics.convert_request_logs(point)
+    assert merged is not None, stderr[-2000:]
+    return [{k: str(v) for k, v in r.items()}
+            for r in pq.read_table(point / "requests.parquet").to_pylist()]
 
 
 def two_subsets(tmp_path: Path) -> Path:
@@ -302,7 +313,7 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
     # closed loop with 2 users at 200 ms per answer would manage 10/s
     ends = sorted(float(r["end_s"]) for r in rows)
     window = (ends[0] + 0.5, ends[0] + 3.0)
-    fig = loadgen.open_loop_figures(tmp_path / "requests.csv", window, rate=50.0)
+    fig = loadgen.open_loop_figures(metrics.records_of(tmp_path), window, rate=50.0)
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
@@ -311,8 +322,7 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
 def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:
     srv = server(delay=0.002)
     rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
-    assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
-        "requests-w0.csv", "requests-w1.csv"]
+    assert sorted({r["worker"] for r in rows}) == ["0", "1"]  # one log per process
     prefixes = Counter(r["path"][:3] for r in rows)
     assert set(prefixes) == {"/a/", "/b/"}  # worker 0's user is client 0, worker 1's client 1
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)
@@ -455,13 +465,15 @@ def test_worker_allowance_is_their_processes_capped_by_their_cores() -> None:
 
 
 def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
-                workers: int, expect: int, wait_s: int = 20) -> tuple[int, Path]:
-    """A real Locust master and `workers` separate worker processes (no TRACE, no shared
-    folder: they run in another directory with a bare environment, as on another node)."""
+                workers: int, expect: int, wait_s: int = 20, ship: bool = True) -> tuple[int, Path]:
+    """A real Locust master and `workers` separate worker processes (no TRACE: they run in
+    another directory with a bare environment, as on another node). With `ship` the master
+    sends the trace's lines (workers on other nodes); without, the workers open the trace file
+    the master names (workers on this host)."""
     port = 20000 + os.getpid() % 20000
     log = tmp_path / "requests.csv"
     master_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log),
-                  "USERS": str(users), "PYTHONPATH": str(ROOT)}
+                  "USERS": str(users), "PYTHONPATH": str(ROOT), "SHIP_TRACE": "1" if ship else "0"}
     locustfile = str(ROOT / "workloads/locust/trace_replay.py")
     master = [str(LOCUST), "-f", locustfile, "--headless", "--host",
               f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users), "-r", str(users),
@@ -491,11 +503,12 @@ def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: i
     return code, master_log
 
 
+@pytest.mark.parametrize("ship", [True, False], ids=["lines-sent", "file-read"])
 def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_records(
-        tmp_path: Path, server) -> None:
+        tmp_path: Path, server, ship: bool) -> None:
     srv = server(delay=0.002)
     code, _ = distributed(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3, workers=2,
-                          expect=2)
+                          expect=2, ship=ship)
     assert code == 0
     assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
         "requests-w0.csv", "requests-w1.csv"]
@@ -506,7 +519,7 @@ def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_reco
             by_worker[k] = {r["path"][:3] for r in csv.DictReader(fh)}
     # one user per worker: worker 0 runs client 0 (/a/ subset), worker 1 client 1 (/b/)
     assert sorted(map(sorted, by_worker.values())) == [["/a/"], ["/b/"]]
-    rows = list(csv.DictReader(loadgen.merge_request_logs(tmp_path).open()))
+    rows = parquet_rows(tmp_path)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     assert (tmp_path / "locust-start.txt").exists()
 

@@ -3,7 +3,6 @@ both replaying the same trace files inside the loadgen container and giving the 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -58,7 +57,7 @@ class LoadResult:
     engine: str
     started: float
     window: tuple[float, float]
-    requests: list[metrics.Request] | None
+    requests: metrics.RequestLog | None
     aggregate: dict | None
     allowance_cores: float
     extra: dict = field(default_factory=dict)
@@ -197,16 +196,15 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     started = time.time()
     code = exec_engine(locust_argv(spec, point_dir, duration), env, loadgen, log,
                  duration + 60, "Locust")
-    logs = merge_request_logs(point_dir)
-    if code != 0 or logs is None:
+    requests = metrics.convert_request_logs(point_dir)
+    if code != 0 or requests is None:
         raise LoadgenError(f"Locust exited with code {code} and wrote no request log: {_tail(log)}")
-    requests = metrics.read_requests(logs)
     window = locust_window(started, requests, spec)
     extra: dict = {"processes": spec.processes}
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:
-        extra.update(open_loop_figures(logs, window, spec.rate))
+        extra.update(open_loop_figures(requests, window, spec.rate))
     # One Locust process is one Python interpreter: it can use at most one core.
     allowance = float(min(spec.processes, cpuset_cores(loadgen)))
     return LoadResult("locust", started, window, requests, None, allowance, extra)
@@ -227,11 +225,12 @@ def count_check(engine_requests: float, records_requests: float, in_flight: int)
                                                                           records_requests)}
 
 
-def locust_window(started: float, requests: list[metrics.Request],
+def locust_window(started: float, requests: metrics.RequestLog | list[metrics.Request],
                   spec: LoadSpec) -> tuple[float, float]:
     """Warm-up then the measured window, counted from the first request sent: time Locust spends
-    starting (and its users reading their traces) is neither warm-up nor measured."""
-    first = min((r.end_s - r.latency_ms / 1000 for r in requests), default=started)
+    starting (and its users opening their traces) is neither warm-up nor measured."""
+    first = metrics.first_sent(requests)
+    first = started if first is None else first
     begin = max(started, first) + spec.warmup_s
     return (begin, begin + spec.measure_s)
 
@@ -312,6 +311,8 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
+    if spec.remote_workers:
+        env["SHIP_TRACE"] = "1"  # workers on other nodes cannot open the trace file
     worker_env = {"PYTHONPATH": "/app"}
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = worker_env["ALLOW_FOREIGN_TARGET"] = "1"
@@ -351,7 +352,7 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     refused = re.search(r"worker \d+ refused the target: (.*)", log.read_text(errors="replace"))
     if refused:
         raise LoadgenError(f"a Locust worker refused the target: {refused.group(1)}")
-    logs = merge_request_logs(point_dir)
+    logs = metrics.convert_request_logs(point_dir)
     if code != 0 or logs is None:
         raise LoadgenError(f"Locust master exited with code {code} and wrote no request log: "
                            f"{_tail(log)}")
@@ -360,7 +361,7 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     window = (begin, begin + spec.measure_s)
     extra: dict = {"processes": spec.processes, "workers": spec.workers,
                    "remote_workers": spec.remote_workers,
-                   "worker_logs": len(list(point_dir.glob("requests-w*.csv")))}
+                   "worker_logs": workers_logged(logs)}
     if spec.remote_workers:
         extra["generator_cpu_scope"] = ("local containers only: remote workers on other nodes "
                                         "are not sampled")
@@ -369,37 +370,21 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     if spec.rate:
         extra.update(open_loop_figures(logs, window, spec.rate))
     allowance = workers_allowance(spec, workers) if workers else 1.0
-    return LoadResult("locust", started, window, metrics.read_requests(logs), None, allowance,
-                      extra)
+    return LoadResult("locust", started, window, logs, None, allowance, extra)
 
 
-def merge_request_logs(point_dir: Path) -> Path | None:
-    """requests.csv from the per-worker logs (requests-w0.csv, ...) when Locust ran several."""
-    main = point_dir / "requests.csv"
-    parts = sorted(point_dir.glob("requests-w*.csv"))
-    if not parts:
-        return main if main.exists() else None
-    with main.open("w", newline="") as out:
-        header_written = False
-        for part in parts:
-            lines = part.read_text().splitlines(keepends=True)
-            if not lines:
-                continue
-            if not header_written:
-                out.write(lines[0])
-                header_written = True
-            out.writelines(lines[1:])
-    return main
+def workers_logged(requests: metrics.RequestLog) -> int:
+    """How many workers' records the point's request log holds."""
+    found: set[int] = set()
+    for batch in requests.batches(("worker",)):
+        found.update(batch.column("worker").unique().to_pylist())
+    return len(found - {-1})
 
 
-def open_loop_figures(request_log: Path, window: tuple[float, float], rate: float) -> dict:
+def open_loop_figures(requests: metrics.RequestLog, window: tuple[float, float],
+                      rate: float) -> dict:
     """Open loop: achieved against target rate over the window, and requests sent late."""
-    ok = late = 0
-    with request_log.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if window[0] < float(row["end_s"]) <= window[1]:
-                ok += 200 <= int(row["status"]) < 400
-                late += float(row.get("late_ms") or 0) > LATE_MS
+    ok, late = metrics.open_loop_counts(requests, window, LATE_MS)
     span = window[1] - window[0]
     return {"target_rate": rate, "achieved_rate": ok / span if span > 0 else 0.0,
             "late_requests": late, "late_threshold_ms": LATE_MS}

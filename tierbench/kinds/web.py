@@ -22,6 +22,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import results_root
 from tierbench.config.models import (
     Model,
     choice,
@@ -307,6 +308,50 @@ def workload_errors(exp: Experiment) -> Iterator[None]:
         raise ConfigError(f"{exp.source}: {exc}") from None
 
 
+# What a run writes, for the plan's estimate: Locust's per-request records at most
+# LOCUST_RPS_PER_PROCESS requests per second per process (3,870 were measured for a bare
+# FastHttpUser on one core, ENVIRONMENT), RECORD_BYTES per record in requests.parquet (11 to
+# 15 measured by make bench-scale) and, for the point being converted, CSV_RECORD_BYTES plus the
+# path in its CSV log; SAMPLE_BYTES per second of a point (samples, per-second rows, logs).
+LOCUST_RPS_PER_PROCESS = 5000
+RECORD_BYTES = 16
+CSV_RECORD_BYTES = 40
+SAMPLE_BYTES = 4096
+
+
+def trace_bytes(spec: dict[str, Any], seed: int) -> int:
+    """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
+    if spec["kind"] == "worldcup":
+        return worldcup.trace_bytes(spec)
+    return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
+
+
+def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+    """An upper estimate of what a run writes into its results folder: the traces, Locust's
+    per-request records (Parquet for every point, the CSV log of one point at a time) and the
+    points' samples and logs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
+    if s.engine == "locust":
+        procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
+        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
+    return int(total)
+
+
+def progress_every(what: str, seconds: float = 5.0) -> worldcup.Progress:
+    """A World Cup progress callback that logs the records read every few seconds."""
+    last = [time.monotonic()]
+
+    def show(records: int) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            log(f"tierbench: {what}: {records:,} log records read")
+    return show
+
+
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
     """The traces as the plain specs the workloads package builds (keys as written)."""
     return [t.model_dump(by_alias=True, exclude_unset=True) for t in settings.traces]
@@ -432,9 +477,9 @@ class WebKind(Kind):
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
         with workload_errors(exp):
-            return self._needs(exp)
+            return self._needs(exp, len(points))
 
-    def _needs(self, exp: Experiment) -> list[space.Need]:
+    def _needs(self, exp: Experiment, points: int) -> list[space.Need]:
         s: WebSettings = exp.settings  # type: ignore[assignment]
         specs = trace_dicts(s)
         sets: list[dict] = []
@@ -462,6 +507,10 @@ class WebKind(Kind):
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n)
+        out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
+                                 "samples)", results_bytes(exp, specs, points), results_root(),
+                                 "the results folder", "shorten the traces or load.measure_s, "
+                                 "run fewer points, or free space there"))
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]
@@ -496,8 +545,13 @@ class WebKind(Kind):
             path = folder / f"{spec['name']}.txt"
             header = (f"trace {spec['name']} of experiment {exp.name}\n"
                       f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-            tracelib.write(path, tracelib.build(spec, exp.seed), header,
-                           tracelib.subset_size(spec))
+            t0 = time.monotonic()
+            chunks = (worldcup.trace_chunks(spec, progress_every(f"trace {spec['name']}"))
+                      if spec["kind"] == "worldcup" else tracelib.chunks(spec, exp.seed))
+            count = tracelib.write_chunks(path, chunks, header, tracelib.subset_size(spec))
+            if spec["kind"] == "worldcup":
+                log(f"tierbench: trace {spec['name']}: {count:,} requests from "
+                    f"{worldcup.log_path(spec).name} in {time.monotonic() - t0:.1f} s")
             paths[spec["name"]] = path
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
@@ -586,8 +640,11 @@ class WebKind(Kind):
                 point["trace"]))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
-                row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
-                                                   first["t"], last["t"]))
+                if result.requests is None:
+                    raise engines.LoadgenError("a mix trace needs per-request records "
+                                               "(engine: locust)")
+                row.update(webmetrics.site_figures(result.requests, sites, first["t"],
+                                                   last["t"]))
             return PointResult(row, engines.per_second_rows(samples, result), (start, end))
         except (engines.LoadgenError, MeasureError) as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")

@@ -1,8 +1,10 @@
 -- Trace replay for wrk (LuaJIT), the native engine. Reads the same trace files as Locust
--- (workloads/traces.py). wrk keeps one request in flight per connection (closed loop). Each
--- thread owns connections/threads clients (global index thread * K + j, N = threads * K) and
--- serves them in turn: client g replays its own sequence (offset g * L / N over the whole
--- trace, or subset g mod (L / S) with a `# subset-size: S` directive), in order, wrapping.
+-- (workloads/traces.py), through their index: each client opens the trace at its own place and
+-- reads one line per request, so memory and start-up do not grow with the trace. wrk keeps one
+-- request in flight per connection (closed loop). Each thread owns connections/threads clients
+-- (global index thread * K + j, N = threads * K) and serves them in turn: client g replays its
+-- own sequence (offset g * L / N over the whole trace, or subset g mod (L / S) with a
+-- `# subset-size: S` directive), in order, wrapping.
 -- wrk's Lua API does not say which connection asks for a request, so a client's requests may
 -- travel on different connections of its thread; the server sees the same mix and order.
 --
@@ -31,7 +33,10 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-local reqs, clients, nclients, turn = {}, {}, 0, 0
+local clients, nclients, turn = {}, 0, 0
+-- Requests are formatted once per distinct path, in a cache emptied when it reaches CACHE_MAX
+-- (traces whose every line differs would otherwise fill it with the whole run).
+local cache, cached, CACHE_MAX = {}, 0, 65536
 -- wrk 4.1 calls request() once on thread 0's state before the run, to verify the script (count
 -- pipelined requests): that call must not advance any client nor count as sent.
 local verifying = false
@@ -42,49 +47,74 @@ started = 0
 BATCH = 16
 pending = 0
 
-local function read_trace(path)
-  local lines, subset = {}, nil
-  local fh = assert(io.open(path, "r"))
-  for line in fh:lines() do
-    line = line:match("^%s*(.-)%s*$")
-    if line:sub(1, 1) == "#" then
-      local s = line:match("^#%s*subset%-size:%s*(%d+)")
-      if s then subset = tonumber(s) end
-    elseif line ~= "" then
-      lines[#lines + 1] = line
-    end
-  end
+-- The trace's index (NAME.idx beside it, written by workloads/traces.py): requests, subset
+-- size, lines per step and the byte offset of every step-th request line.
+local function read_index(path)
+  local fh = assert(io.open(path .. ".idx", "r"), "trace " .. path .. " has no index")
+  local idx = {offsets = {}}
+  fh:read("*l")  -- the comment line
+  idx.lines = tonumber(fh:read("*l"):match("^lines (%d+)"))
+  idx.subset = tonumber(fh:read("*l"):match("^subset (%d+)"))
+  idx.step = tonumber(fh:read("*l"):match("^step (%d+)"))
+  for line in fh:lines() do idx.offsets[#idx.offsets + 1] = tonumber(line) end
   fh:close()
-  return lines, subset
+  if idx.subset == 0 then idx.subset = nil end
+  return idx
+end
+
+-- Position fh at request line n (0-based) and return its byte offset.
+local function seek_line(idx, fh, n)
+  fh:seek("set", idx.offsets[math.floor(n / idx.step) + 1])
+  for _ = 1, n % idx.step do fh:read("*l") end
+  return fh:seek()
+end
+
+local function format(path)
+  local r = cache[path]
+  if not r then
+    if cached >= CACHE_MAX then cache, cached = {}, 0 end
+    r = wrk.format("GET", path)
+    cache[path] = r
+    cached = cached + 1
+  end
+  return r
+end
+
+-- The next line of client c, wrapping from hi back to lo.
+local function advance(c)
+  if c.pos >= c.hi then
+    c.fh:seek("set", c.lo_at)
+    c.pos = c.lo
+  end
+  c.pos = c.pos + 1
+  c.next = c.fh:read("*l")
 end
 
 function init(args)
-  local paths, subset = read_trace(os.getenv("TRACE"))
+  local path = os.getenv("TRACE")
+  local idx = read_index(path)
   local conns, nthreads = tonumber(os.getenv("CONNECTIONS")), tonumber(os.getenv("THREADS"))
   local per = math.floor(conns / nthreads)
-  local total, n = per * nthreads, #paths
-  local cache = {}
-  for i = 1, n do
-    local p = paths[i]
-    local r = cache[p]
-    if not r then
-      r = wrk.format("GET", p)
-      cache[p] = r
-    end
-    reqs[i] = r
-  end
+  local total, n = per * nthreads, idx.lines
+  -- Each client opens the trace at its own place and reads a line per request: a thread's
+  -- memory and start-up do not grow with the trace.
   for j = 0, per - 1 do
     local g = tid * per + j
-    local lo, hi, pos
-    if subset then
-      local k = g % math.floor(n / subset)
-      lo, hi = k * subset + 1, (k + 1) * subset
-      pos = lo
+    local lo, hi, start
+    if idx.subset then
+      local k = g % math.floor(n / idx.subset)
+      lo, hi = k * idx.subset, (k + 1) * idx.subset
+      start = lo
     else
-      lo, hi = 1, n
-      pos = math.floor(g * n / total) + 1
+      lo, hi = 0, n
+      start = math.floor(g * n / total)
     end
-    clients[j + 1] = {lo = lo, hi = hi, pos = pos}
+    local fh = assert(io.open(path, "rb"))
+    local c = {fh = fh, lo = lo, hi = hi, lo_at = seek_line(idx, fh, lo), pos = start}
+    seek_line(idx, fh, start)
+    c.next = fh:read("*l")
+    c.pos = start + 1
+    clients[j + 1] = c
   end
   nclients = per
   verifying = tid == 0
@@ -94,13 +124,12 @@ end
 function request()
   if verifying then
     verifying = false
-    return reqs[clients[1].pos]
+    return format(clients[1].next)
   end
   turn = turn % nclients + 1
   local c = clients[turn]
-  local r = reqs[c.pos]
-  c.pos = c.pos + 1
-  if c.pos > c.hi then c.pos = c.lo end
+  local r = format(c.next)
+  advance(c)
   pending = pending + 1
   if pending == BATCH then
     ffi.C.clock_gettime(0, ts)
