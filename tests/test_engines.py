@@ -155,7 +155,8 @@ def test_requests_served_between_two_samples_follow_an_uneven_rate() -> None:
     # Locust: the records themselves, failures left out
     records = [metrics.Request(540.5, 1.0, 10, 200), metrics.Request(541.0, 1.0, 10, 500),
                metrics.Request(541.5, 1.0, 10, 200), metrics.Request(542.5, 1.0, 10, 200)]
-    locust = loadgen.LoadResult("locust", 539.0, (540.0, 543.0), records, None, 1.0)
+    locust = loadgen.LoadResult("locust", 539.0, (540.0, 543.0), metrics.RequestLog.of(records),
+                                None, 1.0)
     assert loadgen.served_between(locust, 540.0, 542.0) == 2
 
 

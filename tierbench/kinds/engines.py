@@ -443,7 +443,9 @@ def served_between(result: LoadResult, lo: float, hi: float) -> float:
     window: from the request records (Locust), or from the replay's per-second counts (wrk),
     each second's spread over the part of it the load ran in, less the failed share."""
     if result.requests is not None:
-        return float(sum(1 for r in result.requests if lo < r.end_s <= hi and r.ok))
+        return float(sum(int(((a["end_s"] > lo) & (a["end_s"] <= hi) & (a["status"] >= 200)
+                              & (a["status"] < 400)).sum())
+                         for a in result.requests.arrays(("end_s", "status"))))
     agg = result.aggregate or {}
     counted = requests_in(agg.get("per_second", []), (lo, hi), agg.get("active", (lo, hi)))
     return counted * agg.get("ok_share", 1.0)
