@@ -379,13 +379,12 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
 
 
 REQUEST_LOGS = ("requests.parquet", "requests.csv")  # this layout, then older runs'
-REQUEST_BATCH = 1 << 20
 
 
 @dataclass
 class RequestCounts:
     """Successful requests (2xx, 3xx) and their bytes per interval between samples, counted
-    from a point's request log a batch at a time (memory: one batch, whatever the requests):
+    from a point's request log a row group at a time (memory: one, whatever the requests):
     index k holds those that ended in (times[k-1], times[k]]; 0 before the first sample and
     len(times) after the last."""
 
@@ -404,7 +403,8 @@ def request_log(pdir: Path) -> Path | None:
 
 
 def request_batches(path: Path) -> Any:
-    """(end_s, bytes, status) arrays of a request log, REQUEST_BATCH rows at a time."""
+    """(end_s, bytes, status) arrays of a request log, a row group (or a CSV block) at a
+    time."""
     cols = ["end_s", "bytes", "status"]
     if path.suffix == ".csv":
         batches = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=16 << 20),
@@ -413,7 +413,11 @@ def request_batches(path: Path) -> Any:
                                      column_types={"end_s": pa.float64(), "bytes": pa.int64(),
                                                    "status": pa.int64()}))
     else:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=REQUEST_BATCH, columns=cols)
+        # a row group at a time: iter_batches, reading across row groups, holds more the longer
+        # the file (tierbench/kinds/webmetrics.py)
+        records = pq.ParquetFile(path)
+        batches = (b for g in range(records.metadata.num_row_groups)
+                   for b in records.read_row_group(g, columns=cols).combine_chunks().to_batches())
     for batch in batches:
         yield tuple(batch.column(c).to_numpy(zero_copy_only=False) for c in cols)
 
