@@ -62,6 +62,8 @@ def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> 
     (LoadSpec("locust", 4, 0, 1, think={"kind": "gamma", "mean_ms": 5}), "think must be"),
     (LoadSpec("locust", 4, 0, 1, rate=-1.0), "rate must be > 0"),
     (LoadSpec("locust", 0, 0, 1), "users and processes must be >= 1"),
+    (LoadSpec("locust", 4, 0, 5, rate=10.0, requests_per_client=10), "needs closed-loop"),
+    (LoadSpec("wrk", 4, 0, 5, requests_per_client=0), "requests_per_client must be >= 1"),
 ])
 def test_specs_an_engine_cannot_honour_are_refused(spec: LoadSpec, fragment: str) -> None:
     with pytest.raises(LoadgenError, match=fragment):
@@ -129,6 +131,40 @@ def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
     assert agg["counts"]["count_mismatch"] is False
 
 
+def counted_summary(started: float, started_last: float, finished_last: float,
+                    per_second: dict[int, int], per_client: int, threads: int = 2) -> dict:
+    """A request-count run's summary as replay.lua writes it."""
+    return {**wrk_summary(started, started_last, per_second), "requests_per_client": per_client,
+            "sent": sum(per_second.values()), "threads_finished": threads,
+            "finished_last": finished_last}
+
+
+def test_a_request_count_run_is_measured_until_its_last_client_finished() -> None:
+    # 8 clients x 1,000 requests, both threads started together at 101.25; the last client's
+    # last answer came at 105.25 (wrk's own duration, 4.3 s, includes stopping): 2,000 TPS
+    per = {101: 1500, 102: 2000, 103: 2000, 104: 2000, 105: 500}
+    summary = counted_summary(101.25, 101.25, 105.25, per, 1000)
+    summary["duration_s"] = 4.3
+    agg = loadgen.aggregate_of(summary, connections=8)
+    assert agg["window"] == (101.25, 105.25) and agg["threads_apart_s"] == 0.0
+    assert agg["requests"] == 8000 and agg["counts"]["count_mismatch"] is False
+    result = loadgen.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
+                                {"requests_per_client": 1000})
+    row = loadgen.summary_row(samples_every_second(), result, generator="loadgen",
+                              bytes_label="host:veth")
+    assert row["tps"] == pytest.approx(2000.0) and row["requests_per_client"] == 1000
+    # CPU over the samples bracketing the window, 102 .. 105: 0.5 core of servers x 3 s
+    assert row["window_s"] == pytest.approx(3.0) and row["cpu_s_servers"] == pytest.approx(1.5)
+
+
+def test_a_request_count_run_whose_threads_started_apart_counts_the_window_only() -> None:
+    # thread 0 ran alone from 100 to 102 (500/s), then both until the last finished at 106
+    per = {100: 500, 101: 500, 102: 1000, 103: 1000, 104: 1000, 105: 1000}
+    agg = loadgen.aggregate_of(counted_summary(100.0, 102.0, 106.0, per, 625), connections=8)
+    assert agg["window"] == (102.0, 106.0) and agg["threads_apart_s"] == 2.0
+    assert agg["requests"] == 4000 and agg["counts"]["count_mismatch"] is True
+
+
 def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
     """A real quick point (wrk, 16 connections): the load began 0.387 s into its first second
     and stopped 0.392 s into its last; those seconds hold only requests of the run."""
@@ -165,6 +201,9 @@ def test_locust_window_starts_at_the_first_request() -> None:
     # the users read their traces for 4 s before the first request went out
     reqs = [metrics.Request(104.0 + k / 100, 10.0, 1, 200) for k in range(1, 801)]
     assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
+    # a request-count run's window ends with its last request, whatever its time limit
+    counted = LoadSpec("locust", 10, 2.0, 60.0, requests_per_client=50)
+    assert loadgen.locust_window(100.0, reqs, counted) == pytest.approx((106.0, 112.0))
 
 
 def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
@@ -280,6 +319,57 @@ def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server
     assert seq_b[:7] == [f"/b/{i % 5}" for i in range(7)]
     assert abs(len(seq_a) - len(seq_b)) <= 0.2 * len(srv.paths)
     assert srv.max_inflight <= 2  # closed loop: one request at a time per user
+
+
+def four_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/{c}/{i}" for c in "abcd" for i in range(5)], "four subsets",
+                 subset=5)
+    return path
+
+
+@pytest.mark.parametrize("processes, warmup", [(1, 0.0), (1, 0.5), (2, 0.5)])
+def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
+        tmp_path: Path, server, processes: int, warmup: float) -> None:
+    srv = server(delay=0.002)
+    spec = LoadSpec("locust", 4, warmup, 120.0, processes=processes, requests_per_client=23)
+    started = time.time()
+    rows = locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+                  processes=processes, REQUESTS_PER_CLIENT="23", WARMUP_S=f"{warmup:g}")
+    assert time.time() - started < 60  # it ended when the clients were done, not at -t 120 s
+    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
+    loadgen.check_clients_finished(spec, tmp_path)
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
+    for c in "abcd":
+        mine = [p for p in srv.paths if p.startswith(f"/{c}/")]
+        # the counted requests: the client's sequence from its start, 23 of them, last
+        assert mine[-23:] == [f"/{c}/{i % 5}" for i in range(23)]
+        if not warmup:
+            assert len(mine) == 23  # nothing else was sent
+    requests = metrics.records_of(tmp_path)
+    window = loadgen.locust_window(started, requests, spec)
+    ends = [float(r["end_s"]) for r in rows]
+    assert window[1] == max(ends)
+    in_window = sum(window[0] < e <= window[1] for e in ends)
+    if processes == 1:
+        # every counted request, and at most one warm-up request per client still in flight
+        assert 92 <= in_window <= 92 + 4
+    else:  # each process counts its warm-up from its own first request
+        assert in_window >= 92 - 4
+
+
+def test_a_request_count_run_over_its_time_limit_fails_in_one_sentence(tmp_path: Path,
+                                                                       server) -> None:
+    srv = server(delay=0.05)
+    locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2,
+           REQUESTS_PER_CLIENT="100000", WARMUP_S="0")
+    spec = LoadSpec("locust", 2, 0, 2, requests_per_client=100_000)
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_clients_finished(spec, tmp_path)
+    assert str(err.value) == (
+        "Locust: 0 of 2 clients had sent their 100,000 requests within load.measure_s = 2 s, "
+        "the time limit of a request-count run: raise load.measure_s or lower "
+        "load.requests_per_client")
 
 
 def rate_between_first_and_last(rows: list[dict]) -> float:

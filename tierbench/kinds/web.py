@@ -87,6 +87,23 @@ class Load(Model):
     workers: whole(0) = 0
     remote_workers: whole(0) = 0
     worker_wait_s: number(1) = 60
+    # a request-count run (000 §5.2.1, 004 §3.2): after the warm-up each client sends the first
+    # N requests of its sequence and stops; TPS over the window until the last one finished.
+    # measure_s is then the window's time limit, and must be given.
+    requests_per_client: whole(1) | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> Load:
+        if self.requests_per_client is None:
+            return self
+        if self.rate is not None:
+            raise problem("an open-loop run (rate) sends at a fixed rate for measure_s; "
+                          "request counts are for closed-loop clients: drop one of the two",
+                          sub="requests_per_client")
+        if "measure_s" not in self.model_fields_set:
+            raise problem("a request-count run (requests_per_client) needs a time limit: give "
+                          "measure_s, the longest its measured window may take", sub="measure_s")
+        return self
 
 
 def _docroot(value: Any) -> Any:
@@ -413,7 +430,9 @@ class WebKind(Kind):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s},
+                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
+                     **({"requests_per_client": ld.requests_per_client}
+                        if ld.requests_per_client else {})},
             "target": s.target,
             "allow_foreign_target": s.allow_foreign_target,
             "settle_s": exp.settle_s,
@@ -443,7 +462,7 @@ class WebKind(Kind):
 
     # -- plan
     def point_seconds(self, exp: Experiment) -> float:
-        """settle + warm-up + measured + overhead."""
+        """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
         ld = exp.settings.load  # type: ignore[attr-defined]
         return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
 
@@ -457,7 +476,10 @@ class WebKind(Kind):
                    f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                    else ""),
                 f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-                f"{ld.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
+                + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
+                   f"{ld.measure_s:g} s, so times are upper bounds)"
+                   if ld.requests_per_client else f"{ld.measure_s:g} s")
+                + f" + about {POINT_OVERHEAD_S:g} s overhead "
                 "(mode switch, snapshots, load generator start/stop)",
                 "NIC modes switch without restarting containers; server options restart the "
                 "services whose settings change (points are grouped to restart as rarely as "
@@ -469,10 +491,11 @@ class WebKind(Kind):
         return f"  -- stack: {settings_text(settings)}" + ("" if first else " (restart)")
 
     def point_line(self, exp: Experiment, point: Point) -> str:
-        """trace, mode, repetition, users."""
+        """trace, mode, repetition, users, time (at most that, in a request-count run)."""
+        about = "<=" if exp.settings.load.requests_per_client else "~"  # type: ignore[attr-defined]
         return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
                 f"rep={point.repetition}  users={point['users']}  "
-                f"~{self.point_seconds(exp):.0f} s")
+                f"{about}{self.point_seconds(exp):.0f} s")
 
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
@@ -605,7 +628,8 @@ class WebKind(Kind):
                                 rate=ld.rate, target=s.target,
                                 allow_foreign_target=s.allow_foreign_target,
                                 workers=ld.workers, remote_workers=ld.remote_workers,
-                                worker_wait_s=ld.worker_wait_s)
+                                worker_wait_s=ld.worker_wait_s,
+                                requests_per_client=ld.requests_per_client)
         trace = ctx.prepared["traces"][point["trace"]["name"]]
         if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
             empty_proxy_cache(dep.containers["proxy"])

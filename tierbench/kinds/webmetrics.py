@@ -204,6 +204,16 @@ def first_sent(requests: RequestLog | list[Request]) -> float | None:
     return first
 
 
+def last_ended(requests: RequestLog | list[Request]) -> float | None:
+    """When the last request ended, None without requests."""
+    last = None
+    for b in RequestLog.of(requests).arrays(("end_s",)):
+        if len(b["end_s"]):
+            m = float(np.max(b["end_s"]))
+            last = m if last is None else max(last, m)
+    return last
+
+
 def open_loop_counts(requests: RequestLog, window_: tuple[float, float],
                      late_ms: float) -> tuple[int, int]:
     """Open loop: successful requests that ended in the window, and requests that left more

@@ -20,9 +20,17 @@ its request records and appends them, as they arrive, to one log per worker (REQ
 -wINDEX), which the control program converts. A worker refuses a target that is not the
 testbed's own (workloads/target.py) unless ALLOW_FOREIGN_TARGET=1 is set on its side.
 
+Request-count runs (REQUESTS_PER_CLIENT=N, closed loop; 000 §5.2.1): a user replays its
+sequence through the warm-up (WARMUP_S, which each process counts from its own first request),
+then sends the first N requests of its sequence, from its start, and stops; a worker tells the
+master. When every user has finished, the single process or the master quits the run and
+writes "K M" (K of M clients finished) to locust-finished.txt beside REQUEST_LOG; Locust's -t is
+then only a time limit.
+
 Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
 (fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
-FLUSH_TIMEOUT_S (how long the master waits for the workers' records, default 20); SHIP_TRACE."""
+REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
+records, default 20); SHIP_TRACE."""
 
 import itertools
 import logging
@@ -52,7 +60,9 @@ def _settings_from_env() -> dict:
            "think_kind": os.environ.get("THINK_KIND", ""),
            "think_s": float(os.environ.get("THINK_MS", "0")) / 1000,
            "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
-           "workers": max(int(os.environ.get("PROCESSES", "1")), 1)}
+           "workers": max(int(os.environ.get("PROCESSES", "1")), 1),
+           "count": int(os.environ.get("REQUESTS_PER_CLIENT", "0")),
+           "warmup_s": float(os.environ.get("WARMUP_S", "0"))}
     if trace and os.environ.get("SHIP_TRACE") == "1":
         # workers on other nodes cannot open the trace file: the master sends its lines
         cfg["paths"], cfg["subset"] = traces.read_with_subset(Path(trace))
@@ -69,6 +79,8 @@ _env: dict = {}
 _refused: list[str] = []
 _final: set[int] = set()  # master: workers whose last records arrived
 FLUSH_EVERY = 20000  # a single process appends its records to its log this many at a time
+_warm_end: list[float] = []  # request-count runs: when this process's warm-up ends
+_finished = [0]  # single process or master: clients that have sent their requests
 
 
 def client_sequence(client: int, clients: int) -> Iterator[str]:
@@ -90,6 +102,7 @@ def _init(environment, **_):
     elif isinstance(runner, MasterRunner):
         runner.register_message("tb_log", _on_log)
         runner.register_message("tb_refused", _on_refused)
+        runner.register_message("tb_done", _on_done)
 
 
 @events.request.add_listener
@@ -158,6 +171,26 @@ def _on_log(environment, msg, **_):
         _append_log(worker_log_path(data["index"]), data["rows"], fresh=data["first"])
     if data["final"]:
         _final.add(data["index"])
+
+
+def _on_done(environment, msg, **_):
+    _client_finished()
+
+
+def _client_finished() -> None:
+    """Single process or master: one more client has sent its requests; the last one ends the
+    run (quit in its own greenlet: it stops every user, including the caller's)."""
+    _finished[0] += 1
+    if _finished[0] == CFG["users"]:
+        gevent.spawn(_env["environment"].runner.quit)
+
+
+@events.test_stop.add_listener
+def _note_finished(environment, **_):
+    """A request-count run: how many clients finished, for the control program."""
+    if CFG["count"] and REQUEST_LOG and not isinstance(environment.runner, WorkerRunner):
+        Path(REQUEST_LOG).with_name("locust-finished.txt").write_text(
+            f"{_finished[0]} {CFG['users']}\n")
 
 
 def _on_refused(environment, msg, **_):
@@ -229,23 +262,52 @@ def _think(rng: random.Random) -> float:
     return 0.0
 
 
+def _counting(now: float) -> bool:
+    """Request-count runs: whether this process's warm-up (from its first request) is over."""
+    if not _warm_end:
+        _warm_end.append(now + CFG["warmup_s"])
+    return now >= _warm_end[0]
+
+
+def _done_sending() -> None:
+    """This user has sent its requests: count it here, or tell the master."""
+    runner = _env["environment"].runner
+    if isinstance(runner, WorkerRunner):
+        runner.send_message("tb_done", {"index": runner.worker_index})
+    else:
+        _client_finished()
+
+
 class TraceUser(FastHttpUser):
-    """Closed loop: replays its own sequence of the trace, one request at a time."""
+    """Closed loop: replays its own sequence of the trace, one request at a time (in a
+    request-count run, its first REQUESTS_PER_CLIENT requests after the warm-up)."""
 
     def on_start(self) -> None:
         if _refused:
             raise StopUser()
-        i = _client_index()
-        self._paths = client_sequence(i, CFG["users"])
-        self._rng = random.Random(CFG["seed"] * 100003 + i)
+        self._client = _client_index()
+        self._paths = client_sequence(self._client, CFG["users"])
+        self._rng = random.Random(CFG["seed"] * 100003 + self._client)
+        self._sent, self._left = 0, None  # _left: counted requests still to send
 
     def wait_time(self) -> float:
         return _think(self._rng)
 
     @task
     def replay(self) -> None:
+        if CFG["count"] and self._left is None and _counting(time.time()):
+            if self._sent:  # the counted requests are the client's sequence from its start
+                getattr(self._paths, "close", lambda: None)()
+                self._paths = client_sequence(self._client, CFG["users"])
+            self._left = CFG["count"]
         path = next(self._paths)
         self.client.get(path, name="trace", context={"path": path})
+        self._sent += 1
+        if self._left is not None:
+            self._left -= 1
+            if not self._left:
+                _done_sending()
+                raise StopUser()
 
 
 class OpenLoopUser(FastHttpUser):

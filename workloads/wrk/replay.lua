@@ -8,15 +8,29 @@
 -- wrk's Lua API does not say which connection asks for a request, so a client's requests may
 -- travel on different connections of its thread; the server sees the same mix and order.
 --
--- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()).
+-- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()),
+-- REQUESTS_PER_CLIENT (a request-count run, below).
 -- Per-second counts are requests issued per wall-clock second (after a connection's first,
 -- each follows the completion of its previous one), counted with clock_gettime through ffi
 -- once per 16 requests.
+--
+-- Request-count runs (REQUESTS_PER_CLIENT=N, 000 §5.2.1): every client sends the first N
+-- requests of its sequence and stops. wrk calls request() once per connection to start and
+-- then once after each answered (or failed) request, and sends whatever it returns: a
+-- connection whose thread has nothing left to send gets an empty request, which sends nothing
+-- (the connection idles). So after N x clients + connections calls every request the thread
+-- sent has been answered: the thread notes the time (`finished`) and stops its event loop
+-- (wrk.thread:stop()). The last thread to finish wakes wrk's main thread with SIGINT, which
+-- wrk takes as the end of the run: the run ends when its last client has finished, and -d
+-- is only a time limit.
 
 local ffi = require("ffi")
 ffi.cdef [[
 typedef struct { long tv_sec; long tv_nsec; } tb_timespec;
 int clock_gettime(int clk_id, tb_timespec *tp);
+int getpid(void);
+int tgkill(int tgid, int tid, int sig);
+int usleep(unsigned int usec);
 ]]
 local ts = ffi.new("tb_timespec")
 local function now()
@@ -46,6 +60,12 @@ started = 0
 -- replay as cheap as wrk's own); done() adds each thread's unbatched rest to its last second.
 BATCH = 16
 pending = 0
+-- requests sent (globals, read by done()); a request-count run's quota per client and thread,
+-- the calls of request() so far and when the thread's last answer came (0: not finished)
+sent = 0
+finished = 0
+local per_client, quota, calls, nconns, done_path = nil, 0, 0, 0, nil
+local SIGINT = 2
 
 -- The trace's index (NAME.idx beside it, written by workloads/traces.py): requests, subset
 -- size, lines per step and the byte offset of every step-th request line.
@@ -90,6 +110,26 @@ local function advance(c)
   c.next = c.fh:read("*l")
 end
 
+-- A request-count run: this thread's clients are done and answered. It records the time,
+-- stops its event loop and, when it is the last thread to finish (counted in a file every
+-- thread appends its number to), ends the run: SIGINT to wrk's main thread, which sleeps for
+-- -d and ends the run on that signal. (50 ms first: wrk installs its SIGINT handler just after
+-- starting the threads, microseconds before, and must be asleep when the signal comes.)
+local function finish()
+  finished = now()
+  wrk.thread:stop()
+  local fh = assert(io.open(done_path, "a"))
+  fh:write(tid, "\n")
+  fh:close()
+  local n = 0
+  for _ in io.lines(done_path) do n = n + 1 end
+  if n >= tonumber(os.getenv("THREADS")) then
+    ffi.C.usleep(50000)
+    local pid = ffi.C.getpid()
+    ffi.C.tgkill(pid, pid, SIGINT)
+  end
+end
+
 function init(args)
   local path = os.getenv("TRACE")
   local idx = read_index(path)
@@ -118,6 +158,14 @@ function init(args)
   end
   nclients = per
   verifying = tid == 0
+  per_client = tonumber(os.getenv("REQUESTS_PER_CLIENT") or "")
+  if per_client then
+    for _, c in ipairs(clients) do c.left = per_client end
+    quota, nconns = per_client * per, per
+    done_path = os.getenv("WRK_OUT") .. ".finished"
+    -- init() runs in wrk's main thread, thread 0's first: a fresh count of finished threads
+    if tid == 0 then assert(io.open(done_path, "w")):close() end
+  end
   started = now()
 end
 
@@ -126,10 +174,27 @@ function request()
     verifying = false
     return format(clients[1].next)
   end
-  turn = turn % nclients + 1
-  local c = clients[turn]
+  local c
+  if per_client then
+    calls = calls + 1
+    if finished > 0 then return "" end
+    if calls >= quota + nconns then  -- every request this thread sent has been answered
+      finish()
+      return ""
+    end
+    if sent >= quota then return "" end  -- nothing left: this connection idles
+    repeat
+      turn = turn % nclients + 1
+      c = clients[turn]
+    until c.left > 0
+    c.left = c.left - 1
+  else
+    turn = turn % nclients + 1
+    c = clients[turn]
+  end
   local r = format(c.next)
   advance(c)
+  sent = sent + 1
   pending = pending + 1
   if pending == BATCH then
     ffi.C.clock_gettime(0, ts)
@@ -147,10 +212,15 @@ function done(summary, latency, requests)
   -- window from the last start.
   local start, last_start = math.huge, 0
   local per_second = {}
+  local total_sent, finished_last, threads_finished = 0, 0, 0
   for _, t in ipairs(threads) do
     local st = t:get("started")
     if st and st > 0 and st < start then start = st end
     if st and st > last_start then last_start = st end
+    total_sent = total_sent + (t:get("sent") or 0)
+    local fin = t:get("finished") or 0
+    if fin > 0 then threads_finished = threads_finished + 1 end
+    if fin > finished_last then finished_last = fin end
     local b = t:get("buckets")
     local last = nil
     for s, count in pairs(b or {}) do
@@ -176,8 +246,17 @@ function done(summary, latency, requests)
   end
   local e = summary.errors
   local out = io.open(os.getenv("WRK_OUT"), "w")
+  -- a request-count run: the quota per client, what was sent, when the last thread finished
+  local counted = os.getenv("REQUESTS_PER_CLIENT")
+  if counted then
+    out:write(string.format(
+      '{"requests_per_client": %d, "sent": %d, "threads_finished": %d, "finished_last": %.6f, ',
+      tonumber(counted), total_sent, threads_finished, finished_last))
+  else
+    out:write(string.format('{"sent": %d, ', total_sent))
+  end
   out:write(string.format(
-    '{"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
+    '"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
     '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
     '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
     '"percentiles": {%s}}, "per_second": [%s]}\n',
