@@ -157,6 +157,17 @@ def test_a_request_count_run_is_measured_until_its_last_client_finished() -> Non
     assert row["window_s"] == pytest.approx(3.0) and row["cpu_s_servers"] == pytest.approx(1.5)
 
 
+def test_a_request_count_window_too_short_to_measure_is_one_sentence() -> None:
+    spec = LoadSpec("wrk", 4, 0, 30, requests_per_client=20)
+    loadgen.check_counted_window(spec, (100.0, 102.5))
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_counted_window(spec, (100.0, 100.6))
+    assert str(err.value) == (
+        "the clients sent their 20 requests each in 0.6 s, too short to measure (CPU comes from "
+        "samples taken every second; at least 2 s): raise load.requests_per_client")
+    loadgen.check_counted_window(LoadSpec("wrk", 4, 0, 30), (100.0, 100.6))  # timed: not here
+
+
 def test_a_request_count_run_whose_threads_started_apart_counts_the_window_only() -> None:
     # thread 0 ran alone from 100 to 102 (500/s), then both until the last finished at 106
     per = {100: 500, 101: 500, 102: 1000, 103: 1000, 104: 1000, 105: 1000}
@@ -556,7 +567,8 @@ def test_worker_allowance_is_their_processes_capped_by_their_cores() -> None:
 
 
 def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
-                workers: int, expect: int, wait_s: int = 20, ship: bool = True) -> tuple[int, Path]:
+                workers: int, expect: int, wait_s: int = 20, ship: bool = True,
+                **env: str) -> tuple[int, Path]:
     """A real Locust master and `workers` separate worker processes (no TRACE: they run in
     another directory with a bare environment, as on another node). With `ship` the master
     sends the trace's lines (workers on other nodes); without, the workers open the trace file
@@ -564,7 +576,8 @@ def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: i
     port = 20000 + os.getpid() % 20000
     log = tmp_path / "requests.csv"
     master_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log),
-                  "USERS": str(users), "PYTHONPATH": str(ROOT), "SHIP_TRACE": "1" if ship else "0"}
+                  "USERS": str(users), "PYTHONPATH": str(ROOT), "SHIP_TRACE": "1" if ship else "0",
+                  **env}
     locustfile = str(ROOT / "workloads/locust/trace_replay.py")
     master = [str(LOCUST), "-f", locustfile, "--headless", "--host",
               f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users), "-r", str(users),
@@ -613,6 +626,21 @@ def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_reco
     rows = parquet_rows(tmp_path)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     assert (tmp_path / "locust-start.txt").exists()
+
+
+def test_separate_workers_stop_their_clients_after_their_requests(tmp_path: Path,
+                                                                  server) -> None:
+    srv = server(delay=0.002)
+    started = time.time()
+    code, _ = distributed(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+                          workers=2, expect=2, ship=False, REQUESTS_PER_CLIENT="17",
+                          WARMUP_S="0")
+    assert code == 0 and time.time() - started < 60  # the master quit when all were done
+    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
+    for c in "abcd":  # each of the 4 clients (2 per worker) sent exactly its 17 requests
+        assert [p for p in srv.paths if p.startswith(f"/{c}/")] == \
+            [f"/{c}/{i % 5}" for i in range(17)]
+    assert len(parquet_rows(tmp_path)) == 4 * 17
 
 
 def test_master_gives_up_naming_how_many_workers_arrived(tmp_path: Path, server) -> None:

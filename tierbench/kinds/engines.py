@@ -276,6 +276,20 @@ def limit_reached(engine: str, spec: LoadSpec, what: str) -> LoadgenError:
                         "load.requests_per_client")
 
 
+MIN_COUNTED_S = 2.0  # a request-count window shorter than this holds too few 1 Hz samples
+
+
+def check_counted_window(spec: LoadSpec, window: tuple[float, float]) -> None:
+    """A request-count window long enough to measure: CPU and bytes come from the samples taken
+    every second that bracket it."""
+    span = window[1] - window[0]
+    if spec.requests_per_client and span < MIN_COUNTED_S:
+        raise LoadgenError(f"the clients sent their {spec.requests_per_client:,} requests each in "
+                           f"{span:.1f} s, too short to measure (CPU comes from samples taken "
+                           f"every second; at least {MIN_COUNTED_S:g} s): raise "
+                           "load.requests_per_client")
+
+
 def check_clients_finished(spec: LoadSpec, point_dir: Path) -> None:
     """A request-count run: every client sent its requests (Locust counts them, FINISHED_FILE)."""
     if not spec.requests_per_client:

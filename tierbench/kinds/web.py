@@ -648,6 +648,7 @@ class WebKind(Kind):
             if ctx.sampler.error:
                 raise MeasureError(ctx.sampler.error)
             start, end = result.window
+            engines.check_counted_window(spec, result.window)
             # Wall-clock bounds: samples and requests before measure_start are warm-up.
             ctx.record["window"] = {"load_started": result.started, "measure_start": start,
                                     "measure_end": end}
