@@ -60,7 +60,7 @@ def test_bulk_tcp_over_two_receivers_with_offloads_on_and_off(env: dict[str, str
         assert record["mode_verified"] and record["restored"]
         assert record["interfaces_after"] == record["interfaces_before"]
     # every iperf process's raw CSV is kept
-    assert len(list((run / "points" / "p001").glob("iperf-*.csv"))) == 4
+    assert len(list((run / "points" / "p001").glob("iperf2-[0-9]*.csv"))) == 4
     assert "Measured here: throughput" in (run / "report.html").read_text()
 
 
