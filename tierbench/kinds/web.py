@@ -714,8 +714,12 @@ class WebKind(Kind):
         if dep.info["settings"].get("page_cache") == "cold":
             dropped = compose.evict_docroot()
             ctx.record["page_cache"] = f"cold: {dropped} docroot files dropped before the point"
-        if "db" in dep.containers and not appdb.empty_writes(dep.containers["db"]):
-            ctx.record["db"] = "the database did not answer before the point"
+        if "db" in dep.containers:
+            if not appdb.empty_writes(dep.containers["db"]):
+                ctx.record["db"] = "the database did not answer before the point"
+            waited = appdb.wait_for_published_counters(dep.containers["db"])
+            if waited:
+                ctx.record["db_counters_wait_s"] = round(waited, 1)
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
