@@ -254,3 +254,13 @@ def test_the_start_script_waits_for_its_time(tmp_path: Path) -> None:
     assert float(done.stdout) >= t0 + 1.2
     done = subprocess.run(["sh", str(script), f"{t0 - 100:.6f}", "true"], check=True)
     assert time.time() - t0 < 5
+
+
+def test_each_file_set_counts_the_points_that_read_it(tmp_path: Path) -> None:
+    """A set is removed from the share after the last point that reads it."""
+    exp = registry.load_experiment("fs-filebench")
+    prepared = registry.kind("fs").prepare(exp, tmp_path / "20260101T000000Z")
+    assert prepared["run_id"] == "20260101T000000Z" and prepared["sets"] == set()
+    assert prepared["uses"] == {"a": 4, "b": 4, "w": 4, "c": 6}  # 2 modes x workloads per set
+    dbench = registry.load_experiment("fs-clients")
+    assert registry.kind("fs").prepare(dbench, tmp_path / "x")["uses"] == {}

@@ -268,7 +268,7 @@ class FsKind(Kind):
     model = FsSettings
     block = "fs"
     tiers = TIERS
-    bring_up = "the file-server tier's bring-up (about 10 s)"
+    bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
     variation_pct = 5.0
 
     def settings(self, exp: Experiment) -> Fs:
@@ -446,8 +446,14 @@ class FsKind(Kind):
             stack.require_image(IMAGE)
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
-        """Per-run state: the run id (folder names on the share) and the file sets laid out."""
-        return {"run_id": run_dir.name, "sets": set()}
+        """Per-run state: the run id (folder names on the share), the file sets laid out, and
+        how many points still read each set (a set is removed after its last one)."""
+        uses: dict[str, int] = {}
+        if self.settings(exp).test == "filebench":
+            for point in self.points(exp, exp.seed):
+                fileset = FILEBENCH[point["workload"]].fileset
+                uses[fileset] = uses.get(fileset, 0) + 1
+        return {"run_id": run_dir.name, "sets": set(), "uses": uses}
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
@@ -578,11 +584,12 @@ class FsKind(Kind):
                        "mb_per_s": d.mb_per_s, "phase": d.phase, "second": d.second,
                        "latency_ms": d.latency_ms}
                       for t, line in timed if (d := fstools.parse_dbench_line(line))]
+        # dbench resets its operation counts after the warm-up: these are the timed part's
+        operations = sum(o["count"] for o in report["operations"].values())
         values: dict[str, Any] = {"mb_per_s": report["mb_per_s"],
+                                  "ops_per_s": operations / (end - start),
                                   "max_latency_ms": report["max_latency_ms"],
-                                  "bytes": round(nbytes),
-                                  "operations": sum(o["count"] for o in
-                                                    report["operations"].values())}
+                                  "bytes": round(nbytes), "operations": operations}
         if report["errors"]:
             values["error"] = f"dbench reported: {report['errors'][0][:200]}"
         ctx.record["operations"] = report["operations"]
@@ -635,8 +642,13 @@ class FsKind(Kind):
             report, start = self.fio_at(ctx, [(client, fstools.filebench_command(w.name, env))],
                                         "fio")
         finally:
-            if w.fileset == "w":
-                stack.exec_in(client, ["sh", "-c", f"rm -f {folder}/write.*"], timeout=300)
+            uses = ctx.prepared["uses"]
+            uses[w.fileset] = uses.get(w.fileset, 1) - 1
+            if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
+                files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
+                    if w.fileset != "w" else f"{folder}/write.*"
+                stack.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
+                ctx.prepared["sets"].discard(w.fileset)
         direction = w.direction
         begin = start + f.warmup_s
         values = fio_figures(report, direction)
@@ -732,7 +744,7 @@ class FsKind(Kind):
                "host_sys_pct", "host_softirq_pct", "host_idle_pct", "client_cpu_us_per_kb",
                "server_cpu_us_per_kb", "host_cpu_us_per_kb"]
         if f.test == "dbench":
-            figures = ["mb_per_s", "max_latency_ms", "operations", "bytes"] + cpu
+            figures = ["mb_per_s", "ops_per_s", "max_latency_ms", "operations", "bytes"] + cpu
         elif f.test == "iozone":
             figures = [f"{phase}_{c}" for phase in ("write", "read")
                        for c in ["mb_per_s", "iops", "latency_ms", "p99_ms", "bytes", *cpu]]
@@ -880,7 +892,7 @@ def _dbench_family(name: str, x: str, xlabel: str, title: str, description: str,
         "kind": "fs", "family": name, "title": title, "description": description,
         "phases": None, "factors": ["load", "programs", "think_ms"], "sections": ["load"],
         "primary": {"column": "mb_per_s", "label": "throughput", "unit": "MB/s"},
-        "columns": ["max_latency_ms", *_COLUMNS],
+        "columns": ["ops_per_s", "max_latency_ms", *_COLUMNS],
         "costs": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
         "benefit": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
         "baseline": None, "optional": _OPTIONAL, "samples": False,
