@@ -131,6 +131,15 @@ def test_points_group_by_server_load_and_keep_every_combination() -> None:
     assert {kind.placement(iozone, p) for p in runner.points_of(iozone)} == {("orangefs", 4)}
 
 
+def test_iozone_against_the_file_server_has_no_load_factor(tmp_path: Path) -> None:
+    exp = registry.load_experiment(write_exp(tmp_path, "{test: iozone, sessions: [1, 2]}"))
+    kind = registry.kind("fs")
+    points = runner.points_of(exp)
+    assert [p["sessions"] for p in points] and "load" not in points[0].factors
+    assert {kind.placement(exp, p) for p in points} == {("gluster", "idle")}
+    assert "file server (GlusterFS)" in "\n".join(runner.plan_lines(exp))
+
+
 def test_sessions_spread_over_client_containers() -> None:
     assert fileserver.sessions_per_client(1, 4) == [1]
     assert fileserver.sessions_per_client(6, 4) == [2, 2, 1, 1]

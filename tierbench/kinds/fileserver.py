@@ -272,6 +272,7 @@ class FsKind(Kind):
     variation_pct = 5.0
 
     def settings(self, exp: Experiment) -> Fs:
+        """The experiment's `fs:` block."""
         return exp.settings.fs  # type: ignore[attr-defined, no-any-return]
 
     def check(self, exp: Experiment) -> None:
@@ -326,12 +327,13 @@ class FsKind(Kind):
         f = self.settings(exp)
         if f.server == "orangefs":
             return ("orangefs", f.io_servers)
-        return ("gluster", combo["load"])
+        factors = combo if isinstance(combo, dict) else combo.factors
+        return ("gluster", factors.get("load", "idle"))
 
     def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled within each server load, loads in the order listed."""
         f = self.settings(exp)
-        if f.server == "orangefs":
+        if "load" not in combos[0]:
             return combos
         listed = list(f.load)
         return sorted(combos, key=lambda c: listed.index(c["load"]))
@@ -374,11 +376,12 @@ class FsKind(Kind):
         if f.server == "orangefs":
             return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
                     f"{f.client_containers} client container(s) on 198.18.3.0/24")
-        load = ("idle server" if point["load"] == "idle" else
+        load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
         return f"  -- file server (GlusterFS) and 1 client on 198.18.12.0/24, {load}"
 
     def what(self, exp: Experiment, point: Point) -> str:
+        """A point's factors in a few words."""
         p = point.factors
         test = self.settings(exp).test
         if test == "dbench":
