@@ -1,7 +1,8 @@
 """The file-server kind for real, through `tierbench run`: dbench against the GlusterFS server
 with and without think time, the server idle and busy with the MPEG decoder (hog on, then off
-again); two Filebench job files with the server's cache filled first and offloads on and off;
-and fio sessions on OrangeFS (skipped, saying so, where the OrangeFS image cannot be built).
+again); 1 KB random reads by two programs with offloads on and off; two Filebench job files with
+the server's cache filled first; and fio sessions on OrangeFS (skipped, saying so, where the
+OrangeFS image cannot be built).
 Needs root, Docker with Compose v2 and tierbench-fs (`make images`)."""
 
 import csv
@@ -85,23 +86,47 @@ def test_dbench_think_time_and_a_busy_server(env: dict[str, str]) -> None:
     assert not {n for n in running() if n.startswith("tierbench-fs-")}
 
 
-def test_filebench_job_files_with_offloads_on_and_off(env: dict[str, str]) -> None:
+def test_random_reads_with_offloads_on_and_off(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-randread-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "fs-randread-short")
+    assert sorted(r["mode"] for r in rows) == ["servers-offloads-off", "servers-offloads-on"]
+    for r in rows:
+        assert r["error"] == "", r
+        assert float(r["iops"]) > 100 and float(r["latency_ms"]) > 0
+        # 1 KB reads: MB/s is IOPS times the block
+        assert float(r["mb_per_s"]) == pytest.approx(float(r["iops"]) * 1024 / 1e6, rel=0.05)
+        assert float(r["server_cpu_pct"]) > 1 and r["hog_cpu_pct"] == ""
+        # direct I/O: every read crossed the server's veth
+        assert float(r["server_net_mb_per_s"]) >= 0.9 * float(r["mb_per_s"])
+    check_interfaces(run)
+    for point in ("p001", "p002"):
+        jobs = json.loads((run / "points" / point / "fio-1.json").read_text())["jobs"]
+        assert len(jobs) == 2 and {j["job options"]["bs"] for j in jobs} == {"1024"}
+    # each point's files were removed from the share after it
+    share = subprocess.run(["docker", "exec", "tierbench-fs-client-1", "ls", "/mnt/share"],
+                           capture_output=True, text=True, timeout=60)
+    assert share.returncode == 0 and "p00" not in share.stdout, share.stdout
+    assert tierbench(env, "clean").returncode == 0
+
+
+def test_filebench_job_files(env: dict[str, str]) -> None:
     done = tierbench(env, "run", str(EXPERIMENTS / "fs-fio-short.yml"))
     assert done.returncode == 0, done.stderr[-3000:]
     run, rows = rows_of(env, "fs-fio-short")
-    assert len(rows) == 4
+    assert len(rows) == 2
     for r in rows:
         assert r["error"] == "", r
         assert float(r["mb_per_s"]) > 1 and int(float(r["bytes"])) > 1 << 20
         assert float(r["server_cpu_pct"]) > 1
         # the server's veth carried at least what fio moved
         assert float(r["server_net_mb_per_s"]) >= 0.9 * float(r["mb_per_s"])
-    cached = [r for r in rows if r["workload"] == "2-seqread-cached"]
-    assert {r["threads"] for r in rows} == {"1"} and len(cached) == 2
+    assert {r["workload"] for r in rows} == {"2-seqread-cached", "5-seqwrite"}
+    assert {r["threads"] for r in rows} == {"1"}
     manifest = json.loads((run / "manifest.json").read_text())
     assert {rec.get("server_cache") for rec in manifest["points"].values()} == {"cached", None}
     check_interfaces(run)
-    assert len(list((run / "points").glob("p00*/fio-1.json"))) == 4
+    assert len(list((run / "points").glob("p00*/fio-1.json"))) == 2
     assert tierbench(env, "clean").returncode == 0
 
 
