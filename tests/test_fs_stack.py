@@ -80,6 +80,9 @@ def test_dbench_think_time_and_a_busy_server(env: dict[str, str]) -> None:
     assert all(got[("idle", t)]["hog_cpu_pct"] == "" for t in (0, 2))
     check_interfaces(run)
     assert (run / "points" / "p001" / "dbench.txt").read_text().count("Throughput") == 1
+    tools = json.loads((run / "manifest.json").read_text())["tools"]
+    assert tools["dbench"].startswith("dbench version 4") and tools["glusterfs"].startswith(
+        "glusterfs 10")
     assert "Measured here: throughput" in (run / "report.html").read_text()
     assert "tierbench-fs-hog-1" in running()  # the busy points ran last; clean stops it
     assert tierbench(env, "clean").returncode == 0
@@ -149,5 +152,8 @@ def test_iozone_sessions_on_orangefs(env: dict[str, str]) -> None:
             assert float(r[f"{phase}_server_cpu_pct"]) > 0
     two = next(r for r in rows if r["sessions"] == "2")
     assert two["client_containers_used"] == "2"
+    tools = json.loads((run / "manifest.json").read_text())["tools"]
+    assert tools["fio"].startswith("fio-") and "version 2.10" in tools["orangefs"]
+    assert "dbench" not in tools  # not in the OrangeFS image
     check_interfaces(run)
     assert tierbench(env, "clean").returncode == 0

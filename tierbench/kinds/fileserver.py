@@ -506,8 +506,10 @@ class FsKind(Kind):
         """The tools' and the server's versions as the containers report them."""
         client = deployment.info["clients"][0]
         out: dict[str, Any] = {}
-        for tool, argv in (("fio", ["fio", "--version"]), ("dbench", ["sh", "-c",
-                           "dbench --help 2>&1 | head -1"])):
+        tools = [("fio", ["fio", "--version"])]
+        if deployment.info["server"] == "gluster":  # the OrangeFS clients have no dbench
+            tools.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
+        for tool, argv in tools:
             done = stack.exec_in(client, argv, timeout=30)
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
