@@ -10,35 +10,25 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from stack_env import TIERBENCH, cli_env
 
 from tierbench.placement import compose as stack
 
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parent.parent
-TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Results and state in temporary folders; fail, not skip, when prerequisites are missing."""
-    if os.geteuid() != 0:
-        pytest.fail("the stack tests need root: run `make test` as root")
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode != 0:
-        pytest.fail("docker compose v2 is missing: run `make setup`")
-    base = tmp_path_factory.mktemp("dbtier")
-    e = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
-             TIERBENCH_STATE_DIR=str(base / "state"))
-    yield e
-    subprocess.run([*TIERBENCH, "clean"], env=e, cwd=ROOT, capture_output=True, timeout=300)
+    with cli_env(tmp_path_factory.mktemp("dbtier")) as e:
+        yield e
 
 
 def run(env: dict[str, str], name: str) -> tuple[subprocess.CompletedProcess, Path]:

@@ -7,34 +7,23 @@ Needs root, Docker with Compose v2 and tierbench-fs (`make images`)."""
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from stack_env import ROOT, cli_env, tierbench
+
 pytestmark = pytest.mark.stack
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
 NO_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    if os.geteuid() != 0:
-        pytest.fail("the stack tests need root: run `make test` as root")
-    base = tmp_path_factory.mktemp("fs")
-    env = {**os.environ, "TIERBENCH_RESULTS": str(base / "results"),
-           "TIERBENCH_STATE_DIR": str(base / "state")}
-    yield env
-    tierbench(env, "clean")
-
-
-def tierbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tierbench.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    with cli_env(tmp_path_factory.mktemp("fs")) as env:
+        yield env
 
 
 def rows_of(env: dict[str, str], name: str) -> tuple[Path, list[dict]]:
