@@ -15,6 +15,7 @@ import synthetic_runs
 
 ON_OFF = ["offloads-on", "offloads-off"]
 PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
+SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
 # fixture -> the first measured panel: kind, categories (tick labels in order), series names
 EXPECTED = {
     "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
@@ -61,10 +62,18 @@ EXPECTED = {
                 "bi · offloads-off"]),
     "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
     "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
+    "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
+    "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-filebench": ("bars", ["1-seqread-uncached", "2-seqread-cached",
+                              "3-seqread20-uncached", "4-seqread10-cached",
+                              "5-seqwrite", "6-seqwrite20"], SERVERS_ON_OFF),
+    "pfs-iozone": ("lines", ["1", "2", "4", "8"], ON_OFF),
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
-         "net-platform": "59", "net-platform-bw": "1,748", "net-txprofile": "5.28"}
+         "net-platform": "59", "net-platform-bw": "1,748", "net-txprofile": "5.28",
+         "fs-filebench": "24,555"}
 
 
 def axes_chunks(svg: str) -> list[str]:

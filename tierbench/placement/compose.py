@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
             "app-db": "compose/app-db.yml"}
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
+FS_OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
@@ -312,32 +314,43 @@ def down() -> None:
     # The base file plus every overlay: whichever variant is up, all its services are known.
     # `--profile pfs` / `net`: the OrangeFS and network-benchmark services only start when
     # named, but must always go (with their networks).
-    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY]
+    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY, FS_OVERLAY]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
-          "--profile", "pfs", "--profile", "net", "down", "-v", "--remove-orphans",
+          "--profile", "pfs", "--profile", "net", "--profile", "fs", "down", "-v",
+          "--remove-orphans",
           "--timeout", "10"], timeout=300)
     unmount_tmpfs()
 
 
+def volume_path(volume: str) -> Path:
+    """Where a volume of the project (its name in the Compose files) lives on the host."""
+    name = f"{PROJECT}_{volume}"
+    return Path(_run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", name]).strip())
+
+
 def evict_docroot() -> int:
-    """Drop the files of the docroot volume from the host's page cache (written back first,
-    then posix_fadvise DONTNEED on each): the next read of each comes from the disk. Only the
-    project's own volume is touched. Returns how many files."""
-    name = f"{PROJECT}_docroot"
-    where = Path(_run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", name]).strip())
+    """Drop the files of the docroot volume from the host's page cache: the next read of each
+    comes from the disk. Only the project's own volume is touched. Returns how many files."""
+    where = volume_path("docroot")
+    return evict_files(Path(folder) / entry for folder, _, names in os.walk(where)
+                       for entry in names)
+
+
+def evict_files(paths: Iterable[Path]) -> int:
+    """Drop files from the host's page cache (written back first, then posix_fadvise
+    DONTNEED on each); files that cannot be opened are skipped. Returns how many."""
     os.sync()
     count = 0
-    for folder, _, names in os.walk(where):
-        for entry in names:
-            try:
-                fd = os.open(os.path.join(folder, entry), os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                count += 1
-            finally:
-                os.close(fd)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            count += 1
+        finally:
+            os.close(fd)
     return count
 
 
