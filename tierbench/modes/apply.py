@@ -39,8 +39,20 @@ STATE_KIND = "tierbench-mode-state"
 APPLY_PASSES = 2
 
 
+def _nodes(endpoints: list[Endpoint]) -> list[str]:
+    """The cluster nodes the endpoints are on (in order; none on a single host)."""
+    return list(dict.fromkeys(ep.node for ep in endpoints if ep.node is not None))
+
+
 def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
-    """Where each sysctl goes: {target: {"pid": pid|None, "netns_ino": ino, "keys": [...]}}."""
+    """Where each sysctl goes: {target: {"pid": pid|None, "netns_ino": ino, "keys": [...]}};
+    on a cluster, each node's host (its tiers share it: host networking), with the node and
+    the ssh command that reaches it."""
+    nodes = _nodes(endpoints)
+    if nodes:
+        return {f"node:{n}": {"pid": None, "netns_ino": None, "node": n,
+                              "ssh": netif.node_argv(n), "keys": list(mode.knobs.sysctls)}
+                for n in nodes if mode.knobs.sysctls}
     pids: dict[int, int] = {}
     for ep in endpoints:
         if ep.netns_pid is not None:
@@ -61,18 +73,19 @@ def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str
     return targets
 
 
-def _qdisc_problem(mode: Mode) -> str | None:
+def _qdisc_problem(mode: Mode, node: str | None = None) -> str | None:
     q = mode.knobs.qdisc
     if not q:
         return None
     try:
-        err = ethtool.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())))
+        err = ethtool.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())), node)
     except NetifError as exc:
         return f"qdisc {q['kind']}: {exc}"
     if err is None:
         return None
     if "kind is unknown" in err or "No such file" in err:
-        return (f"qdisc {q['kind']} is not available in this kernel (module sch_{q['kind']} "
+        where = f"the kernel of {node}" if node else "this kernel"
+        return (f"qdisc {q['kind']} is not available in {where} (module sch_{q['kind']} "
                 f"missing): use a kernel with CONFIG_NET_SCH_{q['kind'].upper()} or drop "
                 f"{q['kind']} from mode {mode.name}")
     return f"qdisc {q['kind']} with {q} is refused by tc: {err}; fix qdisc in mode {mode.name}"
@@ -112,11 +125,14 @@ def snapshot_mode(mode: Mode, endpoints: list[Endpoint]) -> dict[str, Any]:
         state["endpoints"][ep.label] = _snapshot_endpoint(ep, mode)
     for target, info in _sysctl_targets(mode, endpoints).items():
         values = {}
+        node = info.get("node")
         for key in info["keys"]:
-            if ethtool.sysctl_scope(key) != "missing":
-                values[key] = ethtool.read_sysctl(info["pid"], key, target)
+            scope = ethtool.sysctl_on_node(key, node) if node else ethtool.sysctl_scope(key)
+            if scope != "missing":
+                values[key] = ethtool.read_sysctl(info["pid"], key, target, node)
+        where = {"node": node, "ssh": info["ssh"]} if node else {}
         state["sysctls"][target] = {"pid": info["pid"], "netns_ino": info["netns_ino"],
-                                    "values": values}
+                                    **where, "values": values}
     if mode.cpu:
         state["cpu"] = {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid),
                                        "label": label, "values": cpu.read(pid)}
@@ -243,9 +259,11 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
             problems.append(f"{key} is not supported by {who}: no {kind} queue has {key} "
                             f"(kernel without CONFIG_RPS/CONFIG_XPS?); {fix}")
         elif key.endswith("_cpus") and value != "all" and (
-                ethtool.mask_int(str(value)) & ~ethtool.mask_int(ethtool.online_cpu_mask())):
+                ethtool.mask_int(str(value))
+                & ~ethtool.mask_int(ethtool.online_cpu_mask(snap.get("node")))):
             problems.append(f"{key} {value} names CPUs that are not online (online mask "
-                            f"{ethtool.online_cpu_mask()}); change mode {mode.name}")
+                            f"{ethtool.online_cpu_mask(snap.get('node'))}); change mode "
+                            f"{mode.name}")
     if k.qdisc:
         root = snap.get("qdisc_root", {})
         if root.get("handle") not in (None, "0:"):
@@ -275,15 +293,32 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None)
                 problems.append(f"{ep.label}: no snapshot was taken before checking")
             continue
         problems += endpoint_problems(snap, mode)
-    qp = _qdisc_problem(mode)
-    if qp:
-        problems.append(qp)
-    if mode.cpu:
+    nodes = _nodes(endpoints)
+    for node in nodes or [None]:
+        qp = _qdisc_problem(mode, node)
+        if qp and qp not in problems:
+            problems.append(qp)
+    if mode.cpu and nodes:
+        problems.append(f"mode {mode.name} sets the CPUs of containers (cpu:), which tierbench "
+                        "does on one host only; on a cluster, give each tier's node the CPUs it "
+                        "should have (the *_CPUS settings) and drop the mode")
+    elif mode.cpu:
         problems += _cpu_problems(mode, state if "cpu" in state else
                                   {"cpu": {f"pid:{p}": {"pid": p, "label": t} for p, t in
                                            _cpu_targets(endpoints).items()}})
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
+        for node in nodes:
+            try:
+                missing = ethtool.sysctl_on_node(key, node) == "missing"
+            except NetifError as exc:
+                problems.append(str(exc))
+                continue
+            if missing:
+                problems.append(f"sysctl {key} does not exist on the kernel of {node} (no "
+                                f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+        if nodes:
+            continue
         scope = ethtool.sysctl_scope(key)
         if scope == "missing":
             problems.append(f"sysctl {key} does not exist on this kernel (no "
@@ -321,7 +356,8 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
     writes: dict[str, str] = {}
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         # re-read: a channel change above may have added queues the snapshot did not have
-        writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus, k.rps_flow_cnt)
+        writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus,
+                                     k.rps_flow_cnt, ep.node)
     if writes:
         ethtool.write_masks(ep, writes)
     if k.qdisc:
@@ -332,7 +368,8 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
 def _set_sysctls(mode: Mode, state: dict) -> None:
     for target, info in state.get("sysctls", {}).items():
         for key in info["values"]:
-            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target)
+            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target,
+                                 info.get("node"))
 
 
 def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
@@ -397,7 +434,8 @@ def _endpoint_mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[st
                        f"0-{k.rss['equal'] - 1}")
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         queues = ethtool.read_queues(ep)
-        for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt).items():
+        for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
+                                              ep.node).items():
             q, f = path.split("/")
             have = queues[q][f]
             if have == "unreadable" or ethtool.queue_value(f, have) != ethtool.queue_value(f, want):
@@ -420,7 +458,7 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
         except NetifError as exc:
             out.append(f"{ep.label}: could not re-read the settings: {exc}")
     targets = (state or {}).get("sysctls") or {
-        t: {"pid": i["pid"], "values": dict.fromkeys(i["keys"])}
+        t: {"pid": i["pid"], "node": i.get("node"), "values": dict.fromkeys(i["keys"])}
         for t, i in _sysctl_targets(mode, endpoints).items()}
     for target, info in targets.items():
         for key in info["values"]:
@@ -428,7 +466,7 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
             if want is None:
                 continue
             try:
-                have = ethtool.read_sysctl(info["pid"], key, target)
+                have = ethtool.read_sysctl(info["pid"], key, target, info.get("node"))
             except NetifError as exc:
                 out.append(f"{target}: could not re-read {key}: {exc}")
                 continue
@@ -534,7 +572,7 @@ def _remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
 
 
 def _restore_endpoint(snap: dict) -> list[str]:
-    ep = Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"))
+    ep = netif.endpoint_of(snap)
     problems = netif.restore_endpoint(snap)
     if any("gone, nothing to restore" in p for p in problems):
         return problems
@@ -553,12 +591,15 @@ def _restore_sysctls(target: str, info: dict) -> list[str]:
         if not os.path.exists(f"/proc/{pid}") or (
                 ino is not None and netif.netns_inode(pid) != ino):
             return [f"{target}: gone, nothing to restore"]
+    node = info.get("node")
+    if node and info.get("ssh"):
+        netif.add_node(node, info["ssh"])
     problems: list[str] = []
     for key, value in info.get("values", {}).items():
         try:
-            if ethtool.read_sysctl(pid, key, target) != value:
-                ethtool.write_sysctl(pid, key, value, target)
-                have = ethtool.read_sysctl(pid, key, target)
+            if ethtool.read_sysctl(pid, key, target, node) != value:
+                ethtool.write_sysctl(pid, key, value, target, node)
+                have = ethtool.read_sysctl(pid, key, target, node)
                 if have != value:
                     problems.append(f"{target}: sysctl {key} is {have!r}, snapshot had {value!r}")
         except NetifError as exc:
