@@ -3,7 +3,8 @@
 # NET_IPERF_PORT (a thread per connection; several processes because one iperf 2.1.8 listener
 # reading the headers of 1500 connections at once can time out and then crash), NET_IPERF3_SERVERS
 # iperf3 servers on consecutive ports from NET_IPERF3_PORT (an iperf3 server runs one test at a
-# time, so concurrent iperf3 clients need one port each), and a TCP sockperf server. Exits,
+# time, so concurrent iperf3 clients need one port each), and a TCP sockperf server; all on
+# NET_BIND's address when it is set (else on every address). Exits,
 # naming it, as soon as any of them exits. `--healthcheck`: every port is listening.
 set -euo pipefail
 iperf_port=${NET_IPERF_PORT:-5001}
@@ -11,6 +12,7 @@ iperf_servers=${NET_IPERF_SERVERS:-4}
 iperf3_port=${NET_IPERF3_PORT:-5201}
 iperf3_servers=${NET_IPERF3_SERVERS:-4}
 sockperf_port=${NET_SOCKPERF_PORT:-11111}
+bind=${NET_BIND:-}  # an address to listen on (a cluster node's data plane); empty: every address
 ports=("$sockperf_port")
 for ((i = 0; i < iperf_servers; i++)); do ports+=($((iperf_port + i))); done
 for ((i = 0; i < iperf3_servers; i++)); do ports+=($((iperf3_port + i))); done
@@ -26,13 +28,13 @@ fi
 declare -A names
 for ((i = 0; i < iperf_servers; i++)); do
   p=$((iperf_port + i))
-  iperf -s -p "$p" & names[$!]="iperf -s -p $p"
+  iperf -s -p "$p" ${bind:+-B "$bind"} & names[$!]="iperf -s -p $p"
 done
 for ((i = 0; i < iperf3_servers; i++)); do
   p=$((iperf3_port + i))
-  iperf3 -s -p "$p" & names[$!]="iperf3 -s -p $p"
+  iperf3 -s -p "$p" ${bind:+-B "$bind"} & names[$!]="iperf3 -s -p $p"
 done
-sockperf server --tcp -i 0.0.0.0 -p "$sockperf_port" >/dev/null & names[$!]="sockperf server --tcp -p $sockperf_port"
+sockperf server --tcp -i "${bind:-0.0.0.0}" -p "$sockperf_port" >/dev/null & names[$!]="sockperf server --tcp -p $sockperf_port"
 echo "net-server: listening on ports ${ports[*]}" >&2
 status=0
 wait -n -p done_pid || status=$?

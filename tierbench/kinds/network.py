@@ -31,7 +31,6 @@ from typing import Any
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, choice, flag, one_or_many, whole
-from tierbench.interfaces import netif
 from tierbench.kinds import net
 from tierbench.kinds.contract import (
     CLIENT,
@@ -51,6 +50,7 @@ from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.placement import compose as stack
+from tierbench.placement import placer
 
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
@@ -62,6 +62,9 @@ PORTS_PER_RECEIVER = 4
 PER_SERVER = 100
 IMAGE = "tierbench-net"
 MAX_CONNECTIONS = 6000
+# Receivers that share one host's ports (a cluster node, host networking): receiver i listens on
+# every port of the single-host layout plus (i - 1) x PORT_STRIDE.
+PORT_STRIDE = 1000
 
 
 class Net(Model):
@@ -98,10 +101,13 @@ def iperf_servers(n: Net, receivers: int) -> int:
     return max(PORTS_PER_RECEIVER, -(-most // (receivers * PER_SERVER)))
 
 
-def slots(addresses: list[str], ports_each: int, connections: int) -> list[tuple[str, int, int]]:
+def slots(addresses: list[str] | list[tuple[str, int]], ports_each: int,
+          connections: int) -> list[tuple[str, int, int]]:
     """(receiver address, iperf port, connections) per sender process: the connections spread
-    evenly over every receiver's iperf servers, the busiest getting at most one more."""
-    ports = [(a, net.IPERF_PORT + k) for k in range(ports_each) for a in addresses]
+    evenly over every receiver's iperf servers, the busiest getting at most one more. A receiver
+    is its address, or (address, its first iperf port) when receivers share ports."""
+    bases = [(a, net.IPERF_PORT) if isinstance(a, str) else a for a in addresses]
+    ports = [(a, base + k) for k in range(ports_each) for a, base in bases]
     ports = ports[: max(1, min(len(ports), connections))]
     base, extra = divmod(connections, len(ports))
     return [(a, p, base + (1 if i < extra else 0)) for i, (a, p) in enumerate(ports)
@@ -116,6 +122,7 @@ class NetKind(Kind):
     model = NetSettings
     block = "net"
     tiers = TIERS
+    roles = ("net_client", "net_server")
     bring_up = "the network tier's bring-up (seconds)"
     variation_pct = 5.0
 
@@ -216,20 +223,22 @@ class NetKind(Kind):
         """compose/net.yml up: 1 sender and the receivers (the web stack goes first)."""
         receivers = int(key)  # type: ignore[arg-type]
         ports = iperf_servers(self.settings(exp), receivers)
-        log(f"tierbench: bringing the network tier up (1 sender, {receivers} receiver(s), "
-            f"{ports} iperf servers each)")
-        stack.down()
+        where = placer.current()
+        log(f"tierbench: bringing the network tier up on {where.name} (1 sender, {receivers} "
+            f"receiver(s), {ports} iperf servers each)")
+        where.down()
         env = {**stack.dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports)}
-        stack.compose([*net_files(), "up", "-d", "--wait", "--scale",
-                       f"{RECEIVER}={receivers}", "--scale", f"{SENDER}=1", RECEIVER, SENDER],
-                      env, timeout=300)
+        where.up(stack.Services(net_files(), env, services=[RECEIVER, SENDER],
+                                scale={RECEIVER: receivers, SENDER: 1},
+                                replica_env={RECEIVER: receiver_env(receivers, ports)},
+                                timeout=300))
         deployment = discover(receivers)
         deployment.info["ports"] = ports
         return deployment
 
     def running(self) -> Deployment | None:
         """The network tier, when it is up."""
-        found = [c for c in stack.replicas() if c.service in TIERS]
+        found = [c for c in placer.current().replicas() if c.service in TIERS]
         receivers = sum(1 for c in found if c.service == RECEIVER)
         return discover(receivers) if receivers and any(c.service == SENDER for c in found) \
             else None
@@ -277,8 +286,10 @@ class NetKind(Kind):
         """iperf 2 from the sender to every receiver's ports at once; connections counted."""
         f = ctx.point.factors
         sender = ctx.deployment.info["sender"]
-        plan = slots(ctx.deployment.info["addresses"],
-                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER),
+        info = ctx.deployment.info
+        shift = info.get("shift") or [0] * len(info["addresses"])
+        plan = slots([(a, net.IPERF_PORT + d) for a, d in zip(info["addresses"], shift)],
+                     info.get("ports", PORTS_PER_RECEIVER),
                      total_connections(n, f["connections"], f["receivers"]))
         # every sender process starts at once from one shell in the sender (one `docker exec`
         # per process would start them seconds apart on a loaded host), each line tagged with
@@ -292,17 +303,19 @@ class NetKind(Kind):
                           for k, argv in enumerate(commands, 1)) + " wait"
         raw = ctx.dir / "iperf.txt"
         with raw.open("w") as out:
-            proc = subprocess.Popen(["docker", "exec", sender.id, "sh", "-c", script],
-                                    stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen([*stack.docker_cmd(sender), "exec", sender.id, "sh", "-c",
+                                     script], stdout=out, stderr=subprocess.STDOUT)
             try:
                 # while every stream runs: the connections the sender's namespace holds
                 time.sleep(n.warmup_s + n.measure_s / 2)
-                established = established_now(sender.pid, ctx.dir / "established.txt")
+                established = established_now(sender, ctx.dir / "established.txt",
+                                              {port for _, port, _ in plan})
                 proc.wait(timeout=n.warmup_s + n.measure_s + 60)
             finally:
                 if proc.poll() is None:  # ours, still running after a failure: end it all
-                    subprocess.run(["docker", "exec", sender.id, "pkill", "-KILL", "-f",
-                                    "iperf -c"], capture_output=True, timeout=120, check=False)
+                    subprocess.run([*stack.docker_cmd(sender), "exec", sender.id, "pkill",
+                                    "-KILL", "-f", "iperf -c"], capture_output=True,
+                                   timeout=120, check=False)
                     proc.kill()
                     proc.wait(timeout=30)
         parts: dict[int, list[str]] = {k: [] for k in range(1, len(plan) + 1)}
@@ -313,7 +326,8 @@ class NetKind(Kind):
         for k, lines in parts.items():
             (ctx.dir / f"iperf-{k}.csv").write_text("\n".join(lines) + "\n")
         results = [net.parse_iperf2_csv((ctx.dir / f"iperf-{i + 1}.csv").read_text(),
-                                        warmup_s=n.warmup_s) for i in range(len(plan))]
+                                        warmup_s=n.warmup_s, server_port=plan[i][1])
+                   for i in range(len(plan))]
         total = net.sum_throughput(results)
         return {"connections_established": established, "sender_processes": len(plan),
                 "bytes_per_s": total["bytes_per_second"],
@@ -324,11 +338,14 @@ class NetKind(Kind):
         """sockperf ping-pong to the first receiver for warm-up + measured seconds."""
         f = ctx.point.factors
         sender = ctx.deployment.info["sender"]
-        argv = net.sockperf_command(ctx.deployment.info["addresses"][0],
+        info = ctx.deployment.info
+        argv = net.sockperf_command(info["addresses"][0],
+                                    port=net.SOCKPERF_PORT + (info.get("shift") or [0])[0],
                                     message_size=f["message_size"],
                                     duration_s=n.warmup_s + n.measure_s)
-        done = subprocess.run(["docker", "exec", sender.id, *argv], capture_output=True,
-                              text=True, timeout=n.warmup_s + n.measure_s + 60)
+        done = subprocess.run([*stack.docker_cmd(sender), "exec", sender.id, *argv],
+                              capture_output=True, text=True,
+                              timeout=n.warmup_s + n.measure_s + 60)
         (ctx.dir / "sockperf.txt").write_text(done.stdout + done.stderr)
         r = net.parse_sockperf(done.stdout + done.stderr)
         pct = r["percentiles"]
@@ -340,7 +357,10 @@ class NetKind(Kind):
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
         """A receiver that stopped ends the run with one sentence naming it."""
-        running = {c.id for c in stack.replicas()}
+        try:
+            running = {c.id for c in placer.current().replicas()}
+        except stack.StackError as exc:
+            raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = [c.name for c in deployment.info["receivers"] if c.id not in running]
         if down:
             raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
@@ -419,27 +439,34 @@ def cpu_figures(first: dict, last: dict, bytes_per_s: float) -> dict[str, Any]:
     return out
 
 
-def established_now(pid: int, keep: Path) -> int:
-    """Established TCP connections in the network namespace of `pid`, from its /proc tables
-    (kept in `keep`)."""
-    tables = []
-    for name in ("tcp", "tcp6"):
-        try:
-            tables.append(Path(f"/proc/{pid}/net/{name}").read_text())
-        except OSError:
-            continue
-    keep.write_text("".join(tables))
-    return sum(net.count_established_proc(t) for t in tables)
+def established_now(sender: stack.Container, keep: Path, ports: set[int]) -> int:
+    """Established TCP connections from the sender to the iperf servers' `ports`, from the
+    /proc tables of its network namespace (kept in `keep`; on a cluster node the node's, where
+    other connections are left out by their ports)."""
+    done = placer.current().exec(sender, ["sh", "-c", "cat /proc/net/tcp /proc/net/tcp6 "
+                                          "2>/dev/null"], timeout=60)
+    keep.write_text(done.stdout)
+    tables = [t for t in done.stdout.split("  sl ") if t.strip()]
+    return sum(net.count_established_proc("  sl " + t, ports) for t in tables)
 
 
 def net_files() -> list[str]:
-    """-f arguments of the network tier (the base file names the project's networks)."""
-    return ["-f", str(stack.ROOT / "docker-compose.yml"), "-f", str(stack.ROOT / stack.NET_OVERLAY)]
+    """The network tier's compose files (the base file names the project's networks)."""
+    return [str(stack.ROOT / "docker-compose.yml"), str(stack.ROOT / stack.NET_OVERLAY)]
+
+
+def receiver_env(receivers: int, ports: int) -> list[dict[str, str]]:
+    """Each receiver's ports when receivers share one host's (PORT_STRIDE apart)."""
+    return [{"NET_IPERF_PORT": str(net.IPERF_PORT + i * PORT_STRIDE),
+             "NET_IPERF3_PORT": str(net.IPERF3_PORT + i * PORT_STRIDE),
+             "NET_SOCKPERF_PORT": str(net.SOCKPERF_PORT + i * PORT_STRIDE),
+             "NET_IPERF_SERVERS": str(ports)} for i in range(receivers)]
 
 
 def discover(receivers: int) -> Deployment:
     """The running network tier: sender and receivers, their CPU counters and interfaces."""
-    found = [c for c in stack.replicas() if c.service in TIERS]
+    where = placer.current()
+    found = [c for c in where.replicas() if c.service in TIERS]
     senders = [c for c in found if c.service == SENDER]
     servers = [c for c in found if c.service == RECEIVER]
     if not senders or len(servers) != receivers:
@@ -447,33 +474,23 @@ def discover(receivers: int) -> Deployment:
                                f"receiver(s); found {len(senders)} and {len(servers)}): see "
                                "`docker compose -f docker-compose.yml -f compose/net.yml logs`")
     sender = senders[0]
-    tiers = {SENDER: Tier(SENDER, CLIENT, netif.veth_endpoints(SENDER, sender.pid), [sender])}
+    tiers = {SENDER: Tier(SENDER, CLIENT, where.endpoints(SENDER, sender), [sender])}
     eps, parts = [], {}
     for i, c in enumerate(servers, 1):
         label = f"{RECEIVER}-{i}" if receivers > 1 else RECEIVER
-        eps += netif.veth_endpoints(label, c.pid)
-        parts[label] = CgroupCpu(c.pid)
+        eps += where.endpoints(label, c)
+        parts[label] = where.counter(c)
     tiers[RECEIVER] = Tier(RECEIVER, SERVER, eps, servers)
     cpus: dict[str, CgroupCpu | CgroupGroup] = {
-        SENDER: CgroupCpu(sender.pid),
+        SENDER: where.counter(sender),
         RECEIVER: CgroupGroup(parts) if receivers > 1 else parts[RECEIVER]}
-    addresses = [address_of(c) for c in servers]
-    ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
-              if ep.netns_pid is None}
+    addresses = [where.address(c, "198.18.4.") for c in servers]
+    shift = [i * PORT_STRIDE if where.shares_ports() else 0 for i in range(len(servers))]
+    ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment(receivers, tiers, cpus, ifaces,
                       containers={SENDER: sender, RECEIVER: servers[0]},
-                      info={"sender": sender, "receivers": servers, "addresses": addresses})
-
-
-def address_of(container: stack.Container) -> str:
-    """A container's address on the network tier's network."""
-    done = subprocess.run(["docker", "inspect", "-f",
-                           "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
-                           container.id], capture_output=True, text=True, timeout=30)
-    found = [a for a in done.stdout.split() if a.startswith("198.18.4.")]
-    if not found:
-        raise stack.StackError(f"{container.name} has no address on 198.18.4.0/24")
-    return found[0]
+                      info={"sender": sender, "receivers": servers, "addresses": addresses,
+                            "shift": shift}, placer=where)
 
 
 # The families' report sections (analysis/README.md, "The report spec"); the papers' numbers are

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -33,7 +32,6 @@ from tierbench.config.models import (
     text,
     whole,
 )
-from tierbench.interfaces import netif
 from tierbench.kinds import engines, webmetrics
 from tierbench.kinds.contract import (
     CLIENT,
@@ -51,7 +49,7 @@ from tierbench.kinds.contract import (
 )
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import compose, space
+from tierbench.placement import compose, placer, space
 from workloads import filesets, worldcup
 from workloads import target as target_guard
 from workloads import traces as tracelib
@@ -347,11 +345,23 @@ class WebKind(Kind):
     description = "request traces through the proxy and web tiers (wrk or Locust)"
     model = WebSettings
     tiers = TIERS
+    roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
 
     # -- experiment
     def check(self, exp: Experiment) -> None:
         """Nothing beyond the model's checks."""
+
+    def cluster_roles(self, exp: Experiment) -> list[str]:
+        """loadgen, proxy and web; the Locust workers' nodes with load.workers; the OrangeFS
+        servers' with a docroot on OrangeFS."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        roles = list(self.roles)
+        if s.load.workers:
+            roles.append("loadgen_workers")
+        if any(d.startswith("orangefs") for d in s.stack.docroot):
+            roles += ["pfs_meta", "pfs_io"]
+        return roles
 
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
@@ -447,21 +457,22 @@ class WebKind(Kind):
         bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
         if bases & {"disk", "orangefs"}:  # OrangeFS docroots are copied from the disk volume
             out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
-                                     f"{shrink} or free space there"))
+                                     f"{shrink} or free space there", role="web"))
         if "tmpfs" in bases:
-            out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink)
+            out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink, role="web")
         if "orangefs" in bases:
             n = stack_settings(s).get("pvfs_io_servers", 3)
             per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
             if stack_settings(s).get("pvfs_storage") == "disk":
                 out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
                                          per_server * n, space.docker_root(),
-                                         "Docker's data folder", f"{shrink} or free space there"))
+                                         "Docker's data folder", f"{shrink} or free space there",
+                                         role="pfs_io"))
             else:
                 out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
-                                      "or stack.pvfs_storage: disk", copies=n)
+                                      "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]
@@ -469,7 +480,7 @@ class WebKind(Kind):
                    for part in t["parts"] if part["site"] == hot_site]
             nbytes = sum(size for fs in hot for _, size in filesets.files(fs) if size < below)
             out += space.on_tmpfs(f"the small files of site {hot_site}", nbytes,
-                                  "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below")
+                                  "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below", role="web")
         return out
 
     # -- run
@@ -509,21 +520,23 @@ class WebKind(Kind):
         """compose up with the key's settings (down first when the docroot changes)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         settings = dict(key)  # type: ignore[arg-type]
+        where = placer.current()
         if previous is None:
-            log("tierbench: bringing the stack up (file sets, healthchecks)")
+            log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
         else:
             log(f"tierbench: restarting services for {point.mode}: {settings_text(settings)}")
             if settings["docroot"] != previous.info["settings"]["docroot"]:
-                compose.down()  # a volume's driver cannot change in place: the docroot anew
-        compose.up(settings, prepared["filesets"], s.target, s.load.workers,
-                   s.load.remote_workers, prepared["hot_sets"])
+                where.down()  # a volume's driver cannot change in place: the docroot anew
+        where.up(compose.stack_spec(settings, prepared["filesets"], s.target, s.load.workers,
+                                    s.load.remote_workers, prepared["hot_sets"]))
         return discover(key, settings, s.load.workers)
 
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up."""
-        if not all(t in compose.containers() for t in TIERS):
+        found = placer.current().replicas()
+        if not all(t in {c.service for c in found} for t in TIERS):
             return None
-        return discover(None, {}, len(compose.worker_containers()))
+        return discover(None, {}, sum(c.service == compose.WORKER_SERVICE for c in found))
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
         """Locust, wrk and the servers' versions."""
         found = deployment.containers
@@ -532,7 +545,7 @@ class WebKind(Kind):
         probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
                  "else haproxy -v | head -n 1; fi")
         for tier in ("proxy", "web"):
-            done = compose.exec_in(found[tier], ["sh", "-c", probe], timeout=60)
+            done = placer.current().exec(found[tier], ["sh", "-c", probe], timeout=60)
             versions[f"{tier}_server"] = done.stdout.strip()
         return {"versions": versions}
 
@@ -540,28 +553,38 @@ class WebKind(Kind):
         """Replay the point's trace; the summary over the samples bracketing the window."""
         s: WebSettings = ctx.exp.settings  # type: ignore[assignment]
         ld, point, dep = s.load, ctx.point, ctx.deployment
+        where = placer.current()
         ctx.record["trace"] = point["trace"]["name"]
         ctx.record["stack"] = dep.info["settings"]
         gen = dep.tiers[GENERATOR]
-        # Bytes delivered to the clients: what the host ends of the generator's veths transmit.
-        client_ifaces = [ep.label for ep in gen.endpoints if ep.netns_pid is None]
+        loadgen = dep.containers[GENERATOR]
+        # Bytes delivered to the clients: what the host ends of the generator's veths transmit
+        # (on a cluster, what its node's NIC receives).
+        client_ifaces = where.received(gen.endpoints)
+        target = where.url(s.target)
+        if target != s.target:
+            ctx.record["target"] = target
         spec = engines.LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
                                 measure_s=ld.measure_s, processes=ld.processes,
                                 think=ld.think.model_dump() if ld.think else None,
-                                rate=ld.rate, target=s.target,
+                                rate=ld.rate, target=target,
                                 allow_foreign_target=s.allow_foreign_target,
                                 workers=ld.workers, remote_workers=ld.remote_workers,
-                                worker_wait_s=ld.worker_wait_s)
+                                worker_wait_s=ld.worker_wait_s,
+                                master=dep.info.get("master", engines.MASTER_HOST),
+                                own=tuple(where.own_addresses()),
+                                fetch=lambda: where.pull(loadgen, ctx.dir))
         trace = ctx.prepared["traces"][point["trace"]["name"]]
         if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
             empty_proxy_cache(dep.containers["proxy"])
         if dep.info["settings"].get("page_cache") == "cold":
-            dropped = compose.evict_docroot()
+            dropped = where.evict_docroot(dep.containers["web"])
             ctx.record["page_cache"] = f"cold: {dropped} docroot files dropped before the point"
+        where.push(loadgen, [trace, ctx.dir])
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
-                result = engines.run(spec, dep.containers[GENERATOR], ctx.dir, trace,
+                result = engines.run(spec, loadgen, ctx.dir, trace,
                                      list(dep.info["workers"]) if ld.workers else None)
             finally:
                 samples = ctx.sampler.stop()
@@ -604,8 +627,7 @@ class WebKind(Kind):
         def stop() -> None:
             time.sleep(delay)
             ctx.log(f"tierbench: fault: stopping the {s.fault.stop} tier as the experiment asks")
-            subprocess.run(["docker", "stop", "-t", "2", target.id], capture_output=True,
-                           timeout=60, check=False)
+            placer.current().stop(target, 2)
 
         thread = threading.Thread(target=stop, name="fault", daemon=True)
         thread.start()
@@ -613,8 +635,12 @@ class WebKind(Kind):
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
-        """A server tier that stopped ends the run with one sentence naming it."""
-        running = compose.containers()
+        """A server tier that stopped ends the run with one sentence naming it (on a cluster,
+        a node whose Docker engine stopped answering)."""
+        try:
+            running = placer.current().containers()
+        except compose.StackError as exc:
+            raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = [t for t in ("proxy", "web") if t not in running]
         if down:
             failed = row.get("errors")
@@ -652,7 +678,7 @@ class WebKind(Kind):
 
     def clean(self) -> list[str]:
         """Stop a load generator a crashed run left running."""
-        running = compose.containers()
+        running = placer.current().containers()
         if GENERATOR in running:
             engines.stop(running[GENERATOR])
             return ["stopped any load generator still running in the loadgen container"]
@@ -672,16 +698,17 @@ class WebKind(Kind):
 
 
 def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployment:
-    """The running stack's tiers (containers, CPU counters, interfaces); the loadgen tier
-    includes its `expected` Locust worker containers."""
-    found = compose.service_containers(TIERS)
+    """The running stack's tiers (containers, CPU counters, interfaces) wherever they run; the
+    loadgen tier includes its `expected` Locust worker containers."""
+    where = placer.current()
+    found = where.service_containers(TIERS)
     counters: dict[str, CgroupCpu | CgroupGroup] = {}
     tiers: dict[str, Tier] = {}
     for name, c in found.items():
-        counters[name] = CgroupCpu(c.pid)
+        counters[name] = where.counter(c)
         tiers[name] = Tier(name, CLIENT if name == GENERATOR else SERVER,
-                           netif.veth_endpoints(name, c.pid), [c])
-    workers = compose.worker_containers()
+                           where.endpoints(name, c), [c])
+    workers = [c for c in where.replicas() if c.service == compose.WORKER_SERVICE]
     if expected:
         if len(workers) != expected:
             raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
@@ -691,14 +718,15 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployme
         gen = tiers[GENERATOR]
         for n, w in enumerate(workers, 1):
             label = f"{compose.WORKER_SERVICE}-{n}"
-            parts[label] = CgroupCpu(w.pid)
-            gen.endpoints += netif.veth_endpoints(label, w.pid)
+            parts[label] = where.counter(w)
+            gen.endpoints += where.endpoints(label, w)
             gen.containers.append(w)
         counters[GENERATOR] = CgroupGroup(parts)
-    ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
-              if ep.netns_pid is None}
-    return Deployment(key, tiers, counters, ifaces, containers=found,
-                      info={"settings": settings, "workers": workers})
+    ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
+    info = {"settings": settings, "workers": workers}
+    if where.shares_ports():  # host networking: workers reach the master at its node
+        info["master"] = where.address(found[GENERATOR])
+    return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where)
 
 
 def empty_proxy_cache(proxy: compose.Container) -> None:
