@@ -363,7 +363,11 @@ class Run:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
                                     exp.settle_s, self._save):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
-                sampler.start()
+                try:
+                    sampler.start()
+                except TierbenchError as exc:  # on a cluster: a node that stopped answering
+                    why = placer.current().engines_answer() or str(exc)
+                    raise RunEnds(f"{why} during {point.id}; the run ends here") from None
                 try:
                     result: PointResult = kind.run_point(PointContext(
                         exp, point, deployment, pdir, record, sampler, prepared, log))

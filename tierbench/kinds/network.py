@@ -443,10 +443,9 @@ def established_now(sender: stack.Container, keep: Path, ports: set[int]) -> int
     """Established TCP connections from the sender to the iperf servers' `ports`, from the
     /proc tables of its network namespace (kept in `keep`; on a cluster node the node's, where
     other connections are left out by their ports)."""
-    done = placer.current().exec(sender, ["sh", "-c", "cat /proc/net/tcp /proc/net/tcp6 "
-                                          "2>/dev/null"], timeout=60)
-    keep.write_text(done.stdout)
-    tables = [t for t in done.stdout.split("  sl ") if t.strip()]
+    text = placer.current().tcp_tables(sender)
+    keep.write_text(text)
+    tables = [t for t in text.split("  sl ") if t.strip()]
     return sum(net.count_established_proc("  sl " + t, ports) for t in tables)
 
 

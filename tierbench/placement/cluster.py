@@ -611,6 +611,21 @@ class ClusterPlacer(Placer):
                                 timeout=600).stdout
         return int(out.strip() or 0)
 
+    def tcp_tables(self, container: Container) -> str:
+        """/proc/PID/net/tcp and tcp6 of the container's process, read on its node over SSH."""
+        pid = int(container.pid)
+        return nodes.run_on_node(self.node(container.node or ""),
+                                 f"cat /proc/{pid}/net/tcp /proc/{pid}/net/tcp6 2>/dev/null; true",
+                                 timeout=60).stdout
+
+    def engines_answer(self) -> str | None:
+        """The first node whose Docker engine does not answer, as NodeDown says it."""
+        try:
+            self.replicas()
+        except NodeDown as exc:
+            return str(exc)
+        return None
+
     def drop_caches(self, containers: list[Container]) -> None:
         """sync and drop the page cache on each node the containers run on."""
         for name in dict.fromkeys(c.node for c in containers if c.node):

@@ -763,7 +763,7 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
 
 
 _PROBE = r"""
-for t in docker ethtool ip; do command -v "$t" >/dev/null 2>&1 || echo "missing $t"; done
+for t in docker ethtool ip python3 tar; do command -v "$t" >/dev/null 2>&1 || echo "missing $t"; done
 echo "compose $(docker compose version --short 2>/dev/null)"
 root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); [ -d "$root" ] || root=/
 echo "docker_root $root"
@@ -871,7 +871,7 @@ def check_nodes(cluster: Cluster, *, need_disk_bytes: int | Mapping[str, int] = 
                 clock_bound_s: float | None = None, timeout: float = 20,
                 parallel: int = 8) -> CheckReport:
     """Check every node, changing nothing anywhere: SSH reachable (BatchMode, timeout); docker,
-    ethtool and ip installed; Docker Compose v2 on the node; each data-plane interface exists
+    ethtool, ip, python3 (the sampling agent) and tar installed; Docker Compose v2 on the node; each data-plane interface exists
     and carries its address; the engine answers through the node's Docker context, and Compose
     runs through it; the clock within ``clock_bound_s`` (default: the cluster file's
     clock_bound_ms) of the controller's; free disk in Docker's root folder and available memory

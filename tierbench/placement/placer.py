@@ -126,6 +126,15 @@ class Placer:
         """Drop the docroot volume's files from the page cache; returns how many files."""
         raise NotImplementedError
 
+    def tcp_tables(self, container: Container) -> str:
+        """The /proc/net/tcp and tcp6 tables of a container's network namespace (read from its
+        host, without entering the container: quick under load)."""
+        raise NotImplementedError
+
+    def engines_answer(self) -> str | None:
+        """Why a host's Docker engine does not answer (one sentence), or None."""
+        return None
+
     def drop_caches(self, containers: list[Container]) -> None:
         """Drop the page cache of the hosts these containers run on."""
         raise NotImplementedError
@@ -195,6 +204,16 @@ class LocalPlacer(Placer):
     def evict_docroot(self, web: Container) -> int:
         """compose.evict_docroot on this host."""
         return compose.evict_docroot()
+
+    def tcp_tables(self, container: Container) -> str:
+        """/proc/PID/net/tcp and tcp6 of the container's process, read here."""
+        tables = []
+        for name in ("tcp", "tcp6"):
+            try:
+                tables.append(Path(f"/proc/{container.pid}/net/{name}").read_text())
+            except OSError:
+                continue
+        return "".join(tables)
 
     def drop_caches(self, containers: list[Container]) -> None:
         """Write back, then drop this host's page cache."""
