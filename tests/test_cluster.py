@@ -234,3 +234,24 @@ def test_an_agent_ends_when_its_controller_goes(tmp_path: Path) -> None:
     assert stream.wait_for("ready", time.monotonic() + 20) is not None
     stream.proc.stdin.close()
     assert stream.proc.wait(timeout=10) == 0
+
+
+def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> None:
+    """cpu: modes on a cluster: interfaces/cpu.py's own code runs on the node (here through
+    `sh -c`) on the node's PID of the container."""
+    from tierbench.interfaces import cpu
+
+    netif.add_node("nodec", ["sh", "-c"])
+    me = os.getpid()
+    assert cpu.read(me, "nodec") == cpu.read_cgroup(me) == cpu.read(me)
+    try:
+        here: object = cpu.allowed_cpus(me)
+    except netif.NetifError as exc:  # this process may have no parent cpuset (not a container)
+        here = str(exc)
+    try:
+        there: object = cpu.allowed(me, "nodec")
+    except netif.NetifError as exc:
+        there = str(exc).removeprefix("nodec: ")
+    assert there == here
+    with pytest.raises(netif.NetifError, match=r"^nodec: process 999999999 is gone"):
+        cpu.read(999999999, "nodec")

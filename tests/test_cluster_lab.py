@@ -6,7 +6,7 @@ node3 the web tier and the network receivers, node4 OrangeFS.
 - a DC experiment with offloads on and off on the nodes' NICs: every tier on its node, the
   modes verified on the NICs and restored, CPU per tier and per node, provenance per node;
 - the network kind with two receivers on one node (each on its own ports); Locust workers on
-  the workers' node, started by tierbench;
+  the workers' node, started by tierbench; a cpu: mode on the web tier's cgroup on its node;
 - SIGINT, and SIGKILL followed by `tierbench clean --cluster`: every node's NIC as before;
 - the web node's Docker daemon stopped mid-run: one sentence naming the node, every node's
   NIC as before;
@@ -173,6 +173,20 @@ def test_locust_workers_on_the_workers_nodes(lab) -> None:
                .read_text().splitlines()]
     assert set(samples[-1]["cpu"]["loadgen"]["parts"]) == {
         "loadgen", "loadgen-worker-1", "loadgen-worker-2"}
+    assert nic_state(lab["cluster"]) == lab["before"]
+
+
+def test_a_cpu_mode_on_a_containers_cgroup_on_its_node(lab) -> None:
+    """cpu: the web tier's cpuset and CPU limit written on node3, verified, restored."""
+    done = sh(TB, "run", str(DATA / "cpu-mode.yml"), "--cluster", str(CLUSTER), env=lab["env"],
+              cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((last_run(lab, "cpu-mode") / "manifest.json").read_text())
+    point = manifest["points"]["p001"]
+    assert point["mode_verified"] and point["restored"]
+    assert point["mode_state_during"]["cpu"] == {"web": {"cpuset": "0-1", "limit": 0.5}}
+    assert point["mode_state_after"]["cpu"] == point["mode_state_before"]["cpu"]
+    assert point["mode_state_before"]["cpu"]["web"]["limit"] is None
     assert nic_state(lab["cluster"]) == lab["before"]
 
 

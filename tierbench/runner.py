@@ -250,7 +250,8 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
     problems = [p for m in exp.modes
-                for p in apply.check_mode(m, mode_endpoints(m, deployment))]
+                for p in apply.check_mode(m, mode_endpoints(m, deployment),
+                                          containers=deployment.cpu_containers(m))]
     if problems:
         raise netif.NetifError("; ".join(problems))
 
@@ -361,7 +362,7 @@ class Run:
         row = dict(kind.identity(exp, point))
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
-                                    exp.settle_s, self._save):
+                                    exp.settle_s, self._save, deployment.cpu_containers(mode)):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
                 try:
                     sampler.start()

@@ -137,6 +137,14 @@ class Deployment:
         """Every endpoint of every tier (recorded before, during and after each point)."""
         return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
 
+    def cpu_containers(self, mode: Mode) -> list[tuple[str, str, int]] | None:
+        """On a cluster, (tier, node, PID there) of the containers a cpu: mode covers (None on
+        one host: those behind the endpoints' namespaces)."""
+        if self.placer is None or self.placer.cluster is None:
+            return None
+        return [(t.name, c.node, c.pid) for t in self.tiers.values()
+                if mode.covers(t.name, t.role) for c in t.containers]
+
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
         """A host-scope mode's interfaces where this deployment runs (None: this host's)."""
         if self.placer is None:

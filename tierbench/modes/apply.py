@@ -117,8 +117,11 @@ def _snapshot_endpoint(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     return snap
 
 
-def snapshot_mode(mode: Mode, endpoints: list[Endpoint]) -> dict[str, Any]:
-    """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON)."""
+def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
+                  containers: list[tuple[str, str, int]] | None = None) -> dict[str, Any]:
+    """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON);
+    ``containers`` (label, node, PID on the node): on a cluster, the containers a cpu: mode
+    covers (on one host they are those behind the endpoints' namespaces)."""
     state: dict[str, Any] = {"version": 2, "kind": STATE_KIND, "mode": mode.name,
                              "endpoints": {}, "sysctls": {}}
     for ep in endpoints:
@@ -134,10 +137,20 @@ def snapshot_mode(mode: Mode, endpoints: list[Endpoint]) -> dict[str, Any]:
         state["sysctls"][target] = {"pid": info["pid"], "netns_ino": info["netns_ino"],
                                     **where, "values": values}
     if mode.cpu:
-        state["cpu"] = {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid),
-                                       "label": label, "values": cpu.read(pid)}
-                        for pid, label in _cpu_targets(endpoints).items()}
+        state["cpu"] = _cpu_state(endpoints, containers)
+        for target in state["cpu"].values():
+            target["values"] = cpu.read(target["pid"], target.get("node"))
     return state
+
+
+def _cpu_state(endpoints: list[Endpoint],
+               containers: list[tuple[str, str, int]] | None) -> dict[str, dict[str, Any]]:
+    """Where a cpu: mode's settings go: each covered container's process (on its node)."""
+    if containers:
+        return {f"{node}:pid:{pid}": {"pid": pid, "node": node, "ssh": netif.node_argv(node),
+                                      "label": label} for label, node, pid in containers}
+    return {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid), "label": label}
+            for pid, label in _cpu_targets(endpoints).items()}
 
 
 def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
@@ -156,7 +169,7 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
     problems = []
     for target in state.get("cpu", {}).values():
         try:
-            allowed = cpu.allowed(target["pid"])
+            allowed = cpu.allowed(target["pid"], target.get("node"))
         except NetifError as exc:
             problems.append(str(exc))
             continue
@@ -172,7 +185,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
     out = []
     for target in state.get("cpu", {}).values():
         try:
-            have = cpu.read(target["pid"])
+            have = cpu.read(target["pid"], target.get("node"))
         except NetifError as exc:
             out.append(str(exc))
             continue
@@ -273,10 +286,12 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
     return problems
 
 
-def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None) -> list[str]:
+def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
+               containers: list[tuple[str, str, int]] | None = None) -> list[str]:
     """Every reason ``mode`` cannot be applied to ``endpoints`` ([] = ok); changes nothing.
 
     ``state`` is a snapshot from :func:`snapshot_mode`; without one a snapshot is taken.
+    ``containers``: as for snapshot_mode.
     """
     problems: list[str] = []
     if state is None:
@@ -298,14 +313,12 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None)
         qp = _qdisc_problem(mode, node)
         if qp and qp not in problems:
             problems.append(qp)
-    if mode.cpu and nodes:
-        problems.append(f"mode {mode.name} sets the CPUs of containers (cpu:), which tierbench "
-                        "does on one host only; on a cluster, give each tier's node the CPUs it "
-                        "should have (the *_CPUS settings) and drop the mode")
+    if mode.cpu and nodes and not containers and "cpu" not in state:
+        problems.append(f"mode {mode.name} sets the CPUs of containers (cpu:), and no container "
+                        "it covers was given for the cluster's nodes")
     elif mode.cpu:
         problems += _cpu_problems(mode, state if "cpu" in state else
-                                  {"cpu": {f"pid:{p}": {"pid": p, "label": t} for p, t in
-                                           _cpu_targets(endpoints).items()}})
+                                  {"cpu": _cpu_state(endpoints, containers)})
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
         for node in nodes:
@@ -387,7 +400,7 @@ def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
             _set_sysctls(mode, state)
             for target in state.get("cpu", {}).values():
                 cpu.write(target["pid"], mode.cpu.get("cpuset"), mode.cpu.get("limit"),
-                          set_limit="limit" in mode.cpu)
+                          set_limit="limit" in mode.cpu, node=target.get("node"))
         except NetifError as exc:
             failure = str(exc)
             ep_snap = next((s for s in state["endpoints"].values()
@@ -632,15 +645,19 @@ def restore_state(state: dict) -> list[str]:
 
 
 def _restore_cpu(target: str, info: dict) -> list[str]:
-    pid = info["pid"]
-    if not os.path.exists(f"/proc/{pid}") or netif.netns_inode(pid) != info.get("netns_ino"):
-        return [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
+    pid, node = info["pid"], info.get("node")
+    gone = [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
+    if node is None and (not os.path.exists(f"/proc/{pid}")
+                         or netif.netns_inode(pid) != info.get("netns_ino")):
+        return gone
+    if node and info.get("ssh"):
+        netif.add_node(node, info["ssh"])
     saved = info["values"]
     try:
-        cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True)
-        have = cpu.read(pid)
+        cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True, node=node)
+        have = cpu.read(pid, node)
     except NetifError as exc:
-        return [str(exc)]
+        return gone if node and "is gone" in str(exc) else [str(exc)]
     if have != saved:
         return [f"{info.get('label', target)}: CPU settings are {have}, snapshot had {saved}"]
     return []
@@ -676,11 +693,13 @@ def state_view(state: dict) -> dict[str, Any]:
 @contextmanager
 def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
                  state_file: netif.StateFile, record: dict, settle_s: float,
-                 save: Callable[[], None]) -> Iterator[None]:
+                 save: Callable[[], None],
+                 containers: list[tuple[str, str, int]] | None = None) -> Iterator[None]:
     """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
     whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
     settings before, during and after; the pre-change state is on disk (``state_file``) before
-    the first change, so `tierbench clean` can restore after a crash."""
+    the first change, so `tierbench clean` can restore after a crash. ``containers``: as for
+    snapshot_mode."""
     watched = watched + [ep for ep in eps if ep not in watched]
 
     def interfaces() -> dict:
@@ -698,7 +717,7 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
 
     record["endpoints"] = [ep.label for ep in eps]
     record["interfaces_before"] = interfaces()
-    state = snapshot_mode(mode, eps)
+    state = snapshot_mode(mode, eps, containers)
     record["mode_state_before"] = state_view(state)
     state_file.save(state)
     save()
@@ -707,7 +726,7 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
         apply_mode(mode, eps, state)
         time.sleep(settle_s)
         record["interfaces_during"] = interfaces()
-        record["mode_state_during"] = state_view(snapshot_mode(mode, eps))
+        record["mode_state_during"] = state_view(snapshot_mode(mode, eps, containers))
         mismatches = verify_mode(mode, eps, state)
         record["mode_verified"] = not mismatches
         if mismatches:
@@ -717,7 +736,10 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
         problems = [p for p in restore_state(state) if "gone, nothing to restore" not in p]
         record["interfaces_after"] = interfaces()
         live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
-        record["mode_state_after"] = state_view(snapshot_mode(mode, live))
+        try:
+            record["mode_state_after"] = state_view(snapshot_mode(mode, live, containers))
+        except NetifError as exc:  # a container (on a node) that stopped: nothing to read
+            record["mode_state_after"] = {"error": str(exc)}
         after = present(record["interfaces_after"])
         record["restored"] = not problems and (
             after == {k: v for k, v in record["interfaces_before"].items() if k in after}
