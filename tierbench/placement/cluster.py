@@ -282,7 +282,7 @@ class ClusterPlacer(Placer):
                                              where.items() if n in h})
                                   for n in used})
         self.mount_tmpfs(spec.tmpfs, config, where)
-        stale = self.stale_volumes(files, env, spec.profiles, config, where)
+        stale = self.stale_volumes(config, where)
         if stale:
             compose.log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by "
                         "an earlier run: removing the stack first")
@@ -295,9 +295,8 @@ class ClusterPlacer(Placer):
                       for name in where
                       if (config["services"][name].get("labels") or {}).get(PORT_LABEL)}
         deps = {s: list(config["services"][s].get("depends_on") or {}) for s in wanted}
-        for level in topo_levels(wanted, deps):
-            work = [(s, n) for s in level for n in where[s]]
-            results = self.each(sorted({n for _, n in work}, key=_natural),
+        for level in topo_levels(wanted, deps):  # a level's nodes at once, in order
+            results = self.each(sorted({n for s in level for n in where[s]}, key=_natural),
                                 lambda node, level=level: self.start_on(
                                     node, level, where, files, env, spec, config, wanted))
             for result in results.values():
@@ -398,8 +397,7 @@ class ClusterPlacer(Placer):
             for node in sorted(hosts):
                 nodes.run_on_node(self.node(node), script, timeout=60)
 
-    def stale_volumes(self, files: list[str], env: dict[str, str], profiles: list[str],
-                      config: dict[str, Any], where: dict[str, dict[str, int]]) -> list[str]:
+    def stale_volumes(self, config: dict[str, Any], where: dict[str, dict[str, int]]) -> list[str]:
         """Volumes on the nodes that exist with another driver or options than the files say."""
         wanted = config.get("volumes") or {}
         stale = []
