@@ -601,13 +601,14 @@ def samples_card(ctx: Context, samples: pd.DataFrame | None,
         "or the sample pair after the warm-up that reproduces summary.csv), the 1 Hz intervals "
         "excluded as warm-up and counted as measured, the variation of per-second TPS inside "
         "the window, per-second TPS (shaded: measured window) and the numbers recomputed from "
-        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The "
+        "points/&lt;id&gt;/samples.jsonl and the request log, requests.parquet or an older run's "
+        "requests.csv (— where the point has none). The "
         "last column is the load generator's own count (locust_stats_history.csv, cumulative "
         "totals stamped to the second, so ± a second's worth of requests).</p>"
         '<div class="scroll"><table class="modes trace-tbl"><thead><tr><th class="l">point</th>'
         f'<th>run order</th><th class="l">{esc(head)}</th><th class="l">mode</th>'
         '<th class="l">window</th><th>warm-up s</th><th>measured s</th>'
-        "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from requests.csv</th>"
+        "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from the request log</th>"
         "<th>server CPU s from samples</th><th>Locust's own TPS in the window</th></tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div></div>")
 

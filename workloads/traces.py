@@ -34,12 +34,16 @@ import bisect
 import itertools
 import math
 import random
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import numpy as np
 
 from workloads import filesets
 
 MAPPINGS = ("random", "small-first", "large-first")
 SUBSET_DIRECTIVE = "subset-size:"
+INDEX_STEP = 4096  # request lines between two byte offsets of a trace's index
 
 
 class TraceError(ValueError):
@@ -74,15 +78,24 @@ def rank_order(files: list[tuple[str, int]], mapping: str, seed: int) -> list[in
     return order
 
 
+def chunks(spec: dict, seed: int) -> Iterator[list[str]]:
+    """The request paths of one trace spec in order, chunk by chunk: a World Cup log's as they
+    are decoded (never all at once), every other kind's as one chunk."""
+    if spec.get("kind") == "worldcup":
+        from workloads import worldcup
+
+        yield from worldcup.trace_chunks(spec)
+    else:
+        yield build(spec, seed)
+
+
 def build(spec: dict, seed: int) -> list[str]:
-    """The request paths of one trace spec (kind single, zipf, worldcup or mix)."""
+    """The request paths of one trace spec (kind single, zipf, worldcup or mix) as one list."""
     kind = spec.get("kind")
     if kind == "mix":
         return build_mix(spec, seed)
     if kind == "worldcup":
-        from workloads import worldcup
-
-        return worldcup.trace(spec)
+        return [p for chunk in chunks(spec, seed) for p in chunk]
     fileset = fileset_of(spec)
     files = filesets.files(fileset)
     paths = [p for p, _ in files]
@@ -177,12 +190,55 @@ def fileset_of(spec: dict) -> dict:
 
 def write(path: Path, paths: list[str], header: str, subset: int | None = None) -> None:
     """Write a trace file in the on-disk format (with the subset directive when given)."""
-    if subset is not None and (subset <= 0 or len(paths) % subset):
-        raise TraceError(f"a trace of {len(paths)} requests cannot be cut in subsets of {subset}")
+    write_chunks(path, [paths], header, subset)
+
+
+def index_path(path: Path) -> Path:
+    """The index beside a trace file: NAME.txt -> NAME.txt.idx."""
+    return path.with_name(path.name + ".idx")
+
+
+def write_chunks(path: Path, chunks_: Iterable[list[str]], header: str,
+                 subset: int | None = None) -> int:
+    """Write a trace file chunk by chunk (memory: one chunk), and its index: the number of
+    requests, the subset size and the byte offset of every INDEX_STEP-th request line, so that
+    an engine can start any client at its own place without reading the rest. Returns the
+    number of requests; a trace that is not whole subsets is removed and refused."""
     lines = [f"# {line}" for line in header.splitlines()]
     if subset is not None:
+        if subset <= 0:
+            raise TraceError(f"a trace cannot be cut in subsets of {subset}")
         lines.append(f"# {SUBSET_DIRECTIVE} {subset}")
-    path.write_text("\n".join(lines + paths) + "\n")
+    offsets: list[int] = []
+    count = 0
+    with path.open("wb") as fh:
+        fh.write(("\n".join(lines) + "\n").encode() if lines else b"")
+        for chunk in chunks_:
+            if not chunk:
+                continue
+            data = ("\n".join(chunk) + "\n").encode()
+            first = -count % INDEX_STEP  # the chunk's first line that starts a step
+            if first < len(chunk):
+                starts = _line_starts(data)
+                offsets += [fh.tell() + int(starts[i])
+                            for i in range(first, len(chunk), INDEX_STEP)]
+            fh.write(data)
+            count += len(chunk)
+    if count == 0 or (subset is not None and count % subset):
+        path.unlink()
+        raise TraceError(f"a trace of {count} requests cannot be cut in subsets of {subset}"
+                         if count else f"trace {path.name} would hold no request")
+    index_path(path).write_text(
+        f"# index of {path.name}: requests, subset size (0: none), lines per step, then the "
+        f"byte offset of request line 0, step, 2 x step, ...\nlines {count}\n"
+        f"subset {subset or 0}\nstep {INDEX_STEP}\n" + "".join(f"{o}\n" for o in offsets))
+    return count
+
+
+def _line_starts(data: bytes) -> np.ndarray:
+    """Byte offset of every line in a block of whole lines."""
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    return np.concatenate([[0], ends[:-1] + 1])
 
 
 def read_with_subset(path: Path) -> tuple[list[str], int | None]:
@@ -208,13 +264,70 @@ def read(path: Path) -> list[str]:
     return read_with_subset(path)[0]
 
 
+def client_range(lines: int, subset: int | None, client: int,
+                 clients: int) -> tuple[int, int, int]:
+    """The format's rule as request line numbers: client `client` of `clients` replays lines
+    [lo, hi) from `start`, wrapping to lo at hi."""
+    if subset is None:
+        return 0, lines, (client * lines) // max(clients, 1)
+    k = client % (lines // subset)
+    return k * subset, (k + 1) * subset, k * subset
+
+
 def client_sequence(paths: list[str], subset: int | None, client: int, clients: int) -> list[str]:
     """The requests client `client` of `clients` replays in order, wrapping (the format's rule)."""
-    if subset is None:
-        start = (client * len(paths)) // max(clients, 1)
-        return paths[start:] + paths[:start]
-    k = client % (len(paths) // subset)
-    return paths[k * subset:(k + 1) * subset]
+    lo, hi, start = client_range(len(paths), subset, client, clients)
+    return paths[start:hi] + paths[lo:start]
+
+
+class Index:
+    """A trace's index (written by write_chunks): requests, subset size, byte offsets."""
+
+    def __init__(self, path: Path) -> None:
+        where = index_path(path)
+        try:
+            text = where.read_text().split("\n")
+            head = dict(line.split() for line in text[1:4])
+            self.lines, self.step = int(head["lines"]), int(head["step"])
+            self.subset = int(head["subset"]) or None
+            self.offsets = [int(x) for x in text[4:] if x]
+        except (OSError, ValueError, KeyError) as exc:
+            raise TraceError(f"trace {path} has no usable index {where.name} ({exc}): write "
+                             "traces with workloads.traces.write or write_chunks") from None
+
+    def seek(self, fh, line: int) -> None:  # noqa: ANN001 (a binary file)
+        """Position fh at the start of request line `line`."""
+        fh.seek(self.offsets[line // self.step])
+        for _ in range(line % self.step):
+            fh.readline()
+
+
+class Cursor:
+    """One client's requests read lazily from a trace file (the format's rule): it opens the
+    file at its own place through the index and reads a line per request, so that neither
+    memory nor start-up grow with the trace."""
+
+    def __init__(self, path: Path, client: int, clients: int) -> None:
+        index = Index(path)
+        self.lo, self.hi, self.pos = client_range(index.lines, index.subset, client, clients)
+        self._fh = path.open("rb")
+        index.seek(self._fh, self.lo)
+        self._lo_at = self._fh.tell()
+        index.seek(self._fh, self.pos)
+
+    def __iter__(self) -> Cursor:
+        return self
+
+    def __next__(self) -> str:
+        if self.pos >= self.hi:
+            self._fh.seek(self._lo_at)
+            self.pos = self.lo
+        self.pos += 1
+        return self._fh.readline().rstrip(b"\n").decode()
+
+    def close(self) -> None:
+        """Close the trace file."""
+        self._fh.close()
 
 
 def validate(where: str, spec: dict) -> None:

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import results_root
 from tierbench.config.models import (
     Model,
     choice,
@@ -84,6 +85,23 @@ class Load(Model):
     workers: whole(0) = 0
     remote_workers: whole(0) = 0
     worker_wait_s: number(1) = 60
+    # a request-count run (000 §5.2.1, 004 §3.2): after the warm-up each client sends the first
+    # N requests of its sequence and stops; TPS over the window until the last one finished.
+    # measure_s is then the window's time limit, and must be given.
+    requests_per_client: whole(1) | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> Load:
+        if self.requests_per_client is None:
+            return self
+        if self.rate is not None:
+            raise problem("an open-loop run (rate) sends at a fixed rate for measure_s; "
+                          "request counts are for closed-loop clients: drop one of the two",
+                          sub="requests_per_client")
+        if "measure_s" not in self.model_fields_set:
+            raise problem("a request-count run (requests_per_client) needs a time limit: give "
+                          "measure_s, the longest its measured window may take", sub="measure_s")
+        return self
 
 
 def _docroot(value: Any) -> Any:
@@ -305,6 +323,50 @@ def workload_errors(exp: Experiment) -> Iterator[None]:
         raise ConfigError(f"{exp.source}: {exc}") from None
 
 
+# What a run writes, for the plan's estimate: Locust's per-request records at most
+# LOCUST_RPS_PER_PROCESS requests per second per process (3,870 were measured for a bare
+# FastHttpUser on one core, ENVIRONMENT), RECORD_BYTES per record in requests.parquet (11 to
+# 15 measured by make bench-scale) and, for the point being converted, CSV_RECORD_BYTES plus the
+# path in its CSV log; SAMPLE_BYTES per second of a point (samples, per-second rows, logs).
+LOCUST_RPS_PER_PROCESS = 5000
+RECORD_BYTES = 16
+CSV_RECORD_BYTES = 40
+SAMPLE_BYTES = 4096
+
+
+def trace_bytes(spec: dict[str, Any], seed: int) -> int:
+    """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
+    if spec["kind"] == "worldcup":
+        return worldcup.trace_bytes(spec)
+    return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
+
+
+def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+    """An upper estimate of what a run writes into its results folder: the traces, Locust's
+    per-request records (Parquet for every point, the CSV log of one point at a time) and the
+    points' samples and logs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
+    if s.engine == "locust":
+        procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
+        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
+    return int(total)
+
+
+def progress_every(what: str, seconds: float = 5.0) -> worldcup.Progress:
+    """A World Cup progress callback that logs the records read every few seconds."""
+    last = [time.monotonic()]
+
+    def show(records: int) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            log(f"tierbench: {what}: {records:,} log records read")
+    return show
+
+
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
     """The traces as the plain specs the workloads package builds (keys as written)."""
     return [t.model_dump(by_alias=True, exclude_unset=True) for t in settings.traces]
@@ -378,7 +440,9 @@ class WebKind(Kind):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s},
+                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
+                     **({"requests_per_client": ld.requests_per_client}
+                        if ld.requests_per_client else {})},
             "target": s.target,
             "allow_foreign_target": s.allow_foreign_target,
             "settle_s": exp.settle_s,
@@ -408,7 +472,7 @@ class WebKind(Kind):
 
     # -- plan
     def point_seconds(self, exp: Experiment) -> float:
-        """settle + warm-up + measured + overhead."""
+        """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
         ld = exp.settings.load  # type: ignore[attr-defined]
         return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
 
@@ -422,7 +486,10 @@ class WebKind(Kind):
                    f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                    else ""),
                 f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-                f"{ld.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
+                + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
+                   f"{ld.measure_s:g} s, so times are upper bounds)"
+                   if ld.requests_per_client else f"{ld.measure_s:g} s")
+                + f" + about {POINT_OVERHEAD_S:g} s overhead "
                 "(mode switch, snapshots, load generator start/stop)",
                 "NIC modes switch without restarting containers; server options restart the "
                 "services whose settings change (points are grouped to restart as rarely as "
@@ -434,17 +501,18 @@ class WebKind(Kind):
         return f"  -- stack: {settings_text(settings)}" + ("" if first else " (restart)")
 
     def point_line(self, exp: Experiment, point: Point) -> str:
-        """trace, mode, repetition, users."""
+        """trace, mode, repetition, users, time (at most that, in a request-count run)."""
+        about = "<=" if exp.settings.load.requests_per_client else "~"  # type: ignore[attr-defined]
         return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
                 f"rep={point.repetition}  users={point['users']}  "
-                f"~{self.point_seconds(exp):.0f} s")
+                f"{about}{self.point_seconds(exp):.0f} s")
 
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
         with workload_errors(exp):
-            return self._needs(exp)
+            return self._needs(exp, len(points))
 
-    def _needs(self, exp: Experiment) -> list[space.Need]:
+    def _needs(self, exp: Experiment, points: int) -> list[space.Need]:
         s: WebSettings = exp.settings  # type: ignore[assignment]
         specs = trace_dicts(s)
         sets: list[dict] = []
@@ -473,6 +541,10 @@ class WebKind(Kind):
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
+        out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
+                                 "samples)", results_bytes(exp, specs, points), results_root(),
+                                 "the results folder", "shorten the traces or load.measure_s, "
+                                 "run fewer points, or free space there"))
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]
@@ -507,8 +579,13 @@ class WebKind(Kind):
             path = folder / f"{spec['name']}.txt"
             header = (f"trace {spec['name']} of experiment {exp.name}\n"
                       f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-            tracelib.write(path, tracelib.build(spec, exp.seed), header,
-                           tracelib.subset_size(spec))
+            t0 = time.monotonic()
+            chunks = (worldcup.trace_chunks(spec, progress_every(f"trace {spec['name']}"))
+                      if spec["kind"] == "worldcup" else tracelib.chunks(spec, exp.seed))
+            count = tracelib.write_chunks(path, chunks, header, tracelib.subset_size(spec))
+            if spec["kind"] == "worldcup":
+                log(f"tierbench: trace {spec['name']}: {count:,} requests from "
+                    f"{worldcup.log_path(spec).name} in {time.monotonic() - t0:.1f} s")
             paths[spec["name"]] = path
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
@@ -573,7 +650,8 @@ class WebKind(Kind):
                                 worker_wait_s=ld.worker_wait_s,
                                 master=dep.info.get("master", engines.MASTER_HOST),
                                 own=tuple(where.own_addresses()),
-                                fetch=lambda: where.pull(loadgen, ctx.dir))
+                                fetch=lambda: where.pull(loadgen, ctx.dir),
+                                requests_per_client=ld.requests_per_client)
         trace = ctx.prepared["traces"][point["trace"]["name"]]
         if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
             empty_proxy_cache(dep.containers["proxy"])
@@ -593,6 +671,7 @@ class WebKind(Kind):
             if ctx.sampler.error:
                 raise MeasureError(ctx.sampler.error)
             start, end = result.window
+            engines.check_counted_window(spec, result.window)
             # Wall-clock bounds: samples and requests before measure_start are warm-up.
             ctx.record["window"] = {"load_started": result.started, "measure_start": start,
                                     "measure_end": end}
@@ -604,11 +683,16 @@ class WebKind(Kind):
             if dep.info["settings"].get("proxy_cache") and \
                     dep.info["settings"].get("proxy") == "apache":
                 row.update(proxy_cache_figures(dep.containers["proxy"], first["t"], last["t"]))
-            row.update(webmetrics.page_cache_figures(first, last, row, point["trace"]))
+            row.update(webmetrics.page_cache_figures(
+                first, last, engines.served_between(result, first["t"], last["t"]),
+                point["trace"]))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
-                row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
-                                                   first["t"], last["t"]))
+                if result.requests is None:
+                    raise engines.LoadgenError("a mix trace needs per-request records "
+                                               "(engine: locust)")
+                row.update(webmetrics.site_figures(result.requests, sites, first["t"],
+                                                   last["t"]))
             return PointResult(row, engines.per_second_rows(samples, result), (start, end))
         except (engines.LoadgenError, MeasureError) as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")
