@@ -1,7 +1,9 @@
 """Experiments on a 4-node lab cluster through `tierbench run --cluster` (marker ``stack``; one
 lab for the whole module, `setup/lab.sh up 4` with no image shipped up front: the runner ships
-what each node needs). node1 runs the load generator and the network sender, node2 the proxy,
-node3 the web tier and the network receivers, node4 OrangeFS.
+what each node needs; `make test` runs the DC experiment and the SIGKILL case, the others are
+marked ``lab_full`` and `make test-cluster` runs them all). node1 runs the load generator and
+the network sender, node2 the proxy, node3 the web tier and the network receivers, node4
+OrangeFS.
 
 - a DC experiment with offloads on and off on the nodes' NICs: every tier on its node, the
   modes verified on the NICs and restored, CPU per tier and per node, provenance per node;
@@ -145,6 +147,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.lab_full
 def test_network_kind_with_two_receivers_on_one_node(lab) -> None:
     done = run(lab, "net-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -159,6 +162,7 @@ def test_network_kind_with_two_receivers_on_one_node(lab) -> None:
     assert nic_state(lab["cluster"]) == lab["before"]
 
 
+@pytest.mark.lab_full
 def test_locust_workers_on_the_workers_nodes(lab) -> None:
     """load.workers: the worker containers on the loadgen_workers nodes, started by tierbench,
     connected to the master at its node's address, their CPU sampled there."""
@@ -176,6 +180,7 @@ def test_locust_workers_on_the_workers_nodes(lab) -> None:
     assert nic_state(lab["cluster"]) == lab["before"]
 
 
+@pytest.mark.lab_full
 def test_a_cpu_mode_on_a_containers_cgroup_on_its_node(lab) -> None:
     """cpu: the web tier's cpuset and CPU limit written on node3, verified, restored."""
     done = sh(TB, "run", str(DATA / "cpu-mode.yml"), "--cluster", str(CLUSTER), env=lab["env"],
@@ -208,7 +213,8 @@ def _wait_for_mode(lab: dict, timeout: float = 120) -> dict[str, str]:
         time.sleep(1)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.lab_full),
+                                 signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_interrupted_runs_leave_every_nic_as_before(lab, sig) -> None:
     state = Path(lab["env"]["TIERBENCH_STATE_DIR"]) / "netif-state.json"
     proc = subprocess.Popen([TB, "run", str(DATA / "cluster-interrupt.yml"), "--cluster",
@@ -235,6 +241,7 @@ def test_interrupted_runs_leave_every_nic_as_before(lab, sig) -> None:
     assert nic_state(lab["cluster"]) == lab["before"]
 
 
+@pytest.mark.lab_full
 def test_a_node_whose_docker_daemon_stops_ends_the_run_in_one_sentence(lab) -> None:
     state = Path(lab["env"]["TIERBENCH_STATE_DIR"]) / "netif-state.json"
     proc = subprocess.Popen([TB, "run", str(DATA / "cluster-interrupt.yml"), "--cluster",
@@ -273,6 +280,7 @@ def test_a_node_whose_docker_daemon_stops_ends_the_run_in_one_sentence(lab) -> N
             time.sleep(1)
 
 
+@pytest.mark.lab_full
 def test_pfs_experiment_with_servers_and_clients_on_different_nodes(lab) -> None:
     if sh("docker", "image", "inspect", "tierbench-orangefs:0.1.0").returncode != 0:
         pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "
