@@ -15,6 +15,8 @@ docker compose "$@" build -q
 # The network micro-benchmark tier (compose/net.yml, profile net): iperf 2, iperf3, sockperf.
 docker build -q --force-rm -t "tierbench-net:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/net >/dev/null
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy
+# The application and database tiers (compose/app-db.yml): PHP-FPM and PostgreSQL.
+docker compose -f docker-compose.yml -f compose/app-db.yml build -q app db
 # The OrangeFS tier's image, when a source tarball is at hand (never downloads here: that is
 # `make orangefs-image`).
 setup/orangefs-image.sh --offline --optional

@@ -135,6 +135,48 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for i, s in enumerate(sizes) for j, m in enumerate(platforms) for u in (1, 64)
                 for r in reps]
         return rows, traces, platforms, True
+    if name == "dc-dynamic":
+        sizes = (4096, 65536, 262144)
+        traces = [{"name": f"{c}-{s // 1024}k", "kind": "single", "size": s,
+                   **({"dynamic": {"share": 1.0, "query": "point"}} if c == "dynamic" else {})}
+                  for s in sizes for c in ("static", "dynamic")]
+        rows = [{"trace": f"{c}-{s // 1024}k", "mode": m, "users": u, "repetition": r,
+                 "content": c, "dynamic_share": 1.0 if c == "dynamic" else 0.0,
+                 "query": "point" if c == "dynamic" else "",
+                 "tps": (3000.0 if u == 64 else 500.0) / (1 + i) / (4 if c == "dynamic" else 1)
+                 + (50 if m == onoff[0] else 0) + r,
+                 "p50_ms": 0.3 * (1 + i) * (3 if c == "dynamic" else 1) + 0.01 * r,
+                 "cpu_s_app": 0.8 if c == "dynamic" else 0.0,
+                 "cpu_s_db": 0.2 if c == "dynamic" else 0.0,
+                 "dyn_tps": 120.0 if c == "dynamic" else 0.0,
+                 "db_tps": 120.0 if c == "dynamic" else 0.0, "db_rows_read": 360,
+                 "db_rows_written": 0, "db_blocks_read": 0}
+                for i, s in enumerate(sizes) for c in ("static", "dynamic") for m in onoff
+                for u in (1, 64) for r in reps]
+        rows += [{"trace": "zipf-writes-20", "mode": m, "users": u, "repetition": r,
+                  "content": "mixed", "dynamic_share": 0.2, "query": "write", "tps": 900.0 + r,
+                  "p50_ms": 1.0, "cpu_s_app": 0.3, "cpu_s_db": 0.3, "dyn_tps": 180.0,
+                  "db_tps": 180.0, "db_rows_read": 0, "db_rows_written": 540,
+                  "db_blocks_read": 0, "writes_ok": 600, "rows_written": 600,
+                  "write_check": "ok"}
+                 for m in onoff for u in (1, 64) for r in reps]
+        traces.append({"name": "zipf-writes-20", "kind": "zipf", "alpha": 0.9,
+                       "dynamic": {"share": 0.2, "query": "write"}})
+        return rows, traces, onoff, True
+    if name == "dc-cpus":
+        platforms = ("webapp-1cpu", "webapp-2cpus-half", "webapp-2cpus")
+        shape = {"webapp-1cpu": (1, 1.0), "webapp-2cpus-half": (2, 1.0),
+                 "webapp-2cpus": (2, 2.0)}
+        names = ("static-4k", "static-1m", "dynamic-4k", "dynamic-1m")
+        traces = [{"name": t, "kind": "single", "size": 4096 if t.endswith("4k") else 1048576}
+                  for t in names]
+        rows = [{"trace": t, "mode": m, "repetition": r, "cpus": shape[m][0],
+                 "cpu_time": shape[m][1],
+                 "tps": (4000.0 if t.endswith("4k") else 300.0) * (shape[m][0] if
+                                                                   t != "static-1m" else 1)
+                 + r, "cpu_s_app": 0.5 if t.startswith("dynamic") else 0.0, "cpu_s_db": 0.1}
+                for t in names for m in platforms for r in reps]
+        return rows, traces, platforms, True
     if name == "dc-alpha-cache":
         alphas = (0.5, 0.75, 0.9, 0.99)
         cache = ("proxy-cache-off", "proxy-cache-on")

@@ -38,6 +38,11 @@ EXPECTED = {
     "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
                        ["proxy-cache-off", "proxy-cache-on"]),
     "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["4096", "65536", "1048576"]),
+    # static and dynamic content (the summary's `content` column) per mode, by size
+    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
+                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
+    # one line per trace over the CPUs the modes give: the x column holds the mode
+    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
     "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
     "net-latency": ("lines", ["14", "256", "4,096", "16,384", "65,536"], ON_OFF),
     "net-bw": ("lines", ["1", "2", "4", "6"],

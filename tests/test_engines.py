@@ -237,23 +237,30 @@ def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
 
 
 class Server(ThreadingHTTPServer):
-    """Answers every GET with 64 bytes after `delay` seconds; records paths and concurrency."""
+    """Answers every GET (and POST) with 64 bytes after `delay` seconds; records paths,
+    methods and concurrency."""
 
     daemon_threads = True
 
     def __init__(self, delay: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
         self.lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         srv = self.server
         with srv.lock:
             srv.paths.append(self.path)
+            srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
             srv.inflight += 1
             srv.max_inflight = max(srv.max_inflight, srv.inflight)
         time.sleep(srv.delay)
@@ -419,6 +426,32 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
+
+
+def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Path,
+                                                                     server) -> None:
+    """Locust sends a dynamic trace's writes as POST (Content-Length: 0) and everything else as
+    GET; the summary's successful writes come from its request log."""
+    srv = server(delay=0.002)
+    path = tmp_path / "trace.txt"
+    spec = {"name": "w", "kind": "single", "size": 4096,
+            "dynamic": {"share": 0.5, "query": "write", "requests": 40}}
+    traces.write(path, traces.build(spec, 3), "writes")
+    rows = locust(tmp_path, srv, path, users=2, seconds=3)
+    assert len(rows) > 40
+    for method, sent, length in srv.methods:
+        if sent.startswith(traces.WRITE_PREFIX):
+            assert (method, length) == ("POST", "0"), (method, sent, length)
+        else:
+            assert method == "GET" and sent == "/single-4096/file.bin", (method, sent)
+    posted = sum(m == "POST" for m, _, _ in srv.methods)
+    assert 0.4 * len(srv.methods) <= posted <= 0.6 * len(srv.methods)
+    ends = [float(r["end_s"]) for r in rows]
+    fig = metrics.dynamic_figures(metrics.RequestLog(tmp_path / "requests.parquet"),
+                                  min(ends) - 1, max(ends),
+                                  traces.DYNAMIC_PREFIX, traces.WRITE_PREFIX)
+    assert fig["writes_ok"] == posted  # every POST was answered 200 and logged
+    assert fig["dyn_tps"] * (max(ends) - min(ends) + 1) == pytest.approx(posted)
 
 
 def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scipy import stats
 
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text, results_root
@@ -88,6 +87,8 @@ def expected_intervals(n: int, variation_pct: float) -> tuple[float | None, floa
     of the change between two conditions, for a run-to-run variation (sd/mean) in %."""
     if n < 2:
         return None, None
+    from scipy import stats  # here, not at start-up: scipy.stats takes a second to load
+
     mean = stats.t.ppf(0.975, n - 1) * variation_pct / math.sqrt(n)
     change = stats.t.ppf(0.975, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
     return mean, change

@@ -24,6 +24,16 @@ Trace kinds (experiment `traces:` entries):
                                                  every sum(weights) clients weight_k replay site k
 `per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
 with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
+
+Dynamic content (004 §7.1): a single or zipf trace with `dynamic: {share, query, work,
+range_rows, requests}` turns the share `share` of its requests (evenly spread, as hit-ratio
+spreads its hot requests) into requests for the application tier, `/dyn/QUERY/SIZE?k=KEY&w=WORK`
+(`&n=ROWS` for a range read), SIZE being the size of the file the static request asked for, so
+the mix keeps the trace's size distribution; KEY picks the database row (seeded). QUERY is
+`point` (a row by key), `range` (`range_rows` rows from there) or `write` (a row inserted; the
+engines send it as a POST). WORK is the application tier's computation per request, in passes
+of SHA-256 over the body: proportional to SIZE. A trace shorter than `requests` (a single file)
+is repeated to that length first, so that its dynamic requests carry different keys.
 `mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
 `small-first` (the most popular file is the smallest) or `large-first`.
 """
@@ -43,6 +53,13 @@ from workloads import filesets
 
 MAPPINGS = ("random", "small-first", "large-first")
 SUBSET_DIRECTIVE = "subset-size:"
+DYNAMIC_PREFIX = "/dyn/"  # requests for the application tier
+WRITE_PREFIX = "/dyn/write/"  # dynamic requests that insert a row (sent as POST)
+QUERIES = ("point", "range", "write")
+DYNAMIC_KINDS = ("single", "zipf")
+DYNAMIC_MAX_BYTES = 16 << 20  # the application tier builds each body in memory
+DYNAMIC_DEFAULTS = {"share": 1.0, "query": "point", "work": 1, "range_rows": 10,
+                    "requests": 1000}
 INDEX_STEP = 4096  # request lines between two byte offsets of a trace's index
 
 
@@ -90,7 +107,17 @@ def chunks(spec: dict, seed: int) -> Iterator[list[str]]:
 
 
 def build(spec: dict, seed: int) -> list[str]:
-    """The request paths of one trace spec (kind single, zipf, worldcup or mix) as one list."""
+    """The request paths of one trace spec (kind single, zipf, worldcup or mix) as one list,
+    with its dynamic requests when it has a `dynamic` block."""
+    if spec.get("dynamic") is not None:
+        static = build_static({k: v for k, v in spec.items() if k != "dynamic"}, seed)
+        sizes = dict(filesets.files(fileset_of(spec)))
+        return dynamize(static, sizes, dynamic_of(spec), seed, subset_size(spec) is None)
+    return build_static(spec, seed)
+
+
+def build_static(spec: dict, seed: int) -> list[str]:
+    """The request paths of a trace spec without its dynamic block."""
     kind = spec.get("kind")
     if kind == "mix":
         return build_mix(spec, seed)
@@ -118,6 +145,51 @@ def build(spec: dict, seed: int) -> list[str]:
     raise TraceError(f"unknown trace kind {kind!r} (expected single, hit-ratio, zipf or worldcup)")
 
 
+def dynamic_of(spec: dict) -> dict:
+    """A trace's dynamic block with every default filled in ({} for a static trace)."""
+    dyn = spec.get("dynamic")
+    return {} if dyn is None else {**DYNAMIC_DEFAULTS, **dyn}
+
+
+def evenly(i: int, share: float) -> bool:
+    """Whether request i is one of the `share` spread evenly over a sequence (the share of
+    chosen requests among the first n is floor(n * share) / n, for every n)."""
+    return math.floor((i + 1) * share) > math.floor(i * share)
+
+
+def dynamize(paths: list[str], sizes: dict[str, int], dyn: dict, seed: int,
+             stretch: bool = True) -> list[str]:
+    """Static paths with the share `dyn["share"]` turned into dynamic requests of the same
+    sizes (module docstring); `stretch`: repeat the paths to `dyn["requests"]` first."""
+    share, query = float(dyn["share"]), str(dyn["query"])
+    if not 0 <= share <= 1 or query not in QUERIES:
+        raise TraceError(f"dynamic needs 0 <= share <= 1 and query one of {', '.join(QUERIES)}, "
+                         f"got {share}, {query!r}")
+    if stretch and len(paths) < int(dyn["requests"]):
+        paths = list(itertools.islice(itertools.cycle(paths), int(dyn["requests"])))
+    rng = random.Random(seed * 1000003 + 4099)
+    extra = f"&n={int(dyn['range_rows'])}" if query == "range" else ""
+    out = []
+    for i, path in enumerate(paths):
+        if not evenly(i, share):
+            out.append(path)
+            continue
+        size = sizes[path]
+        if size > DYNAMIC_MAX_BYTES:
+            raise TraceError(f"a dynamic request is at most {DYNAMIC_MAX_BYTES >> 20} MiB (the "
+                             f"application tier builds each body in memory); {path} has "
+                             f"{size} bytes: use a file set of smaller files")
+        out.append(f"{DYNAMIC_PREFIX}{query}/{size}?k={rng.randrange(1 << 31)}"
+                   f"&w={int(dyn['work'])}{extra}")
+    return out
+
+
+def content(spec: dict) -> str:
+    """static, dynamic or mixed: what a trace asks for."""
+    share = float(dynamic_of(spec).get("share", 0.0))
+    return "static" if share == 0 else "dynamic" if share == 1 else "mixed"
+
+
 def hit_ratio_paths(paths: list[str], hit_ratio: float, requests: int) -> list[str]:
     """004 §5.2.2: request i is for the hot file paths[0] when it keeps the share of hot
     requests so far at `hit_ratio` (evenly spread), else for the next file never asked for
@@ -127,7 +199,7 @@ def hit_ratio_paths(paths: list[str], hit_ratio: float, requests: int) -> list[s
                          f"{hit_ratio}, {requests}")
     out, cold = [], 1
     for i in range(requests):
-        if math.floor((i + 1) * hit_ratio) > math.floor(i * hit_ratio):
+        if evenly(i, hit_ratio):
             out.append(paths[0])
         else:
             out.append(paths[cold])
@@ -149,7 +221,7 @@ def build_mix(spec: dict, seed: int) -> list[str]:
     for j in range(int(spec["subsets"])):
         k = pattern[j % len(pattern)]
         part = {key: v for key, v in spec["parts"][k].items() if key not in ("site", "weight")}
-        out += build({**part, "requests": size}, seed + 104729 * (k + 1) + 7919 * j)
+        out += build_static({**part, "requests": size}, seed + 104729 * (k + 1) + 7919 * j)
     return out
 
 
@@ -333,6 +405,9 @@ class Cursor:
 def validate(where: str, spec: dict) -> None:
     """Check the keys this module adds to a trace spec; errors name `where` and the key."""
     kind = spec.get("kind")
+    if spec.get("dynamic") is not None and kind not in DYNAMIC_KINDS:
+        raise TraceError(f"{where}.dynamic: only single and zipf traces can have dynamic "
+                         f"requests (a {kind} trace cannot)")
     if kind == "worldcup":
         if not isinstance(spec.get("log"), str) or not spec["log"]:
             raise TraceError(f"{where}.log: the file name of a World Cup log in workloads/data/")

@@ -22,5 +22,6 @@ defines=()
 [ "${ACCESS_LOG,,}" = on ] && defines+=(-D ACCESS_LOG)
 [ "${PROXY_CACHE:-off}" = on ] && defines+=(-D PROXY_CACHE)
 [ "${WEB_HOT:-off}" = on ] && defines+=(-D HOT)
+[ "${WEB_APP:-off}" = on ] && defines+=(-D APP)
 rm -f "$APACHE_PID_FILE"
 exec /usr/sbin/apache2 -D FOREGROUND "${defines[@]}" "$@"

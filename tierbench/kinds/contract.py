@@ -108,10 +108,10 @@ class Tier:
 
 @dataclass
 class Deployment:
-    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters and
-    host interfaces the sampler reads, and the kind's own handles (``info``). ``placer`` is the
-    placement it runs on (tierbench.placement.placer; None: this host), which makes the
-    sampler: on a cluster, an agent per node."""
+    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters,
+    host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
+    handles (``info``). ``placer`` is the placement it runs on (tierbench.placement.placer;
+    None: this host), which makes the sampler: on a cluster, an agent per node."""
 
     key: Hashable
     tiers: dict[str, Tier]
@@ -120,12 +120,13 @@ class Deployment:
     containers: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     placer: Any = None
+    probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler | Any:
         """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
         if self.placer is not None:
-            return self.placer.sampler(out, self.counters, self.ifaces)
-        return Sampler(out, self.counters, self.ifaces)
+            return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
+        return Sampler(out, self.counters, self.ifaces, probes=self.probes)
 
     def endpoints(self, mode: Mode) -> list[Endpoint]:
         """The endpoints a container-scope mode covers here (its tiers, roles or all; an

@@ -58,6 +58,7 @@ class LoadSpec:
     # N requests of its sequence and stops; the window runs until the last client has finished
     # and measure_s is only its time limit. None: a timed window of measure_s.
     requests_per_client: int | None = None
+    dynamic: bool = False  # the trace has dynamic requests: wrk counts their answers by kind
 
 
 @dataclass
@@ -509,6 +510,8 @@ def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, 
            "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": container_path(out)}
     if per_client:
         env["REQUESTS_PER_CLIENT"] = str(per_client)
+    if spec.dynamic:
+        env["DYNAMIC"] = "1"
     log = point_dir / f"wrk-{name}.txt"
     code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk",
                        fetch=spec.fetch)
@@ -592,8 +595,10 @@ def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -
     # A request-count run warms up the same way (a timed run), then its measured run replays
     # every client's sequence from its start until each has sent its requests.
     started = time.time()
+    warm: dict = {}
     if spec.warmup_s > 0:
-        _wrk_once(spec, loadgen, point_dir, trace, "warmup", max(1, math.ceil(spec.warmup_s)))
+        warm = _wrk_once(spec, loadgen, point_dir, trace, "warmup",
+                         max(1, math.ceil(spec.warmup_s)))
     summary = _wrk_once(spec, loadgen, point_dir, trace, "measure",
                         max(1, math.ceil(spec.measure_s)), spec.requests_per_client)
     threads = wrk_threads(spec.users, spec.processes)
@@ -609,6 +614,11 @@ def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -
              **agg["counts"], **count_extra(spec)}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
+    # Dynamic requests answered in the measured run, and write requests answered in both runs
+    # (the rows they inserted are counted after the point: the write check).
+    extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
+    extra["runs"] = 2 if warm else 1
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
 
 

@@ -263,6 +263,24 @@ def site_figures(requests: RequestLog, sites: dict[str, str], start: float,
     return out
 
 
+def dynamic_figures(requests: RequestLog, start: float, end: float, dynamic_prefix: str,
+                    write_prefix: str) -> dict[str, float]:
+    """From the request log: successful dynamic requests (paths under `dynamic_prefix`) per
+    second in (start, end] (`dyn_tps`), and successful writes over the whole run
+    (`writes_ok`: the rows they inserted are counted after the point)."""
+    dynamic = writes = 0
+    for batch in requests.batches(("end_s", "status", "path")):
+        end_s = batch.column("end_s").to_numpy(zero_copy_only=False)
+        ok = _ok(batch.column("status").to_numpy(zero_copy_only=False))
+        paths = batch.column("path")
+        writes += int((ok & pc.starts_with(paths, write_prefix).to_numpy(
+            zero_copy_only=False)).sum())
+        dyn = pc.starts_with(paths, dynamic_prefix).to_numpy(zero_copy_only=False)
+        dynamic += int((ok & dyn & (end_s > start) & (end_s <= end)).sum())
+    span = end - start
+    return {"dyn_tps": dynamic / span if span > 0 else 0.0, "writes_ok": writes}
+
+
 def summarize(samples: list[dict], requests: RequestLog | list[Request], *, start: float,
               end: float, generator: str, generator_allowance: float,
               bytes_label: str | list[str] | list[tuple[str, str]]) -> dict:

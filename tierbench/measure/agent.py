@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -265,10 +266,13 @@ class MergedSampler:
     with the interface of the single-host Sampler: start(), stop(), samples, error, sample()."""
 
     def __init__(self, out: Path, nodes: dict[str, dict[str, Any]],
-                 tiers: dict[str, list[tuple[str, str]]], interval: float = 1.0) -> None:
+                 tiers: dict[str, list[tuple[str, str]]], interval: float = 1.0,
+                 probes: dict[str, Callable[[], dict]] | None = None) -> None:
         """``nodes``: name -> {"argv": ssh argv up to the host, "offset": the node's clock
-        offset in s, "containers": {label: pid}, "ifaces": {label: ifname}}."""
+        offset in s, "containers": {label: pid}, "ifaces": {label: ifname}}; ``probes``: a
+        kind's callables read on the controller with each merged sample, as Sampler's."""
         self.out, self.nodes, self.tiers, self.interval = out, nodes, tiers, interval
+        self.probes = probes or {}
         self.samples: list[dict[str, Any]] = []
         self.error: str | None = None
         self.streams: dict[str, NodeStream] = {}
@@ -322,7 +326,10 @@ class MergedSampler:
                 late = True
         if not parts or late:
             return None
-        return merge(parts, self.tiers, self.kernels)
+        merged = merge(parts, self.tiers, self.kernels)
+        if self.probes:
+            merged["probes"] = {name: probe() for name, probe in self.probes.items()}
+        return merged
 
     def _loop(self) -> None:
         with self.out.open("a") as fh:

@@ -52,6 +52,7 @@ HOST_OVERLAYS = {
     "compose/pvfs.yml": "compose/host-pvfs.yml",
     "compose/docroot-pvfs.yml": "compose/host-docroot-pvfs.yml",
     "compose/net.yml": "compose/host-net.yml",
+    "compose/app-db.yml": "compose/host-app-db.yml",
 }
 # Roles whose services serve the others (a client's NIC that also carries one of them does not
 # count what the client alone receives).
@@ -516,8 +517,10 @@ class ClusterPlacer(Placer):
             return []
         return [(ep.label, "rx_bytes") for ep in dict.fromkeys(eps)]
 
-    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str]) -> MergedSampler:
-        """One sampling agent per node, merged on the controller's clock."""
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> MergedSampler:
+        """One sampling agent per node, merged on the controller's clock (probes read on the
+        controller with each merged sample)."""
         per_node: dict[str, dict[str, Any]] = {}
 
         def entry(node: str) -> dict[str, Any]:
@@ -532,7 +535,7 @@ class ClusterPlacer(Placer):
                 tiers.setdefault(tier, []).append((c.node, label))
         for label, ifname in ifaces.items():
             entry(label.split(":", 1)[0])["ifaces"][label] = ifname
-        return MergedSampler(out, per_node, tiers)
+        return MergedSampler(out, per_node, tiers, probes=probes)
 
     def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
         """Those interfaces on every node the containers run on."""

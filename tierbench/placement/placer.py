@@ -82,8 +82,10 @@ class Placer:
         """The CPU counter of a container, for the sampler."""
         raise NotImplementedError
 
-    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str]) -> Any:
-        """A 1 Hz sampler of these counters and interfaces, writing JSON lines to ``out``."""
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> Any:
+        """A 1 Hz sampler of these counters, interfaces and probes (a kind's callables that
+        read a server's own counters), writing JSON lines to ``out``."""
         raise NotImplementedError
 
     def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
@@ -173,9 +175,10 @@ class LocalPlacer(Placer):
         """The container's cgroup, read on this host."""
         return CgroupCpu(container.pid)
 
-    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str]) -> Sampler:
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> Sampler:
         """The single-host sampler."""
-        return Sampler(out, counters, ifaces)
+        return Sampler(out, counters, ifaces, probes=probes)
 
     def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
         """The host ends of the veths."""

@@ -3,7 +3,8 @@ walking its own sequence of the trace (workloads/traces.py: offsets, or per-clie
 with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers,
 and logs how late each request left against its schedule. Every request is logged (end time,
 latency, bytes, path, status, lateness) so the control program counts exactly the measured
-window.
+window. Dynamic writes (paths under traces.WRITE_PREFIX) are sent as POST (Content-Length: 0),
+every other request as GET.
 
 Every user reads its own client's sequence from the trace file, lazily, starting at its own
 place through the trace's index (traces.Cursor): neither a process's memory nor its start-up
@@ -81,6 +82,11 @@ _final: set[int] = set()  # master: workers whose last records arrived
 FLUSH_EVERY = 20000  # a single process appends its records to its log this many at a time
 _warm_end: list[float] = []  # request-count runs: when this process's warm-up ends
 _finished = [0]  # single process or master: clients that have sent their requests
+
+
+def method(path: str) -> str:
+    """POST for a dynamic write, GET for everything else."""
+    return "POST" if path.startswith(traces.WRITE_PREFIX) else "GET"
 
 
 def client_sequence(client: int, clients: int) -> Iterator[str]:
@@ -303,7 +309,7 @@ class TraceUser(FastHttpUser):
                 self._paths = client_sequence(self._client, CFG["users"])
             self._left = CFG["count"]
         path = next(self._paths)
-        self.client.get(path, name="trace", context={"path": path})
+        self.client.request(method(path), path, name="trace", context={"path": path})
         self._sent += 1
         if self._left is not None:
             self._left -= 1
@@ -328,7 +334,8 @@ class OpenLoopUser(FastHttpUser):
         self._next = time.time() + self._interval * (i % users) / users
 
     def _send(self, path: str, late_ms: float) -> None:
-        self.client.get(path, name="trace", context={"path": path, "late_ms": late_ms})
+        self.client.request(method(path), path, name="trace",
+                            context={"path": path, "late_ms": late_ms})
 
     @task
     def arrive(self) -> None:

@@ -8,8 +8,14 @@
 -- wrk's Lua API does not say which connection asks for a request, so a client's requests may
 -- travel on different connections of its thread; the server sees the same mix and order.
 --
+-- Dynamic requests (paths under /dyn/, workloads/traces.py): writes (/dyn/write/) are sent as
+-- POST with an empty body, everything else as GET. When the trace has dynamic requests, each
+-- thread counts the successful answers that carry X-Tierbench-Query (dynamic) and those whose
+-- value is `write`; wrk parses headers only when response() is defined, so a static trace
+-- (DYNAMIC unset) leaves it undefined and costs nothing more.
+--
 -- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()),
--- REQUESTS_PER_CLIENT (a request-count run, below).
+-- REQUESTS_PER_CLIENT (a request-count run, below), DYNAMIC=1 (the trace has dynamic requests).
 -- Per-second counts are requests issued per wall-clock second (after a connection's first,
 -- each follows the completion of its previous one), counted with clock_gettime through ffi
 -- once per 16 requests.
@@ -60,6 +66,7 @@ started = 0
 -- replay as cheap as wrk's own); done() adds each thread's unbatched rest to its last second.
 BATCH = 16
 pending = 0
+dynamic_ok, writes_ok = 0, 0
 -- requests sent (globals, read by done()); a request-count run's quota per client and thread,
 -- the calls of request() so far and when the thread's last answer came (0: not finished)
 sent = 0
@@ -93,7 +100,11 @@ local function format(path)
   local r = cache[path]
   if not r then
     if cached >= CACHE_MAX then cache, cached = {}, 0 end
-    r = wrk.format("GET", path)
+    if path:sub(1, 11) == "/dyn/write/" then
+      r = wrk.format("POST", path, nil, "")
+    else
+      r = wrk.format("GET", path)
+    end
     cache[path] = r
     cached = cached + 1
   end
@@ -138,6 +149,7 @@ function init(args)
   local total, n = per * nthreads, idx.lines
   -- Each client opens the trace at its own place and reads a line per request: a thread's
   -- memory and start-up do not grow with the trace.
+  if os.getenv("DYNAMIC") ~= "1" then response = nil end
   for j = 0, per - 1 do
     local g = tid * per + j
     local lo, hi, start
@@ -205,6 +217,14 @@ function request()
   return r
 end
 
+function response(status, headers, body)
+  local query = headers["X-Tierbench-Query"]
+  if query and status >= 200 and status < 400 then
+    dynamic_ok = dynamic_ok + 1
+    if query == "write" then writes_ok = writes_ok + 1 end
+  end
+end
+
 function done(summary, latency, requests)
   -- wrk starts each thread as soon as its init() has read the trace, and its own clock once the
   -- last thread is started: the first thread may send requests before the measured run begins
@@ -212,8 +232,11 @@ function done(summary, latency, requests)
   -- window from the last start.
   local start, last_start = math.huge, 0
   local per_second = {}
+  local dyn, writes = 0, 0
   local total_sent, finished_last, threads_finished = 0, 0, 0
   for _, t in ipairs(threads) do
+    dyn = dyn + (t:get("dynamic_ok") or 0)
+    writes = writes + (t:get("writes_ok") or 0)
     local st = t:get("started")
     if st and st > 0 and st < start then start = st end
     if st and st > last_start then last_start = st end
@@ -259,10 +282,10 @@ function done(summary, latency, requests)
     '"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
     '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
     '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
-    '"percentiles": {%s}}, "per_second": [%s]}\n',
+    '"percentiles": {%s}}, "per_second": [%s], "dynamic_ok": %d, "writes_ok": %d}\n',
     start, last_start, summary.duration / 1e6, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency.min / 1000, latency.max / 1000, latency.mean / 1000, latency.stdev / 1000,
-    table.concat(pct, ", "), table.concat(ps, ", ")))
+    table.concat(pct, ", "), table.concat(ps, ", "), dyn, writes))
   out:close()
 end
