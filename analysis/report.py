@@ -127,6 +127,12 @@ def header(ctx: Context) -> str:
             + (f'<p class="desc">{html.escape(desc)}</p>' if desc else "") + "</header>")
 
 
+# What `ok` in a check column (the spec's `checks`) says about a point.
+CHECKS = {"integrity": "data read back and matched its checksum",
+          "connections_check": "every connection asked for was established from the start of "
+                               "the measured window to its middle"}
+
+
 def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> str:
     """Client-bound points, failed points / errors / missing values, count mismatches, checks,
     unstable results and layout notes; or one line saying there is nothing to warn about."""
@@ -193,9 +199,9 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> st
         parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
     if checks and ctx.rows and not problems:
         ok = sum(all(text(r.get(c)) == "ok" for c in checks) for r in ctx.rows)
+        means = "; ".join(CHECKS.get(c, c) for c in checks)
         parts.append(f'<div class="ok">Every point completed; {ok} of {len(ctx.rows)} points '
-                     f"read <code>ok</code> in {', '.join(checks)} (data read back and matched "
-                     "its checksum).</div>")
+                     f"read <code>ok</code> in {', '.join(checks)} ({esc(means)}).</div>")
     elif not parts:
         parts.append('<div class="ok">No warnings: no client-bound points, failed points, request '
                      "errors or missing values.</div>")

@@ -255,3 +255,25 @@ def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> 
     assert there == here
     with pytest.raises(netif.NetifError, match=r"^nodec: process 999999999 is gone"):
         cpu.read(999999999, "nodec")
+
+
+def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> None:
+    """Two receivers on one cluster node (host networking): every flow of the second goes to
+    its ports, PORT_STRIDE above the first's, for iperf 2, iperf3 and sockperf alike."""
+    from tierbench.kinds import net as nettools
+    from tierbench.kinds import network
+
+    addrs = ["198.18.16.13", "198.18.16.13"]
+    shift = [0, network.PORT_STRIDE]
+    for tool, base in (("iperf2", nettools.IPERF_PORT), ("iperf3", nettools.IPERF3_PORT)):
+        n = network.Net(test="stream", tool=tool, connections=[8], receivers=[2])
+        plan = network.flows(n, addrs, 8, 1, shift=shift)
+        assert sum(f.streams for f in plan) == 8, tool
+        ports = sorted(f.port for f in plan)
+        assert ports[0] == base and any(p >= base + network.PORT_STRIDE for p in ports), tool
+        assert all(p < base + 100 or base + network.PORT_STRIDE <= p < base + 1100
+                   for p in ports), (tool, ports)
+    env = network.receiver_env(2, 4, 6, 3)
+    assert [e["NET_SOCKPERF_PORT"] for e in env] == [str(nettools.SOCKPERF_PORT),
+                                                     str(nettools.SOCKPERF_PORT + 1000)]
+    assert env[1]["NET_IPERF3_SERVERS"] == "6" and env[1]["NET_SOCKPERF_SERVERS"] == "3"

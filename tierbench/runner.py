@@ -250,7 +250,7 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
-    problems = [p for m in exp.modes
+    problems = [p for m in registry.kind(exp.kind).modes(exp)
                 for p in apply.check_mode(m, mode_endpoints(m, deployment),
                                           containers=deployment.cpu_containers(m))]
     if problems:
@@ -352,13 +352,15 @@ class Run:
     def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
         exp, kind = self.exp, self.kind
         assert self.dir is not None
-        mode = exp.mode(point.mode)
+        mode = kind.point_mode(exp, point)
         pdir = self.dir / "points" / point.id
         if pdir.exists():  # a point a resumed run had started but not finished
             shutil.rmtree(pdir)
         pdir.mkdir(parents=True)
         eps = mode_endpoints(mode, deployment)
         record: dict = {"point": point.id, "mode": point.mode, "repetition": point.repetition}
+        if mode.name != point.mode:  # the point's mode layered over another (net cases)
+            record["applied_mode"] = mode.name
         self.manifest["points"][point.id] = record
         row = dict(kind.identity(exp, point))
         try:

@@ -237,6 +237,16 @@ class Kind:
         """What must be up for a point (hashable); points with equal keys share a deployment."""
         return None
 
+    def modes(self, exp: Experiment) -> list[Mode]:
+        """Every mode a point may apply (checked against the deployment before the first
+        point): the experiment's, unless the kind layers them over others (`point_mode`)."""
+        return exp.modes
+
+    def point_mode(self, exp: Experiment, point: Point) -> Mode:
+        """The mode the runner applies for a point: the one it names, unless the kind layers it
+        over another (the net kind's cases: 000 §4.3's cumulative socket options under it)."""
+        return exp.mode(point.mode)
+
     # -- plan -----------------------------------------------------------------------------
 
     def point_seconds(self, exp: Experiment) -> float:

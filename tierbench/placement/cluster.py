@@ -612,12 +612,13 @@ class ClusterPlacer(Placer):
                                 timeout=600).stdout
         return int(out.strip() or 0)
 
-    def tcp_tables(self, container: Container) -> str:
-        """/proc/PID/net/tcp and tcp6 of the container's process, read on its node over SSH."""
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """/proc/PID/net/NAME of the container's process, read on its node over SSH (with host
+        networking: the node's)."""
         pid = int(container.pid)
+        files = " ".join(shlex.quote(f"/proc/{pid}/net/{name}") for name in names)
         return nodes.run_on_node(self.node(container.node or ""),
-                                 f"cat /proc/{pid}/net/tcp /proc/{pid}/net/tcp6 2>/dev/null; true",
-                                 timeout=60).stdout
+                                 f"cat {files} 2>/dev/null; true", timeout=60).stdout
 
     def engines_answer(self) -> str | None:
         """The first node whose Docker engine does not answer, as NodeDown says it."""

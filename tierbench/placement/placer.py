@@ -128,9 +128,10 @@ class Placer:
         """Drop the docroot volume's files from the page cache; returns how many files."""
         raise NotImplementedError
 
-    def tcp_tables(self, container: Container) -> str:
-        """The /proc/net/tcp and tcp6 tables of a container's network namespace (read from its
-        host, without entering the container: quick under load)."""
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """Files of /proc/net (tcp, tcp6, snmp) of a container's network namespace, one after
+        another, read from its host without entering the container (quick under load); the
+        ones that cannot be read (the container stopped) left out."""
         raise NotImplementedError
 
     def engines_answer(self) -> str | None:
@@ -208,10 +209,10 @@ class LocalPlacer(Placer):
         """compose.evict_docroot on this host."""
         return compose.evict_docroot()
 
-    def tcp_tables(self, container: Container) -> str:
-        """/proc/PID/net/tcp and tcp6 of the container's process, read here."""
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """/proc/PID/net/NAME of the container's process, read here."""
         tables = []
-        for name in ("tcp", "tcp6"):
+        for name in names:
             try:
                 tables.append(Path(f"/proc/{container.pid}/net/{name}").read_text())
             except OSError:
