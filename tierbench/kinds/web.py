@@ -741,7 +741,8 @@ class WebKind(Kind):
         if dep.info["settings"].get("page_cache") == "cold":
             dropped = where.evict_docroot(dep.containers["web"])
             ctx.record["page_cache"] = f"cold: {dropped} docroot files dropped before the point"
-        where.push(loadgen, [trace, ctx.dir])
+        index = tracelib.index_path(trace)  # the engines read the trace through it
+        where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
         if "db" in dep.containers and not appdb.empty_writes(dep.containers["db"]):
             ctx.record["db"] = "the database did not answer before the point"
         fault = self.arm_fault(s, ctx, ld.warmup_s)
