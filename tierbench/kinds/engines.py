@@ -396,8 +396,10 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
-    if spec.remote_workers:
-        env["SHIP_TRACE"] = "1"  # workers on other nodes cannot open the trace file
+    if spec.remote_workers or spec.master != MASTER_HOST:
+        # workers on other nodes (remote ones, or a cluster's loadgen_workers nodes, which reach
+        # the master at its node) cannot open the trace file
+        env["SHIP_TRACE"] = "1"
     env.update(count_env(spec, point_dir))
     worker_env = {"PYTHONPATH": "/app"}
     if spec.own:
