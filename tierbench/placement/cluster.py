@@ -375,8 +375,10 @@ class ClusterPlacer(Placer):
         tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=workloads/data",
                               "--exclude=__pycache__", "-c", "workloads"],
                              capture_output=True, check=True, timeout=60).stdout
-        script = (f"mkdir -p {work}/results && rm -rf {work}/workloads && "
-                  f"tar -C {work} -x")
+        # emptied in place, not removed: containers a run left up bind-mount this folder, and
+        # a new folder would leave them an empty, deleted one
+        script = (f"mkdir -p {work}/results {work}/workloads && "
+                  f"find {work}/workloads -mindepth 1 -delete && tar -C {work} -x")
         done = subprocess.run(nodes.ssh_argv(node, script), input=tar, capture_output=True,
                               timeout=120, check=False)
         if done.returncode != 0:
