@@ -176,6 +176,17 @@ class Sampler:
             sample["probes"] = {name: probe() for name, probe in self.probes.items()}
         return sample
 
+    def now(self) -> dict:
+        """Every counter read now (those that cannot be read, of a stopped container, left
+        out) and the host's, stamped with the wall clock."""
+        cpu = {}
+        for name, cg in self.cgroups.items():
+            try:
+                cpu[name] = cg.read()
+            except OSError:
+                continue
+        return {"t": time.time(), "host": host_cpu(), "cpu": cpu}
+
     def _loop(self) -> None:
         with self.out.open("a") as fh:
             deadline = time.monotonic()

@@ -1,5 +1,7 @@
-"""The Compose stack and its overlays: preflight checks, bring-up with an experiment's settings,
-discovery of the running containers, commands in them, teardown."""
+"""The Compose stack and its overlays: preflight checks, what to bring up for an experiment's
+settings (a :class:`Services` spec, which a placement brings up: on this host with
+:func:`up_spec`, or on cluster nodes), discovery of the running containers, commands in them
+(on this host's engine or, for a container on a node, through its Docker context), teardown."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
@@ -40,7 +42,8 @@ class StackError(TierbenchError):
 
 @dataclass(frozen=True)
 class Container:
-    """One running service container of the stack."""
+    """One running service container of the stack; on a cluster node, ``node`` names the node
+    and ``context`` the Docker context that reaches its engine (``pid`` is then the node's)."""
 
     service: str
     id: str
@@ -49,10 +52,48 @@ class Container:
     image: str
     image_id: str
     cpuset: str
+    node: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class Services:
+    """What to bring up: the compose files (paths, the base file first), the environment, the
+    services to start (None: the default set) with their dependencies, replicas of scaled
+    services, profiles, tmpfs to mount first where services bind them ({path: size}), and for
+    services whose replicas must differ on one host network (their ports) each replica's extra
+    environment (``replica_env``; where every replica has its own address it is not needed)."""
+
+    files: list[str]
+    env: dict[str, str]
+    services: list[str] | None = None
+    scale: dict[str, int] = field(default_factory=dict)
+    profiles: list[str] = field(default_factory=list)
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    replica_env: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    remove_orphans: bool = False
+    timeout: float = 600
+
+    def args(self) -> list[str]:
+        """-f FILE ... --profile P ... for docker compose."""
+        return [*(a for f in self.files for a in ("-f", f)),
+                *(a for p in self.profiles for a in ("--profile", p))]
+
+
+def docker_cmd(container: Container) -> list[str]:
+    """``docker``, with ``--context`` when the container runs on a cluster node."""
+    return ["docker", "--context", container.context] if container.context else ["docker"]
 
 
 def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
                   remote_workers: int = 0) -> list[str]:
+    """-f arguments of stack_files()."""
+    return [arg for f in stack_files(settings, target, workers, remote_workers)
+            for arg in ("-f", f)]
+
+
+def stack_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
+                remote_workers: int = 0) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, and the application
@@ -81,7 +122,7 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
         files.append(OVERLAYS["workers"])
     if remote_workers:
         files.append(OVERLAYS["master"])
-    return [arg for f in files for arg in ("-f", str(ROOT / f))]
+    return [str(ROOT / f) for f in files]
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -100,13 +141,16 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float =
     return done.stdout
 
 
-def preflight() -> None:
-    """Refuse to start, with one sentence, when the host lacks what a run needs."""
-    if os.geteuid() != 0:
+def preflight(cluster: bool = False) -> None:
+    """Refuse to start, with one sentence, when the host lacks what a run needs (on a cluster,
+    the controller: Docker and Compose to build and ship the images, ssh to reach the nodes)."""
+    needs = (("ssh", "openssh-client"), ("tar", "tar"), ("docker", "docker.io")) if cluster else (
+        ("ethtool", "ethtool"), ("nsenter", "util-linux"), ("ip", "iproute2"),
+        ("tc", "iproute2"), ("docker", "docker.io"))
+    if os.geteuid() != 0 and not cluster:
         raise StackError("tierbench run needs root (it changes interface settings with ethtool "
                          "and nsenter): run it as root")
-    for tool, package in (("ethtool", "ethtool"), ("nsenter", "util-linux"), ("ip", "iproute2"),
-                          ("tc", "iproute2"), ("docker", "docker.io")):
+    for tool, package in needs:
         if shutil.which(tool) is None:
             raise StackError(f"{tool} is missing: install the {package} package (or run `make setup`)")
     try:
@@ -237,52 +281,68 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
-       remote_workers: int = 0, hot_sets: list[dict] | None = None) -> None:
-    """Bring the stack up with these settings (experiment `stack:` plus the mode's server
-    options) and wait until every service is healthy; services whose settings changed restart.
-    `workers` Locust worker containers run beside the loadgen (load.workers); with a
-    `+hot-tmpfs` docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs."""
+def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
+               workers: int = 0, remote_workers: int = 0,
+               hot_sets: list[dict] | None = None) -> Services:
+    """The stack with these settings (experiment `stack:` plus the mode's server options):
+    `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
+    docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs."""
     env = stack_env(settings, filesets)
-    check_cpusets(env)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
     base, hot = docroot_parts(settings.get("docroot", "disk"))
+    tmpfs: dict[str, str] = {}
     if base == "tmpfs":
         env["DOCROOT_TMPFS_DIR"] = str(tmpfs_docroot(env))
-        mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
+        tmpfs[env["DOCROOT_TMPFS_DIR"]] = env.get("DOCROOT_TMPFS_SIZE") or "8g"
     if hot:
         env["HOT_TMPFS_DIR"] = str(hot_dir(env))
-        mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
+        tmpfs[env["HOT_TMPFS_DIR"]] = env.get("HOT_TMPFS_SIZE") or "2g"
         env["HOT"] = json.dumps({"sets": hot_sets or [], "below": settings["hot_below"]},
                                 separators=(",", ":"))
-    results_root().mkdir(parents=True, exist_ok=True)
-    scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
-    files = compose_files(settings, target, workers, remote_workers)
-    services: list[str] = []
+    spec = Services(stack_files(settings, target, workers, remote_workers), env,
+                    scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
+                    remove_orphans=True)
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
         # and the first N I/O servers (no clients).
         n = int(settings.get("pvfs_io_servers", 3))
         env["PVFS_IO_SERVERS"] = str(n)
-        files += ["--profile", "pfs"]
-        services = [s for s in _run(["docker", "compose", *files, "config", "--services"],
+        spec.profiles = ["pfs"]
+        services = [s for s in _run(["docker", "compose", *spec.args(), "config", "--services"],
                                     env=env, timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]
-        services += [f"pvfs-io{i}" for i in range(1, n + 1)]
-    stale = stale_volumes(files, env)
+        spec.services = services + [f"pvfs-io{i}" for i in range(1, n + 1)]
+    return spec
+
+
+def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
+       remote_workers: int = 0, hot_sets: list[dict] | None = None) -> None:
+    """Bring the stack up on this host (see stack_spec) and wait until every service is
+    healthy; services whose settings changed restart."""
+    up_spec(stack_spec(settings, filesets, target, workers, remote_workers, hot_sets))
+
+
+def up_spec(spec: Services) -> None:
+    """Bring ``spec`` up on this host's engine, waiting until every service is healthy: tmpfs
+    mounted first, volumes made for other settings by an earlier run removed first."""
+    check_cpusets(spec.env)
+    for path, size in spec.tmpfs.items():
+        mount_tmpfs(Path(path), size)
+    results_root().mkdir(parents=True, exist_ok=True)
+    stale = stale_volumes(spec.args(), spec.env)
     if stale:
         # Compose keeps an existing volume even when the files now define it differently (a
         # docroot on disk left by an earlier run, wanted on a tmpfs now): start from nothing.
         log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by an earlier "
             "run: removing the stack first")
         down()
-        if base == "tmpfs":
-            mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
-        if hot:
-            mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
-    _run(["docker", "compose", *files, "up", "-d", "--wait", "--no-build", "--remove-orphans",
-          *scale, *services], env=env, timeout=600)
+        for path, size in spec.tmpfs.items():
+            mount_tmpfs(Path(path), size)
+    scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
+    _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
+          *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
+          *(spec.services or [])], env=spec.env, timeout=spec.timeout)
 
 
 def stale_volumes(files: list[str], env: dict[str, str]) -> list[str]:
@@ -405,7 +465,7 @@ def service_containers(services: tuple[str, ...]) -> dict[str, Container]:
 def exec_in(container: Container, argv: list[str], *, env: dict[str, str] | None = None,
             user: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a command in a container; returns the completed process (never raises on exit code)."""
-    cmd = ["docker", "exec"]
+    cmd = [*docker_cmd(container), "exec"]
     for key, value in (env or {}).items():
         cmd += ["-e", f"{key}={value}"]
     if user:
