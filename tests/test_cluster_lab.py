@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from stack_env import lab_containers, require_free_lab
 
 from tierbench.placement import nodes
 
@@ -45,11 +45,6 @@ def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
 
 
-def lab_containers() -> list[str]:
-    return sorted(sh("docker", "ps", "-a", "--filter", "label=org.tierbench.lab", "--format",
-                     "{{.Names}}").stdout.split())
-
-
 def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
     """Every node's data-plane interfaces as the tools print them (settings only)."""
     script = ("for o in -k -c -g -l; do echo \"== ethtool $o\"; ethtool $o eth0 2>&1; done; "
@@ -59,13 +54,7 @@ def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    if shutil.which("docker") is None or sh("docker", "info").returncode != 0:
-        pytest.skip("no Docker engine answers")
-    if lab_containers():
-        pytest.skip(f"a lab is up ({', '.join(lab_containers())}): this test would replace it; "
-                    "run make lab-down first")
+    require_free_lab()
     results = tmp_path_factory.mktemp("results")
     env = {**os.environ, "LAB_IMAGES": "none", "TIERBENCH_RESULTS": str(results),
            "TIERBENCH_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
