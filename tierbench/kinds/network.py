@@ -634,12 +634,14 @@ class NetKind(Kind):
                                                "sh", "-c", script],
                                               stdout=out, stderr=subprocess.STDOUT))
             pause_until(started + n.warmup_s)
+            ctx.sampler.mark()
             tcp0 = [tcp_counters(s, ctx.dir / f"snmp-start-{i + 1}.txt")
                     for i, s in enumerate(senders)]
             at_start = sum(established_now(s, ctx.dir / f"established-start-{i + 1}.txt", ports)
                            for i, s in enumerate(senders))
             profiler = start_profile(ctx, senders, n.measure_s) if n.profile else None
             pause_until(started + n.warmup_s + n.measure_s / 2)
+            ctx.sampler.mark()
             established = sum(established_now(s, ctx.dir / f"established-{i + 1}.txt", ports)
                               for i, s in enumerate(senders))
             pause_until(measure_end)
@@ -718,6 +720,9 @@ class NetKind(Kind):
                 procs.append(subprocess.Popen([*stack.docker_cmd(sender), "exec", sender.id,
                                                "sh", "-c", script],
                                               stdout=out, stderr=subprocess.STDOUT))
+            for at in (started + n.warmup_s, started + n.warmup_s + n.measure_s / 2):
+                pause_until(at)
+                ctx.sampler.mark()
             for proc in procs:
                 proc.wait(timeout=START_DELAY_S + n.warmup_s + n.measure_s + 60)
         finally:

@@ -18,6 +18,7 @@ the sum over distinct kernels: nodes that share one (the lab's containers) count
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import select
@@ -340,9 +341,9 @@ class MergedSampler:
                 merged = self._merge_tick(k, tick_deadline)
                 if merged is not None:
                     with self._lock:
-                        self.samples.append(merged)
-                    fh.write(json.dumps(merged) + "\n")
-                    fh.flush()
+                        bisect.insort(self.samples, merged, key=lambda s: s["t"])
+                        fh.write(json.dumps(merged) + "\n")
+                        fh.flush()
                 k += 1
                 behind = int((time.time() - self.t0) / self.interval)
                 if behind > k + 1:  # the controller stalled: drop what can no longer come
@@ -365,6 +366,15 @@ class MergedSampler:
     def now(self) -> dict[str, Any]:
         """Every counter read now (a stopped container's left out), as Sampler.now()."""
         return self.sample()
+
+    def mark(self) -> dict[str, Any]:
+        """A merged sample taken now and kept in time order with the ticks, as Sampler.mark()."""
+        sample = self.sample()
+        with self._lock:
+            bisect.insort(self.samples, sample, key=lambda s: s["t"])
+            with self.out.open("a") as fh:
+                fh.write(json.dumps(sample) + "\n")
+        return sample
 
     def stop(self) -> list[dict[str, Any]]:
         """A last sample from every node, then end the agents; returns every sample."""
