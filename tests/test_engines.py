@@ -2,6 +2,7 @@
 users (the real `locust` binary) against a real in-process HTTP server."""
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -107,6 +108,55 @@ def wrk_summary(started: float, started_last: float, per_second: dict[int, int])
             "latency_ms": {"min": 0.1, "max": 9.0, "mean": 1.0, "stdev": 0.5,
                            "percentiles": {"50": 0.9, "99": 4.5}},
             "per_second": [{"t": t, "requests": n} for t, n in per_second.items()]}
+
+
+def wrk_correct(own: dict[int, int], expected: int) -> dict[int, int]:
+    """wrk's stats_correct (src/stats.c) as the oracle: every value n >= 2e adds its count at
+    n - e, n - 2e, ... while above e."""
+    out = dict(own)
+    for n in sorted(own):
+        if n >= 2 * expected:
+            m = n - expected
+            while m > expected:
+                out[m] = out.get(m, 0) + own[n]
+                m -= expected
+    return out
+
+
+def test_wrk_latencies_without_its_correction_are_the_recorded_ones() -> None:
+    # one connection, 100 answers: 97 of 1 ms and three stalls of 50, 80 and 200 ms
+    own = {1000: 97, 50_000: 1, 80_000: 1, 200_000: 1}
+    duration_us = 97 * 1000 + 330_000
+    e = duration_us // 100
+    corrected = wrk_correct(own, e)
+    assert sum(corrected.values()) > 100  # wrk's synthetic samples
+    back = loadgen.wrk_uncorrected([[v, c] for v, c in corrected.items()], duration_us, 100, 1)
+    assert back == own
+    lat = loadgen.latency_of(back)
+    assert lat["percentiles"]["75"] == 1.0 and lat["percentiles"]["99"] == 200.0
+    assert loadgen.latency_of(corrected)["percentiles"]["75"] > 10  # what wrk would report
+    assert lat["mean"] == pytest.approx((97 * 1000 + 330_000) / 100 / 1000)
+
+
+def test_a_real_wrk_histogram_inverts_to_the_answers_wrk_counted() -> None:
+    d = json.loads((ROOT / "tests" / "data" / "wrk" / "corrected-histogram.json").read_text())
+    corrected = {v: c for v, c in d["histogram_us"]}
+    # the percentile rule is wrk's own: on its corrected histogram it gives wrk's figures
+    assert loadgen.latency_of(corrected)["percentiles"]["50"] * 1000 == d["wrk_p50_us"]
+    assert loadgen.latency_of(corrected)["percentiles"]["99"] * 1000 == d["wrk_p99_us"]
+    own = loadgen.wrk_uncorrected(d["histogram_us"], d["duration_us"], d["requests"],
+                                  d["connections"])
+    assert own is not None and sum(own.values()) == d["requests"] < sum(corrected.values())
+    assert loadgen.latency_of(own)["percentiles"]["99"] * 1000 < d["wrk_p99_us"]
+
+
+def test_a_histogram_that_does_not_invert_keeps_wrks_figures_and_says_so() -> None:
+    summary = wrk_summary(100.0, 100.0, {t: 100 for t in range(100, 110)})
+    summary.update(duration_us=10_000_000, histogram_us=[[1000, 5]])  # 5 samples, 1,000 answers
+    assert loadgen.wrk_uncorrected(summary["histogram_us"], 10_000_000, 1000, 4) == {1000: 5}
+    summary["histogram_us"] = [[1000, 2000]]  # more samples than answers: not wrk's
+    agg = loadgen.aggregate_of(summary, connections=4)
+    assert agg["p50_ms"] == 0.9 and "corrected" in agg["latency_ms"]["source"]
 
 
 def test_wrk_threads_started_apart_count_only_the_window_and_are_flagged() -> None:

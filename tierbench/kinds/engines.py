@@ -552,6 +552,51 @@ def served_between(result: LoadResult, lo: float, hi: float) -> float:
     return counted * agg.get("ok_share", 1.0)
 
 
+def wrk_uncorrected(histogram: list[list[int]], duration_us: int, requests: int,
+                    connections: int) -> dict[int, int] | None:
+    """wrk's latency histogram ({microseconds: count}) without its coordinated-omission
+    correction, or None when the histogram does not invert to the answers wrk counted.
+
+    After its run wrk adds, for every recorded latency v of at least 2e (e = the run's
+    microseconds / (answers / connections), integer division as in its C), one synthetic sample
+    at each of v - e, v - 2e, ... while above e (wrk's stats_correct). So a recorded value v > e
+    holds its own count plus the counts of v + e, v + 2e, ...: taken from the top down, each
+    value's own count is what is left after those above it in steps of e."""
+    if not histogram or connections <= 0 or requests // connections <= 0:
+        return None
+    e = duration_us // (requests // connections)
+    corrected = {int(v): int(c) for v, c in histogram}
+    own: dict[int, int] = {}
+    chain: dict[int, int] = {}  # v -> own counts of v, v + e, v + 2e, ...
+    for v in sorted(corrected, reverse=True):
+        above = chain.get(v + e, 0)
+        own[v] = corrected[v] - (above if v > e else 0)
+        chain[v] = own[v] + above
+    total = sum(own.values())
+    if any(c < 0 for c in own.values()) or not 0 < total <= requests:
+        return None
+    return {v: c for v, c in own.items() if c}
+
+
+def latency_of(histogram: dict[int, int]) -> dict:
+    """min, max, mean, stdev and percentiles (ms) of a {microseconds: count} histogram, each
+    percentile the value at rank round(p / 100 * n + 0.5) as wrk computes it (C's round)."""
+    values = sorted(histogram)
+    n = sum(histogram.values())
+    mean = sum(v * c for v, c in histogram.items()) / n
+    var = sum(c * (v - mean) ** 2 for v, c in histogram.items()) / max(1, n - 1)
+    pct = {}
+    for p in (50, 75, 90, 99, 99.9, 99.99):
+        rank, seen = math.floor(p / 100 * n + 0.5 + 0.5), 0  # C's round(), half up
+        for v in values:
+            seen += histogram[v]
+            if seen >= rank:
+                break
+        pct[str(p) if p != int(p) else str(int(p))] = v / 1000
+    return {"min": values[0] / 1000, "max": values[-1] / 1000, "mean": mean / 1000,
+            "stdev": math.sqrt(var) / 1000, "percentiles": pct}
+
+
 def aggregate_of(summary: dict, connections: int = 0) -> dict:
     """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
 
@@ -572,6 +617,14 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
     counted = summary["requests"] - errors["status"]
     share = in_window / summary["requests"] if summary["requests"] else 0.0
     late = apart > 0.01 * (end - last)
+    own = wrk_uncorrected(summary.get("histogram_us") or [], summary.get("duration_us", 0),
+                          summary["requests"], connections)
+    if own is not None:
+        latency = {**latency_of(own), "source": "wrk's histogram without its coordinated-"
+                   "omission correction", "wrk_corrected": summary["latency_ms"]}
+    else:
+        latency = {**summary["latency_ms"], "source": "wrk's own, corrected for coordinated "
+                   "omission (its histogram was not available or did not invert)"}
     return {
         "window": window,
         "active": (summary["started"], window[1]),
@@ -583,9 +636,9 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
         if late and summary["requests"] else counted,
         "errors": round(failed * share) if late else failed,
         "bytes": round(summary["bytes"] * share) if late else summary["bytes"],
-        "p50_ms": summary["latency_ms"]["percentiles"]["50"],
-        "p99_ms": summary["latency_ms"]["percentiles"]["99"],
-        "latency_ms": summary["latency_ms"],
+        "p50_ms": latency["percentiles"]["50"],
+        "p99_ms": latency["percentiles"]["99"],
+        "latency_ms": latency,
         "error_kinds": errors,
         "per_second": summary["per_second"],
     }

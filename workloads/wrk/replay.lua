@@ -37,6 +37,7 @@ int clock_gettime(int clk_id, tb_timespec *tp);
 int getpid(void);
 int tgkill(int tgid, int tid, int sig);
 int usleep(unsigned int usec);
+typedef struct { uint64_t count; uint64_t limit; uint64_t min; uint64_t max; uint64_t data[]; } tb_stats;
 ]]
 local ts = ffi.new("tb_timespec")
 local function now()
@@ -267,6 +268,20 @@ function done(summary, latency, requests)
   for _, p in ipairs({50, 75, 90, 99, 99.9, 99.99}) do
     pct[#pct + 1] = string.format('"%s": %.3f', tostring(p), latency:percentile(p) / 1000)
   end
+  -- wrk's latency histogram as recorded, one [microseconds, count] per value. wrk has already
+  -- added its coordinated-omission correction to it (synthetic samples for every answer slower
+  -- than twice the mean interval per connection), which tierbench takes out again. Read from
+  -- wrk's stats struct (src/stats.h) through ffi: its Lua accessor latency(i) walks the whole
+  -- histogram for each value.
+  local hist = {}
+  local ok = pcall(function()
+    local st = ffi.cast("tb_stats **", latency)[0]
+    for us = tonumber(st.min), tonumber(st.max) do
+      local c = tonumber(st.data[us])
+      if c > 0 then hist[#hist + 1] = string.format("[%d, %d]", us, c) end
+    end
+  end)
+  if not ok then hist = {} end
   local e = summary.errors
   local out = io.open(os.getenv("WRK_OUT"), "w")
   -- a request-count run: the quota per client, what was sent, when the last thread finished
@@ -282,10 +297,12 @@ function done(summary, latency, requests)
     '"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
     '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
     '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
-    '"percentiles": {%s}}, "per_second": [%s], "dynamic_ok": %d, "writes_ok": %d}\n',
+    '"percentiles": {%s}}, "per_second": [%s], "dynamic_ok": %d, "writes_ok": %d, ' ..
+    '"duration_us": %d, "histogram_us": [%s]}\n',
     start, last_start, summary.duration / 1e6, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency.min / 1000, latency.max / 1000, latency.mean / 1000, latency.stdev / 1000,
-    table.concat(pct, ", "), table.concat(ps, ", "), dyn, writes))
+    table.concat(pct, ", "), table.concat(ps, ", "), dyn, writes, summary.duration,
+    table.concat(hist, ", ")))
   out:close()
 end
