@@ -296,8 +296,9 @@ def test_dynamic_requests_with_app_and_db_on_their_nodes(lab) -> None:
     writes = rows["mix-writes"]
     assert writes["write_check"] == "ok", writes
     assert int(writes["writes_ok"]) > 0
+    # warm-up and measured run: at most 4 connections' requests in flight at each end
     assert int(writes["writes_ok"]) <= int(writes["rows_written"]) <= \
-        int(writes["writes_ok"]) + 4, writes
+        int(writes["writes_ok"]) + 2 * 4, writes
     assert rows["dyn-point-8k"]["write_check"] == ""
     samples = [json.loads(x) for x in (run_dir / "points" / "p001" / "samples.jsonl")
                .read_text().splitlines()]
