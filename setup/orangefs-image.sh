@@ -32,14 +32,22 @@ url=${ORANGEFS_URL:-https://github.com/waltligon/orangefs/archive/refs/tags/v.$v
 ctx=images/orangefs
 src=$ctx/source/orangefs.tar.gz
 mkdir -p "$ctx/source"
+# What the image is built from besides the tarball (Dockerfile, scripts): recorded as a label, so
+# an image built before images/orangefs/ changed is known to be stale.
+context=$(cd "$ctx" && find . -path ./source -prune -o -type f -print | LC_ALL=C sort |
+  xargs sha256sum | sha256sum | cut -c1-16)
+built=$(docker image inspect -f '{{index .Config.Labels "org.tierbench.orangefs.context"}}' \
+  "$image" 2>/dev/null || echo absent)
 
 if [ -n "${ORANGEFS_TARBALL:-}" ]; then
   [ -f "$ORANGEFS_TARBALL" ] || no_source "ORANGEFS_TARBALL=$ORANGEFS_TARBALL: no such file"
   cp "$ORANGEFS_TARBALL" "$src.part" && mv "$src.part" "$src"
   origin="local tarball $(basename "$ORANGEFS_TARBALL")"
-elif docker image inspect "$image" >/dev/null 2>&1 && [ ! -f "$src" ]; then
+elif [ "$built" = "$context" ] && [ ! -f "$src" ]; then
   say "$image is built; set ORANGEFS_TARBALL to rebuild it from another tarball"
   origin=
+elif [ "$built" != absent ] && [ ! -f "$src" ] && { [ "$offline" = 1 ] || [ "$optional" = 1 ]; }; then
+  no_source "$image was built from an older images/orangefs/ (its Dockerfile or scripts changed since) and no OrangeFS source is here to rebuild it: set ORANGEFS_TARBALL=/path/to/orangefs-$version.tar.gz and run make orangefs-image"
 elif [ -f "$src" ]; then
   origin=$(cat "$src.origin" 2>/dev/null || echo "cached tarball")
 elif [ "$offline" = 1 ]; then
@@ -66,7 +74,8 @@ if [ -n "$origin" ]; then
   say "building $image from $origin (sha256 $sha; about 2 min the first time)"
   docker build -q --force-rm -t "$image" \
     --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ORANGEFS_VERSION="$version" \
-    --build-arg ORANGEFS_SHA256="$sha" --build-arg ORANGEFS_ORIGIN="$origin" "$ctx" >/dev/null
+    --build-arg ORANGEFS_SHA256="$sha" --build-arg ORANGEFS_ORIGIN="$origin" \
+    --label org.tierbench.orangefs.context="$context" "$ctx" >/dev/null
 fi
 # The web tier with its docroot on OrangeFS (compose/docroot-pvfs.yml), once the web image exists.
 if docker image inspect "tierbench-web:$tag" >/dev/null 2>&1; then
