@@ -283,6 +283,11 @@ def test_dynamic_requests_with_app_and_db_on_their_nodes(lab) -> None:
     assert services["app"] == ["node3"] and services["db"] == ["node4"]
     assert services["db-seed"] == ["node4"] and services["web"] == ["node3"]
     assert manifest["database"]["seeded"]["rows"] == 2000  # read from PostgreSQL on node4
+    # before each point the writes table was emptied on node4, and the point that followed a
+    # dynamic one waited there until the application tier's idle sessions published their counters
+    points = manifest["points"].values()
+    assert not [p["db"] for p in points if "db" in p]
+    assert any(p.get("db_counters_wait_s", 0) > 0 for p in points)
     rows = {r["trace"]: r for r in _rows(run_dir / "summary.csv")}
     assert set(rows) == {"dyn-point-8k", "mix-writes"}
     for trace, row in rows.items():
