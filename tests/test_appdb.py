@@ -50,6 +50,7 @@ def test_db_figures_over_the_window_by_hand() -> None:
 
 FAKE_PSQL = """
 n=0
+[ -n "$SLOW_START" ] && sleep "$SLOW_START"
 while read -r query; do
   case "$query" in *pg_stat_database*) ;; *) echo "unexpected: $query"; continue;; esac
   n=$((n + 1))
@@ -110,6 +111,41 @@ def test_a_database_that_does_not_answer_gives_no_counters_then_a_new_session(
     assert probe.proc is None
 
 
+def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster `docker --context` connects to the node before psql starts: the first
+    answer of a session gets open_timeout, the later ones the sampler's timeout."""
+    starts = fake_psql(monkeypatch, {"SLOW_START": "1", "SLOW_AT": "2"})
+    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=5)
+    try:
+        assert probe()["xact_commit"] == 100  # after 1 s: longer than timeout, within open
+        assert probe() == {}  # a later answer 2 s late is not waited for
+        assert len(starts) == 1
+    finally:
+        probe.close()
+    starts = fake_psql(monkeypatch, {"SLOW_START": "2"})
+    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=0.5)
+    try:
+        t0 = time.monotonic()
+        assert probe() == {}  # nor a first answer later than open_timeout
+        assert time.monotonic() - t0 < 1.5
+    finally:
+        probe.close()
+
+
+def test_commands_reach_the_db_container_through_its_nodes_engine() -> None:
+    """psql runs through the Docker context of the node the db container is on (this host's
+    engine when it has none)."""
+    on_node = compose.Container("db", "abc", "tierbench-db-1", 7, "img", "sha256:x", "",
+                                node="node4", context="tierbench-node4")
+    assert appdb.psql_argv(on_node, "tierbench")[:5] == ["docker", "--context",
+                                                         "tierbench-node4", "exec", "-u"]
+    assert appdb.psql_argv(DB, "postgres", interactive=True)[:4] == ["docker", "exec", "-i",
+                                                                     "-u"]
+    assert appdb.psql_argv(on_node, "tierbench")[6:] == ["abc", "psql", "-X", "-q", "-A", "-t",
+                                                         "-d", "tierbench"]
+
+
 def test_the_sampler_records_probes_beside_the_counters(tmp_path: Path) -> None:
     readings = iter(range(100))
     sampler = Sampler(tmp_path / "samples.jsonl", {}, {}, interval=0.05,
@@ -128,6 +164,7 @@ def test_a_seed_needs_its_rows_twice_plus_the_wal_and_its_buffers_in_memory() ->
     disk, memory = appdb.needs("exp.yml", rows, row_bytes, 128 << 20)
     assert disk.bytes == appdb.seed_bytes(rows, row_bytes) and "Docker's data folder" in disk.where
     assert memory.where == space.MEMORY and memory.bytes == 128 << 20
+    assert disk.role == memory.role == "db"  # on a cluster: checked on the db role's nodes
 
 
 def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None:

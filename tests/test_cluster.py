@@ -279,15 +279,12 @@ def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> Non
     assert env[1]["NET_IPERF3_SERVERS"] == "6" and env[1]["NET_SOCKPERF_SERVERS"] == "3"
 
 
-def test_experiments_a_cluster_cannot_run_yet_are_refused_in_one_sentence() -> None:
-    """Dynamic requests (the app and db tiers' commands run on this host) and a net profile
-    (perf runs on this host) are refused before anything runs on a cluster."""
-    from tierbench.config.errors import ConfigError
+def test_dynamic_requests_place_the_app_and_db_roles() -> None:
+    """Dynamic requests need the app and db roles on a cluster (their commands reach the
+    containers through their nodes' engines); a static experiment needs neither."""
     from tierbench.kinds import registry
 
     exp = registry.load_experiment("dc-dynamic")
-    with pytest.raises(ConfigError, match="do not run on a cluster yet: run this experiment "
-                                          "without --cluster$"):
-        registry.kind(exp.kind).cluster_roles(exp)
+    assert registry.kind(exp.kind).cluster_roles(exp) == ["loadgen", "proxy", "web", "app", "db"]
     static = registry.load_experiment("dc-single")
     assert registry.kind("web").cluster_roles(static) == ["loadgen", "proxy", "web"]

@@ -270,6 +270,65 @@ def test_a_node_whose_docker_daemon_stops_ends_the_run_in_one_sentence(lab) -> N
 
 
 @pytest.mark.lab_full
+def test_dynamic_requests_with_app_and_db_on_their_nodes(lab) -> None:
+    """The application tier on node3 (app), PostgreSQL seeded on node4 (db): the database's own
+    counters read on its node count the transactions, rows written equal the successful writes,
+    and the two tiers' CPU is sampled on their nodes."""
+    done = run(lab, "cluster-dynamic.yml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = last_run(lab, "cluster-dynamic")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    services = manifest["cluster"]["services"]
+    assert services["app"] == ["node3"] and services["db"] == ["node4"]
+    assert services["db-seed"] == ["node4"] and services["web"] == ["node3"]
+    assert manifest["database"]["seeded"]["rows"] == 2000  # read from PostgreSQL on node4
+    # before each point the writes table was emptied on node4, and the point that followed a
+    # dynamic one waited there until the application tier's idle sessions published their counters
+    points = manifest["points"].values()
+    assert not [p["db"] for p in points if "db" in p]
+    assert any(p.get("db_counters_wait_s", 0) > 0 for p in points)
+    rows = {r["trace"]: r for r in _rows(run_dir / "summary.csv")}
+    assert set(rows) == {"dyn-point-8k", "mix-writes"}
+    for trace, row in rows.items():
+        assert not row["error"] and float(row["errors"] or 0) == 0, row
+        assert float(row["dyn_tps"]) > 0 and float(row["db_tps"]) > 0, row
+        # two transactions per dynamic request (the query and PHP's RESET ALL), by the
+        # database's counters read on node4 (published at most once a second: a 3 s window
+        # is a little off)
+        assert float(row["db_tps"]) == pytest.approx(2 * float(row["dyn_tps"]), rel=0.35), row
+        assert float(row["cpu_s_app"]) > 0 and float(row["cpu_s_db"]) > 0, row
+    writes = rows["mix-writes"]
+    assert writes["write_check"] == "ok", writes
+    assert int(writes["writes_ok"]) > 0
+    # warm-up and measured run: at most 4 connections' requests in flight at each end
+    assert int(writes["writes_ok"]) <= int(writes["rows_written"]) <= \
+        int(writes["writes_ok"]) + 2 * 4, writes
+    assert rows["dyn-point-8k"]["write_check"] == ""
+    samples = [json.loads(x) for x in (run_dir / "points" / "p001" / "samples.jsonl")
+               .read_text().splitlines()]
+    assert set(samples[0]["nodes"]) == {"node1", "node2", "node3", "node4"}
+    assert samples[-1]["probes"]["db"]["xact_commit"] > samples[0]["probes"]["db"]["xact_commit"]
+    assert nic_state(lab["cluster"]) == lab["before"]
+
+
+@pytest.mark.lab_full
+def test_a_database_stopped_on_its_node_is_started_again_there(lab) -> None:
+    """db-fault on the cluster: the db container stopped on node4 mid-point, started again there
+    (one sentence), the next point measured as usual."""
+    done = run(lab, "db-fault.yml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    said = [ln for ln in done.stderr.splitlines() if "the db tier stopped during p001" in ln]
+    assert len(said) == 1 and said[0].endswith("starting it again, the run goes on"), said
+    first, second = _rows(last_run(lab, "db-fault") / "summary.csv")
+    assert float(first["errors"] or 0) > 0 or first["error"], first
+    assert not second["error"] and float(second["errors"] or 0) == 0, second
+    assert second["write_check"] == "ok" and float(second["db_tps"]) > 0, second
+    assert nic_state(lab["cluster"]) == lab["before"]
+
+
+@pytest.mark.lab_full
 def test_pfs_experiment_with_servers_and_clients_on_different_nodes(lab) -> None:
     if sh("docker", "image", "inspect", "tierbench-orangefs:0.1.0").returncode != 0:
         pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "

@@ -13,6 +13,9 @@ last second before going idle is published only after it has been idle for 10 s
 sessions have been idle that long (`wait_for_published_counters`): otherwise the previous
 point's last second would be counted in the next point's window (measured: 77-167 transactions
 a second in static points that followed dynamic ones).
+
+Every command reaches the containers through their node's Docker engine (`docker --context
+NODE` on a cluster: compose.docker_cmd), so the tiers run on this host or on cluster nodes.
 """
 
 from __future__ import annotations
@@ -41,10 +44,10 @@ HEALTHY_WAIT_S = 120.0
 
 def psql_argv(container: compose.Container, database: str, *, interactive: bool = False
               ) -> list[str]:
-    """docker exec of psql in the db container as the postgres user (peer authentication on
-    the local socket): unaligned, tuples only, no .psqlrc."""
-    return ["docker", "exec", *(["-i"] if interactive else []), "-u", "postgres", container.id,
-            "psql", "-X", "-q", "-A", "-t", "-d", database]
+    """docker exec of psql in the db container (on its node) as the postgres user (peer
+    authentication on the local socket): unaligned, tuples only, no .psqlrc."""
+    return [*compose.docker_cmd(container), "exec", *(["-i"] if interactive else []),
+            "-u", "postgres", container.id, "psql", "-X", "-q", "-A", "-t", "-d", database]
 
 
 def sql(container: compose.Container, statement: str, timeout: float = 60) -> str | None:
@@ -85,12 +88,16 @@ def wait_for_published_counters(db: compose.Container) -> float:
 class PgStats:
     """pg_stat_database's counters of the tierbench database as a sampler probe: read()
     returns them ({} when the database does not answer within `timeout`), through one psql
-    session kept open in the db container and started again after a failure."""
+    session kept open in the db container and started again after a failure. A new session's
+    first answer may take up to `open_timeout` (on a cluster, `docker --context` opens an SSH
+    connection to the node first)."""
 
-    def __init__(self, container: compose.Container, timeout: float = 0.8) -> None:
-        self.container, self.timeout = container, timeout
+    def __init__(self, container: compose.Container, timeout: float = 0.8,
+                 open_timeout: float = 10.0) -> None:
+        self.container, self.timeout, self.open_timeout = container, timeout, open_timeout
         self.proc: subprocess.Popen | None = None
         self.buffer = b""
+        self.answered = False  # whether the open session has answered once
 
     def __call__(self) -> dict[str, int]:
         return self.read()
@@ -117,25 +124,26 @@ class PgStats:
         assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(STATS_QUERY.encode())
         self.proc.stdin.flush()
-        line = self.line()
+        line = self.line(self.timeout if self.answered else self.open_timeout)
         values = [int(v) for v in line.split("|")]
         if len(values) != len(STAT_FIELDS):
             raise ValueError(line)
+        self.answered = True
         return dict(zip(STAT_FIELDS, values))
 
     def open(self) -> None:
         """Start the psql session (its own session: a Ctrl-C reaches tierbench, not psql)."""
         self.close()
-        self.buffer = b""
+        self.buffer, self.answered = b"", False
         self.proc = subprocess.Popen(psql_argv(self.container, "postgres", interactive=True),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
 
-    def line(self) -> str:
-        """The next line psql prints, within the timeout."""
+    def line(self, timeout: float) -> str:
+        """The next line psql prints, within `timeout` seconds."""
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -241,39 +249,41 @@ def seed_bytes(rows: int, row_bytes: int) -> int:
 
 
 def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[space.Need]:
-    """The database's volume under Docker's data folder, its shared buffers in memory."""
+    """The database's volume under Docker's data folder, its shared buffers in memory (on a
+    cluster: on the db role's nodes)."""
     return [space.on_disk(f"the database of {what} ({rows:,} rows x {row_bytes} bytes)",
                           seed_bytes(rows, row_bytes), space.docker_root(),
                           "Docker's data folder", "lower stack.db.rows or stack.db.row_bytes, "
-                          "or free space there"),
+                          "or free space there", role="db"),
             space.in_memory("the database's shared buffers", shared_buffers,
-                            "lower stack.db.shared_buffers")]
+                            "lower stack.db.shared_buffers", role="db")]
 
 
-def stopped(tiers: tuple[str, ...] = compose.APP_TIERS) -> list[str]:
-    """The application and database tiers that are not running."""
-    running = compose.containers()
-    return [t for t in tiers if t not in running]
-
-
-def start_again(service: str) -> None:
-    """Start a stopped container of the stack again and wait until it is healthy."""
-    ids = subprocess.run(["docker", "ps", "-aq", "--filter",
-                          f"label=com.docker.compose.project={compose.PROJECT}", "--filter",
-                          f"label=com.docker.compose.service={service}"],
-                         capture_output=True, text=True, timeout=30, check=False).stdout.split()
-    if not ids:
-        raise compose.StackError(f"the {service} tier's container is gone: run `tierbench "
-                                 "clean` and start the run again")
-    subprocess.run(["docker", "start", *ids], capture_output=True, timeout=120, check=False)
+def start_again(container: compose.Container) -> None:
+    """Start a stopped container of the stack again (on its node) and wait until it is
+    healthy."""
+    docker = compose.docker_cmd(container)
+    try:
+        done = subprocess.run([*docker, "start", container.id], capture_output=True, text=True,
+                              timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        done = subprocess.CompletedProcess([], 1, "", "docker start did not finish in 120 s")
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["it is gone"])[-1]
+        raise compose.StackError(f"the {container.service} tier's container {container.name} "
+                                 f"could not be started ({why}): run `tierbench clean` and "
+                                 "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
     while time.monotonic() < deadline:
-        health = subprocess.run(["docker", "inspect", "-f", "{{.State.Health.Status}}", ids[0]],
-                                capture_output=True, text=True, timeout=30,
-                                check=False).stdout.strip()
+        try:
+            health = subprocess.run([*docker, "inspect", "-f", "{{.State.Health.Status}}",
+                                     container.id], capture_output=True, text=True,
+                                    timeout=30, check=False).stdout.strip()
+        except subprocess.TimeoutExpired:
+            health = ""
         if health == "healthy":
             return
         time.sleep(1)
-    raise compose.StackError(f"the {service} tier did not become healthy within "
-                             f"{HEALTHY_WAIT_S:.0f} s of starting again: see `docker compose "
-                             f"logs {service}`")
+    raise compose.StackError(f"the {container.service} tier did not become healthy within "
+                             f"{HEALTHY_WAIT_S:.0f} s of starting again: see "
+                             f"`{' '.join(docker)} logs {container.name}`")

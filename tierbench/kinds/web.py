@@ -475,15 +475,12 @@ class WebKind(Kind):
         """Nothing beyond the model's checks."""
 
     def cluster_roles(self, exp: Experiment) -> list[str]:
-        """loadgen, proxy and web; the Locust workers' nodes with load.workers; the OrangeFS
-        servers' with a docroot on OrangeFS. Dynamic requests are refused: the application
-        and database tiers' commands (seed, write check, their counters) run on this host."""
+        """loadgen, proxy and web; app and db with dynamic requests; the Locust workers' nodes
+        with load.workers; the OrangeFS servers' with a docroot on OrangeFS."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
-        if has_dynamic(s):
-            raise ConfigError(f"{exp.source}: the application and database tiers (traces with "
-                              "dynamic:) do not run on a cluster yet: run this experiment "
-                              "without --cluster")
         roles = list(self.roles)
+        if has_dynamic(s):
+            roles += list(compose.APP_TIERS)
         if s.load.workers:
             roles.append("loadgen_workers")
         if any(d.startswith("orangefs") for d in s.stack.docroot):
@@ -703,7 +700,7 @@ class WebKind(Kind):
         out: dict[str, Any] = {"versions": versions}
         if "db" in found:
             for tier, argv in (("app", ["php-fpm8.2", "-v"]), ("db", ["postgres", "--version"])):
-                done = compose.exec_in(found[tier], argv, timeout=60)
+                done = placer.current().exec(found[tier], argv, timeout=60)
                 versions[f"{tier}_server"] = (done.stdout.strip().splitlines() or [""])[0]
             out["database"] = appdb.server_settings(found["db"])
         return out
@@ -832,7 +829,7 @@ class WebKind(Kind):
             "starting it again, the run goes on")
         try:
             for tier in gone:
-                appdb.start_again(tier)
+                appdb.start_again(deployment.containers[tier])
         except compose.StackError as exc:
             raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
                           f"not be started again ({exc})") from None
