@@ -37,7 +37,13 @@ EXPECTED = {
                   ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
     "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
                        ["proxy-cache-off", "proxy-cache-on"]),
-    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["4096", "65536", "1048576"]),
+    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
+    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
+                     ["ide", "scsi", "raid0"]),
+    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
+    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
+                              "raid"], ["offloads-on"]),
+    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
     "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
     "net-latency": ("lines", ["14", "256", "4,096", "16,384", "65,536"], ON_OFF),
     "net-bw": ("lines", ["1", "2", "4", "6"],
@@ -47,7 +53,8 @@ EXPECTED = {
     "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
-         "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586"}
+         "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
+         "dc-disk-basic": "147"}
 
 
 def axes_chunks(svg: str) -> list[str]:

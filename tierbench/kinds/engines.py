@@ -570,7 +570,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                                 bytes_label=bytes_label)
         n = agg["requests"]
         row.update({"requests": n, "tps": n / (end - start), "p50_ms": agg["p50_ms"],
-                    "p99_ms": agg["p99_ms"], "errors": agg["errors"],
+                    "p99_ms": agg["p99_ms"], "mean_ms": (agg.get("latency_ms") or {}).get("mean"),
+                    "errors": agg["errors"],
                     # CPU is counted between the bracketing samples, requests over wrk's own
                     # run: normalise as rates so that both cover the same time.
                     "server_cpu_us_per_req": row["cpu_s_servers"] / row["window_s"] * 1e6

@@ -17,7 +17,7 @@ from tierbench.measure.counters import MeasureError, cpu_seconds, host_breakdown
 CLIENT_BOUND_PCT = 85.0
 SUMMARY_COLUMNS = [
     "point", "trace", "mode", "repetition", "engine", "users", "window_s", "requests", "tps",
-    "p50_ms", "p99_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
+    "p50_ms", "p99_ms", "mean_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
     "host_usr_pct", "host_sys_pct", "host_irq_pct", "host_softirq_pct", "host_iowait_pct",
     "host_steal_pct", "host_idle_pct", "host_unattributed_cpu_s", "generator_cpu_pct", "bytes_moved", "mb_per_s",
     "server_cpu_us_per_req", "server_cpu_us_per_kb", "host_cpu_us_per_kb", "client_bound",
@@ -114,6 +114,7 @@ def summarize(samples: list[dict], requests: list[Request], *, start: float, end
         "tps": len(good) / dt,
         "p50_ms": percentile([r.latency_ms for r in good], 50),
         "p99_ms": percentile([r.latency_ms for r in good], 99),
+        "mean_ms": sum(r.latency_ms for r in good) / len(good),
         "errors": len(counted) - len(good),
         **{f"cpu_s_{tier}": v for tier, v in sorted(cpu.items())},
         "cpu_s_servers": servers,

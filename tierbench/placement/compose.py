@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
+from tierbench.placement import disks
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -20,8 +21,11 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
-            "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml"}
+            "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
+            "web-servers": "compose/web-servers.yml"}
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
+DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
+WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
@@ -45,12 +49,15 @@ class Container:
 
 
 def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
-                  remote_workers: int = 0) -> list[str]:
+                  remote_workers: int = 0, extra: list[Path] | None = None) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
-    Locust worker containers, and a Locust master reachable from other nodes."""
+    Locust worker containers, a Locust master reachable from other nodes, three web servers,
+    and `extra` overlays written at run time (disk systems: tierbench/placement/disks.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
+    if int(settings.get("web_servers") or 1) > 1:
+        files.append(OVERLAYS["web-servers"])
     if settings.get("proxy") == "haproxy":
         files.append(OVERLAYS["haproxy"])
     base, hot = docroot_parts(settings.get("docroot", "disk"))
@@ -71,6 +78,7 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
         files.append(OVERLAYS["workers"])
     if remote_workers:
         files.append(OVERLAYS["master"])
+    files += [str(p) for p in extra or []]
     return [arg for f in files for arg in ("-f", str(ROOT / f))]
 
 
@@ -162,6 +170,8 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     })
     if settings.get("web_memory"):
         env["WEB_MEMORY"] = str(settings["web_memory"])
+    if settings.get("access_log"):
+        env["ACCESS_LOG"] = "on"
     return env
 
 
@@ -221,11 +231,13 @@ def parse_cpuset(text: str) -> list[int]:
 
 
 def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
-       remote_workers: int = 0, hot_sets: list[dict] | None = None) -> None:
+       remote_workers: int = 0, hot_sets: list[dict] | None = None,
+       overlays: list[Path] | None = None) -> None:
     """Bring the stack up with these settings (experiment `stack:` plus the mode's server
     options) and wait until every service is healthy; services whose settings changed restart.
     `workers` Locust worker containers run beside the loadgen (load.workers); with a
-    `+hot-tmpfs` docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs."""
+    `+hot-tmpfs` docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs;
+    `overlays` are Compose files written at run time (a disk system's binds and throttles)."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0])
@@ -240,7 +252,7 @@ def up(settings: dict, filesets: list[dict], target: str = "http://proxy", worke
                                 separators=(",", ":"))
     results_root().mkdir(parents=True, exist_ok=True)
     scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
-    files = compose_files(settings, target, workers, remote_workers)
+    files = compose_files(settings, target, workers, remote_workers, overlays)
     services: list[str] = []
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
@@ -292,15 +304,20 @@ def log(msg: str) -> None:
 
 
 def down() -> None:
-    """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
+    """Remove the stack's containers, networks and volumes (whatever proxy it ran with), then
+    the tmpfs mounts and the disk systems they used."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
-    # `--profile pfs` / `net`: the OrangeFS and network-benchmark services only start when
-    # named, but must always go (with their networks).
-    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY]
+    # `--profile pfs` / `net` / `disk`: the OrangeFS, network- and disk-benchmark services only
+    # start when named, but must always go (with their networks).
+    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY, DISK_OVERLAY]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
-          "--profile", "pfs", "--profile", "net", "down", "-v", "--remove-orphans",
-          "--timeout", "10"], timeout=300)
+          "--profile", "pfs", "--profile", "net", "--profile", "disk", "down", "-v",
+          "--remove-orphans", "--timeout", "10"], timeout=300)
     unmount_tmpfs()
+    try:
+        disks.teardown({**dotenv(), **os.environ})
+    except disks.DiskError as exc:
+        raise StackError(str(exc)) from None
 
 
 def evict_docroot() -> int:
@@ -331,6 +348,12 @@ def containers() -> dict[str, Container]:
     for c in replicas():
         found.setdefault(c.service, c)
     return found
+
+
+def web_containers() -> list[Container]:
+    """The running web servers (web, and web2, web3 with web_servers: 3), in that order."""
+    found = containers()
+    return [found[s] for s in WEB_SERVICES if s in found]
 
 
 def worker_containers() -> list[Container]:
