@@ -399,7 +399,6 @@ FAMILY: dict[str, Any] = {
     "benefit": [],
     "baseline": None,
     "header": ["experiment.disk", "experiment.disk_systems"],
-    "checks": ["throttle"],
     "samples": False,
     "factors": ["system"],
     "figures": [{"type": "bars", "x": "system", "y": "mb_per_s", "series": "mode",
