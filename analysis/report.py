@@ -237,8 +237,8 @@ def reference_table(ctx: Context) -> str:
                 measured = "; ".join(parts) or MISSING
             elif sides:
                 a, b = side(sides["with"]), side(sides["without"])
-                if a and b:
-                    ea, eb = stats.mean_ci(a), stats.mean_ci(b)
+                ea, eb = stats.mean_ci(a), stats.mean_ci(b)
+                if ea.mean is not None and eb.mean is not None:  # not an unmeasured side
                     if r["measure"] == "benefit":
                         ch = stats.relative_cpu_benefit(a, b)
                         span = markup.ci_span(ch.value, ch.low, ch.high, scale=100.0, unit=" %")

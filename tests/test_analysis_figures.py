@@ -140,3 +140,22 @@ def test_report_of_each_family(name: str, tmp_path: Path) -> None:
     assert "report spec from manifest.json" in page
     if name in PAPER:
         assert PAPER[name] in page
+
+
+def test_a_reference_side_with_no_measured_value_is_left_blank(tmp_path: Path) -> None:
+    """A run interrupted mid-point (seen: dc-disk-classes stopped on its RAID-0 points): the
+    interrupted point's row has its factors but no figures and no error, and the only row on
+    one side of a reference comparison; the report says nothing was measured there."""
+    rows, traces, modes, web = synthetic_runs.family_rows("dc-disk-classes")
+    raid = [r for r in rows if r.get("docroot") == "raid0" and r.get("trace") == "class-3"]
+    assert raid
+    for r in raid:
+        for k in list(r):
+            if k not in ("trace", "mode", "repetition", "users", "docroot"):
+                r[k] = None
+    man = synthetic_runs.manifest("dc-disk-classes", traces, modes,
+                                  synthetic_runs.spec_of("dc-disk-classes"))
+    page = report.write_report(synthetic_runs.write_run(tmp_path / "run", rows, man,
+                                                        web=web)).read_text()
+    assert "class 3, RAID-0 over IDE" in page
+    assert "raid0 nan" not in page.lower() and "class 0, RAID-0 over IDE" in page
