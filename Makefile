@@ -7,7 +7,7 @@ VENV := .venv/bin
 
 .DEFAULT_GOAL := help
 .PHONY: help run test plan clean setup setup-venv images orangefs-image pfs-up lint bench \
-  report-example
+  report-example bench-scale
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,10 @@ BENCH_PATH ?= /single-4096/file.bin
 bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
 	$(VENV)/python -m tierbench.bench --loadgen tierbench-loadgen-1 \
 	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH)
+
+SCALE_SIZES ?= 1,4,16
+bench-scale: setup-venv ## Scale benchmark: World Cup trace preparation, per-request records and the report at 1, 4 and 16 million records (time, peak memory, ratios)
+	$(VENV)/python -m tierbench.scale --sizes $(SCALE_SIZES)
 
 lint: setup-venv ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests

@@ -103,12 +103,15 @@ def plain(text: Any) -> str:
 
 def series_columns(points: pd.DataFrame, panel: dict[str, Any]) -> list[str]:
     """The panel's series columns, plus `mode` when modes vary and no other key holds it (so
-    that modes are never pooled)."""
+    that modes are never pooled). An x column that follows from the mode (dc-cpus: the CPUs a
+    mode gives) holds it: each of its values has one mode within a series."""
     cols = [c for c in panel["series"] if c in points]
     used = set(cols) | {panel.get("x"), panel.get("facet"), panel.get("rows"),
                         panel.get("columns")}
     if "mode" not in used and "mode" in points and points["mode"].nunique() > 1:
-        cols.append("mode")
+        keys = [c for c in (panel.get("x"), panel.get("facet"), *cols) if c and c in points]
+        if not keys or points.groupby(keys, dropna=False)["mode"].nunique().max() > 1:
+            cols.append("mode")
     return cols
 
 
@@ -164,6 +167,8 @@ def panels_for(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any]
             rows = sub
             for c, v in zip(cols, key):
                 rows = rows[rows[c].map(lambda a, b=v: tables.same(a, b))]
+            if rows.empty:  # a series with no value on this x axis (a Zipf mix by size)
+                continue
             pts = []
             for cat in cats:
                 vals = rows[rows[x].map(lambda a, b=cat: tables.same(a, b))][y]

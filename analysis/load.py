@@ -1,7 +1,9 @@
 """Load a results run into tidy pandas tables: one row per point (and phase), and the samples.
 
 Layout read (written by the runner): RUN/summary.csv, RUN/manifest.json and, per point,
-RUN/points/<id>/{samples.jsonl, requests.csv, per_second.csv, point.json}. The report spec
+RUN/points/<id>/{samples.jsonl, requests.parquet (requests.csv in older runs), per_second.csv,
+point.json}; request logs are read a batch at a time, so a point of millions of requests costs
+one batch of memory (about 25 MB). The report spec
 (manifest.json "report", see analysis/spec.py) says how to read the summary: with `phases`
 (e.g. read, write) its `<phase>_<metric>` columns become one row per point and phase with a
 `phase` column. Older runs without points/ load their summary; asking for their samples raises
@@ -21,7 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from analysis import spec as specs
 from analysis import stats
@@ -372,11 +378,61 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def read_request_ends(path: Path) -> list[tuple[float, int, int]]:
-    """requests.csv as (end_s, bytes, status) tuples."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        return [(float(r["end_s"]), int(r["bytes"]), int(r["status"]))
-                for r in csv.DictReader(handle)]
+REQUEST_LOGS = ("requests.parquet", "requests.csv")  # this layout, then older runs'
+
+
+@dataclass
+class RequestCounts:
+    """Successful requests (2xx, 3xx) and their bytes per interval between samples, counted
+    from a point's request log a row group at a time (memory: one, whatever the requests):
+    index k holds those that ended in (times[k-1], times[k]]; 0 before the first sample and
+    len(times) after the last."""
+
+    times: np.ndarray
+    counts: np.ndarray
+    bytes: np.ndarray
+
+    def between(self, i: int, j: int) -> tuple[int, int]:
+        """Requests and bytes that ended in (times[i], times[j]]."""
+        return int(self.counts[i + 1:j + 1].sum()), int(self.bytes[i + 1:j + 1].sum())
+
+
+def request_log(pdir: Path) -> Path | None:
+    """A point's per-request records: requests.parquet, else an older run's requests.csv."""
+    return next((pdir / n for n in REQUEST_LOGS if (pdir / n).is_file()), None)
+
+
+def request_batches(path: Path) -> Any:
+    """(end_s, bytes, status) arrays of a request log, a row group (or a CSV block) at a
+    time."""
+    cols = ["end_s", "bytes", "status"]
+    if path.suffix == ".csv":
+        batches = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=16 << 20),
+                                 convert_options=pacsv.ConvertOptions(
+                                     include_columns=cols,
+                                     column_types={"end_s": pa.float64(), "bytes": pa.int64(),
+                                                   "status": pa.int64()}))
+    else:
+        # a row group at a time: iter_batches, reading across row groups, holds more the longer
+        # the file (tierbench/kinds/webmetrics.py)
+        records = pq.ParquetFile(path)
+        batches = (b for g in range(records.metadata.num_row_groups)
+                   for b in records.read_row_group(g, columns=cols).combine_chunks().to_batches())
+    for batch in batches:
+        yield tuple(batch.column(c).to_numpy(zero_copy_only=False) for c in cols)
+
+
+def count_requests(path: Path, samples: list[dict[str, Any]]) -> RequestCounts:
+    """The request log counted per interval between the samples' times."""
+    times = np.array([s["t"] for s in samples], dtype=float)
+    counts = np.zeros(len(times) + 1, np.int64)
+    nbytes = np.zeros(len(times) + 1, np.int64)
+    for end_s, size, status in request_batches(path):
+        ok = (status >= 200) & (status < 400)
+        at = np.searchsorted(times, end_s[ok], side="left")
+        counts += np.bincount(at, minlength=len(times) + 1)
+        nbytes += np.bincount(at, weights=size[ok], minlength=len(times) + 1).astype(np.int64)
+    return RequestCounts(times, counts, nbytes)
 
 
 def _setting(run: Run, key: str, default: float) -> float:
@@ -389,7 +445,7 @@ def _setting(run: Run, key: str, default: float) -> float:
 
 
 def point_window(run: Run, point: str, samples: list[dict[str, Any]],
-                 requests: list[tuple[float, int, int]] | None = None) -> dict[str, Any]:
+                 requests: RequestCounts | None = None) -> dict[str, Any]:
     """The measured window [start, end] of a point and where it came from.
 
     1. point.json "window" {"start", "end"} when the runner recorded it;
@@ -431,9 +487,7 @@ def point_window(run: Run, point: str, samples: list[dict[str, Any]],
                     if not math.isclose(moved, want("bytes_moved"), rel_tol=1e-5):
                         continue
                 if requests is not None and not math.isnan(want("requests")):
-                    n = sum(1 for e, _, s in requests if times[i] < e <= times[j]
-                            and 200 <= s < 400)
-                    if n != int(want("requests")):
+                    if requests.between(i, j)[0] != int(want("requests")):
                         continue
                 return {"start": times[i] - 1e-6, "end": times[j],
                         "source": "matched to summary.csv"}
@@ -445,33 +499,27 @@ def point_samples(run: Run, point: str) -> pd.DataFrame:
     """Per-second table of one point: rates between consecutive samples, warm-up marked.
 
     Columns: point, t (end of the interval), rel_s (since the first sample), dt, tps (from
-    requests.csv, else per_second.csv), cpu_<tier> (cores), host_busy_pct, phase
+    the request log, else per_second.csv), cpu_<tier> (cores), host_busy_pct, phase
     (warm-up | measured | after), window_source.
     """
     pdir = _point_dir(run, point)
     samples = read_samples(pdir / "samples.jsonl")
     if len(samples) < 2:
         raise LayoutError(f"{pdir / 'samples.jsonl'} has {len(samples)} sample(s); need two")
-    requests = read_request_ends(pdir / "requests.csv") if (pdir / "requests.csv").is_file() \
-        else None
+    log = request_log(pdir)
+    requests = count_requests(log, samples) if log else None
     win = point_window(run, point, samples, requests)
     fallback = {}
     if requests is None and (pdir / "per_second.csv").is_file():
         with (pdir / "per_second.csv").open(newline="", encoding="utf-8") as handle:
             fallback = {round(float(r["t"]), 6): float(r["tps"]) for r in csv.DictReader(handle)}
-    ends = sorted(e for e, _, s in requests if 200 <= s < 400) if requests else []
-    rows, j = [], 0
-    for a, b in zip(samples, samples[1:]):
+    rows = []
+    for n, (a, b) in enumerate(zip(samples, samples[1:]), 1):
         dt = b["t"] - a["t"]
         if dt <= 0:
             continue
         if requests is not None:
-            while j < len(ends) and ends[j] <= a["t"]:
-                j += 1
-            k = j
-            while k < len(ends) and ends[k] <= b["t"]:
-                k += 1
-            tps = (k - j) / dt
+            tps = requests.between(n - 1, n)[0] / dt
         else:
             tps = fallback.get(round(b["t"], 6), math.nan)
         ticks = {k2: b["host"][k2] - a["host"][k2] for k2 in b["host"]}
@@ -506,8 +554,8 @@ def recompute_point(run: Run, point: str) -> dict[str, Any]:
     """TPS, requests, window, CPU seconds and bytes of a point recomputed from its raw files."""
     pdir = _point_dir(run, point)
     samples = read_samples(pdir / "samples.jsonl")
-    requests = read_request_ends(pdir / "requests.csv") if (pdir / "requests.csv").is_file() \
-        else None
+    log = request_log(pdir)
+    requests = count_requests(log, samples) if log else None
     win = point_window(run, point, samples, requests)
     inside = [s for s in samples if win["start"] <= s["t"] <= win["end"] + 1e-6]
     if len(inside) < 2:
@@ -521,10 +569,11 @@ def recompute_point(run: Run, point: str) -> dict[str, Any]:
     out["cpu_s_servers"] = sum(v for k, v in out.items()
                                if k.startswith("cpu_s_") and k != f"cpu_s_{GENERATOR}")
     if requests is not None:
-        good = [r for r in requests if first["t"] < r[0] <= last["t"] and 200 <= r[2] < 400]
-        out["requests"] = len(good)
-        out["tps"] = len(good) / dt
-        out["request_bytes"] = sum(r[1] for r in good)
+        at = [i for i, s in enumerate(samples) if s is first or s is last]
+        n, nbytes = requests.between(at[0], at[-1])
+        out["requests"] = n
+        out["tps"] = n / dt
+        out["request_bytes"] = nbytes
     out.update(locust_check(pdir, first["t"], last["t"]))
     label = _client_label(run, point)
     if label and label in first.get("net", {}) and label in last.get("net", {}):

@@ -127,6 +127,12 @@ def header(ctx: Context) -> str:
             + (f'<p class="desc">{html.escape(desc)}</p>' if desc else "") + "</header>")
 
 
+# What `ok` in a check column (the spec's `checks`) says about a point.
+CHECKS = {"integrity": "data read back and matched its checksum",
+          "connections_check": "every connection asked for was established from the start of "
+                               "the measured window to its middle"}
+
+
 def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> str:
     """Client-bound points, failed points / errors / missing values, count mismatches, checks,
     unstable results and layout notes; or one line saying there is nothing to warn about."""
@@ -193,9 +199,9 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> st
         parts.append(f'<div class="warn"><h3>Older or partial layout</h3><ul>{items}</ul></div>')
     if checks and ctx.rows and not problems:
         ok = sum(all(text(r.get(c)) == "ok" for c in checks) for r in ctx.rows)
+        means = "; ".join(CHECKS.get(c, c) for c in checks)
         parts.append(f'<div class="ok">Every point completed; {ok} of {len(ctx.rows)} points '
-                     f"read <code>ok</code> in {', '.join(checks)} (data read back and matched "
-                     "its checksum).</div>")
+                     f"read <code>ok</code> in {', '.join(checks)} ({esc(means)}).</div>")
     elif not parts:
         parts.append('<div class="ok">No warnings: no client-bound points, failed points, request '
                      "errors or missing values.</div>")
@@ -567,13 +573,14 @@ def samples_card(ctx: Context, samples: pd.DataFrame | None,
         "or the sample pair after the warm-up that reproduces summary.csv), the 1 Hz intervals "
         "excluded as warm-up and counted as measured, the variation of per-second TPS inside "
         "the window, per-second TPS (shaded: measured window) and the numbers recomputed from "
-        "points/&lt;id&gt;/samples.jsonl and requests.csv (— where requests.csv is absent). The "
+        "points/&lt;id&gt;/samples.jsonl and the request log, requests.parquet or an older run's "
+        "requests.csv (— where the point has none). The "
         "last column is the load generator's own count (locust_stats_history.csv, cumulative "
         "totals stamped to the second, so ± a second's worth of requests).</p>"
         '<div class="scroll"><table class="modes trace-tbl"><thead><tr><th class="l">point</th>'
         f'<th>run order</th><th class="l">{esc(head)}</th><th class="l">mode</th>'
         '<th class="l">window</th><th>warm-up s</th><th>measured s</th>'
-        "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from requests.csv</th>"
+        "<th>per-second TPS CV</th><th>per-second TPS</th><th>TPS from the request log</th>"
         "<th>server CPU s from samples</th><th>Locust's own TPS in the window</th></tr></thead>"
         f"<tbody>{''.join(body)}</tbody></table></div></div>")
 

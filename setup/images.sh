@@ -17,6 +17,8 @@ docker build -q --force-rm -t "tierbench-net:$tag" --build-arg BASE_IMAGE="$BASE
 # The disk-system benchmark (compose/disk.yml, profile disk): fio.
 docker build -q --force-rm -t "tierbench-disk:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/disk >/dev/null
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy
+# The application and database tiers (compose/app-db.yml): PHP-FPM and PostgreSQL.
+docker compose -f docker-compose.yml -f compose/app-db.yml build -q app db
 # The OrangeFS tier's image, when a source tarball is at hand (never downloads here: that is
 # `make orangefs-image`).
 setup/orangefs-image.sh --offline --optional

@@ -136,6 +136,48 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for i, s in enumerate(sizes) for j, m in enumerate(platforms) for u in (1, 64)
                 for r in reps]
         return rows, traces, platforms, True
+    if name == "dc-dynamic":
+        sizes = (4096, 65536, 262144)
+        traces = [{"name": f"{c}-{s // 1024}k", "kind": "single", "size": s,
+                   **({"dynamic": {"share": 1.0, "query": "point"}} if c == "dynamic" else {})}
+                  for s in sizes for c in ("static", "dynamic")]
+        rows = [{"trace": f"{c}-{s // 1024}k", "mode": m, "users": u, "repetition": r,
+                 "content": c, "dynamic_share": 1.0 if c == "dynamic" else 0.0,
+                 "query": "point" if c == "dynamic" else "",
+                 "tps": (3000.0 if u == 64 else 500.0) / (1 + i) / (4 if c == "dynamic" else 1)
+                 + (50 if m == onoff[0] else 0) + r,
+                 "p50_ms": 0.3 * (1 + i) * (3 if c == "dynamic" else 1) + 0.01 * r,
+                 "cpu_s_app": 0.8 if c == "dynamic" else 0.0,
+                 "cpu_s_db": 0.2 if c == "dynamic" else 0.0,
+                 "dyn_tps": 120.0 if c == "dynamic" else 0.0,
+                 "db_tps": 120.0 if c == "dynamic" else 0.0, "db_rows_read": 360,
+                 "db_rows_written": 0, "db_blocks_read": 0}
+                for i, s in enumerate(sizes) for c in ("static", "dynamic") for m in onoff
+                for u in (1, 64) for r in reps]
+        rows += [{"trace": "zipf-writes-20", "mode": m, "users": u, "repetition": r,
+                  "content": "mixed", "dynamic_share": 0.2, "query": "write", "tps": 900.0 + r,
+                  "p50_ms": 1.0, "cpu_s_app": 0.3, "cpu_s_db": 0.3, "dyn_tps": 180.0,
+                  "db_tps": 180.0, "db_rows_read": 0, "db_rows_written": 540,
+                  "db_blocks_read": 0, "writes_ok": 600, "rows_written": 600,
+                  "write_check": "ok"}
+                 for m in onoff for u in (1, 64) for r in reps]
+        traces.append({"name": "zipf-writes-20", "kind": "zipf", "alpha": 0.9,
+                       "dynamic": {"share": 0.2, "query": "write"}})
+        return rows, traces, onoff, True
+    if name == "dc-cpus":
+        platforms = ("webapp-1cpu", "webapp-2cpus-half", "webapp-2cpus")
+        shape = {"webapp-1cpu": (1, 1.0), "webapp-2cpus-half": (2, 1.0),
+                 "webapp-2cpus": (2, 2.0)}
+        names = ("static-4k", "static-1m", "dynamic-4k", "dynamic-1m")
+        traces = [{"name": t, "kind": "single", "size": 4096 if t.endswith("4k") else 1048576}
+                  for t in names]
+        rows = [{"trace": t, "mode": m, "repetition": r, "cpus": shape[m][0],
+                 "cpu_time": shape[m][1],
+                 "tps": (4000.0 if t.endswith("4k") else 300.0) * (shape[m][0] if
+                                                                   t != "static-1m" else 1)
+                 + r, "cpu_s_app": 0.5 if t.startswith("dynamic") else 0.0, "cpu_s_db": 0.1}
+                for t in names for m in platforms for r in reps]
+        return rows, traces, platforms, True
     if name == "dc-alpha-cache":
         alphas = (0.5, 0.75, 0.9, 0.99)
         cache = ("proxy-cache-off", "proxy-cache-on")
@@ -266,15 +308,78 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for w in (16384, 65536, 1048576) for m in onoff for r in reps]
         return rows, [], onoff, True
     if name == "net-latency":
+        rows = [{"trace": "", "receivers": 4, "clients": c, "message_size": 64, "mode": m,
+                 "repetition": r, "sessions": 4 * c,
+                 "p50_us": 20.0 + 3 * c + (0 if m == onoff[0] else 2) + 0.1 * r,
+                 "p99_us": 40.0 + 10 * c, "host_cpu_us_per_kb": 5.0}
+                for c in (1, 2, 3, 4, 5, 6) for m in onoff for r in reps]
+        return rows, [], onoff, True
+    platforms = ("platform-2400mhz", "platform-1000mhz", "platform-700mhz")
+    if name == "net-platform":
+        rows = [{"trace": "", "message_size": s, "mode": m, "repetition": r,
+                 "p50_us": (20.0 + s / 1000) * (1 + j) + 0.1 * r,
+                 "p99_us": (40.0 + s / 500) * (1 + j), "host_cpu_us_per_kb": 5.0}
+                for s in (14, 256, 1024, 4096, 16384, 65536) for j, m in enumerate(platforms)
+                for r in reps]
+        return rows, [], platforms, True
+    if name == "net-platform-bw":
+        rows = [{"trace": "", "connections": 1, "write_size": w, "direction": "uni", "mode": m,
+                 "repetition": r, "mb_per_s": (200.0 + w / 1000) / (1 + j) + r,
+                 "server_cpu_pct": 90.0 - 10 * j}
+                for w in (1024, 4096, 16384, 65536, 262144) for j, m in enumerate(platforms)
+                for r in reps]
+        return rows, [], platforms, True
+    if name == "net-b2b":
+        rows = [{"trace": "", "connections": 1, "write_size": w, "direction": "uni", "mode": m,
+                 "repetition": r, "mb_per_s": 2000.0 + (1500 if m == onoff[0] else 0) + r,
+                 "host_cpu_us_per_kb": (0.5 if m == onoff[0] else 1.5) + 0.01 * r}
+                for w in (16384, 65536) for m in onoff for r in reps]
+        return rows, [], onoff, True
+    if name == "net-b2b-rr":
         rows = [{"trace": "", "message_size": s, "mode": m, "repetition": r,
                  "p50_us": 20.0 + s / 1000 + (0 if m == onoff[0] else 2) + 0.1 * r,
-                 "p99_us": 40.0 + s / 500, "host_cpu_us_per_kb": 5.0}
-                for s in (14, 256, 4096, 16384, 65536) for m in onoff for r in reps]
+                 "p99_us": 40.0 + s / 500, "messages_per_s": 20000.0 / (1 + s / 16384),
+                 "host_cpu_us_per_kb": 5.0}
+                for s in (14, 64, 1024, 16384, 65536) for m in onoff for r in reps]
         return rows, [], onoff, True
+    if name == "net-sockopt":
+        gro = ("gro-on", "gro-off")
+        cases = ("sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                 "sockopt-4-jumbo")
+        rows = [{"trace": "", "connections": 1, "write_size": 65536, "direction": d, "case": c,
+                 "mode": m, "repetition": r, "mb_per_s": 500.0 * (1 + k) + r,
+                 "server_cpu_pct": 60.0 - 5 * k - (10 if m == gro[0] else 0) + 0.5 * r,
+                 "server_cpu_us_per_kb": 2.0 - 0.2 * k - (0.5 if m == gro[0] else 0)}
+                for d in ("uni", "bi") for k, c in enumerate(cases) for m in gro for r in reps]
+        return rows, [], gro, True
+    if name == "net-txprofile":
+        rows = [{"trace": "", "receivers": 4, "connections": c, "write_size": w,
+                 "direction": "uni", "mode": "offloads-on", "repetition": r,
+                 "mb_per_s": 800.0 + r, "connections_established": c + -(-c // 125),
+                 "prof_write_pct": 30.0 + r, "prof_tcp_output_pct": 20.0 + (5 if c > 100 else 0),
+                 "prof_driver_tx_pct": 10.0, "prof_ack_pct": 8.0 + (4 if c > 100 else 0),
+                 "segments_per_ack": 4.0 if c > 100 else 8.0}
+                for c in (100, 4000) for w in (8192, 65536) for r in reps]
+        return rows, [], ("offloads-on",), True
+    if name == "pfs-profile":
+        rows = [{"trace": "", "receivers": 4, "clients": c, "connections": 1,
+                 "write_size": 65536, "direction": "uni", "mode": m, "repetition": r,
+                 "mb_per_s": 1000.0 * min(c, 4) + (500 if m == onoff[0] else 0) + r,
+                 "server_cpu_pct": 20.0 * c - (5 if m == onoff[0] else 0)}
+                for c in (1, 2, 3, 4, 5, 6) for m in onoff for r in reps]
+        return rows, [], onoff, True
+    if name == "net-dmacopy":
+        rows = [{"trace": "", "message_size": c, "mode": "offloads-on", "repetition": r,
+                 "dma_us_per_copy": 2.0 + c / 4096 + 0.1 * r, "dma_setup_us": 1.0,
+                 "memcpy_hot_us": c / 8192, "memcpy_cold_us": c / 2048,
+                 "overlap_pct": min(93.0, c / 700)}
+                for c in (1024, 4096, 8192, 16384, 65536) for r in reps]
+        return rows, [], ("offloads-on",), True
     if name == "net-conns":
         rows = [{"trace": f"write-{w // 1024}k", "write_size": w, "connections": c, "mode": m,
                  "repetition": r, "mb_per_s": 100.0 + r, "bytes_moved": 1024 * 1000,
-                 "cpu_s_servers": 0.001 * r}
+                 "cpu_s_servers": 0.001 * r, "client_cpu_s": 0.001 * r,
+                 "connections_established": c + -(-c // 125)}
                 for w in (65536, 1024) for c in (1, 100, 6000) for m in onoff for r in reps]
         return rows, [], onoff, True
     if name == "sockopt":

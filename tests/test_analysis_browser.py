@@ -149,3 +149,28 @@ def test_missing_chromium_fails_with_the_install_command(
     monkeypatch.setattr(shutil, "which", lambda _name: None)
     with pytest.raises(pytest.fail.Exception, match="apt-get install chromium"):
         chromium(tmp_path)
+
+
+def test_the_report_of_millions_of_requests_stays_light_and_renders(tmp_path: Path) -> None:
+    """A run whose point holds 2 million per-request records (synthesised): the report is
+    written from them in seconds, its size does not grow with the requests (no per-request
+    data in it), and Chromium lays out its figures."""
+    import time
+
+    from tierbench import scale
+
+    pages = {}
+    for n in (20_000, 2_000_000):
+        run_dir = tmp_path / f"run-{n}"
+        scale.synthetic_point(run_dir, n)
+        t = time.monotonic()
+        pages[n] = report.write_report(run_dir)
+        assert time.monotonic() - t < 30, "the report took too long"
+    small, large = (pages[n].stat().st_size for n in (20_000, 2_000_000))
+    assert abs(large - small) < 0.05 * small, (small, large)
+    t = time.monotonic()
+    figs, console = rendered(pages[2_000_000], tmp_path / "profile")
+    assert time.monotonic() - t < 30
+    assert console == [] and figs
+    for fig in figs:
+        assert fig["w"] > 300 and fig["h"] > 100 and fig["marks"] >= 1, fig

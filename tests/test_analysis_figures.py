@@ -14,6 +14,7 @@ from analysis import figures, load, report
 import synthetic_runs
 
 ON_OFF = ["offloads-on", "offloads-off"]
+PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
 # fixture -> the first measured panel: kind, categories (tick labels in order), series names
 EXPECTED = {
     "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
@@ -44,8 +45,23 @@ EXPECTED = {
     "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
                               "raid"], ["offloads-on"]),
     "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
+    # static and dynamic content (the summary's `content` column) per mode, by size
+    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
+                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
+    # one line per trace over the CPUs the modes give: the x column holds the mode
+    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
     "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
-    "net-latency": ("lines", ["14", "256", "4,096", "16,384", "65,536"], ON_OFF),
+    "net-latency": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-platform": ("lines", ["14", "256", "1,024", "4,096", "16,384", "65,536"], PLATFORMS),
+    "net-platform-bw": ("lines", ["1,024", "4,096", "16,384", "65,536", "262,144"], PLATFORMS),
+    "net-b2b": ("bars", ["16384", "65536"], ON_OFF),
+    "net-b2b-rr": ("lines", ["14", "64", "1,024", "16,384", "65,536"], ON_OFF),
+    "net-sockopt": ("bars", ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                             "sockopt-4-jumbo"], ["gro-on", "gro-off"]),
+    "net-txprofile": ("bars", ["100", "4000"], [f"{w} B writes · offloads-on"
+                                                 for w in (8192, 65536)]),
+    "pfs-profile": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-dmacopy": ("lines", ["1,024", "4,096", "8,192", "16,384", "65,536"], ["offloads-on"]),
     "net-bw": ("lines", ["1", "2", "4", "6"],
                ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
                 "bi · offloads-off"]),
@@ -54,7 +70,8 @@ EXPECTED = {
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
-         "dc-disk-basic": "147"}
+         "dc-disk-basic": "147",
+         "net-platform": "59", "net-platform-bw": "1,748", "net-txprofile": "5.28"}
 
 
 def axes_chunks(svg: str) -> list[str]:

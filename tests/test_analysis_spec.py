@@ -36,7 +36,9 @@ def test_every_family_is_covered_and_paper_numbers_are_labelled() -> None:
                         "net-conns", "sockopt", "dc-worldcup", "dc-static", "dc-alpha-cache",
                         "dc-cache-hit", "net-streams", "net-latency", "net-csum", "net-bw",
                         "net-msgsize", "dc-disk-basic", "dc-disk-file", "dc-disk-classes",
-                        "dc-placement"}
+                        "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
+                        "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
+                        "dc-dynamic", "dc-cpus"}
     numbers = {"dc-single": 9754, "dc-zipf": 2212, "dc-clients": 14996,
                "pfs-concurrent": 731, "pfs-basic": 775, "net-conns": 11792, "sockopt": 5586,
                "dc-disk-basic": 147}

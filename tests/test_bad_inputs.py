@@ -115,6 +115,10 @@ BAD_EXPERIMENTS = [
     (experiment(load={"measure_s": 0.5}), "load.measure_s: must be a number >= 2"),
     (experiment(engine="ab"), "engine: must be one of locust, wrk, got 'ab'"),
     (experiment(engine="wrk", load={"rate": 100}), "think and rate need engine: locust"),
+    (experiment(load={"requests_per_client": 1000}),
+     "load.measure_s: a request-count run (requests_per_client) needs a time limit"),
+    (experiment(load={"requests_per_client": 1000, "measure_s": 60, "rate": 50}),
+     "load.requests_per_client: an open-loop run (rate) sends at a fixed rate"),
     (experiment(target="http://192.0.2.1/"), "target:"),
     (experiment(stack={"docroot": "nfs"}), "stack.docroot[0]: must be one of disk, tmpfs"),
     (experiment(stack={"docroot": "orangefs", "pvfs_io_servers": 9}),
@@ -128,6 +132,19 @@ BAD_EXPERIMENTS = [
     (experiment(repetitions=0), "repetitions: must be a whole number >= 1, got 0"),
     (experiment(seed=-3), "seed: must be a whole number >= 0"),
     (experiment(fault={"stop": "loadgen"}), "fault.stop: must be one of web, proxy"),
+    (experiment(stack={"db": {"rows": 10}}),
+     "stack.db: the application and database tiers run only with dynamic requests"),
+    (experiment(fault={"stop": "db"}), "fault.stop: the db tier runs only with dynamic requests"),
+    (experiment(traces=[{**GOOD_TRACE, "dynamic": {"query": "join"}}]),
+     "traces[0].dynamic.query: must be one of point, range, write, got 'join'"),
+    (experiment(traces=[{**GOOD_TRACE, "dynamic": {"share": 2}}]),
+     "traces[0].dynamic.share: must be a number from 0 to 1, got 2"),
+    (experiment(traces=[{"name": "h", "kind": "hit-ratio", "size": 4096, "hit_ratio": 0.5,
+                         "requests": 10, "dynamic": {}}]),
+     "traces[0]: unknown key 'dynamic'"),
+    (experiment(traces=[{**GOOD_TRACE, "dynamic": {}}],
+                stack={"db": {"shared_buffers": "lots"}}),
+     "stack.db.shared_buffers: must look like 128MB"),
     ({"name": "p", "kind": "pfs", "modes": ["offloads-on"], "pfs": {"test": "scatter"}},
      "pfs.test: must be one of concurrent, streams, basic"),
     ({"name": "p", "kind": "pfs", "modes": ["offloads-on"],
@@ -181,6 +198,33 @@ def test_a_file_set_larger_than_the_disk_is_refused_at_plan_and_run(
     fragment = "in Docker's data folder"
     refused(env, "plan", str(path), fragment=fragment)
     refused(env, "run", str(path), fragment=fragment)
+
+
+def test_a_database_seed_larger_than_the_disk_is_refused_at_plan_and_run(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """A seeded data set of 10^9 rows of 1 MiB would fill Docker's data folder: refused before
+    the seed job (or anything else) starts."""
+    path = write(tmp_path, experiment(traces=[{**GOOD_TRACE, "dynamic": {}}],
+                                      stack={"db": {"rows": 1_000_000_000,
+                                                    "row_bytes": 1 << 20}}))
+    for command in ("plan", "run"):
+        line = refused(env, command, str(path), fragment="the database of")
+        assert "Docker's data folder" in line and "lower stack.db.rows" in line, line
+
+
+def test_database_shared_buffers_larger_than_memory_are_refused(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(traces=[{**GOOD_TRACE, "dynamic": {}}],
+                                      stack={"db": {"shared_buffers": "100000GB"}}))
+    refused(env, "plan", str(path), fragment="lower stack.db.shared_buffers")
+    refused(env, "run", str(path), fragment="lower stack.db.shared_buffers")
+
+
+def test_a_dynamic_request_larger_than_the_application_tier_takes_is_refused(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(traces=[{"name": "big", "kind": "single",
+                                               "size": 64 << 20, "dynamic": {}}]))
+    refused(env, "plan", str(path), fragment="a dynamic request is at most 16 MiB")
 
 
 def test_a_tmpfs_docroot_too_small_for_the_file_sets_is_refused(

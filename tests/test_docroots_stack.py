@@ -7,28 +7,23 @@ Needs root, Docker with Compose v2 and the images (`make test` provides them).""
 import csv
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from stack_env import TIERBENCH, cli_env
 
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parent.parent
-TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "hybrid-short.yml"
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    if os.geteuid() != 0:
-        pytest.fail("the stack tests need root: run `make test` as root")
     base = tmp_path_factory.mktemp("docroots")
-    env = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
-               TIERBENCH_STATE_DIR=str(base / "state"),
-               DOCROOT_TMPFS_DIR=str(base / "docroot"), HOT_TMPFS_DIR=str(base / "hot"))
-    yield env
-    subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
+    with cli_env(base, DOCROOT_TMPFS_DIR=str(base / "docroot"),
+                 HOT_TMPFS_DIR=str(base / "hot")) as e:
+        yield e
 
 
 @pytest.fixture(scope="module")

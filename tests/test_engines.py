@@ -11,6 +11,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tierbench.kinds import engines as loadgen
@@ -61,6 +62,8 @@ def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> 
     (LoadSpec("locust", 4, 0, 1, think={"kind": "gamma", "mean_ms": 5}), "think must be"),
     (LoadSpec("locust", 4, 0, 1, rate=-1.0), "rate must be > 0"),
     (LoadSpec("locust", 0, 0, 1), "users and processes must be >= 1"),
+    (LoadSpec("locust", 4, 0, 5, rate=10.0, requests_per_client=10), "needs closed-loop"),
+    (LoadSpec("wrk", 4, 0, 5, requests_per_client=0), "requests_per_client must be >= 1"),
 ])
 def test_specs_an_engine_cannot_honour_are_refused(spec: LoadSpec, fragment: str) -> None:
     with pytest.raises(LoadgenError, match=fragment):
@@ -128,6 +131,51 @@ def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
     assert agg["counts"]["count_mismatch"] is False
 
 
+def counted_summary(started: float, started_last: float, finished_last: float,
+                    per_second: dict[int, int], per_client: int, threads: int = 2) -> dict:
+    """A request-count run's summary as replay.lua writes it."""
+    return {**wrk_summary(started, started_last, per_second), "requests_per_client": per_client,
+            "sent": sum(per_second.values()), "threads_finished": threads,
+            "finished_last": finished_last}
+
+
+def test_a_request_count_run_is_measured_until_its_last_client_finished() -> None:
+    # 8 clients x 1,000 requests, both threads started together at 101.25; the last client's
+    # last answer came at 105.25 (wrk's own duration, 4.3 s, includes stopping): 2,000 TPS
+    per = {101: 1500, 102: 2000, 103: 2000, 104: 2000, 105: 500}
+    summary = counted_summary(101.25, 101.25, 105.25, per, 1000)
+    summary["duration_s"] = 4.3
+    agg = loadgen.aggregate_of(summary, connections=8)
+    assert agg["window"] == (101.25, 105.25) and agg["threads_apart_s"] == 0.0
+    assert agg["requests"] == 8000 and agg["counts"]["count_mismatch"] is False
+    result = loadgen.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
+                                {"requests_per_client": 1000})
+    row = loadgen.summary_row(samples_every_second(), result, generator="loadgen",
+                              bytes_label="host:veth")
+    assert row["tps"] == pytest.approx(2000.0) and row["requests_per_client"] == 1000
+    # CPU over the samples bracketing the window, 102 .. 105: 0.5 core of servers x 3 s
+    assert row["window_s"] == pytest.approx(3.0) and row["cpu_s_servers"] == pytest.approx(1.5)
+
+
+def test_a_request_count_window_too_short_to_measure_is_one_sentence() -> None:
+    spec = LoadSpec("wrk", 4, 0, 30, requests_per_client=20)
+    loadgen.check_counted_window(spec, (100.0, 102.5))
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_counted_window(spec, (100.0, 100.6))
+    assert str(err.value) == (
+        "the clients sent their 20 requests each in 0.6 s, too short to measure (CPU comes from "
+        "samples taken every second; at least 2 s): raise load.requests_per_client")
+    loadgen.check_counted_window(LoadSpec("wrk", 4, 0, 30), (100.0, 100.6))  # timed: not here
+
+
+def test_a_request_count_run_whose_threads_started_apart_counts_the_window_only() -> None:
+    # thread 0 ran alone from 100 to 102 (500/s), then both until the last finished at 106
+    per = {100: 500, 101: 500, 102: 1000, 103: 1000, 104: 1000, 105: 1000}
+    agg = loadgen.aggregate_of(counted_summary(100.0, 102.0, 106.0, per, 625), connections=8)
+    assert agg["window"] == (102.0, 106.0) and agg["threads_apart_s"] == 2.0
+    assert agg["requests"] == 4000 and agg["counts"]["count_mismatch"] is True
+
+
 def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
     """A real quick point (wrk, 16 connections): the load began 0.387 s into its first second
     and stopped 0.392 s into its last; those seconds hold only requests of the run."""
@@ -140,19 +188,46 @@ def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
                              "count_mismatch": False}
 
 
+def test_requests_served_between_two_samples_follow_an_uneven_rate() -> None:
+    """A hit-ratio point on a cold page cache (seen here): 720 requests in wrk's first second,
+    then 240 and 448, so the run's mean rate times an interval misstates what it served."""
+    summary = wrk_summary(539.03, 539.03, {539: 720, 540: 240, 541: 448, 542: 35})
+    summary["duration_s"], summary["requests"] = 3.02, 1443
+    summary["errors"]["status"] = 0
+    agg = loadgen.aggregate_of(summary, connections=1)
+    result = loadgen.LoadResult("wrk", 539.0, agg["window"], None, agg, 1.0)
+    assert loadgen.served_between(result, 540.0, 542.0) == pytest.approx(688)
+    # the same second's requests spread over the part of it the load ran in (from 539.03)
+    assert loadgen.served_between(result, 539.03, 539.515) == pytest.approx(360, abs=1)
+    # Locust: the records themselves, failures left out
+    records = [metrics.Request(540.5, 1.0, 10, 200), metrics.Request(541.0, 1.0, 10, 500),
+               metrics.Request(541.5, 1.0, 10, 200), metrics.Request(542.5, 1.0, 10, 200)]
+    locust = loadgen.LoadResult("locust", 539.0, (540.0, 543.0), metrics.RequestLog.of(records),
+                                None, 1.0)
+    assert loadgen.served_between(locust, 540.0, 542.0) == 2
+
+
 def test_locust_window_starts_at_the_first_request() -> None:
     spec = LoadSpec("locust", 10, 2.0, 5.0)
     # the users read their traces for 4 s before the first request went out
     reqs = [metrics.Request(104.0 + k / 100, 10.0, 1, 200) for k in range(1, 801)]
     assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
+    # a request-count run's window ends with its last request, whatever its time limit
+    counted = LoadSpec("locust", 10, 2.0, 60.0, requests_per_client=50)
+    assert loadgen.locust_window(100.0, reqs, counted) == pytest.approx((106.0, 112.0))
 
 
-def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None:
+def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
+        tmp_path: Path) -> None:
     head = "end_s,latency_ms,bytes,path,status,late_ms\n"
     (tmp_path / "requests-w0.csv").write_text(head + "10.5,1,10,/a,200,0\n11.5,1,10,/a,200,50\n")
     (tmp_path / "requests-w1.csv").write_text(head + "10.7,1,10,/b,500,0\n12.5,1,10,/b,200,0\n")
-    merged = loadgen.merge_request_logs(tmp_path)
-    assert merged.read_text().count("\n") == 5 and merged.read_text().startswith(head)
+    merged = metrics.convert_request_logs(tmp_path)
+    assert not list(tmp_path.glob("*.csv"))  # the CSV logs are gone once converted
+    table = pq.read_table(tmp_path / "requests.parquet").to_pylist()
+    assert [(r["end_s"], r["path"], r["status"], r["worker"]) for r in table] == [
+        (10.5, "/a", 200, 0), (11.5, "/a", 200, 0), (10.7, "/b", 500, 1), (12.5, "/b", 200, 1)]
+    assert loadgen.workers_logged(merged) == 2
     fig = loadgen.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
     assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
                    "late_threshold_ms": loadgen.LATE_MS}
@@ -162,23 +237,30 @@ def test_worker_request_logs_merge_and_open_loop_figures(tmp_path: Path) -> None
 
 
 class Server(ThreadingHTTPServer):
-    """Answers every GET with 64 bytes after `delay` seconds; records paths and concurrency."""
+    """Answers every GET (and POST) with 64 bytes after `delay` seconds; records paths,
+    methods and concurrency."""
 
     daemon_threads = True
 
     def __init__(self, delay: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
         self.lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         srv = self.server
         with srv.lock:
             srv.paths.append(self.path)
+            srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
             srv.inflight += 1
             srv.max_inflight = max(srv.max_inflight, srv.inflight)
         time.sleep(srv.delay)
@@ -225,10 +307,15 @@ def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
     done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
                           timeout=seconds + 60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    merged = loadgen.merge_request_logs(tmp_path)
-    assert merged is not None, done.stderr[-2000:]
-    with merged.open() as fh:
-        return list(csv.DictReader(fh))
+    return parquet_rows(tmp_path, done.stderr)
+
+
+def parquet_rows(point: Path, stderr: str = "") -> list[dict]:
+    """The engine's request logs converted as the runner does, rows as text (like the CSV)."""
+    merged = metrics.convert_request_logs(point)
+    assert merged is not None, stderr[-2000:]
+    return [{k: str(v) for k, v in r.items()}
+            for r in pq.read_table(point / "requests.parquet").to_pylist()]
 
 
 def two_subsets(tmp_path: Path) -> Path:
@@ -250,6 +337,57 @@ def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server
     assert seq_b[:7] == [f"/b/{i % 5}" for i in range(7)]
     assert abs(len(seq_a) - len(seq_b)) <= 0.2 * len(srv.paths)
     assert srv.max_inflight <= 2  # closed loop: one request at a time per user
+
+
+def four_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/{c}/{i}" for c in "abcd" for i in range(5)], "four subsets",
+                 subset=5)
+    return path
+
+
+@pytest.mark.parametrize("processes, warmup", [(1, 0.0), (1, 0.5), (2, 0.5)])
+def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
+        tmp_path: Path, server, processes: int, warmup: float) -> None:
+    srv = server(delay=0.002)
+    spec = LoadSpec("locust", 4, warmup, 120.0, processes=processes, requests_per_client=23)
+    started = time.time()
+    rows = locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+                  processes=processes, REQUESTS_PER_CLIENT="23", WARMUP_S=f"{warmup:g}")
+    assert time.time() - started < 60  # it ended when the clients were done, not at -t 120 s
+    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
+    loadgen.check_clients_finished(spec, tmp_path)
+    assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
+    for c in "abcd":
+        mine = [p for p in srv.paths if p.startswith(f"/{c}/")]
+        # the counted requests: the client's sequence from its start, 23 of them, last
+        assert mine[-23:] == [f"/{c}/{i % 5}" for i in range(23)]
+        if not warmup:
+            assert len(mine) == 23  # nothing else was sent
+    requests = metrics.records_of(tmp_path)
+    window = loadgen.locust_window(started, requests, spec)
+    ends = [float(r["end_s"]) for r in rows]
+    assert window[1] == max(ends)
+    in_window = sum(window[0] < e <= window[1] for e in ends)
+    if processes == 1:
+        # every counted request, and at most one warm-up request per client still in flight
+        assert 92 <= in_window <= 92 + 4
+    else:  # each process counts its warm-up from its own first request
+        assert in_window >= 92 - 4
+
+
+def test_a_request_count_run_over_its_time_limit_fails_in_one_sentence(tmp_path: Path,
+                                                                       server) -> None:
+    srv = server(delay=0.05)
+    locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2,
+           REQUESTS_PER_CLIENT="100000", WARMUP_S="0")
+    spec = LoadSpec("locust", 2, 0, 2, requests_per_client=100_000)
+    with pytest.raises(LoadgenError) as err:
+        loadgen.check_clients_finished(spec, tmp_path)
+    assert str(err.value) == (
+        "Locust: 0 of 2 clients had sent their 100,000 requests within load.measure_s = 2 s, "
+        "the time limit of a request-count run: raise load.measure_s or lower "
+        "load.requests_per_client")
 
 
 def rate_between_first_and_last(rows: list[dict]) -> float:
@@ -284,17 +422,42 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
     # closed loop with 2 users at 200 ms per answer would manage 10/s
     ends = sorted(float(r["end_s"]) for r in rows)
     window = (ends[0] + 0.5, ends[0] + 3.0)
-    fig = loadgen.open_loop_figures(tmp_path / "requests.csv", window, rate=50.0)
+    fig = loadgen.open_loop_figures(metrics.records_of(tmp_path), window, rate=50.0)
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
 
 
+def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Path,
+                                                                     server) -> None:
+    """Locust sends a dynamic trace's writes as POST (Content-Length: 0) and everything else as
+    GET; the summary's successful writes come from its request log."""
+    srv = server(delay=0.002)
+    path = tmp_path / "trace.txt"
+    spec = {"name": "w", "kind": "single", "size": 4096,
+            "dynamic": {"share": 0.5, "query": "write", "requests": 40}}
+    traces.write(path, traces.build(spec, 3), "writes")
+    rows = locust(tmp_path, srv, path, users=2, seconds=3)
+    assert len(rows) > 40
+    for method, sent, length in srv.methods:
+        if sent.startswith(traces.WRITE_PREFIX):
+            assert (method, length) == ("POST", "0"), (method, sent, length)
+        else:
+            assert method == "GET" and sent == "/single-4096/file.bin", (method, sent)
+    posted = sum(m == "POST" for m, _, _ in srv.methods)
+    assert 0.4 * len(srv.methods) <= posted <= 0.6 * len(srv.methods)
+    ends = [float(r["end_s"]) for r in rows]
+    fig = metrics.dynamic_figures(metrics.RequestLog(tmp_path / "requests.parquet"),
+                                  min(ends) - 1, max(ends),
+                                  traces.DYNAMIC_PREFIX, traces.WRITE_PREFIX)
+    assert fig["writes_ok"] == posted  # every POST was answered 200 and logged
+    assert fig["dyn_tps"] * (max(ends) - min(ends) + 1) == pytest.approx(posted)
+
+
 def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:
     srv = server(delay=0.002)
     rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
-    assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
-        "requests-w0.csv", "requests-w1.csv"]
+    assert sorted({r["worker"] for r in rows}) == ["0", "1"]  # one log per process
     prefixes = Counter(r["path"][:3] for r in rows)
     assert set(prefixes) == {"/a/", "/b/"}  # worker 0's user is client 0, worker 1's client 1
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)
@@ -439,13 +602,17 @@ def test_worker_allowance_is_their_processes_capped_by_their_cores() -> None:
 
 
 def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
-                workers: int, expect: int, wait_s: int = 20) -> tuple[int, Path]:
-    """A real Locust master and `workers` separate worker processes (no TRACE, no shared
-    folder: they run in another directory with a bare environment, as on another node)."""
+                workers: int, expect: int, wait_s: int = 20, ship: bool = True,
+                **env: str) -> tuple[int, Path]:
+    """A real Locust master and `workers` separate worker processes (no TRACE: they run in
+    another directory with a bare environment, as on another node). With `ship` the master
+    sends the trace's lines (workers on other nodes); without, the workers open the trace file
+    the master names (workers on this host)."""
     port = 20000 + os.getpid() % 20000
     log = tmp_path / "requests.csv"
     master_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log),
-                  "USERS": str(users), "PYTHONPATH": str(ROOT)}
+                  "USERS": str(users), "PYTHONPATH": str(ROOT), "SHIP_TRACE": "1" if ship else "0",
+                  **env}
     locustfile = str(ROOT / "workloads/locust/trace_replay.py")
     master = [str(LOCUST), "-f", locustfile, "--headless", "--host",
               f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users), "-r", str(users),
@@ -475,11 +642,12 @@ def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: i
     return code, master_log
 
 
+@pytest.mark.parametrize("ship", [True, False], ids=["lines-sent", "file-read"])
 def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_records(
-        tmp_path: Path, server) -> None:
+        tmp_path: Path, server, ship: bool) -> None:
     srv = server(delay=0.002)
     code, _ = distributed(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3, workers=2,
-                          expect=2)
+                          expect=2, ship=ship)
     assert code == 0
     assert sorted(p.name for p in tmp_path.glob("requests-w*.csv")) == [
         "requests-w0.csv", "requests-w1.csv"]
@@ -490,9 +658,24 @@ def test_separate_workers_get_the_trace_from_the_master_and_send_back_their_reco
             by_worker[k] = {r["path"][:3] for r in csv.DictReader(fh)}
     # one user per worker: worker 0 runs client 0 (/a/ subset), worker 1 client 1 (/b/)
     assert sorted(map(sorted, by_worker.values())) == [["/a/"], ["/b/"]]
-    rows = list(csv.DictReader(loadgen.merge_request_logs(tmp_path).open()))
+    rows = parquet_rows(tmp_path)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     assert (tmp_path / "locust-start.txt").exists()
+
+
+def test_separate_workers_stop_their_clients_after_their_requests(tmp_path: Path,
+                                                                  server) -> None:
+    srv = server(delay=0.002)
+    started = time.time()
+    code, _ = distributed(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+                          workers=2, expect=2, ship=False, REQUESTS_PER_CLIENT="17",
+                          WARMUP_S="0")
+    assert code == 0 and time.time() - started < 60  # the master quit when all were done
+    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
+    for c in "abcd":  # each of the 4 clients (2 per worker) sent exactly its 17 requests
+        assert [p for p in srv.paths if p.startswith(f"/{c}/")] == \
+            [f"/{c}/{i % 5}" for i in range(17)]
+    assert len(parquet_rows(tmp_path)) == 4 * 17
 
 
 def test_master_gives_up_naming_how_many_workers_arrived(tmp_path: Path, server) -> None:

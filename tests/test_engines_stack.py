@@ -13,6 +13,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tierbench import bench
@@ -109,9 +110,12 @@ def test_wrk_replay_sends_the_trace_paths_in_their_proportions(testbed, monkeypa
     # every request the server saw was answered 200 and is a trace path
     assert logged and all(status == 200 for _, status in logged)
     assert {p for p, _ in logged} <= set(paths)
-    # warm-up + measured runs, up to one request per connection in flight at each end
-    warm = (pdir / "wrk-warmup.json").read_text()
-    total = json.loads(warm)["requests"] + agg["requests"]
+    # everything wrk sent in its warm-up and measured runs (its own counts, which include the
+    # requests its earlier threads sent before the measured window opened), up to one request
+    # per connection in flight at each end
+    total = sum(json.loads((pdir / f"wrk-{run}.json").read_text())["requests"]
+                for run in ("warmup", "measure"))
+    assert agg["requests"] <= total
     assert total <= len(logged) <= total + 16
     # the proportions: total variation distance between the log and the trace < 0.05
     seen, want = Counter(p for p, _ in logged), Counter(paths)
@@ -160,8 +164,61 @@ def test_locust_engine_through_run(testbed, monkeypatch) -> None:
     assert result.engine == "locust" and result.aggregate is None
     assert result.window[1] - result.window[0] == pytest.approx(3.0)
     assert result.allowance_cores == 1.0
-    ok = [r for r in result.requests if r.ok]
-    assert len(ok) > 100 and len(ok) == len(result.requests)
-    assert len(result.requests) == len(logged)  # every request logged by both ends
+    status = np.concatenate([a["status"] for a in result.requests.arrays(("status",))])
+    assert len(status) > 100 and ((status >= 200) & (status < 400)).all()
+    assert len(status) == len(logged)  # every request logged by both ends
     assert {p for p, _ in logged} <= set(paths)
     assert (pdir / "locust_stats_history.csv").exists()  # per-second statistics kept
+
+
+def four_subsets_of_ten(pdir: Path) -> tuple[Path, list[str]]:
+    files = [p for p, _ in filesets.files(FILESET)]
+    trace = pdir / "trace.txt"
+    traces.write(trace, files, "four subsets of 10 files in file order", subset=10)
+    return trace, files
+
+
+def test_wrk_request_count_run_stops_every_client_after_its_requests(testbed,
+                                                                     monkeypatch) -> None:
+    pdir = point_dir(testbed, "wrk-count", monkeypatch)
+    trace, files = four_subsets_of_ten(pdir)
+    truncate_log(testbed["web"])
+    spec = LoadSpec("wrk", 8, 1, 30, processes=2, target=TARGET, requests_per_client=1000)
+    began = time.monotonic()
+    result = loadgen.run(spec, testbed["gen"], pdir, trace)
+    took = time.monotonic() - began
+    logged = [p for p, _ in access_log(testbed["web"])]
+    warmup = json.loads((pdir / "wrk-warmup.json").read_text())
+    measure = json.loads((pdir / "wrk-measure.json").read_text())
+    # the measured run: 8 clients x 1,000 requests, all sent and answered, both threads finished
+    assert (measure["sent"], measure["requests"], measure["threads_finished"]) == (8000, 8000, 2)
+    assert took < 25  # it ended when the clients were done, not at the 30 s limit
+    # the server saw the warm-up (a timed run; up to one request per connection still in
+    # flight when it ended) and exactly the counted requests: clients g and g + 4 replay subset
+    # g mod 4, so each subset's files were asked for 2 x 1,000 times in the measured run
+    assert warmup["requests"] + 8000 <= len(logged) <= warmup["requests"] + 8000 + 8
+    counted = logged[-8000:]
+    for k in range(4):
+        assert sum(p in files[k * 10:(k + 1) * 10] for p in counted) == 2000
+    # one window, from the last thread's start to the last client's last answer
+    assert result.window == (measure["started_last"], measure["finished_last"])
+    agg = result.aggregate
+    assert agg["counts"]["engine_requests"] == 8000 and result.extra["requests_per_client"] == 1000
+    if agg["threads_apart_s"]:  # the first thread sent a little before the window opened
+        assert 0.9 * 8000 <= agg["requests"] < 8000
+    else:
+        assert agg["requests"] == 8000
+
+
+def test_wrk_request_count_run_over_its_time_limit_fails_in_one_sentence(testbed,
+                                                                         monkeypatch) -> None:
+    pdir = point_dir(testbed, "wrk-limit", monkeypatch)
+    trace, _ = four_subsets_of_ten(pdir)
+    spec = LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET, requests_per_client=10_000_000)
+    with pytest.raises(loadgen.LoadgenError) as err:
+        loadgen.run(spec, testbed["gen"], pdir, trace)
+    assert str(err.value).startswith("wrk: 2 of 2 threads had not had their clients' "
+                                     "10,000,000 requests each answered (")
+    assert str(err.value).endswith("of 40,000,000 sent) within load.measure_s = 2 s, the time "
+                                   "limit of a request-count run: raise load.measure_s or lower "
+                                   "load.requests_per_client")

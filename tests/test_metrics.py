@@ -1,5 +1,8 @@
 """Summary numbers against values computed by hand for small fixed inputs."""
 
+import math
+
+import numpy as np
 import pytest
 
 from tierbench.kinds import webmetrics as metrics
@@ -91,10 +94,25 @@ def test_too_few_samples_or_no_success_is_an_error() -> None:
                           generator_allowance=1, bytes_label="x")
 
 
-def test_percentile_nearest_rank() -> None:
-    assert metrics.percentile([5, 1, 3, 2, 4], 50) == 3
-    assert metrics.percentile([1, 2, 3, 4], 99) == 4
-    assert metrics.percentile([7], 50) == 7
+def latencies(*chunks: list[float]) -> metrics.Latencies:
+    counted = metrics.Latencies()
+    for chunk in chunks:
+        counted.add(np.array(chunk, dtype=float))
+    return counted
+
+
+def test_percentile_nearest_rank_over_chunks() -> None:
+    assert latencies([5, 1, 3, 2, 4]).percentile(50) == 3
+    assert latencies([1, 2], [3, 4]).percentile(99) == 4
+    assert latencies([7]).percentile(50) == 7
+    assert math.isnan(latencies([]).percentile(50))
+    # counted in chunks with repeats, the same as sorting every value
+    rng = np.random.default_rng(3)
+    values = np.round(rng.exponential(2.0, 20000), 3)
+    counted = latencies(*np.array_split(values, 7))
+    ordered = np.sort(values)
+    for q in (1, 50, 90, 99, 99.9, 100):
+        assert counted.percentile(q) == ordered[max(1, math.ceil(q / 100 * len(values))) - 1]
 
 
 def test_per_second_rates() -> None:
@@ -108,12 +126,12 @@ def test_per_second_rates() -> None:
 def test_page_cache_hit_ratio_from_the_web_tiers_disk_reads() -> None:
     first = {"cpu": {"web": {"usage_s": 1.0, "read_bytes": 1_000_000}}}
     last = {"cpu": {"web": {"usage_s": 2.0, "read_bytes": 1_000_000 + 200 * 4096}}}
-    row = {"tps": 100.0, "window_s": 4.0}  # 400 files of 4 KiB served, 200 read from disk
     trace = {"kind": "hit-ratio", "size": 4096, "hit_ratio": 0.5, "requests": 1000}
-    figures = metrics.page_cache_figures(first, last, row, trace)
+    # 400 files of 4 KiB served between the two samples, 200 of them read from disk
+    figures = metrics.page_cache_figures(first, last, 400, trace)
     assert figures["page_cache_hit_ratio"] == pytest.approx(0.5)
     assert figures["web_disk_read_mb"] == pytest.approx(200 * 4096 / 1e6)
     # other traces: only the MB read; no counter: nothing
-    assert set(metrics.page_cache_figures(first, last, row, {"kind": "single"})) == \
+    assert set(metrics.page_cache_figures(first, last, 400, {"kind": "single"})) == \
         {"web_disk_read_mb"}
-    assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, row, trace) == {}
+    assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, 400, trace) == {}

@@ -1,7 +1,10 @@
 """The network kind for real, through `tierbench run`: bulk TCP over 2 receivers with offloads on
-and off (connections counted, throughput and CPU per side, the interfaces restored), and
-sockperf latency by message size. Needs root, Docker with Compose v2 and tierbench-net
-(`make images`); run under the Docker lock like the other stack tests."""
+and off (connections counted, throughput and CPU per side, the interfaces restored); sockperf
+sessions from 2 senders to each of 2 receivers, up to 64 KiB; 2000 iperf3 connections really
+established and the sender profiled with perf; cases layered under modes; and a mode that
+changes nothing checked to change nothing beyond noise. Needs root, Docker with Compose v2,
+tierbench-net (`make images`) and perf (`make setup`); run under the Docker lock like the other
+stack tests."""
 
 import csv
 import json
@@ -57,17 +60,101 @@ def test_bulk_tcp_over_two_receivers_with_offloads_on_and_off(env: dict[str, str
         assert record["mode_verified"] and record["restored"]
         assert record["interfaces_after"] == record["interfaces_before"]
     # every iperf process's raw CSV is kept
-    assert len(list((run / "points" / "p001").glob("iperf-*.csv"))) == 4
+    assert len(list((run / "points" / "p001").glob("iperf2-[0-9]*.csv"))) == 4
     assert "Measured here: throughput" in (run / "report.html").read_text()
 
 
-def test_latency_by_message_size(env: dict[str, str]) -> None:
+def test_latency_sessions_from_two_senders_to_each_receiver(env: dict[str, str]) -> None:
     done = tierbench(env, "run", str(EXPERIMENTS / "net-latency-short.yml"))
     assert done.returncode == 0, done.stderr[-3000:]
-    _, rows = rows_of(env, "net-latency-short")
-    assert sorted(int(r["message_size"]) for r in rows) == [14, 4096]
+    run, rows = rows_of(env, "net-latency-short")
+    # 64 KiB messages too: sockperf's server takes them with -m 65536
+    assert sorted(int(r["message_size"]) for r in rows) == [14, 65536]
     for r in rows:
         assert r["error"] == "", r
+        assert int(r["sessions"]) == 4 and int(r["clients"]) == 2
         assert 0 < float(r["p50_us"]) <= float(r["p99_us"]) < 100_000
         assert float(r["messages_per_s"]) > 100
+        sessions = sorted((run / "points" / r["point"]).glob("sockperf-[0-9]*.txt"))
+        assert len(sessions) == 4
+        # every session reached its own receiver: 2 senders x 2 receivers
+        peers = {line.split("IP = ")[1].split()[0] for f in sessions
+                 for line in f.read_text().splitlines() if "IP = " in line}
+        assert len(peers) == 2
+
+
+def test_thousands_of_connections_are_really_established_and_profiled(
+        env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "net-conns-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "net-conns-short")
+    by = {int(r["connections"]): r for r in rows}
+    for conns, r in by.items():
+        assert r["error"] == "", r
+        processes = int(r["sender_processes"])
+        # the data connections plus one control connection per iperf3 process
+        assert int(r["connections_established"]) == conns + processes, r
+        assert float(r["mbit_per_s"]) > 100
+        assert int(r["window"]) == (262144 if conns <= 100 else 32768)
+        assert float(r["segments_per_ack"]) > 0.5
+        # perf sampled the sender's CPU: the transmit path shows up in the samples
+        assert int(r["prof_samples"]) > 100
+        assert float(r["prof_write_pct"]) > 1 and float(r["prof_tcp_output_pct"]) > 0.5
+        assert 0 <= float(r["prof_ack_pct"]) <= 100
+        assert (run / "points" / r["point"] / "perf-report.txt").stat().st_size > 0
+    assert int(by[2000]["sender_processes"]) == 16
+    assert len(list((run / "points" / by[2000]["point"]).glob("iperf3-[0-9]*.json"))) == 16
+
+
+def test_cases_are_layered_under_the_compared_modes(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "net-sockopt-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "net-sockopt-short")
+    assert {(r["case"], r["mode"]) for r in rows} == {
+        (c, m) for c in ("sockopt-1-default", "sockopt-4-jumbo") for m in ("gro-on", "gro-off")}
+    manifest = json.loads((run / "manifest.json").read_text())
+    for r in rows:
+        assert r["error"] == "", r
+        record = manifest["points"][r["point"]]
+        assert record["applied_mode"] == f"{r['case']}+{r['mode']}"
+        assert record["mode_verified"] and record["restored"]
+        during = record["interfaces_during"]["net-server:eth0"]
+        assert during["mtu"] == (2048 if r["case"] == "sockopt-4-jumbo" else 1500)
+        gro, tso = ("on" if yes else "off" for yes in (r["mode"] == "gro-on",
+                                                        r["case"] == "sockopt-4-jumbo"))
+        assert during["features"]["generic-receive-offload"] == gro
+        assert during["features"]["tcp-segmentation-offload"] == tso
+        assert record["interfaces_after"] == record["interfaces_before"]
+    page = (run / "report.html").read_text()
+    assert 'data-family="net-sockopt"' in page and "gro-on" in page
+
+
+def test_a_mode_that_changes_nothing_changes_nothing_beyond_noise(env: dict[str, str]) -> None:
+    """offloads-on against itself plus a switch TCP never uses (UDP segmentation off): the CPU
+    per KB on both sides and the throughput stay within their 99.9 % intervals of no change,
+    while offloads-off, run in the same shuffled sequence, moves the CPU per KB clearly (so the
+    check can fail)."""
+    from analysis import stats
+
+    done = tierbench(env, "run", str(EXPERIMENTS / "net-noop.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "net-noop")
+    assert all(r["error"] == "" for r in rows), rows
+    by: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        for col in ("server_cpu_us_per_kb", "client_cpu_us_per_kb", "mb_per_s"):
+            by.setdefault(r["mode"], {}).setdefault(col, []).append(float(r[col]))
+    on, noop, off = by["offloads-on"], by["udp-gso-off"], by["offloads-off"]
+    for col in ("server_cpu_us_per_kb", "client_cpu_us_per_kb", "mb_per_s"):
+        r = stats.ratio_of_means(noop[col], on[col], level=0.999)
+        assert r.low is not None and r.low <= 1.0 <= r.high, (col, r, noop[col], on[col])
+    r = stats.ratio_of_means(off["client_cpu_us_per_kb"], on["client_cpu_us_per_kb"])
+    assert r.low is not None and r.low > 1.0, (r, off, on)
+    # the no-op mode did switch the feature on the interfaces
+    manifest = json.loads((run / "manifest.json").read_text())
+    noop_points = [rec for rec in manifest["points"].values() if rec["mode"] == "udp-gso-off"]
+    assert noop_points and all(
+        rec["interfaces_during"]["net-client:eth0"]["features"]["tx-udp-segmentation"] == "off"
+        and rec["interfaces_after"]["net-client:eth0"]["features"]["tx-udp-segmentation"] == "on"
+        for rec in noop_points)
     assert tierbench(env, "clean").returncode == 0

@@ -260,3 +260,42 @@ def test_established_connections_from_proc_net_tcp() -> None:
     assert net.count_established_proc(table.splitlines()[0]) == 0
     with pytest.raises(net.NetParseError, match="not a line of /proc/net/tcp"):
         net.count_established_proc(table + "garbage here\n")
+
+
+def test_sessions_at_once_combine_into_one_figure():
+    """Three sockperf sessions (64 B, 1 KB, 16 KB files): the mean over every reply, the median
+    of the sessions' medians, the worst 99th percentile, messages per second summed."""
+    runs = [net.parse_sockperf(text(f"sockperf-pp-tcp-m{m}.txt")) for m in (64, 1024, 16384)]
+    r = net.combine_latency(runs)
+    assert r["sessions"] == 3 and r["messages"] == 31395 + 14326 + 5103
+    assert r["latency_avg_us"] == pytest.approx(
+        (40.527 * 31395 + 88.979 * 14326 + 242.585 * 5103) / (31395 + 14326 + 5103))
+    assert r["p50_us"] == 27.888  # medians 23.572, 27.888, 33.994
+    assert r["p99_us"] == max(470.934, runs[1]["percentiles"]["99"],
+                              runs[2]["percentiles"]["99"])
+    assert r["messages_per_s"] == pytest.approx(31395 / 2.547 + 14326 / 2.551 + 5103 / 2.477)
+    # an even number of sessions: the mean of the middle two medians
+    assert net.combine_latency(runs[:2])["p50_us"] == pytest.approx((23.572 + 27.888) / 2)
+    with pytest.raises(ValueError, match="no latency sessions"):
+        net.combine_latency([])
+
+
+def test_perf_script_of_the_senders_cpu_into_001s_categories():
+    """400 samples of `perf script -F comm,pid,cpu,ip,sym` on the sender's CPU at 4000
+    connections x 8 KB writes (a shared host: an MPEG encoder of another job ran there too).
+    Counted by hand with awk over the blank-line separated samples: ksys_write in 22 stacks
+    (21 of them iperf3's), tcp_write_xmit in 15, dev_hard_start_xmit in 1, tcp_ack in 3; 99
+    samples of iperf3 and 1 of ksoftirqd."""
+    with gzip.open(DATA / "perf-script-4000x8K.txt.gz", "rt") as fh:
+        r = net.parse_perf_script(fh.read(), ("iperf3",))
+    assert (r["samples"], r["sender_samples"]) == (400, 100)
+    assert (r["write_pct"], r["tcp_output_pct"], r["driver_tx_pct"], r["ack_pct"]) == \
+        (5.5, 3.75, 0.25, 0.75)
+    assert (r["write_sender_pct"], r["tcp_output_sender_pct"], r["driver_tx_sender_pct"],
+            r["ack_sender_pct"]) == (21.0, 15.0, 1.0, 3.0)
+    assert (r["tool_pct"], r["idle_pct"], r["other_pct"]) == (24.75, 0.0, 75.25)
+    assert r["top"][0] == {"command": "mpeg2enc", "pct": 61.75}
+    with pytest.raises(net.NetParseError, match="not a sample line of `perf script`"):
+        net.parse_perf_script("\tffff tcp_ack\n")
+    with pytest.raises(net.NetParseError, match="perf recorded no samples"):
+        net.parse_perf_script("\n\n")

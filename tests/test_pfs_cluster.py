@@ -9,16 +9,15 @@ tests send nothing off this machine); these tests skip, saying so, only when nei
 import csv
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from stack_env import cli_env, tierbench
 
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parent.parent
-TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 DATA = ROOT / "tests" / "data" / "experiments"
 NO_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
 
@@ -39,16 +38,8 @@ def image() -> None:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, image: None) -> dict[str, str]:
-    base = tmp_path_factory.mktemp("pfs")
-    env = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
-               TIERBENCH_STATE_DIR=str(base / "state"))
-    yield env
-    subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
-
-
-def tierbench(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*TIERBENCH, *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    with cli_env(tmp_path_factory.mktemp("pfs")) as e:
+        yield e
 
 
 def client_sh(script: str, client: int = 1) -> str:

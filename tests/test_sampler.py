@@ -55,3 +55,17 @@ def test_storage_reads_of_a_cgroup_sum_its_processes(tmp_path: Path) -> None:
 def test_this_process_cgroup_counts_storage_reads() -> None:
     sample = sampler.CgroupCpu(os.getpid()).read()
     assert isinstance(sample["read_bytes"], int) and sample["read_bytes"] >= 0
+
+
+def test_a_container_that_stops_is_left_out_and_sampling_goes_on(tmp_path: Path) -> None:
+    class Stopped:
+        def read(self) -> dict:
+            raise FileNotFoundError("cpuacct.stat")  # its cgroup went with the container
+
+    me = sampler.CgroupCpu(os.getpid())
+    s = sampler.Sampler(tmp_path / "s.jsonl", {"me": me, "db": Stopped()}, {}, interval=0.05)
+    s.start()
+    time.sleep(0.2)
+    samples = s.stop()
+    assert s.error is None and len(samples) >= 3
+    assert all(set(x["cpu"]) == {"me"} and x["gone"] == ["db"] for x in samples)

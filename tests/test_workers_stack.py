@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from workloads import traces
@@ -50,16 +51,18 @@ def test_merged_log_holds_both_workers_client_subsets(run: Path) -> None:
     # worker index k runs clients k and k + 2 (users interleaved over 2 workers)
     mine = {k: {p for c in (k, k + 2) for p in traces.client_sequence(paths, subset, c, 4)}
             for k in (0, 1)}
-    logs = {k: rows(point / f"requests-w{k}.csv") for k in (0, 1)}
+    # the workers' CSV logs became one Parquet file with a worker column, and are gone
+    assert not list(point.glob("requests*.csv"))
+    records = pq.read_table(point / "requests.parquet").to_pylist()
+    logs = {k: [r for r in records if r["worker"] == k] for k in (0, 1)}
+    assert len(logs[0]) + len(logs[1]) == len(records)
     for k in (0, 1):
         assert len(logs[k]) > 100, f"worker {k} logged {len(logs[k])} requests"
         seen = {r["path"] for r in logs[k]}
         assert seen <= mine[k], f"worker {k} sent paths outside its clients' subsets"
         only_mine = mine[k] - mine[1 - k]
         assert seen & only_mine, f"worker {k} never sent a path only its clients have"
-    merged = rows(point / "requests.csv")
-    assert len(merged) == len(logs[0]) + len(logs[1])
-    assert all(r["status"] == "200" for r in merged)
+    assert all(r["status"] == 200 for r in records)
 
 
 def test_generator_cpu_is_the_master_and_both_worker_containers(run: Path) -> None:

@@ -187,3 +187,53 @@ def test_hit_ratio_traces_mix_one_hot_file_with_files_asked_for_once() -> None:
     for ratio, hits in ((1.0, 1000), (0.0, 0), (0.25, 250)):
         built = traces.build({**spec, "hit_ratio": ratio}, seed=1)
         assert built.count(hot) == hits and len(set(built) - {hot}) == 1000 - hits
+
+
+def test_dynamic_share_is_exact_sized_like_the_files_and_seeded() -> None:
+    """A zipf trace with 30 % dynamic range reads: every dynamic request asks for the size of
+    the file the static request it replaced asked for; the share holds over every prefix."""
+    spec = {"name": "z", "kind": "zipf", "alpha": 0.9, "requests": 2000, "fileset": LOG_SET,
+            "dynamic": {"share": 0.3, "query": "range", "work": 4, "range_rows": 7}}
+    paths = traces.build(spec, 5)
+    static = traces.build({k: v for k, v in spec.items() if k != "dynamic"}, 5)
+    sizes = dict(filesets.files(LOG_SET))
+    assert len(paths) == len(static) == 2000
+    dynamic = [i for i, p in enumerate(paths) if p.startswith(traces.DYNAMIC_PREFIX)]
+    assert len(dynamic) == 600
+    for n in (10, 100, 1000):  # evenly spread: floor(n * 0.3) of the first n
+        assert sum(1 for i in dynamic if i < n) == math.floor(n * 0.3)
+    for i, p in enumerate(paths):
+        if i in set(dynamic):
+            head, _, query = p.partition("?")
+            assert head == f"/dyn/range/{sizes[static[i]]}"
+            assert query.startswith("k=") and query.endswith("&w=4&n=7")
+        else:
+            assert p == static[i]
+    keys = [p.split("k=")[1].split("&")[0] for p in paths if p.startswith("/dyn/")]
+    assert len(set(keys)) > 590  # every dynamic request its own row (31-bit keys)
+    assert paths == traces.build(spec, 5) and paths != traces.build(spec, 6)
+
+
+def test_a_dynamic_single_trace_is_stretched_and_writes_have_their_prefix() -> None:
+    spec = {"name": "w", "kind": "single", "size": 8192,
+            "dynamic": {"share": 1, "query": "write", "requests": 50}}
+    paths = traces.build(spec, 1)
+    assert len(paths) == 50 and all(p.startswith("/dyn/write/8192?k=") for p in paths)
+    assert all(p.startswith(traces.WRITE_PREFIX) for p in paths)
+    assert traces.content(spec) == "dynamic"
+    assert traces.content({**spec, "dynamic": {"share": 0.5}}) == "mixed"
+    assert traces.content({"name": "s", "kind": "single", "size": 1}) == "static"
+    # per-client subsets keep their size: no stretching
+    sub = {"name": "z", "kind": "zipf", "alpha": 0.5, "per_client": 10, "subsets": 3,
+           "fileset": LOG_SET, "dynamic": {"share": 0.5, "requests": 1000}}
+    assert len(traces.build(sub, 1)) == 30
+
+
+def test_dynamic_requests_are_refused_where_they_cannot_be() -> None:
+    with pytest.raises(traces.TraceError, match=r"t\.dynamic: only single and zipf"):
+        traces.validate("t", {"kind": "mix", "dynamic": {}})
+    big = {"name": "b", "kind": "single", "size": 32 << 20, "dynamic": {}}
+    with pytest.raises(traces.TraceError, match="at most 16 MiB"):
+        traces.build(big, 1)
+    with pytest.raises(traces.TraceError, match="query one of point, range, write"):
+        traces.build({**big, "size": 10, "dynamic": {"query": "join"}}, 1)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import yaml
 
-from analysis import compare, load, report
 from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR
@@ -23,7 +22,11 @@ from tierbench.placement import compose, orangefs
 
 
 def write_report(run_dir: Path) -> Path | None:
-    """report.html of a run folder, with the kind's report section when the manifest lacks it."""
+    """report.html of a run folder, with the kind's report section when the manifest lacks it.
+    (The analysis package is imported here, not at start-up: it takes seconds to load, which
+    every other command would pay.)"""
+    from analysis import load, report
+
     if not (run_dir / "summary.csv").is_file():
         return None
     spec = None
@@ -32,8 +35,11 @@ def write_report(run_dir: Path) -> Path | None:
         spec = registry.kind(registry.kind_of(resolved)).report(resolved)
     except (OSError, yaml.YAMLError, TierbenchError, AttributeError, TypeError):
         spec = None  # the report falls back to a generic section
-    return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
-                               spec=spec)
+    try:
+        return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
+                                   spec=spec)
+    except load.LayoutError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -102,6 +108,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare two runs of the same experiment; write the comparison page."""
+    from analysis import compare, load
+
     try:
         print(compare.write_compare(Path(args.run_a), Path(args.run_b), args.out))
     except (load.LayoutError, compare.CompareError) as exc:
@@ -253,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (TierbenchError, load.LayoutError) as exc:
+    except TierbenchError as exc:
         print(f"tierbench: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

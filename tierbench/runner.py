@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scipy import stats
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import read_text, results_root
@@ -87,6 +86,8 @@ def expected_intervals(n: int, variation_pct: float) -> tuple[float | None, floa
     of the change between two conditions, for a run-to-run variation (sd/mean) in %."""
     if n < 2:
         return None, None
+    from scipy import stats  # here, not at start-up: scipy.stats takes a second to load
+
     mean = stats.t.ppf(0.975, n - 1) * variation_pct / math.sqrt(n)
     change = stats.t.ppf(0.975, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
     return mean, change
@@ -205,7 +206,7 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
-    problems = [p for m in exp.modes
+    problems = [p for m in registry.kind(exp.kind).modes(exp)
                 for p in apply.check_mode(m, mode_endpoints(m, deployment))]
     if problems:
         raise netif.NetifError("; ".join(problems))
@@ -299,13 +300,15 @@ class Run:
     def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
         exp, kind = self.exp, self.kind
         assert self.dir is not None
-        mode = exp.mode(point.mode)
+        mode = kind.point_mode(exp, point)
         pdir = self.dir / "points" / point.id
         if pdir.exists():  # a point a resumed run had started but not finished
             shutil.rmtree(pdir)
         pdir.mkdir(parents=True)
         eps = mode_endpoints(mode, deployment)
         record: dict = {"point": point.id, "mode": point.mode, "repetition": point.repetition}
+        if mode.name != point.mode:  # the point's mode layered over another (net cases)
+            record["applied_mode"] = mode.name
         self.manifest["points"][point.id] = record
         row = dict(kind.identity(exp, point))
         try:

@@ -24,6 +24,16 @@ Trace kinds (experiment `traces:` entries):
                                                  every sum(weights) clients weight_k replay site k
 `per_client: S` with `subsets: K` (zipf) builds K independent subsets of S requests each, drawn
 with seeds seed + k; on single traces every subset is the same file, so it changes nothing.
+
+Dynamic content (004 §7.1): a single or zipf trace with `dynamic: {share, query, work,
+range_rows, requests}` turns the share `share` of its requests (evenly spread, as hit-ratio
+spreads its hot requests) into requests for the application tier, `/dyn/QUERY/SIZE?k=KEY&w=WORK`
+(`&n=ROWS` for a range read), SIZE being the size of the file the static request asked for, so
+the mix keeps the trace's size distribution; KEY picks the database row (seeded). QUERY is
+`point` (a row by key), `range` (`range_rows` rows from there) or `write` (a row inserted; the
+engines send it as a POST). WORK is the application tier's computation per request, in passes
+of SHA-256 over the body: proportional to SIZE. A trace shorter than `requests` (a single file)
+is repeated to that length first, so that its dynamic requests carry different keys.
 `mapping` (zipf) maps popularity ranks to files: `random` (a seeded shuffle, the default),
 `small-first` (the most popular file is the smallest) or `large-first`.
 """
@@ -34,12 +44,23 @@ import bisect
 import itertools
 import math
 import random
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import numpy as np
 
 from workloads import filesets
 
 MAPPINGS = ("random", "small-first", "large-first")
 SUBSET_DIRECTIVE = "subset-size:"
+DYNAMIC_PREFIX = "/dyn/"  # requests for the application tier
+WRITE_PREFIX = "/dyn/write/"  # dynamic requests that insert a row (sent as POST)
+QUERIES = ("point", "range", "write")
+DYNAMIC_KINDS = ("single", "zipf")
+DYNAMIC_MAX_BYTES = 16 << 20  # the application tier builds each body in memory
+DYNAMIC_DEFAULTS = {"share": 1.0, "query": "point", "work": 1, "range_rows": 10,
+                    "requests": 1000}
+INDEX_STEP = 4096  # request lines between two byte offsets of a trace's index
 
 
 class TraceError(ValueError):
@@ -74,15 +95,34 @@ def rank_order(files: list[tuple[str, int]], mapping: str, seed: int) -> list[in
     return order
 
 
+def chunks(spec: dict, seed: int) -> Iterator[list[str]]:
+    """The request paths of one trace spec in order, chunk by chunk: a World Cup log's as they
+    are decoded (never all at once), every other kind's as one chunk."""
+    if spec.get("kind") == "worldcup":
+        from workloads import worldcup
+
+        yield from worldcup.trace_chunks(spec)
+    else:
+        yield build(spec, seed)
+
+
 def build(spec: dict, seed: int) -> list[str]:
-    """The request paths of one trace spec (kind single, zipf, worldcup or mix)."""
+    """The request paths of one trace spec (kind single, zipf, worldcup or mix) as one list,
+    with its dynamic requests when it has a `dynamic` block."""
+    if spec.get("dynamic") is not None:
+        static = build_static({k: v for k, v in spec.items() if k != "dynamic"}, seed)
+        sizes = dict(filesets.files(fileset_of(spec)))
+        return dynamize(static, sizes, dynamic_of(spec), seed, subset_size(spec) is None)
+    return build_static(spec, seed)
+
+
+def build_static(spec: dict, seed: int) -> list[str]:
+    """The request paths of a trace spec without its dynamic block."""
     kind = spec.get("kind")
     if kind == "mix":
         return build_mix(spec, seed)
     if kind == "worldcup":
-        from workloads import worldcup
-
-        return worldcup.trace(spec)
+        return [p for chunk in chunks(spec, seed) for p in chunk]
     fileset = fileset_of(spec)
     files = filesets.files(fileset)
     paths = [p for p, _ in files]
@@ -105,6 +145,51 @@ def build(spec: dict, seed: int) -> list[str]:
     raise TraceError(f"unknown trace kind {kind!r} (expected single, hit-ratio, zipf or worldcup)")
 
 
+def dynamic_of(spec: dict) -> dict:
+    """A trace's dynamic block with every default filled in ({} for a static trace)."""
+    dyn = spec.get("dynamic")
+    return {} if dyn is None else {**DYNAMIC_DEFAULTS, **dyn}
+
+
+def evenly(i: int, share: float) -> bool:
+    """Whether request i is one of the `share` spread evenly over a sequence (the share of
+    chosen requests among the first n is floor(n * share) / n, for every n)."""
+    return math.floor((i + 1) * share) > math.floor(i * share)
+
+
+def dynamize(paths: list[str], sizes: dict[str, int], dyn: dict, seed: int,
+             stretch: bool = True) -> list[str]:
+    """Static paths with the share `dyn["share"]` turned into dynamic requests of the same
+    sizes (module docstring); `stretch`: repeat the paths to `dyn["requests"]` first."""
+    share, query = float(dyn["share"]), str(dyn["query"])
+    if not 0 <= share <= 1 or query not in QUERIES:
+        raise TraceError(f"dynamic needs 0 <= share <= 1 and query one of {', '.join(QUERIES)}, "
+                         f"got {share}, {query!r}")
+    if stretch and len(paths) < int(dyn["requests"]):
+        paths = list(itertools.islice(itertools.cycle(paths), int(dyn["requests"])))
+    rng = random.Random(seed * 1000003 + 4099)
+    extra = f"&n={int(dyn['range_rows'])}" if query == "range" else ""
+    out = []
+    for i, path in enumerate(paths):
+        if not evenly(i, share):
+            out.append(path)
+            continue
+        size = sizes[path]
+        if size > DYNAMIC_MAX_BYTES:
+            raise TraceError(f"a dynamic request is at most {DYNAMIC_MAX_BYTES >> 20} MiB (the "
+                             f"application tier builds each body in memory); {path} has "
+                             f"{size} bytes: use a file set of smaller files")
+        out.append(f"{DYNAMIC_PREFIX}{query}/{size}?k={rng.randrange(1 << 31)}"
+                   f"&w={int(dyn['work'])}{extra}")
+    return out
+
+
+def content(spec: dict) -> str:
+    """static, dynamic or mixed: what a trace asks for."""
+    share = float(dynamic_of(spec).get("share", 0.0))
+    return "static" if share == 0 else "dynamic" if share == 1 else "mixed"
+
+
 def hit_ratio_paths(paths: list[str], hit_ratio: float, requests: int) -> list[str]:
     """004 §5.2.2: request i is for the hot file paths[0] when it keeps the share of hot
     requests so far at `hit_ratio` (evenly spread), else for the next file never asked for
@@ -114,7 +199,7 @@ def hit_ratio_paths(paths: list[str], hit_ratio: float, requests: int) -> list[s
                          f"{hit_ratio}, {requests}")
     out, cold = [], 1
     for i in range(requests):
-        if math.floor((i + 1) * hit_ratio) > math.floor(i * hit_ratio):
+        if evenly(i, hit_ratio):
             out.append(paths[0])
         else:
             out.append(paths[cold])
@@ -136,7 +221,7 @@ def build_mix(spec: dict, seed: int) -> list[str]:
     for j in range(int(spec["subsets"])):
         k = pattern[j % len(pattern)]
         part = {key: v for key, v in spec["parts"][k].items() if key not in ("site", "weight")}
-        out += build({**part, "requests": size}, seed + 104729 * (k + 1) + 7919 * j)
+        out += build_static({**part, "requests": size}, seed + 104729 * (k + 1) + 7919 * j)
     return out
 
 
@@ -177,12 +262,55 @@ def fileset_of(spec: dict) -> dict:
 
 def write(path: Path, paths: list[str], header: str, subset: int | None = None) -> None:
     """Write a trace file in the on-disk format (with the subset directive when given)."""
-    if subset is not None and (subset <= 0 or len(paths) % subset):
-        raise TraceError(f"a trace of {len(paths)} requests cannot be cut in subsets of {subset}")
+    write_chunks(path, [paths], header, subset)
+
+
+def index_path(path: Path) -> Path:
+    """The index beside a trace file: NAME.txt -> NAME.txt.idx."""
+    return path.with_name(path.name + ".idx")
+
+
+def write_chunks(path: Path, chunks_: Iterable[list[str]], header: str,
+                 subset: int | None = None) -> int:
+    """Write a trace file chunk by chunk (memory: one chunk), and its index: the number of
+    requests, the subset size and the byte offset of every INDEX_STEP-th request line, so that
+    an engine can start any client at its own place without reading the rest. Returns the
+    number of requests; a trace that is not whole subsets is removed and refused."""
     lines = [f"# {line}" for line in header.splitlines()]
     if subset is not None:
+        if subset <= 0:
+            raise TraceError(f"a trace cannot be cut in subsets of {subset}")
         lines.append(f"# {SUBSET_DIRECTIVE} {subset}")
-    path.write_text("\n".join(lines + paths) + "\n")
+    offsets: list[int] = []
+    count = 0
+    with path.open("wb") as fh:
+        fh.write(("\n".join(lines) + "\n").encode() if lines else b"")
+        for chunk in chunks_:
+            if not chunk:
+                continue
+            data = ("\n".join(chunk) + "\n").encode()
+            first = -count % INDEX_STEP  # the chunk's first line that starts a step
+            if first < len(chunk):
+                starts = _line_starts(data)
+                offsets += [fh.tell() + int(starts[i])
+                            for i in range(first, len(chunk), INDEX_STEP)]
+            fh.write(data)
+            count += len(chunk)
+    if count == 0 or (subset is not None and count % subset):
+        path.unlink()
+        raise TraceError(f"a trace of {count} requests cannot be cut in subsets of {subset}"
+                         if count else f"trace {path.name} would hold no request")
+    index_path(path).write_text(
+        f"# index of {path.name}: requests, subset size (0: none), lines per step, then the "
+        f"byte offset of request line 0, step, 2 x step, ...\nlines {count}\n"
+        f"subset {subset or 0}\nstep {INDEX_STEP}\n" + "".join(f"{o}\n" for o in offsets))
+    return count
+
+
+def _line_starts(data: bytes) -> np.ndarray:
+    """Byte offset of every line in a block of whole lines."""
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    return np.concatenate([[0], ends[:-1] + 1])
 
 
 def read_with_subset(path: Path) -> tuple[list[str], int | None]:
@@ -208,18 +336,78 @@ def read(path: Path) -> list[str]:
     return read_with_subset(path)[0]
 
 
+def client_range(lines: int, subset: int | None, client: int,
+                 clients: int) -> tuple[int, int, int]:
+    """The format's rule as request line numbers: client `client` of `clients` replays lines
+    [lo, hi) from `start`, wrapping to lo at hi."""
+    if subset is None:
+        return 0, lines, (client * lines) // max(clients, 1)
+    k = client % (lines // subset)
+    return k * subset, (k + 1) * subset, k * subset
+
+
 def client_sequence(paths: list[str], subset: int | None, client: int, clients: int) -> list[str]:
     """The requests client `client` of `clients` replays in order, wrapping (the format's rule)."""
-    if subset is None:
-        start = (client * len(paths)) // max(clients, 1)
-        return paths[start:] + paths[:start]
-    k = client % (len(paths) // subset)
-    return paths[k * subset:(k + 1) * subset]
+    lo, hi, start = client_range(len(paths), subset, client, clients)
+    return paths[start:hi] + paths[lo:start]
+
+
+class Index:
+    """A trace's index (written by write_chunks): requests, subset size, byte offsets."""
+
+    def __init__(self, path: Path) -> None:
+        where = index_path(path)
+        try:
+            text = where.read_text().split("\n")
+            head = dict(line.split() for line in text[1:4])
+            self.lines, self.step = int(head["lines"]), int(head["step"])
+            self.subset = int(head["subset"]) or None
+            self.offsets = [int(x) for x in text[4:] if x]
+        except (OSError, ValueError, KeyError) as exc:
+            raise TraceError(f"trace {path} has no usable index {where.name} ({exc}): write "
+                             "traces with workloads.traces.write or write_chunks") from None
+
+    def seek(self, fh, line: int) -> None:  # noqa: ANN001 (a binary file)
+        """Position fh at the start of request line `line`."""
+        fh.seek(self.offsets[line // self.step])
+        for _ in range(line % self.step):
+            fh.readline()
+
+
+class Cursor:
+    """One client's requests read lazily from a trace file (the format's rule): it opens the
+    file at its own place through the index and reads a line per request, so that neither
+    memory nor start-up grow with the trace."""
+
+    def __init__(self, path: Path, client: int, clients: int) -> None:
+        index = Index(path)
+        self.lo, self.hi, self.pos = client_range(index.lines, index.subset, client, clients)
+        self._fh = path.open("rb")
+        index.seek(self._fh, self.lo)
+        self._lo_at = self._fh.tell()
+        index.seek(self._fh, self.pos)
+
+    def __iter__(self) -> Cursor:
+        return self
+
+    def __next__(self) -> str:
+        if self.pos >= self.hi:
+            self._fh.seek(self._lo_at)
+            self.pos = self.lo
+        self.pos += 1
+        return self._fh.readline().rstrip(b"\n").decode()
+
+    def close(self) -> None:
+        """Close the trace file."""
+        self._fh.close()
 
 
 def validate(where: str, spec: dict) -> None:
     """Check the keys this module adds to a trace spec; errors name `where` and the key."""
     kind = spec.get("kind")
+    if spec.get("dynamic") is not None and kind not in DYNAMIC_KINDS:
+        raise TraceError(f"{where}.dynamic: only single and zipf traces can have dynamic "
+                         f"requests (a {kind} trace cannot)")
     if kind == "worldcup":
         if not isinstance(spec.get("log"), str) or not spec["log"]:
             raise TraceError(f"{where}.log: the file name of a World Cup log in workloads/data/")

@@ -108,8 +108,9 @@ class Tier:
 
 @dataclass
 class Deployment:
-    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters and
-    host interfaces the sampler reads, and the kind's own handles (``info``)."""
+    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters,
+    host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
+    handles (``info``)."""
 
     key: Hashable
     tiers: dict[str, Tier]
@@ -117,10 +118,11 @@ class Deployment:
     ifaces: dict[str, str]
     containers: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler:
         """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
-        return Sampler(out, self.counters, self.ifaces)
+        return Sampler(out, self.counters, self.ifaces, probes=self.probes)
 
     def endpoints(self, mode: Mode) -> list[Endpoint]:
         """The endpoints a container-scope mode covers here (its tiers, roles or all)."""
@@ -211,6 +213,16 @@ class Kind:
     def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
         """What must be up for a point (hashable); points with equal keys share a deployment."""
         return None
+
+    def modes(self, exp: Experiment) -> list[Mode]:
+        """Every mode a point may apply (checked against the deployment before the first
+        point): the experiment's, unless the kind layers them over others (`point_mode`)."""
+        return exp.modes
+
+    def point_mode(self, exp: Experiment, point: Point) -> Mode:
+        """The mode the runner applies for a point: the one it names, unless the kind layers it
+        over another (the net kind's cases: 000 §4.3's cumulative socket options under it)."""
+        return exp.mode(point.mode)
 
     # -- plan -----------------------------------------------------------------------------
 

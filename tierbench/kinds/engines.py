@@ -3,7 +3,6 @@ both replaying the same trace files inside the loadgen container and giving the 
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -49,6 +48,11 @@ class LoadSpec:
     workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
     remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
     worker_wait_s: float = 60.0  # how long the master waits for every worker to connect
+    # A request-count run (000 §5.2.1, 004 §3.2): after the warm-up every client sends the first
+    # N requests of its sequence and stops; the window runs until the last client has finished
+    # and measure_s is only its time limit. None: a timed window of measure_s.
+    requests_per_client: int | None = None
+    dynamic: bool = False  # the trace has dynamic requests: wrk counts their answers by kind
 
 
 @dataclass
@@ -58,7 +62,7 @@ class LoadResult:
     engine: str
     started: float
     window: tuple[float, float]
-    requests: list[metrics.Request] | None
+    requests: metrics.RequestLog | None
     aggregate: dict | None
     allowance_cores: float
     extra: dict = field(default_factory=dict)
@@ -95,6 +99,13 @@ def check_spec(spec: LoadSpec) -> None:
                                f"got {spec.think!r}")
     if spec.rate is not None and spec.rate <= 0:
         raise LoadgenError(f"rate must be > 0 requests/s, got {spec.rate!r}")
+    if spec.requests_per_client is not None:
+        if spec.requests_per_client < 1:
+            raise LoadgenError(f"requests_per_client must be >= 1, got "
+                               f"{spec.requests_per_client!r}")
+        if spec.rate:
+            raise LoadgenError("requests_per_client needs closed-loop clients: an open-loop run "
+                               "(rate) sends at a fixed rate for a fixed time")
     check_target(spec.target, spec.allow_foreign_target)
 
 
@@ -192,21 +203,22 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
         env["RATE"] = str(spec.rate)
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = "1"  # --processes workers check the target themselves
+    env.update(count_env(spec, point_dir))
     duration = spec.warmup_s + spec.measure_s
     log = point_dir / "locust.log"
     started = time.time()
     code = exec_engine(locust_argv(spec, point_dir, duration), env, loadgen, log,
                  duration + 60, "Locust")
-    logs = merge_request_logs(point_dir)
-    if code != 0 or logs is None:
+    requests = metrics.convert_request_logs(point_dir)
+    if code != 0 or requests is None:
         raise LoadgenError(f"Locust exited with code {code} and wrote no request log: {_tail(log)}")
-    requests = metrics.read_requests(logs)
+    check_clients_finished(spec, point_dir)
     window = locust_window(started, requests, spec)
-    extra: dict = {"processes": spec.processes}
+    extra: dict = {"processes": spec.processes, **count_extra(spec)}
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:
-        extra.update(open_loop_figures(logs, window, spec.rate))
+        extra.update(open_loop_figures(requests, window, spec.rate))
     # One Locust process is one Python interpreter: it can use at most one core.
     allowance = float(min(spec.processes, cpuset_cores(loadgen)))
     return LoadResult("locust", started, window, requests, None, allowance, extra)
@@ -227,13 +239,70 @@ def count_check(engine_requests: float, records_requests: float, in_flight: int)
                                                                           records_requests)}
 
 
-def locust_window(started: float, requests: list[metrics.Request],
+def locust_window(started: float, requests: metrics.RequestLog | list[metrics.Request],
                   spec: LoadSpec) -> tuple[float, float]:
     """Warm-up then the measured window, counted from the first request sent: time Locust spends
-    starting (and its users reading their traces) is neither warm-up nor measured."""
-    first = min((r.end_s - r.latency_ms / 1000 for r in requests), default=started)
+    starting (and its users opening their traces) is neither warm-up nor measured. A
+    request-count run's window ends when its last request ended (the last client finished)."""
+    first = metrics.first_sent(requests)
+    first = started if first is None else first
     begin = max(started, first) + spec.warmup_s
+    if spec.requests_per_client:
+        return (begin, max(begin, metrics.last_ended(requests) or begin))
     return (begin, begin + spec.measure_s)
+
+
+FINISHED_FILE = "locust-finished.txt"  # a request-count run: "K M", K of M clients finished
+
+
+def count_env(spec: LoadSpec, point_dir: Path) -> dict[str, str]:
+    """The locustfile's settings of a request-count run ({} for a timed one); an older count
+    of finished clients is removed first."""
+    (point_dir / FINISHED_FILE).unlink(missing_ok=True)
+    if not spec.requests_per_client:
+        return {}
+    return {"REQUESTS_PER_CLIENT": str(spec.requests_per_client),
+            "WARMUP_S": f"{spec.warmup_s:g}"}
+
+
+def count_extra(spec: LoadSpec) -> dict:
+    """What a request-count run adds to the summary row."""
+    return {"requests_per_client": spec.requests_per_client} if spec.requests_per_client else {}
+
+
+def limit_reached(engine: str, spec: LoadSpec, what: str) -> LoadgenError:
+    """The one sentence of a request-count run that hit its time limit."""
+    return LoadgenError(f"{engine}: {what} within load.measure_s = {spec.measure_s:g} s, the "
+                        "time limit of a request-count run: raise load.measure_s or lower "
+                        "load.requests_per_client")
+
+
+MIN_COUNTED_S = 2.0  # a request-count window shorter than this holds too few 1 Hz samples
+
+
+def check_counted_window(spec: LoadSpec, window: tuple[float, float]) -> None:
+    """A request-count window long enough to measure: CPU and bytes come from the samples taken
+    every second that bracket it."""
+    span = window[1] - window[0]
+    if spec.requests_per_client and span < MIN_COUNTED_S:
+        raise LoadgenError(f"the clients sent their {spec.requests_per_client:,} requests each in "
+                           f"{span:.1f} s, too short to measure (CPU comes from samples taken "
+                           f"every second; at least {MIN_COUNTED_S:g} s): raise "
+                           "load.requests_per_client")
+
+
+def check_clients_finished(spec: LoadSpec, point_dir: Path) -> None:
+    """A request-count run: every client sent its requests (Locust counts them, FINISHED_FILE)."""
+    if not spec.requests_per_client:
+        return
+    path = point_dir / FINISHED_FILE
+    try:
+        done, users = (int(x) for x in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        done, users = 0, spec.users
+    if done < users:
+        raise limit_reached("Locust", spec, f"{done} of {users} clients had sent their "
+                            f"{spec.requests_per_client:,} requests")
 
 
 MASTER_PORT = 5557
@@ -312,6 +381,9 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
+    if spec.remote_workers:
+        env["SHIP_TRACE"] = "1"  # workers on other nodes cannot open the trace file
+    env.update(count_env(spec, point_dir))
     worker_env = {"PYTHONPATH": "/app"}
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = worker_env["ALLOW_FOREIGN_TARGET"] = "1"
@@ -351,16 +423,20 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     refused = re.search(r"worker \d+ refused the target: (.*)", log.read_text(errors="replace"))
     if refused:
         raise LoadgenError(f"a Locust worker refused the target: {refused.group(1)}")
-    logs = merge_request_logs(point_dir)
+    logs = metrics.convert_request_logs(point_dir)
     if code != 0 or logs is None:
         raise LoadgenError(f"Locust master exited with code {code} and wrote no request log: "
                            f"{_tail(log)}")
+    check_clients_finished(spec, point_dir)
     started = float(started_file.read_text())
-    begin = started + spec.warmup_s
-    window = (begin, begin + spec.measure_s)
+    if spec.requests_per_client:  # each worker counts its warm-up from its own first request
+        window = locust_window(started, logs, spec)
+    else:
+        begin = started + spec.warmup_s
+        window = (begin, begin + spec.measure_s)
     extra: dict = {"processes": spec.processes, "workers": spec.workers,
                    "remote_workers": spec.remote_workers,
-                   "worker_logs": len(list(point_dir.glob("requests-w*.csv")))}
+                   "worker_logs": workers_logged(logs), **count_extra(spec)}
     if spec.remote_workers:
         extra["generator_cpu_scope"] = ("local containers only: remote workers on other nodes "
                                         "are not sampled")
@@ -369,37 +445,21 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
     if spec.rate:
         extra.update(open_loop_figures(logs, window, spec.rate))
     allowance = workers_allowance(spec, workers) if workers else 1.0
-    return LoadResult("locust", started, window, metrics.read_requests(logs), None, allowance,
-                      extra)
+    return LoadResult("locust", started, window, logs, None, allowance, extra)
 
 
-def merge_request_logs(point_dir: Path) -> Path | None:
-    """requests.csv from the per-worker logs (requests-w0.csv, ...) when Locust ran several."""
-    main = point_dir / "requests.csv"
-    parts = sorted(point_dir.glob("requests-w*.csv"))
-    if not parts:
-        return main if main.exists() else None
-    with main.open("w", newline="") as out:
-        header_written = False
-        for part in parts:
-            lines = part.read_text().splitlines(keepends=True)
-            if not lines:
-                continue
-            if not header_written:
-                out.write(lines[0])
-                header_written = True
-            out.writelines(lines[1:])
-    return main
+def workers_logged(requests: metrics.RequestLog) -> int:
+    """How many workers' records the point's request log holds."""
+    found: set[int] = set()
+    for batch in requests.batches(("worker",)):
+        found.update(batch.column("worker").unique().to_pylist())
+    return len(found - {-1})
 
 
-def open_loop_figures(request_log: Path, window: tuple[float, float], rate: float) -> dict:
+def open_loop_figures(requests: metrics.RequestLog, window: tuple[float, float],
+                      rate: float) -> dict:
     """Open loop: achieved against target rate over the window, and requests sent late."""
-    ok = late = 0
-    with request_log.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if window[0] < float(row["end_s"]) <= window[1]:
-                ok += 200 <= int(row["status"]) < 400
-                late += float(row.get("late_ms") or 0) > LATE_MS
+    ok, late = metrics.open_loop_counts(requests, window, LATE_MS)
     span = window[1] - window[0]
     return {"target_rate": rate, "achieved_rate": ok / span if span > 0 else 0.0,
             "late_requests": late, "late_threshold_ms": LATE_MS}
@@ -424,11 +484,17 @@ def wrk_argv(spec: LoadSpec, duration_s: int, script: bool = True) -> list[str]:
 
 
 def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, name: str,
-              duration_s: int) -> dict:
-    """One wrk run; returns the JSON summary the replay script wrote (wrk-NAME.json)."""
+              duration_s: int, per_client: int | None = None) -> dict:
+    """One wrk run (with per_client, a request-count run that ends when every client has sent
+    that many requests and had them answered, duration_s being its limit); returns the JSON
+    summary the replay script wrote (wrk-NAME.json)."""
     out = point_dir / f"wrk-{name}.json"
     env = {"TRACE": container_path(trace), "CONNECTIONS": str(spec.users),
            "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": container_path(out)}
+    if per_client:
+        env["REQUESTS_PER_CLIENT"] = str(per_client)
+    if spec.dynamic:
+        env["DYNAMIC"] = "1"
     log = point_dir / f"wrk-{name}.txt"
     code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk")
     if code != 0 or not out.exists():
@@ -453,25 +519,43 @@ def requests_in(per_second: list[dict], window: tuple[float, float],
     return total
 
 
+def served_between(result: LoadResult, lo: float, hi: float) -> float:
+    """Successful requests that completed in (lo, hi], e.g. between the samples bracketing the
+    window: from the request records (Locust), or from the replay's per-second counts (wrk),
+    each second's spread over the part of it the load ran in, less the failed share."""
+    if result.requests is not None:
+        return float(sum(int(((a["end_s"] > lo) & (a["end_s"] <= hi) & (a["status"] >= 200)
+                              & (a["status"] < 400)).sum())
+                         for a in result.requests.arrays(("end_s", "status"))))
+    agg = result.aggregate or {}
+    counted = requests_in(agg.get("per_second", []), (lo, hi), agg.get("active", (lo, hi)))
+    return counted * agg.get("ok_share", 1.0)
+
+
 def aggregate_of(summary: dict, connections: int = 0) -> dict:
     """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
 
     wrk's clock starts when its last thread has read the trace; earlier threads are already
-    sending. When they started apart (more than 1 % of the run), the requests, errors and bytes
-    are those the replay counted inside the window (per second, prorated); wrk's own count and
-    latency histogram also cover the earlier requests, which the count check then flags."""
+    sending. The window runs from there for wrk's duration, or in a request-count run until the
+    last thread's clients had all their requests answered (`finished_last`). When the threads
+    started apart (more than 1 % of the window), the requests, errors and bytes are those the
+    replay counted inside the window (per second, prorated); wrk's own count and latency
+    histogram also cover the earlier requests, which the count check then flags."""
     errors = summary["errors"]
     failed = sum(errors.values())
-    duration = summary["duration_s"]
     last = max(summary["started"], summary.get("started_last") or summary["started"])
     apart = last - summary["started"]
-    window = (last, last + duration)
+    end = summary["finished_last"] if summary.get("requests_per_client") else \
+        last + summary["duration_s"]
+    window = (last, end)
     in_window = requests_in(summary["per_second"], window, (summary["started"], window[1]))
     counted = summary["requests"] - errors["status"]
     share = in_window / summary["requests"] if summary["requests"] else 0.0
-    late = apart > 0.01 * duration
+    late = apart > 0.01 * (end - last)
     return {
         "window": window,
+        "active": (summary["started"], window[1]),
+        "ok_share": 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0,
         "threads_apart_s": round(apart, 3) if late else 0.0,
         "counts": count_check(counted, in_window * (1 - errors["status"] / summary["requests"])
                               if summary["requests"] else 0.0, connections),
@@ -490,18 +574,33 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
 def _run_wrk(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
     # Warm-up and measurement are two wrk runs: the second's counts and latency histogram cover
     # exactly the measured window, and no per-request Lua bookkeeping slows the replay.
+    # A request-count run warms up the same way (a timed run), then its measured run replays
+    # every client's sequence from its start until each has sent its requests.
     started = time.time()
+    warm: dict = {}
     if spec.warmup_s > 0:
-        _wrk_once(spec, loadgen, point_dir, trace, "warmup", max(1, math.ceil(spec.warmup_s)))
+        warm = _wrk_once(spec, loadgen, point_dir, trace, "warmup",
+                         max(1, math.ceil(spec.warmup_s)))
     summary = _wrk_once(spec, loadgen, point_dir, trace, "measure",
-                        max(1, math.ceil(spec.measure_s)))
-    agg = aggregate_of(summary, spec.users)
+                        max(1, math.ceil(spec.measure_s)), spec.requests_per_client)
     threads = wrk_threads(spec.users, spec.processes)
+    if spec.requests_per_client and summary.get("threads_finished", 0) < threads:
+        want = spec.requests_per_client * spec.users
+        raise limit_reached("wrk", spec, f"{threads - summary.get('threads_finished', 0)} of "
+                            f"{threads} threads had not had their clients' "
+                            f"{spec.requests_per_client:,} requests each answered "
+                            f"({summary.get('sent', 0):,} of {want:,} sent)")
+    agg = aggregate_of(summary, spec.users)
     allowance = float(min(threads, cpuset_cores(loadgen)))
     extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
-             **agg["counts"]}
+             **agg["counts"], **count_extra(spec)}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
+    # Dynamic requests answered in the measured run, and write requests answered in both runs
+    # (the rows they inserted are counted after the point: the write check).
+    extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
+    extra["runs"] = 2 if warm else 1
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
 
 
@@ -580,7 +679,7 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
     row["generator_allowance_cores"] = result.allowance_cores
     for key in ("target_rate", "achieved_rate", "late_requests", "workers", "remote_workers",
                 "generator_cpu_scope", "engine_requests", "records_requests", "count_mismatch",
-                "threads_apart_s"):
+                "threads_apart_s", "requests_per_client"):
         if key in result.extra:
             row[key] = result.extra[key]
     if row.get("client_bound"):

@@ -480,3 +480,136 @@ def sum_throughput(results: list[dict]) -> dict:
             cell["bits_per_second"] += d["bits_per_second"]
             cell["runs"] += 1
     return {"directions": directions, "runs": len(results), **_sum_directions(directions)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Starting together, TCP counters, combining latency sessions, the sender's kernel profile
+
+
+def start_at(epoch_s: float) -> str:
+    """A POSIX shell line that sleeps until `epoch_s` (wall clock, nanoseconds from `date`), so
+    that processes started by several `docker exec` calls begin at the same instant."""
+    if not epoch_s > 0:
+        raise ValueError(f"the start time must be a positive epoch time, not {epoch_s!r}")
+    ns = int(round(epoch_s * 1e9))
+    return (f"d=$(({ns} - $(date +%s%N))); if [ $d -gt 0 ]; then "
+            "sleep $((d / 1000000000)).$(printf %09d $((d % 1000000000))); fi")
+
+
+def parse_snmp_tcp(text: str) -> dict[str, int]:
+    """The `Tcp:` counters of /proc/net/snmp (a header line of names, then one of values), e.g.
+    {'InSegs': 123, 'OutSegs': 456, 'RetransSegs': 0, ...}."""
+    rows = [line.split() for line in text.splitlines() if line.startswith("Tcp:")]
+    if len(rows) != 2 or len(rows[0]) != len(rows[1]):
+        raise NetParseError("no Tcp: header and value lines in /proc/net/snmp")
+    try:
+        return {name: int(value) for name, value in zip(rows[0][1:], rows[1][1:])}
+    except ValueError:
+        raise NetParseError(f"a Tcp: counter in /proc/net/snmp is not a number: "
+                            f"{' '.join(rows[1])[:200]!r}") from None
+
+
+def segments_per_ack(before: dict[str, int], after: dict[str, int]) -> float | None:
+    """Data segments sent per segment received between two readings of a sender's Tcp counters
+    (001's ACK ratio: on a bulk sender nearly every segment received is an ACK); None when
+    nothing was received."""
+    sent = after["OutSegs"] - before["OutSegs"]
+    got = after["InSegs"] - before["InSegs"]
+    return sent / got if got > 0 else None
+
+
+def combine_latency(results: list[dict]) -> dict:
+    """Several sockperf sessions that ran at the same time, as one figure: the mean latency over
+    every observation (each session's average weighted by its observations), the median of the
+    sessions' medians, the largest of their 99th percentiles, messages per second summed."""
+    if not results:
+        raise ValueError("no latency sessions to combine")
+    observations = sum(r["observations"] for r in results)
+    if observations <= 0:
+        raise NetParseError("no sockperf session received a reply")
+    medians = sorted(r["percentiles"]["50"] for r in results)
+    mid = len(medians) // 2
+    median = medians[mid] if len(medians) % 2 else (medians[mid - 1] + medians[mid]) / 2
+    return {"sessions": len(results),
+            "latency_avg_us": sum(r["avg"] * r["observations"] for r in results) / observations,
+            "p50_us": median,
+            "p99_us": max(r["percentiles"]["99"] for r in results),
+            "messages": sum(r["received_messages"] for r in results),
+            "messages_per_s": sum(r["received_messages"] / r["valid_seconds"]
+                                  for r in results if r["valid_seconds"])}
+
+
+# 001's profile of the transmit path (Solaris functions) and the Linux functions that do the
+# same work, whatever the driver: a sample counts for a category when any frame of its kernel
+# stack is one of these (inclusive, as 001's er_print percentages are).
+PROFILE_CATEGORIES = {
+    "write": ("ksys_write", "__sys_sendto", "__sys_sendmsg"),  # 001: write()
+    "tcp_output": ("tcp_write_xmit",),  # 001: tcp_wput_data()
+    "driver_tx": ("dev_hard_start_xmit",),  # 001: myri10ge_onetrack() (the driver's send)
+    "ack": ("tcp_ack",),  # 001: tcp_rput_data(), on a sender nearly all ACKs
+}
+IDLE_COMMANDS = ("swapper",)
+SOFTIRQ_COMMAND = "ksoftirqd"
+_PERF_HEAD = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>\d+)(?:/\d+)?\s+\[(?P<cpu>\d+)\]")
+_PERF_FRAME = re.compile(r"^\s+(?:[0-9a-f]+\s+)?(?P<sym>[^\s(]+)")
+
+
+def parse_perf_script(text: str, commands: tuple[str, ...] = ()) -> dict:
+    """`perf script -F comm,pid,cpu,ip,sym` of a call-graph recording (`perf record -g`) into
+    inclusive shares (% of all samples) per PROFILE_CATEGORIES category (`<cat>_pct`, 001's
+    view: the whole of the CPUs sampled), the same among the sender's own samples only (the
+    tool's processes and the kernel's softirq threads: `<cat>_sender_pct`, over
+    `sender_samples`; other work on a shared host left out), plus: samples, idle_pct (the idle
+    task), tool_pct (samples of `commands`, e.g. the benchmark's own processes), other_pct (busy
+    samples of anything else), and top: the 15 commands with the most samples."""
+    samples, idle, tool, sender = 0, 0, 0, 0
+    hits = dict.fromkeys(PROFILE_CATEGORIES, 0)
+    own = dict.fromkeys(PROFILE_CATEGORIES, 0)
+    by_comm: dict[str, int] = {}
+    wanted = {f: c for c, fs in PROFILE_CATEGORIES.items() for f in fs}
+
+    def close(comm: str, frames: set[str]) -> None:
+        nonlocal samples, idle, tool, sender
+        samples += 1
+        by_comm[comm] = by_comm.get(comm, 0) + 1
+        mine = any(comm == c or comm.startswith(c) for c in commands)
+        if comm in IDLE_COMMANDS:
+            idle += 1
+        elif mine:
+            tool += 1
+        mine = mine or comm.startswith(SOFTIRQ_COMMAND)
+        sender += mine
+        for cat in {wanted[f] for f in frames if f in wanted}:
+            hits[cat] += 1
+            own[cat] += mine
+
+    comm: str | None = None
+    frames: set[str] = set()
+    for line in text.splitlines():
+        if not line.strip():
+            if comm is not None:
+                close(comm, frames)
+            comm, frames = None, set()
+            continue
+        if comm is None:
+            m = _PERF_HEAD.match(line)
+            if m is None:
+                raise NetParseError(f"not a sample line of `perf script`: {line.strip()[:200]!r}")
+            comm = m["comm"].strip()
+            continue
+        f = _PERF_FRAME.match(line)
+        if f:
+            frames.add(f["sym"].split("+", 1)[0])
+    if comm is not None:
+        close(comm, frames)
+    if samples == 0:
+        raise NetParseError("perf recorded no samples (is cpu-clock sampling allowed here?)")
+    pct = {f"{cat}_pct": 100.0 * n / samples for cat, n in hits.items()}
+    pct.update({f"{cat}_sender_pct": 100.0 * n / sender if sender else None
+                for cat, n in own.items()})
+    top = sorted(by_comm.items(), key=lambda kv: -kv[1])[:15]
+    return {"samples": samples, "sender_samples": sender, **pct,
+            "idle_pct": 100.0 * idle / samples,
+            "tool_pct": 100.0 * tool / samples,
+            "other_pct": 100.0 * (samples - idle - tool) / samples,
+            "top": [{"command": c, "pct": 100.0 * n / samples} for c, n in top]}

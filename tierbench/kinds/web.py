@@ -1,5 +1,7 @@
 """The web kind: request traces (single file, Zipf, workload classes, World Cup, several sites)
-replayed by Locust or wrk through the proxy -> web stack (000 §5, 004 §4-7).
+replayed by Locust or wrk through the proxy -> web stack (000 §5, 004 §4-7); with dynamic
+requests in the traces, also through the application and database tiers behind the web tier
+(compose/app-db.yml, 004 §7.1; their figures and the write check come from kinds/appdb.py).
 
 Factors: trace x mode x users x docroot, repetitions. A point needs the stack up with the
 experiment's server options, the mode's server options and the point's docroot; the engine
@@ -23,6 +25,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import results_root
 from tierbench.config.models import (
     Model,
     choice,
@@ -35,7 +38,8 @@ from tierbench.config.models import (
     whole,
 )
 from tierbench.interfaces import netif
-from tierbench.kinds import engines, webdisks, webmetrics
+from tierbench.interfaces.cpu import parse as cpuparse
+from tierbench.kinds import appdb, engines, webdisks, webmetrics
 from tierbench.kinds.contract import (
     CLIENT,
     SERVER,
@@ -52,6 +56,7 @@ from tierbench.kinds.contract import (
 )
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.modes.model import Mode
 from tierbench.placement import compose, disks, space
 from workloads import filesets, worldcup
 from workloads import target as target_guard
@@ -59,7 +64,8 @@ from workloads import traces as tracelib
 
 POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
 GENERATOR = "loadgen"
-TIERS = ("loadgen", "proxy", "web")
+STACK_TIERS = ("loadgen", "proxy", "web")  # always up
+TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
 DOCROOTS = ("disk", "tmpfs", "orangefs")
 HOT = "+hot-tmpfs"  # docroot suffix: the hot site's small files also on a tmpfs, served first
 MAPPINGS = tracelib.MAPPINGS
@@ -87,6 +93,23 @@ class Load(Model):
     workers: whole(0) = 0
     remote_workers: whole(0) = 0
     worker_wait_s: number(1) = 60
+    # a request-count run (000 §5.2.1, 004 §3.2): after the warm-up each client sends the first
+    # N requests of its sequence and stops; TPS over the window until the last one finished.
+    # measure_s is then the window's time limit, and must be given.
+    requests_per_client: whole(1) | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> Load:
+        if self.requests_per_client is None:
+            return self
+        if self.rate is not None:
+            raise problem("an open-loop run (rate) sends at a fixed rate for measure_s; "
+                          "request counts are for closed-loop clients: drop one of the two",
+                          sub="requests_per_client")
+        if "measure_s" not in self.model_fields_set:
+            raise problem("a request-count run (requests_per_client) needs a time limit: give "
+                          "measure_s, the longest its measured window may take", sub="measure_s")
+        return self
 
 
 def _docroot(value: Any) -> Any:
@@ -106,6 +129,16 @@ def _system_name(value: Any) -> Any:
         raise problem("disk system names must look like ide or my-disk (not disk, tmpfs or "
                       "orangefs), got {got}", got=repr(value))
     return value
+
+
+class Database(Model):
+    """The database tier's data set and memory (compose/app-db.yml): `rows` rows of
+    `row_bytes` bytes generated from `seed` (default: the experiment's)."""
+
+    rows: whole(1, 1_000_000_000) = 100_000
+    row_bytes: whole(1, 1 << 20) = 256
+    seed: whole(0) | None = None
+    shared_buffers: text(r"^[1-9][0-9]*(kB|MB|GB)$", "128MB") = "128MB"
 
 
 class Stack(Model):
@@ -133,6 +166,9 @@ class Stack(Model):
     web_servers: whole(1, 3) | None = None
     # the proxy and web tiers log every request with its time: per-file figures (004 Fig. 11-12)
     access_log: flag() = False
+    # the application and database tiers (with dynamic requests in the traces)
+    db: Database | None = None
+    app_workers: whole(1, 1024) | None = None
 
 
 class UniformLog(Model):
@@ -172,6 +208,17 @@ Fileset = Annotated[
                   custom_error_context={"sub": "kind"})]
 
 
+class Dynamic(Model):
+    """A share of a trace's requests made dynamic (workloads/traces.py): served by the
+    application tier, which runs a database query and `work` passes of SHA-256 over the body."""
+
+    share: number(0, 1) = 1.0
+    query: choice(*tracelib.QUERIES) = "point"
+    work: whole(0, 100_000) = 1
+    range_rows: whole(1, 100_000) = 10
+    requests: whole(1) = 1000
+
+
 class Single(Model):
     """Every request for one file of `size` bytes."""
 
@@ -179,6 +226,7 @@ class Single(Model):
     kind: choice("single")
     size: whole(1)
     per_client: whole(1) | None = None
+    dynamic: Dynamic | None = None
 
 
 class HitRatio(Model):
@@ -202,6 +250,7 @@ class Zipf(Model):
     mapping: choice(*MAPPINGS) = "random"
     per_client: whole(1) | None = None
     subsets: whole(1) | None = None
+    dynamic: Dynamic | None = None
 
 
 class WorldCup(Model):
@@ -262,9 +311,11 @@ Trace = Annotated[
 
 class Fault(Model):
     """Stop a server tier `after_s` seconds into the measured window of the run's first point
-    (once per run): the point records the failed requests, and the run ends with one sentence."""
+    (once per run): the point records the failed requests; a stopped proxy or web tier ends the
+    run with one sentence, a stopped application or database tier is started again after the
+    point and the run goes on."""
 
-    stop: choice("web", "proxy")
+    stop: choice("web", "proxy", *compose.APP_TIERS)
     after_s: number(0) = 1
 
 
@@ -315,6 +366,15 @@ class WebSettings(Model):
             raise problem("stack.page_cache: cold needs docroot: disk or a disk system (files "
                           "on tmpfs are memory, OrangeFS has its own caches), got {got}",
                           got=", ".join(docroots))
+        dynamic = any(getattr(t, "dynamic", None) is not None for t in self.traces)
+        for key in ("db", "app_workers"):
+            if getattr(self.stack, key) is not None and not dynamic:
+                raise problem("stack.{key}: the application and database tiers run only with "
+                              "dynamic requests (a trace's dynamic:); remove it or add them",
+                              key=key)
+        if self.fault is not None and self.fault.stop in compose.APP_TIERS and not dynamic:
+            raise problem("fault.stop: the {tier} tier runs only with dynamic requests (a "
+                          "trace's dynamic:)", tier=self.fault.stop)
         known = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
         if any(d.endswith(HOT) for d in docroots) or self.stack.hot_site is not None:
             if self.stack.hot_site not in known:
@@ -334,13 +394,70 @@ def workload_errors(exp: Experiment) -> Iterator[None]:
         raise ConfigError(f"{exp.source}: {exc}") from None
 
 
+# What a run writes, for the plan's estimate: Locust's per-request records at most
+# LOCUST_RPS_PER_PROCESS requests per second per process (3,870 were measured for a bare
+# FastHttpUser on one core, ENVIRONMENT), RECORD_BYTES per record in requests.parquet (11 to
+# 15 measured by make bench-scale) and, for the point being converted, CSV_RECORD_BYTES plus the
+# path in its CSV log; SAMPLE_BYTES per second of a point (samples, per-second rows, logs).
+LOCUST_RPS_PER_PROCESS = 5000
+RECORD_BYTES = 16
+CSV_RECORD_BYTES = 40
+SAMPLE_BYTES = 4096
+
+
+def trace_bytes(spec: dict[str, Any], seed: int) -> int:
+    """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
+    if spec["kind"] == "worldcup":
+        return worldcup.trace_bytes(spec)
+    return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
+
+
+def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+    """An upper estimate of what a run writes into its results folder: the traces, Locust's
+    per-request records (Parquet for every point, the CSV log of one point at a time) and the
+    points' samples and logs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
+    if s.engine == "locust":
+        procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
+        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
+    return int(total)
+
+
+def progress_every(what: str, seconds: float = 5.0) -> worldcup.Progress:
+    """A World Cup progress callback that logs the records read every few seconds."""
+    last = [time.monotonic()]
+
+    def show(records: int) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            log(f"tierbench: {what}: {records:,} log records read")
+    return show
+
+
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
-    """The traces as the plain specs the workloads package builds (keys as written)."""
-    return [t.model_dump(by_alias=True, exclude_unset=True) for t in settings.traces]
+    """The traces as the plain specs the workloads package builds (keys as written; a dynamic
+    block with its defaults filled in)."""
+    out = []
+    for t in settings.traces:
+        spec = t.model_dump(by_alias=True, exclude_unset=True)
+        if spec.get("dynamic") is not None:
+            spec["dynamic"] = tracelib.dynamic_of(spec)
+        out.append(spec)
+    return out
 
 
-def stack_settings(settings: WebSettings) -> dict[str, Any]:
-    """The experiment's stack settings with defaults (docroot apart: it is a factor)."""
+def has_dynamic(settings: WebSettings) -> bool:
+    """Whether any trace has dynamic requests (the application and database tiers run)."""
+    return any(spec.get("dynamic") is not None for spec in trace_dicts(settings))
+
+
+def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
+    """The experiment's stack settings with defaults (docroot apart: it is a factor); `seed`
+    is the experiment's, the database's data set's unless stack.db.seed says otherwise."""
     s = settings.stack
     out: dict[str, Any] = {"proxy": s.proxy, "proxy_cache": s.proxy_cache,
                            "web_sendfile": s.web_sendfile, "web_mmap": s.web_mmap}
@@ -359,6 +476,11 @@ def stack_settings(settings: WebSettings) -> dict[str, Any]:
         out["web_servers"] = s.web_servers
     if s.access_log:
         out["access_log"] = True
+    if has_dynamic(settings):
+        db = s.db or Database()
+        out.update({"db_rows": db.rows, "db_row_bytes": db.row_bytes,
+                    "db_seed": db.seed if db.seed is not None else seed,
+                    "db_shared_buffers": db.shared_buffers, "app_workers": s.app_workers or 16})
     return out
 
 
@@ -421,13 +543,15 @@ class WebKind(Kind):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s},
+                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
+                     **({"requests_per_client": ld.requests_per_client}
+                        if ld.requests_per_client else {})},
             "target": s.target,
             "allow_foreign_target": s.allow_foreign_target,
             "settle_s": exp.settle_s,
             "modes": [m.as_dict() for m in exp.modes],
             "traces": trace_dicts(s),
-            "stack": {**stack_settings(s), "docroot": list(s.stack.docroot),
+            "stack": {**stack_settings(s, exp.seed), "docroot": list(s.stack.docroot),
                       **({"placement": list(s.stack.placement)} if s.stack.placement else {})},
             **({"fault": s.fault.model_dump()} if s.fault else {}),
             **({"disk_systems": used_systems(s)} if used_systems(s) else {}),
@@ -454,7 +578,7 @@ class WebKind(Kind):
         strategy (which sets the web servers), then the mode's server options (which need a
         service restart when they change)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
-        out = {**stack_settings(s), "docroot": docroot}
+        out = {**stack_settings(s, exp.seed), "docroot": docroot}
         if placement is not None:
             out["placement"] = placement
             servers = disks.STRATEGIES[placement].servers
@@ -471,7 +595,7 @@ class WebKind(Kind):
 
     # -- plan
     def point_seconds(self, exp: Experiment) -> float:
-        """settle + warm-up + measured + overhead."""
+        """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
         ld = exp.settings.load  # type: ignore[attr-defined]
         return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
 
@@ -485,7 +609,10 @@ class WebKind(Kind):
                    f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                    else ""),
                 f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-                f"{ld.measure_s:g} s + about {POINT_OVERHEAD_S:g} s overhead "
+                + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
+                   f"{ld.measure_s:g} s, so times are upper bounds)"
+                   if ld.requests_per_client else f"{ld.measure_s:g} s")
+                + f" + about {POINT_OVERHEAD_S:g} s overhead "
                 "(mode switch, snapshots, load generator start/stop)",
                 "NIC modes switch without restarting containers; server options restart the "
                 "services whose settings change (points are grouped to restart as rarely as "
@@ -500,17 +627,18 @@ class WebKind(Kind):
                 + webdisks.label(settings, webdisks.names(s.disk_systems)))
 
     def point_line(self, exp: Experiment, point: Point) -> str:
-        """trace, mode, repetition, users."""
+        """trace, mode, repetition, users, time (at most that, in a request-count run)."""
+        about = "<=" if exp.settings.load.requests_per_client else "~"  # type: ignore[attr-defined]
         return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
                 f"rep={point.repetition}  users={point['users']}  "
-                f"~{self.point_seconds(exp):.0f} s")
+                f"{about}{self.point_seconds(exp):.0f} s")
 
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
         with workload_errors(exp):
-            return self._needs(exp)
+            return self._needs(exp, len(points))
 
-    def _needs(self, exp: Experiment) -> list[space.Need]:
+    def _needs(self, exp: Experiment, points: int) -> list[space.Need]:
         s: WebSettings = exp.settings  # type: ignore[assignment]
         specs = trace_dicts(s)
         sets: list[dict] = []
@@ -521,7 +649,8 @@ class WebKind(Kind):
         shrink = "shrink the traces' file sets (size, files or class)"
         out: list[space.Need] = []
         bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
-        if bases & {"disk", "orangefs"}:  # (a disk system holds its own file sets)  # OrangeFS docroots are copied from the disk volume
+        # OrangeFS docroots are copied from the disk volume; a disk system holds its own sets
+        if bases & {"disk", "orangefs"}:
             out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
                                      f"{shrink} or free space there"))
         if "tmpfs" in bases:
@@ -539,6 +668,10 @@ class WebKind(Kind):
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n)
         out += webdisks.image_needs(self.disk_plans(exp), space.settings())
+        out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
+                                 "samples)", results_bytes(exp, specs, points), results_root(),
+                                 "the results folder", "shorten the traces or load.measure_s, "
+                                 "run fewer points, or free space there"))
         hot_site = stack_settings(s).get("hot_site")
         if hot_site is not None:
             below = stack_settings(s)["hot_below"]
@@ -547,6 +680,10 @@ class WebKind(Kind):
             nbytes = sum(size for fs in hot for _, size in filesets.files(fs) if size < below)
             out += space.on_tmpfs(f"the small files of site {hot_site}", nbytes,
                                   "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below")
+        if has_dynamic(s):
+            st = stack_settings(s, exp.seed)
+            out += appdb.needs(exp.source, st["db_rows"], st["db_row_bytes"],
+                               space.parse_size(st["db_shared_buffers"], "stack.db.shared_buffers"))
         return out
 
     def disk_plans(self, exp: Experiment) -> list[disks.Plan]:
@@ -580,7 +717,8 @@ class WebKind(Kind):
         known = webdisks.names(s.disk_systems)
         for docroot in s.stack.docroot:
             base = compose.docroot_parts(docroot)[0]
-            compose.check_images(s.stack.proxy, "disk" if base in known else base)
+            compose.check_images(s.stack.proxy, "disk" if base in known else base,
+                                 has_dynamic(s))
         with workload_errors(exp):
             plans = self.disk_plans(exp)
         try:
@@ -605,8 +743,13 @@ class WebKind(Kind):
             path = folder / f"{spec['name']}.txt"
             header = (f"trace {spec['name']} of experiment {exp.name}\n"
                       f"spec: {json.dumps(spec, sort_keys=True)}\nseed: {exp.seed}")
-            tracelib.write(path, tracelib.build(spec, exp.seed), header,
-                           tracelib.subset_size(spec))
+            t0 = time.monotonic()
+            chunks = (worldcup.trace_chunks(spec, progress_every(f"trace {spec['name']}"))
+                      if spec["kind"] == "worldcup" else tracelib.chunks(spec, exp.seed))
+            count = tracelib.write_chunks(path, chunks, header, tracelib.subset_size(spec))
+            if spec["kind"] == "worldcup":
+                log(f"tierbench: trace {spec['name']}: {count:,} requests from "
+                    f"{worldcup.log_path(spec).name} in {time.monotonic() - t0:.1f} s")
             paths[spec["name"]] = path
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
@@ -644,6 +787,8 @@ class WebKind(Kind):
             except disks.DiskError as exc:
                 raise compose.StackError(str(exc)) from None
             overlays.append(disks.overlay_path())
+        if previous is not None:
+            close_probes(previous)
         compose.up(settings, prepared["filesets"], s.target, s.load.workers,
                    s.load.remote_workers, prepared["hot_sets"], overlays)
         dep = discover(key, settings, s.load.workers)
@@ -657,12 +802,16 @@ class WebKind(Kind):
         return dep
 
     def running(self) -> Deployment | None:
-        """The stack's tiers, when its services are up."""
-        if not all(t in compose.containers() for t in TIERS):
+        """The stack's tiers, when its services are up (the application and database tiers
+        too when they are)."""
+        up = compose.containers()
+        if not all(t in up for t in STACK_TIERS):
             return None
-        return discover(None, {}, len(compose.worker_containers()))
+        app_db = all(t in up for t in compose.APP_TIERS)
+        return discover(None, {}, len(compose.worker_containers()), app_db)
+
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
-        """Locust, wrk and the servers' versions."""
+        """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
         found = deployment.containers
         versions = {"locust": engines.version(found[GENERATOR]),
                     "wrk": engines.wrk_version(found[GENERATOR])}
@@ -671,7 +820,13 @@ class WebKind(Kind):
         for tier in ("proxy", "web"):
             done = compose.exec_in(found[tier], ["sh", "-c", probe], timeout=60)
             versions[f"{tier}_server"] = done.stdout.strip()
-        return {"versions": versions}
+        out: dict[str, Any] = {"versions": versions}
+        if "db" in found:
+            for tier, argv in (("app", ["php-fpm8.2", "-v"]), ("db", ["postgres", "--version"])):
+                done = compose.exec_in(found[tier], argv, timeout=60)
+                versions[f"{tier}_server"] = (done.stdout.strip().splitlines() or [""])[0]
+            out["database"] = appdb.server_settings(found["db"])
+        return out
 
     def run_point(self, ctx: PointContext) -> PointResult:
         """Replay the point's trace; the summary over the samples bracketing the window."""
@@ -688,7 +843,9 @@ class WebKind(Kind):
                                 rate=ld.rate, target=s.target,
                                 allow_foreign_target=s.allow_foreign_target,
                                 workers=ld.workers, remote_workers=ld.remote_workers,
-                                worker_wait_s=ld.worker_wait_s)
+                                worker_wait_s=ld.worker_wait_s,
+                                requests_per_client=ld.requests_per_client,
+                                dynamic=tracelib.content(point["trace"]) != "static")
         trace = ctx.prepared["traces"][point["trace"]["name"]]
         if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
             empty_proxy_cache(dep.containers["proxy"])
@@ -704,6 +861,8 @@ class WebKind(Kind):
         logged = webdisks.logging_tier(dep.containers, s.target, dep.tiers["web"].containers)
         if dep.info["settings"].get("access_log"):
             webdisks.reset_logs(logged)
+        if "db" in dep.containers and not appdb.empty_writes(dep.containers["db"]):
+            ctx.record["db"] = "the database did not answer before the point"
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
@@ -716,6 +875,7 @@ class WebKind(Kind):
             if ctx.sampler.error:
                 raise MeasureError(ctx.sampler.error)
             start, end = result.window
+            engines.check_counted_window(spec, result.window)
             # Wall-clock bounds: samples and requests before measure_start are warm-up.
             ctx.record["window"] = {"load_started": result.started, "measure_start": start,
                                     "measure_end": end}
@@ -727,14 +887,21 @@ class WebKind(Kind):
             if dep.info["settings"].get("proxy_cache") and \
                     dep.info["settings"].get("proxy") == "apache":
                 row.update(proxy_cache_figures(dep.containers["proxy"], first["t"], last["t"]))
-            row.update(webmetrics.page_cache_figures(first, last, row, point["trace"]))
+            row.update(webmetrics.page_cache_figures(
+                first, last, engines.served_between(result, first["t"], last["t"]),
+                point["trace"]))
             if dep.info["settings"].get("access_log"):  # 004 Fig. 11-12: per file
                 row.update(webdisks.per_file(webdisks.read_logs(logged), ctx.prepared["sizes"],
                                              first["t"], last["t"], ctx.dir / "per_file.csv"))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
-                row.update(webmetrics.site_figures(ctx.dir / "requests.csv", sites,
-                                                   first["t"], last["t"]))
+                if result.requests is None:
+                    raise engines.LoadgenError("a mix trace needs per-request records "
+                                               "(engine: locust)")
+                row.update(webmetrics.site_figures(result.requests, sites, first["t"],
+                                                   last["t"]))
+            if "db" in dep.containers:
+                row.update(app_db_figures(ctx, result, first, last))
             return PointResult(row, engines.per_second_rows(samples, result), (start, end))
         except (engines.LoadgenError, MeasureError) as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")
@@ -762,38 +929,88 @@ class WebKind(Kind):
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
-        """A server tier that stopped ends the run with one sentence naming it."""
+        """A proxy or web tier that stopped ends the run with one sentence naming it; a stopped
+        application or database tier is started again (one sentence) and the run goes on."""
         running = compose.containers()
+        failed = row.get("errors")
+        what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
+                else f" ({row['error']})" if row.get("error") else "")
         servers = int(deployment.info["settings"].get("web_servers") or 1)
         down = [t for t in ("proxy", *compose.WEB_SERVICES[:servers]) if t not in running]
         if down:
-            failed = row.get("errors")
-            raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}"
-                          + (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
-                             else f" ({row['error']})" if row.get("error") else "")
-                          + "; the run ends here")
+            raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
+                          "the run ends here")
+        gone = [t for t in compose.APP_TIERS if t in deployment.containers and t not in running]
+        if not gone:
+            return
+        log(f"tierbench: the {' and '.join(gone)} tier stopped during {point.id}{what}; "
+            "starting it again, the run goes on")
+        try:
+            for tier in gone:
+                appdb.start_again(tier)
+        except compose.StackError as exc:
+            raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
+                          f"not be started again ({exc})") from None
+        close_probes(deployment)
+        fresh = discover(deployment.key, deployment.info["settings"],
+                         len(deployment.info["workers"]))
+        # The restarted containers have new processes and interfaces: the next point's mode
+        # and sampler use them.
+        deployment.tiers, deployment.counters = fresh.tiers, fresh.counters
+        deployment.ifaces, deployment.containers = fresh.ifaces, fresh.containers
+        deployment.probes = fresh.probes
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
-        """point, trace, mode, repetition, engine, users, docroot."""
-        return {"point": point.id, "trace": point["trace"]["name"], "mode": point.mode,
-                "repetition": point.repetition, "engine": exp.settings.engine,  # type: ignore
-                "users": point["users"], "docroot": point["docroot"],
-                **({"placement": point.factors["placement"]}
-                   if "placement" in point.factors else {})}
+        """point, trace, mode, repetition, engine, users, docroot; with dynamic requests what
+        the trace asks for (content, dynamic_share, query); with CPU modes the platform the
+        mode gives the tiers it covers (cpus, cpu_time: CPUs of time, the limit or the count)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        out = {"point": point.id, "trace": point["trace"]["name"], "mode": point.mode,
+               "repetition": point.repetition, "engine": s.engine,
+               "users": point["users"], "docroot": point["docroot"],
+               **({"placement": point.factors["placement"]}
+                  if "placement" in point.factors else {})}
+        if has_dynamic(s):
+            dyn = point["trace"].get("dynamic") or {}
+            out.update({"content": tracelib.content(point["trace"]),
+                        "dynamic_share": float(dyn.get("share", 0.0)),
+                        "query": dyn.get("query", "") if dyn.get("share") else ""})
+        if any(m.cpu for m in exp.modes):
+            out.update(platform(exp.mode(point.mode)))
+        return out
 
     def columns(self, exp: Experiment) -> list[Column]:
-        """webmetrics.SUMMARY_COLUMNS (docroot and per-site columns follow, sorted)."""
-        return [Column(c) for c in webmetrics.SUMMARY_COLUMNS]
+        """webmetrics.SUMMARY_COLUMNS (docroot and per-site columns follow, sorted), with the
+        dynamic requests' and the application and database tiers' columns when they run."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        names = list(webmetrics.SUMMARY_COLUMNS)
+
+        def after(column: str, new: list[str]) -> None:
+            at = names.index(column) + 1
+            names[at:at] = new
+
+        if any(m.cpu for m in exp.modes):
+            after("users", ["cpus", "cpu_time"])
+        if has_dynamic(s):
+            after("users", ["content", "dynamic_share", "query"])
+            after("cpu_s_web", ["cpu_s_app", "cpu_s_db"])
+            names += APP_DB_COLUMNS
+        return [Column(c) for c in names]
 
     def brief(self, row: dict[str, Any]) -> str:
-        """TPS, MB/s, server CPU per KB, generator CPU."""
+        """TPS, MB/s, server CPU per KB, generator CPU (and the database's TPS, the write
+        check when it did not pass)."""
         if "error" in row:
             return f"FAILED ({row['error']})"
         flag_ = " CLIENT-BOUND" if row.get("client_bound") else ""
+        db = f", database {row['db_tps']:.0f} TPS" if "db_tps" in row else ""
+        check = row.get("write_check")
+        check = f"; WRITE CHECK: {check}" if check not in (None, "ok") else ""
+        errors = f", {row['errors']:g} errors" if row.get("errors") else ""
         return (f"{row['tps']:.0f} TPS, {row['mb_per_s']:.0f} MB/s, server CPU "
                 f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator "
-                f"{row['generator_cpu_pct']:.0f} %{flag_}")
+                f"{row['generator_cpu_pct']:.0f} %{db}{errors}{flag_}{check}")
 
     def point_title(self, exp: Experiment, point: Point) -> str:
         """How the progress line names a point (users and docroot when they vary)."""
@@ -824,10 +1041,29 @@ class WebKind(Kind):
         return report_spec(resolved)
 
 
-def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployment:
+APP_DB_COLUMNS = ["dyn_tps", "db_tps", "db_rows_read", "db_rows_written", "db_blocks_read",
+                  "writes_ok", "rows_written", "write_check"]
+
+
+def platform(mode: Mode) -> dict[str, Any]:
+    """The CPUs a mode's `cpu:` gives the tiers it covers: how many (its cpuset) and how much
+    of their time (cpu_time: its limit, else the count); empty without a cpuset."""
+    cpu = mode.cpu or {}
+    if not cpu.get("cpuset"):
+        return {"cpus": None, "cpu_time": cpu.get("limit")}
+    count = len(cpuparse(str(cpu["cpuset"])))
+    return {"cpus": count, "cpu_time": cpu.get("limit") or float(count)}
+
+
+def discover(key: Hashable, settings: dict[str, Any], expected: int,
+             app_db: bool | None = None) -> Deployment:
     """The running stack's tiers (containers, CPU counters, interfaces); the loadgen tier
-    includes its `expected` Locust worker containers."""
-    found = compose.service_containers(TIERS)
+    includes its `expected` Locust worker containers; the application and database tiers
+    when the settings have them (or `app_db` says so), with the database's counters as a
+    sampler probe."""
+    if app_db is None:
+        app_db = compose.has_app_db(settings)
+    found = compose.service_containers(STACK_TIERS + (compose.APP_TIERS if app_db else ()))
     counters: dict[str, CgroupCpu | CgroupGroup] = {}
     tiers: dict[str, Tier] = {}
     for name, c in found.items():
@@ -857,8 +1093,42 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int) -> Deployme
             found = {**found, c.service: c}
     ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
               if ep.netns_pid is None}
+    probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
     return Deployment(key, tiers, counters, ifaces, containers=found,
-                      info={"settings": settings, "workers": workers})
+                      info={"settings": settings, "workers": workers}, probes=probes)
+
+
+def close_probes(deployment: Deployment) -> None:
+    """End the probes' sessions (the database's psql)."""
+    for probe in deployment.probes.values():
+        close = getattr(probe, "close", None)
+        if close is not None:
+            close()
+
+
+def app_db_figures(ctx: PointContext, result: engines.LoadResult, first: dict,
+                   last: dict) -> dict[str, Any]:
+    """The application and database tiers' figures of a point: dynamic requests per second,
+    the database's transactions per second and rows read and written over the window (its own
+    counters), and for a trace with writes the write check."""
+    out: dict[str, Any] = {}
+    dyn = ctx.point["trace"].get("dynamic") or {}
+    if result.requests is not None:
+        counts = webmetrics.dynamic_figures(result.requests, first["t"], last["t"],
+                                            tracelib.DYNAMIC_PREFIX, tracelib.WRITE_PREFIX)
+        in_flight = ctx.point["users"]
+    else:
+        span = float(result.extra.get("wrk_duration_s") or 0)
+        counts = {"dyn_tps": result.extra.get("dynamic_ok", 0) / span if span > 0 else 0.0,
+                  "writes_ok": result.extra.get("writes_ok")}
+        in_flight = ctx.point["users"] * int(result.extra.get("runs", 1))
+    out["dyn_tps"] = counts["dyn_tps"]
+    out.update(appdb.db_figures(first, last))
+    if dyn.get("query") == "write" and dyn.get("share", 0) > 0:
+        rows = appdb.rows_written(ctx.deployment.containers["db"])
+        out.update({"writes_ok": counts["writes_ok"], "rows_written": rows,
+                    "write_check": appdb.write_check(counts["writes_ok"], rows, in_flight)})
+    return out
 
 
 def empty_proxy_cache(proxy: compose.Container) -> None:
@@ -892,7 +1162,7 @@ def family(name: str) -> str:
     """The figure family of a web experiment, from its name."""
     for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "dc-worldcup",
                 "dc-static", "dc-alpha-cache", "dc-cache-hit", "dc-disk-file", "dc-disk-classes",
-                "dc-placement", "sockopt"):
+                "dc-placement", "dc-dynamic", "dc-cpus", "sockopt"):
         if name.startswith(fam):
             return fam
     return "dc-single"
@@ -905,6 +1175,11 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
     def listed(value: Any) -> list[Any]:  # older resolved experiments hold single values
         return list(value) if isinstance(value, list) else [value]
 
+    if any(isinstance(t, dict) and t.get("dynamic") for t in resolved.get("traces") or []):
+        # dynamic requests in a family of static ones: the application and database tiers'
+        # columns may be empty where they do not apply, and the write check is a check
+        spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), *APP_DB_OPTIONAL]))
+        spec["checks"] = list(dict.fromkeys([*spec.get("checks", []), "write_check"]))
     order = {"trace": [t["name"] if isinstance(t, dict) else t
                        for t in resolved.get("traces") or []],
              "users": listed((resolved.get("load") or {}).get("users")),
@@ -1706,3 +1981,172 @@ FAMILIES['dc-placement'] = {'kind': 'web',
                'note': 'class 1: Random, Popularity and Size come close to RAID (less I/O per '
                        'disk is what helps); class 3: those three about equal Single Disk, '
                        'RAID-Single clearly better, RAID best (parallel access to each file)'}}
+
+# The application and database tiers' columns, optional where a point does not have them: the
+# write check on traces without writes, the query of a static trace, the database's counters
+# of a point during which it was down.
+APP_DB_OPTIONAL = ["query", "writes_ok", "rows_written", "write_check", "db_tps", "db_rows_read",
+                   "db_rows_written", "db_blocks_read"]
+APP_DB_TABLE = ["p50_ms", "p99_ms", "dyn_tps", "db_tps",
+                {"column": "cpu_us_per_req_web", "label": "web CPU µs/req"},
+                {"column": "cpu_us_per_req_app", "label": "app CPU µs/req"},
+                {"column": "cpu_us_per_req_db", "label": "db CPU µs/req"},
+                "server_cpu_us_per_req", "host_cpu_us_per_kb", "mb_per_s"]
+FAMILIES['dc-dynamic'] = {'kind': 'web',
+ 'family': 'dc-dynamic',
+ 'title': 'Response time and TPS by size, static and dynamic content (004 Fig. 19b, 20b)',
+ 'description': 'Static files and dynamic requests of the same sizes (the application tier '
+                'computes in proportion to the size and queries the database), one request in '
+                'flight and 64 clients, offloads on and off on every server tier.',
+ 'phases': None,
+ 'factors': ['trace', 'users'],
+ 'primary': {'column': 'tps', 'label': 'TPS', 'unit': 'requests/s'},
+ 'columns': APP_DB_TABLE,
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [{'column': 'server_cpu_util', 'label': 'server CPU utilisation'},
+             {'column': 'server_cpu_us_per_kb', 'label': 'server CPU per KB'}],
+ 'baseline': 'servers-offloads-off',
+ 'sections': ['trace'],
+ 'figures': [{'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'p50_ms',
+              'series': ['content', 'mode'],
+              'where': {'users': 1},
+              'logx': True,
+              'title': 'Measured here: response time, one request in flight (Fig. 19)',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'median response time (ms)'},
+             {'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'tps',
+              'series': ['content', 'mode'],
+              'where': {'users': 64},
+              'logx': True,
+              'title': 'Measured here: TPS with 64 clients (Fig. 20)',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'TPS (requests / s)'},
+             {'type': 'bars',
+              'x': 'trace',
+              'y': 'cpu_us_per_req_app',
+              'series': 'mode',
+              'where': {'users': 64},
+              'title': 'Measured here: application tier CPU per request, 64 clients',
+              'xlabel': 'trace',
+              'ylabel': 'app CPU (µs / request)'},
+             {'type': 'bars',
+              'x': 'trace',
+              'y': 'cpu_us_per_req_db',
+              'series': 'mode',
+              'where': {'users': 64},
+              'title': 'Measured here: database tier CPU per request, 64 clients',
+              'xlabel': 'trace',
+              'ylabel': 'db CPU (µs / request)'},
+             {'type': 'bars',
+              'x': 'trace',
+              'y': 'db_tps',
+              'series': 'mode',
+              'where': {'users': 64},
+              'title': "Measured here: the database's transactions per second (its own "
+                       "counters), 64 clients",
+              'xlabel': 'trace',
+              'ylabel': 'database transactions / s'}],
+ 'reference': {'figure': '004 §7.1 Fig. 19b, 20b',
+               'labels': ['fastest platform', 'slower platforms'],
+               'rows': [],
+               'note': "qualitative, and about platforms (the paper's factor; here offloads "
+                       "are the modes and dc-cpus varies the CPUs): for dynamic content the "
+                       "fastest CPU gives the best response time, as for static content (Fig. "
+                       "19b); for throughput, computation proportional to the size keeps "
+                       "computation and I/O interleaved even for large requests (Fig. 20b), "
+                       "where static large files become I/O-bound"},
+ 'optional': APP_DB_OPTIONAL,
+ 'checks': ['write_check']}
+FAMILIES['dc-cpus'] = {'kind': 'web',
+ 'family': 'dc-cpus',
+ 'title': 'TPS by CPU count and CPU speed, small and large files (004 Fig. 21)',
+ 'description': 'The web and application tiers on one CPU, two CPUs, and two CPUs with one CPU '
+                'of time in all (cgroup cpusets and a CFS quota); static and dynamic requests '
+                'of 4 KB and 1 MB, 64 clients.',
+ 'phases': None,
+ 'factors': ['trace'],
+ 'primary': {'column': 'tps', 'label': 'TPS', 'unit': 'requests/s'},
+ 'columns': ['cpus', 'cpu_time', 'p50_ms', 'server_cpu_util',
+             {'column': 'cpu_us_per_req_web', 'label': 'web CPU µs/req'},
+             {'column': 'cpu_us_per_req_app', 'label': 'app CPU µs/req'},
+             'host_cpu_us_per_kb', 'mb_per_s', 'generator_cpu_pct'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [{'column': 'server_cpu_util', 'label': 'server CPU utilisation'},
+             {'column': 'server_cpu_us_per_kb', 'label': 'server CPU per KB'}],
+ 'baseline': 'webapp-1cpu',
+ 'sections': ['trace'],
+ 'figures': [{'type': 'lines',
+              'x': 'cpus',
+              'y': 'tps',
+              'series': 'trace',
+              'where': {'mode': ['webapp-1cpu', 'webapp-2cpus']},
+              'title': 'Measured here: TPS vs CPUs at full speed (Fig. 21a)',
+              'xlabel': 'CPUs of the web and application tiers',
+              'ylabel': 'TPS (requests / s)'},
+             {'type': 'bars',
+              'x': 'trace',
+              'y': 'tps',
+              'series': 'mode',
+              'title': 'Measured here: TPS by platform (Fig. 21b: 2 half-speed CPUs against 1 '
+                       'full-speed CPU)',
+              'xlabel': 'trace',
+              'ylabel': 'TPS (requests / s)'}],
+ 'reference': {'figure': '004 §7.2 Fig. 21a, 21b',
+               'labels': ['more CPUs', 'one CPU'],
+               'rows': [{'x': 'small files, 2 CPUs vs 1 (21a)',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': 'linear in CPUs (about 2x)',
+                         'match': {'trace': 'static-4k'},
+                         'sides': {'column': 'mode', 'with': 'webapp-2cpus',
+                                   'without': 'webapp-1cpu'}},
+                        {'x': 'large files, 2 CPUs vs 1 (21a)',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': 'flat (I/O-bound)',
+                         'match': {'trace': 'static-1m'},
+                         'sides': {'column': 'mode', 'with': 'webapp-2cpus',
+                                   'without': 'webapp-1cpu'}},
+                        {'x': 'small files, 2 half-speed CPUs vs 1 full-speed (21b)',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': 'more, slower CPUs ahead',
+                         'match': {'trace': 'static-4k'},
+                         'sides': {'column': 'mode', 'with': 'webapp-2cpus-half',
+                                   'without': 'webapp-1cpu'}},
+                        {'x': 'large files, 2 half-speed CPUs vs 1 full-speed (21b)',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': 'the faster CPU ahead or equal',
+                         'match': {'trace': 'static-1m'},
+                         'sides': {'column': 'mode', 'with': 'webapp-2cpus-half',
+                                   'without': 'webapp-1cpu'}},
+                        {'x': 'large dynamic requests, 2 CPUs vs 1 (Fig. 20b)',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': 'more CPUs ahead (computation dominates)',
+                         'match': {'trace': 'dynamic-1m'},
+                         'sides': {'column': 'mode', 'with': 'webapp-2cpus',
+                                   'without': 'webapp-1cpu'}}],
+               'note': 'qualitative: TPS grows linearly with the CPUs for small files and stays '
+                       'flat for large ones (I/O-bound); for small files more, slower CPUs beat '
+                       'fewer, faster ones, for large files the faster CPU wins; dynamic '
+                       'content keeps computation and I/O interleaved at every size (Fig. 20b). '
+                       "Here the half-speed platform's quota is each container's: compare it "
+                       'on the static traces, where only the web tier works'},
+ 'optional': APP_DB_OPTIONAL,
+ 'checks': ['write_check']}

@@ -1,13 +1,11 @@
 """From raw cumulative counters to figures over one interval: the samples that bracket a
-window, CPU seconds per counter, the host's CPU breakdown, percentiles.
+window, CPU seconds per counter, the host's CPU breakdown.
 
 Every kind computes its numbers over one interval bracketed by two samples, so that requests,
 bytes and CPU of a point all cover the same time.
 """
 
 from __future__ import annotations
-
-import math
 
 from tierbench.config.errors import TierbenchError
 from tierbench.measure.sampler import CLK_TCK, PROC_STAT_FIELDS
@@ -17,13 +15,6 @@ BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")
 
 class MeasureError(TierbenchError):
     """The raw data of a point cannot give a summary (too few samples, nothing measured)."""
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def window(samples: list[dict], start: float, end: float) -> tuple[dict, dict]:

@@ -1,6 +1,7 @@
 """1 Hz sampling of CPU per container (cgroup v1 cpuacct or v2 cpu.stat) and the bytes its
-processes read from storage (page-cache misses, /proc/PID/io), of the host (/proc/stat) and of
-interface byte counters, written as JSON lines of raw cumulative counters."""
+processes read from storage (page-cache misses, /proc/PID/io), of the host (/proc/stat), of
+interface byte counters and of a kind's own probes (a server's cumulative counters, e.g. the
+database's transactions), written as JSON lines of raw cumulative counters."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -144,22 +146,37 @@ class Sampler:
     """Samples every second in a background thread; `stop()` takes a last sample and closes."""
 
     def __init__(self, out: Path, cgroups: dict[str, CgroupCpu], ifaces: dict[str, str],
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0,
+                 probes: dict[str, Callable[[], dict]] | None = None) -> None:
         self.out, self.cgroups, self.ifaces, self.interval = out, cgroups, ifaces, interval
+        # name -> a callable returning cumulative counters ({} when they cannot be read now);
+        # it must answer well within the interval.
+        self.probes = probes or {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
         self.samples: list[dict] = []
         self.error: str | None = None
 
     def sample(self) -> dict:
-        """One sample of every counter, stamped with the wall clock."""
-        sample = {"t": time.time(), "host": host_cpu(),
-                  "cpu": {name: cg.read() for name, cg in self.cgroups.items()}, "net": {}}
+        """One sample of every counter, stamped with the wall clock. A container that stopped
+        took its cgroup with it: it is left out (listed under "gone") and sampling goes on, so
+        a point during which a tier stops still counts what the others did."""
+        cpu, gone = {}, []
+        for name, cg in self.cgroups.items():
+            try:
+                cpu[name] = cg.read()
+            except OSError:
+                gone.append(name)
+        sample = {"t": time.time(), "host": host_cpu(), "cpu": cpu, "net": {}}
+        if gone:
+            sample["gone"] = gone
         for label, ifname in self.ifaces.items():
             try:
                 sample["net"][label] = iface_counters(ifname)
             except OSError:
                 pass  # the interface went away (container stopped); the summary notices
+        if self.probes:
+            sample["probes"] = {name: probe() for name, probe in self.probes.items()}
         return sample
 
     def _loop(self) -> None:

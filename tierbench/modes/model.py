@@ -44,6 +44,7 @@ __all__ = [
     "diff_modes",
     "host_endpoints",
     "list_modes",
+    "load_layered",
     "load_mode",
     "load_mode_list",
 ]
@@ -398,7 +399,27 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
     """Load and validate one mode file (by name in modes/, or by path), resolving extends."""
     path = resolve_path(name, modes_dir, "mode")
     data, parents = _resolved(path, modes_dir, (path.resolve(),))
-    where = str(path)
+    return _mode(path.stem, data, parents, str(path))
+
+
+def load_layered(names: list[str], modes_dir: Path = MODES_DIR) -> Mode:
+    """Modes applied one over another, as a mode file with `extends: names` and nothing else
+    would be (a later mode's keys override an earlier one's); named `a+b`."""
+    merged: dict[str, Any] = {}
+    parents: list[str] = []
+    paths = []
+    for name in names:
+        path = resolve_path(name, modes_dir, "mode")
+        data, pnames = _resolved(path, modes_dir, (path.resolve(),))
+        merged = _merge(merged, data)
+        parents += [*pnames, path.stem]
+        paths.append(path)
+    return _mode("+".join(p.stem for p in paths), merged, tuple(dict.fromkeys(parents)),
+                 " + ".join(map(str, paths)))
+
+
+def _mode(name: str, data: dict[str, Any], parents: tuple[str, ...], where: str) -> Mode:
+    """A Mode from a mode file's data with its parents merged in."""
     scopes = [k for k in ("tiers", "roles", "host_interfaces") if data.get(k)]
     if len(scopes) > 1:
         raise ConfigError(f"{where}: {' and '.join(scopes)}: a mode has one scope; keep only one "
@@ -421,11 +442,11 @@ def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
         sysctls=dict(m.sysctls),
     )
     return Mode(
-        name=path.stem,
+        name=name,
         description=" ".join(m.description.split()),
         tiers=tuple(m.tiers or ()),
         nic=NicSettings(features=dict(n.features), mtu=n.mtu),
-        source=str(path),
+        source=where,
         host_interfaces=tuple(m.host_interfaces or ()),
         knobs=knobs,
         server={k: v for k, v in m.server.model_dump().items() if v is not None},

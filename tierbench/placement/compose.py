@@ -22,13 +22,17 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
-            "web-servers": "compose/web-servers.yml"}
+            "web-servers": "compose/web-servers.yml", "app-db": "compose/app-db.yml"}
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
-           ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"))
+           ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
+APP_TIERS = ("app", "db")  # compose/app-db.yml: the application and database tiers
+# Stack settings of the app-db overlay -> the environment variables compose/app-db.yml reads.
+APP_DB_ENV = {"db_rows": "DB_ROWS", "db_row_bytes": "DB_ROW_BYTES", "db_seed": "DB_SEED",
+              "db_shared_buffers": "DB_SHARED_BUFFERS", "app_workers": "APP_WORKERS"}
 
 
 class StackError(TierbenchError):
@@ -53,7 +57,8 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
     """The -f arguments for a stack with these settings: the base file and the overlays for
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, three web servers,
-    and `extra` overlays written at run time (disk systems: tierbench/placement/disks.py)."""
+    the application and database tiers (settings with db_rows), and `extra` overlays written
+    at run time (disk systems: tierbench/placement/disks.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if int(settings.get("web_servers") or 1) > 1:
@@ -71,6 +76,8 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
         files.append(OVERLAYS["hot-tmpfs"])
     if settings.get("web_memory"):
         files.append(OVERLAYS["web-memory"])
+    if has_app_db(settings):
+        files.append(OVERLAYS["app-db"])
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
     if host == "web" or host.startswith("198.18.2."):
         files.append(OVERLAYS["loadgen-back"])
@@ -125,6 +132,11 @@ def dotenv(path: Path = ROOT / ".env") -> dict[str, str]:
     return values
 
 
+def has_app_db(settings: dict) -> bool:
+    """Whether stack settings include the application and database tiers."""
+    return settings.get("db_rows") is not None
+
+
 def docroot_parts(docroot: str) -> tuple[str, bool]:
     """(file system, hot small files on tmpfs too) of a docroot setting: 'disk+hot-tmpfs'."""
     base, _, rest = docroot.partition("+")
@@ -172,6 +184,7 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
         env["WEB_MEMORY"] = str(settings["web_memory"])
     if settings.get("access_log"):
         env["ACCESS_LOG"] = "on"
+    env.update({var: str(settings[key]) for key, var in APP_DB_ENV.items() if key in settings})
     return env
 
 
@@ -187,10 +200,11 @@ def require_image(name: str, build: str = "`make images`") -> None:
         raise StackError(f"image {name}:{TAG} is not built: run {build}") from None
 
 
-def check_images(proxy: str, docroot: str = "disk") -> None:
+def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> None:
     """Fail with the command to run when an image of the stack has not been built."""
     for name in ("tierbench-loadgen", "tierbench-web",
-                 "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy"):
+                 "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
+                 *(("tierbench-app", "tierbench-db") if app_db else ())):
         require_image(name)
     if docroot == "orangefs":
         for name in ("tierbench-orangefs", "tierbench-web-pvfs"):
@@ -240,7 +254,8 @@ def up(settings: dict, filesets: list[dict], target: str = "http://proxy", worke
     `overlays` are Compose files written at run time (a disk system's binds and throttles)."""
     env = stack_env(settings, filesets)
     check_cpusets(env)
-    check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0])
+    check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
+                 has_app_db(settings))
     base, hot = docroot_parts(settings.get("docroot", "disk"))
     if base == "tmpfs":
         env["DOCROOT_TMPFS_DIR"] = str(tmpfs_docroot(env))

@@ -18,6 +18,7 @@ from pathlib import Path
 from tierbench.placement import compose
 
 GIB = 1 << 30
+MEMORY = "memory (a tmpfs lives in memory)"  # where every need in memory adds up
 UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -110,8 +111,13 @@ def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: s
     size = setting_size(size_setting, default)
     return [Need(what, nbytes, f"a tmpfs of {size_setting}={human(size)}", size,
                  f"raise {size_setting} in .env or {setting}"),
-            Need(what if copies == 1 else f"{what} ({copies} of them)", nbytes * copies,
-                 "memory (a tmpfs lives in memory)", memory_room(), setting)]
+            in_memory(what if copies == 1 else f"{what} ({copies} of them)", nbytes * copies,
+                      setting)]
+
+
+def in_memory(what: str, nbytes: int, setting: str) -> Need:
+    """A need in the host's memory (a tmpfs, a server's shared buffers)."""
+    return Need(what, nbytes, MEMORY, memory_room(), setting)
 
 
 def problems(needs: list[Need]) -> list[str]:

@@ -3,25 +3,42 @@ walking its own sequence of the trace (workloads/traces.py: offsets, or per-clie
 with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers,
 and logs how late each request left against its schedule. Every request is logged (end time,
 latency, bytes, path, status, lateness) so the control program counts exactly the measured
-window.
+window. Dynamic writes (paths under traces.WRITE_PREFIX) are sent as POST (Content-Length: 0),
+every other request as GET.
+
+Every user reads its own client's sequence from the trace file, lazily, starting at its own
+place through the trace's index (traces.Cursor): neither a process's memory nor its start-up
+grows with the trace. A single process appends its request records to REQUEST_LOG every
+FLUSH_EVERY records, so its memory does not grow with the run either.
 
 Distributed (--processes, or --master with --worker processes in other containers or on other
-nodes): the master reads the trace and the settings and sends them to every worker before the
-first user starts, so a worker needs neither the trace file nor the environment; a worker's
-users take client numbers interleaved by the worker's index (distinct over every worker); at
-the end the master asks every worker for its request records and writes one log per worker
-(REQUEST_LOG with -wINDEX), which the control program merges. A worker refuses a target that is
-not the testbed's own (workloads/target.py) unless ALLOW_FOREIGN_TARGET=1 is set on its side.
+nodes): the master sends the settings and the trace's path to every worker before the first
+user starts; workers on this host (processes, worker containers with the results folder
+mounted) read their clients' parts of the file; for workers on other nodes (SHIP_TRACE=1) the
+master sends the trace's lines instead. A worker's users take client numbers interleaved by
+the worker's index (distinct over every worker); at the end the master asks every worker for
+its request records and appends them, as they arrive, to one log per worker (REQUEST_LOG with
+-wINDEX), which the control program converts. A worker refuses a target that is not the
+testbed's own (workloads/target.py) unless ALLOW_FOREIGN_TARGET=1 is set on its side.
+
+Request-count runs (REQUESTS_PER_CLIENT=N, closed loop; 000 §5.2.1): a user replays its
+sequence through the warm-up (WARMUP_S, which each process counts from its own first request),
+then sends the first N requests of its sequence, from its start, and stops; a worker tells the
+master. When every user has finished, the single process or the master quits the run and
+writes "K M" (K of M clients finished) to locust-finished.txt beside REQUEST_LOG; Locust's -t is
+then only a time limit.
 
 Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
 (fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
-FLUSH_TIMEOUT_S (how long the master waits for the workers' records, default 20)."""
+REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
+records, default 20); SHIP_TRACE."""
 
 import itertools
 import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import gevent
@@ -40,28 +57,45 @@ FLUSH_TIMEOUT_S = float(os.environ.get("FLUSH_TIMEOUT_S", "20"))
 
 def _settings_from_env() -> dict:
     trace = os.environ.get("TRACE", "")
-    paths, subset = traces.read_with_subset(Path(trace)) if trace else ([], None)
-    return {"paths": paths, "subset": subset, "users": int(os.environ.get("USERS", "1")),
-            "think_kind": os.environ.get("THINK_KIND", ""),
-            "think_s": float(os.environ.get("THINK_MS", "0")) / 1000,
-            "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
-            "workers": max(int(os.environ.get("PROCESSES", "1")), 1)}
+    cfg = {"trace": trace, "users": int(os.environ.get("USERS", "1")),
+           "think_kind": os.environ.get("THINK_KIND", ""),
+           "think_s": float(os.environ.get("THINK_MS", "0")) / 1000,
+           "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
+           "workers": max(int(os.environ.get("PROCESSES", "1")), 1),
+           "count": int(os.environ.get("REQUESTS_PER_CLIENT", "0")),
+           "warmup_s": float(os.environ.get("WARMUP_S", "0"))}
+    if trace and os.environ.get("SHIP_TRACE") == "1":
+        # workers on other nodes cannot open the trace file: the master sends its lines
+        cfg["paths"], cfg["subset"] = traces.read_with_subset(Path(trace))
+    return cfg
 
 
 # One reader and one replay rule for every engine (workloads/traces.py; PYTHONPATH=/app).
 # A worker started without TRACE gets all of this from the master (message tb_setup).
 CFG = _settings_from_env()
 _records: list[tuple[float, float, int, str, int, float]] = []
+_written = [0]  # records a single process has already appended to its log
 _next_user = itertools.count()
 _env: dict = {}
 _refused: list[str] = []
-_received: dict[int, list] = {}  # master: worker index -> records
 _final: set[int] = set()  # master: workers whose last records arrived
+FLUSH_EVERY = 20000  # a single process appends its records to its log this many at a time
+_warm_end: list[float] = []  # request-count runs: when this process's warm-up ends
+_finished = [0]  # single process or master: clients that have sent their requests
 
 
-def client_sequence(client: int, clients: int) -> list[str]:
-    """The requests one client replays, in order."""
-    return traces.client_sequence(CFG["paths"], CFG["subset"], client, clients)
+def method(path: str) -> str:
+    """POST for a dynamic write, GET for everything else."""
+    return "POST" if path.startswith(traces.WRITE_PREFIX) else "GET"
+
+
+def client_sequence(client: int, clients: int) -> Iterator[str]:
+    """The requests one client replays, in order, endlessly: read from the trace file at the
+    client's own place (traces.Cursor), or from the lines the master sent."""
+    if "paths" in CFG:
+        return itertools.cycle(traces.client_sequence(CFG["paths"], CFG["subset"], client,
+                                                      clients))
+    return traces.Cursor(Path(CFG["trace"]), client, clients)
 
 
 @events.init.add_listener
@@ -74,6 +108,7 @@ def _init(environment, **_):
     elif isinstance(runner, MasterRunner):
         runner.register_message("tb_log", _on_log)
         runner.register_message("tb_refused", _on_refused)
+        runner.register_message("tb_done", _on_done)
 
 
 @events.request.add_listener
@@ -85,11 +120,22 @@ def _log(response_time, response_length, response, exception, context, **_):
     context = context or {}
     _records.append((time.time(), response_time, response_length or 0, context.get("path", ""),
                      status, context.get("late_ms", 0.0)))
+    if len(_records) >= FLUSH_EVERY and REQUEST_LOG and _single():
+        _append_log(REQUEST_LOG, _records, fresh=not _written[0])
+        _written[0] += len(_records)
+        del _records[:]
 
 
-def _write_log(path: str, records) -> None:
-    with open(path, "w") as fh:
-        fh.write(LOG_HEADER)
+def _single() -> bool:
+    runner = _env["environment"].runner if "environment" in _env else None
+    return not isinstance(runner, (MasterRunner, WorkerRunner))
+
+
+def _append_log(path: str, records, fresh: bool) -> None:
+    """Write records to a request log (a new one with its header when fresh)."""
+    with open(path, "w" if fresh else "a") as fh:
+        if fresh:
+            fh.write(LOG_HEADER)
         fh.writelines(f"{e:.6f},{lat:.3f},{n},{p},{s},{late:.3f}\n"
                       for e, lat, n, p, s, late in records)
 
@@ -125,10 +171,32 @@ def _start(environment, **_):
 
 
 def _on_log(environment, msg, **_):
+    """Master: append a worker's records to its log as they arrive (none held in memory)."""
     data = msg.data
-    _received.setdefault(data["index"], []).extend(data["rows"])
+    if REQUEST_LOG:
+        _append_log(worker_log_path(data["index"]), data["rows"], fresh=data["first"])
     if data["final"]:
         _final.add(data["index"])
+
+
+def _on_done(environment, msg, **_):
+    _client_finished()
+
+
+def _client_finished() -> None:
+    """Single process or master: one more client has sent its requests; the last one ends the
+    run (quit in its own greenlet: it stops every user, including the caller's)."""
+    _finished[0] += 1
+    if _finished[0] == CFG["users"]:
+        gevent.spawn(_env["environment"].runner.quit)
+
+
+@events.test_stop.add_listener
+def _note_finished(environment, **_):
+    """A request-count run: how many clients finished, for the control program."""
+    if CFG["count"] and REQUEST_LOG and not isinstance(environment.runner, WorkerRunner):
+        Path(REQUEST_LOG).with_name("locust-finished.txt").write_text(
+            f"{_finished[0]} {CFG['users']}\n")
 
 
 def _on_refused(environment, msg, **_):
@@ -150,16 +218,14 @@ def _collect(environment, **_):
     if missing:
         logging.error("tierbench: no request records from worker(s) %s within %.0f s",
                       ", ".join(map(str, missing)), FLUSH_TIMEOUT_S)
-    if REQUEST_LOG:
-        for index, rows in sorted(_received.items()):
-            _write_log(worker_log_path(index), rows)
 
 
 @events.quitting.add_listener
 def _flush(environment, **_):
-    """A single process writes its own log; the master wrote its workers' at test_stop."""
+    """A single process writes the rest of its log; the master wrote its workers' as their
+    records arrived."""
     if REQUEST_LOG and not isinstance(environment.runner, (MasterRunner, WorkerRunner)):
-        _write_log(REQUEST_LOG, _records)
+        _append_log(REQUEST_LOG, _records, fresh=not _written[0])
 
 
 # --- worker ---------------------------------------------------------------------------------
@@ -177,7 +243,7 @@ def _on_flush(environment, msg, **_):
     del _records[:len(batch)]
     for i in range(0, max(len(batch), 1), CHUNK):
         runner.send_message("tb_log", {"index": runner.worker_index,
-                                       "rows": batch[i:i + CHUNK],
+                                       "rows": batch[i:i + CHUNK], "first": i == 0,
                                        "final": i + CHUNK >= len(batch)})
 
 
@@ -202,23 +268,52 @@ def _think(rng: random.Random) -> float:
     return 0.0
 
 
+def _counting(now: float) -> bool:
+    """Request-count runs: whether this process's warm-up (from its first request) is over."""
+    if not _warm_end:
+        _warm_end.append(now + CFG["warmup_s"])
+    return now >= _warm_end[0]
+
+
+def _done_sending() -> None:
+    """This user has sent its requests: count it here, or tell the master."""
+    runner = _env["environment"].runner
+    if isinstance(runner, WorkerRunner):
+        runner.send_message("tb_done", {"index": runner.worker_index})
+    else:
+        _client_finished()
+
+
 class TraceUser(FastHttpUser):
-    """Closed loop: replays its own sequence of the trace, one request at a time."""
+    """Closed loop: replays its own sequence of the trace, one request at a time (in a
+    request-count run, its first REQUESTS_PER_CLIENT requests after the warm-up)."""
 
     def on_start(self) -> None:
         if _refused:
             raise StopUser()
-        i = _client_index()
-        self._paths = itertools.cycle(client_sequence(i, CFG["users"]))
-        self._rng = random.Random(CFG["seed"] * 100003 + i)
+        self._client = _client_index()
+        self._paths = client_sequence(self._client, CFG["users"])
+        self._rng = random.Random(CFG["seed"] * 100003 + self._client)
+        self._sent, self._left = 0, None  # _left: counted requests still to send
 
     def wait_time(self) -> float:
         return _think(self._rng)
 
     @task
     def replay(self) -> None:
+        if CFG["count"] and self._left is None and _counting(time.time()):
+            if self._sent:  # the counted requests are the client's sequence from its start
+                getattr(self._paths, "close", lambda: None)()
+                self._paths = client_sequence(self._client, CFG["users"])
+            self._left = CFG["count"]
         path = next(self._paths)
-        self.client.get(path, name="trace", context={"path": path})
+        self.client.request(method(path), path, name="trace", context={"path": path})
+        self._sent += 1
+        if self._left is not None:
+            self._left -= 1
+            if not self._left:
+                _done_sending()
+                raise StopUser()
 
 
 class OpenLoopUser(FastHttpUser):
@@ -231,13 +326,14 @@ class OpenLoopUser(FastHttpUser):
             raise StopUser()
         i = _client_index()
         users = CFG["users"]
-        self._paths = itertools.cycle(client_sequence(i, users))
+        self._paths = client_sequence(i, users)
         self._interval = users / CFG["rate"]
         # Users start spread over one interval, so arrivals interleave instead of bunching.
         self._next = time.time() + self._interval * (i % users) / users
 
     def _send(self, path: str, late_ms: float) -> None:
-        self.client.get(path, name="trace", context={"path": path, "late_ms": late_ms})
+        self.client.request(method(path), path, name="trace",
+                            context={"path": path, "late_ms": late_ms})
 
     @task
     def arrive(self) -> None:

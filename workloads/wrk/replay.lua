@@ -1,20 +1,42 @@
 -- Trace replay for wrk (LuaJIT), the native engine. Reads the same trace files as Locust
--- (workloads/traces.py). wrk keeps one request in flight per connection (closed loop). Each
--- thread owns connections/threads clients (global index thread * K + j, N = threads * K) and
--- serves them in turn: client g replays its own sequence (offset g * L / N over the whole
--- trace, or subset g mod (L / S) with a `# subset-size: S` directive), in order, wrapping.
+-- (workloads/traces.py), through their index: each client opens the trace at its own place and
+-- reads one line per request, so memory and start-up do not grow with the trace. wrk keeps one
+-- request in flight per connection (closed loop). Each thread owns connections/threads clients
+-- (global index thread * K + j, N = threads * K) and serves them in turn: client g replays its
+-- own sequence (offset g * L / N over the whole trace, or subset g mod (L / S) with a
+-- `# subset-size: S` directive), in order, wrapping.
 -- wrk's Lua API does not say which connection asks for a request, so a client's requests may
 -- travel on different connections of its thread; the server sees the same mix and order.
 --
--- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()).
+-- Dynamic requests (paths under /dyn/, workloads/traces.py): writes (/dyn/write/) are sent as
+-- POST with an empty body, everything else as GET. When the trace has dynamic requests, each
+-- thread counts the successful answers that carry X-Tierbench-Query (dynamic) and those whose
+-- value is `write`; wrk parses headers only when response() is defined, so a static trace
+-- (DYNAMIC unset) leaves it undefined and costs nothing more.
+--
+-- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()),
+-- REQUESTS_PER_CLIENT (a request-count run, below), DYNAMIC=1 (the trace has dynamic requests).
 -- Per-second counts are requests issued per wall-clock second (after a connection's first,
 -- each follows the completion of its previous one), counted with clock_gettime through ffi
 -- once per 16 requests.
+--
+-- Request-count runs (REQUESTS_PER_CLIENT=N, 000 §5.2.1): every client sends the first N
+-- requests of its sequence and stops. wrk calls request() once per connection to start and
+-- then once after each answered (or failed) request, and sends whatever it returns: a
+-- connection whose thread has nothing left to send gets an empty request, which sends nothing
+-- (the connection idles). So after N x clients + connections calls every request the thread
+-- sent has been answered: the thread notes the time (`finished`) and stops its event loop
+-- (wrk.thread:stop()). The last thread to finish wakes wrk's main thread with SIGINT, which
+-- wrk takes as the end of the run: the run ends when its last client has finished, and -d
+-- is only a time limit.
 
 local ffi = require("ffi")
 ffi.cdef [[
 typedef struct { long tv_sec; long tv_nsec; } tb_timespec;
 int clock_gettime(int clk_id, tb_timespec *tp);
+int getpid(void);
+int tgkill(int tgid, int tid, int sig);
+int usleep(unsigned int usec);
 ]]
 local ts = ffi.new("tb_timespec")
 local function now()
@@ -31,7 +53,10 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
-local reqs, clients, nclients, turn = {}, {}, 0, 0
+local clients, nclients, turn = {}, 0, 0
+-- Requests are formatted once per distinct path, in a cache emptied when it reaches CACHE_MAX
+-- (traces whose every line differs would otherwise fill it with the whole run).
+local cache, cached, CACHE_MAX = {}, 0, 65536
 -- wrk 4.1 calls request() once on thread 0's state before the run, to verify the script (count
 -- pipelined requests): that call must not advance any client nor count as sent.
 local verifying = false
@@ -41,66 +66,147 @@ started = 0
 -- replay as cheap as wrk's own); done() adds each thread's unbatched rest to its last second.
 BATCH = 16
 pending = 0
+dynamic_ok, writes_ok = 0, 0
+-- requests sent (globals, read by done()); a request-count run's quota per client and thread,
+-- the calls of request() so far and when the thread's last answer came (0: not finished)
+sent = 0
+finished = 0
+local per_client, quota, calls, nconns, done_path = nil, 0, 0, 0, nil
+local SIGINT = 2
 
-local function read_trace(path)
-  local lines, subset = {}, nil
-  local fh = assert(io.open(path, "r"))
-  for line in fh:lines() do
-    line = line:match("^%s*(.-)%s*$")
-    if line:sub(1, 1) == "#" then
-      local s = line:match("^#%s*subset%-size:%s*(%d+)")
-      if s then subset = tonumber(s) end
-    elseif line ~= "" then
-      lines[#lines + 1] = line
-    end
-  end
+-- The trace's index (NAME.idx beside it, written by workloads/traces.py): requests, subset
+-- size, lines per step and the byte offset of every step-th request line.
+local function read_index(path)
+  local fh = assert(io.open(path .. ".idx", "r"), "trace " .. path .. " has no index")
+  local idx = {offsets = {}}
+  fh:read("*l")  -- the comment line
+  idx.lines = tonumber(fh:read("*l"):match("^lines (%d+)"))
+  idx.subset = tonumber(fh:read("*l"):match("^subset (%d+)"))
+  idx.step = tonumber(fh:read("*l"):match("^step (%d+)"))
+  for line in fh:lines() do idx.offsets[#idx.offsets + 1] = tonumber(line) end
   fh:close()
-  return lines, subset
+  if idx.subset == 0 then idx.subset = nil end
+  return idx
+end
+
+-- Position fh at request line n (0-based) and return its byte offset.
+local function seek_line(idx, fh, n)
+  fh:seek("set", idx.offsets[math.floor(n / idx.step) + 1])
+  for _ = 1, n % idx.step do fh:read("*l") end
+  return fh:seek()
+end
+
+local function format(path)
+  local r = cache[path]
+  if not r then
+    if cached >= CACHE_MAX then cache, cached = {}, 0 end
+    if path:sub(1, 11) == "/dyn/write/" then
+      r = wrk.format("POST", path, nil, "")
+    else
+      r = wrk.format("GET", path)
+    end
+    cache[path] = r
+    cached = cached + 1
+  end
+  return r
+end
+
+-- The next line of client c, wrapping from hi back to lo.
+local function advance(c)
+  if c.pos >= c.hi then
+    c.fh:seek("set", c.lo_at)
+    c.pos = c.lo
+  end
+  c.pos = c.pos + 1
+  c.next = c.fh:read("*l")
+end
+
+-- A request-count run: this thread's clients are done and answered. It records the time,
+-- stops its event loop and, when it is the last thread to finish (counted in a file every
+-- thread appends its number to), ends the run: SIGINT to wrk's main thread, which sleeps for
+-- -d and ends the run on that signal. (50 ms first: wrk installs its SIGINT handler just after
+-- starting the threads, microseconds before, and must be asleep when the signal comes.)
+local function finish()
+  finished = now()
+  wrk.thread:stop()
+  local fh = assert(io.open(done_path, "a"))
+  fh:write(tid, "\n")
+  fh:close()
+  local n = 0
+  for _ in io.lines(done_path) do n = n + 1 end
+  if n >= tonumber(os.getenv("THREADS")) then
+    ffi.C.usleep(50000)
+    local pid = ffi.C.getpid()
+    ffi.C.tgkill(pid, pid, SIGINT)
+  end
 end
 
 function init(args)
-  local paths, subset = read_trace(os.getenv("TRACE"))
+  local path = os.getenv("TRACE")
+  local idx = read_index(path)
   local conns, nthreads = tonumber(os.getenv("CONNECTIONS")), tonumber(os.getenv("THREADS"))
   local per = math.floor(conns / nthreads)
-  local total, n = per * nthreads, #paths
-  local cache = {}
-  for i = 1, n do
-    local p = paths[i]
-    local r = cache[p]
-    if not r then
-      r = wrk.format("GET", p)
-      cache[p] = r
-    end
-    reqs[i] = r
-  end
+  local total, n = per * nthreads, idx.lines
+  -- Each client opens the trace at its own place and reads a line per request: a thread's
+  -- memory and start-up do not grow with the trace.
+  if os.getenv("DYNAMIC") ~= "1" then response = nil end
   for j = 0, per - 1 do
     local g = tid * per + j
-    local lo, hi, pos
-    if subset then
-      local k = g % math.floor(n / subset)
-      lo, hi = k * subset + 1, (k + 1) * subset
-      pos = lo
+    local lo, hi, start
+    if idx.subset then
+      local k = g % math.floor(n / idx.subset)
+      lo, hi = k * idx.subset, (k + 1) * idx.subset
+      start = lo
     else
-      lo, hi = 1, n
-      pos = math.floor(g * n / total) + 1
+      lo, hi = 0, n
+      start = math.floor(g * n / total)
     end
-    clients[j + 1] = {lo = lo, hi = hi, pos = pos}
+    local fh = assert(io.open(path, "rb"))
+    local c = {fh = fh, lo = lo, hi = hi, lo_at = seek_line(idx, fh, lo), pos = start}
+    seek_line(idx, fh, start)
+    c.next = fh:read("*l")
+    c.pos = start + 1
+    clients[j + 1] = c
   end
   nclients = per
   verifying = tid == 0
+  per_client = tonumber(os.getenv("REQUESTS_PER_CLIENT") or "")
+  if per_client then
+    for _, c in ipairs(clients) do c.left = per_client end
+    quota, nconns = per_client * per, per
+    done_path = os.getenv("WRK_OUT") .. ".finished"
+    -- init() runs in wrk's main thread, thread 0's first: a fresh count of finished threads
+    if tid == 0 then assert(io.open(done_path, "w")):close() end
+  end
   started = now()
 end
 
 function request()
   if verifying then
     verifying = false
-    return reqs[clients[1].pos]
+    return format(clients[1].next)
   end
-  turn = turn % nclients + 1
-  local c = clients[turn]
-  local r = reqs[c.pos]
-  c.pos = c.pos + 1
-  if c.pos > c.hi then c.pos = c.lo end
+  local c
+  if per_client then
+    calls = calls + 1
+    if finished > 0 then return "" end
+    if calls >= quota + nconns then  -- every request this thread sent has been answered
+      finish()
+      return ""
+    end
+    if sent >= quota then return "" end  -- nothing left: this connection idles
+    repeat
+      turn = turn % nclients + 1
+      c = clients[turn]
+    until c.left > 0
+    c.left = c.left - 1
+  else
+    turn = turn % nclients + 1
+    c = clients[turn]
+  end
+  local r = format(c.next)
+  advance(c)
+  sent = sent + 1
   pending = pending + 1
   if pending == BATCH then
     ffi.C.clock_gettime(0, ts)
@@ -111,6 +217,14 @@ function request()
   return r
 end
 
+function response(status, headers, body)
+  local query = headers["X-Tierbench-Query"]
+  if query and status >= 200 and status < 400 then
+    dynamic_ok = dynamic_ok + 1
+    if query == "write" then writes_ok = writes_ok + 1 end
+  end
+end
+
 function done(summary, latency, requests)
   -- wrk starts each thread as soon as its init() has read the trace, and its own clock once the
   -- last thread is started: the first thread may send requests before the measured run begins
@@ -118,10 +232,18 @@ function done(summary, latency, requests)
   -- window from the last start.
   local start, last_start = math.huge, 0
   local per_second = {}
+  local dyn, writes = 0, 0
+  local total_sent, finished_last, threads_finished = 0, 0, 0
   for _, t in ipairs(threads) do
+    dyn = dyn + (t:get("dynamic_ok") or 0)
+    writes = writes + (t:get("writes_ok") or 0)
     local st = t:get("started")
     if st and st > 0 and st < start then start = st end
     if st and st > last_start then last_start = st end
+    total_sent = total_sent + (t:get("sent") or 0)
+    local fin = t:get("finished") or 0
+    if fin > 0 then threads_finished = threads_finished + 1 end
+    if fin > finished_last then finished_last = fin end
     local b = t:get("buckets")
     local last = nil
     for s, count in pairs(b or {}) do
@@ -147,14 +269,23 @@ function done(summary, latency, requests)
   end
   local e = summary.errors
   local out = io.open(os.getenv("WRK_OUT"), "w")
+  -- a request-count run: the quota per client, what was sent, when the last thread finished
+  local counted = os.getenv("REQUESTS_PER_CLIENT")
+  if counted then
+    out:write(string.format(
+      '{"requests_per_client": %d, "sent": %d, "threads_finished": %d, "finished_last": %.6f, ',
+      tonumber(counted), total_sent, threads_finished, finished_last))
+  else
+    out:write(string.format('{"sent": %d, ', total_sent))
+  end
   out:write(string.format(
-    '{"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
+    '"started": %.6f, "started_last": %.6f, "duration_s": %.6f, "requests": %d, "bytes": %d, ' ..
     '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
     '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
-    '"percentiles": {%s}}, "per_second": [%s]}\n',
+    '"percentiles": {%s}}, "per_second": [%s], "dynamic_ok": %d, "writes_ok": %d}\n',
     start, last_start, summary.duration / 1e6, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency.min / 1000, latency.max / 1000, latency.mean / 1000, latency.stdev / 1000,
-    table.concat(pct, ", "), table.concat(ps, ", ")))
+    table.concat(pct, ", "), table.concat(ps, ", "), dyn, writes))
   out:close()
 end

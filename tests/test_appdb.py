@@ -1,0 +1,168 @@
+"""The application and database tiers' pieces without Docker: the write check, the database's
+figures over a window, the sampler probe's psql session (a real process speaking psql's output
+format), the space a seed takes, and the summary columns and stack settings of dynamic
+experiments."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tierbench.kinds import appdb, registry
+from tierbench.measure.sampler import Sampler
+from tierbench.placement import compose, space
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("writes_ok, rows, in_flight, verdict", [
+    (100, 100, 8, "ok"),
+    (100, 108, 8, "ok"),  # requests the engine stopped waiting for still inserted their row
+    (100, 97, 8, "3 of 100 successful write requests left no row in the database"),
+    (100, 109, 8, "109 rows were written for 100 successful write requests, more than the 8"),
+    (100, None, 8, "not checked: the database did not answer after the point"),
+    (None, 100, 8, "not checked: the load generator did not count its write requests"),
+])
+def test_write_check(writes_ok: int | None, rows: int | None, in_flight: int,
+                     verdict: str) -> None:
+    assert appdb.write_check(writes_ok, rows, in_flight).startswith(verdict)
+
+
+def counters(**values: int) -> dict[str, int]:
+    return {name: values.get(name, 0) for name in appdb.STAT_FIELDS}
+
+
+def test_db_figures_over_the_window_by_hand() -> None:
+    first = {"t": 100.0, "probes": {"db": counters(xact_commit=1000, xact_rollback=5,
+                                                   tup_returned=50, tup_inserted=10,
+                                                   tup_updated=1, blks_read=7)}}
+    last = {"t": 104.0, "probes": {"db": counters(xact_commit=1400, xact_rollback=9,
+                                                  tup_returned=450, tup_inserted=210,
+                                                  tup_updated=3, tup_deleted=4, blks_read=9)}}
+    assert appdb.db_figures(first, last) == {"db_tps": 101.0, "db_rows_read": 400,
+                                             "db_rows_written": 206, "db_blocks_read": 2}
+    # the database was down at one end: no figures, not zeros
+    assert appdb.db_figures(first, {"t": 104.0, "probes": {"db": {}}}) == {}
+    assert appdb.db_figures({"t": 1.0}, last) == {}
+
+
+FAKE_PSQL = """
+n=0
+while read -r query; do
+  case "$query" in *pg_stat_database*) ;; *) echo "unexpected: $query"; continue;; esac
+  n=$((n + 1))
+  [ "$n" = "$SLOW_AT" ] && sleep 2
+  echo "$((100 * n))|1|$n|2|3|4|5|6|7"
+  [ "$n" = "$QUIT_AT" ] && exit 2
+done
+"""
+
+
+def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> list[int]:
+    """psql stands in as a shell loop printing psql's unaligned rows (the nth process started
+    with the nth settings, later ones with none); returns one entry per process started."""
+    starts: list[int] = []
+
+    def argv(container: object, database: str, *, interactive: bool = False) -> list[str]:
+        assert database == "postgres" and interactive  # never the counted database
+        env = sessions[len(starts)] if len(starts) < len(sessions) else {}
+        starts.append(1)
+        return ["sh", "-c", "".join(f"{k}={v}\n" for k, v in env.items()) + FAKE_PSQL]
+
+    monkeypatch.setattr(appdb, "psql_argv", argv)
+    return starts
+
+
+DB = compose.Container("db", "id", "tierbench-db-1", 1, "img", "sha256:x", "1")
+
+
+def test_the_probe_keeps_one_session_and_reads_every_counter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    starts = fake_psql(monkeypatch)
+    probe = appdb.PgStats(DB)
+    try:
+        first, second = probe(), probe()
+    finally:
+        probe.close()
+    assert first == dict(zip(appdb.STAT_FIELDS, [100, 1, 1, 2, 3, 4, 5, 6, 7]))
+    assert second["xact_commit"] == 200 and second["tup_returned"] == 2
+    assert len(starts) == 1  # one process for every reading
+
+
+def test_a_database_that_does_not_answer_gives_no_counters_then_a_new_session(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    starts = fake_psql(monkeypatch, {"SLOW_AT": "2"}, {"QUIT_AT": "2"})
+    probe = appdb.PgStats(DB, timeout=0.5)
+    try:
+        assert probe()["xact_commit"] == 100
+        t0 = time.monotonic()
+        assert probe() == {}  # the second answer comes too late
+        assert time.monotonic() - t0 < 1.5
+        assert probe()["xact_commit"] == 100  # a new session counts from its start
+        assert probe()["xact_commit"] == 200  # ... and then ends (psql lost its server)
+        time.sleep(0.2)
+        assert probe()["xact_commit"] == 100  # the next reading opens a third one at once
+        assert len(starts) == 3
+    finally:
+        probe.close()
+    assert probe.proc is None
+
+
+def test_the_sampler_records_probes_beside_the_counters(tmp_path: Path) -> None:
+    readings = iter(range(100))
+    sampler = Sampler(tmp_path / "samples.jsonl", {}, {}, interval=0.05,
+                      probes={"db": lambda: {"xact_commit": next(readings)}})
+    sampler.start()
+    time.sleep(0.2)
+    samples = sampler.stop()
+    values = [s["probes"]["db"]["xact_commit"] for s in samples]
+    assert len(values) >= 3 and values == sorted(values)
+    assert (tmp_path / "samples.jsonl").read_text().count('"probes"') == len(samples)
+
+
+def test_a_seed_needs_its_rows_twice_plus_the_wal_and_its_buffers_in_memory() -> None:
+    rows, row_bytes = 1000, 924
+    assert appdb.seed_bytes(rows, row_bytes) == (64 << 20) + 2 * 1000 * 1024 + (256 << 20)
+    disk, memory = appdb.needs("exp.yml", rows, row_bytes, 128 << 20)
+    assert disk.bytes == appdb.seed_bytes(rows, row_bytes) and "Docker's data folder" in disk.where
+    assert memory.where == space.MEMORY and memory.bytes == 128 << 20
+
+
+def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None:
+    exp = registry.load_experiment("dc-dynamic")
+    kind = registry.kind("web")
+    [settings] = {kind.placement(exp, p) for p in kind.points(exp, exp.seed)}
+    settings = dict(settings)
+    assert compose.has_app_db(settings)
+    assert {k: settings[k] for k in compose.APP_DB_ENV} == {
+        "db_rows": 100000, "db_row_bytes": 256, "db_seed": 20, "db_shared_buffers": "128MB",
+        "app_workers": 16}
+    files = compose.compose_files(settings)
+    assert str(ROOT / "compose" / "app-db.yml") in files
+    env = compose.stack_env(settings, [])
+    assert (env["DB_ROWS"], env["DB_SEED"], env["APP_WORKERS"]) == ("100000", "20", "16")
+    columns = [c.name for c in kind.columns(exp)]
+    for name in ("content", "dynamic_share", "query", "cpu_s_app", "cpu_s_db", "db_tps",
+                 "writes_ok", "rows_written", "write_check"):
+        assert name in columns
+    writes = next(p for p in kind.points(exp, exp.seed) if p["trace"]["name"] == "zipf-writes-20")
+    ident = kind.identity(exp, writes)
+    assert (ident["content"], ident["dynamic_share"], ident["query"]) == ("mixed", 0.2, "write")
+    static = next(p for p in kind.points(exp, exp.seed) if p["trace"]["name"] == "static-4k")
+    assert kind.identity(exp, static)["content"] == "static"
+    # a static experiment has none of it
+    quick = registry.load_experiment("quick")
+    assert not any(compose.has_app_db(dict(kind.placement(quick, p)))
+                   for p in kind.points(quick, quick.seed))
+    assert "cpu_s_app" not in [c.name for c in kind.columns(quick)]
+
+
+def test_cpu_modes_give_each_point_its_platform() -> None:
+    exp = registry.load_experiment("dc-cpus")
+    kind = registry.kind("web")
+    seen = {(p.mode, kind.identity(exp, p)["cpus"], kind.identity(exp, p)["cpu_time"])
+            for p in kind.points(exp, exp.seed)}
+    assert seen == {("webapp-1cpu", 1, 1.0), ("webapp-2cpus", 2, 2.0),
+                    ("webapp-2cpus-half", 2, 1.0)}

@@ -1,0 +1,250 @@
+"""The application and database tiers behind the web tier (compose/app-db.yml), as the web kind
+uses them: the database's own counters read every second, the write check, the space and
+memory the seeded data set takes, the server settings for the manifest, and a stopped tier
+started again.
+
+PostgreSQL's counters come from pg_stat_database (row `tierbench`), read through one psql
+session that stays open in the db container and is connected to the `postgres` database, so
+that reading them costs one query a second and adds no transaction to the counted database.
+PostgreSQL 15 publishes a busy backend's counters at most once a second, so figures over a
+window of a few seconds can lag by up to a second at each end.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from typing import Any
+
+from tierbench.placement import compose, space
+
+DATABASE = "tierbench"
+STAT_FIELDS = ("xact_commit", "xact_rollback", "tup_returned", "tup_fetched", "tup_inserted",
+               "tup_updated", "tup_deleted", "blks_read", "blks_hit")
+STATS_QUERY = (f"SELECT {', '.join(STAT_FIELDS)} FROM pg_stat_database "
+               f"WHERE datname = '{DATABASE}';\n")
+# What PostgreSQL runs with (read back from the server, for the manifest).
+SETTINGS = ("server_version", "shared_buffers", "max_connections", "synchronous_commit",
+            "fsync", "wal_level", "max_wal_size", "work_mem", "effective_cache_size")
+DB_BASE_BYTES = 64 << 20  # an empty cluster: catalogs, the first WAL segments
+WAL_BYTES = 256 << 20  # max_wal_size (compose/app-db.yml's DB_MAX_WAL_SIZE default)
+ROW_OVERHEAD = 100  # tuple header, line pointer, varlena header, primary-key index entry
+HEALTHY_WAIT_S = 120.0
+
+
+def psql_argv(container: compose.Container, database: str, *, interactive: bool = False
+              ) -> list[str]:
+    """docker exec of psql in the db container as the postgres user (peer authentication on
+    the local socket): unaligned, tuples only, no .psqlrc."""
+    return ["docker", "exec", *(["-i"] if interactive else []), "-u", "postgres", container.id,
+            "psql", "-X", "-q", "-A", "-t", "-d", database]
+
+
+def sql(container: compose.Container, statement: str, timeout: float = 60) -> str | None:
+    """One statement in the tierbench database; its output, or None when the database does
+    not answer."""
+    try:
+        done = subprocess.run([*psql_argv(container, DATABASE), "-c", statement],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+class PgStats:
+    """pg_stat_database's counters of the tierbench database as a sampler probe: read()
+    returns them ({} when the database does not answer within `timeout`), through one psql
+    session kept open in the db container and started again after a failure."""
+
+    def __init__(self, container: compose.Container, timeout: float = 0.8) -> None:
+        self.container, self.timeout = container, timeout
+        self.proc: subprocess.Popen | None = None
+        self.buffer = b""
+
+    def __call__(self) -> dict[str, int]:
+        return self.read()
+
+    def read(self) -> dict[str, int]:
+        """The counters now, or {} when the database does not answer in time. A session that
+        ended (psql lost its server: the database restarted) is replaced at once, once."""
+        for attempt in (1, 2):
+            try:
+                return self.query()
+            except TimeoutError:
+                self.close()
+                return {}
+            except (OSError, ValueError):
+                self.close()
+                if attempt == 2:
+                    return {}
+        return {}
+
+    def query(self) -> dict[str, int]:
+        """One reading through the session (opened first when there is none)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.open()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(STATS_QUERY.encode())
+        self.proc.stdin.flush()
+        line = self.line()
+        values = [int(v) for v in line.split("|")]
+        if len(values) != len(STAT_FIELDS):
+            raise ValueError(line)
+        return dict(zip(STAT_FIELDS, values))
+
+    def open(self) -> None:
+        """Start the psql session (its own session: a Ctrl-C reaches tierbench, not psql)."""
+        self.close()
+        self.buffer = b""
+        self.proc = subprocess.Popen(psql_argv(self.container, "postgres", interactive=True),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def line(self) -> str:
+        """The next line psql prints, within the timeout."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError("the database did not answer")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise OSError("psql ended")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode().strip()
+
+    def close(self) -> None:
+        """End the psql session, if one is open."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait(timeout=10)
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+            self.proc = None
+
+
+def db_figures(first: dict, last: dict) -> dict[str, float]:
+    """The database's figures between two samples: transactions per second, rows read and
+    written, blocks read from storage; {} when either sample lacks the counters (the database
+    was down)."""
+    a = (first.get("probes") or {}).get("db") or {}
+    b = (last.get("probes") or {}).get("db") or {}
+    span = last["t"] - first["t"]
+    if not a or not b or span <= 0:
+        return {}
+
+    def delta(*names: str) -> int:
+        return sum(b[n] - a[n] for n in names)
+
+    return {"db_tps": delta("xact_commit", "xact_rollback") / span,
+            "db_rows_read": delta("tup_returned"),
+            "db_rows_written": delta("tup_inserted", "tup_updated", "tup_deleted"),
+            "db_blocks_read": delta("blks_read")}
+
+
+def write_check(writes_ok: int | None, rows: int | None, in_flight: int) -> str:
+    """"ok" when the rows the write requests inserted are the successful write requests (up to
+    `in_flight` more: requests the engine stopped waiting for, which the database still
+    completed), else one sentence saying what differs."""
+    if writes_ok is None:
+        return "not checked: the load generator did not count its write requests"
+    if rows is None:
+        return "not checked: the database did not answer after the point"
+    if rows < writes_ok:
+        return (f"{writes_ok - rows} of {writes_ok} successful write requests left no row in "
+                "the database")
+    if rows > writes_ok + in_flight:
+        return (f"{rows} rows were written for {writes_ok} successful write requests, more "
+                f"than the {in_flight} that can have been in flight when the load stopped")
+    return "ok"
+
+
+def empty_writes(db: compose.Container) -> bool:
+    """Empty the writes table before a point (its rows are counted after it)."""
+    return sql(db, "TRUNCATE writes") is not None
+
+
+def rows_written(db: compose.Container, settle_s: float = 5.0) -> int | None:
+    """Rows in the writes table once no query of the application tier is running any more
+    (at most `settle_s` of waiting); None when the database does not answer."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        busy = sql(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                       f"'{DATABASE}' AND state = 'active' AND pid <> pg_backend_pid()", 30)
+        if busy is None:
+            return None
+        if busy == "0":
+            break
+        time.sleep(0.2)
+    count = sql(db, "SELECT count(*) FROM writes")
+    return int(count) if count is not None and count.isdigit() else None
+
+
+def server_settings(db: compose.Container) -> dict[str, Any]:
+    """PostgreSQL's settings as the server reports them, and the seeded data set."""
+    names = ", ".join(f"'{n}'" for n in SETTINGS)
+    out: dict[str, Any] = {}
+    text = sql(db, f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
+                   f"({names}) ORDER BY name")
+    for line in (text or "").splitlines():
+        name, _, value = line.partition("|")
+        out[name] = value
+    seed = sql(db, "SELECT rows, row_bytes, seed, pg_total_relation_size('items') "
+                   "FROM seed_info")
+    if seed:
+        rows, row_bytes, seed_, size = seed.split("|")
+        out["seeded"] = {"rows": int(rows), "row_bytes": int(row_bytes), "seed": int(seed_),
+                         "items_bytes": int(size)}
+    return out
+
+
+def seed_bytes(rows: int, row_bytes: int) -> int:
+    """Disk the database takes for a data set: the cluster, the rows with their index, the WAL
+    of loading them once, and WAL up to max_wal_size."""
+    return DB_BASE_BYTES + 2 * rows * (row_bytes + ROW_OVERHEAD) + WAL_BYTES
+
+
+def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[space.Need]:
+    """The database's volume under Docker's data folder, its shared buffers in memory."""
+    return [space.on_disk(f"the database of {what} ({rows:,} rows x {row_bytes} bytes)",
+                          seed_bytes(rows, row_bytes), space.docker_root(),
+                          "Docker's data folder", "lower stack.db.rows or stack.db.row_bytes, "
+                          "or free space there"),
+            space.in_memory("the database's shared buffers", shared_buffers,
+                            "lower stack.db.shared_buffers")]
+
+
+def stopped(tiers: tuple[str, ...] = compose.APP_TIERS) -> list[str]:
+    """The application and database tiers that are not running."""
+    running = compose.containers()
+    return [t for t in tiers if t not in running]
+
+
+def start_again(service: str) -> None:
+    """Start a stopped container of the stack again and wait until it is healthy."""
+    ids = subprocess.run(["docker", "ps", "-aq", "--filter",
+                          f"label=com.docker.compose.project={compose.PROJECT}", "--filter",
+                          f"label=com.docker.compose.service={service}"],
+                         capture_output=True, text=True, timeout=30, check=False).stdout.split()
+    if not ids:
+        raise compose.StackError(f"the {service} tier's container is gone: run `tierbench "
+                                 "clean` and start the run again")
+    subprocess.run(["docker", "start", *ids], capture_output=True, timeout=120, check=False)
+    deadline = time.monotonic() + HEALTHY_WAIT_S
+    while time.monotonic() < deadline:
+        health = subprocess.run(["docker", "inspect", "-f", "{{.State.Health.Status}}", ids[0]],
+                                capture_output=True, text=True, timeout=30,
+                                check=False).stdout.strip()
+        if health == "healthy":
+            return
+        time.sleep(1)
+    raise compose.StackError(f"the {service} tier did not become healthy within "
+                             f"{HEALTHY_WAIT_S:.0f} s of starting again: see `docker compose "
+                             f"logs {service}`")
