@@ -12,46 +12,36 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from stack_env import ROOT, TIERBENCH, cli_env, tierbench
 
 from tierbench.placement import disks
 
 pytestmark = pytest.mark.stack
 
-ROOT = Path(__file__).resolve().parent.parent
-TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
 MB = 1e6
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Results, state and disk images in temporary folders; fail, not skip, without root."""
-    if os.geteuid() != 0:
-        pytest.fail("the disk-system tests need root: run `make test` as root")
+    """Results, state and disk images in temporary folders (stack_env's checks and clean)."""
     base = tmp_path_factory.mktemp("disks")
-    e = dict(os.environ, TIERBENCH_RESULTS=str(base / "results"),
-             TIERBENCH_STATE_DIR=str(base / "state"), DISK_IMAGE_DIR=str(base / "images"))
-    keys = ("TIERBENCH_STATE_DIR", "DISK_IMAGE_DIR")
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update({k: e[k] for k in keys})  # for the disks module used in-process below
-    yield e
-    subprocess.run([*TIERBENCH, "clean"], env=e, cwd=ROOT, capture_output=True, timeout=300)
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-def tierbench(env: dict[str, str], *args: str, timeout: float = 900
-              ) -> subprocess.CompletedProcess:
-    return subprocess.run([*TIERBENCH, *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    with cli_env(base, DISK_IMAGE_DIR=str(base / "images")) as e:
+        keys = ("TIERBENCH_STATE_DIR", "DISK_IMAGE_DIR")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update({k: e[k] for k in keys})  # for the disks module used in-process below
+        try:
+            yield e
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def last_run(env: dict[str, str], name: str) -> Path:
