@@ -166,3 +166,10 @@ def test_cpu_modes_give_each_point_its_platform() -> None:
             for p in kind.points(exp, exp.seed)}
     assert seen == {("webapp-1cpu", 1, 1.0), ("webapp-2cpus", 2, 2.0),
                     ("webapp-2cpus-half", 2, 1.0)}
+
+
+@pytest.mark.parametrize(("idle_s", "wait"), [(-1, 0.0), (0.0, 10.5), (4.0, 6.5), (10.5, 0.0),
+                                              (30.0, 0.0)])
+def test_a_point_waits_until_idle_sessions_have_published_their_counters(idle_s: float,
+                                                                         wait: float) -> None:
+    assert appdb.publish_wait(idle_s) == pytest.approx(wait)

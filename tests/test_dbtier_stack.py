@@ -62,13 +62,18 @@ def wrk_run(env: dict[str, str]) -> Path:
 
 def test_dynamic_requests_reach_the_database_and_every_tier_works(wrk_run: Path) -> None:
     rows = summary(wrk_run)
-    assert len(rows) == 4
+    assert len(rows) == 6
     for row in rows:
         assert not row["error"], row["error"]
         assert float(row["errors"] or 0) == 0, row
+        tps, dyn, db_tps = float(row["tps"]), float(row["dyn_tps"]), float(row["db_tps"])
+        if row["trace"] == "static-8k":
+            # static requests never reach the database; p004 follows a dynamic point, whose
+            # last second PostgreSQL publishes 10 s late: the point waited for it
+            assert dyn == 0 and db_tps < 2, row
+            continue
         for tier in ("loadgen", "proxy", "web", "app", "db"):
             assert float(row[f"cpu_s_{tier}"]) > 0, f"{tier} used no CPU in {row['point']}"
-        tps, dyn, db_tps = float(row["tps"]), float(row["dyn_tps"]), float(row["db_tps"])
         share = float(row["dynamic_share"])
         # wrk counted the dynamic answers from their header: the trace's share of all answers
         assert dyn == pytest.approx(share * tps, rel=0.1), row

@@ -861,8 +861,12 @@ class WebKind(Kind):
         logged = webdisks.logging_tier(dep.containers, s.target, dep.tiers["web"].containers)
         if dep.info["settings"].get("access_log"):
             webdisks.reset_logs(logged)
-        if "db" in dep.containers and not appdb.empty_writes(dep.containers["db"]):
-            ctx.record["db"] = "the database did not answer before the point"
+        if "db" in dep.containers:
+            if not appdb.empty_writes(dep.containers["db"]):
+                ctx.record["db"] = "the database did not answer before the point"
+            waited = appdb.wait_for_published_counters(dep.containers["db"])
+            if waited:
+                ctx.record["db_counters_wait_s"] = round(waited, 1)
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
