@@ -1,13 +1,14 @@
 # tierbench: `make run` runs the default experiment end to end, `make test` runs every test.
 # Variables can be overridden: make run EXP=experiments/quick.yml
 EXP ?= quick
-PYTEST_ARGS ?=
+# make test leaves out the longer cluster-lab tests (marker lab_full; make test-cluster runs them)
+PYTEST_ARGS ?= -m "not lab_full"
 EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
 .PHONY: help run test plan clean setup setup-venv images orangefs-image pfs-up lint bench \
-  report-example bench-scale
+  report-example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,6 +19,9 @@ run: setup images ## Build what is missing, bring the stack up, run EXP (default
 test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
 	$(VENV)/ruff check tierbench workloads analysis tests
 	$(VENV)/pytest $(PYTEST_ARGS)
+
+test-cluster: setup images ## The cluster tests in full on a 4-node lab (make test runs only the DC run and SIGKILL)
+	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
 	$(VENV)/tierbench plan $(EXP)

@@ -467,6 +467,40 @@ def cost_table(ctx: Context, entries: list[tuple[str, str, pd.DataFrame]]) -> st
         f"moved in that phase). Cycles per KB: <b>{esc(source)}</b>.</p>")
 
 
+NODE_FIGURES = (("busy_s", "busy CPU s"), ("usr_pct", "usr %"), ("sys_pct", "sys %"),
+                ("softirq_pct", "softirq %"), ("idle_pct", "idle %"))
+
+
+def node_table(ctx: Context, entries: list[tuple[str, str, pd.DataFrame]]) -> str:
+    """A cluster run's CPU per node (node_<name>_<figure> columns) per mode; '' on one host."""
+    pts = ctx.points
+    names = sorted({c[len("node_"):-len("_busy_s")] for c in pts.columns
+                    if c.startswith("node_") and c.endswith("_busy_s")})
+    if not names:
+        return ""
+    top = "".join(f'<th colspan="{len(NODE_FIGURES)}">{esc(n)}</th>' for n in names)
+    head = "".join(f'<th title="node_{esc(n)}_{k}">{esc(label)}</th>'
+                   for n in names for k, label in NODE_FIGURES)
+    body = []
+    for mode, name, rows in entries:
+        ok = tables.good(rows)
+        cells = []
+        for n in names:
+            for k, _ in NODE_FIGURES:
+                e = tables.estimate(ok, f"node_{n}_{k}")
+                cells.append(f'<td class="num">{MISSING if e.mean is None else f"{e.mean:,.1f}"}'
+                             "</td>")
+        body.append(f'<tr><td class="l"><span class="sw" style="background:{ctx.colors[mode]}">'
+                    f'</span>{esc(name)}</td>{"".join(cells)}</tr>')
+    return ('<h3 class="costh">CPU per node (cluster)</h3>'
+            f'<div class="scroll"><table class="modes cost"><thead><tr><th class="l" '
+            f'rowspan="2">mode</th>{top}</tr><tr>{head}</tr></thead><tbody>{"".join(body)}'
+            "</tbody></table></div>"
+            '<p class="note">Means over repetitions: each node\'s /proc/stat over the measured '
+            "window, sampled on the node at 1 Hz and merged on the controller's clock. Nodes "
+            "that share one kernel (the lab's containers) each show the whole machine.</p>")
+
+
 def sections(ctx: Context) -> tuple[str, str]:
     """One section per value of the spec's `sections` columns (and a table of contents)."""
     if not len(ctx.points):
@@ -496,7 +530,7 @@ def sections(ctx: Context) -> tuple[str, str]:
                    f"{mode_table(ctx, entries)}"
                    + (f"<figure>{chart}<figcaption>{caption}</figcaption></figure>" if chart
                       else "")
-                   + f"{cost_table(ctx, entries)}</section>")
+                   + f"{cost_table(ctx, entries)}{node_table(ctx, entries)}</section>")
     return "".join(out), " · ".join(toc)
 
 

@@ -17,7 +17,7 @@
 # /etc/ssh/ssh_config.d/tierbench-lab.conf includes lab/ssh_config, whose only block is
 # `Host 198.18.16.*`: nothing changes for any other host.
 # Settings: TIERBENCH_TAG (0.1.0), LAB_IMAGES (images to ship, default every tierbench image of
-# the tag), LAB_NODE_MEM_MB (memory to keep free per node, 512), BASE_IMAGE.
+# the tag; `none`: none, `tierbench run --cluster` ships what each node needs), LAB_NODE_MEM_MB (memory to keep free per node, 512), BASE_IMAGE.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -59,6 +59,7 @@ require_host() {
 # Images to ship: LAB_IMAGES, else every tierbench image of the tag but the node image itself and
 # the build-only bases (their layers travel inside the images built on them).
 ship_list() {
+  if [ "${LAB_IMAGES:-}" = none ]; then return; fi
   if [ -n "${LAB_IMAGES:-}" ]; then printf '%s\n' $LAB_IMAGES; return; fi
   docker images --format '{{.Repository}}:{{.Tag}}' \
     | grep -E "^tierbench-[a-z0-9-]+:$TAG\$" \

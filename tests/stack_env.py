@@ -37,3 +37,22 @@ def cli_env(base: Path, **extra: str) -> Iterator[dict[str, str]]:
         yield env
     finally:
         tierbench(env, "clean", timeout=300)
+
+
+def lab_containers() -> list[str]:
+    """The lab cluster's node containers (label org.tierbench.lab), by name."""
+    done = subprocess.run(["docker", "ps", "-a", "--filter", "label=org.tierbench.lab", "--format",
+                           "{{.Names}}"], capture_output=True, text=True, check=False)
+    return sorted(done.stdout.split())
+
+
+def require_free_lab() -> None:
+    """What the lab tests need: root, a Docker engine that answers, and no lab already up (the
+    test would replace it). A missing prerequisite fails the test; it never skips."""
+    if os.geteuid() != 0:
+        pytest.fail("the lab tests need root: run `make test` as root")
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        pytest.fail("no Docker engine answers: run `make setup`")
+    if lab_containers():
+        pytest.fail(f"a lab is up ({', '.join(lab_containers())}): the lab tests would replace "
+                    "it; run `make lab-down` first")

@@ -389,6 +389,53 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for t in ("single-64k", "single-1m") for case in (1, 2, 3, 4)
                 for m in ("offload", "none") for r in reps]
         return rows, [{"name": "single-64k"}, {"name": "single-1m"}], ("offload", "none"), True
+    if name in ("fs-thinktime", "fs-clients", "fs-randread"):
+        modes = ("servers-offloads-on", "servers-offloads-off")
+        x, values = (("think_ms", (0, 0.5, 1, 2)) if name == "fs-thinktime"
+                     else ("programs", (1, 2, 4, 8)))
+        rows = [{"test": "dbench", "server": "gluster", "load": load, "programs": 1,
+                 "think_ms": 0, x: v, "mode": m, "repetition": r,
+                 "mb_per_s": 20.0 / (1 + v) + (2 if m == modes[0] else 0) + 0.1 * r,
+                 "iops": 100.0, "latency_ms": 1.0, "p99_ms": 3.0, "max_latency_ms": 30.0,
+                 "server_cpu_pct": 40.0 + v, "client_cpu_pct": 30.0,
+                 "server_net_mb_per_s": 22.0, "server_cpu_us_per_kb": 20.0 + r,
+                 "client_cpu_us_per_kb": 15.0, "host_cpu_us_per_kb": 40.0 + r,
+                 "hog_cpu_pct": 60.0 if load == "busy" else None}
+                for load in ("idle", "busy") for v in values for m in modes for r in reps]
+        return rows, [], modes, False
+    if name == "fs-filebench":
+        modes = ("servers-offloads-on", "servers-offloads-off")
+        names = ("1-seqread-uncached", "2-seqread-cached", "3-seqread20-uncached",
+                 "4-seqread10-cached", "5-seqwrite", "6-seqwrite20",
+                 "7-randread20-uncached", "8-randread128-cached", "9-syncwrite128")
+        rows = [{"test": "filebench", "server": "gluster", "load": "idle", "workload": w,
+                 "mode": m, "repetition": r, "threads": 1,
+                 "mb_per_s": 100.0 + i + (5 if m == modes[0] else 0) + r,
+                 "iops": 1000.0 * (i + 1), "latency_ms": 1.0, "p99_ms": 3.0,
+                 "set_passes": 0.5, "server_cpu_pct": 50.0, "hog_cpu_pct": None,
+                 "client_cpu_pct": 30.0, "server_net_mb_per_s": 110.0 + i,
+                 "server_cpu_us_per_kb": 3.0 + r, "client_cpu_us_per_kb": 2.0,
+                 "host_cpu_us_per_kb": 6.0 + r}
+                for i, w in enumerate(names) for m in modes for r in reps]
+        return rows, [], modes, False
+    if name == "pfs-iozone":
+        rows = []
+        for s in (1, 2, 4, 8):
+            for m in onoff:
+                for r in reps:
+                    row: dict[str, Any] = {"test": "iozone", "server": "orangefs",
+                                           "sessions": s, "mode": m, "repetition": r}
+                    for phase, base in (("write", 200.0), ("read", 300.0)):
+                        row.update({f"{phase}_mb_per_s": base + 10 * s + r
+                                    + (50 if m == onoff[0] else 0),
+                                    f"{phase}_iops": base, f"{phase}_client_cpu_pct": 80.0 - s,
+                                    f"{phase}_server_cpu_pct": 40.0 + 5 * s,
+                                    f"{phase}_client_cpu_us_per_kb": 2.0 + r,
+                                    f"{phase}_server_cpu_us_per_kb": 3.0 + r,
+                                    f"{phase}_server_net_mb_per_s": base,
+                                    f"{phase}_host_cpu_us_per_kb": 6.0 + r})
+                    rows.append(row)
+        return rows, [], onoff, False
     raise ValueError(name)
 
 
@@ -398,6 +445,14 @@ def family_run(root: Path, name: str) -> Path:
     experiment = {"pfs-concurrent": "pfs-concurrent", "pfs-streams": "pfs-streams",
                   "pfs-basic": "pfs-basic"}.get(name, name)
     man = manifest(experiment, traces, modes, spec_of(name))
+    if name.startswith("fs-") or name == "pfs-iozone":
+        man["kind"] = "fs"
+        man["experiment"]["fs"] = {"test": rows[0]["test"], "server": rows[0]["server"],
+                                   "measure_s": 10}
+        if name == "fs-filebench":  # the kind's order: the experiment's list of workloads
+            man["report"]["order"] = {"workload": list(dict.fromkeys(
+                r["workload"] for r in sorted(rows, key=lambda r: r["workload"])))}
+        return write_run(root / name, rows, man, web=False, shuffle=True)
     if spec_of(name)["kind"] == "disk":
         man["kind"] = "disk"
         man["experiment"]["disk"] = {"systems": list(DISKS), "file_mb": 512}

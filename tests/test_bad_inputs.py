@@ -77,7 +77,8 @@ def refused(env: dict[str, str], *args: str, fragment: str, code: int = 2,
     err = done.stderr.strip()
     assert done.returncode == code, (done.returncode, err, done.stdout)
     assert "Traceback" not in done.stderr + done.stdout
-    lines = [ln for ln in (err or done.stdout.strip()).splitlines() if ln.strip()]
+    lines = [ln for ln in (err or done.stdout.strip()).splitlines() if ln.strip()
+             and not ln.startswith("tierbench: checking ")]  # progress, not an error
     assert len(lines) == 1, lines
     assert fragment in lines[0], lines[0]
     return lines[0]
@@ -370,6 +371,25 @@ def test_bad_cluster_files_are_one_sentence_each(tmp_path: Path, env: dict[str, 
                           text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert fragment in done.stderr and str(path) in done.stderr
+
+
+ONE_NODE = ("version: 1\nnodes: [{name: n1, address: 127.0.0.1, port: 1,\n"
+            "  interfaces: [{name: lo, address: 127.0.0.1}]}]\n")
+
+
+@pytest.mark.parametrize("text, command, fragment", [
+    (ONE_NODE + "roles: {loadgen: n1, proxy: n1}\n", "run",
+     "roles.web: not placed, and this needs the web tier (Apache httpd) on a node"),
+    (ONE_NODE + "roles: {loadgen: n1, proxy: n1, web: x}\n", "plan",
+     "roles.web: no node named 'x' (nodes: n1)"),
+    (ONE_NODE + "roles: {loadgen: n1, proxy: n1, web: n1}\n", "run",
+     "n1: cannot reach root@127.0.0.1 over SSH (port 1)"),
+], ids=["cluster-role-missing", "cluster-role-unknown-node", "cluster-node-unreachable"])
+def test_runs_on_a_bad_cluster_are_refused_before_anything_changes(
+        tmp_path: Path, env: dict[str, str], text: str, command: str, fragment: str) -> None:
+    path = write(tmp_path, text, "cluster.yml")
+    refused(env, command, str(ROOT / "tests" / "data" / "experiments" / "two-modes.yml"),
+            "--cluster", str(path), fragment=fragment)
 
 
 # --------------------------------------------------------------------------- the host

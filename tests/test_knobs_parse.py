@@ -199,7 +199,7 @@ def test_qdisc_on_configured_root_is_refused() -> None:
 
 
 def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ethtool, "online_cpu_mask", lambda: "3")
+    monkeypatch.setattr(ethtool, "online_cpu_mask", lambda node=None: "3")
     s = snap("veth")
     s["queues"] = {"rx-0": {"rps_cpus": "0"}, "tx-0": {"xps_cpus": "0"}}
     assert knobs.endpoint_problems(s, mode(rps_cpus="all", xps_cpus="2")) == []

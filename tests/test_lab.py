@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from stack_env import lab_containers, require_free_lab
 
 from tierbench.placement import nodes
 from tierbench.placement.nodes import NodeError, load_cluster, parse_cluster
@@ -28,12 +28,6 @@ PROBES = ("tierbench-labprobe:lab", "tierbench-labprobe:ship")
 
 def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
-
-
-def lab_containers() -> list[str]:
-    out = sh("docker", "ps", "-a", "--filter", "label=org.tierbench.lab", "--format",
-             "{{.Names}}").stdout.split()
-    return sorted(out)
 
 
 def make_probe(tag: str) -> str:
@@ -52,13 +46,7 @@ def make_probe(tag: str) -> str:
 
 @pytest.fixture(scope="module")
 def lab():
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    if shutil.which("docker") is None or sh("docker", "info").returncode != 0:
-        pytest.skip("no Docker engine answers")
-    if lab_containers():
-        pytest.skip(f"a lab is up ({', '.join(lab_containers())}): this test would replace it; "
-                    "run make lab-down first")
+    require_free_lab()
     ids = {tag: make_probe(tag) for tag in PROBES}
     env = {**os.environ, "LAB_IMAGES": PROBES[0]}
     start = time.monotonic()

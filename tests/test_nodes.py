@@ -81,7 +81,7 @@ DELETE = object()
 BAD = [
     ("version", 2, "c.yml: version: must be 1 (the only version of the cluster file), got 2"),
     ("colour", "blue", "c.yml: colour: unknown key (allowed: clock_bound_ms, nodes, roles, "
-     "ssh_config, version)"),
+     "ssh_config, version, workdir)"),
     ("clock_bound_ms", 0, "c.yml: clock_bound_ms: must be greater than 0, got 0"),
     ("clock_bound_ms", "fast", "c.yml: clock_bound_ms: must be a number, got 'fast'"),
     ("nodes", DELETE, "c.yml: nodes: is required"),
@@ -153,7 +153,7 @@ def test_every_problem_at_once() -> None:
         "c.yml: nodes[0].port: must be a whole number, got '22'",
         "c.yml: nodes[1].interfaces[0].address: 'banana' is not an IP address such as "
         "198.18.16.11/24",
-        "c.yml: extra: unknown key (allowed: clock_bound_ms, nodes, roles, ssh_config, version)",
+        "c.yml: extra: unknown key (allowed: clock_bound_ms, nodes, roles, ssh_config, version, workdir)",
         "c.yml: roles.proxy: no node named 'node9' (nodes: node1, node2)",
     ]
 
@@ -215,6 +215,11 @@ def test_argv_builders() -> None:
     assert argv[0] == "ssh" and "-F" not in argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "bench"
     assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
+    # one shared connection per node, in a folder only this user may enter
+    assert "ControlMaster=auto" in argv and "ControlPersist=60" in argv
+    control = next(a for a in argv if a.startswith("ControlPath="))
+    assert control.endswith("/%C") and oct(Path(control[12:-3]).stat().st_mode)[-3:] == "700"
+    assert nodes.ssh_prefix(n2) + ["true"] == nodes.ssh_argv(n2, "true")
     assert argv[-2:] == ["node2.example.org", "ethtool -K ens1f0 tso off"]
     assert nodes.ssh_argv(n2, "echo 'a b'")[-1] == "echo 'a b'"
     n2.ssh_config = "/x/ssh_config"

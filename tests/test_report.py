@@ -255,3 +255,18 @@ def test_render_without_manifest_or_rows_does_not_crash() -> None:
     page = render_report([{"point": "p1", "trace": "t", "mode": "m", "tps": "12.5"}], {})
     assert page.count('<svg class="chart group"') == 1
     assert 'data-family="generic"' in page and "report spec generic" in page
+
+
+def test_a_cluster_runs_cpu_per_node_is_a_table_per_section(rows, manifest) -> None:
+    for i, r in enumerate(rows):  # as a cluster run writes them: each node's CPU
+        r.update({"node_node2_busy_s": 1.5 + i, "node_node2_usr_pct": 10.0,
+                  "node_node2_sys_pct": 20.0, "node_node2_softirq_pct": 5.0,
+                  "node_node2_idle_pct": 65.0, "node_node3_busy_s": 0.5,
+                  "node_node3_usr_pct": 1.0, "node_node3_sys_pct": 2.0,
+                  "node_node3_softirq_pct": 0.0, "node_node3_idle_pct": 97.0})
+    first = sections(render_report(rows, manifest))[0]
+    table = first.split("CPU per node (cluster)")[1].split("</table>")[0]
+    assert table.count("<th colspan=\"5\">") == 2 and "node2" in table and "node3" in table
+    assert "97.0" in table and "65.0" in table
+    assert "CPU per node" not in sections(render_report(load.read_summary_rows(
+        FIXTURE / "summary.csv"), manifest))[0]

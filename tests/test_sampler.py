@@ -38,6 +38,25 @@ def test_sampler_writes_one_json_line_per_sample(tmp_path: Path) -> None:
     assert "me" in samples[0]["cpu"] and s.error is None
 
 
+def test_marks_give_a_short_window_two_samples_between_slow_ticks(tmp_path: Path) -> None:
+    # ticks 5 s apart stand for a loaded host that delays them: a 1 s window between two
+    # ticks holds none of them, and only the marks taken at its start and middle bracket it
+    out = tmp_path / "samples.jsonl"
+    s = sampler.Sampler(out, {"me": sampler.CgroupCpu(os.getpid())}, {}, interval=5).start()
+    time.sleep(0.2)
+    start = time.time()
+    s.mark()
+    time.sleep(0.5)
+    s.mark()
+    end = start + 1.0
+    time.sleep(0.5)
+    samples = s.stop()
+    times = [x["t"] for x in samples]
+    assert times == sorted(times)
+    assert len([t for t in times if start <= t <= end]) == 2
+    assert len(out.read_text().splitlines()) == len(samples) == 4
+
+
 def test_storage_reads_of_a_cgroup_sum_its_processes(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
     for pid, read in (("10", 4096), ("11", 1000)):

@@ -1,5 +1,6 @@
-"""The tierbench command: run, plan, resume and clean experiments; inspect modes; the OrangeFS
-cluster by hand; Locust workers for other nodes; reports and comparisons."""
+"""The tierbench command: run, plan, resume and clean experiments (on this host, or on a cluster's
+nodes with --cluster FILE); inspect modes; the OrangeFS cluster by hand; Locust workers for other
+nodes; reports and comparisons."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tierbench.config.files import MODES_DIR
 from tierbench.kinds import engines, registry
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.placement import compose, orangefs
+from tierbench.placement import compose, nodes, orangefs, placer
+from tierbench.placement.cluster import ClusterPlacer
 
 
 def write_report(run_dir: Path) -> Path | None:
@@ -48,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not resume.is_dir():
         raise ConfigError(f"--resume {resume}: no such run folder")
-    compose.preflight()
+    compose.preflight(cluster=placer.current().cluster is not None)
     run = runner.Run(exp, resume)
     try:
         run_dir = run.execute()
@@ -60,9 +62,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if run.dir is not None and run.rows:
             write_report(run.dir)
+    where = placer.current()
+    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: done: {run_dir / 'summary.csv'}\n"
           f"tierbench: report: {run_dir / 'report.html'}\n"
-          "tierbench: the stack is still up; `tierbench clean` removes it")
+          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
     return 0
 
 
@@ -204,6 +208,13 @@ def add_modes_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_modes)
 
 
+def add_cluster_arg(p: argparse.ArgumentParser) -> None:
+    """--cluster FILE: run on the nodes of a cluster file."""
+    p.add_argument("--cluster", metavar="FILE",
+                   help=f"run on the nodes of this cluster file (default ${nodes.CLUSTER_ENV}, "
+                        "else this host); see cluster.example.yml")
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="tierbench", description=__doc__)
@@ -212,13 +223,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run of this experiment in RUN_DIR")
+    add_cluster_arg(r)
     r.set_defaults(func=cmd_run)
     pl = sub.add_parser("plan", help="dry run: the points in order and the estimated duration")
     pl.add_argument("experiment")
+    add_cluster_arg(pl)
     pl.set_defaults(func=cmd_plan)
     c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
     c.add_argument("--keep-stack", action="store_true",
                    help="only restore interface settings; leave the containers running")
+    add_cluster_arg(c)
     c.set_defaults(func=cmd_clean)
     rp = sub.add_parser("report", help="(re)write report.html of a run directory")
     rp.add_argument("run")
@@ -256,10 +270,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def use_cluster(args: argparse.Namespace) -> None:
+    """--cluster FILE (or $TIERBENCH_CLUSTER): the placement of this process is that cluster."""
+    if not hasattr(args, "cluster"):
+        return
+    path = nodes.cluster_path(args.cluster)
+    if path is not None:
+        placer.use(ClusterPlacer(nodes.load_cluster(path)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
+        use_cluster(args)
         return args.func(args)
     except TierbenchError as exc:
         print(f"tierbench: {exc}", file=sys.stderr)

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tierbench.config.errors import ConfigError
+from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import registry
@@ -44,9 +44,10 @@ from tierbench.kinds.contract import (
     RunEnds,
     log,
 )
+from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import compose, provenance, space
+from tierbench.placement import placer, provenance, space
 
 
 class RunInterrupted(Exception):
@@ -110,14 +111,56 @@ def space_lines(exp: Experiment) -> list[str]:
     kind = registry.kind(exp.kind)
     needs = kind.needs(exp, kind.points(exp, exp.seed))
     check_space(exp, needs)
-    return [n.line() for n in needs]
+    cluster = placer.current().cluster
+    if cluster is None:
+        return [n.line() for n in needs]
+    return cluster_lines(exp) + [
+        f"  space: {n.what}: {space.human(n.bytes)} in "
+        + (f"{n.where}" if not n.medium else
+           f"{'Docker' if n.medium == 'disk' else 'memory'} of node(s) "
+           f"{', '.join(x.name for x in cluster.nodes_for(n.role)) if n.role else 'all'} "
+           "(checked on the nodes when the run starts)") for n in needs]
+
+
+def cluster_lines(exp: Experiment) -> list[str]:
+    """Where the experiment's roles run on the cluster (refuses a role the file leaves out)."""
+    where = placer.current()
+    roles = registry.kind(exp.kind).cluster_roles(exp)
+    if not roles:
+        raise ConfigError(f"{exp.source}: kind {exp.kind} does not run on a cluster yet (its "
+                          "services have no host-networking overlay and no roles)")
+    where.cluster.require_roles(*roles)
+    lines = [f"cluster {where.cluster.path}: services with host networking through each node's "
+             "Docker context; modes on the nodes' data-plane interfaces over SSH"]
+    for role in roles:
+        names = [f"{n.name} ({n.interface().name} {n.interface().ip})"
+                 for n in where.cluster.nodes_for(role)]
+        lines.append(f"  role {role}: {', '.join(names)}")
+    return lines
+
+
+def node_needs(exp: Experiment, needs: list[space.Need]) -> tuple[dict[str, int], dict[str, int]]:
+    """Bytes of Docker's data folder and of memory each cluster node must have for the run."""
+    cluster = placer.current().cluster
+    disk: dict[str, int] = {}
+    mem: dict[str, int] = {}
+    for n in needs:
+        if n.medium not in ("disk", "memory"):
+            continue
+        target = disk if n.medium == "disk" else mem
+        for node in cluster.nodes_for(n.role) if n.role else cluster.nodes:
+            target[node.name] = target.get(node.name, 0) + n.bytes
+    return disk, mem
 
 
 def check_space(exp: Experiment, needs: list[space.Need] | None = None) -> None:
-    """Refuse, before anything is written, a run whose files would not fit where they go."""
+    """Refuse, before anything is written, a run whose files would not fit where they go (on a
+    cluster the configured sizes here; the nodes' disks and memory when the run starts)."""
     kind = registry.kind(exp.kind)
     if needs is None:
         needs = kind.needs(exp, kind.points(exp, exp.seed))
+    if placer.current().cluster is not None:
+        needs = [n for n in needs if not n.medium]
     problems = space.problems(needs)
     if problems:
         raise ConfigError(f"{exp.source}: {problems[0]}; nothing was written")
@@ -195,7 +238,8 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
     """Where a mode applies: its host interfaces, or the deployment tiers it covers."""
     if mode.host_interfaces:
-        return host_endpoints(mode)
+        eps = deployment.host_endpoints(mode)
+        return eps if eps is not None else host_endpoints(mode)
     eps = deployment.endpoints(mode)
     if not eps:
         scope = ", ".join(mode.tiers or mode.roles)
@@ -207,7 +251,8 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
     problems = [p for m in registry.kind(exp.kind).modes(exp)
-                for p in apply.check_mode(m, mode_endpoints(m, deployment))]
+                for p in apply.check_mode(m, mode_endpoints(m, deployment),
+                                          containers=deployment.cpu_containers(m))]
     if problems:
         raise netif.NetifError("; ".join(problems))
 
@@ -234,6 +279,12 @@ class Run:
         exp, kind = self.exp, self.kind
         check_space(exp)
         kind.preflight(exp, self.points)
+        where = placer.current()
+        if where.cluster is not None:  # every node checked before anything changes anywhere
+            cluster_lines(exp)
+            disk, mem = node_needs(exp, kind.needs(exp, self.points))
+            log(f"tierbench: checking {len(where.cluster.nodes)} node(s) of {where.name}")
+            where.check(disk, mem)
         if self.resume is not None:
             self._open_for_resume(self.resume)
         else:
@@ -262,6 +313,7 @@ class Run:
                 "status": "running", "kind": exp.kind, "experiment": kind.resolved(exp),
                 **provenance.collect(deployment.containers),
                 **kind.provenance(exp, deployment),
+                **self._cluster_record(where),
                 "report": kind.report(kind.resolved(exp)),
                 "points": {},
             }
@@ -313,15 +365,20 @@ class Run:
         row = dict(kind.identity(exp, point))
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
-                                    exp.settle_s, self._save):
+                                    exp.settle_s, self._save, deployment.cpu_containers(mode)):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
-                sampler.start()
+                try:
+                    sampler.start()
+                except TierbenchError as exc:  # on a cluster: a node that stopped answering
+                    why = placer.current().engines_answer() or str(exc)
+                    raise RunEnds(f"{why} during {point.id}; the run ends here") from None
                 try:
                     result: PointResult = kind.run_point(PointContext(
                         exp, point, deployment, pdir, record, sampler, prepared, log))
                 finally:
                     sampler.stop()
                 row.update(result.values)
+                row.update(node_figures(sampler.samples, result.window))
                 if result.error:
                     row["error"] = result.error
                 if result.per_second is not None:
@@ -382,7 +439,25 @@ class Run:
                 del points[pid]
         self.rows = [kept[p.id]["summary"] for p in self.points if p.id in kept]
 
+    def _cluster_record(self, where: placer.Placer) -> dict[str, Any]:
+        """The cluster: file, roles, and per node its provenance (NICs before the run)."""
+        if where.cluster is None:
+            return {}
+        return {"cluster": {"file": where.cluster.path, "workdir": where.cluster.workdir,
+                            "roles": where.cluster.placement(),
+                            "services": {s: list(h) for s, h in where.placed.items()},
+                            "images": where.images_by_node()},
+                "nodes": where.provenance("before")}
+
     def _finish(self, status: str) -> None:
+        nodes = self.manifest.get("nodes")
+        where = placer.current()
+        if isinstance(nodes, dict) and where.cluster is not None:
+            try:
+                for name, after in where.provenance("after").items():
+                    nodes.setdefault(name, {}).update(after)
+            except Exception as exc:  # noqa: BLE001 - the run's status matters more
+                self.manifest["nodes_after_error"] = str(exc)
         self.manifest["status"] = status
         self.manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._save()
@@ -400,11 +475,27 @@ def _without_source(resolved: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in resolved.items() if k != "source"}
 
 
+def node_figures(samples: list[dict], span: tuple[float, float] | None) -> dict[str, float]:
+    """Each cluster node's CPU over the point's window (none on one host)."""
+    if span is None or not samples or "nodes" not in samples[-1]:
+        return {}
+    try:
+        first, last = window(samples, *span)
+    except MeasureError:
+        return {}
+    return node_breakdown(first, last)
+
+
 def clean(keep_stack: bool = False) -> list[str]:
-    """Restore interfaces a crashed run left changed, then remove the stack; returns notes."""
+    """Restore interfaces a crashed run left changed, then remove the stack (on every node of a
+    cluster); returns notes."""
     notes = []
+    where = placer.current()
     for kind in registry.kinds().values():
-        notes += kind.clean()
+        try:
+            notes += kind.clean()
+        except TierbenchError as exc:  # a node that does not answer: restore the others anyway
+            notes.append(f"{kind.name}: {exc}")
     state = netif.StateFile()
     saved = state.load()
     if saved:
@@ -421,6 +512,7 @@ def clean(keep_stack: bool = False) -> list[str]:
     if keep_stack:
         notes.append("left the stack running (--keep-stack)")
     else:
-        compose.down()
-        notes.append("removed the stack's containers, networks and volumes")
+        where.down()
+        notes.append(f"removed the stack's containers, networks and volumes on {where.name}")
+        notes += where.clean()
     return notes

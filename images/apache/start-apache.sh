@@ -2,8 +2,12 @@
 # Start Apache in the foreground with the settings given as environment variables, or,
 # with --healthcheck, answer whether /healthz returns 200 (bash only: no curl in the image).
 set -euo pipefail
+listen=${APACHE_LISTEN:-80}  # Listen: a port, or address:port (a cluster node's data plane)
 if [ "${1:-}" = --healthcheck ]; then
-  exec 3<>/dev/tcp/127.0.0.1/80
+  host=127.0.0.1 port=$listen
+  if [[ "$listen" == *:* ]]; then host=${listen%:*} port=${listen##*:}; fi
+  [ "$host" = 0.0.0.0 ] && host=127.0.0.1
+  exec 3<>"/dev/tcp/$host/$port"
   printf 'GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
   IFS= read -r status <&3
   [[ "$status" == *" 200 "* ]]

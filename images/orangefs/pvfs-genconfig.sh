@@ -18,6 +18,13 @@ pvfs2-genconfig --quiet --protocol tcp --tcpport 3334 \
   --dist-name simple_stripe --dist-params "strip_size:${PVFS_STRIP_SIZE:-65536}" \
   --client-job-timeout "${PVFS_JOB_TIMEOUT:-15}" --server-job-timeout "${PVFS_JOB_TIMEOUT:-15}" \
   "$conf.new"
+# PVFS_PORTS=distinct (a cluster, host networking): each server its own port, 3334 for the
+# metadata server and 3334 + N for pvfs-ioN, so that several servers can share one node.
+if [ "${PVFS_PORTS:-shared}" = distinct ]; then
+  for i in $(seq 1 "$n"); do
+    sed -i "s|tcp://pvfs-io$i:3334\b|tcp://pvfs-io$i:$((3334 + i))|g" "$conf.new"
+  done
+fi
 mv "$conf.new" "$conf"
 echo "tcp://pvfs-meta:3334/${PVFS_FSNAME:-tierbench} /mnt/orangefs pvfs2 defaults 0 0" > "$dir/pvfs2tab"
 echo "pvfs-genconfig: 1 metadata + $n I/O servers ($io), strip ${PVFS_STRIP_SIZE:-65536} B, job timeout ${PVFS_JOB_TIMEOUT:-15} s"

@@ -6,11 +6,13 @@
 set -eu
 conf=/etc/pvfs/pvfs2.conf
 alias=${PVFS_ALIAS:?PVFS_ALIAS names this server: pvfs-meta or pvfs-ioN}
+# this server's port, as the config gives it (3334, or its own with PVFS_PORTS=distinct)
+port=$(sed -n "s|.*tcp://$alias:\([0-9]*\).*|\1|p" "$conf" 2>/dev/null | head -n 1)
 if [ "${1:-}" = --healthcheck ]; then
-  exec pvfs2-check-server -h "$alias" -f "${PVFS_FSNAME:-tierbench}" -n tcp -p 3334 >/dev/null 2>&1
+  exec pvfs2-check-server -h "$alias" -f "${PVFS_FSNAME:-tierbench}" -n tcp -p "${port:-3334}" >/dev/null 2>&1
 fi
 [ -f "$conf" ] || { echo "pvfs-server: no $conf (the pvfs-config job writes it)" >&2; exit 2; }
-grep -q "tcp://$alias:3334" "$conf" || {
+[ -n "$port" ] || {
   echo "pvfs-server: $alias is not in $conf: raise PVFS_IO_SERVERS or start fewer servers" >&2; exit 2; }
 mkdir -p /data/log
 if [ ! -e /data/.created ]; then

@@ -5,16 +5,65 @@ set them) stands for the studies' platforms: 004 §7 compares CPU count with CPU
 700 MHz host against 2-way 2.4 GHz ones); here a cpuset gives the CPU count and a CFS quota the
 share of each CPU's time. Written straight into the container's cgroup (v1 cpuset and cpu
 controllers, or v2 cpuset.cpus and cpu.max) so that it changes between points without a
-restart, and read back to verify and to restore.
+restart, and read back to verify and to restore. For a container on a cluster node (``node``),
+this module's own code runs there with python3 over SSH (the node transport of netif), on the
+node's PID of the container.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+from tierbench.interfaces import netif
 from tierbench.interfaces.netif import NetifError
 
 PERIOD_US = 100_000
+NODE_CODE = "# " + "-" * 40 + " the code a node runs"  # starts after this line
+
+
+def on_node(node: str, call: str) -> Any:
+    """Run ``call`` (an expression of this module's functions) on ``node``; its JSON value."""
+    own = Path(__file__).read_text()
+    program = "\n".join([
+        "from __future__ import annotations", "import json", "from pathlib import Path",
+        "class NetifError(Exception):\n    pass", f"PERIOD_US = {PERIOD_US}",
+        own.split(NODE_CODE + "\n", 1)[1],
+        f"try:\n    print(json.dumps({{'value': {call}}}))\n"
+        "except (NetifError, OSError, ValueError) as exc:\n"
+        "    print(json.dumps({'error': str(exc)}))"])
+    out = netif.run_ns(None, ["python3", "-c", program], node, node)
+    try:
+        answer = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise NetifError(f"{node}: reading CPU settings there gave {out.strip()[:200]!r}") from None
+    if "error" in answer:
+        raise NetifError(f"{node}: {answer['error']}")
+    return answer["value"]
+
+
+def read(pid: int, node: str | None = None) -> dict[str, object]:
+    """{"cpuset": "0-1" ('' = the parent's), "limit": CPUs of time per period or None}, of a
+    process here or on a cluster node."""
+    return on_node(node, f"read_cgroup({int(pid)})") if node else read_cgroup(pid)
+
+
+def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
+          node: str | None = None) -> None:
+    """Set the cpuset (when given) and the limit (when set_limit: None means unlimited)."""
+    if node:
+        on_node(node, f"write_cgroup({int(pid)}, {cpuset!r}, {limit!r}, set_limit={set_limit!r})")
+    else:
+        write_cgroup(pid, cpuset, limit, set_limit=set_limit)
+
+
+def allowed(pid: int, node: str | None = None) -> set[int]:
+    """CPUs the process's cgroup may be given: its parent's cpuset."""
+    return set(on_node(node, f"sorted(allowed_cpus({int(pid)}))")) if node else allowed_cpus(pid)
+
+
+# ---------------------------------------- the code a node runs
 
 
 def _mount(fstype: str, option: str | None = None) -> Path | None:
@@ -51,7 +100,7 @@ def cgroup_dirs(pid: int) -> dict[str, Path]:
     return {"cpuset": d, "cpu": d, "version": Path("2")}
 
 
-def read(pid: int) -> dict[str, object]:
+def read_cgroup(pid: int) -> dict[str, object]:
     """{"cpuset": "0-1" ('' = the parent's), "limit": CPUs of time per period or None}."""
     d = cgroup_dirs(pid)
     try:
@@ -67,7 +116,7 @@ def read(pid: int) -> dict[str, object]:
     return {"cpuset": cpuset, "limit": None if quota < 0 else round(quota / period, 4)}
 
 
-def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool) -> None:
+def write_cgroup(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool) -> None:
     """Set the cpuset (when given) and the limit (when set_limit: None means unlimited)."""
     d = cgroup_dirs(pid)
     try:
@@ -86,7 +135,7 @@ def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool)
                          f"(cpuset {cpuset}, limit {limit}): {exc.strerror or exc}") from None
 
 
-def allowed(pid: int) -> set[int]:
+def allowed_cpus(pid: int) -> set[int]:
     """CPUs the process's cgroup may be given: its parent's cpuset."""
     d = cgroup_dirs(pid)
     try:

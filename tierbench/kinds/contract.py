@@ -110,28 +110,48 @@ class Tier:
 class Deployment:
     """What is up for a placement: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
-    handles (``info``)."""
+    handles (``info``). ``placer`` is the placement it runs on (tierbench.placement.placer;
+    None: this host), which makes the sampler: on a cluster, an agent per node."""
 
     key: Hashable
     tiers: dict[str, Tier]
-    counters: dict[str, CgroupCpu | CgroupGroup]
+    counters: dict[str, CgroupCpu | CgroupGroup | Any]
     ifaces: dict[str, str]
     containers: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    placer: Any = None
     probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
-    def sampler(self, out: Path) -> Sampler:
+    def sampler(self, out: Path) -> Sampler | Any:
         """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
+        if self.placer is not None:
+            return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
         return Sampler(out, self.counters, self.ifaces, probes=self.probes)
 
     def endpoints(self, mode: Mode) -> list[Endpoint]:
-        """The endpoints a container-scope mode covers here (its tiers, roles or all)."""
-        return [ep for t in self.tiers.values() if mode.covers(t.name, t.role)
-                for ep in t.endpoints]
+        """The endpoints a container-scope mode covers here (its tiers, roles or all; an
+        interface that carries several tiers, a cluster node's NIC, once)."""
+        return list(dict.fromkeys(ep for t in self.tiers.values() if mode.covers(t.name, t.role)
+                                  for ep in t.endpoints))
 
     def watched(self) -> list[Endpoint]:
         """Every endpoint of every tier (recorded before, during and after each point)."""
-        return [ep for t in self.tiers.values() for ep in t.endpoints]
+        return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
+
+    def cpu_containers(self, mode: Mode) -> list[tuple[str, str, int]] | None:
+        """On a cluster, (tier, node, PID there) of the containers a cpu: mode covers (None on
+        one host: those behind the endpoints' namespaces)."""
+        if self.placer is None or self.placer.cluster is None:
+            return None
+        return [(t.name, c.node, c.pid) for t in self.tiers.values()
+                if mode.covers(t.name, t.role) for c in t.containers]
+
+    def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
+        """A host-scope mode's interfaces where this deployment runs (None: this host's)."""
+        if self.placer is None:
+            return None
+        return self.placer.host_endpoints(mode.host_interfaces,
+                                          [c for t in self.tiers.values() for c in t.containers])
 
 
 @dataclass
@@ -174,6 +194,9 @@ class Kind:
     # Run-to-run variation (sd/mean, %) of a point's primary figure on a quiet host, for the
     # plan's expected confidence intervals; an experiment may state its own (variation_pct).
     variation_pct: ClassVar[float] = 5.0
+    # The cluster file's roles the kind's services run on (tierbench.placement.nodes.ROLES);
+    # a kind with none does not run on a cluster (its services have no host overlay yet).
+    roles: ClassVar[tuple[str, ...]] = ()
 
     # -- experiment -----------------------------------------------------------------------
 
@@ -248,6 +271,10 @@ class Kind:
         """What the run will write where (file sets, seeds, storage, scratch), checked against
         free space and memory at plan and at run, before anything is written."""
         return []
+
+    def cluster_roles(self, exp: Experiment) -> list[str]:
+        """The cluster roles this experiment's services run on (its kind's ``roles``)."""
+        return list(self.roles)
 
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
         """Refuse before anything is written or started (sizes vs free space, images,

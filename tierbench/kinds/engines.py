@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ from urllib.parse import urlsplit
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
 from tierbench.kinds import webmetrics as metrics
-from tierbench.placement.compose import TAG, Container, parse_cpuset
+from tierbench.placement.compose import TAG, Container, docker_cmd, parse_cpuset
 from workloads import target as target_guard
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
@@ -48,6 +49,11 @@ class LoadSpec:
     workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
     remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
     worker_wait_s: float = 60.0  # how long the master waits for every worker to connect
+    master: str = "loadgen"  # where workers reach the master: its service name, or its node
+    own: tuple[str, ...] = ()  # the testbed's own addresses beyond 198.18.0.0/15 (a cluster's)
+    # brings the files an engine run wrote back from the loadgen's node (a cluster placement's
+    # pull; on one host the results folder is mounted and there is nothing to fetch)
+    fetch: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     # A request-count run (000 §5.2.1, 004 §3.2): after the warm-up every client sends the first
     # N requests of its sequence and stops; the window runs until the last client has finished
     # and measure_s is only its time limit. None: a timed window of measure_s.
@@ -68,9 +74,9 @@ class LoadResult:
     extra: dict = field(default_factory=dict)
 
 
-def check_target(target: str, allow_foreign: bool) -> None:
+def check_target(target: str, allow_foreign: bool, own: tuple[str, ...] = ()) -> None:
     """Refuse a target that is not one of the testbed's own services, unless explicitly allowed."""
-    why = target_guard.refusal(target, allow_foreign)
+    why = target_guard.refusal(target, allow_foreign, own)
     if why:
         raise LoadgenError(why)
 
@@ -106,7 +112,7 @@ def check_spec(spec: LoadSpec) -> None:
         if spec.rate:
             raise LoadgenError("requests_per_client needs closed-loop clients: an open-loop run "
                                "(rate) sends at a fixed rate for a fixed time")
-    check_target(spec.target, spec.allow_foreign_target)
+    check_target(spec.target, spec.allow_foreign_target, spec.own)
 
 
 def container_path(path: Path) -> str:
@@ -145,16 +151,25 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path,
 
 
 def _exec_cmd(argv: list[str], env: dict[str, str], container: Container) -> list[str]:
-    cmd = ["docker", "exec"]
+    cmd = [*docker_cmd(container), "exec"]
     for key, value in env.items():
         cmd += ["-e", f"{key}={value}"]
     return cmd + ["-u", _user(), container.id, *argv]
 
 
 def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-          timeout: float, what: str, also: list[Container] = ()) -> int:
+          timeout: float, what: str, also: list[Container] = (),
+          fetch: Callable[[], None] | None = None) -> int:
     """docker exec argv in the loadgen container, output to log_path; stops it on any exit
-    (and any engine in the `also` containers)."""
+    (and any engine in the `also` containers); then ``fetch`` brings back what it wrote."""
+    code = _exec_engine(argv, env, loadgen, log_path, timeout, what, also)
+    if fetch is not None:
+        fetch()
+    return code
+
+
+def _exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+                 timeout: float, what: str, also: list[Container] = ()) -> int:
     with log_path.open("w") as log:
         # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
         proc = subprocess.Popen(_exec_cmd(argv, env, loadgen), stdout=log,
@@ -208,7 +223,7 @@ def _run_locust(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path
     log = point_dir / "locust.log"
     started = time.time()
     code = exec_engine(locust_argv(spec, point_dir, duration), env, loadgen, log,
-                 duration + 60, "Locust")
+                       duration + 60, "Locust", fetch=spec.fetch)
     requests = metrics.convert_request_logs(point_dir)
     if code != 0 or requests is None:
         raise LoadgenError(f"Locust exited with code {code} and wrote no request log: {_tail(log)}")
@@ -381,10 +396,14 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
-    if spec.remote_workers:
-        env["SHIP_TRACE"] = "1"  # workers on other nodes cannot open the trace file
+    if spec.remote_workers or spec.master != MASTER_HOST:
+        # workers on other nodes (remote ones, or a cluster's loadgen_workers nodes, which reach
+        # the master at its node) cannot open the trace file
+        env["SHIP_TRACE"] = "1"
     env.update(count_env(spec, point_dir))
     worker_env = {"PYTHONPATH": "/app"}
+    if spec.own:
+        worker_env["OWN_ADDRESSES"] = ",".join(spec.own)
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = worker_env["ALLOW_FOREIGN_TARGET"] = "1"
     # One second more than warm-up + measure: the window ends before the master stops the users.
@@ -394,13 +413,13 @@ def _run_locust_distributed(spec: LoadSpec, loadgen: Container, workers: list[Co
         for n, w in enumerate(workers, 1):
             log = (point_dir / f"locust-worker-{n}.log").open("w")
             procs.append(subprocess.Popen(
-                _exec_cmd(worker_argv(MASTER_HOST, spec.processes), worker_env, w),
+                _exec_cmd(worker_argv(spec.master, spec.processes), worker_env, w),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
             log.close()
         log = point_dir / "locust.log"
         code = exec_engine(master_argv(spec, point_dir, duration), env, loadgen, log,
                      spec.worker_wait_s + duration + FLUSH_TIMEOUT_S + 60, "Locust master",
-                     also=workers)
+                     also=workers, fetch=spec.fetch)
         for p in procs:
             try:
                 p.wait(timeout=30)
@@ -496,7 +515,8 @@ def _wrk_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, 
     if spec.dynamic:
         env["DYNAMIC"] = "1"
     log = point_dir / f"wrk-{name}.txt"
-    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk")
+    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk",
+                       fetch=spec.fetch)
     if code != 0 or not out.exists():
         raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: {_tail(log)}")
     return json.loads(out.read_text())
@@ -610,16 +630,17 @@ def stop(loadgen: Container, wait_s: float = 15) -> None:
 
     def running() -> bool:
         for pattern in patterns:
-            done = subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pgrep", "-f",
-                                   pattern], capture_output=True, timeout=30, check=False)
+            done = subprocess.run([*docker_cmd(loadgen), "exec", "-u", _user(), loadgen.id,
+                                   "pgrep", "-f", pattern], capture_output=True, timeout=30,
+                                  check=False)
             if done.returncode == 0:
                 return True
         return False
 
     # Same uid as the run: the container has no CAP_KILL to signal another user's process.
     for pattern in patterns:
-        subprocess.run(["docker", "exec", "-u", _user(), loadgen.id, "pkill", "-TERM", "-f",
-                        pattern], capture_output=True, timeout=30, check=False)
+        subprocess.run([*docker_cmd(loadgen), "exec", "-u", _user(), loadgen.id, "pkill",
+                        "-TERM", "-f", pattern], capture_output=True, timeout=30, check=False)
     deadline = time.monotonic() + wait_s
     while running() and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -627,14 +648,14 @@ def stop(loadgen: Container, wait_s: float = 15) -> None:
 
 def version(loadgen: Container) -> str:
     """Locust's version as the image reports it."""
-    done = subprocess.run(["docker", "exec", loadgen.id, "locust", "--version"],
+    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "locust", "--version"],
                           capture_output=True, text=True, timeout=60, check=False)
     return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "unknown"
 
 
 def wrk_version(loadgen: Container) -> str:
     """wrk's version as the image reports it (first line of `wrk -v`)."""
-    done = subprocess.run(["docker", "exec", loadgen.id, "wrk", "-v"],
+    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "wrk", "-v"],
                           capture_output=True, text=True, timeout=60, check=False)
     text = (done.stdout or done.stderr).strip().splitlines()
     return text[0] if text and text[0].startswith("wrk") else "unknown"

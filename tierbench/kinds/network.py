@@ -54,7 +54,6 @@ from tierbench.config.models import (
     text,
     whole,
 )
-from tierbench.interfaces import netif
 from tierbench.kinds import net
 from tierbench.kinds.contract import (
     CLIENT,
@@ -75,7 +74,7 @@ from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.modes.model import Mode, load_layered, load_mode
 from tierbench.placement import compose as stack
-from tierbench.placement import space
+from tierbench.placement import placer, space
 
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
@@ -85,6 +84,9 @@ TOOLS = ("iperf2", "iperf3")
 # that none serves more than PER_SERVER connections: an iperf 2.1.8 server accepting 375 at once
 # was seen to crash here (malloc: corrupted list) and take its receiver down with it
 PORTS_PER_RECEIVER = 4
+# Receivers that share one host's ports (a cluster node, host networking): receiver i listens on
+# every port of the single-host layout plus (i - 1) x PORT_STRIDE.
+PORT_STRIDE = 1000
 PER_SERVER = 100
 # iperf 2 runs a thread per connection: above this many in one point, on 2 cores, iperf 2.1.8
 # servers and clients were seen to abort (double free, corrupted lists) and reset connections
@@ -213,10 +215,14 @@ def iperf3_servers(n: Net, receivers: int, clients: int = 1) -> int:
     return max(PORTS_PER_RECEIVER, clients * iperf3_block(n, receivers))
 
 
-def slots(addresses: list[str], ports_each: int, connections: int) -> list[tuple[str, int, int]]:
+def slots(addresses: list[str], ports_each: int, connections: int,
+          shift: list[int] | None = None) -> list[tuple[str, int, int]]:
     """(receiver address, iperf port, connections) per sender process: the connections spread
-    evenly over every receiver's iperf servers, the busiest getting at most one more."""
-    ports = [(a, net.IPERF_PORT + k) for k in range(ports_each) for a in addresses]
+    evenly over every receiver's iperf servers, the busiest getting at most one more. ``shift``:
+    each receiver's ports moved by this much (receivers sharing a node's ports)."""
+    shift = shift or [0] * len(addresses)
+    ports = [(a, net.IPERF_PORT + d + k) for k in range(ports_each)
+             for a, d in zip(addresses, shift)]
     ports = ports[: max(1, min(len(ports), connections))]
     base, extra = divmod(connections, len(ports))
     return [(a, p, base + (1 if i < extra else 0)) for i, (a, p) in enumerate(ports)
@@ -224,7 +230,7 @@ def slots(addresses: list[str], ports_each: int, connections: int) -> list[tuple
 
 
 def flows(n: Net, addresses: list[str], connections: int, clients: int,
-          iperf2_ports: int = PORTS_PER_RECEIVER) -> list[Flow]:
+          iperf2_ports: int = PORTS_PER_RECEIVER, shift: list[int] | None = None) -> list[Flow]:
     """Every sender process of a stream point, for every sender. iperf 2: the connections over
     the receivers' iperf servers (all senders use the same ports: an iperf 2 server takes many
     clients). iperf3: processes round-robin over the receivers, each on a port of its sender's
@@ -232,13 +238,15 @@ def flows(n: Net, addresses: list[str], connections: int, clients: int,
     out = []
     for c in range(clients):
         if n.tool == "iperf2":
-            out += [Flow(c, a, p, k) for a, p, k in slots(addresses, iperf2_ports, connections)]
+            out += [Flow(c, a, p, k) for a, p, k in slots(addresses, iperf2_ports, connections,
+                                                          shift)]
             continue
         r = len(addresses)
         procs = iperf3_processes(connections, r)
         base, extra = divmod(connections, procs)
         block = iperf3_block(n, r)
-        out += [Flow(c, addresses[i % r], net.IPERF3_PORT + c * block + i // r,
+        moved = shift or [0] * r
+        out += [Flow(c, addresses[i % r], net.IPERF3_PORT + moved[i % r] + c * block + i // r,
                      base + (1 if i < extra else 0)) for i in range(procs)]
     return out
 
@@ -326,6 +334,7 @@ class NetKind(Kind):
     model = NetSettings
     block = "net"
     tiers = TIERS
+    roles = ("net_client", "net_server")
     bring_up = "the network tier's bring-up (seconds)"
     variation_pct = 5.0
 
@@ -510,6 +519,10 @@ class NetKind(Kind):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         stack.require_image(IMAGE)
+        if n.profile and placer.current().cluster is not None:
+            raise ConfigError(f"{exp.source}: net.profile does not run on a cluster yet (perf "
+                              "runs on this host): run it without --cluster or drop "
+                              "net.profile; nothing was run")
         if n.profile:
             perf_check(exp.source)
 
@@ -520,21 +533,29 @@ class NetKind(Kind):
         n = self.settings(exp)
         ports = iperf_servers(n, receivers, clients)
         ports3 = iperf3_servers(n, receivers, clients)
-        log(f"tierbench: bringing the network tier up ({clients} sender(s), {receivers} "
-            f"receiver(s), {ports} iperf and {ports3} iperf3 servers each)")
-        stack.down()
+        where = placer.current()
+        log(f"tierbench: bringing the network tier up on {where.name} ({clients} sender(s), "
+            f"{receivers} receiver(s), {ports} iperf and {ports3} iperf3 servers each)")
+        if where.shares_ports() and receivers > 1 and \
+                max(ports + net.IPERF3_PORT - net.IPERF_PORT, ports3) > PORT_STRIDE - 200:
+            raise stack.StackError(f"{receivers} receivers on one node's ports need at most "
+                                   f"{PORT_STRIDE - 200} iperf3 servers each, this point "
+                                   f"{ports3}: use one receiver per node")
+        where.down()
         env = {**stack.dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports),
                "NET_IPERF3_SERVERS": str(ports3), "NET_SOCKPERF_SERVERS": str(clients)}
-        stack.compose([*net_files(), "up", "-d", "--wait", "--scale",
-                       f"{RECEIVER}={receivers}", "--scale", f"{SENDER}={clients}", RECEIVER,
-                       SENDER], env, timeout=300)
+        where.up(stack.Services(net_files(), env, services=[RECEIVER, SENDER],
+                                scale={RECEIVER: receivers, SENDER: clients},
+                                replica_env={RECEIVER: receiver_env(receivers, ports, ports3,
+                                                                     clients)},
+                                timeout=300))
         deployment = discover(receivers, clients)
         deployment.info["ports"] = ports
         return deployment
 
     def running(self) -> Deployment | None:
         """The network tier, when it is up."""
-        found = [c for c in stack.replicas() if c.service in TIERS]
+        found = [c for c in placer.current().replicas() if c.service in TIERS]
         receivers = sum(1 for c in found if c.service == RECEIVER)
         clients = sum(1 for c in found if c.service == SENDER)
         return discover(receivers, clients) if receivers and clients else None
@@ -591,7 +612,9 @@ class NetKind(Kind):
         conns = total_connections(n, f["connections"], f["receivers"])
         window = window_for(n, conns)
         plan = flows(n, ctx.deployment.info["addresses"], conns, f["clients"],
-                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER))
+                     ctx.deployment.info.get("ports", PORTS_PER_RECEIVER),
+                     ctx.deployment.info.get("shift"))
+        ports = {flow.port for flow in plan}
         argvs = commands(n, plan, f["write_size"], f["direction"], window)
         tagged = list(zip(range(1, len(plan) + 1), plan, argvs))
         procs, outs = [], []
@@ -607,27 +630,30 @@ class NetKind(Kind):
                     for k, flow, argv in tagged if flow.client == c) + " wait"
                 out = (ctx.dir / f"{n.tool}-sender{c + 1}.txt").open("w")
                 outs.append(out)
-                procs.append(subprocess.Popen(["docker", "exec", sender.id, "sh", "-c", script],
+                procs.append(subprocess.Popen([*stack.docker_cmd(sender), "exec", sender.id,
+                                               "sh", "-c", script],
                                               stdout=out, stderr=subprocess.STDOUT))
             pause_until(started + n.warmup_s)
-            tcp0 = [tcp_counters(s.pid, ctx.dir / f"snmp-start-{i + 1}.txt")
+            ctx.sampler.mark()
+            tcp0 = [tcp_counters(s, ctx.dir / f"snmp-start-{i + 1}.txt")
                     for i, s in enumerate(senders)]
-            at_start = sum(established_now(s.pid, ctx.dir / f"established-start-{i + 1}.txt")
+            at_start = sum(established_now(s, ctx.dir / f"established-start-{i + 1}.txt", ports)
                            for i, s in enumerate(senders))
             profiler = start_profile(ctx, senders, n.measure_s) if n.profile else None
             pause_until(started + n.warmup_s + n.measure_s / 2)
-            established = sum(established_now(s.pid, ctx.dir / f"established-{i + 1}.txt")
+            ctx.sampler.mark()
+            established = sum(established_now(s, ctx.dir / f"established-{i + 1}.txt", ports)
                               for i, s in enumerate(senders))
             pause_until(measure_end)
-            tcp1 = [tcp_counters(s.pid, ctx.dir / f"snmp-end-{i + 1}.txt")
+            tcp1 = [tcp_counters(s, ctx.dir / f"snmp-end-{i + 1}.txt")
                     for i, s in enumerate(senders)]
             for proc in procs:
                 proc.wait(timeout=max(1.0, measure_end - time.time()) + 60)
         finally:
             for sender, proc in zip(senders, procs):
                 if proc.poll() is None:  # ours, still running after a failure: end it all
-                    subprocess.run(["docker", "exec", sender.id, *stop], capture_output=True,
-                                   timeout=120, check=False)
+                    subprocess.run([*stack.docker_cmd(sender), "exec", sender.id, *stop],
+                                   capture_output=True, timeout=120, check=False)
                     proc.kill()
                     proc.wait(timeout=30)
             for out in outs:
@@ -642,8 +668,8 @@ class NetKind(Kind):
         for k, lines in parts.items():
             (ctx.dir / f"{n.tool}-{k}.{ext}").write_text("\n".join(lines) + "\n")
         if n.tool == "iperf2":
-            results = [net.parse_iperf2_csv("\n".join(parts[k]), warmup_s=n.warmup_s)
-                       for k, _, _ in tagged]
+            results = [net.parse_iperf2_csv("\n".join(parts[k]), warmup_s=n.warmup_s,
+                                            server_port=flow.port) for k, flow, _ in tagged]
         else:
             results = [net.parse_iperf3_json("\n".join(parts[k])) for k, _, _ in tagged]
         total = net.sum_throughput(results)
@@ -673,31 +699,38 @@ class NetKind(Kind):
         f = ctx.point.factors
         senders = ctx.deployment.info["senders"]
         addresses = ctx.deployment.info["addresses"]
-        targets = addresses if n.per_receiver else addresses[:1]
-        sessions = [(c, a) for c in range(len(senders)) for a in targets]
+        shift = ctx.deployment.info.get("shift") or [0] * len(addresses)
+        targets = list(zip(addresses, shift))
+        targets = targets if n.per_receiver else targets[:1]
+        sessions = [(c, a, d) for c in range(len(senders)) for a, d in targets]
         # every sender has its own sockperf server port on each receiver
-        argvs = [net.sockperf_command(a, port=net.SOCKPERF_PORT + c,
+        argvs = [net.sockperf_command(a, port=net.SOCKPERF_PORT + d + c,
                                       message_size=f["message_size"],
-                                      duration_s=n.warmup_s + n.measure_s) for c, a in sessions]
+                                      duration_s=n.warmup_s + n.measure_s)
+                 for c, a, d in sessions]
         procs, outs = [], []
         try:
             for c, sender in enumerate(senders):
                 script = net.start_at(started) + "; " + " ".join(
                     f"({shlex.join(argv)} 2>&1 | sed -u 's/^/{k} /') &"
-                    for k, ((client, _), argv) in enumerate(zip(sessions, argvs), 1)
+                    for k, ((client, _, _), argv) in enumerate(zip(sessions, argvs), 1)
                     if client == c) + " wait"
                 out = (ctx.dir / f"sockperf-sender{c + 1}.txt").open("w")
                 outs.append(out)
-                procs.append(subprocess.Popen(["docker", "exec", sender.id, "sh", "-c", script],
+                procs.append(subprocess.Popen([*stack.docker_cmd(sender), "exec", sender.id,
+                                               "sh", "-c", script],
                                               stdout=out, stderr=subprocess.STDOUT))
+            for at in (started + n.warmup_s, started + n.warmup_s + n.measure_s / 2):
+                pause_until(at)
+                ctx.sampler.mark()
             for proc in procs:
                 proc.wait(timeout=START_DELAY_S + n.warmup_s + n.measure_s + 60)
         finally:
             for sender, proc in zip(senders, procs):
                 if proc.poll() is None:
-                    subprocess.run(["docker", "exec", sender.id, "pkill", "-KILL", "-f",
-                                    "sockperf ping-pong"], capture_output=True, timeout=120,
-                                   check=False)
+                    subprocess.run([*stack.docker_cmd(sender), "exec", sender.id, "pkill",
+                                    "-KILL", "-f", "sockperf ping-pong"], capture_output=True,
+                                   timeout=120, check=False)
                     proc.kill()
                     proc.wait(timeout=30)
             for out in outs:
@@ -721,8 +754,12 @@ class NetKind(Kind):
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
-        """A receiver that stopped ends the run with one sentence naming it."""
-        running = {c.id for c in stack.replicas()}
+        """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
+        node whose Docker engine stopped answering)."""
+        try:
+            running = {c.id for c in placer.current().replicas()}
+        except stack.StackError as exc:
+            raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = [c.name for c in deployment.info["receivers"] if c.id not in running]
         if down:
             raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
@@ -826,29 +863,25 @@ def pause_until(t: float) -> None:
     time.sleep(max(0.0, t - time.time()))
 
 
-def established_now(pid: int, keep: Path) -> int:
-    """Established TCP connections in the network namespace of `pid`, from its /proc tables
-    (kept in `keep`)."""
-    tables = []
-    for name in ("tcp", "tcp6"):
-        try:
-            tables.append(Path(f"/proc/{pid}/net/{name}").read_text())
-        except OSError:
-            continue
-    keep.write_text("".join(tables))
-    return sum(net.count_established_proc(t) for t in tables)
+def established_now(sender: stack.Container, keep: Path, ports: set[int]) -> int:
+    """Established TCP connections from a sender to the servers' `ports`, from the /proc tables
+    of its network namespace (kept in `keep`; on a cluster node the node's, where other
+    connections are left out by their ports)."""
+    text = placer.current().proc_net(sender, ("tcp", "tcp6"))
+    keep.write_text(text)
+    tables = [t for t in text.split("  sl ") if t.strip()]
+    return sum(net.count_established_proc("  sl " + t, ports) for t in tables)
 
 
-def tcp_counters(pid: int, keep: Path) -> dict[str, int]:
-    """The TCP counters of the network namespace of `pid` (/proc/PID/net/snmp, kept in
-    `keep`)."""
-    try:
-        text = Path(f"/proc/{pid}/net/snmp").read_text()
-        keep.write_text(text)
-        return net.parse_snmp_tcp(text)
-    except OSError:
-        raise ValueError(f"the TCP counters of process {pid} cannot be read: the sender "
-                         "stopped") from None
+def tcp_counters(sender: stack.Container, keep: Path) -> dict[str, int]:
+    """The TCP counters of a sender's network namespace (/proc/PID/net/snmp, kept in `keep`;
+    on a cluster node the node's)."""
+    text = placer.current().proc_net(sender, ("snmp",))
+    if not text.strip():
+        raise ValueError(f"the TCP counters of {sender.name} cannot be read: the sender "
+                         "stopped")
+    keep.write_text(text)
+    return net.parse_snmp_tcp(text)
 
 
 # -- the senders' kernel profile (NET-txprofile)
@@ -942,13 +975,24 @@ def dmacopy_check(source: str, root: Path = Path("/sys/class/dma")) -> None:
 
 
 def net_files() -> list[str]:
-    """-f arguments of the network tier (the base file names the project's networks)."""
-    return ["-f", str(stack.ROOT / "docker-compose.yml"), "-f", str(stack.ROOT / stack.NET_OVERLAY)]
+    """The network tier's compose files (the base file names the project's networks)."""
+    return [str(stack.ROOT / "docker-compose.yml"), str(stack.ROOT / stack.NET_OVERLAY)]
+
+
+def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[dict[str, str]]:
+    """Each receiver's ports when receivers share one host's (PORT_STRIDE apart)."""
+    return [{"NET_IPERF_PORT": str(net.IPERF_PORT + i * PORT_STRIDE),
+             "NET_IPERF3_PORT": str(net.IPERF3_PORT + i * PORT_STRIDE),
+             "NET_SOCKPERF_PORT": str(net.SOCKPERF_PORT + i * PORT_STRIDE),
+             "NET_IPERF_SERVERS": str(ports), "NET_IPERF3_SERVERS": str(ports3),
+             "NET_SOCKPERF_SERVERS": str(clients)} for i in range(receivers)]
 
 
 def discover(receivers: int, clients: int = 1) -> Deployment:
-    """The running network tier: senders and receivers, their CPU counters and interfaces."""
-    found = [c for c in stack.replicas() if c.service in TIERS]
+    """The running network tier wherever it runs: senders and receivers, their CPU counters
+    and interfaces."""
+    where = placer.current()
+    found = [c for c in where.replicas() if c.service in TIERS]
     senders = [c for c in found if c.service == SENDER]
     servers = [c for c in found if c.service == RECEIVER]
     if len(senders) != clients or len(servers) != receivers:
@@ -962,28 +1006,17 @@ def discover(receivers: int, clients: int = 1) -> Deployment:
         eps, parts = [], {}
         for i, c in enumerate(group, 1):
             label = f"{service}-{i}" if len(group) > 1 else service
-            eps += netif.veth_endpoints(label, c.pid)
-            parts[label] = CgroupCpu(c.pid)
+            eps += where.endpoints(label, c)
+            parts[label] = where.counter(c)
         tiers[service] = Tier(service, role, eps, group)
         cpus[service] = CgroupGroup(parts) if len(group) > 1 else parts[service]
-    addresses = [address_of(c) for c in servers]
-    ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
-              if ep.netns_pid is None}
+    addresses = [where.address(c, "198.18.4.") for c in servers]
+    shift = [i * PORT_STRIDE if where.shares_ports() else 0 for i in range(len(servers))]
+    ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment((receivers, clients), tiers, cpus, ifaces,
                       containers={SENDER: senders[0], RECEIVER: servers[0]},
                       info={"sender": senders[0], "senders": senders, "receivers": servers,
-                            "addresses": addresses})
-
-
-def address_of(container: stack.Container) -> str:
-    """A container's address on the network tier's network."""
-    done = subprocess.run(["docker", "inspect", "-f",
-                           "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
-                           container.id], capture_output=True, text=True, timeout=30)
-    found = [a for a in done.stdout.split() if a.startswith("198.18.4.")]
-    if not found:
-        raise stack.StackError(f"{container.name} has no address on 198.18.4.0/24")
-    return found[0]
+                            "addresses": addresses, "shift": shift}, placer=where)
 
 
 # The families' report sections (analysis/README.md, "The report spec"); the papers' numbers are

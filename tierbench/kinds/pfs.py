@@ -36,7 +36,6 @@ from pydantic import model_validator
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, choice, flag, number, one_or_many, problem, whole
-from tierbench.interfaces import netif
 from tierbench.kinds.contract import (
     CLIENT,
     SERVER,
@@ -51,10 +50,9 @@ from tierbench.kinds.contract import (
     Tier,
     log,
 )
-from tierbench.measure.sampler import PROC_STAT_FIELDS, CgroupCpu, host_cpu
+from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose as stack
-from tierbench.placement import space
-from tierbench.placement import orangefs
+from tierbench.placement import orangefs, placer, space
 from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE, PfsError, label
 
 TESTS = ("concurrent", "streams", "basic")
@@ -242,12 +240,13 @@ class Work:
     """One point's streams, timed phases and checks on the running cluster."""
 
     def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment,
-                 prepared: dict[str, Any]) -> None:
+                 prepared: dict[str, Any], sampler: Any) -> None:
         self.exp, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
         self.servers: list[stack.Container] = deployment.info["servers"]
         self.clients: list[stack.Container] = deployment.info["clients"]
-        self.cgroups = deployment.counters
+        self.sampler = sampler  # the point's running sampler: its now() reads every counter
         self.io_servers = int(deployment.key)  # type: ignore[arg-type]
+        self.window: tuple[float, float] | None = None  # first phase start .. last phase end
 
     def _streams(self, point: PfsPoint, row: dict) -> list[Stream]:
         exp = self.exp
@@ -292,7 +291,7 @@ class Work:
         try:
             for phase in phases:
                 if phase == "read" and exp.test == "basic" and exp.drop_caches:
-                    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+                    placer.current().drop_caches(self.clients + self.servers)
                 # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
                 active = [dc_replace(s, file=written[s.number]) if s.access == "native"
                           and written.get(s.number) else s for s in streams]
@@ -351,8 +350,9 @@ class Work:
         clients_used = [label(self.clients[i]) for i in range(len(self.clients))
                         if self.clients[i].id in by_client]
         servers = [label(c) for c in self.servers]
-        before = self._cpu()
-        host0 = host_cpu()
+        now0 = self.sampler.now()
+        before = self._cpu(now0)
+        host0 = now0["host"]
         timeout = START_DELAY_S + exp.measure_s + 3 * exp.job_timeout_s + 60
 
         def run_client(group: list[Stream]) -> list[dict]:
@@ -388,9 +388,13 @@ class Work:
             results = [r for rs in pool.map(run_client, by_client.values()) for r in rs]
         if fault:
             fault.join()
-        after = self._cpu(before)
-        host1 = host_cpu()
+        now1 = self.sampler.now()
+        after = self._cpu(now1, before)
+        host1 = now1["host"]
         figures = aggregate(results, start)
+        end = max((r["end"] for r in results if r.get("end")), default=start)
+        self.window = (min(self.window[0], start), max(self.window[1], end)) if self.window \
+            else (start, end)
         figures.update(phase_cpu(before, after, host0, host1, clients_used, servers,
                                  figures["s"], figures["bytes"]))
         with (pdir / f"{phase}.csv").open("w", newline="") as fh:
@@ -401,17 +405,14 @@ class Work:
             writer.writerows(sorted(results, key=lambda r: r["stream"]))
         return {"start": start, "figures": figures, "streams": results}
 
-    def _cpu(self, fallback: dict[str, dict] | None = None) -> dict[str, dict]:
-        """CPU counters of every container; one that stopped keeps its ``fallback`` value (its
-        CPU since then is unknown and counted as none)."""
-        out = {}
-        for name, cg in self.cgroups.items():
-            try:
-                out[name] = cg.read()
-            except OSError:
-                out[name] = (fallback or {}).get(name, {"usage_s": 0.0, "user_s": 0.0,
-                                                        "system_s": 0.0})
-        return out
+    def _cpu(self, now: dict[str, Any], fallback: dict[str, dict] | None = None,
+             ) -> dict[str, dict]:
+        """CPU counters of every container from a sample ``now``; one that stopped keeps its
+        ``fallback`` value (its CPU since then is unknown and counted as none)."""
+        names = [label(c) for c in self.servers + self.clients]
+        return {name: now["cpu"].get(name) or (fallback or {}).get(
+                    name, {"usage_s": 0.0, "user_s": 0.0, "system_s": 0.0})
+                for name in names}
 
     def _arm_fault(self, start: float) -> threading.Thread | None:
         """The experiment's fault, once per run: stop a server `after_s` into a timed phase."""
@@ -427,8 +428,7 @@ class Work:
         def stop() -> None:
             time.sleep(max(0.0, start + fault["after_s"] - time.time()))
             log(f"tierbench: fault: stopping {fault['stop']} as the experiment asks")
-            subprocess.run(["docker", "stop", "-t", "5", target.id], capture_output=True,
-                           timeout=60, check=False)
+            placer.current().stop(target, 5)
 
         thread = threading.Thread(target=stop, name="fault", daemon=True)
         thread.start()
@@ -468,7 +468,8 @@ class Work:
         """Remove the point's files (OrangeFS through the FUSE mount, local ones directly)."""
         paths = sorted({s.file for s in streams})
         script = " ".join(f"rm -f {shlex.quote(p)} {shlex.quote(p)}.*;" for p in paths)
-        if orangefs.stopped_servers(self.io_servers):  # rm on the mount would hang for the job timeout
+        # rm on the mount would hang for the job timeout
+        if orangefs.stopped_servers(self.io_servers, placer.current().replicas()):
             script = ""
         script += " rm -f /scratch/io-* /scratch/check-*"
         for c in {s.client.id: s.client for s in streams}.values():
@@ -482,17 +483,17 @@ class Work:
 def cluster_deployment(n: int, servers: list[stack.Container],
                        clients: list[stack.Container]) -> Deployment:
     """The running cluster as a deployment: a client tier and a server tier."""
+    where = placer.current()
     everyone = servers + clients
-    counters = {label(c): CgroupCpu(c.pid) for c in everyone}
-    eps = {label(c): netif.veth_endpoints(label(c), c.pid) for c in everyone}
+    counters = {label(c): where.counter(c) for c in everyone}
+    eps = {label(c): where.endpoints(label(c), c) for c in everyone}
     tiers = {"pfs-client": Tier("pfs-client", CLIENT,
                                 [ep for c in clients for ep in eps[label(c)]], clients),
              "pfs-server": Tier("pfs-server", SERVER,
                                 [ep for c in servers for ep in eps[label(c)]], servers)}
-    ifaces = {ep.label: ep.ifname for c in everyone for ep in eps[label(c)]
-              if ep.netns_pid is None}
+    ifaces = where.ifaces([ep for c in everyone for ep in eps[label(c)]])
     return Deployment(n, tiers, counters, ifaces, containers={label(c): c for c in everyone},
-                      info={"servers": servers, "clients": clients})
+                      info={"servers": servers, "clients": clients}, placer=where)
 
 
 # --------------------------------------------------------------------------- the kind
@@ -506,6 +507,7 @@ class PfsKind(Kind):
     model = PfsSettings
     block = "pfs"
     tiers = TIERS
+    roles = ("pfs_meta", "pfs_io", "pfs_clients")
     bring_up = "cluster bring-up (about 10 s each)"
 
     def check(self, exp: Experiment) -> None:
@@ -632,19 +634,21 @@ class PfsKind(Kind):
                 out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
                                       "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
                                       "regions (pfs.region_mb_per_server, regions_per_stream) "
-                                      "or more I/O servers", copies=max(p.io_servers))
+                                      "or more I/O servers", copies=max(p.io_servers),
+                                      role="pfs_io")
             else:
                 out.append(space.on_disk(what, worst["servers"] * max(p.io_servers),
                                          space.docker_root(), "Docker's data folder",
-                                         "use fewer streams or smaller regions"))
+                                         "use fewer streams or smaller regions", role="pfs_io"))
         if worst["scratch"]:
             out += space.on_tmpfs(f"{what} in a client's scratch", worst["scratch"],
                                   "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
                                   "(pfs.client_containers) or smaller regions or files",
-                                  copies=cluster_clients(p))
+                                  copies=cluster_clients(p), role="pfs_clients")
         if worst["disk"]:
             out.append(space.on_disk(what, worst["disk"], space.docker_root(),
-                                     "Docker's data folder", "lower pfs.file_mb"))
+                                     "Docker's data folder", "lower pfs.file_mb",
+                                     role="pfs_clients"))
         return out
 
     # -- run
@@ -665,16 +669,17 @@ class PfsKind(Kind):
             log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {n} I/O servers)")
         else:
             log(f"tierbench: new cluster with {n} I/O servers")
-        stack.down()
-        orangefs.cluster_up(n, cluster_clients(p), strip_size=p.strip_size, storage=p.storage,
-                            job_timeout_s=p.job_timeout_s)
-        servers, clients = orangefs.cluster_containers()
+        where = placer.current()
+        where.down()
+        where.up(orangefs.cluster_spec(n, cluster_clients(p), strip_size=p.strip_size,
+                                       storage=p.storage, job_timeout_s=p.job_timeout_s))
+        servers, clients = orangefs.cluster_containers(where.replicas())
         return cluster_deployment(n, servers, clients)
 
     def running(self) -> Deployment | None:
         """The OrangeFS cluster, when one is up."""
         try:
-            servers, clients = orangefs.cluster_containers()
+            servers, clients = orangefs.cluster_containers(placer.current().replicas())
         except PfsError:
             return None
         return cluster_deployment(len(servers) - 1, servers, clients)
@@ -692,7 +697,8 @@ class PfsKind(Kind):
         point = PfsPoint(ctx.point.id, ctx.point.mode, ctx.point.repetition, f["io_servers"],
                          f["clients"], f["streams"], f["filesystem"], f["buffer"])
         ctx.record["io_servers"] = point.io_servers
-        work = Work(p, ctx.exp.seed, ctx.prepared["run_id"], ctx.deployment, ctx.prepared)
+        work = Work(p, ctx.exp.seed, ctx.prepared["run_id"], ctx.deployment, ctx.prepared,
+                    ctx.sampler)
         row: dict[str, Any] = {}
         try:
             row.update(work.phases(point, row, ctx.dir, ctx.record))
@@ -701,13 +707,17 @@ class PfsKind(Kind):
         finally:
             ctx.sampler.stop()
         error = row.pop("error", None)
-        return PointResult(row, error=error)
+        return PointResult(row, window=work.window, error=error)
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
         """A stopped server ends the run with one sentence naming it."""
         if row.get("error"):
-            down = orangefs.stopped_servers(int(deployment.key))  # type: ignore[arg-type]
+            try:
+                found = placer.current().replicas()
+            except stack.StackError as exc:
+                raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
+            down = orangefs.stopped_servers(int(deployment.key), found)  # type: ignore[arg-type]
             if down:
                 raise RunEnds(f"OrangeFS server {', '.join(down)} stopped during {point.id}: "
                               f"{row['error']}; the run ends here")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -37,7 +36,6 @@ from tierbench.config.models import (
     text,
     whole,
 )
-from tierbench.interfaces import netif
 from tierbench.interfaces.cpu import parse as cpuparse
 from tierbench.kinds import appdb, engines, webdisks, webmetrics
 from tierbench.kinds.contract import (
@@ -57,7 +55,7 @@ from tierbench.kinds.contract import (
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.modes.model import Mode
-from tierbench.placement import compose, disks, space
+from tierbench.placement import compose, disks, placer, space
 from workloads import filesets, worldcup
 from workloads import target as target_guard
 from workloads import traces as tracelib
@@ -518,6 +516,7 @@ class WebKind(Kind):
     description = "request traces through the proxy and web tiers (wrk or Locust)"
     model = WebSettings
     tiers = TIERS
+    roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
 
     # -- experiment
@@ -527,6 +526,32 @@ class WebKind(Kind):
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
             raise ConfigError(f"{exp.source}: {wrong}")
+
+    def cluster_roles(self, exp: Experiment) -> list[str]:
+        """loadgen, proxy and web; the Locust workers' nodes with load.workers; the OrangeFS
+        servers' with a docroot on OrangeFS. Refused in one sentence: dynamic requests (the
+        application and database tiers' seed, write check and counters run on this host), and
+        disk systems and several web servers (loop devices, mounts and the balancer's extra
+        servers are made on this host and have no host-networking overlay)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        if has_dynamic(s):
+            raise ConfigError(f"{exp.source}: the application and database tiers (traces with "
+                              "dynamic:) do not run on a cluster yet: run this experiment "
+                              "without --cluster")
+        known = webdisks.names(s.disk_systems)
+        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
+        if on_disks or s.stack.placement or (s.stack.web_servers or 1) > 1:
+            what = (f"stack.docroot: {on_disks[0]}" if on_disks else
+                    f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
+                    f"stack.web_servers: {s.stack.web_servers}")
+            raise ConfigError(f"{exp.source}: disk systems and several web servers ({what}) do "
+                              "not run on a cluster yet: run this experiment without --cluster")
+        roles = list(self.roles)
+        if s.load.workers:
+            roles.append("loadgen_workers")
+        if any(d.startswith("orangefs") for d in s.stack.docroot):
+            roles += ["pfs_meta", "pfs_io"]
+        return roles
 
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
@@ -652,21 +677,22 @@ class WebKind(Kind):
         # OrangeFS docroots are copied from the disk volume; a disk system holds its own sets
         if bases & {"disk", "orangefs"}:
             out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
-                                     f"{shrink} or free space there"))
+                                     f"{shrink} or free space there", role="web"))
         if "tmpfs" in bases:
-            out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink)
+            out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink, role="web")
         if "orangefs" in bases:
             n = stack_settings(s).get("pvfs_io_servers", 3)
             per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
             if stack_settings(s).get("pvfs_storage") == "disk":
                 out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
                                          per_server * n, space.docker_root(),
-                                         "Docker's data folder", f"{shrink} or free space there"))
+                                         "Docker's data folder", f"{shrink} or free space there",
+                                         role="pfs_io"))
             else:
                 out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
-                                      "or stack.pvfs_storage: disk", copies=n)
+                                      "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
         out += webdisks.image_needs(self.disk_plans(exp), space.settings())
         out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                                  "samples)", results_bytes(exp, specs, points), results_root(),
@@ -679,7 +705,7 @@ class WebKind(Kind):
                    for part in t["parts"] if part["site"] == hot_site]
             nbytes = sum(size for fs in hot for _, size in filesets.files(fs) if size < below)
             out += space.on_tmpfs(f"the small files of site {hot_site}", nbytes,
-                                  "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below")
+                                  "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below", role="web")
         if has_dynamic(s):
             st = stack_settings(s, exp.seed)
             out += appdb.needs(exp.source, st["db_rows"], st["db_row_bytes"],
@@ -767,21 +793,22 @@ class WebKind(Kind):
         settings = dict(key)  # type: ignore[arg-type]
         made = webdisks.plan_for(settings, webdisks.names(s.disk_systems), prepared["filesets"],
                                  prepared["popularity"], exp.seed)
+        where = placer.current()
         downed = False
         if previous is None:
-            log("tierbench: bringing the stack up (file sets, healthchecks)")
+            log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
         else:
             log(f"tierbench: restarting services for {point.mode}: {settings_text(settings)}")
             before = previous.info["settings"]
             if any(settings.get(k) != before.get(k) for k in ("docroot", "placement",
                                                                "web_servers")):
-                compose.down()  # a volume's driver cannot change in place: the docroot anew
+                where.down()  # a volume's driver cannot change in place: the docroot anew
                 downed = True
         overlays: list[Path] = []
         built = None
-        if made is not None:
+        if made is not None:  # a disk system: on this host only (cluster_roles refuses it)
             if not downed and disks.current(made[0]) is None:
-                compose.down()  # the containers let go of the disks built before
+                where.down()  # the containers let go of the disks built before
             try:
                 built = webdisks.build(made[0], made[1], space.settings(), log)
             except disks.DiskError as exc:
@@ -789,8 +816,8 @@ class WebKind(Kind):
             overlays.append(disks.overlay_path())
         if previous is not None:
             close_probes(previous)
-        compose.up(settings, prepared["filesets"], s.target, s.load.workers,
-                   s.load.remote_workers, prepared["hot_sets"], overlays)
+        where.up(compose.stack_spec(settings, prepared["filesets"], s.target, s.load.workers,
+                                    s.load.remote_workers, prepared["hot_sets"], overlays))
         dep = discover(key, settings, s.load.workers)
         if built is not None and made is not None:
             try:
@@ -804,11 +831,12 @@ class WebKind(Kind):
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up (the application and database tiers
         too when they are)."""
-        up = compose.containers()
+        found = placer.current().replicas()
+        up = {c.service for c in found}
         if not all(t in up for t in STACK_TIERS):
             return None
         app_db = all(t in up for t in compose.APP_TIERS)
-        return discover(None, {}, len(compose.worker_containers()), app_db)
+        return discover(None, {}, sum(c.service == compose.WORKER_SERVICE for c in found), app_db)
 
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
         """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
@@ -818,7 +846,7 @@ class WebKind(Kind):
         probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
                  "else haproxy -v | head -n 1; fi")
         for tier in ("proxy", "web"):
-            done = compose.exec_in(found[tier], ["sh", "-c", probe], timeout=60)
+            done = placer.current().exec(found[tier], ["sh", "-c", probe], timeout=60)
             versions[f"{tier}_server"] = done.stdout.strip()
         out: dict[str, Any] = {"versions": versions}
         if "db" in found:
@@ -832,18 +860,27 @@ class WebKind(Kind):
         """Replay the point's trace; the summary over the samples bracketing the window."""
         s: WebSettings = ctx.exp.settings  # type: ignore[assignment]
         ld, point, dep = s.load, ctx.point, ctx.deployment
+        where = placer.current()
         ctx.record["trace"] = point["trace"]["name"]
         ctx.record["stack"] = dep.info["settings"]
         gen = dep.tiers[GENERATOR]
-        # Bytes delivered to the clients: what the host ends of the generator's veths transmit.
-        client_ifaces = [ep.label for ep in gen.endpoints if ep.netns_pid is None]
+        loadgen = dep.containers[GENERATOR]
+        # Bytes delivered to the clients: what the host ends of the generator's veths transmit
+        # (on a cluster, what its node's NIC receives).
+        client_ifaces = where.received(gen.endpoints)
+        target = where.url(s.target)
+        if target != s.target:
+            ctx.record["target"] = target
         spec = engines.LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
                                 measure_s=ld.measure_s, processes=ld.processes,
                                 think=ld.think.model_dump() if ld.think else None,
-                                rate=ld.rate, target=s.target,
+                                rate=ld.rate, target=target,
                                 allow_foreign_target=s.allow_foreign_target,
                                 workers=ld.workers, remote_workers=ld.remote_workers,
                                 worker_wait_s=ld.worker_wait_s,
+                                master=dep.info.get("master", engines.MASTER_HOST),
+                                own=tuple(where.own_addresses()),
+                                fetch=lambda: where.pull(loadgen, ctx.dir),
                                 requests_per_client=ld.requests_per_client,
                                 dynamic=tracelib.content(point["trace"]) != "static")
         trace = ctx.prepared["traces"][point["trace"]["name"]]
@@ -856,8 +893,11 @@ class WebKind(Kind):
                 dropped = disks.evict(dep.info["built"])
                 what = "files of the disk system"
             else:
-                dropped, what = compose.evict_docroot(), "docroot files"
+                dropped = where.evict_docroot(dep.containers["web"])
+                what = "docroot files"
             ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
+        index = tracelib.index_path(trace)  # the engines read the trace through it
+        where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
         logged = webdisks.logging_tier(dep.containers, s.target, dep.tiers["web"].containers)
         if dep.info["settings"].get("access_log"):
             webdisks.reset_logs(logged)
@@ -870,7 +910,7 @@ class WebKind(Kind):
         fault = self.arm_fault(s, ctx, ld.warmup_s)
         try:
             try:
-                result = engines.run(spec, dep.containers[GENERATOR], ctx.dir, trace,
+                result = engines.run(spec, loadgen, ctx.dir, trace,
                                      list(dep.info["workers"]) if ld.workers else None)
             finally:
                 samples = ctx.sampler.stop()
@@ -924,8 +964,7 @@ class WebKind(Kind):
         def stop() -> None:
             time.sleep(delay)
             ctx.log(f"tierbench: fault: stopping the {s.fault.stop} tier as the experiment asks")
-            subprocess.run(["docker", "stop", "-t", "2", target.id], capture_output=True,
-                           timeout=60, check=False)
+            placer.current().stop(target, 2)
 
         thread = threading.Thread(target=stop, name="fault", daemon=True)
         thread.start()
@@ -933,9 +972,13 @@ class WebKind(Kind):
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
-        """A proxy or web tier that stopped ends the run with one sentence naming it; a stopped
-        application or database tier is started again (one sentence) and the run goes on."""
-        running = compose.containers()
+        """A proxy or web tier that stopped ends the run with one sentence naming it (on a
+        cluster, a node whose Docker engine stopped answering); a stopped application or
+        database tier is started again (one sentence) and the run goes on."""
+        try:
+            running = placer.current().containers()
+        except compose.StackError as exc:
+            raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         failed = row.get("errors")
         what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
                 else f" ({row['error']})" if row.get("error") else "")
@@ -1026,7 +1069,7 @@ class WebKind(Kind):
 
     def clean(self) -> list[str]:
         """Stop a load generator a crashed run left running."""
-        running = compose.containers()
+        running = placer.current().containers()
         if GENERATOR in running:
             engines.stop(running[GENERATOR])
             return ["stopped any load generator still running in the loadgen container"]
@@ -1061,20 +1104,22 @@ def platform(mode: Mode) -> dict[str, Any]:
 
 def discover(key: Hashable, settings: dict[str, Any], expected: int,
              app_db: bool | None = None) -> Deployment:
-    """The running stack's tiers (containers, CPU counters, interfaces); the loadgen tier
+    """The running stack's tiers (containers, CPU counters, interfaces) wherever they run; the
+    loadgen tier
     includes its `expected` Locust worker containers; the application and database tiers
     when the settings have them (or `app_db` says so), with the database's counters as a
     sampler probe."""
+    where = placer.current()
     if app_db is None:
         app_db = compose.has_app_db(settings)
-    found = compose.service_containers(STACK_TIERS + (compose.APP_TIERS if app_db else ()))
+    found = where.service_containers(STACK_TIERS + (compose.APP_TIERS if app_db else ()))
     counters: dict[str, CgroupCpu | CgroupGroup] = {}
     tiers: dict[str, Tier] = {}
     for name, c in found.items():
-        counters[name] = CgroupCpu(c.pid)
+        counters[name] = where.counter(c)
         tiers[name] = Tier(name, CLIENT if name == GENERATOR else SERVER,
-                           netif.veth_endpoints(name, c.pid), [c])
-    workers = compose.worker_containers()
+                           where.endpoints(name, c), [c])
+    workers = [c for c in where.replicas() if c.service == compose.WORKER_SERVICE]
     if expected:
         if len(workers) != expected:
             raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
@@ -1084,22 +1129,25 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int,
         gen = tiers[GENERATOR]
         for n, w in enumerate(workers, 1):
             label = f"{compose.WORKER_SERVICE}-{n}"
-            parts[label] = CgroupCpu(w.pid)
-            gen.endpoints += netif.veth_endpoints(label, w.pid)
+            parts[label] = where.counter(w)
+            gen.endpoints += where.endpoints(label, w)
             gen.containers.append(w)
         counters[GENERATOR] = CgroupGroup(parts)
-    webs = compose.web_containers()
-    if len(webs) > 1:  # web_servers: 3: one tier, its counters summed
-        counters["web"] = CgroupGroup({c.service: CgroupCpu(c.pid) for c in webs})
-        for c in webs[1:]:
-            tiers["web"].endpoints += netif.veth_endpoints(c.service, c.pid)
+    webs = [c for c in where.replicas() if c.service in compose.WEB_SERVICES[1:]]
+    if webs:  # web_servers: 3: one tier, its counters summed
+        counters["web"] = CgroupGroup({"web": counters["web"],
+                                       **{c.service: where.counter(c) for c in webs}})
+        for c in webs:
+            tiers["web"].endpoints += where.endpoints(c.service, c)
             tiers["web"].containers.append(c)
             found = {**found, c.service: c}
-    ifaces = {ep.label: ep.ifname for t in tiers.values() for ep in t.endpoints
-              if ep.netns_pid is None}
+    ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
+    info = {"settings": settings, "workers": workers}
+    if where.shares_ports():  # host networking: workers reach the master at its node
+        info["master"] = where.address(found[GENERATOR])
     probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
-    return Deployment(key, tiers, counters, ifaces, containers=found,
-                      info={"settings": settings, "workers": workers}, probes=probes)
+    return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
+                      probes=probes)
 
 
 def close_probes(deployment: Deployment) -> None:

@@ -288,10 +288,11 @@ def dynamic_figures(requests: RequestLog, start: float, end: float, dynamic_pref
 
 def summarize(samples: list[dict], requests: RequestLog | list[Request], *, start: float,
               end: float, generator: str, generator_allowance: float,
-              bytes_label: str | list[str]) -> dict:
+              bytes_label: str | list[str] | list[tuple[str, str]]) -> dict:
     """The measured numbers of one point (see SUMMARY_COLUMNS); bytes moved are the tx bytes of
-    the interface(s) `bytes_label` names (the host ends of the generator's veths), summed.
-    The request log is read a batch at a time."""
+    the interface(s) `bytes_label` names (the host ends of the generator's veths), summed, or
+    the counter a (label, counter) pair names (a cluster node's NIC: rx_bytes); with none, the
+    bytes of the requests. The request log is read a batch at a time."""
     first, last = window(samples, start, end)
     dt = last["t"] - first["t"]
     counted = good = good_bytes = 0
@@ -309,9 +310,10 @@ def summarize(samples: list[dict], requests: RequestLog | list[Request], *, star
     servers = sum(v for tier, v in cpu.items() if tier != generator)
     host = host_breakdown(first["host"], last["host"])
     busy_s = host["busy_s"]
-    labels = [bytes_label] if isinstance(bytes_label, str) else list(bytes_label)
-    if labels and all(lb in first["net"] and lb in last["net"] for lb in labels):
-        moved = sum(last["net"][lb]["tx_bytes"] - first["net"][lb]["tx_bytes"] for lb in labels)
+    labels = [(lb, "tx_bytes") if isinstance(lb, str) else tuple(lb)
+              for lb in ([bytes_label] if isinstance(bytes_label, str) else bytes_label)]
+    if labels and all(lb in first["net"] and lb in last["net"] for lb, _ in labels):
+        moved = sum(last["net"][lb][c] - first["net"][lb][c] for lb, c in labels)
     else:
         moved = good_bytes
     kbytes = moved / 1024 or float("nan")

@@ -44,6 +44,21 @@ def host_breakdown(first: dict[str, int], last: dict[str, int]) -> dict[str, flo
             "busy_s": sum(ticks[k] for k in BUSY_FIELDS) / CLK_TCK}
 
 
+def node_breakdown(first: dict, last: dict) -> dict[str, float]:
+    """Each cluster node's CPU between two merged samples (their ``nodes``): busy CPU seconds
+    and usr/sys/irq/softirq/idle in % of the node's CPU time, as node_<name>_<figure>."""
+    out: dict[str, float] = {}
+    for node, now in (last.get("nodes") or {}).items():
+        before = (first.get("nodes") or {}).get(node)
+        if before is None:
+            continue
+        h = host_breakdown(before["host"], now["host"])
+        out[f"node_{node}_busy_s"] = h["busy_s"]
+        for key in ("usr_pct", "sys_pct", "irq_pct", "softirq_pct", "idle_pct"):
+            out[f"node_{node}_{key}"] = h[key]
+    return out
+
+
 def busy_pct(first: dict[str, int], last: dict[str, int]) -> float:
     """Share of the host's CPU time that was busy (not idle, not iowait) between two readings."""
     ticks = {k: last[k] - first[k] for k in last}

@@ -5,6 +5,7 @@ database's transactions), written as JSON lines of raw cumulative counters."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
@@ -154,6 +155,7 @@ class Sampler:
         self.probes = probes or {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._lock = threading.Lock()  # the loop and mark() both add samples and write lines
         self.samples: list[dict] = []
         self.error: str | None = None
 
@@ -179,6 +181,28 @@ class Sampler:
             sample["probes"] = {name: probe() for name, probe in self.probes.items()}
         return sample
 
+    def now(self) -> dict:
+        """Every counter read now (those that cannot be read, of a stopped container, left
+        out) and the host's, stamped with the wall clock."""
+        cpu = {}
+        for name, cg in self.cgroups.items():
+            try:
+                cpu[name] = cg.read()
+            except OSError:
+                continue
+        return {"t": time.time(), "host": host_cpu(), "cpu": cpu}
+
+    def mark(self) -> dict:
+        """A sample taken now on the caller's thread and kept in time order with the ticks.
+        A kind marks the start and the middle of a measured window, so that the window holds
+        two samples even when a loaded host delays the 1 Hz ticks by a second or more."""
+        sample = self.sample()
+        with self._lock:
+            bisect.insort(self.samples, sample, key=lambda s: s["t"])
+            with self.out.open("a") as fh:
+                fh.write(json.dumps(sample) + "\n")
+        return sample
+
     def _loop(self) -> None:
         with self.out.open("a") as fh:
             deadline = time.monotonic()
@@ -188,9 +212,10 @@ class Sampler:
                 except OSError as exc:
                     self.error = f"sampling stopped: {exc}"
                     return
-                self.samples.append(sample)
-                fh.write(json.dumps(sample) + "\n")
-                fh.flush()
+                with self._lock:
+                    bisect.insort(self.samples, sample, key=lambda s: s["t"])
+                    fh.write(json.dumps(sample) + "\n")
+                    fh.flush()
                 if self._stop.is_set():
                     return
                 deadline += self.interval

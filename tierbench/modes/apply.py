@@ -39,8 +39,20 @@ STATE_KIND = "tierbench-mode-state"
 APPLY_PASSES = 2
 
 
+def _nodes(endpoints: list[Endpoint]) -> list[str]:
+    """The cluster nodes the endpoints are on (in order; none on a single host)."""
+    return list(dict.fromkeys(ep.node for ep in endpoints if ep.node is not None))
+
+
 def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
-    """Where each sysctl goes: {target: {"pid": pid|None, "netns_ino": ino, "keys": [...]}}."""
+    """Where each sysctl goes: {target: {"pid": pid|None, "netns_ino": ino, "keys": [...]}};
+    on a cluster, each node's host (its tiers share it: host networking), with the node and
+    the ssh command that reaches it."""
+    nodes = _nodes(endpoints)
+    if nodes:
+        return {f"node:{n}": {"pid": None, "netns_ino": None, "node": n,
+                              "ssh": netif.node_argv(n), "keys": list(mode.knobs.sysctls)}
+                for n in nodes if mode.knobs.sysctls}
     pids: dict[int, int] = {}
     for ep in endpoints:
         if ep.netns_pid is not None:
@@ -61,18 +73,19 @@ def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str
     return targets
 
 
-def _qdisc_problem(mode: Mode) -> str | None:
+def _qdisc_problem(mode: Mode, node: str | None = None) -> str | None:
     q = mode.knobs.qdisc
     if not q:
         return None
     try:
-        err = ethtool.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())))
+        err = ethtool.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())), node)
     except NetifError as exc:
         return f"qdisc {q['kind']}: {exc}"
     if err is None:
         return None
     if "kind is unknown" in err or "No such file" in err:
-        return (f"qdisc {q['kind']} is not available in this kernel (module sch_{q['kind']} "
+        where = f"the kernel of {node}" if node else "this kernel"
+        return (f"qdisc {q['kind']} is not available in {where} (module sch_{q['kind']} "
                 f"missing): use a kernel with CONFIG_NET_SCH_{q['kind'].upper()} or drop "
                 f"{q['kind']} from mode {mode.name}")
     return f"qdisc {q['kind']} with {q} is refused by tc: {err}; fix qdisc in mode {mode.name}"
@@ -104,24 +117,40 @@ def _snapshot_endpoint(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     return snap
 
 
-def snapshot_mode(mode: Mode, endpoints: list[Endpoint]) -> dict[str, Any]:
-    """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON)."""
+def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
+                  containers: list[tuple[str, str, int]] | None = None) -> dict[str, Any]:
+    """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON);
+    ``containers`` (label, node, PID on the node): on a cluster, the containers a cpu: mode
+    covers (on one host they are those behind the endpoints' namespaces)."""
     state: dict[str, Any] = {"version": 2, "kind": STATE_KIND, "mode": mode.name,
                              "endpoints": {}, "sysctls": {}}
     for ep in endpoints:
         state["endpoints"][ep.label] = _snapshot_endpoint(ep, mode)
     for target, info in _sysctl_targets(mode, endpoints).items():
         values = {}
+        node = info.get("node")
         for key in info["keys"]:
-            if ethtool.sysctl_scope(key) != "missing":
-                values[key] = ethtool.read_sysctl(info["pid"], key, target)
+            scope = ethtool.sysctl_on_node(key, node) if node else ethtool.sysctl_scope(key)
+            if scope != "missing":
+                values[key] = ethtool.read_sysctl(info["pid"], key, target, node)
+        where = {"node": node, "ssh": info["ssh"]} if node else {}
         state["sysctls"][target] = {"pid": info["pid"], "netns_ino": info["netns_ino"],
-                                    "values": values}
+                                    **where, "values": values}
     if mode.cpu:
-        state["cpu"] = {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid),
-                                       "label": label, "values": cpu.read(pid)}
-                        for pid, label in _cpu_targets(endpoints).items()}
+        state["cpu"] = _cpu_state(endpoints, containers)
+        for target in state["cpu"].values():
+            target["values"] = cpu.read(target["pid"], target.get("node"))
     return state
+
+
+def _cpu_state(endpoints: list[Endpoint],
+               containers: list[tuple[str, str, int]] | None) -> dict[str, dict[str, Any]]:
+    """Where a cpu: mode's settings go: each covered container's process (on its node)."""
+    if containers:
+        return {f"{node}:pid:{pid}": {"pid": pid, "node": node, "ssh": netif.node_argv(node),
+                                      "label": label} for label, node, pid in containers}
+    return {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid), "label": label}
+            for pid, label in _cpu_targets(endpoints).items()}
 
 
 def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
@@ -140,7 +169,7 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
     problems = []
     for target in state.get("cpu", {}).values():
         try:
-            allowed = cpu.allowed(target["pid"])
+            allowed = cpu.allowed(target["pid"], target.get("node"))
         except NetifError as exc:
             problems.append(str(exc))
             continue
@@ -156,7 +185,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
     out = []
     for target in state.get("cpu", {}).values():
         try:
-            have = cpu.read(target["pid"])
+            have = cpu.read(target["pid"], target.get("node"))
         except NetifError as exc:
             out.append(str(exc))
             continue
@@ -243,9 +272,11 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
             problems.append(f"{key} is not supported by {who}: no {kind} queue has {key} "
                             f"(kernel without CONFIG_RPS/CONFIG_XPS?); {fix}")
         elif key.endswith("_cpus") and value != "all" and (
-                ethtool.mask_int(str(value)) & ~ethtool.mask_int(ethtool.online_cpu_mask())):
+                ethtool.mask_int(str(value))
+                & ~ethtool.mask_int(ethtool.online_cpu_mask(snap.get("node")))):
             problems.append(f"{key} {value} names CPUs that are not online (online mask "
-                            f"{ethtool.online_cpu_mask()}); change mode {mode.name}")
+                            f"{ethtool.online_cpu_mask(snap.get('node'))}); change mode "
+                            f"{mode.name}")
     if k.qdisc:
         root = snap.get("qdisc_root", {})
         if root.get("handle") not in (None, "0:"):
@@ -255,10 +286,12 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
     return problems
 
 
-def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None) -> list[str]:
+def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
+               containers: list[tuple[str, str, int]] | None = None) -> list[str]:
     """Every reason ``mode`` cannot be applied to ``endpoints`` ([] = ok); changes nothing.
 
     ``state`` is a snapshot from :func:`snapshot_mode`; without one a snapshot is taken.
+    ``containers``: as for snapshot_mode.
     """
     problems: list[str] = []
     if state is None:
@@ -275,15 +308,30 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None)
                 problems.append(f"{ep.label}: no snapshot was taken before checking")
             continue
         problems += endpoint_problems(snap, mode)
-    qp = _qdisc_problem(mode)
-    if qp:
-        problems.append(qp)
-    if mode.cpu:
+    nodes = _nodes(endpoints)
+    for node in nodes or [None]:
+        qp = _qdisc_problem(mode, node)
+        if qp and qp not in problems:
+            problems.append(qp)
+    if mode.cpu and nodes and not containers and "cpu" not in state:
+        problems.append(f"mode {mode.name} sets the CPUs of containers (cpu:), and no container "
+                        "it covers was given for the cluster's nodes")
+    elif mode.cpu:
         problems += _cpu_problems(mode, state if "cpu" in state else
-                                  {"cpu": {f"pid:{p}": {"pid": p, "label": t} for p, t in
-                                           _cpu_targets(endpoints).items()}})
+                                  {"cpu": _cpu_state(endpoints, containers)})
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
+        for node in nodes:
+            try:
+                missing = ethtool.sysctl_on_node(key, node) == "missing"
+            except NetifError as exc:
+                problems.append(str(exc))
+                continue
+            if missing:
+                problems.append(f"sysctl {key} does not exist on the kernel of {node} (no "
+                                f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+        if nodes:
+            continue
         scope = ethtool.sysctl_scope(key)
         if scope == "missing":
             problems.append(f"sysctl {key} does not exist on this kernel (no "
@@ -321,7 +369,8 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
     writes: dict[str, str] = {}
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         # re-read: a channel change above may have added queues the snapshot did not have
-        writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus, k.rps_flow_cnt)
+        writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus,
+                                     k.rps_flow_cnt, ep.node)
     if writes:
         ethtool.write_masks(ep, writes)
     if k.qdisc:
@@ -332,7 +381,8 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
 def _set_sysctls(mode: Mode, state: dict) -> None:
     for target, info in state.get("sysctls", {}).items():
         for key in info["values"]:
-            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target)
+            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target,
+                                 info.get("node"))
 
 
 def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
@@ -350,7 +400,7 @@ def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
             _set_sysctls(mode, state)
             for target in state.get("cpu", {}).values():
                 cpu.write(target["pid"], mode.cpu.get("cpuset"), mode.cpu.get("limit"),
-                          set_limit="limit" in mode.cpu)
+                          set_limit="limit" in mode.cpu, node=target.get("node"))
         except NetifError as exc:
             failure = str(exc)
             ep_snap = next((s for s in state["endpoints"].values()
@@ -397,7 +447,8 @@ def _endpoint_mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[st
                        f"0-{k.rss['equal'] - 1}")
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         queues = ethtool.read_queues(ep)
-        for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt).items():
+        for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
+                                              ep.node).items():
             q, f = path.split("/")
             have = queues[q][f]
             if have == "unreadable" or ethtool.queue_value(f, have) != ethtool.queue_value(f, want):
@@ -420,7 +471,7 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
         except NetifError as exc:
             out.append(f"{ep.label}: could not re-read the settings: {exc}")
     targets = (state or {}).get("sysctls") or {
-        t: {"pid": i["pid"], "values": dict.fromkeys(i["keys"])}
+        t: {"pid": i["pid"], "node": i.get("node"), "values": dict.fromkeys(i["keys"])}
         for t, i in _sysctl_targets(mode, endpoints).items()}
     for target, info in targets.items():
         for key in info["values"]:
@@ -428,7 +479,7 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
             if want is None:
                 continue
             try:
-                have = ethtool.read_sysctl(info["pid"], key, target)
+                have = ethtool.read_sysctl(info["pid"], key, target, info.get("node"))
             except NetifError as exc:
                 out.append(f"{target}: could not re-read {key}: {exc}")
                 continue
@@ -534,7 +585,7 @@ def _remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
 
 
 def _restore_endpoint(snap: dict) -> list[str]:
-    ep = Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"))
+    ep = netif.endpoint_of(snap)
     problems = netif.restore_endpoint(snap)
     if any("gone, nothing to restore" in p for p in problems):
         return problems
@@ -553,12 +604,15 @@ def _restore_sysctls(target: str, info: dict) -> list[str]:
         if not os.path.exists(f"/proc/{pid}") or (
                 ino is not None and netif.netns_inode(pid) != ino):
             return [f"{target}: gone, nothing to restore"]
+    node = info.get("node")
+    if node and info.get("ssh"):
+        netif.add_node(node, info["ssh"])
     problems: list[str] = []
     for key, value in info.get("values", {}).items():
         try:
-            if ethtool.read_sysctl(pid, key, target) != value:
-                ethtool.write_sysctl(pid, key, value, target)
-                have = ethtool.read_sysctl(pid, key, target)
+            if ethtool.read_sysctl(pid, key, target, node) != value:
+                ethtool.write_sysctl(pid, key, value, target, node)
+                have = ethtool.read_sysctl(pid, key, target, node)
                 if have != value:
                     problems.append(f"{target}: sysctl {key} is {have!r}, snapshot had {value!r}")
         except NetifError as exc:
@@ -591,15 +645,19 @@ def restore_state(state: dict) -> list[str]:
 
 
 def _restore_cpu(target: str, info: dict) -> list[str]:
-    pid = info["pid"]
-    if not os.path.exists(f"/proc/{pid}") or netif.netns_inode(pid) != info.get("netns_ino"):
-        return [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
+    pid, node = info["pid"], info.get("node")
+    gone = [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
+    if node is None and (not os.path.exists(f"/proc/{pid}")
+                         or netif.netns_inode(pid) != info.get("netns_ino")):
+        return gone
+    if node and info.get("ssh"):
+        netif.add_node(node, info["ssh"])
     saved = info["values"]
     try:
-        cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True)
-        have = cpu.read(pid)
+        cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True, node=node)
+        have = cpu.read(pid, node)
     except NetifError as exc:
-        return [str(exc)]
+        return gone if node and "is gone" in str(exc) else [str(exc)]
     if have != saved:
         return [f"{info.get('label', target)}: CPU settings are {have}, snapshot had {saved}"]
     return []
@@ -635,11 +693,13 @@ def state_view(state: dict) -> dict[str, Any]:
 @contextmanager
 def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
                  state_file: netif.StateFile, record: dict, settle_s: float,
-                 save: Callable[[], None]) -> Iterator[None]:
+                 save: Callable[[], None],
+                 containers: list[tuple[str, str, int]] | None = None) -> Iterator[None]:
     """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
     whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
     settings before, during and after; the pre-change state is on disk (``state_file``) before
-    the first change, so `tierbench clean` can restore after a crash."""
+    the first change, so `tierbench clean` can restore after a crash. ``containers``: as for
+    snapshot_mode."""
     watched = watched + [ep for ep in eps if ep not in watched]
 
     def interfaces() -> dict:
@@ -657,7 +717,7 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
 
     record["endpoints"] = [ep.label for ep in eps]
     record["interfaces_before"] = interfaces()
-    state = snapshot_mode(mode, eps)
+    state = snapshot_mode(mode, eps, containers)
     record["mode_state_before"] = state_view(state)
     state_file.save(state)
     save()
@@ -666,7 +726,7 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
         apply_mode(mode, eps, state)
         time.sleep(settle_s)
         record["interfaces_during"] = interfaces()
-        record["mode_state_during"] = state_view(snapshot_mode(mode, eps))
+        record["mode_state_during"] = state_view(snapshot_mode(mode, eps, containers))
         mismatches = verify_mode(mode, eps, state)
         record["mode_verified"] = not mismatches
         if mismatches:
@@ -676,7 +736,10 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
         problems = [p for p in restore_state(state) if "gone, nothing to restore" not in p]
         record["interfaces_after"] = interfaces()
         live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
-        record["mode_state_after"] = state_view(snapshot_mode(mode, live))
+        try:
+            record["mode_state_after"] = state_view(snapshot_mode(mode, live, containers))
+        except NetifError as exc:  # a container (on a node) that stopped: nothing to read
+            record["mode_state_after"] = {"error": str(exc)}
         after = present(record["interfaces_after"])
         record["restored"] = not problems and (
             after == {k: v for k, v in record["interfaces_before"].items() if k in after}

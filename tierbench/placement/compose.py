@@ -1,5 +1,7 @@
-"""The Compose stack and its overlays: preflight checks, bring-up with an experiment's settings,
-discovery of the running containers, commands in them, teardown."""
+"""The Compose stack and its overlays: preflight checks, what to bring up for an experiment's
+settings (a :class:`Services` spec, which a placement brings up: on this host with
+:func:`up_spec`, or on cluster nodes), discovery of the running containers, commands in them
+(on this host's engine or, for a container on a node, through its Docker context), teardown."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
@@ -22,9 +25,13 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
-            "web-servers": "compose/web-servers.yml", "app-db": "compose/app-db.yml"}
+            "app-db": "compose/app-db.yml"}
+# Three web servers (stack.web_servers, stack.placement): one host only, refused on a cluster
+# (kinds/web.py cluster_roles), so it has no host-networking overlay.
+WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
+FS_OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
 WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
@@ -41,7 +48,8 @@ class StackError(TierbenchError):
 
 @dataclass(frozen=True)
 class Container:
-    """One running service container of the stack."""
+    """One running service container of the stack; on a cluster node, ``node`` names the node
+    and ``context`` the Docker context that reaches its engine (``pid`` is then the node's)."""
 
     service: str
     id: str
@@ -50,10 +58,48 @@ class Container:
     image: str
     image_id: str
     cpuset: str
+    node: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class Services:
+    """What to bring up: the compose files (paths, the base file first), the environment, the
+    services to start (None: the default set) with their dependencies, replicas of scaled
+    services, profiles, tmpfs to mount first where services bind them ({path: size}), and for
+    services whose replicas must differ on one host network (their ports) each replica's extra
+    environment (``replica_env``; where every replica has its own address it is not needed)."""
+
+    files: list[str]
+    env: dict[str, str]
+    services: list[str] | None = None
+    scale: dict[str, int] = field(default_factory=dict)
+    profiles: list[str] = field(default_factory=list)
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    replica_env: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    remove_orphans: bool = False
+    timeout: float = 600
+
+    def args(self) -> list[str]:
+        """-f FILE ... --profile P ... for docker compose."""
+        return [*(a for f in self.files for a in ("-f", f)),
+                *(a for p in self.profiles for a in ("--profile", p))]
+
+
+def docker_cmd(container: Container) -> list[str]:
+    """``docker``, with ``--context`` when the container runs on a cluster node."""
+    return ["docker", "--context", container.context] if container.context else ["docker"]
 
 
 def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
                   remote_workers: int = 0, extra: list[Path] | None = None) -> list[str]:
+    """-f arguments of stack_files()."""
+    return [arg for f in stack_files(settings, target, workers, remote_workers, extra)
+            for arg in ("-f", f)]
+
+
+def stack_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
+                remote_workers: int = 0, extra: list[Path] | None = None) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, three web servers,
@@ -62,7 +108,7 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
     settings = settings or {}
     files = ["docker-compose.yml"]
     if int(settings.get("web_servers") or 1) > 1:
-        files.append(OVERLAYS["web-servers"])
+        files.append(WEB_SERVERS_OVERLAY)
     if settings.get("proxy") == "haproxy":
         files.append(OVERLAYS["haproxy"])
     base, hot = docroot_parts(settings.get("docroot", "disk"))
@@ -86,7 +132,7 @@ def compose_files(settings: dict | None = None, target: str = "http://proxy", wo
     if remote_workers:
         files.append(OVERLAYS["master"])
     files += [str(p) for p in extra or []]
-    return [arg for f in files for arg in ("-f", str(ROOT / f))]
+    return [str(ROOT / f) for f in files]
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -105,13 +151,16 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float =
     return done.stdout
 
 
-def preflight() -> None:
-    """Refuse to start, with one sentence, when the host lacks what a run needs."""
-    if os.geteuid() != 0:
+def preflight(cluster: bool = False) -> None:
+    """Refuse to start, with one sentence, when the host lacks what a run needs (on a cluster,
+    the controller: Docker and Compose to build and ship the images, ssh to reach the nodes)."""
+    needs = (("ssh", "openssh-client"), ("tar", "tar"), ("docker", "docker.io")) if cluster else (
+        ("ethtool", "ethtool"), ("nsenter", "util-linux"), ("ip", "iproute2"),
+        ("tc", "iproute2"), ("docker", "docker.io"))
+    if os.geteuid() != 0 and not cluster:
         raise StackError("tierbench run needs root (it changes interface settings with ethtool "
                          "and nsenter): run it as root")
-    for tool, package in (("ethtool", "ethtool"), ("nsenter", "util-linux"), ("ip", "iproute2"),
-                          ("tc", "iproute2"), ("docker", "docker.io")):
+    for tool, package in needs:
         if shutil.which(tool) is None:
             raise StackError(f"{tool} is missing: install the {package} package (or run `make setup`)")
     try:
@@ -244,54 +293,70 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
-def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
-       remote_workers: int = 0, hot_sets: list[dict] | None = None,
-       overlays: list[Path] | None = None) -> None:
-    """Bring the stack up with these settings (experiment `stack:` plus the mode's server
-    options) and wait until every service is healthy; services whose settings changed restart.
-    `workers` Locust worker containers run beside the loadgen (load.workers); with a
-    `+hot-tmpfs` docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs;
-    `overlays` are Compose files written at run time (a disk system's binds and throttles)."""
+def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
+               workers: int = 0, remote_workers: int = 0,
+               hot_sets: list[dict] | None = None,
+               overlays: list[Path] | None = None) -> Services:
+    """The stack with these settings (experiment `stack:` plus the mode's server options):
+    `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
+    docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
+    are Compose files written at run time (a disk system's binds and throttles)."""
     env = stack_env(settings, filesets)
-    check_cpusets(env)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
     base, hot = docroot_parts(settings.get("docroot", "disk"))
+    tmpfs: dict[str, str] = {}
     if base == "tmpfs":
         env["DOCROOT_TMPFS_DIR"] = str(tmpfs_docroot(env))
-        mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
+        tmpfs[env["DOCROOT_TMPFS_DIR"]] = env.get("DOCROOT_TMPFS_SIZE") or "8g"
     if hot:
         env["HOT_TMPFS_DIR"] = str(hot_dir(env))
-        mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
+        tmpfs[env["HOT_TMPFS_DIR"]] = env.get("HOT_TMPFS_SIZE") or "2g"
         env["HOT"] = json.dumps({"sets": hot_sets or [], "below": settings["hot_below"]},
                                 separators=(",", ":"))
-    results_root().mkdir(parents=True, exist_ok=True)
-    scale = ["--scale", f"{WORKER_SERVICE}={workers}"] if workers else []
-    files = compose_files(settings, target, workers, remote_workers, overlays)
-    services: list[str] = []
+    spec = Services(stack_files(settings, target, workers, remote_workers, overlays), env,
+                    scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
+                    remove_orphans=True)
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
         # and the first N I/O servers (no clients).
         n = int(settings.get("pvfs_io_servers", 3))
         env["PVFS_IO_SERVERS"] = str(n)
-        files += ["--profile", "pfs"]
-        services = [s for s in _run(["docker", "compose", *files, "config", "--services"],
+        spec.profiles = ["pfs"]
+        services = [s for s in _run(["docker", "compose", *spec.args(), "config", "--services"],
                                     env=env, timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]
-        services += [f"pvfs-io{i}" for i in range(1, n + 1)]
-    stale = stale_volumes(files, env)
+        spec.services = services + [f"pvfs-io{i}" for i in range(1, n + 1)]
+    return spec
+
+
+def up(settings: dict, filesets: list[dict], target: str = "http://proxy", workers: int = 0,
+       remote_workers: int = 0, hot_sets: list[dict] | None = None) -> None:
+    """Bring the stack up on this host (see stack_spec) and wait until every service is
+    healthy; services whose settings changed restart."""
+    up_spec(stack_spec(settings, filesets, target, workers, remote_workers, hot_sets))
+
+
+def up_spec(spec: Services) -> None:
+    """Bring ``spec`` up on this host's engine, waiting until every service is healthy: tmpfs
+    mounted first, volumes made for other settings by an earlier run removed first."""
+    check_cpusets(spec.env)
+    for path, size in spec.tmpfs.items():
+        mount_tmpfs(Path(path), size)
+    results_root().mkdir(parents=True, exist_ok=True)
+    stale = stale_volumes(spec.args(), spec.env)
     if stale:
         # Compose keeps an existing volume even when the files now define it differently (a
         # docroot on disk left by an earlier run, wanted on a tmpfs now): start from nothing.
         log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by an earlier "
             "run: removing the stack first")
         down()
-        if base == "tmpfs":
-            mount_tmpfs(tmpfs_docroot(env), env.get("DOCROOT_TMPFS_SIZE") or "8g")
-        if hot:
-            mount_tmpfs(hot_dir(env), env.get("HOT_TMPFS_SIZE") or "2g")
-    _run(["docker", "compose", *files, "up", "-d", "--wait", "--no-build", "--remove-orphans",
-          *scale, *services], env=env, timeout=600)
+        for path, size in spec.tmpfs.items():
+            mount_tmpfs(Path(path), size)
+    scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
+    _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
+          *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
+          *(spec.services or [])], env=spec.env, timeout=spec.timeout)
 
 
 def stale_volumes(files: list[str], env: dict[str, str]) -> list[str]:
@@ -322,12 +387,14 @@ def down() -> None:
     """Remove the stack's containers, networks and volumes (whatever proxy it ran with), then
     the tmpfs mounts and the disk systems they used."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
-    # `--profile pfs` / `net` / `disk`: the OrangeFS, network- and disk-benchmark services only
-    # start when named, but must always go (with their networks).
-    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY, DISK_OVERLAY]
+    # `--profile pfs` / `net` / `fs` / `disk`: the OrangeFS, network-benchmark, file-server
+    # and disk-benchmark services only start when named, but must always go (with their
+    # networks).
+    files = ["docker-compose.yml", *OVERLAYS.values(), WEB_SERVERS_OVERLAY, NET_OVERLAY,
+             FS_OVERLAY, DISK_OVERLAY]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
-          "--profile", "pfs", "--profile", "net", "--profile", "disk", "down", "-v",
-          "--remove-orphans", "--timeout", "10"], timeout=300)
+          "--profile", "pfs", "--profile", "net", "--profile", "fs", "--profile", "disk",
+          "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
     unmount_tmpfs()
     try:
         disks.teardown({**dotenv(), **os.environ})
@@ -335,25 +402,35 @@ def down() -> None:
         raise StackError(str(exc)) from None
 
 
+def volume_path(volume: str) -> Path:
+    """Where a volume of the project (its name in the Compose files) lives on the host."""
+    name = f"{PROJECT}_{volume}"
+    return Path(_run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", name]).strip())
+
+
 def evict_docroot() -> int:
-    """Drop the files of the docroot volume from the host's page cache (written back first,
-    then posix_fadvise DONTNEED on each): the next read of each comes from the disk. Only the
-    project's own volume is touched. Returns how many files."""
-    name = f"{PROJECT}_docroot"
-    where = Path(_run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", name]).strip())
+    """Drop the files of the docroot volume from the host's page cache: the next read of each
+    comes from the disk. Only the project's own volume is touched. Returns how many files."""
+    where = volume_path("docroot")
+    return evict_files(Path(folder) / entry for folder, _, names in os.walk(where)
+                       for entry in names)
+
+
+def evict_files(paths: Iterable[Path]) -> int:
+    """Drop files from the host's page cache (written back first, then posix_fadvise
+    DONTNEED on each); files that cannot be opened are skipped. Returns how many."""
     os.sync()
     count = 0
-    for folder, _, names in os.walk(where):
-        for entry in names:
-            try:
-                fd = os.open(os.path.join(folder, entry), os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                count += 1
-            finally:
-                os.close(fd)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            count += 1
+        finally:
+            os.close(fd)
     return count
 
 
@@ -363,12 +440,6 @@ def containers() -> dict[str, Container]:
     for c in replicas():
         found.setdefault(c.service, c)
     return found
-
-
-def web_containers() -> list[Container]:
-    """The running web servers (web, and web2, web3 with web_servers: 3), in that order."""
-    found = containers()
-    return [found[s] for s in WEB_SERVICES if s in found]
 
 
 def worker_containers() -> list[Container]:
@@ -414,7 +485,7 @@ def service_containers(services: tuple[str, ...]) -> dict[str, Container]:
 def exec_in(container: Container, argv: list[str], *, env: dict[str, str] | None = None,
             user: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a command in a container; returns the completed process (never raises on exit code)."""
-    cmd = ["docker", "exec"]
+    cmd = [*docker_cmd(container), "exec"]
     for key, value in (env or {}).items():
         cmd += ["-e", f"{key}={value}"]
     if user:

@@ -56,10 +56,12 @@ __all__ = [
     "Cluster", "ClusterError", "Interface", "Node", "NodeError", "Roles", "check_nodes",
     "cluster_path", "docker_argv", "image_ids", "load_cluster", "measure_clock",
     "node_provenance", "parse_cluster", "run_docker", "run_on_node", "ship_images", "ssh_argv",
+    "ssh_prefix",
 ]
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
+DEFAULT_WORKDIR = "/var/lib/tierbench"
 # Roles that run on one node, and roles that run on a list of nodes.
 SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client")
 LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
@@ -222,9 +224,20 @@ class Cluster(_Model):
     version: Literal[1] = 1
     ssh_config: str | None = None
     clock_bound_ms: float = Field(default=DEFAULT_CLOCK_BOUND_MS, gt=0)
+    workdir: str = Field(default=DEFAULT_WORKDIR,
+                         description="folder on every node for the checkout's workloads/ and "
+                                     "the load generator's files (absolute)")
     nodes: list[Node] = Field(min_length=1)
     roles: Roles = Roles()
     path: str | None = Field(default=None, exclude=True)
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/":
+            raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
+                             "(letters, digits, '_', '.', '-' and '/')")
+        return value.rstrip("/") or "/"
 
     def node(self, name: str) -> Node:
         for node in self.nodes:
@@ -470,17 +483,32 @@ def _command_text(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
-def ssh_argv(node: Node, command: str | Sequence[str], *, connect_timeout: float = 10) -> list[str]:
-    """The ssh argv that runs ``command`` on ``node`` (a shell snippet, or an argv that is
-    quoted for the remote shell). BatchMode: never a password prompt."""
+def control_dir() -> Path:
+    """Where ssh keeps its shared connections to the nodes (one per node, mode 0700)."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tierbench-ssh-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def ssh_prefix(node: Node, *, connect_timeout: float = 10) -> list[str]:
+    """ssh and its options up to the node's address: append one shell command to run it there.
+    BatchMode (never a password prompt); one shared connection per node (ControlMaster, kept
+    60 s after its last use), so that the many short commands of a run cost milliseconds."""
     argv = ["ssh"]
     if node.ssh_config:
         argv += ["-F", node.ssh_config]
     argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, round(connect_timeout))}",
              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-             "-p", str(node.port), "-l", node.user, "-T", "--", node.address,
-             _command_text(command)]
+             "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/%C",
+             "-o", "ControlPersist=60",
+             "-p", str(node.port), "-l", node.user, "-T", "--", node.address]
     return argv
+
+
+def ssh_argv(node: Node, command: str | Sequence[str], *, connect_timeout: float = 10) -> list[str]:
+    """The ssh argv that runs ``command`` on ``node`` (a shell snippet, or an argv that is
+    quoted for the remote shell); see ssh_prefix."""
+    return [*ssh_prefix(node, connect_timeout=connect_timeout), _command_text(command)]
 
 
 def docker_argv(node: Node, *args: str) -> list[str]:
@@ -735,12 +763,13 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
 
 
 _PROBE = r"""
-for t in docker ethtool ip; do command -v "$t" >/dev/null 2>&1 || echo "missing $t"; done
+for t in docker ethtool ip python3 tar; do command -v "$t" >/dev/null 2>&1 || echo "missing $t"; done
 echo "compose $(docker compose version --short 2>/dev/null)"
 root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); [ -d "$root" ] || root=/
 echo "docker_root $root"
 echo "disk_free $(df -PB1 "$root" | awk 'NR == 2 {print $4}')"
 echo "mem_available $(awk '/^MemAvailable:/ {printf "%%.0f\n", $2 * 1024}' /proc/meminfo)"
+echo "cpus $(nproc)"
 for itf in %s; do echo "link $itf $(ip -j addr show dev "$itf" 2>&1 | tr -d '\n')"; done
 """
 
@@ -775,7 +804,7 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
         elif key == "link":
             itf, _, text = value.partition(" ")
             links[itf] = text
-        elif key in ("disk_free", "mem_available"):
+        elif key in ("disk_free", "mem_available", "cpus"):
             facts[key] = int(value) if value.strip().isdigit() else None
         elif key in ("compose", "docker_root"):
             facts[key] = value.strip()
@@ -842,7 +871,7 @@ def check_nodes(cluster: Cluster, *, need_disk_bytes: int | Mapping[str, int] = 
                 clock_bound_s: float | None = None, timeout: float = 20,
                 parallel: int = 8) -> CheckReport:
     """Check every node, changing nothing anywhere: SSH reachable (BatchMode, timeout); docker,
-    ethtool and ip installed; Docker Compose v2 on the node; each data-plane interface exists
+    ethtool, ip, python3 (the sampling agent) and tar installed; Docker Compose v2 on the node; each data-plane interface exists
     and carries its address; the engine answers through the node's Docker context, and Compose
     runs through it; the clock within ``clock_bound_s`` (default: the cluster file's
     clock_bound_ms) of the controller's; free disk in Docker's root folder and available memory

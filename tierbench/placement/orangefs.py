@@ -20,10 +20,15 @@ class PfsError(TierbenchError):
 
 def compose_args(storage: str) -> list[str]:
     """-f arguments of the OrangeFS tier (base file, pvfs.yml, and pvfs-disk.yml for disk)."""
+    return [a for f in compose_files(storage) for a in ("-f", f)]
+
+
+def compose_files(storage: str) -> list[str]:
+    """The OrangeFS tier's compose files: the base file, pvfs.yml, and pvfs-disk.yml for disk."""
     files = ["docker-compose.yml", stack.OVERLAYS["pvfs"]]
     if storage == "disk":
         files.append(stack.OVERLAYS["pvfs-disk"])
-    return [a for f in files for a in ("-f", str(stack.ROOT / f))]
+    return [str(stack.ROOT / f) for f in files]
 
 
 def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
@@ -42,23 +47,32 @@ def check_image() -> None:
     stack.require_image("tierbench-orangefs", stack.ORANGEFS_BUILD)
 
 
-def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
-               storage: str = "tmpfs", job_timeout_s: int = 15) -> None:
-    """Bring up 1 metadata + N I/O servers and K clients, waiting until all are healthy."""
+def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
+                 storage: str = "tmpfs", job_timeout_s: int = 15) -> stack.Services:
+    """1 metadata + N I/O servers and K clients, as a placement brings them up."""
     if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
         raise PfsError(f"the overlay has 1-{MAX_IO_SERVERS} I/O servers and needs at least one "
                        f"client; asked for {io_servers} servers and {clients} clients")
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
-    stack.check_cpusets(env)
-    stack.compose([*compose_args(storage), "up", "-d", "--wait", "--no-build",
-                   "--scale", f"pvfs-client={clients}", *server_services(io_servers),
-                   "pvfs-client"], env=env, timeout=300)
+    return stack.Services(compose_files(storage), env,
+                          services=[*server_services(io_servers), "pvfs-client"],
+                          scale={"pvfs-client": clients}, timeout=300)
 
 
-def cluster_containers() -> tuple[list[stack.Container], list[stack.Container]]:
-    """(servers, clients) of the running cluster, servers metadata first then pvfs-io1.."""
-    found = stack.replicas()
+def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
+               storage: str = "tmpfs", job_timeout_s: int = 15) -> None:
+    """Bring up 1 metadata + N I/O servers and K clients on this host, waiting until all are
+    healthy."""
+    stack.up_spec(cluster_spec(io_servers, clients, strip_size=strip_size, storage=storage,
+                               job_timeout_s=job_timeout_s))
+
+
+def cluster_containers(found: list[stack.Container] | None = None,
+                       ) -> tuple[list[stack.Container], list[stack.Container]]:
+    """(servers, clients) of the running cluster (among ``found``, else this host's running
+    containers), servers metadata first then pvfs-io1.."""
+    found = stack.replicas() if found is None else found
     servers = [c for c in found if c.service == "pvfs-meta"]
     servers += sorted((c for c in found if c.service.startswith("pvfs-io")),
                       key=lambda c: int(c.service.removeprefix("pvfs-io")))
@@ -75,9 +89,10 @@ def label(c: stack.Container) -> str:
     return c.service
 
 
-def stopped_servers(io_servers: int) -> list[str]:
-    """Servers of the cluster that are not running (stopped or crashed)."""
-    running = {c.service for c in stack.replicas()}
+def stopped_servers(io_servers: int, found: list[stack.Container] | None = None) -> list[str]:
+    """Servers of the cluster that are not running (stopped or crashed), among ``found`` (else
+    this host's running containers)."""
+    running = {c.service for c in (stack.replicas() if found is None else found)}
     return [s for s in server_services(io_servers) if s not in running]
 
 

@@ -25,13 +25,16 @@ UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 @dataclass(frozen=True)
 class Need:
     """``bytes`` of ``what`` written to ``where``, which has ``free`` bytes for it; ``setting``
-    says what to change when it does not fit."""
+    says what to change when it does not fit. On a cluster, ``medium`` (disk: Docker's data
+    folder; memory) is checked on the nodes of ``role`` (every node without one)."""
 
     what: str
     bytes: int
     where: str
     free: int | None
     setting: str
+    medium: str = ""
+    role: str | None = None
 
     def line(self) -> str:
         """One line of the plan."""
@@ -99,25 +102,29 @@ def memory_room() -> int:
     return info["MemAvailable"] - max(GIB, info["MemTotal"] // 10)
 
 
-def on_disk(what: str, nbytes: int, path: Path, label: str, setting: str) -> Need:
-    """A need on a disk folder (Docker's data folder, the results folder)."""
-    return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting)
+def on_disk(what: str, nbytes: int, path: Path, label: str, setting: str,
+            role: str | None = None) -> Need:
+    """A need on a disk folder (Docker's data folder, the results folder); on a cluster, on the
+    nodes of ``role``."""
+    return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting, "disk", role)
 
 
 def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: str,
-             copies: int = 1) -> list[Need]:
+             copies: int = 1, role: str | None = None) -> list[Need]:
     """A need on a tmpfs of a configured size (``copies`` such tmpfs, one per container that
-    has one): each must fit its tmpfs, and all of them free memory."""
+    has one): each must fit its tmpfs, and all of them free memory (on a cluster, of the nodes
+    of ``role``)."""
     size = setting_size(size_setting, default)
     return [Need(what, nbytes, f"a tmpfs of {size_setting}={human(size)}", size,
                  f"raise {size_setting} in .env or {setting}"),
             in_memory(what if copies == 1 else f"{what} ({copies} of them)", nbytes * copies,
-                      setting)]
+                      setting, role)]
 
 
-def in_memory(what: str, nbytes: int, setting: str) -> Need:
-    """A need in the host's memory (a tmpfs, a server's shared buffers)."""
-    return Need(what, nbytes, MEMORY, memory_room(), setting)
+def in_memory(what: str, nbytes: int, setting: str, role: str | None = None) -> Need:
+    """A need in the host's memory (a tmpfs, a server's shared buffers); on a cluster, in the
+    memory of the nodes of ``role``."""
+    return Need(what, nbytes, MEMORY, memory_room(), setting, "memory", role)
 
 
 def problems(needs: list[Need]) -> list[str]:

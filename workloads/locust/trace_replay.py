@@ -161,7 +161,9 @@ def _start(environment, **_):
             Path(REQUEST_LOG).with_name("locust-start.txt").write_text(f"{time.time():.6f}\n")
     elif isinstance(runner, WorkerRunner):
         why = target_guard.refusal(environment.host or "",
-                                   os.environ.get("ALLOW_FOREIGN_TARGET") == "1")
+                                   os.environ.get("ALLOW_FOREIGN_TARGET") == "1",
+                                   [a for a in os.environ.get("OWN_ADDRESSES", "").split(",")
+                                    if a])
         if why:
             _refused.append(why)
             logging.error("tierbench worker: %s", why)

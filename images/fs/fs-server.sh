@@ -1,0 +1,26 @@
+#!/bin/bash
+# The fs tier's file server: glusterd (management, port 24007) and the brick server of one
+# GlusterFS volume, $FS_VOLUME, stored in $FS_BRICK (/srv/share/brick: a volume on the host's
+# disk). The volume is created on first start and started on every start.
+#   fs-server.sh                run until glusterd exits
+#   fs-server.sh --healthcheck  exit 0 once the volume's brick is online
+set -euo pipefail
+volume=${FS_VOLUME:-share}
+if [ "${1:-}" = --healthcheck ]; then
+  gluster --mode=script volume status "$volume" detail 2>/dev/null | grep -q '^Online.*: Y'
+  exit
+fi
+mkdir -p "$FS_BRICK" /var/log/glusterfs
+glusterd --no-daemon --log-file=- --log-level=WARNING &
+daemon=$!
+trap 'kill "$daemon" 2>/dev/null; pkill -x glusterfsd 2>/dev/null; exit 0' TERM INT
+for _ in $(seq 60); do gluster --mode=script volume list >/dev/null 2>&1 && break; sleep 0.5; done
+if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
+  # one brick on this server ("force": the brick may sit on the root file system's disk)
+  gluster --mode=script volume create "$volume" "$(hostname):$FS_BRICK" force
+fi
+gluster --mode=script volume start "$volume" force >/dev/null
+echo "fs-server: volume $volume started, brick $(hostname):$FS_BRICK" >&2
+wait "$daemon"
+echo "fs-server: glusterd exited" >&2
+exit 1

@@ -1,0 +1,148 @@
+"""The file-server kind for real, through `tierbench run`: dbench against the GlusterFS server
+with and without think time, the server idle and busy with the MPEG decoder (hog on, then off
+again); 1 KB random reads by two programs with offloads on and off; two Filebench job files with
+the server's cache filled first; and fio sessions on OrangeFS (skipped, saying so, where the
+OrangeFS image cannot be built).
+Needs root, Docker with Compose v2 and tierbench-fs (`make images`)."""
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stack_env import ROOT, cli_env, tierbench
+
+pytestmark = pytest.mark.stack
+
+EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
+NO_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    with cli_env(tmp_path_factory.mktemp("fs")) as env:
+        yield env
+
+
+def rows_of(env: dict[str, str], name: str) -> tuple[Path, list[dict]]:
+    run = next((Path(env["TIERBENCH_RESULTS"]) / name).iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        return run, list(csv.DictReader(fh))
+
+
+def running() -> set[str]:
+    out = subprocess.run(["docker", "ps", "--format", "{{.Names}}"], capture_output=True,
+                         text=True, timeout=60).stdout
+    return set(out.split())
+
+
+def check_interfaces(run: Path) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    for record in manifest["points"].values():
+        assert record["mode_verified"] and record["restored"]
+        assert record["interfaces_after"] == record["interfaces_before"]
+
+
+def test_dbench_think_time_and_a_busy_server(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-dbench-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "fs-dbench-short")
+    assert len(rows) == 4
+    got = {(r["load"], float(r["think_ms"])): r for r in rows}
+    for r in rows:
+        assert r["error"] == "", r
+        assert float(r["mb_per_s"]) > 0 and int(r["operations"]) > 100
+        assert float(r["server_cpu_pct"]) > 1 and float(r["client_cpu_pct"]) > 1
+        assert float(r["server_net_mb_per_s"]) > 0
+        # the samples (1 Hz) inside dbench's timed part (measure_s less up to a second)
+        assert 2.5 <= float(r["window_s"]) <= 6
+        assert float(r["ops_per_s"]) == pytest.approx(int(r["operations"]) / float(
+            r["window_s"]), rel=0.5)
+    for load in ("idle", "busy"):
+        # a 2 ms pause before every request: far fewer requests (MB/s too, once the load file
+        # is past its first lines, which write large files: longer than this test runs)
+        assert float(got[(load, 2)]["ops_per_s"]) < 0.8 * float(got[(load, 0)]["ops_per_s"])
+    # the decoder ran on the server's CPU during the busy points only
+    assert all(float(got[("busy", t)]["hog_cpu_pct"]) > 20 for t in (0, 2))
+    assert all(got[("idle", t)]["hog_cpu_pct"] == "" for t in (0, 2))
+    check_interfaces(run)
+    assert (run / "points" / "p001" / "dbench.txt").read_text().count("Throughput") == 1
+    tools = json.loads((run / "manifest.json").read_text())["tools"]
+    assert tools["dbench"].startswith("dbench version 4") and tools["glusterfs"].startswith(
+        "glusterfs 10")
+    assert "Measured here: throughput" in (run / "report.html").read_text()
+    assert "tierbench-fs-hog-1" in running()  # the busy points ran last; clean stops it
+    assert tierbench(env, "clean").returncode == 0
+    assert not {n for n in running() if n.startswith("tierbench-fs-")}
+
+
+def test_random_reads_with_offloads_on_and_off(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-randread-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "fs-randread-short")
+    assert sorted(r["mode"] for r in rows) == ["servers-offloads-off", "servers-offloads-on"]
+    for r in rows:
+        assert r["error"] == "", r
+        assert float(r["iops"]) > 100 and float(r["latency_ms"]) > 0
+        # 1 KB reads: MB/s is IOPS times the block
+        assert float(r["mb_per_s"]) == pytest.approx(float(r["iops"]) * 1024 / 1e6, rel=0.05)
+        assert float(r["server_cpu_pct"]) > 1 and r["hog_cpu_pct"] == ""
+        # direct I/O: every read crossed the server's veth
+        assert float(r["server_net_mb_per_s"]) >= 0.9 * float(r["mb_per_s"])
+    check_interfaces(run)
+    for point in ("p001", "p002"):
+        jobs = json.loads((run / "points" / point / "fio-1.json").read_text())["jobs"]
+        assert len(jobs) == 2 and {j["job options"]["bs"] for j in jobs} == {"1024"}
+    # each point's files were removed from the share after it
+    share = subprocess.run(["docker", "exec", "tierbench-fs-client-1", "ls", "/mnt/share"],
+                           capture_output=True, text=True, timeout=60)
+    assert share.returncode == 0 and "p00" not in share.stdout, share.stdout
+    assert tierbench(env, "clean").returncode == 0
+
+
+def test_filebench_job_files(env: dict[str, str]) -> None:
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-fio-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "fs-fio-short")
+    assert len(rows) == 2
+    for r in rows:
+        assert r["error"] == "", r
+        assert float(r["mb_per_s"]) > 1 and int(float(r["bytes"])) > 1 << 20
+        assert float(r["server_cpu_pct"]) > 1
+        # the server's veth carried at least what fio moved
+        assert float(r["server_net_mb_per_s"]) >= 0.9 * float(r["mb_per_s"])
+    assert {r["workload"] for r in rows} == {"2-seqread-cached", "5-seqwrite"}
+    assert {r["threads"] for r in rows} == {"1"}
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert {rec.get("server_cache") for rec in manifest["points"].values()} == {"cached", None}
+    check_interfaces(run)
+    assert len(list((run / "points").glob("p00*/fio-1.json"))) == 2
+    assert tierbench(env, "clean").returncode == 0
+
+
+def test_iozone_sessions_on_orangefs(env: dict[str, str]) -> None:
+    done = subprocess.run(["setup/orangefs-image.sh", "--offline"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    if done.returncode == NO_SOURCE:
+        pytest.skip("tierbench-orangefs cannot be built here: " + done.stderr.strip()
+                    .splitlines()[-1].removeprefix("setup: "))
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-iozone-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "fs-iozone-short")
+    assert sorted(int(r["sessions"]) for r in rows) == [1, 2]
+    for r in rows:
+        assert r["error"] == "", r
+        for phase in ("write", "read"):
+            assert float(r[f"{phase}_mb_per_s"]) > 1
+            assert float(r[f"{phase}_client_cpu_pct"]) > 0
+            assert float(r[f"{phase}_server_cpu_pct"]) > 0
+    two = next(r for r in rows if r["sessions"] == "2")
+    assert two["client_containers_used"] == "2"
+    tools = json.loads((run / "manifest.json").read_text())["tools"]
+    assert tools["fio"].startswith("fio-") and "version 2.10" in tools["orangefs"]
+    assert "dbench" not in tools  # not in the OrangeFS image
+    check_interfaces(run)
+    assert tierbench(env, "clean").returncode == 0

@@ -1,0 +1,1047 @@
+"""The file-server kind (`fs`): standard file-system benchmarks run by client programs against a
+real file server over the network, through the same runner and modes as every kind.
+
+Servers (`fs.server`):
+- `gluster`: a GlusterFS server (glusterd and one brick server) in the `fs-server` container
+  (compose/fs.yml), its volume's brick on a volume of the host's disk, mounted in the
+  `fs-client` container with the GlusterFS FUSE client. Debian's dbench has only its local-file
+  backend, so it needs a mounted network file system, and this kernel has neither an SMB nor an
+  NFS client; Samba through smbnetfs (FUSE) was tried and fails dbench: smbnetfs drops its
+  connection after a path with a wildcard (dbench stats FIND_FIRST's patterns), and every later
+  operation fails. `load: busy` also runs `fs-hog` (an MPEG decoder in a loop) on the server's
+  CPUs: 002's heavily loaded server.
+- `orangefs`: the OrangeFS tier (compose/pvfs.yml) with N I/O servers, mounted with FUSE in its
+  client containers (PFS-iozone, 003 §5.3).
+
+Tests (`fs.test`):
+- `dbench` (002 §4.1-4.2, FS-thinktime and FS-clients): NetBench's Disk Mix replayed by dbench
+  4.0 with 1..N client programs, think time per request as a factor (a Sleep before every
+  operation of the load file).
+- `randread` (002 §4.3, FS-randread): 1..N client programs each reading 1 KB blocks at random
+  places of its own file (fio).
+- `filebench` (001, 9 Nov 2008): the nine Filebench workloads as fio job files
+  (workloads/fs/filebench/), the server's page cache emptied or filled first as each asks.
+- `iozone` (003 §5.3, PFS-iozone): 1..N concurrent sessions over the client containers, each
+  writing and then reading its own file sequentially (fio in IOzone's throughput-mode role).
+
+Throughput is the tool's own (dbench's MB/s, fio's bytes/s summed over jobs); CPU is
+tierbench's, per side (cgroups: client, server, hog) and for the host, over the samples that
+bracket the tool's timed part; the server's network MB/s from its veth's byte counters.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
+
+from tierbench.config.errors import ConfigError
+from tierbench.config.models import Model, choice, number, one_or_many, problem, whole
+from tierbench.interfaces import netif
+from tierbench.kinds import fstools
+from tierbench.kinds.contract import (
+    CLIENT,
+    SERVER,
+    Column,
+    Deployment,
+    Experiment,
+    Kind,
+    Point,
+    PointContext,
+    PointResult,
+    RunEnds,
+    Tier,
+    log,
+)
+from tierbench.measure import counters
+from tierbench.measure.counters import MeasureError
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.placement import compose as stack
+from tierbench.placement import orangefs, space
+from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE, PfsError
+
+TESTS = ("dbench", "randread", "filebench", "iozone")
+SERVERS = ("gluster", "orangefs")
+LOADS = ("idle", "busy")
+CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
+TIERS = (CLIENT_TIER, SERVER_TIER)
+IMAGE = "tierbench-fs"
+SHARE = "/mnt/share"  # the GlusterFS volume in fs-client
+PVFS_MOUNT = "/mnt/orangefs"
+VOLUME = "fs-share"  # the brick's Docker volume
+BRICK = "brick"  # the brick's folder in it
+MIB = 1 << 20
+START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One of 001's nine Filebench workloads: its job file, what it reads or writes, and the
+    paper's figures (18 clients together: MB/s or IOPS, the server's network MB/s and CPU %)."""
+
+    name: str
+    title: str
+    threads: int
+    fileset: str  # a, b, c (read sets the runner lays out) or w (new files the job writes)
+    cache: str  # uncached, cached, or "" for writes
+    direction: str  # read or write
+    metric: str  # mb_per_s or iops
+    paper: float
+    paper_net_mb_per_s: float
+    paper_cpu_pct: float
+
+
+FILEBENCH = {w.name: w for w in (
+    Workload("1-seqread-uncached", "1 thread streaming reads, uncached set", 1, "a",
+             "uncached", "read", "mb_per_s", 871.0, 936, 82),
+    Workload("2-seqread-cached", "1 thread streaming reads, same set cached", 1, "a",
+             "cached", "read", "mb_per_s", 1012.6, 1086, 68),
+    Workload("3-seqread20-uncached", "20 threads streaming reads, another uncached set",
+             20, "b", "uncached", "read", "mb_per_s", 924.2, 1008, 88),
+    Workload("4-seqread10-cached", "10 threads streaming reads, same set cached", 10, "b",
+             "cached", "read", "mb_per_s", 1005.9, 1071, 83),
+    Workload("5-seqwrite", "1 thread streaming writes", 1, "w", "", "write", "mb_per_s", 461.5,
+             589, 68),
+    Workload("6-seqwrite20", "20 threads streaming writes", 20, "w", "", "write", "mb_per_s",
+             444.5, 503, 81),
+    Workload("7-randread20-uncached", "20 threads 8K random reads, another uncached set",
+             20, "c", "uncached", "read", "iops", 6204, 52, 14),
+    Workload("8-randread128-cached", "128 threads 8K random reads, same set cached", 128,
+             "c", "cached", "read", "iops", 7047, 57, 23),
+    Workload("9-syncwrite128", "128 threads 8K synchronous writes", 128, "c", "", "write", "iops",
+             24555, 111, 73),
+)}
+# the job file that lays out each read set (fio --create_only)
+LAYOUT = {"a": "1-seqread-uncached", "b": "3-seqread20-uncached",
+          "c": "7-randread20-uncached"}
+SET_B_FILES = 20
+
+
+# --------------------------------------------------------------------------- settings
+
+
+class Fs(Model):
+    """The `fs:` block of a file-server experiment."""
+
+    test: choice(*TESTS)
+    server: choice(*SERVERS) = "gluster"
+    # 002's server load: idle, or busy with an MPEG decoder running all the time
+    load: one_or_many(choice(*LOADS), "server load") = ["idle"]
+    # dbench and randread: client programs on the client machine
+    programs: one_or_many(whole(1, 64), "whole number") = [1]
+    # dbench: think time before every request, in ms
+    think_ms: one_or_many(number(0, 1000), "number") = [0]
+    # randread: each program's file; iozone: each session's file
+    file_mb: whole(1, 65536) = 16
+    # randread: the read size; iozone: the record size
+    block: whole(512, 64 * MIB) = 1024
+    # filebench
+    workloads: one_or_many(choice(*FILEBENCH), "workload") = list(FILEBENCH)
+    set_mb: whole(16, 1 << 20) = 2048
+    write_mb: whole(1, 1 << 20) = 128
+    # iozone
+    sessions: one_or_many(whole(1, 256), "whole number") = [1, 2, 4]
+    io_servers: whole(1, MAX_IO_SERVERS) = 4
+    client_containers: whole(1, 16) = 4
+    strip_size: whole(4096) = 65536
+    storage: choice(*STORAGE) = "tmpfs"
+    job_timeout_s: whole(2, 300) = 15
+    # fio's time not counted, then counted (dbench: the time limit; it warms up a fifth more)
+    warmup_s: whole(0, 600) = 2
+    measure_s: whole(2, 3600) = 10
+
+    @model_validator(mode="after")
+    def _per_test(self) -> Fs:
+        per_test = {"dbench": {"load", "programs", "think_ms"},
+                    "randread": {"load", "programs", "file_mb", "block", "warmup_s"},
+                    "filebench": {"load", "workloads", "set_mb", "write_mb", "warmup_s"},
+                    "iozone": {"sessions", "file_mb", "block", "warmup_s", "io_servers",
+                               "client_containers", "strip_size", "storage",
+                               "job_timeout_s"}}
+        allowed = {"test", "server", "measure_s"} | per_test[self.test]
+        extra = sorted(set(self.model_fields_set) - allowed)
+        if extra:
+            raise problem("unknown key {key} for test {test} (allowed: {allowed})",
+                          key=repr(extra[0]), test=self.test, allowed=", ".join(sorted(allowed)))
+        if self.server == "orangefs" and self.test != "iozone":
+            raise problem("test {test} runs against the GlusterFS server (server: gluster); "
+                          "the OrangeFS tier runs test iozone", test=self.test)
+        if self.test == "iozone" and self.server == "gluster":
+            pvfs_only = sorted({"io_servers", "client_containers", "strip_size", "storage",
+                                "job_timeout_s"} & self.model_fields_set)
+            if pvfs_only:
+                raise problem("{key} is a setting of the OrangeFS tier (server: orangefs)",
+                              key=pvfs_only[0])
+        return self
+
+
+class FsSettings(Model):
+    """The keys of a file-server experiment besides the common ones."""
+
+    fs: Fs
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def sessions_per_client(sessions: int, containers: int) -> list[int]:
+    """Sessions on each client container, spread evenly (the first ones get one more)."""
+    base, extra = divmod(sessions, containers)
+    return [base + (1 if i < extra else 0) for i in range(containers)
+            if base + (1 if i < extra else 0) > 0]
+
+
+def think_us(think_ms: float) -> int:
+    """A think time in ms as dbench's Sleep microseconds."""
+    return int(round(think_ms * 1000))
+
+
+def filebench_env(fs: Fs, directory: str, ramp_s: int, runtime_s: int) -> dict[str, Any]:
+    """The job files' environment: folder, times and sizes (set b is 20 files of set_mb/20)."""
+    size = int(fs.set_mb * MIB)
+    return {"FB_DIR": directory, "FB_RAMP": ramp_s, "FB_RUNTIME": runtime_s,
+            "FB_SET_SIZE": size, "FB_PART_SIZE": size // SET_B_FILES,
+            "FB_WRITE_SIZE": int(fs.write_mb * MIB)}
+
+
+def set_files(fileset: str) -> list[str]:
+    """The files of a read set, as the job files name them."""
+    if fileset == "b":
+        return [f"set-b.{i}" for i in range(SET_B_FILES)]
+    return [f"set-{fileset}"]
+
+
+def cpu_figures(first: dict, last: dict, nbytes: float, prefix: str = "") -> dict[str, Any]:
+    """CPU per side (client, server, hog) and of the host over two samples, the server's
+    network MB/s from its interfaces, and CPU µs per KB moved (`nbytes` over the same span)."""
+    dt = last["t"] - first["t"]
+    cpu = counters.cpu_seconds(first, last)
+    host = counters.host_breakdown(first["host"], last["host"])
+    client, server, hog = (cpu.get(CLIENT_TIER, 0.0), cpu.get(SERVER_TIER, 0.0),
+                           cpu.get(HOG))
+    net = sum(last["net"][k][d] - first["net"][k][d] for k in last["net"]
+              if k.startswith(SERVER_TIER) and k in first["net"]
+              for d in ("rx_bytes", "tx_bytes"))
+    out: dict[str, Any] = {
+        "window_s": dt, f"cpu_s_{CLIENT_TIER}": client, f"cpu_s_{SERVER_TIER}": server,
+        "client_cpu_pct": 100 * client / dt if dt else None,
+        "server_cpu_pct": 100 * server / dt if dt else None,
+        "hog_cpu_pct": 100 * hog / dt if dt and hog is not None else None,
+        "server_net_mb_per_s": net / 1e6 / dt if dt else None,
+        "host_usr_pct": host["usr_pct"], "host_sys_pct": host["sys_pct"],
+        "host_softirq_pct": host["softirq_pct"], "host_idle_pct": host["idle_pct"]}
+    if hog is not None:
+        out[f"cpu_s_{HOG}"] = hog
+    if nbytes > 0:
+        kb = nbytes / 1024
+        out.update({"client_cpu_us_per_kb": client * 1e6 / kb,
+                    "server_cpu_us_per_kb": server * 1e6 / kb,
+                    "host_cpu_us_per_kb": host["busy_s"] * 1e6 / kb})
+    return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def fio_figures(report: dict[str, Any], direction: str, prefix: str = "") -> dict[str, Any]:
+    """Throughput, operations and latency of one direction of a (summed) fio report."""
+    d = report[direction]
+    return {f"{prefix}mb_per_s": d["bytes_per_s"] / 1e6, f"{prefix}iops": d["iops"],
+            f"{prefix}latency_ms": d["clat_mean_ms"], f"{prefix}p99_ms": d["clat_p99_ms"],
+            f"{prefix}bytes": d["bytes"]}
+
+
+# --------------------------------------------------------------------------- the kind
+
+
+class FsKind(Kind):
+    """File-server benchmarks: dbench and fio clients against GlusterFS or OrangeFS."""
+
+    name = "fs"
+    description = ("file-server benchmarks: dbench (NetBench's Disk Mix) and fio against "
+                   "GlusterFS or OrangeFS")
+    model = FsSettings
+    block = "fs"
+    tiers = TIERS
+    bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
+    variation_pct = 5.0
+
+    def settings(self, exp: Experiment) -> Fs:
+        """The experiment's `fs:` block."""
+        return exp.settings.fs  # type: ignore[attr-defined, no-any-return]
+
+    def check(self, exp: Experiment) -> None:
+        """No web or proxy servers here for a mode's server options."""
+        for m in exp.modes:
+            if m.server:
+                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
+                                  "proxy servers, which a file-server experiment does not run")
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        f = self.settings(exp)
+        block: dict[str, Any] = {"test": f.test, "server": f.server, "measure_s": f.measure_s}
+        if f.test == "dbench":
+            block.update(load=list(f.load), programs=list(f.programs), think_ms=list(f.think_ms),
+                         warmup_s=fstools.dbench_warmup_s(f.measure_s))
+        elif f.test == "randread":
+            block.update(load=list(f.load), programs=list(f.programs), file_mb=f.file_mb,
+                         block=f.block, warmup_s=f.warmup_s)
+        elif f.test == "filebench":
+            block.update(load=list(f.load), workloads=list(f.workloads), set_mb=f.set_mb,
+                         write_mb=f.write_mb, warmup_s=f.warmup_s)
+        else:
+            block.update(sessions=list(f.sessions), file_mb=f.file_mb, block=f.block,
+                         warmup_s=f.warmup_s)
+            if f.server == "orangefs":
+                block.update(io_servers=f.io_servers, client_containers=f.client_containers,
+                             strip_size=f.strip_size, storage=f.storage,
+                             job_timeout_s=f.job_timeout_s)
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
+                "fs": block}
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """(load x) the test's factors x mode x repetition."""
+        f = self.settings(exp)
+        if f.test == "dbench":
+            factors = [("load", list(f.load)), ("programs", list(f.programs)),
+                       ("think_ms", list(f.think_ms))]
+        elif f.test == "randread":
+            factors = [("load", list(f.load)), ("programs", list(f.programs))]
+        elif f.test == "filebench":
+            factors = [("load", list(f.load)), ("workload", list(f.workloads))]
+        else:
+            factors = [("sessions", list(f.sessions))]
+        return factors + [("mode", [m.name for m in exp.modes]),
+                          ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """GlusterFS with the server idle or busy; or an OrangeFS cluster of N I/O servers."""
+        f = self.settings(exp)
+        if f.server == "orangefs":
+            return ("orangefs", f.io_servers)
+        factors = combo if isinstance(combo, dict) else combo.factors
+        return ("gluster", factors.get("load", "idle"))
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled within each server load, loads in the order listed."""
+        f = self.settings(exp)
+        if "load" not in combos[0]:
+            return combos
+        listed = list(f.load)
+        return sorted(combos, key=lambda c: listed.index(c["load"]))
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle + the tool's time (dbench: warm-up of a fifth, timed part, clean-up) + set-up."""
+        f = self.settings(exp)
+        if f.test == "dbench":
+            return exp.settle_s + f.measure_s + fstools.dbench_warmup_s(f.measure_s) + 6
+        if f.test == "iozone":
+            return exp.settle_s + 2 * (START_DELAY_S + f.warmup_s + f.measure_s + 2) + 4
+        if f.test == "filebench":
+            prep = 10.0
+        else:  # randread: the programs' files laid out and removed every point, at about
+            # 8 MiB/s on average (measured here: 14-24 s a point idle, up to 50 s busy)
+            prep = 6 + sum(f.programs) / len(f.programs) * f.file_mb / 8
+        return exp.settle_s + START_DELAY_S + f.warmup_s + f.measure_s + prep
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """The test, its tool, the server and what a point takes."""
+        f = self.settings(exp)
+        tool = {"dbench": f"dbench 4.0 (NetBench's Disk Mix), {fstools.dbench_warmup_s(f.measure_s)}"
+                          f" s warm-up + {f.measure_s} s timed",
+                "randread": f"fio, {f.block}-byte random reads of a {f.file_mb} MiB file per "
+                            f"program, {f.warmup_s} s ramp + {f.measure_s} s timed",
+                "filebench": f"fio job files of 001's Filebench workloads, sets of "
+                             f"{f.set_mb} MiB, writers' files {f.write_mb} MiB, "
+                             f"{f.warmup_s} s ramp + {f.measure_s} s timed",
+                "iozone": f"fio in IOzone's role: per session a {f.file_mb} MiB file written "
+                          f"then read in {f.block}-byte records, {f.warmup_s} s ramp + "
+                          f"{f.measure_s} s timed per phase"}[f.test]
+        server = ("GlusterFS, one brick on a volume of the host's disk, FUSE client"
+                  if f.server == "gluster" else
+                  f"OrangeFS, 1 metadata + {f.io_servers} I/O servers ({f.storage} storage), "
+                  f"{f.client_containers} client containers")
+        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}; test {f.test}: {tool}",
+                f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
+
+    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The deployment from this point on."""
+        f = self.settings(exp)
+        if f.server == "orangefs":
+            return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
+                    f"{f.client_containers} client container(s) on 198.18.3.0/24")
+        load = ("idle server" if point.factors.get("load", "idle") == "idle" else
+                "busy server (an MPEG decoder running on its CPUs all the time)")
+        return f"  -- file server (GlusterFS) and 1 client on 198.18.12.0/24, {load}"
+
+    def what(self, exp: Experiment, point: Point) -> str:
+        """A point's factors in a few words."""
+        p = point.factors
+        test = self.settings(exp).test
+        if test == "dbench":
+            return f"{p['load']} programs={p['programs']} think={p['think_ms']:g} ms"
+        if test == "randread":
+            return f"{p['load']} programs={p['programs']}"
+        if test == "filebench":
+            return f"{p['load']} {p['workload']}"
+        return f"sessions={p['sessions']}"
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """Factors, mode and repetition."""
+        return (f"  {point.id}  {self.what(exp, point):<36} mode={point.mode:<20} "
+                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """What the largest point writes on the server (the share's volume on the host's disk,
+        or the OrangeFS servers' storage) and the think-time load file in the client's /tmp."""
+        f = self.settings(exp)
+        what = f"the files of {exp.source}'s largest point"
+        out: list[space.Need] = []
+        if f.test == "dbench":
+            nbytes = max(f.programs) * fstools.DBENCH_BYTES_PER_PROGRAM
+            if any(t > 0 for t in f.think_ms):
+                lines = fstools.DBENCH_LOADFILE_LINES
+                out += space.on_tmpfs("the think-time load file", fstools.DBENCH_LOADFILE_BYTES
+                                      + lines * len("Sleep 1000000 NT_STATUS_OK\n"),
+                                      "FS_CLIENT_TMP_SIZE", "256m", "use think_ms: 0")
+        elif f.test == "randread":
+            nbytes = max(f.programs) * int(f.file_mb * MIB)
+        elif f.test == "filebench":
+            sets = {FILEBENCH[w].fileset for w in f.workloads}
+            nbytes = sum(int(f.set_mb * MIB) for s in sets if s != "w")
+            if "w" in sets:
+                nbytes += max(FILEBENCH[w].threads for w in f.workloads
+                              if FILEBENCH[w].fileset == "w") * int(f.write_mb * MIB)
+            what = f"the file sets of {exp.source}"
+        else:
+            nbytes = max(f.sessions) * int(f.file_mb * MIB)
+        if f.server == "orangefs":
+            per_server = nbytes // f.io_servers + 1
+            if f.storage == "tmpfs":
+                return out + space.on_tmpfs(f"{what} on each OrangeFS I/O server", per_server,
+                                            "PVFS_TMPFS_SIZE", "4g", "use fewer sessions, a "
+                                            "smaller fs.file_mb or more I/O servers",
+                                            copies=f.io_servers)
+            return out + [space.on_disk(what, nbytes, space.docker_root(),
+                                        "Docker's data folder", "lower fs.file_mb")]
+        fix = {"dbench": "use fewer programs", "randread": "lower fs.file_mb or use fewer "
+               "programs", "filebench": "lower fs.set_mb or fs.write_mb",
+               "iozone": "lower fs.file_mb or use fewer sessions"}[f.test]
+        return out + [space.on_disk(f"{what} on the file server's share", nbytes,
+                                    space.docker_root(), "Docker's data folder", fix)]
+
+    # -- run
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """The images exist."""
+        if self.settings(exp).server == "orangefs":
+            orangefs.check_image()
+        else:
+            stack.require_image(IMAGE)
+
+    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+        """Per-run state: the run id (folder names on the share), the file sets laid out, and
+        how many points still read each set (a set is removed after its last one)."""
+        uses: dict[str, int] = {}
+        if self.settings(exp).test == "filebench":
+            for point in self.points(exp, exp.seed):
+                fileset = FILEBENCH[point["workload"]].fileset
+                uses[fileset] = uses.get(fileset, 0) + 1
+        return {"run_id": run_dir.name, "sets": set(), "uses": uses}
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None, point: Point) -> Deployment:
+        """GlusterFS: server and client up (the hog too for a busy server; only the hog changes
+        between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
+        f = self.settings(exp)
+        server, arg = key  # type: ignore[misc]
+        if server == "orangefs":
+            log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {arg} I/O servers, "
+                f"{f.client_containers} clients)")
+            stack.down()
+            orangefs.cluster_up(int(arg), f.client_containers, strip_size=f.strip_size,
+                                storage=f.storage, job_timeout_s=f.job_timeout_s)
+            servers, clients = orangefs.cluster_containers()
+            return pvfs_deployment(key, servers, clients)
+        busy = arg == "busy"
+        env = fs_env()
+        if previous is None or previous.info.get("server") != "gluster":
+            log("tierbench: bringing the file-server tier up (GlusterFS server, 1 client"
+                + (", the CPU hog" if busy else "") + ")")
+            stack.down()
+            prepared["sets"].clear()
+            stack.check_cpusets(env)
+            stack.compose([*fs_files(), "up", "-d", "--wait", "--no-build", SERVER_TIER,
+                           CLIENT_TIER, *([HOG] if busy else [])], env, timeout=300)
+        elif busy:
+            log("tierbench: starting the CPU hog on the file server's CPUs")
+            stack.compose([*fs_files(), "up", "-d", "--wait", "--no-build", HOG], env,
+                          timeout=120)
+        else:
+            log("tierbench: stopping the CPU hog")
+            stack.compose([*fs_files(), "rm", "-s", "-f", HOG], env, timeout=120)
+        return gluster_deployment(key)
+
+    def running(self) -> Deployment | None:
+        """The file-server tier, when it is up."""
+        found = {c.service for c in stack.replicas()}
+        if {SERVER_TIER, CLIENT_TIER} <= found:
+            return gluster_deployment(("gluster", "busy" if HOG in found else "idle"))
+        return None
+
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """The tools' and the server's versions as the containers report them."""
+        client = deployment.info["clients"][0]
+        out: dict[str, Any] = {}
+        tools = [("fio", ["fio", "--version"])]
+        if deployment.info["server"] == "gluster":  # the OrangeFS clients have no dbench
+            tools.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
+        for tool, argv in tools:
+            done = stack.exec_in(client, argv, timeout=30)
+            lines = (done.stdout + done.stderr).strip().splitlines()
+            out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
+        if deployment.info["server"] == "gluster":
+            done = stack.exec_in(deployment.info["servers"][0], ["glusterfsd", "--version"],
+                                 timeout=30)
+            lines = done.stdout.strip().splitlines()
+            out["glusterfs"] = lines[0] if lines else "unknown"
+        else:
+            done = stack.exec_in(deployment.info["servers"][0], ["cat", "/opt/orangefs/SOURCE"],
+                                 timeout=30)
+            out["orangefs"] = done.stdout.strip()
+        return {"tools": out}
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """The test's tool, then the figures over the samples bracketing its timed part."""
+        f = self.settings(ctx.exp)
+        runner = {"dbench": self.dbench, "randread": self.randread,
+                  "filebench": self.filebench, "iozone": self.iozone}[f.test]
+        try:
+            values, windows, per_second = runner(ctx, f)
+        except (fstools.FsParseError, PfsError, stack.StackError) as exc:
+            ctx.sampler.stop()
+            return PointResult(error=str(exc))
+        except subprocess.TimeoutExpired as exc:
+            ctx.sampler.stop()
+            return PointResult(error=f"the tool did not finish within {exc.timeout:.0f} s and "
+                               "was stopped")
+        samples = ctx.sampler.stop()
+        error = values.pop("error", None)
+        for prefix, (start, end, nbytes) in windows.items():
+            try:
+                first, last = counters.window(samples, start, end)
+            except MeasureError as exc:
+                return PointResult(values, per_second, error=error or str(exc))
+            values.update(cpu_figures(first, last, nbytes, prefix))
+            ctx.record[f"{prefix}window"] = {"start": start, "end": end,
+                                             "first_sample": first["t"], "last_sample": last["t"]}
+        span = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
+        return PointResult(values, per_second, span, error=error)
+
+    # -- the tests
+    def dbench(self, ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+        """dbench with the point's programs and think time; its lines stamped as they arrive."""
+        p = ctx.point.factors
+        client = ctx.deployment.info["clients"][0]
+        folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+        loadfile = fstools.DBENCH_LOADFILE
+        us = think_us(p["think_ms"])
+        if us:
+            loadfile = f"/tmp/think-{us}.txt"
+            checked(client, ["sh", "-c", fstools.think_loadfile(us, loadfile)],
+                    "write the think-time load file", 120)
+        checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+        argv = fstools.dbench_command(p["programs"], f.measure_s, loadfile, folder)
+        timed: list[tuple[float, str]] = []
+        limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
+        try:
+            with (ctx.dir / "dbench.txt").open("w") as raw:
+                proc = subprocess.Popen(["docker", "exec", client.id, *argv],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True)
+                killer = threading.Timer(limit, proc.kill)
+                killer.start()
+                try:
+                    assert proc.stdout is not None
+                    for line in proc.stdout:
+                        timed.append((time.time(), line.rstrip("\n")))
+                        raw.write(line)
+                    proc.wait()
+                finally:
+                    killer.cancel()
+        finally:
+            stack.exec_in(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
+                          timeout=300)
+        text = "".join(line + "\n" for _, line in timed)
+        report = fstools.parse_dbench(text)
+        start, end = fstools.dbench_window(timed)
+        nbytes = report["mb_per_s"] * 1e6 * (end - start)
+        per_second = [{"t": round(t, 3), "clients": d.clients, "lines": d.lines,
+                       "mb_per_s": d.mb_per_s, "phase": d.phase, "second": d.second,
+                       "latency_ms": d.latency_ms}
+                      for t, line in timed if (d := fstools.parse_dbench_line(line))]
+        # dbench resets its operation counts after the warm-up: these are the timed part's
+        operations = sum(o["count"] for o in report["operations"].values())
+        values: dict[str, Any] = {"mb_per_s": report["mb_per_s"],
+                                  "ops_per_s": operations / (end - start),
+                                  "max_latency_ms": report["max_latency_ms"],
+                                  "bytes": round(nbytes), "operations": operations}
+        if report["errors"]:
+            values["error"] = f"dbench reported: {report['errors'][0][:200]}"
+        ctx.record["operations"] = report["operations"]
+        return values, {"": (start, end, nbytes)}, per_second
+
+    def randread(self, ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+        """fio: each program reads `block` bytes at random places of its own file."""
+        p = ctx.point.factors
+        client = ctx.deployment.info["clients"][0]
+        folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+        argv = fstools.fio_command(name="randread", directory=folder, rw="randread",
+                                   block=f.block, size=int(f.file_mb * MIB),
+                                   jobs=p["programs"], runtime_s=f.measure_s,
+                                   ramp_s=f.warmup_s, direct=True)
+        checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+        try:
+            checked(client, [*argv, "--create_only=1"], "lay out the programs' files",
+                    600)
+            report, start = self.fio_at(ctx, [(client, argv)], "fio")
+        finally:
+            stack.exec_in(client, ["rm", "-rf", folder], timeout=300)
+        begin = start + f.warmup_s
+        values = fio_figures(report, "read")
+        if report["errors"]:
+            values["error"] = f"fio: {report['errors'][0]}"
+        return values, {"": (begin, begin + f.measure_s, report["read"]["bytes"])}, []
+
+    def filebench(self, ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+        """One of the nine workloads: its set laid out once per run, the server's cache emptied
+        (uncached) or filled (cached) on the host, then fio on its job file."""
+        w = FILEBENCH[ctx.point["workload"]]
+        client = ctx.deployment.info["clients"][0]
+        folder = f"{SHARE}/{ctx.prepared['run_id']}-filebench"
+        env = filebench_env(f, folder, f.warmup_s, f.measure_s)
+        checked(client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
+        if w.fileset != "w" and w.fileset not in ctx.prepared["sets"]:
+            ctx.log(f"tierbench: laying out file set {w.fileset} ({f.set_mb} MiB) on the share")
+            checked(client, [*fstools.filebench_command(LAYOUT[w.fileset], env),
+                             "--create_only=1"], f"lay out file set {w.fileset}", 3600)
+            ctx.prepared["sets"].add(w.fileset)
+        if w.cache:
+            host_dir = share_on_host() / f"{ctx.prepared['run_id']}-filebench"
+            paths = [host_dir / name for name in set_files(w.fileset)]
+            if w.cache == "uncached":
+                stack.evict_files(paths)
+            else:
+                warm_files(paths)
+            ctx.record["server_cache"] = w.cache
+        try:
+            report, start = self.fio_at(ctx, [(client, fstools.filebench_command(w.name, env))],
+                                        "fio")
+        finally:
+            uses = ctx.prepared["uses"]
+            uses[w.fileset] = uses.get(w.fileset, 1) - 1
+            if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
+                files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
+                    if w.fileset != "w" else f"{folder}/write.*"
+                stack.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
+                ctx.prepared["sets"].discard(w.fileset)
+        direction = w.direction
+        begin = start + f.warmup_s
+        values = fio_figures(report, direction)
+        values["threads"] = w.threads
+        if w.fileset in ("a", "c") and w.cache == "uncached":
+            values["set_passes"] = report[direction]["bytes"] / (f.set_mb * MIB)
+        if report["errors"]:
+            values["error"] = f"fio: {report['errors'][0]}"
+        return values, {"": (begin, begin + f.measure_s, report[direction]["bytes"])}, []
+
+    def iozone(self, ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+        """Sessions spread over the client containers write, then read, their own files at the
+        same time (fio, sequential, `block`-byte records)."""
+        sessions = ctx.point["sessions"]
+        clients = ctx.deployment.info["clients"]
+        mount = SHARE if ctx.deployment.info["server"] == "gluster" else PVFS_MOUNT
+        spread = sessions_per_client(sessions, len(clients))
+        folders = [f"{mount}/{ctx.prepared['run_id']}-{ctx.point.id}-c{i + 1}"
+                   for i in range(len(spread))]
+        values: dict[str, Any] = {}
+        windows: dict[str, tuple[float, float, float]] = {}
+        try:
+            for folder, client in zip(folders, clients):
+                checked(client, ["mkdir", "-p", folder], "make the session folder", 60)
+            for phase in ("write", "read"):
+                jobs = [(client, fstools.fio_command(
+                    name=phase, directory=folder, rw=phase, block=f.block,
+                    size=int(f.file_mb * MIB), jobs=n, runtime_s=f.measure_s,
+                    ramp_s=f.warmup_s, direct=True))
+                    for client, folder, n in zip(clients, folders, spread)]
+                report, start = self.fio_at(ctx, jobs, f"fio-{phase}")
+                begin = start + f.warmup_s
+                values.update(fio_figures(report, phase, f"{phase}_"))
+                windows[f"{phase}_"] = (begin, begin + f.measure_s, report[phase]["bytes"])
+                if report["errors"]:
+                    values["error"] = f"fio ({phase}): {report['errors'][0]}"
+                    break
+        finally:
+            for folder, client in zip(folders, clients):
+                stack.exec_in(client, ["rm", "-rf", folder], timeout=300)
+        values["client_containers_used"] = len(spread)
+        return values, windows, []
+
+    def fio_at(self, ctx: PointContext, jobs: list[tuple[stack.Container, list[str]]],
+               name: str) -> tuple[dict[str, Any], float]:
+        """fio in each container at once, all starting at the same wall-clock instant; their
+        reports (kept as NAME-K.json) summed."""
+        f = self.settings(ctx.exp)
+        start = time.time() + START_DELAY_S
+        limit = START_DELAY_S + f.warmup_s + f.measure_s + 600
+        outputs: list[str] = [""] * len(jobs)
+
+        def one(k: int) -> None:
+            container, argv = jobs[k]
+            done = stack.exec_in(container, fstools.at_start(start, argv), timeout=limit)
+            outputs[k] = done.stdout + done.stderr
+
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(len(jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reports = []
+        for k, text in enumerate(outputs, 1):
+            (ctx.dir / f"{name}-{k}.json").write_text(text)
+            reports.append(fstools.parse_fio(text))
+        return fstools.sum_fio(reports), start
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A server or client container that stopped ends the run with one sentence."""
+        running = {c.id for c in stack.replicas()}
+        everyone = deployment.info["servers"] + deployment.info["clients"]
+        down = [c.name for c in everyone if c.id not in running]
+        if down:
+            raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
+                          + (f" ({row['error']})" if row.get("error") else "")
+                          + f": see `docker logs {down[0]}`; the run ends here")
+
+    # -- results
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, test, server, the factors, mode, repetition."""
+        f = self.settings(exp)
+        return {"point": point.id, "test": f.test, "server": f.server, **point.factors,
+                "mode": point.mode, "repetition": point.repetition}
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """Identity, then the test's figures and the CPU figures (per phase for iozone)."""
+        f = self.settings(exp)
+        ident = [name for name, _ in self.axes(exp) if name not in ("mode", "repetition")]
+        cpu = ["window_s", f"cpu_s_{CLIENT_TIER}", f"cpu_s_{SERVER_TIER}", "client_cpu_pct",
+               "server_cpu_pct", "hog_cpu_pct", "server_net_mb_per_s", "host_usr_pct",
+               "host_sys_pct", "host_softirq_pct", "host_idle_pct", "client_cpu_us_per_kb",
+               "server_cpu_us_per_kb", "host_cpu_us_per_kb"]
+        if f.test == "dbench":
+            figures = ["mb_per_s", "ops_per_s", "max_latency_ms", "operations", "bytes"] + cpu
+        elif f.test == "iozone":
+            figures = [f"{phase}_{c}" for phase in ("write", "read")
+                       for c in ["mb_per_s", "iops", "latency_ms", "p99_ms", "bytes", *cpu]]
+        else:
+            figures = ["mb_per_s", "iops", "latency_ms", "p99_ms", "bytes"] + cpu
+        return [Column(c) for c in ["point", "test", "server", *ident, "mode", "repetition",
+                                    *figures]]
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """Throughput and the server's CPU."""
+        if row.get("error"):
+            return f"FAILED ({row['error']})"
+        parts = []
+        for prefix in ("", "write_", "read_"):
+            if row.get(f"{prefix}mb_per_s") is None:
+                continue
+            iops = row.get(f"{prefix}iops")
+            parts.append(f"{prefix.rstrip('_') + ' ' if prefix else ''}"
+                         f"{row[f'{prefix}mb_per_s']:.1f} MB/s"
+                         + (f" ({iops:.0f} IOPS)" if iops else "")
+                         + (f", server CPU {row[f'{prefix}server_cpu_pct']:.0f} %"
+                            if row.get(f"{prefix}server_cpu_pct") is not None else ""))
+        return "; ".join(parts)
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The family of the experiment (by name, else by test), factors in the file's order."""
+        block = resolved.get("fs") or {}
+        name = str(resolved.get("name", ""))
+        by_test = {"dbench": "fs-clients", "randread": "fs-randread",
+                   "filebench": "fs-filebench", "iozone": "pfs-iozone"}
+        fam = next((fam for fam in FAMILIES if name.startswith(fam)),
+                   by_test.get(str(block.get("test")), "fs-clients"))
+        spec = copy.deepcopy(FAMILIES[fam])
+        order = {k: list(block[key]) for k, key in (("load", "load"), ("programs", "programs"),
+                                                    ("think_ms", "think_ms"),
+                                                    ("workload", "workloads"),
+                                                    ("sessions", "sessions"))
+                 if isinstance(block.get(key), list)}
+        spec["order"] = {k: v for k, v in order.items() if len(v) > 1 and k in spec["factors"]}
+        return spec
+
+
+# --------------------------------------------------------------------------- deployments
+
+
+def fs_files() -> list[str]:
+    """-f arguments of the file-server tier (the base file names the project's networks)."""
+    return ["-f", str(stack.ROOT / "docker-compose.yml"), "-f", str(stack.ROOT / stack.FS_OVERLAY)]
+
+
+def fs_env() -> dict[str, str]:
+    """.env, then the environment (as docker compose reads them)."""
+    return {**stack.dotenv(), **os.environ}
+
+
+def checked(container: stack.Container, argv: list[str], what: str, timeout: float) -> str:
+    """A command in a container that must succeed; StackError naming what failed otherwise."""
+    done = stack.exec_in(container, argv, timeout=timeout)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise stack.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")
+    return done.stdout
+
+
+def share_on_host() -> Path:
+    """Where the share's files live on the host: the brick in the server's Docker volume."""
+    return stack.volume_path(VOLUME) / BRICK
+
+
+def warm_files(paths: list[Path]) -> None:
+    """Read files on the host so that they are in the page cache the server reads from."""
+    for path in paths:
+        with path.open("rb") as fh:
+            while fh.read(8 * MIB):
+                pass
+
+
+def gluster_deployment(key: Hashable) -> Deployment:
+    """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
+    runs."""
+    found = {c.service: c for c in stack.replicas()}
+    missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
+    if missing:
+        raise stack.StackError(f"{missing[0]} is not running: see `docker compose -f "
+                               "docker-compose.yml -f compose/fs.yml logs`")
+    client, server = found[CLIENT_TIER], found[SERVER_TIER]
+    ceps = netif.veth_endpoints(CLIENT_TIER, client.pid)
+    seps = netif.veth_endpoints(SERVER_TIER, server.pid)
+    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, ceps, [client]),
+             SERVER_TIER: Tier(SERVER_TIER, SERVER, seps, [server])}
+    cpus: dict[str, CgroupCpu | CgroupGroup] = {CLIENT_TIER: CgroupCpu(client.pid),
+                                                SERVER_TIER: CgroupCpu(server.pid)}
+    containers = {CLIENT_TIER: client, SERVER_TIER: server}
+    if HOG in found:
+        cpus[HOG] = CgroupCpu(found[HOG].pid)
+        containers[HOG] = found[HOG]
+    ifaces = {f"{tier}:{ep.ifname}": ep.ifname for tier, eps in ((CLIENT_TIER, ceps),
+                                                                 (SERVER_TIER, seps))
+              for ep in eps if ep.netns_pid is None}
+    return Deployment(key, tiers, cpus, ifaces, containers=containers,
+                      info={"server": "gluster", "servers": [server], "clients": [client]})
+
+
+def pvfs_deployment(key: Hashable, servers: list[stack.Container],
+                    clients: list[stack.Container]) -> Deployment:
+    """The running OrangeFS cluster as the fs kind's client and server tiers."""
+    def eps(c: stack.Container) -> list[netif.Endpoint]:
+        return netif.veth_endpoints(orangefs.label(c), c.pid)
+
+    client_eps = {orangefs.label(c): eps(c) for c in clients}
+    server_eps = {orangefs.label(c): eps(c) for c in servers}
+    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, [e for v in client_eps.values() for e in v],
+                               clients),
+             SERVER_TIER: Tier(SERVER_TIER, SERVER, [e for v in server_eps.values() for e in v],
+                               servers)}
+    cpus: dict[str, CgroupCpu | CgroupGroup] = {
+        CLIENT_TIER: CgroupGroup({orangefs.label(c): CgroupCpu(c.pid) for c in clients}),
+        SERVER_TIER: CgroupGroup({orangefs.label(c): CgroupCpu(c.pid) for c in servers})}
+    ifaces = {f"{tier}:{name}:{e.ifname}": e.ifname
+              for tier, group in ((CLIENT_TIER, client_eps), (SERVER_TIER, server_eps))
+              for name, v in group.items() for e in v if e.netns_pid is None}
+    return Deployment(key, tiers, cpus, ifaces,
+                      containers={orangefs.label(c): c for c in servers + clients},
+                      info={"server": "orangefs", "servers": servers, "clients": clients})
+
+
+# --------------------------------------------------------------------------- report families
+
+FAMILIES: dict[str, dict[str, Any]] = {}
+# The families' report sections (analysis/README.md, "The report spec"). 002 draws curves
+# without numbers: its rows state the direction in the paper's words. 001's table (18 clients,
+# one server with LSO on) gives absolute numbers, 003 §5.3 percentages.
+_COLUMNS = ["server_cpu_pct", "hog_cpu_pct", "client_cpu_pct", "server_net_mb_per_s",
+            "server_cpu_us_per_kb", "client_cpu_us_per_kb", "host_cpu_us_per_kb"]
+_OPTIONAL = ["hog_cpu_pct", f"cpu_s_{HOG}", "p99_ms", "latency_ms", "set_passes"]
+_I2O = ["with I2O (offload on the server)", "without I2O"]
+_NOTE_002 = ("002 ran NetBench 5.0 from one client machine against a 90 MHz Windows NT server "
+             "with two 10 Mb/s ports on an I2O card, idle or running an MPEG decoder all the "
+             "time; it plots curves and gives no numbers, so the rows say what the curves do")
+
+
+def _dbench_family(name: str, x: str, xlabel: str, title: str, description: str,
+                   rows: list[dict[str, Any]], note: str) -> dict[str, Any]:
+    return {
+        "kind": "fs", "family": name, "title": title, "description": description,
+        "phases": None, "factors": ["load", "programs", "think_ms"], "sections": ["load"],
+        "primary": {"column": "mb_per_s", "label": "throughput", "unit": "MB/s"},
+        "columns": ["ops_per_s", "max_latency_ms", *_COLUMNS],
+        "costs": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
+        "benefit": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
+        "baseline": None, "optional": _OPTIONAL, "samples": False,
+        "header": ["experiment.fs.test", "experiment.fs.server", "experiment.fs.measure_s",
+                   "tools"],
+        "figures": [{"type": "lines", "x": x, "y": "mb_per_s", "series": "mode", "facet": "load",
+                     "title": "Measured here: throughput", "xlabel": xlabel, "ylabel": "MB/s"},
+                    {"type": "lines", "x": x, "y": "server_cpu_pct", "series": "mode",
+                     "facet": "load", "title": "Measured here: the file server's CPU",
+                     "xlabel": xlabel, "ylabel": "CPU (% of one core)"}],
+        "reference": {"figure": title.rsplit("(", 1)[-1].rstrip(")"), "labels": _I2O,
+                      "rows": rows, "note": note}}
+
+
+FAMILIES["fs-thinktime"] = _dbench_family(
+    "fs-thinktime", "think_ms", "think time before each request (ms)",
+    "File-server throughput vs think time (002 §4.1 Fig. 5-6)",
+    "One client program replays NetBench's Disk Mix (dbench) against the GlusterFS server with a "
+    "think time before every request; the server idle (Fig. 5) or busy with an MPEG decoder "
+    "(Fig. 6).",
+    [{"x": "idle server", "quantity": "throughput", "unit": "MB/s", "with": None,
+      "without": None, "match": {"load": "idle"},
+      "change": "highest with no think time, falling as it grows; higher with I2O"},
+     {"x": "busy server", "quantity": "throughput", "unit": "MB/s", "with": None,
+      "without": None, "match": {"load": "busy"},
+      "change": "about flat in think time (the server is saturated); higher with I2O"}],
+    _NOTE_002)
+FAMILIES["fs-clients"] = _dbench_family(
+    "fs-clients", "programs", "client programs (one client machine)",
+    "File-server throughput vs client programs (002 §4.2 Fig. 7-8)",
+    "1..N client programs on one client machine replay NetBench's Disk Mix (dbench) with no "
+    "think time against the GlusterFS server, idle (Fig. 7) or busy with an MPEG decoder (Fig. 8).",
+    [{"x": "idle server", "quantity": "total throughput", "unit": "MB/s", "with": None,
+      "without": None, "match": {"load": "idle"},
+      "change": "falls as programs are added (they contend on the client machine), faster with "
+                "I2O, then flattens"},
+     {"x": "busy server", "quantity": "total throughput", "unit": "MB/s", "with": None,
+      "without": None, "match": {"load": "busy"},
+      "change": "higher with I2O; the server copes with at most 2 programs"}],
+    _NOTE_002)
+FAMILIES["fs-randread"] = {
+    **_dbench_family(
+        "fs-randread", "programs", "client programs (one client machine)",
+        "Random 1 KB reads vs client programs (002 §4.3 Fig. 9-10)",
+        "1..N client programs each read 1 KB blocks at random places of its own file on the "
+        "GlusterFS server (fio, direct I/O), the server idle (Fig. 9) or busy (Fig. 10).",
+        [{"x": "idle and busy server", "quantity": "total throughput", "unit": "MB/s",
+          "with": None, "without": None, "match": {},
+          "change": "lower with I2O than without under both loads (set-up cost per small "
+                    "request); flat on the idle server"}],
+        _NOTE_002 + "; it ran each program for 150 s"),
+    "factors": ["load", "programs"],
+    "columns": ["iops", "latency_ms", "p99_ms", *_COLUMNS],
+}
+FAMILIES["fs-filebench"] = {
+    "kind": "fs", "family": "fs-filebench",
+    "title": "Filebench workloads against one file server (001, 9 Nov 2008)",
+    "description": "The nine workloads of 001's table as fio job files against the GlusterFS "
+                   "server; MB/s for the streaming ones, IOPS for the 8K ones, the server's "
+                   "network MB/s and CPU.",
+    "phases": None, "factors": ["load", "workload"], "sections": [],
+    "primary": {"column": "mb_per_s", "label": "throughput", "unit": "MB/s"},
+    "columns": ["iops", "threads", "latency_ms", "p99_ms", "set_passes", *_COLUMNS],
+    "costs": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
+    "benefit": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
+    "baseline": None, "optional": _OPTIONAL, "samples": False,
+    "header": ["experiment.fs.set_mb", "experiment.fs.write_mb", "experiment.fs.measure_s",
+               "tools"],
+    "figures": [
+        {"type": "bars", "x": "workload", "y": "mb_per_s", "series": "mode",
+         "where": {"workload": [w.name for w in FILEBENCH.values() if w.metric == "mb_per_s"]},
+         "title": "Measured here: streaming MB/s", "xlabel": "workload", "ylabel": "MB/s"},
+        {"type": "bars", "x": "workload", "y": "iops", "series": "mode",
+         "where": {"workload": [w.name for w in FILEBENCH.values() if w.metric == "iops"]},
+         "title": "Measured here: 8K IOPS", "xlabel": "workload", "ylabel": "IOPS"},
+        {"type": "bars", "x": "workload", "y": "server_cpu_pct", "series": "mode",
+         "title": "Measured here: the server's CPU", "xlabel": "workload",
+         "ylabel": "CPU (% of one core)"},
+        {"type": "bars", "x": "workload", "y": "server_net_mb_per_s", "series": "mode",
+         "title": "Measured here: the server's network traffic", "xlabel": "workload",
+         "ylabel": "MB/s (both directions)"}],
+    "reference": {
+        "figure": "001 (Filebench, 9 Nov 2008)",
+        "labels": ["001 (LSO on)", "—"],
+        "rows": [row for w in FILEBENCH.values() for row in (
+            {"x": w.name, "quantity": "throughput" if w.metric == "mb_per_s" else "IOPS",
+             "unit": "MB/s" if w.metric == "mb_per_s" else "IOPS", "with": w.paper,
+             "without": None, "match": {"workload": w.name}, "column": w.metric},
+            {"x": w.name, "quantity": "server network", "unit": "MB/s",
+             "with": w.paper_net_mb_per_s, "without": None, "match": {"workload": w.name},
+             "column": "server_net_mb_per_s"},
+            {"x": w.name, "quantity": "server CPU", "unit": "%", "with": w.paper_cpu_pct,
+             "without": None, "match": {"workload": w.name}, "column": "server_cpu_pct"})],
+        "note": "one mode in 001 (LSO on): absolute numbers of 18 clients with 20 GB each "
+                "against a 16-core server with 128 GB (CPU in % of all 16 cores there, of one "
+                "core here); here one client, sets of fs.set_mb, the paper's thread counts"}}
+FAMILIES["pfs-iozone"] = {
+    "kind": "fs", "family": "pfs-iozone",
+    "title": "Aggregate MB/s and CPU vs concurrent sessions (003 §5.3 Fig. 11-12)",
+    "description": "1..N sessions over the client containers each write, then read, their own "
+                   "file sequentially on OrangeFS (fio in IOzone's role); client and server "
+                   "CPU.",
+    "phases": ["write", "read"], "factors": ["sessions"], "sections": ["phase"],
+    "primary": {"column": "mb_per_s", "label": "aggregate MB/s", "unit": "MB/s"},
+    "columns": ["iops", "client_cpu_pct", "server_cpu_pct", "client_cpu_us_per_kb",
+                "server_cpu_us_per_kb", "server_net_mb_per_s", "host_cpu_us_per_kb"],
+    "costs": [{"column": "client_cpu_us_per_kb", "label": "client CPU µs/KB",
+               "where": {"phase": "read"}},
+              {"column": "server_cpu_us_per_kb", "label": "server CPU µs/KB",
+               "where": {"phase": "write"}}],
+    "benefit": [{"column": "client_cpu_us_per_kb", "label": "client CPU per KB (reads)",
+                 "where": {"phase": "read"}},
+                {"column": "server_cpu_us_per_kb", "label": "server CPU per KB (writes)",
+                 "where": {"phase": "write"}}],
+    "baseline": None, "optional": _OPTIONAL, "samples": False,
+    "header": ["experiment.fs.server", "experiment.fs.io_servers", "experiment.fs.storage",
+               "experiment.fs.file_mb", "experiment.fs.block", "tools"],
+    "figures": [
+        {"type": "lines", "x": "sessions", "y": "mb_per_s", "series": "mode", "facet": "phase",
+         "title": "Measured here: aggregate MB/s", "xlabel": "concurrent sessions",
+         "ylabel": "aggregate MB/s"},
+        {"type": "lines", "x": "sessions", "y": "client_cpu_pct", "series": "mode",
+         "facet": "phase", "title": "Measured here: client CPU", "xlabel": "concurrent sessions",
+         "ylabel": "CPU (% of one core, all clients)"},
+        {"type": "lines", "x": "sessions", "y": "server_cpu_pct", "series": "mode",
+         "facet": "phase", "title": "Measured here: server CPU", "xlabel": "concurrent sessions",
+         "ylabel": "CPU (% of one core, all servers)"}],
+    "reference": {
+        "figure": "003 §5.3 Fig. 11-12",
+        "labels": ["protocol offload (TOE, SDP)", "host TCP/IP"],
+        "rows": [{"x": "reads and writes", "quantity": "aggregate", "unit": "MB/s",
+                  "with": None, "without": None, "match": {},
+                  "change": "about +25 % with offload; reads above writes"},
+                 {"x": "more sessions", "quantity": "CPU", "unit": "%", "with": None,
+                  "without": None, "match": {}, "column": "server_cpu_pct",
+                  "change": "client CPU falls and server CPU rises with more sessions"},
+                 {"x": "all sessions", "quantity": "relative CPU benefit", "unit": "CPU",
+                  "with": None, "without": None, "match": {}, "column": "server_cpu_us_per_kb",
+                  "measure": "benefit", "change": "5-10 %"}],
+        "note": "003 ran IOzone on a parallel file system over iSCSI block storage (4 targets "
+                "on tmpfs, an MD RAID on each client), 10 GbE and InfiniBand with and without "
+                "protocol offload; it gives percentages, not MB/s; here OrangeFS with 4 I/O "
+                "servers on tmpfs stands in for the parallel file system"}}

@@ -1,0 +1,402 @@
+"""1 Hz sampling on cluster nodes, merged on the controller's clock.
+
+A node runs a small agent over one SSH session: this module's code after the source of
+:mod:`tierbench.measure.sampler` (the same cgroup, /proc/stat and interface-counter readers as on
+one host), started with ``python3 -c``. It prints one JSON line per tick: the node's /proc/stat,
+the CPU counters of the containers it was given (by PID on the node) and its interfaces'
+counters. Ticks are aligned on the controller's clock: the controller sends ``t0`` (its time) and
+the node's measured clock offset, and the agent samples at ``t0 + k`` seconds of the controller's
+time, stamping each sample with the controller's time (its own clock less the offset). ``now``
+asks for one sample at once, ``stop`` for a last one; the agent exits when its input closes (the
+controller died: nothing is left running on the node).
+
+On the controller, :class:`MergedSampler` runs one agent per node and merges tick k of every
+node into one sample of the shape the single-host sampler writes (``t``, ``host``, ``cpu`` by
+tier, ``net``), plus ``nodes`` (each node's own ``host`` and the time it sampled). ``host`` is
+the sum over distinct kernels: nodes that share one (the lab's containers) count once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tierbench.config.errors import TierbenchError
+from tierbench.measure import sampler
+from tierbench.measure.sampler import CgroupCpu, SamplerError, host_cpu, iface_counters
+
+READY_TIMEOUT_S = 30.0
+NODE_PART = "# " + "-" * 77 + " on the node"  # the code a node runs starts after this line
+GRACE_S = 0.6  # how long after a tick the controller waits for late nodes before merging
+
+
+class AgentError(TierbenchError):
+    """A node's sampling agent could not start or stopped; the message names the node."""
+
+
+# ----------------------------------------------------------------------------- on the node
+
+
+def boot_id() -> str:
+    """This kernel's boot id: nodes that share a kernel (containers) have the same one."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+class Lines:
+    """Lines from a file descriptor, waiting at most a given time (select on the descriptor,
+    our own buffer: a text file's buffer would hide lines from select)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buf, self.closed = fd, b"", False
+
+    def next(self, timeout: float | None) -> str | None:
+        """The next line ('' once the input closed), or None when none came in time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buf and not self.closed:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], left)[0]:
+                return None
+            chunk = os.read(self.fd, 4096)
+            if chunk:
+                self.buf += chunk
+            else:
+                self.closed = True
+        if b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            return line.decode()
+        return ""
+
+
+def serve(config: dict[str, Any], fd: int = 0, out: Any = None) -> None:
+    """The agent's loop on the node (see the module's doc). ``config``: containers (label ->
+    PID on the node), ifaces (label -> interface name), interval (s)."""
+    out = out or sys.stdout
+    counters: dict[str, Any] = {}
+    gone: dict[str, str] = {}
+    for label, pid in config.get("containers", {}).items():
+        try:
+            counters[label] = CgroupCpu(int(pid))
+        except (OSError, SamplerError, ValueError) as exc:
+            gone[label] = str(exc)
+    ifaces = config.get("ifaces", {})
+    interval = float(config.get("interval", 1.0))
+    lines = Lines(fd)
+
+    def emit(obj: dict[str, Any]) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    def sample(k: Any, offset: float) -> dict[str, Any]:
+        s: dict[str, Any] = {"k": k, "t": time.time() - offset, "host": host_cpu(),
+                             "cpu": {}, "net": {}}
+        for label, cg in counters.items():
+            try:
+                s["cpu"][label] = cg.read()
+            except OSError:
+                s.setdefault("gone", []).append(label)
+        for label, ifname in ifaces.items():
+            try:
+                s["net"][label] = iface_counters(ifname)
+            except OSError:
+                s.setdefault("gone", []).append(label)
+        return s
+
+    emit({"ready": time.time(), "boot_id": boot_id(), "gone": gone})
+    line = lines.next(None)
+    if not line or not line.startswith("t0 "):
+        return
+    _, t0_text, offset_text = line.split()
+    t0, offset = float(t0_text), float(offset_text)
+    k = 0
+    while True:
+        due = t0 + k * interval + offset  # the controller's tick k, on this node's clock
+        line = lines.next(max(0.0, due - time.time()))
+        if line is None:  # the tick is due
+            emit(sample(k, offset))
+            k = max(k + 1, int((time.time() - offset - t0) / interval) + 1)  # skip missed ticks
+        elif line.strip() == "now":
+            emit(sample("now", offset))
+        else:  # "stop", or the input closed
+            emit(sample("final", offset))
+            return
+
+
+def program(config: dict[str, Any]) -> str:
+    """The Python program a node runs: the sampler's source, this module's node part, and the
+    call of serve() with ``config``."""
+    own = Path(__file__).read_text()
+    node_part = own.split(NODE_PART, 1)[1].split("\ndef program(", 1)[0]
+    return "\n".join([
+        Path(sampler.__file__).read_text(),
+        "import select\nimport sys\nfrom typing import Any",
+        node_part,
+        f"serve(json.loads({json.dumps(json.dumps(config))}))",
+        "",
+    ])
+
+
+# ----------------------------------------------------------------------------- on the controller
+
+
+class NodeStream:
+    """One node's agent, run with ``argv`` (an ssh command ending in the remote command)."""
+
+    def __init__(self, node: str, argv: list[str]) -> None:
+        self.node = node
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.ticks: dict[Any, dict[str, Any]] = {}
+        self.ready: dict[str, Any] | None = None
+        self.ended = threading.Event()
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, name=f"agent-{node}", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            with self.changed:
+                if "ready" in obj:
+                    self.ready = obj
+                else:
+                    self.ticks[obj["k"]] = obj
+                self.changed.notify_all()
+        with self.changed:
+            self.ended.set()
+            self.changed.notify_all()
+
+    def wait_for(self, key: Any, deadline: float) -> dict[str, Any] | None:
+        """The tick ``key`` ('ready', a number, 'now', 'final'), or None by the deadline."""
+        with self.changed:
+            while True:
+                got = self.ready if key == "ready" else self.ticks.get(key)
+                if got is not None or self.ended.is_set():
+                    return got
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.changed.wait(left)
+
+    def take(self, key: Any) -> dict[str, Any] | None:
+        with self.changed:
+            return self.ticks.pop(key, None)
+
+    def send(self, text: str) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(text + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def why(self) -> str:
+        """The tail of the agent's stderr (after it ended)."""
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "no answer"
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        lines = [ln.strip() for ln in (err or "").splitlines() if ln.strip()]
+        return " / ".join(lines[-2:]) or f"exit code {self.proc.returncode}"
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def merge(parts: dict[str, dict[str, Any]], tiers: dict[str, list[tuple[str, str]]],
+          kernels: dict[str, str]) -> dict[str, Any]:
+    """One sample from each node's sample of the same tick: ``tiers`` maps a tier to its
+    (node, container label) parts; ``kernels`` a node to its boot id (host CPU counted once per
+    kernel)."""
+    out: dict[str, Any] = {"t": sum(p["t"] for p in parts.values()) / len(parts),
+                           "host": {}, "cpu": {}, "net": {}, "nodes": {}}
+    counted: set[str] = set()
+    for node, p in parts.items():
+        out["nodes"][node] = {"t": p["t"], "host": p["host"]}
+        kernel = kernels.get(node) or node
+        if kernel not in counted:
+            counted.add(kernel)
+            for key, value in p["host"].items():
+                out["host"][key] = out["host"].get(key, 0) + value
+        out["net"].update(p.get("net", {}))
+    for tier, members in tiers.items():
+        found = {label: parts[node]["cpu"][label] for node, label in members
+                 if node in parts and label in parts[node].get("cpu", {})}
+        if len(found) != len(members):
+            continue  # a part is missing (its container stopped, its node did not answer)
+        if len(found) == 1:
+            out["cpu"][tier] = next(iter(found.values()))
+            continue
+        total = {k: sum(v[k] for v in found.values()) for k in ("usage_s", "user_s", "system_s")}
+        if all("read_bytes" in v for v in found.values()):
+            total["read_bytes"] = sum(v["read_bytes"] for v in found.values())
+        out["cpu"][tier] = {**total, "parts": {label: v["usage_s"] for label, v in found.items()}}
+    missing = sorted({n for members in tiers.values() for n, _ in members} - set(parts))
+    if missing:
+        out["missing_nodes"] = missing
+    return out
+
+
+class MergedSampler:
+    """Samples every node at 1 Hz (one agent each) and writes merged samples as JSON lines,
+    with the interface of the single-host Sampler: start(), stop(), samples, error, sample()."""
+
+    def __init__(self, out: Path, nodes: dict[str, dict[str, Any]],
+                 tiers: dict[str, list[tuple[str, str]]], interval: float = 1.0,
+                 probes: dict[str, Callable[[], dict]] | None = None) -> None:
+        """``nodes``: name -> {"argv": ssh argv up to the host, "offset": the node's clock
+        offset in s, "containers": {label: pid}, "ifaces": {label: ifname}}; ``probes``: a
+        kind's callables read on the controller with each merged sample, as Sampler's."""
+        self.out, self.nodes, self.tiers, self.interval = out, nodes, tiers, interval
+        self.probes = probes or {}
+        self.samples: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self.streams: dict[str, NodeStream] = {}
+        self.kernels: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="merged-sampler", daemon=True)
+        self._lock = threading.Lock()
+        self.t0 = 0.0
+
+    def start(self) -> MergedSampler:
+        """Start every node's agent; returns once all sample (the first sample is at once)."""
+        for name, spec in self.nodes.items():
+            config = {"containers": spec["containers"], "ifaces": spec["ifaces"],
+                      "interval": self.interval}
+            command = "exec python3 -c " + _quote(program(config))
+            self.streams[name] = NodeStream(name, [*spec["argv"], command])
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for name, stream in self.streams.items():
+            ready = stream.wait_for("ready", deadline)
+            if ready is None:
+                why = stream.why() if stream.ended.is_set() else \
+                    f"no answer within {READY_TIMEOUT_S:g} s"
+                self._end_all()
+                raise AgentError(f"{name}: the sampling agent did not start (python3 is needed "
+                                 f"on every node): {why}")
+            self.kernels[name] = ready.get("boot_id", "")
+            if ready.get("gone"):
+                label, why = next(iter(ready["gone"].items()))
+                self._end_all()
+                raise AgentError(f"{name}: the CPU counters of {label} cannot be read: {why}")
+        self.t0 = time.time() + 0.05
+        for name, stream in self.streams.items():
+            stream.send(f"t0 {self.t0:.6f} {self.nodes[name].get('offset', 0.0):.6f}")
+        self._thread.start()
+        return self
+
+    def _merge_tick(self, key: Any, deadline: float) -> dict[str, Any] | None:
+        """Every node's sample of tick ``key`` merged; None when a node that still runs missed
+        it (a partial tick would sum part of the cluster). A node whose agent ended is left
+        out, and the sampler's error names it."""
+        parts = {}
+        late = False
+        for name, stream in self.streams.items():
+            got = stream.wait_for(key, deadline)
+            if got is not None:
+                parts[name] = stream.take(key)
+            elif stream.ended.is_set():
+                if self.error is None and not self._stop.is_set():
+                    self.error = f"sampling stopped on {name}: {stream.why()}"
+            else:
+                late = True
+        if not parts or late:
+            return None
+        merged = merge(parts, self.tiers, self.kernels)
+        if self.probes:
+            merged["probes"] = {name: probe() for name, probe in self.probes.items()}
+        return merged
+
+    def _loop(self) -> None:
+        with self.out.open("a") as fh:
+            k = 0
+            while not self._stop.is_set():
+                due = self.t0 + k * self.interval
+                tick_deadline = time.monotonic() + max(0.0, due - time.time()) + GRACE_S
+                merged = self._merge_tick(k, tick_deadline)
+                if merged is not None:
+                    with self._lock:
+                        bisect.insort(self.samples, merged, key=lambda s: s["t"])
+                        fh.write(json.dumps(merged) + "\n")
+                        fh.flush()
+                k += 1
+                behind = int((time.time() - self.t0) / self.interval)
+                if behind > k + 1:  # the controller stalled: drop what can no longer come
+                    for stream in self.streams.values():
+                        for old in range(k, behind):
+                            stream.take(old)
+                    k = behind
+                if all(s.ended.is_set() for s in self.streams.values()):
+                    return
+
+    def sample(self) -> dict[str, Any]:
+        """One merged sample now (every node's counters read at once)."""
+        for stream in self.streams.values():
+            stream.send("now")
+        merged = self._merge_tick("now", time.monotonic() + 10)
+        if merged is None:
+            raise AgentError(self.error or "no node answered a sample request")
+        return merged
+
+    def now(self) -> dict[str, Any]:
+        """Every counter read now (a stopped container's left out), as Sampler.now()."""
+        return self.sample()
+
+    def mark(self) -> dict[str, Any]:
+        """A merged sample taken now and kept in time order with the ticks, as Sampler.mark()."""
+        sample = self.sample()
+        with self._lock:
+            bisect.insort(self.samples, sample, key=lambda s: s["t"])
+            with self.out.open("a") as fh:
+                fh.write(json.dumps(sample) + "\n")
+        return sample
+
+    def stop(self) -> list[dict[str, Any]]:
+        """A last sample from every node, then end the agents; returns every sample."""
+        if self._stop.is_set():
+            return self.samples
+        self._stop.set()
+        for stream in self.streams.values():
+            stream.send("stop")
+        self._thread.join(timeout=self.interval + GRACE_S + 10)
+        final = self._merge_tick("final", time.monotonic() + 10)
+        if final is not None:
+            self.samples.append(final)
+            with self.out.open("a") as fh:
+                fh.write(json.dumps(final) + "\n")
+        self._end_all()
+        return self.samples
+
+    def _end_all(self) -> None:
+        for stream in self.streams.values():
+            stream.close()
+
+
+def _quote(text: str) -> str:
+    """Quote for the remote POSIX shell."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"

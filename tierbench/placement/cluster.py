@@ -1,0 +1,698 @@
+"""The cluster placement: every service on the node its role names, with host networking,
+through each node's Docker context (``docker --context NODE compose ...``), and everything else a
+run needs on the nodes over SSH.
+
+- **Roles.** The host-networking overlays (``compose/host*.yml``, one beside each compose file
+  that defines services; :data:`HOST_OVERLAYS`) give each service ``network_mode: host``, its
+  listening address and port, and the label ``org.tierbench.role`` naming the cluster file's
+  role it runs on (``org.tierbench.port`` the port it serves). Services of a list role
+  (``pfs_io``) go round the role's nodes; the replicas of a scaled one are shared out among
+  them. A one-shot job without a role (``pvfs-config``) runs on every node of the services
+  that depend on it or share a volume with it. Every service's node address reaches the others
+  as ``TIERBENCH_ADDR_<SERVICE>`` (``TIERBENCH_ADDR_WEB``), as Compose's DNS would on one host.
+- **Bring-up.** In dependency order, service by service on its nodes: ``run --rm --no-deps``
+  for one-shot jobs, ``up -d --wait --no-deps`` for the others (a dependency on another node is
+  up and healthy before its dependents start). Images are shipped to each node first (only
+  those whose ID differs, their IDs recorded), and the checkout's ``workloads/`` is copied to the
+  cluster file's ``workdir`` on each node; tmpfs the services bind are mounted on their nodes.
+- **Modes** act on each node's first data-plane interface, over SSH (the node transport of
+  tierbench.interfaces.netif); **sampling** is one agent per node (tierbench.measure.agent),
+  merged on the controller's clock with each node's measured offset.
+- **Files.** The load generator's files (traces in, request logs and tool output out) go
+  through ``WORKDIR/results`` on its node, copied there before a point and back after it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from tierbench.config.files import ROOT, results_root
+from tierbench.interfaces import netif
+from tierbench.interfaces.netif import Endpoint
+from tierbench.measure.agent import MergedSampler
+from tierbench.placement import compose, nodes
+from tierbench.placement.compose import PROJECT, Container, Services, StackError
+from tierbench.placement.nodes import Cluster, ClusterError, Node, NodeError
+from tierbench.placement.placer import Placer, counter_parts
+
+ROLE_LABEL = "org.tierbench.role"
+PORT_LABEL = "org.tierbench.port"
+# Each compose file that defines services, and its host-networking overlay on a cluster.
+HOST_OVERLAYS = {
+    "docker-compose.yml": "compose/host.yml",
+    "compose/loadgen-workers.yml": "compose/host-workers.yml",
+    "compose/pvfs.yml": "compose/host-pvfs.yml",
+    "compose/docroot-pvfs.yml": "compose/host-docroot-pvfs.yml",
+    "compose/net.yml": "compose/host-net.yml",
+    "compose/app-db.yml": "compose/host-app-db.yml",
+}
+# Roles whose services serve the others (a client's NIC that also carries one of them does not
+# count what the client alone receives).
+SERVER_ROLES = ("proxy", "web", "app", "db", "pfs_meta", "pfs_io", "net_server")
+TMPFS_DEFAULTS = ("/run/tierbench/docroot-tmpfs", "/run/tierbench/hot-tmpfs")
+
+
+class NodeDown(StackError):
+    """A node's Docker engine stopped answering; the message names the node."""
+
+
+class NodeCgroup:
+    """A container's CPU counter on a node: read there by the node's sampling agent."""
+
+    def __init__(self, node: str, pid: int) -> None:
+        self.node, self.pid = node, pid
+
+
+def env_name(service: str) -> str:
+    """TIERBENCH_ADDR_<SERVICE>: the variable holding a service's node address."""
+    return "TIERBENCH_ADDR_" + re.sub(r"[^A-Za-z0-9]", "_", service).upper()
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def engine_down(node: str, detail: str) -> NodeDown | None:
+    """NodeDown for a Docker CLI error that says the node's engine does not answer."""
+    if "Cannot connect to the Docker daemon" in detail or "Is the docker daemon running" in detail:
+        return NodeDown(f"{node}: its Docker engine does not answer (the daemon is not running "
+                        "or does not listen on its socket)")
+    return None
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [ln.strip() for ln in (text or "").splitlines() if ln.strip()][-lines:]
+    return " / ".join(kept)
+
+
+def host_files(files: list[str]) -> list[str]:
+    """The compose files with the host-networking overlay of each file that has one, last."""
+    extra = []
+    for f in files:
+        rel = str(Path(f).resolve().relative_to(ROOT)) if Path(f).is_absolute() else f
+        if rel in HOST_OVERLAYS:
+            extra.append(str(ROOT / HOST_OVERLAYS[rel]))
+    return [*files, *extra]
+
+
+def topo_levels(services: list[str], deps: dict[str, list[str]]) -> list[list[str]]:
+    """Services in dependency order, level by level (a level depends only on earlier ones)."""
+    left = list(services)
+    done: set[str] = set()
+    levels = []
+    while left:
+        level = [s for s in left if all(d in done or d not in services for d in deps.get(s, []))]
+        if not level:
+            raise StackError(f"the services {', '.join(left)} depend on each other in a cycle")
+        levels.append(sorted(level, key=_natural))
+        done.update(level)
+        left = [s for s in left if s not in done]
+    return levels
+
+
+def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
+          cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Each wanted service's nodes and how many replicas on each: by its role label (see the
+    module's doc). ClusterError names every role the cluster file does not place."""
+    services = config["services"]
+    where: dict[str, dict[str, int]] = {}
+    missing: list[str] = []
+    by_role: dict[str, list[str]] = {}
+    for name in sorted(wanted, key=_natural):
+        role = (services[name].get("labels") or {}).get(ROLE_LABEL)
+        if role:
+            by_role.setdefault(role, []).append(name)
+    for role, names in by_role.items():
+        if role not in nodes.ROLES:
+            raise StackError(f"service {names[0]} has the role {role!r}, which cluster files do "
+                             f"not know (roles: {', '.join(nodes.ROLES)})")
+        placed = [n.name for n in cluster.nodes_for(role)]
+        if not placed:
+            missing.append(role)
+            continue
+        for i, name in enumerate(names):
+            count = scale.get(name, 1)
+            if len(names) > 1:  # several services of one role: one after the other round it
+                where[name] = {placed[i % len(placed)]: count}
+            else:  # one service's replicas shared out among the role's nodes
+                share = {n: count // len(placed) + (j < count % len(placed))
+                         for j, n in enumerate(placed)}
+                where[name] = {n: k for n, k in share.items() if k}
+    if missing:
+        cluster.require_roles(*missing)
+    for name in wanted:  # one-shot jobs without a role: beside those who need them
+        if name in where:
+            continue
+        volumes = _named_volumes(services[name])
+        hosts: dict[str, int] = {}
+        for other in wanted:
+            spec = services[other]
+            needs = name in (spec.get("depends_on") or {})
+            shares = bool(volumes & _named_volumes(spec))
+            if other != name and (needs or shares) and other in where:
+                hosts.update(dict.fromkeys(where[other], 1))
+        if not hosts:
+            raise StackError(f"service {name} has no {ROLE_LABEL} label and no service on a node "
+                             "needs it: give it a role in its host overlay")
+        where[name] = hosts
+    return where
+
+
+def _named_volumes(spec: dict[str, Any]) -> set[str]:
+    return {v.get("source") for v in spec.get("volumes") or []
+            if isinstance(v, dict) and v.get("type") == "volume" and v.get("source")}
+
+
+def is_job(name: str, config: dict[str, Any], wanted: list[str]) -> bool:
+    """A one-shot job: a service others wait for to complete."""
+    return any((config["services"][o].get("depends_on") or {}).get(name, {}).get("condition")
+               == "service_completed_successfully" for o in wanted)
+
+
+class ClusterPlacer(Placer):
+    """Services on cluster nodes (see the module's doc)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.name = f"cluster {cluster.path or ''}".strip()
+        self.report: nodes.CheckReport | None = None
+        self.offsets: dict[str, float] = {}
+        self.placed: dict[str, dict[str, int]] = {}
+        self.roles: dict[str, str | None] = {}
+        self.ports: dict[str, str] = {}
+        self.images: dict[str, dict[str, str]] = {}
+        self.workloads_sent: set[str] = set()
+        for node in cluster.nodes:
+            netif.add_node(node.name, nodes.ssh_prefix(node))
+
+    # -- nodes
+    def node(self, name: str) -> Node:
+        return self.cluster.node(name)
+
+    def check(self, need_disk: dict[str, int] | None = None,
+              need_mem: dict[str, int] | None = None) -> nodes.CheckReport:
+        """Every node checked (reachable, Docker and Compose, interfaces, clock, disk, memory)
+        before anything changes anywhere; ClusterError with every problem."""
+        report = nodes.check_nodes(self.cluster, need_disk_bytes=need_disk or 0,
+                                   need_mem_bytes=need_mem or 0)
+        if report.problems:
+            raise ClusterError(report.problems)
+        self.report = report
+        self.offsets = {name: r.offset_s for name, r in report.clocks.items()}
+        return report
+
+    def checked(self) -> nodes.CheckReport:
+        return self.report or self.check()
+
+    def each(self, names: list[str], fn: Any) -> dict[str, Any]:
+        """fn(node) on each named node at once; results by node (exceptions are returned)."""
+        out: dict[str, Any] = {}
+        with concurrent.futures.ThreadPoolExecutor(max(1, min(8, len(names)))) as pool:
+            futures = {n: pool.submit(fn, self.node(n)) for n in names}
+        for n, f in futures.items():
+            try:
+                out[n] = f.result()
+            except Exception as exc:  # noqa: BLE001 - reported per node by the caller
+                out[n] = exc
+        return out
+
+    def compose_argv(self, node: Node, files: list[str], profiles: list[str] = ()) -> list[str]:
+        return nodes.docker_argv(node, "compose", "-p", PROJECT,
+                                 *(a for f in files for a in ("-f", f)),
+                                 *(a for p in profiles for a in ("--profile", p)))
+
+    def run_compose(self, node: Node, argv: list[str], env: dict[str, str], timeout: float,
+                    what: str) -> str:
+        try:
+            done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise StackError(f"{node.name}: {what} did not finish within {timeout:.0f} s") from None
+        if done.returncode != 0:
+            detail = _tail(done.stderr or done.stdout)
+            down = engine_down(node.name, detail)
+            if down is not None:
+                raise down
+            raise StackError(f"{node.name}: {what} failed: {detail or done.returncode}")
+        return done.stdout
+
+    # -- bring-up
+    def config(self, files: list[str], env: dict[str, str], profiles: list[str],
+               ) -> dict[str, Any]:
+        """The resolved compose configuration (`docker compose config`: no engine needed)."""
+        argv = ["docker", "compose", "-p", PROJECT, *(a for f in files for a in ("-f", f)),
+                *(a for p in profiles for a in ("--profile", p)), "config", "--format", "json"]
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        if done.returncode != 0:
+            raise StackError(f"`docker compose config` of {', '.join(Path(f).name for f in files)} "
+                             f"failed: {_tail(done.stderr)}")
+        return json.loads(done.stdout)
+
+    def up(self, spec: Services) -> None:
+        """Bring ``spec`` up on the nodes, service by service in dependency order."""
+        self.checked()
+        files = host_files(spec.files)
+        env = {**spec.env, "TIERBENCH_NODE_DIR": self.cluster.workdir}
+        # every profile: services named in the spec start whatever their profile (as `compose up
+        # SERVICE` does); roles and dependencies first, the addresses they give next
+        raw = self.config(files, env, ["*"])
+        services = raw["services"]
+        wanted = list(spec.services or [s for s, v in services.items()
+                                        if not v.get("profiles")
+                                        or set(v["profiles"]) & set(spec.profiles)])
+        for name in list(wanted):  # and what they depend on
+            for dep in services[name].get("depends_on") or {}:
+                if dep not in wanted:
+                    wanted.append(dep)
+        where = place(raw, wanted, spec.scale, self.cluster)
+        for name, hosts in where.items():
+            if len(hosts) == 1:
+                env[env_name(name)] = self.node(next(iter(hosts))).interface().ip
+        config = self.config(files, env, ["*"])
+        used = sorted({n for hosts in where.values() for n in hosts}, key=_natural)
+        self.prepare_nodes(used, {n: sorted({config["services"][s]["image"] for s, h in
+                                             where.items() if n in h})
+                                  for n in used})
+        self.mount_tmpfs(spec.tmpfs, config, where)
+        stale = self.stale_volumes(config, where)
+        if stale:
+            compose.log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by "
+                        "an earlier run: removing the stack first")
+            self.down()
+            self.mount_tmpfs(spec.tmpfs, config, where)
+        self.placed = where
+        self.roles = {name: (config["services"][name].get("labels") or {}).get(ROLE_LABEL)
+                      for name in where}
+        self.ports = {name: str((config["services"][name].get("labels") or {}).get(PORT_LABEL))
+                      for name in where
+                      if (config["services"][name].get("labels") or {}).get(PORT_LABEL)}
+        deps = {s: list(config["services"][s].get("depends_on") or {}) for s in wanted}
+        for level in topo_levels(wanted, deps):  # a level's nodes at once, in order
+            results = self.each(sorted({n for s in level for n in where[s]}, key=_natural),
+                                lambda node, level=level: self.start_on(
+                                    node, level, where, files, env, spec, config, wanted))
+            for result in results.values():
+                if isinstance(result, Exception):
+                    raise result
+
+    def start_on(self, node: Node, level: list[str], where: dict[str, dict[str, int]],
+                 files: list[str], env: dict[str, str], spec: Services, config: dict[str, Any],
+                 wanted: list[str]) -> None:
+        """The services of one dependency level that go on ``node``."""
+        base = self.compose_argv(node, files, ["*"])
+        for name in level:
+            count = where[name].get(node.name)
+            if not count:
+                continue
+            if is_job(name, config, wanted):
+                self.run_compose(node, [*base, "run", "--rm", "--no-deps", "-T", name], env,
+                                 spec.timeout, f"the one-shot job {name}")
+            elif name in spec.replica_env and count > 1:
+                self.start_replicas(node, base, name, spec.replica_env[name][:count], env, spec)
+            else:
+                self.run_compose(node, [*base, "up", "-d", "--wait", "--no-build", "--no-deps",
+                                        "--scale", f"{name}={count}", name], env, spec.timeout,
+                                 f"starting {name}")
+
+    def start_replicas(self, node: Node, base: list[str], name: str,
+                       envs: list[dict[str, str]], env: dict[str, str], spec: Services) -> None:
+        """Replicas that must differ on one host network (their ports): each a container of the
+        service with its own environment, tierbench-NAME-1..N, healthy before returning."""
+        self.run_compose(node, [*base, "rm", "-s", "-f", name], env, 120, f"removing {name}")
+        for i, extra in enumerate(envs, 1):
+            cname = f"{PROJECT}-{name}-{i}"
+            nodes.run_docker(node, "rm", "-f", cname, check=False, timeout=60)
+            sets = [a for k, v in extra.items() for a in ("-e", f"{k}={v}")]
+            self.run_compose(node, [*base, "run", "-d", "--no-deps", "--name", cname, *sets,
+                                    name], env, spec.timeout, f"starting {cname}")
+        for i in range(1, len(envs) + 1):
+            self.wait_healthy(node, f"{PROJECT}-{name}-{i}", spec.timeout)
+
+    def wait_healthy(self, node: Node, cname: str, timeout: float) -> None:
+        """Wait until a container started by tierbench is healthy (or has no healthcheck)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = nodes.run_docker(node, "inspect", "-f",
+                                     "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}"
+                                     "{{end}}", cname, check=False, timeout=30).stdout.split()
+            if state[:1] != ["running"] and state[:1] != ["created"]:
+                raise StackError(f"{node.name}: {cname} is {' '.join(state) or 'gone'}: see "
+                                 f"`docker --context {node.docker_context} logs {cname}`")
+            if len(state) < 2 or state[1] == "healthy":
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"{node.name}: {cname} did not become healthy within "
+                                 f"{timeout:.0f} s")
+            time.sleep(1)
+
+    def prepare_nodes(self, used: list[str], images: dict[str, list[str]]) -> None:
+        """Images shipped where they run, the workloads and the results folder on each node
+        (one node after the other: `docker save` of several at once gains little and takes
+        every core of the controller)."""
+        for name in used:
+            node = self.node(name)
+            try:
+                self.images.setdefault(name, {}).update(
+                    nodes.ship_images(node, images[name], progress=compose.log))
+                if name not in self.workloads_sent:
+                    self.send_workloads(node)
+                    self.workloads_sent.add(name)
+            except NodeError as exc:
+                raise StackError(str(exc)) from None
+
+    def send_workloads(self, node: Node) -> None:
+        """The checkout's workloads/ (its data/ left out) into WORKDIR on the node."""
+        work = shlex.quote(self.cluster.workdir)
+        tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=workloads/data",
+                              "--exclude=__pycache__", "-c", "workloads"],
+                             capture_output=True, check=True, timeout=60).stdout
+        # emptied in place, not removed: containers a run left up bind-mount this folder, and
+        # a new folder would leave them an empty, deleted one
+        script = (f"mkdir -p {work}/results {work}/workloads && "
+                  f"find {work}/workloads -mindepth 1 -delete && tar -C {work} -x")
+        done = subprocess.run(nodes.ssh_argv(node, script), input=tar, capture_output=True,
+                              timeout=120, check=False)
+        if done.returncode != 0:
+            raise NodeError(f"{node.name}: copying workloads/ to {self.cluster.workdir} failed: "
+                            f"{_tail(done.stderr.decode(errors='replace'))}")
+
+    def mount_tmpfs(self, tmpfs: dict[str, str], config: dict[str, Any],
+                    where: dict[str, dict[str, int]]) -> None:
+        """Each tmpfs on the nodes of the services whose volumes bind it."""
+        volumes = config.get("volumes") or {}
+        for path, size in tmpfs.items():
+            users = {key for key, v in volumes.items()
+                     if ((v or {}).get("driver_opts") or {}).get("device") == path}
+            hosts = {n for s, h in where.items() for n in h
+                     if _named_volumes(config["services"][s]) & users}
+            q = shlex.quote(path)
+            script = (f"mountpoint -q {q} || {{ mkdir -p {q} && mount -t tmpfs -o "
+                      f"size={shlex.quote(size)},mode=0755 tierbench {q}; }}")
+            for node in sorted(hosts):
+                nodes.run_on_node(self.node(node), script, timeout=60)
+
+    def stale_volumes(self, config: dict[str, Any], where: dict[str, dict[str, int]]) -> list[str]:
+        """Volumes on the nodes that exist with another driver or options than the files say."""
+        wanted = config.get("volumes") or {}
+        stale = []
+        for node_name in sorted({n for h in where.values() for n in h}):
+            keys = {v for s, h in where.items() if node_name in h
+                    for v in _named_volumes(config["services"][s])}
+            for key in keys:
+                spec = wanted.get(key) or {}
+                name = spec.get("name") or f"{PROJECT}_{key}"
+                done = nodes.run_docker(self.node(node_name), "volume", "inspect", name,
+                                        check=False, timeout=60)
+                if done.returncode != 0:
+                    continue
+                [info] = json.loads(done.stdout)
+                if info.get("Driver") != (spec.get("driver") or "local") or \
+                        (info.get("Options") or {}) != (spec.get("driver_opts") or {}):
+                    stale.append(f"{name} on {node_name}")
+        return stale
+
+    def down(self) -> None:
+        """Every node: the project's containers, networks and volumes removed, tmpfs unmounted."""
+        files = host_files([str(ROOT / "docker-compose.yml"),
+                            *(str(ROOT / f) for f in compose.OVERLAYS.values()),
+                            str(ROOT / compose.NET_OVERLAY)])
+        env = {**compose.dotenv(), **os.environ,
+               "TIERBENCH_NODE_DIR": self.cluster.workdir}
+        env = {k: v for k, v in env.items() if k not in ("DOCKER_CONTEXT", "DOCKER_HOST")}
+
+        def down(node: Node) -> None:
+            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net"]), "down", "-v",
+                                    "--remove-orphans", "--timeout", "10"], env, 300,
+                             "removing the stack")
+            paths = " ".join(shlex.quote(p) for p in self.tmpfs_paths(env))
+            nodes.run_on_node(node, f"for p in {paths}; do mountpoint -q $p && umount $p; "
+                                    "done; true", timeout=60)
+
+        problems = [str(r) for r in self.each([n.name for n in self.cluster.nodes], down).values()
+                    if isinstance(r, Exception)]
+        self.placed = {}
+        if problems:
+            raise StackError("; ".join(problems))
+
+    def tmpfs_paths(self, env: dict[str, str]) -> list[str]:
+        return [env.get("DOCROOT_TMPFS_DIR") or TMPFS_DEFAULTS[0],
+                env.get("HOT_TMPFS_DIR") or TMPFS_DEFAULTS[1]]
+
+    # -- containers
+    def replicas(self) -> list[Container]:
+        """Every running container of the project on every node; NodeDown names a node whose
+        engine does not answer."""
+        facts = self.report.facts if self.report else {}
+        found: list[tuple[str, int, Container]] = []
+        results = self.each([n.name for n in self.cluster.nodes], self.node_replicas)
+        for name, result in results.items():
+            if isinstance(result, Exception):
+                down = engine_down(name, str(result))
+                raise down or result
+            cpus = facts.get(name, {}).get("cpus")
+            for service, number, c in result:
+                if not c.cpuset and cpus:
+                    c = Container(**{**c.__dict__, "cpuset": f"0-{int(cpus) - 1}"})
+                found.append((service, number, c))
+        return [c for _, _, c in sorted(found, key=lambda f: (f[0], f[1], f[2].node or ""))]
+
+    def node_replicas(self, node: Node) -> list[tuple[str, int, Container]]:
+        ids = nodes.run_docker(node, "ps", "-q", "--filter",
+                               f"label=com.docker.compose.project={PROJECT}",
+                               timeout=60).stdout.split()
+        if not ids:
+            return []
+        out = []
+        for info in json.loads(nodes.run_docker(node, "inspect", *ids, timeout=60).stdout):
+            labels = info["Config"]["Labels"] or {}
+            service = labels.get("com.docker.compose.service", "")
+            number = int(labels.get("com.docker.compose.container-number", "1") or 1)
+            name = info["Name"].lstrip("/")
+            m = re.match(rf"^{PROJECT}-{re.escape(service)}-(\d+)$", name)
+            if m:  # replicas started one by one (start_replicas) carry their number in the name
+                number = int(m.group(1))
+            out.append((service, number, Container(
+                service=service, id=info["Id"], name=name, pid=int(info["State"]["Pid"]),
+                image=info["Config"]["Image"], image_id=info["Image"],
+                cpuset=info["HostConfig"].get("CpusetCpus") or "", node=node.name,
+                context=node.docker_context)))
+        return out
+
+    def where(self, service: str) -> str:
+        hosts = self.placed.get(service)
+        return f" on {', '.join(hosts)}" if hosts else ""
+
+    def context_arg(self, service: str) -> str:
+        hosts = self.placed.get(service)
+        return f" --context {self.node(next(iter(hosts))).docker_context}" if hosts else ""
+
+    # -- measurement and modes
+    def endpoints(self, label: str, container: Container) -> list[Endpoint]:
+        """The first data-plane interface of the container's node."""
+        node = self.node(container.node or "")
+        return [Endpoint(node.name, node.interface().name, None, node.name)]
+
+    def counter(self, container: Container) -> NodeCgroup:
+        """Read on the container's node by its sampling agent."""
+        return NodeCgroup(container.node or "", container.pid)
+
+    def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
+        """The nodes' data-plane interfaces, by label (node:interface)."""
+        return {ep.label: ep.ifname for ep in endpoints if ep.node}
+
+    def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
+        """What the nodes' NICs receive, unless a node also hosts a server (then its NIC does not
+        carry what the client alone receives: the summary counts the requests' bytes)."""
+        servers = {n for s, hosts in self.placed.items()
+                   if self.roles.get(s) in SERVER_ROLES for n in hosts}
+        eps = [ep for ep in endpoints if ep.node]
+        if any(ep.node in servers for ep in eps):
+            return []
+        return [(ep.label, "rx_bytes") for ep in dict.fromkeys(eps)]
+
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> MergedSampler:
+        """One sampling agent per node, merged on the controller's clock (probes read on the
+        controller with each merged sample)."""
+        per_node: dict[str, dict[str, Any]] = {}
+
+        def entry(node: str) -> dict[str, Any]:
+            return per_node.setdefault(node, {
+                "argv": nodes.ssh_prefix(self.node(node)), "offset": self.offsets.get(node, 0.0),
+                "containers": {}, "ifaces": {}})
+
+        tiers: dict[str, list[tuple[str, str]]] = {}
+        for tier, parts in counter_parts(counters).items():
+            for label, c in parts:
+                entry(c.node)["containers"][label] = c.pid
+                tiers.setdefault(tier, []).append((c.node, label))
+        for label, ifname in ifaces.items():
+            entry(label.split(":", 1)[0])["ifaces"][label] = ifname
+        return MergedSampler(out, per_node, tiers, probes=probes)
+
+    def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
+        """Those interfaces on every node the containers run on."""
+        used = list(dict.fromkeys(c.node for c in containers if c.node))
+        return [Endpoint(n, name, None, n) for n in used for name in names]
+
+    def address(self, container: Container, subnet: str | None = None) -> str:
+        """The data-plane address of the container's node."""
+        return self.node(container.node or "").interface().ip
+
+    def url(self, target: str) -> str:
+        """http://SERVICE[/path] as http://NODE_ADDRESS:PORT[/path] of the node serving it."""
+        m = re.match(r"^(https?)://([^/:]+)(?::\d+)?(/.*)?$", target)
+        if not m or m.group(2) not in self.placed or m.group(2) not in self.ports:
+            return target
+        hosts = self.placed[m.group(2)]
+        ip = self.node(next(iter(hosts))).interface().ip
+        return f"{m.group(1)}://{ip}:{self.ports[m.group(2)]}{m.group(3) or ''}"
+
+    def own_addresses(self) -> list[str]:
+        """Every node's data-plane addresses."""
+        return [i.ip for n in self.cluster.nodes for i in n.interfaces]
+
+    def shares_ports(self) -> bool:
+        """Host networking: the replicas on one node share its ports."""
+        return True
+
+    # -- files
+    def push(self, container: Container, paths: list[Path]) -> None:
+        """Copy files of the results folder to WORKDIR/results on the container's node (a
+        folder: made there, empty)."""
+        root = results_root()
+        rel = [str(p.resolve().relative_to(root)) for p in paths]
+        files = [r for r, p in zip(rel, paths) if not p.is_dir()]
+        tar = subprocess.run(["tar", "-C", str(root), "-c", *files], capture_output=True,
+                             check=True, timeout=300).stdout if files else b""
+        work = shlex.quote(f"{self.cluster.workdir}/results")
+        folders = " ".join(shlex.quote(f"{self.cluster.workdir}/results/{r}")
+                           for r, p in zip(rel, paths) if p.is_dir())
+        script = f"mkdir -p {work} {folders}" + (f" && tar -C {work} -x" if files else "")
+        done = subprocess.run(nodes.ssh_argv(self.node(container.node or ""), script),
+                              input=tar, capture_output=True, timeout=300, check=False)
+        if done.returncode != 0:
+            raise NodeError(f"{container.node}: copying {', '.join(rel)} there failed: "
+                            f"{_tail(done.stderr.decode(errors='replace'))}")
+
+    def pull(self, container: Container, folder: Path) -> None:
+        """Copy what is in WORKDIR/results/<folder> on the container's node into ``folder``
+        (files the controller has, such as the samples, are kept), then empty it there."""
+        root = results_root()
+        rel = shlex.quote(str(folder.resolve().relative_to(root)))
+        work = shlex.quote(f"{self.cluster.workdir}/results")
+        done = subprocess.run(nodes.ssh_argv(self.node(container.node or ""),
+                                             f"[ -d {work}/{rel} ] || exit 0; tar -C {work} -c "
+                                             f"{rel} && find {work}/{rel} -mindepth 1 -delete"),
+                              capture_output=True, timeout=600, check=False)
+        if done.returncode != 0:
+            raise NodeError(f"{container.node}: copying {rel} back failed: "
+                            f"{_tail(done.stderr.decode(errors='replace'))}")
+        if done.stdout:
+            subprocess.run(["tar", "-C", str(root), "-x", "--skip-old-files"], input=done.stdout,
+                           check=True, timeout=300)
+
+    def evict_docroot(self, web: Container) -> int:
+        """Drop the docroot volume's files from the web node's page cache (python3 there)."""
+        node = self.node(web.node or "")
+        where = nodes.run_docker(node, "volume", "inspect", "-f", "{{.Mountpoint}}",
+                                 f"{PROJECT}_docroot", timeout=60).stdout.strip()
+        script = ("import os,sys\nos.sync()\nn=0\nfor d,_,fs in os.walk(sys.argv[1]):\n"
+                  " for f in fs:\n  try: fd=os.open(os.path.join(d,f),os.O_RDONLY)\n"
+                  "  except OSError: continue\n  os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)"
+                  "\n  os.close(fd); n+=1\nprint(n)\n")
+        out = nodes.run_on_node(node, f"python3 -c {shlex.quote(script)} {shlex.quote(where)}",
+                                timeout=600).stdout
+        return int(out.strip() or 0)
+
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """/proc/PID/net/NAME of the container's process, read on its node over SSH (with host
+        networking: the node's)."""
+        pid = int(container.pid)
+        files = " ".join(shlex.quote(f"/proc/{pid}/net/{name}") for name in names)
+        return nodes.run_on_node(self.node(container.node or ""),
+                                 f"cat {files} 2>/dev/null; true", timeout=60).stdout
+
+    def engines_answer(self) -> str | None:
+        """The first node whose Docker engine does not answer, as NodeDown says it."""
+        try:
+            self.replicas()
+        except NodeDown as exc:
+            return str(exc)
+        return None
+
+    def drop_caches(self, containers: list[Container]) -> None:
+        """sync and drop the page cache on each node the containers run on."""
+        for name in dict.fromkeys(c.node for c in containers if c.node):
+            nodes.run_on_node(self.node(name), "sync && echo 3 > /proc/sys/vm/drop_caches",
+                              timeout=300)
+
+    # -- records
+    def provenance(self, when: str = "before") -> dict[str, Any]:
+        """Per node: kernel, CPU, ethtool -i of each data-plane interface, ethtool -k/-c/-g/-l
+        (``when``: before or after the run), clock offset, images shipped and their IDs."""
+        report = self.checked()
+
+        def one(node: Node) -> dict[str, Any]:
+            out = nodes.node_provenance(node) if when == "before" else {}
+            out[f"nic_{when}"] = nic_settings(node)
+            if when == "before":
+                clock = report.clocks.get(node.name)
+                out["clock_offset_s"] = clock.offset_s if clock else None
+                out["clock_rtt_s"] = clock.rtt_s if clock else None
+                out["data_plane"] = [i.model_dump() for i in node.interfaces]
+                out["roles"] = [r for r, ns in self.cluster.placement().items()
+                                if node.name in ns]
+            return out
+
+        results = self.each([n.name for n in self.cluster.nodes], one)
+        return {name: (r if not isinstance(r, Exception) else {"error": str(r)})
+                for name, r in results.items()}
+
+    def images_by_node(self) -> dict[str, dict[str, str]]:
+        """The images shipped to each node and their IDs there."""
+        return {n: dict(ids) for n, ids in self.images.items()}
+
+    def clean(self) -> list[str]:
+        """The load generator's files left in WORKDIR/results on every node removed (after
+        down())."""
+        notes = [f"removed what a run left in {self.cluster.workdir}/results on the nodes"]
+        work = shlex.quote(f"{self.cluster.workdir}/results")
+        for n in self.cluster.nodes:
+            try:
+                nodes.run_on_node(n, f"rm -rf {work}", timeout=60)
+            except NodeError as exc:
+                notes.append(str(exc))
+        return notes
+
+
+_NIC = r"""
+for itf in %s; do
+  for opt in -k -c -g -l; do echo "== $itf $opt"; ethtool $opt "$itf" 2>&1 || true; done
+done
+"""
+
+
+def nic_settings(node: Node) -> dict[str, dict[str, str]]:
+    """``ethtool -k/-c/-g/-l`` of each data-plane interface of the node, as the tool printed."""
+    names = " ".join(shlex.quote(i.name) for i in node.interfaces)
+    out: dict[str, dict[str, str]] = {}
+    current: list[str] | None = None
+    for line in nodes.run_on_node(node, _NIC % names, timeout=60).stdout.splitlines():
+        if line.startswith("== "):
+            itf, opt = line[3:].rsplit(" ", 1)
+            current = []
+            out.setdefault(itf, {})[f"ethtool {opt}"] = current  # type: ignore[assignment]
+        elif current is not None:
+            current.append(line)
+    return {itf: {k: "\n".join(v).strip() for k, v in opts.items()}  # type: ignore[misc]
+            for itf, opts in out.items()}

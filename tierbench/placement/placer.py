@@ -1,0 +1,246 @@
+"""Where the services of a run go, behind one interface the kinds call: bring services up and
+down, list and stop their containers, run commands in them, the interfaces a mode acts on and
+the counters the sampler reads, and the files a load generator reads and writes.
+
+Two placements: :class:`LocalPlacer`, this host's Docker engine (Compose networks, veth pairs,
+cgroups read here; the default), and ``tierbench.placement.cluster.ClusterPlacer``, bare-metal
+nodes through Docker contexts with host networking (``--cluster FILE``). The command line
+chooses one for the process (:func:`use`); kinds ask for it with :func:`current` and never know
+which it is.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tierbench.interfaces import netif
+from tierbench.interfaces.netif import Endpoint
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
+from tierbench.placement import compose
+from tierbench.placement.compose import Container, Services, StackError
+
+
+class Placer:
+    """The interface; :class:`LocalPlacer` documents what each method does on one host."""
+
+    name = "placement"
+    cluster: Any = None
+
+    def up(self, spec: Services) -> None:
+        """Bring ``spec``'s services up and wait until they are healthy."""
+        raise NotImplementedError
+
+    def down(self) -> None:
+        """Remove every service of the project, its networks and volumes."""
+        raise NotImplementedError
+
+    def replicas(self) -> list[Container]:
+        """Every running container of the project."""
+        raise NotImplementedError
+
+    def containers(self) -> dict[str, Container]:
+        """The running containers by service (the first replica of a scaled one)."""
+        found: dict[str, Container] = {}
+        for c in self.replicas():
+            found.setdefault(c.service, c)
+        return found
+
+    def service_containers(self, services: tuple[str, ...]) -> dict[str, Container]:
+        """The running containers of these services; fails naming any that is not running."""
+        found = self.containers()
+        missing = [t for t in services if t not in found]
+        if missing:
+            raise StackError(f"service {missing[0]} is not running{self.where(missing[0])}: "
+                             f"see `docker{self.context_arg(missing[0])} compose logs "
+                             f"{missing[0]}`")
+        return {t: found[t] for t in services}
+
+    def where(self, service: str) -> str:
+        """' on NODE' for a service placed on a node ('' on one host)."""
+        return ""
+
+    def context_arg(self, service: str) -> str:
+        return ""
+
+    def exec(self, container: Container, argv: list[str], *, env: dict[str, str] | None = None,
+             user: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run a command in a container (never raises on its exit code)."""
+        return compose.exec_in(container, argv, env=env, user=user, timeout=timeout)
+
+    def stop(self, container: Container, grace_s: int = 2) -> None:
+        """Stop a container (a fault an experiment asks for)."""
+        subprocess.run([*compose.docker_cmd(container), "stop", "-t", str(grace_s),
+                        container.id], capture_output=True, timeout=60, check=False)
+
+    def endpoints(self, label: str, container: Container) -> list[Endpoint]:
+        """The interfaces that carry a container's traffic, for modes."""
+        raise NotImplementedError
+
+    def counter(self, container: Container) -> Any:
+        """The CPU counter of a container, for the sampler."""
+        raise NotImplementedError
+
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> Any:
+        """A 1 Hz sampler of these counters, interfaces and probes (a kind's callables that
+        read a server's own counters), writing JSON lines to ``out``."""
+        raise NotImplementedError
+
+    def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
+        """The interface counters to sample for these endpoints (label -> interface)."""
+        raise NotImplementedError
+
+    def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
+        """(sampled interface label, counter) pairs that count the bytes the containers of
+        ``endpoints`` receive."""
+        raise NotImplementedError
+
+    def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
+        """A host-scope mode's interfaces ``names`` where ``containers`` run."""
+        raise NotImplementedError
+
+    def address(self, container: Container, subnet: str | None = None) -> str:
+        """The address other services reach a container at (on one host: its address on the
+        Compose network whose addresses start with ``subnet``)."""
+        raise NotImplementedError
+
+    def url(self, target: str) -> str:
+        """A target URL naming a service (http://proxy) as the load generator reaches it."""
+        return target
+
+    def own_addresses(self) -> list[str]:
+        """Addresses of the testbed's own services beyond the benchmarking range."""
+        return []
+
+    def shares_ports(self) -> bool:
+        """Whether replicas of a service share one host's ports (host networking)."""
+        return False
+
+    def push(self, container: Container, paths: list[Path]) -> None:
+        """Make files under the results folder visible to a container that mounts it."""
+
+    def pull(self, container: Container, folder: Path) -> None:
+        """Bring back what a container wrote into ``folder`` (under the results folder)."""
+
+    def evict_docroot(self, web: Container) -> int:
+        """Drop the docroot volume's files from the page cache; returns how many files."""
+        raise NotImplementedError
+
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """Files of /proc/net (tcp, tcp6, snmp) of a container's network namespace, one after
+        another, read from its host without entering the container (quick under load); the
+        ones that cannot be read (the container stopped) left out."""
+        raise NotImplementedError
+
+    def engines_answer(self) -> str | None:
+        """Why a host's Docker engine does not answer (one sentence), or None."""
+        return None
+
+    def drop_caches(self, containers: list[Container]) -> None:
+        """Drop the page cache of the hosts these containers run on."""
+        raise NotImplementedError
+
+    def provenance(self, when: str = "before") -> dict[str, Any]:
+        """What the manifest records about the hosts beyond this one (nothing on one host)."""
+        return {}
+
+    def clean(self) -> list[str]:
+        """Notes of what was removed beyond this host's stack (nothing on one host)."""
+        return []
+
+
+class LocalPlacer(Placer):
+    """This host's Docker engine: the Compose project and its networks, veth pairs, cgroups."""
+
+    name = "this host"
+
+    def up(self, spec: Services) -> None:
+        """compose up on this host (compose.up_spec)."""
+        compose.up_spec(spec)
+
+    def down(self) -> None:
+        """compose down (compose.down)."""
+        compose.down()
+
+    def replicas(self) -> list[Container]:
+        """The project's running containers (compose.replicas)."""
+        return compose.replicas()
+
+    def endpoints(self, label: str, container: Container) -> list[Endpoint]:
+        """The container's veth and its host peer."""
+        return netif.veth_endpoints(label, container.pid)
+
+    def counter(self, container: Container) -> CgroupCpu:
+        """The container's cgroup, read on this host."""
+        return CgroupCpu(container.pid)
+
+    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
+                probes: dict[str, Any] | None = None) -> Sampler:
+        """The single-host sampler."""
+        return Sampler(out, counters, ifaces, probes=probes)
+
+    def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
+        """The host ends of the veths."""
+        return {ep.label: ep.ifname for ep in endpoints if ep.netns_pid is None}
+
+    def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
+        """What the host ends of their veths transmit into the containers."""
+        return [(ep.label, "tx_bytes") for ep in endpoints if ep.netns_pid is None]
+
+    def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
+        """This host's interfaces of those names."""
+        return [Endpoint("host", name, None) for name in names]
+
+    def address(self, container: Container, subnet: str | None = None) -> str:
+        """The container's address on the network whose addresses start with ``subnet``."""
+        done = subprocess.run(["docker", "inspect", "-f",
+                               "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                               container.id], capture_output=True, text=True, timeout=30,
+                              check=False)
+        found = [a for a in done.stdout.split() if subnet is None or a.startswith(subnet)]
+        if not found:
+            raise StackError(f"{container.name} has no address"
+                             + (f" starting with {subnet}" if subnet else ""))
+        return found[0]
+
+    def evict_docroot(self, web: Container) -> int:
+        """compose.evict_docroot on this host."""
+        return compose.evict_docroot()
+
+    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
+        """/proc/PID/net/NAME of the container's process, read here."""
+        tables = []
+        for name in names:
+            try:
+                tables.append(Path(f"/proc/{container.pid}/net/{name}").read_text())
+            except OSError:
+                continue
+        return "".join(tables)
+
+    def drop_caches(self, containers: list[Container]) -> None:
+        """Write back, then drop this host's page cache."""
+        subprocess.run(["sync"], check=False, timeout=300)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def counter_parts(counters: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:
+    """Each tier's (label, counter) parts: one for a container, several for a group."""
+    return {tier: list(c.parts.items()) if isinstance(c, CgroupGroup) else [(tier, c)]
+            for tier, c in counters.items()}
+
+
+_CURRENT: list[Placer] = []
+
+
+def use(placer: Placer) -> None:
+    """Make ``placer`` the placement of this process (the command line does, from --cluster)."""
+    _CURRENT[:] = [placer]
+
+
+def current() -> Placer:
+    """The placement of this process: the one given to use(), else this host."""
+    if not _CURRENT:
+        _CURRENT.append(LocalPlacer())
+    return _CURRENT[0]
