@@ -32,6 +32,7 @@ OPTIONAL = (
 
 LABELS = {  # default labels of well-known columns
     "tps": "TPS", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p99_ms": "p99 ms",
+    "mean_ms": "mean ms",
     "server_cpu_us_per_req": "server CPU µs/req", "server_cpu_us_per_kb": "server CPU µs/KB",
     "host_cpu_us_per_kb": "host CPU µs/KB", "host_cpu_us_per_req": "host CPU µs/req",
     "client_cpu_us_per_kb": "client CPU µs/KB", "client_cpu_pct": "client CPU %",

@@ -14,6 +14,8 @@ docker build -q --force-rm -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$B
 docker compose "$@" build -q
 # The network micro-benchmark tier (compose/net.yml, profile net): iperf 2, iperf3, sockperf.
 docker build -q --force-rm -t "tierbench-net:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/net >/dev/null
+# The disk-system benchmark (compose/disk.yml, profile disk): fio.
+docker build -q --force-rm -t "tierbench-disk:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/disk >/dev/null
 # The file-server tier (compose/fs.yml, profile fs): Samba, smbnetfs, dbench, fio, the CPU hog.
 docker build -q --force-rm -t "tierbench-fs:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/fs >/dev/null
 docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy

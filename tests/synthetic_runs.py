@@ -25,6 +25,7 @@ WEB_BASE: dict[str, Any] = {
     "server_cpu_us_per_req": 3333.3, "server_cpu_us_per_kb": 3333.3,
     "host_cpu_us_per_kb": 5000.0, "client_bound": False,
 }
+DISKS = ("ide", "scsi", "raid0")
 PFS_PHASE = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
              "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb", "host_usr_pct",
              "host_sys_pct", "host_softirq_pct", "host_idle_pct", "failed_streams")
@@ -192,11 +193,51 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         traces = [{"name": f"{s // 1024}k-hit{round(100 * h)}", "kind": "hit-ratio", "size": s,
                    "hit_ratio": h, "requests": 1000} for s in sizes for h in ratios]
         rows = [{"trace": f"{s // 1024}k-hit{round(100 * h)}", "mode": "offloads-on",
-                 "repetition": r, "tps": 5000.0 / (1 + i) * (0.5 + h / 2) + r,
+                 "docroot": d, "repetition": r, "tps": 5000.0 / (1 + i) * (0.5 + h / 2) + r,
                  "p50_ms": 0.2 * (1 + i) * (2 - h) + 0.01 * r,
+                 "mean_ms": 0.2 * (1 + i) * (2 - h) * (3 - j) + 0.01 * r,
                  "page_cache_hit_ratio": h * 0.98 + 0.01, "web_disk_read_mb": 10.0 * (1 - h)}
-                for i, s in enumerate(sizes) for h in ratios for r in reps]
+                for i, s in enumerate(sizes) for h in ratios for j, d in enumerate(DISKS)
+                for r in reps]
         return rows, traces, ("offloads-on",), True
+    if name == "dc-disk-file":
+        sizes = (4096, 65536, 1048576, 4194304)
+        traces = [{"name": f"{s // 1024}k-{c}", "kind": "hit-ratio", "size": s,
+                   "hit_ratio": h, "requests": 300}
+                  for s in sizes for c, h in (("cached", 1.0), ("uncached", 0.0))]
+        rows = [{"trace": t["name"], "mode": "offloads-on", "docroot": d, "repetition": r,
+                 "users": 1, "tps": 100.0 + r,
+                 "mean_ms": 0.2 + t["size"] / 1e6 * (0.1 if t["hit_ratio"] else 10 / (1 + j))
+                 + 0.01 * r, "page_cache_hit_ratio": t["hit_ratio"]}
+                for t in traces for j, d in enumerate(DISKS) for r in reps]
+        return rows, traces, ("offloads-on",), True
+    if name == "dc-disk-classes":
+        rows = [{"trace": f"class-{c}", "mode": "offloads-on", "docroot": d, "users": u,
+                 "repetition": r, "tps": (3000.0 if u == 64 else 400.0) / (1 + c) * (1 + j / 4)
+                 + r, "mean_ms": 0.4 * (1 + c) / (1 + j / 4) + 0.01 * r,
+                 "file_ms_small": 0.3 + 0.1 * c, "file_ms_medium": 1.0 + c / (1 + j),
+                 "file_ms_large": 10.0 * (1 + c) / (1 + j)}
+                for c in range(4) for j, d in enumerate(DISKS) for u in (1, 64) for r in reps]
+        return rows, [], ("offloads-on",), True
+    if name == "dc-placement":
+        strategies = ("single-disk", "random", "popularity", "size", "raid-single", "raid")
+        rows = [{"trace": f"class-{c}", "mode": "offloads-on", "docroot": "scsi",
+                 "placement": p, "users": 64, "repetition": r,
+                 "mean_ms": 5.0 * c / (1 + k / 3) + 0.1 * r, "tps": 500.0 / c * (1 + k / 3)}
+                for c in (1, 3) for k, p in enumerate(strategies) for r in reps]
+        return rows, [], ("offloads-on",), True
+    if name == "dc-disk-basic":
+        rows = [{"system": d, "emulated": True, "mode": "offloads-on", "repetition": r,
+                 "filesystem": "ext3", "block_size": 1048576, "file_mb": 512,
+                 **{f"{ph}_{k}": v for ph, rate in (("write", w), ("read", rd))
+                    for k, v in (("mb_per_s", rate + r), ("iops", rate), ("lat_ms", 20.0),
+                                 ("bytes", rate * 1e7), ("s", 10.0), ("cpu_pct", 3.0),
+                                 ("cpu_us_per_kb", 0.5), ("host_iowait_pct", 1.0),
+                                 ("host_idle_pct", 90.0))},
+                 "throttle_read_mb_s": rd, "throttle_write_mb_s": w, "throttle": "ok"}
+                for d, rd, w in (("ide", 35.0, 39.0), ("scsi", 58.0, 55.0),
+                                 ("raid0", 170.0, 160.0)) for r in reps]
+        return rows, [], ("offloads-on",), False
     if name == "dc-clients":
         traces = [{"name": "single-16k", "kind": "single", "size": 16384}]
         rows = [{"trace": "single-16k", "mode": m, "users": u, "repetition": r,
@@ -412,7 +453,10 @@ def family_run(root: Path, name: str) -> Path:
             man["report"]["order"] = {"workload": list(dict.fromkeys(
                 r["workload"] for r in sorted(rows, key=lambda r: r["workload"])))}
         return write_run(root / name, rows, man, web=False, shuffle=True)
-    if not web:
+    if spec_of(name)["kind"] == "disk":
+        man["kind"] = "disk"
+        man["experiment"]["disk"] = {"systems": list(DISKS), "file_mb": 512}
+    elif not web:
         man["kind"] = "pfs"
         man["experiment"]["pfs"] = {"test": name.split("-")[1], "io_servers": [5, 6],
                                     "strip_size": 65536, "storage": "tmpfs"}

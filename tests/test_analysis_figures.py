@@ -39,7 +39,13 @@ EXPECTED = {
                   ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
     "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
                        ["proxy-cache-off", "proxy-cache-on"]),
-    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["4096", "65536", "1048576"]),
+    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
+    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
+                     ["ide", "scsi", "raid0"]),
+    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
+    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
+                              "raid"], ["offloads-on"]),
+    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
     # static and dynamic content (the summary's `content` column) per mode, by size
     "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
                    [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
@@ -72,6 +78,7 @@ EXPECTED = {
 }
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
+         "dc-disk-basic": "147",
          "net-platform": "59", "net-platform-bw": "1,748", "net-txprofile": "5.28",
          "fs-filebench": "24,555"}
 

@@ -38,9 +38,9 @@ PROJECT = "label=com.docker.compose.project=tierbench"
 
 def host_state() -> dict:
     """What a refused input must not change: the Compose project's containers, volumes and
-    networks, the interfaces of the host (names, MTU, flags) but for other programs' veths, and
-    tierbench's mounts. (Only tierbench's own things: other programs on a shared machine may
-    change theirs meanwhile.)"""
+    networks, the interfaces of the host (names, MTU, flags) but for other programs' veths,
+    tierbench's mounts and the loop devices over its disk images. (Only tierbench's own
+    things: other programs on a shared machine may change theirs meanwhile.)"""
     links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True,
                                       timeout=30).stdout or "[]")
     return {
@@ -51,6 +51,10 @@ def host_state() -> dict:
         "networks": docker("network", "ls", "--filter", PROJECT, "--format", "{{.Name}}"),
         "mounts": sorted(m for line in Path("/proc/mounts").read_text().splitlines()
                          if "tierbench" in (m := line.split()[1])),
+        "loop devices": sorted(line for line in subprocess.run(
+            ["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+            capture_output=True, text=True, timeout=30).stdout.splitlines()
+            if "tierbench-disk-" in line),
     }
 
 
@@ -151,6 +155,22 @@ BAD_EXPERIMENTS = [
      "sets options of the web and proxy servers"),
     ({"name": "p", "kind": "pfs", "modes": ["offloads-on"],
       "pfs": {"test": "concurrent", "fault": {"stop": "web"}}}, "pfs.fault.stop: must be one of"),
+    (experiment(stack={"docroot": "raid0", "placement": "size"}),
+     "stack.placement: needs docroot to be a one-device disk system"),
+    (experiment(stack={"web_servers": 2}), "stack.web_servers: must be 1 or 3"),
+    (experiment(stack={"proxy": "haproxy", "web_servers": 3}), "need proxy: apache"),
+    (experiment(stack={"docroot": "mine"},
+                disk_systems={"mine": {"devices": ["/dev/sdz"]}}),
+     "disk_systems.mine: wipe: tierbench makes a new file system on /dev/sdz"),
+    (experiment(stack={"docroot": "mine"},
+                disk_systems={"mine": {"devices": ["/dev/tierbench-no-such-disk"],
+                                       "wipe": True}}),
+     "disk_systems.mine.devices: /dev/tierbench-no-such-disk does not exist on this host"),
+    ({"name": "d", "kind": "disk", "modes": ["offloads-on"], "disk": {"systems": ["floppy"]}},
+     "disk.systems[0]: no disk system 'floppy'"),
+    ({"name": "d", "kind": "disk", "modes": ["offloads-on"], "disk": {"systems": ["mine"]},
+      "disk_systems": {"mine": {"devices": ["/dev/tierbench-no-such-disk"], "wipe": True}}},
+     "disk_systems.mine.devices: /dev/tierbench-no-such-disk does not exist on this host"),
 ]
 
 
@@ -233,6 +253,25 @@ def test_orangefs_storage_too_small_is_refused(tmp_path: Path, env: dict[str, st
     refused(env, "plan", str(path), fragment="raise PVFS_SCRATCH_SIZE")
     refused({**env, "PVFS_SCRATCH_SIZE": "64g", "PVFS_TMPFS_SIZE": "8m"}, "plan", str(path),
             fragment="raise PVFS_TMPFS_SIZE")
+
+
+def test_a_disk_image_larger_than_the_free_space_is_refused_before_anything_is_written(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """An emulated disk system holds the file sets: its images are checked against the free
+    space of DISK_IMAGE_DIR at plan and at run (no image, loop device or mount made)."""
+    images = tmp_path / "images"
+    path = write(tmp_path, experiment(stack={"docroot": "ide"},
+                                      traces=[{"name": "huge", "kind": "single",
+                                               "size": 1000000000000000}]))
+    env = {**env, "DISK_IMAGE_DIR": str(images)}
+    fragment = f"in the disk images' folder ({images})"
+    refused(env, "plan", str(path), fragment=fragment)
+    refused(env, "run", str(path), fragment=fragment)
+    path = write(tmp_path, {"name": "d", "kind": "disk", "modes": ["offloads-on"],
+                            "disk": {"systems": ["raid0"], "file_mb": 1 << 20}}, "disk.yml")
+    refused(env, "plan", str(path), fragment=fragment)
+    refused(env, "run", str(path), fragment=fragment)
+    assert not images.exists()
 
 
 def test_a_size_setting_that_is_not_a_size(tmp_path: Path, env: dict[str, str]) -> None:

@@ -28,6 +28,8 @@ import random
 import sys
 from pathlib import Path
 
+from workloads import placement
+
 DOCROOT = Path(os.environ.get("DOCROOT", "/srv/docroot"))
 
 
@@ -147,16 +149,22 @@ def _write_file(target: Path, rel: str, size: int) -> None:
             left -= len(piece)
 
 
-def write(specs: list[dict], docroot: Path = DOCROOT,
-          below: int | None = None) -> tuple[int, int]:
+def write(specs: list[dict], docroot: Path = DOCROOT, below: int | None = None,
+          disks: dict[str, str] | None = None) -> tuple[int, int]:
     """Write every file of the sets that is missing or has the wrong size (only files smaller
-    than ``below`` bytes when given); returns (written, kept)."""
+    than ``below`` bytes when given); returns (written, kept). With ``disks`` (URL path -> disk
+    folder, workloads.placement's map) each file goes to that folder under docroot."""
     written = kept = 0
     for spec in specs:
         for rel, size in files(spec):
             if below is not None and size >= below:
                 continue
-            target = docroot / rel.lstrip("/")
+            if disks is not None:
+                if rel not in disks:
+                    raise FilesetError(f"{rel} is missing from the disk map of {docroot}")
+                target = docroot / disks[rel] / rel.lstrip("/")
+            else:
+                target = docroot / rel.lstrip("/")
             if target.is_file() and target.stat().st_size == size:
                 kept += 1
                 continue
@@ -173,7 +181,17 @@ def main() -> int:
     """Entry point of the fileset job: FILESETS holds a JSON list of specs."""
     try:
         specs = json.loads(os.environ.get("FILESETS", "[]"))
-        written, kept = write(specs)
+        # FILESET_ROOTS: the web servers' disk roots (emulated or real disk systems, 004 §5),
+        # instead of the docroot volume; a root with a placement map spreads its files over
+        # the disks the map names (workloads/placement.py)
+        roots = [Path(r) for r in json.loads(os.environ.get("FILESET_ROOTS") or "null")
+                 or [str(DOCROOT)]]
+        written = kept = 0
+        for root in roots:
+            spread = root / placement.MAP_NAME
+            disks = placement.read_map(spread.read_text()) if spread.is_file() else None
+            w, k = write(specs, root, disks=disks)
+            written, kept = written + w, kept + k
         # HOT: {"sets": [...], "below": bytes}: the small files of those sets also go to HOT_DIR
         # (a tmpfs the web tier serves them from first: 004 §4.4's hybrid placement).
         hot = json.loads(os.environ.get("HOT") or "null")
@@ -185,7 +203,8 @@ def main() -> int:
     except (FilesetError, KeyError, ValueError, TypeError) as exc:
         print(f"fileset: bad FILESETS or HOT specification: {exc}", file=sys.stderr)
         return 2
-    print(f"fileset: {len(specs)} set(s) in {DOCROOT}: {written} file(s) written, {kept} kept")
+    print(f"fileset: {len(specs)} set(s) in {', '.join(map(str, roots))}: {written} file(s) "
+          f"written, {kept} kept")
     return 0
 
 

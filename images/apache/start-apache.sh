@@ -22,6 +22,8 @@ defines=()
 [ "${ACCESS_LOG,,}" = on ] && defines+=(-D ACCESS_LOG)
 [ "${PROXY_CACHE:-off}" = on ] && defines+=(-D PROXY_CACHE)
 [ "${WEB_HOT:-off}" = on ] && defines+=(-D HOT)
+[ "${WEB_SERVERS:-1}" = 3 ] && defines+=(-D BALANCER)
+[ "${WEB_DISK_MAP:-off}" = on ] && defines+=(-D DISK_MAP)
 [ "${WEB_APP:-off}" = on ] && defines+=(-D APP)
 rm -f "$APACHE_PID_FILE"
 exec /usr/sbin/apache2 -D FOREGROUND "${defines[@]}" "$@"

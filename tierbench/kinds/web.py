@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -36,7 +37,7 @@ from tierbench.config.models import (
     whole,
 )
 from tierbench.interfaces.cpu import parse as cpuparse
-from tierbench.kinds import appdb, engines, webmetrics
+from tierbench.kinds import appdb, engines, webdisks, webmetrics
 from tierbench.kinds.contract import (
     CLIENT,
     SERVER,
@@ -54,7 +55,7 @@ from tierbench.kinds.contract import (
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.modes.model import Mode
-from tierbench.placement import compose, placer, space
+from tierbench.placement import compose, disks, placer, space
 from workloads import filesets, worldcup
 from workloads import target as target_guard
 from workloads import traces as tracelib
@@ -110,13 +111,22 @@ class Load(Model):
 
 
 def _docroot(value: Any) -> Any:
-    if not isinstance(value, str) or value.removesuffix(HOT) not in DOCROOTS:
-        raise problem("must be one of {choices} (each optionally with {hot}) or a list of them",
-                      choices=", ".join(DOCROOTS), hot=HOT)
+    # disk, tmpfs, orangefs or a disk system's name (checked against them in WebSettings)
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", value.removesuffix(HOT)):
+        raise problem("must be one of {choices} or a disk system (each optionally with {hot}) "
+                      "or a list of them", choices=", ".join(DOCROOTS), hot=HOT)
     return value
 
 
 Docroot = Annotated[str, BeforeValidator(_docroot)]
+
+
+def _system_name(value: Any) -> Any:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", value) or \
+            value in DOCROOTS:
+        raise problem("disk system names must look like ide or my-disk (not disk, tmpfs or "
+                      "orangefs), got {got}", got=repr(value))
+    return value
 
 
 class Database(Model):
@@ -147,6 +157,13 @@ class Stack(Model):
     # cold: the docroot's files are dropped from the page cache before every point, so that
     # the first read of each file comes from the disk (the disk docroot only)
     page_cache: choice("warm", "cold") = "warm"
+    # 004 §5.2.4 Table 4: how files lie on 3 disks per web server (a factor; the docroot names
+    # the disk system each disk is); each strategy sets its web servers
+    placement: one_or_many(choice(*disks.STRATEGIES), "strategy") | None = None
+    # 1 or 3 web servers behind the proxy (compose/web-servers.yml; 004's data center had 3)
+    web_servers: whole(1, 3) | None = None
+    # the proxy and web tiers log every request with its time: per-file figures (004 Fig. 11-12)
+    access_log: flag() = False
     # the application and database tiers (with dynamic requests in the traces)
     db: Database | None = None
     app_workers: whole(1, 1024) | None = None
@@ -310,6 +327,10 @@ class WebSettings(Model):
     target: text(example="http://proxy") = "http://proxy"
     allow_foreign_target: flag() = False
     fault: Fault | None = None
+    # disk systems of the experiment's own (real devices, other bandwidths) beside the built-in
+    # ide, scsi and raid0 of 004 Table 3; a docroot names one (tierbench/placement/disks.py)
+    disk_systems: dict[Annotated[str, BeforeValidator(_system_name)],
+                       disks.DiskSystemSpec] | None = None
 
     @model_validator(mode="after")
     def _together(self) -> WebSettings:
@@ -333,9 +354,15 @@ class WebSettings(Model):
             except tracelib.TraceError as exc:
                 raise problem("{msg}", msg=str(exc)) from None
         docroots = self.stack.docroot
-        if self.stack.page_cache == "cold" and docroots != ["disk"]:
-            raise problem("stack.page_cache: cold needs docroot: disk (files on tmpfs are "
-                          "memory, OrangeFS has its own caches), got {got}",
+        known = webdisks.names(self.disk_systems)
+        wrong = webdisks.settings_problem(docroots, DOCROOTS, known, self.stack.placement,
+                                          self.stack.web_servers, self.stack.proxy)
+        if wrong:
+            raise problem("{msg}", msg=wrong)
+        if self.stack.page_cache == "cold" and any(
+                d != "disk" and webdisks.system_of(d, known) is None for d in docroots):
+            raise problem("stack.page_cache: cold needs docroot: disk or a disk system (files "
+                          "on tmpfs are memory, OrangeFS has its own caches), got {got}",
                           got=", ".join(docroots))
         dynamic = any(getattr(t, "dynamic", None) is not None for t in self.traces)
         for key in ("db", "app_workers"):
@@ -443,11 +470,33 @@ def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
         out["web_memory"] = s.web_memory.lower()
     if s.page_cache != "warm":
         out["page_cache"] = s.page_cache
+    if s.web_servers not in (None, 1):
+        out["web_servers"] = s.web_servers
+    if s.access_log:
+        out["access_log"] = True
     if has_dynamic(settings):
         db = s.db or Database()
         out.update({"db_rows": db.rows, "db_row_bytes": db.row_bytes,
                     "db_seed": db.seed if db.seed is not None else seed,
                     "db_shared_buffers": db.shared_buffers, "app_workers": s.app_workers or 16})
+    return out
+
+
+def used_systems(settings: WebSettings) -> dict[str, Any]:
+    """The disk systems the experiment's docroots name, as the manifest records them
+    (emulated or real; bandwidths; how RAID-0 is made on this host)."""
+    known = webdisks.names(settings.disk_systems)
+    out: dict[str, Any] = {}
+    for d in settings.stack.docroot:
+        system = webdisks.system_of(d, known)
+        if system is not None:
+            out[system.name] = {
+                "description": system.describe(), "emulated": system.emulated,
+                "devices": list(system.paths) or system.devices,
+                "read_mb_s": system.read_bps / 1e6 if system.read_bps else None,
+                "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
+                "raid0": "md" if system.raid0 and disks.has_md() else
+                "btrfs" if system.raid0 else None}
     return out
 
 
@@ -472,12 +521,26 @@ class WebKind(Kind):
 
     # -- experiment
     def check(self, exp: Experiment) -> None:
-        """Nothing beyond the model's checks."""
+        """A real device the experiment names must exist (sizes and use: at preflight)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
+        if wrong:
+            raise ConfigError(f"{exp.source}: {wrong}")
 
     def cluster_roles(self, exp: Experiment) -> list[str]:
         """loadgen, proxy and web; app and db with dynamic requests; the Locust workers' nodes
-        with load.workers; the OrangeFS servers' with a docroot on OrangeFS."""
+        with load.workers; the OrangeFS servers' with a docroot on OrangeFS. Refused in one
+        sentence: disk systems and several web servers (loop devices, mounts and the balancer's
+        extra servers are made on this host and have no host-networking overlay)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
+        known = webdisks.names(s.disk_systems)
+        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
+        if on_disks or s.stack.placement or (s.stack.web_servers or 1) > 1:
+            what = (f"stack.docroot: {on_disks[0]}" if on_disks else
+                    f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
+                    f"stack.web_servers: {s.stack.web_servers}")
+            raise ConfigError(f"{exp.source}: disk systems and several web servers ({what}) do "
+                              "not run on a cluster yet: run this experiment without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)
@@ -510,27 +573,47 @@ class WebKind(Kind):
             "settle_s": exp.settle_s,
             "modes": [m.as_dict() for m in exp.modes],
             "traces": trace_dicts(s),
-            "stack": {**stack_settings(s, exp.seed), "docroot": list(s.stack.docroot)},
+            "stack": {**stack_settings(s, exp.seed), "docroot": list(s.stack.docroot),
+                      **({"placement": list(s.stack.placement)} if s.stack.placement else {})},
             **({"fault": s.fault.model_dump()} if s.fault else {}),
+            **({"disk_systems": used_systems(s)} if used_systems(s) else {}),
         }
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
-        """trace x mode x users x docroot x repetition."""
+        """trace x mode x users x docroot x placement (004 Table 4) x repetition."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
                 ("users", list(s.load.users)), ("docroot", list(s.stack.docroot)),
+                ("placement", list(s.stack.placement or [None])),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def stack_for(self, exp: Experiment, mode: str, docroot: str) -> dict[str, Any]:
-        """The stack settings a point runs with: the experiment's, its docroot, then the mode's
-        server options (which need a service restart when they change)."""
+    def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
+        """A point's factors (placement only when the experiment has the factor)."""
+        out = super().point_factors(combo)
+        if out.get("placement") is None:
+            out.pop("placement", None)
+        return out
+
+    def stack_for(self, exp: Experiment, mode: str, docroot: str,
+                  placement: str | None = None) -> dict[str, Any]:
+        """The stack settings a point runs with: the experiment's, its docroot and placement
+        strategy (which sets the web servers), then the mode's server options (which need a
+        service restart when they change)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
-        return {**stack_settings(s, exp.seed), "docroot": docroot, **exp.mode(mode).server}
+        out = {**stack_settings(s, exp.seed), "docroot": docroot}
+        if placement is not None:
+            out["placement"] = placement
+            servers = disks.STRATEGIES[placement].servers
+            out.pop("web_servers", None)
+            if servers > 1:
+                out["web_servers"] = servers
+        return {**out, **exp.mode(mode).server}
 
     def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
         """The stack settings, as a hashable key."""
         c = combo.factors | {"mode": combo.mode} if isinstance(combo, Point) else combo
-        return tuple(sorted(self.stack_for(exp, c["mode"], c["docroot"]).items()))
+        return tuple(sorted(self.stack_for(exp, c["mode"], c["docroot"],
+                                           c.get("placement")).items()))
 
     # -- plan
     def point_seconds(self, exp: Experiment) -> float:
@@ -559,8 +642,11 @@ class WebKind(Kind):
 
     def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The stack settings from this point on."""
-        settings = self.stack_for(exp, point.mode, point["docroot"])
-        return f"  -- stack: {settings_text(settings)}" + ("" if first else " (restart)")
+        settings = self.stack_for(exp, point.mode, point["docroot"],
+                                  point.factors.get("placement"))
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        return (f"  -- stack: {settings_text(settings)}" + ("" if first else " (restart)")
+                + webdisks.label(settings, webdisks.names(s.disk_systems)))
 
     def point_line(self, exp: Experiment, point: Point) -> str:
         """trace, mode, repetition, users, time (at most that, in a request-count run)."""
@@ -585,7 +671,8 @@ class WebKind(Kind):
         shrink = "shrink the traces' file sets (size, files or class)"
         out: list[space.Need] = []
         bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
-        if bases & {"disk", "orangefs"}:  # OrangeFS docroots are copied from the disk volume
+        # OrangeFS docroots are copied from the disk volume; a disk system holds its own sets
+        if bases & {"disk", "orangefs"}:
             out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
                                      f"{shrink} or free space there", role="web"))
         if "tmpfs" in bases:
@@ -603,6 +690,7 @@ class WebKind(Kind):
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
+        out += webdisks.image_needs(self.disk_plans(exp), space.settings())
         out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                                  "samples)", results_bytes(exp, specs, points), results_root(),
                                  "the results folder", "shorten the traces or load.measure_s, "
@@ -621,13 +709,45 @@ class WebKind(Kind):
                                space.parse_size(st["db_shared_buffers"], "stack.db.shared_buffers"))
         return out
 
+    def disk_plans(self, exp: Experiment) -> list[disks.Plan]:
+        """The disk systems the points need (one per docroot and placement strategy)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        known = webdisks.names(s.disk_systems)
+        specs = trace_dicts(s)
+        sets = self.filesets_of(specs)
+        pops = webdisks.popularity(specs, exp.seed) if s.stack.placement else {}
+        out = []
+        for docroot in s.stack.docroot:
+            for strategy in s.stack.placement or [None]:
+                made = webdisks.plan_for(self.stack_for(exp, exp.modes[0].name, docroot,
+                                                        strategy), known, sets, pops, exp.seed)
+                if made is not None:
+                    out.append(made[0])
+        return out
+
+    @staticmethod
+    def filesets_of(specs: list[dict]) -> list[dict]:
+        """The file sets of the traces, each once, in order."""
+        sets: list[dict] = []
+        for spec in specs:
+            sets += [fs for fs in tracelib.filesets_of(spec) if fs not in sets]
+        return sets
+
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """Every image the run will need exists."""
+        """Every image the run will need exists; disk systems can be built here."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
+        known = webdisks.names(s.disk_systems)
         for docroot in s.stack.docroot:
-            compose.check_images(s.stack.proxy, compose.docroot_parts(docroot)[0],
+            base = compose.docroot_parts(docroot)[0]
+            compose.check_images(s.stack.proxy, "disk" if base in known else base,
                                  has_dynamic(s))
+        with workload_errors(exp):
+            plans = self.disk_plans(exp)
+        try:
+            disks.preflight(plans)
+        except disks.DiskError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
@@ -657,25 +777,53 @@ class WebKind(Kind):
         site = stack_settings(s).get("hot_site")
         hot = [tracelib.fileset_of(part) for t in trace_dicts(s) if t["kind"] == "mix"
                for part in t["parts"] if part["site"] == site]
-        return {"traces": paths, "filesets": sets, "hot_sets": hot, "fault_done": False}
+        specs = trace_dicts(s)
+        return {"traces": paths, "filesets": sets, "hot_sets": hot, "fault_done": False,
+                "popularity": webdisks.popularity(specs, exp.seed) if s.stack.placement else {},
+                "sizes": webdisks.sizes_of(sets) if s.stack.access_log else {}}
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
-        """compose up with the key's settings (down first when the docroot changes)."""
+        """compose up with the key's settings (down first when the docroot changes); a disk
+        system built first (anew when it changes), its limits read back from the web tier."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         settings = dict(key)  # type: ignore[arg-type]
+        made = webdisks.plan_for(settings, webdisks.names(s.disk_systems), prepared["filesets"],
+                                 prepared["popularity"], exp.seed)
         where = placer.current()
+        downed = False
         if previous is None:
             log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
         else:
             log(f"tierbench: restarting services for {point.mode}: {settings_text(settings)}")
-            if settings["docroot"] != previous.info["settings"]["docroot"]:
+            before = previous.info["settings"]
+            if any(settings.get(k) != before.get(k) for k in ("docroot", "placement",
+                                                               "web_servers")):
                 where.down()  # a volume's driver cannot change in place: the docroot anew
+                downed = True
+        overlays: list[Path] = []
+        built = None
+        if made is not None:  # a disk system: on this host only (cluster_roles refuses it)
+            if not downed and disks.current(made[0]) is None:
+                where.down()  # the containers let go of the disks built before
+            try:
+                built = webdisks.build(made[0], made[1], space.settings(), log)
+            except disks.DiskError as exc:
+                raise compose.StackError(str(exc)) from None
+            overlays.append(disks.overlay_path())
         if previous is not None:
             close_probes(previous)
         where.up(compose.stack_spec(settings, prepared["filesets"], s.target, s.load.workers,
-                                    s.load.remote_workers, prepared["hot_sets"]))
-        return discover(key, settings, s.load.workers)
+                                    s.load.remote_workers, prepared["hot_sets"], overlays))
+        dep = discover(key, settings, s.load.workers)
+        if built is not None and made is not None:
+            try:
+                dep.info["disk"] = webdisks.verify(built, made[0].system,
+                                                   dep.tiers["web"].containers)
+            except disks.DiskError as exc:
+                raise compose.StackError(str(exc)) from None
+            dep.info["built"] = built
+        return dep
 
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up (the application and database tiers
@@ -735,11 +883,21 @@ class WebKind(Kind):
         trace = ctx.prepared["traces"][point["trace"]["name"]]
         if dep.info["settings"].get("proxy_cache") and dep.info["settings"].get("proxy") == "apache":
             empty_proxy_cache(dep.containers["proxy"])
+        if "disk" in dep.info:
+            ctx.record["disk"] = dep.info["disk"]
         if dep.info["settings"].get("page_cache") == "cold":
-            dropped = where.evict_docroot(dep.containers["web"])
-            ctx.record["page_cache"] = f"cold: {dropped} docroot files dropped before the point"
+            if "built" in dep.info:
+                dropped = disks.evict(dep.info["built"])
+                what = "files of the disk system"
+            else:
+                dropped = where.evict_docroot(dep.containers["web"])
+                what = "docroot files"
+            ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
         index = tracelib.index_path(trace)  # the engines read the trace through it
         where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
+        logged = webdisks.logging_tier(dep.containers, s.target, dep.tiers["web"].containers)
+        if dep.info["settings"].get("access_log"):
+            webdisks.reset_logs(logged)
         if "db" in dep.containers:
             if not appdb.empty_writes(dep.containers["db"]):
                 ctx.record["db"] = "the database did not answer before the point"
@@ -773,6 +931,9 @@ class WebKind(Kind):
             row.update(webmetrics.page_cache_figures(
                 first, last, engines.served_between(result, first["t"], last["t"]),
                 point["trace"]))
+            if dep.info["settings"].get("access_log"):  # 004 Fig. 11-12: per file
+                row.update(webdisks.per_file(webdisks.read_logs(logged), ctx.prepared["sizes"],
+                                             first["t"], last["t"], ctx.dir / "per_file.csv"))
             sites = tracelib.sites(point["trace"])
             if sites:  # a mix trace: each site's TPS and latency (004 §4.4: the foreground's)
                 if result.requests is None:
@@ -818,7 +979,8 @@ class WebKind(Kind):
         failed = row.get("errors")
         what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
                 else f" ({row['error']})" if row.get("error") else "")
-        down = [t for t in ("proxy", "web") if t not in running]
+        servers = int(deployment.info["settings"].get("web_servers") or 1)
+        down = [t for t in ("proxy", *compose.WEB_SERVICES[:servers]) if t not in running]
         if down:
             raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
                           "the run ends here")
@@ -850,7 +1012,9 @@ class WebKind(Kind):
         s: WebSettings = exp.settings  # type: ignore[assignment]
         out = {"point": point.id, "trace": point["trace"]["name"], "mode": point.mode,
                "repetition": point.repetition, "engine": s.engine,
-               "users": point["users"], "docroot": point["docroot"]}
+               "users": point["users"], "docroot": point["docroot"],
+               **({"placement": point.factors["placement"]}
+                  if "placement" in point.factors else {})}
         if has_dynamic(s):
             dyn = point["trace"].get("dynamic") or {}
             out.update({"content": tracelib.content(point["trace"]),
@@ -896,7 +1060,8 @@ class WebKind(Kind):
         """How the progress line names a point (users and docroot when they vary)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         extra = (f" {point['users']} users" if len(s.load.users) > 1 else "") + \
-            (f" on {point['docroot']}" if len(s.stack.docroot) > 1 else "")
+            (f" on {point['docroot']}" if len(s.stack.docroot) > 1 else "") + \
+            (f" placed {point.factors['placement']}" if "placement" in point.factors else "")
         return f"{point.id} {point['trace']['name']}{extra} {point.mode} rep {point.repetition}"
 
     def clean(self) -> list[str]:
@@ -965,6 +1130,14 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int,
             gen.endpoints += where.endpoints(label, w)
             gen.containers.append(w)
         counters[GENERATOR] = CgroupGroup(parts)
+    webs = [c for c in where.replicas() if c.service in compose.WEB_SERVICES[1:]]
+    if webs:  # web_servers: 3: one tier, its counters summed
+        counters["web"] = CgroupGroup({"web": counters["web"],
+                                       **{c.service: where.counter(c) for c in webs}})
+        for c in webs:
+            tiers["web"].endpoints += where.endpoints(c.service, c)
+            tiers["web"].containers.append(c)
+            found = {**found, c.service: c}
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     info = {"settings": settings, "workers": workers}
     if where.shares_ports():  # host networking: workers reach the master at its node
@@ -1037,8 +1210,8 @@ def proxy_cache_figures(proxy: compose.Container, start: float, end: float) -> d
 def family(name: str) -> str:
     """The figure family of a web experiment, from its name."""
     for fam in ("dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "dc-worldcup",
-                "dc-static", "dc-alpha-cache", "dc-cache-hit", "dc-dynamic", "dc-cpus",
-                "sockopt"):
+                "dc-static", "dc-alpha-cache", "dc-cache-hit", "dc-disk-file", "dc-disk-classes",
+                "dc-placement", "dc-dynamic", "dc-cpus", "sockopt"):
         if name.startswith(fam):
             return fam
     return "dc-single"
@@ -1059,7 +1232,8 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
     order = {"trace": [t["name"] if isinstance(t, dict) else t
                        for t in resolved.get("traces") or []],
              "users": listed((resolved.get("load") or {}).get("users")),
-             "docroot": listed((resolved.get("stack") or {}).get("docroot"))}
+             "docroot": listed((resolved.get("stack") or {}).get("docroot")),
+             "placement": listed((resolved.get("stack") or {}).get("placement"))}
     spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
     return spec
 
@@ -1565,39 +1739,297 @@ FAMILIES['dc-alpha-cache'] = {'kind': 'web',
  'optional': ['proxy_cache_hits', 'proxy_cache_misses', 'proxy_hit_ratio']}
 FAMILIES['dc-cache-hit'] = {'kind': 'web',
  'family': 'dc-cache-hit',
- 'title': 'Response time by file size and page-cache hit ratio (004 Fig. 9)',
+ 'title': 'Response time by file size and page-cache hit ratio per disk system (004 Fig. 9)',
  'description': 'One hot file mixed with files asked for once, one request in flight; the hit '
-                "ratio measured from the web tier's disk reads, the web tier capped at 512 MB.",
+                "ratio measured from the web tier's disk reads, the web tier capped at 512 MB; "
+                'the docroot on each disk system (emulated unless the experiment names real '
+                'devices).',
  'phases': None,
- 'factors': ['trace'],
- 'primary': {'column': 'p50_ms', 'label': 'median response time', 'unit': 'ms'},
- 'columns': ['tps', 'p99_ms', 'page_cache_hit_ratio', 'web_disk_read_mb',
+ 'factors': ['trace', 'docroot'],
+ 'primary': {'column': 'mean_ms', 'label': 'mean response time', 'unit': 'ms'},
+ 'columns': ['p50_ms', 'p99_ms', 'tps', 'page_cache_hit_ratio', 'web_disk_read_mb',
              'server_cpu_us_per_req', 'host_cpu_us_per_kb', 'mb_per_s'],
  'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
  'benefit': [],
  'baseline': None,
  'sections': ['trace'],
+ 'header': ['experiment.disk_systems'],
  'figures': [{'type': 'lines',
               'x': 'hit_ratio',
-              'y': 'p50_ms',
-              'series': 'size_bytes',
-              'title': 'Measured here: median response time vs the hit ratio asked for',
+              'y': 'mean_ms',
+              'series': 'docroot',
+              'facet': 'size_bytes',
+              'title': 'Measured here: mean response time vs the hit ratio asked for',
               'xlabel': 'page-cache hit ratio (trace)',
-              'ylabel': 'median response time (ms)'},
+              'ylabel': 'mean response time (ms)'},
              {'type': 'lines',
               'x': 'hit_ratio',
               'y': 'page_cache_hit_ratio',
-              'series': 'size_bytes',
+              'series': ['size_bytes', 'docroot'],
               'title': "Measured here: the hit ratio the web tier's disk reads show",
               'xlabel': 'page-cache hit ratio (trace)',
               'ylabel': 'measured hit ratio'}],
  'reference': {'figure': '004 §5.2.2 Fig. 9',
-               'labels': ['IDE, SCSI, RAID-0', ''],
-               'rows': [],
+               'labels': ['RAID-0', 'IDE'],
+               'rows': [{'x': '1 MB files, 100 % hits',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'equal',
+                         'column': 'mean_ms',
+                         'match': {'size_bytes': 1048576, 'hit_ratio': 1},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}},
+                        {'x': '1 MB files, 0 % hits',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'lower: spread in the order of the bandwidths',
+                         'column': 'mean_ms',
+                         'match': {'size_bytes': 1048576, 'hit_ratio': 0},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}}],
                'note': 'qualitative: at 100 % hits every disk system gives the same response '
                        'time; as hits fall to 50 and 0 %, response times grow and spread in the '
                        "order of the disks' raw bandwidth (004 Table 3)"},
  'optional': ['page_cache_hit_ratio', 'web_disk_read_mb']}
+FAMILIES['dc-disk-file'] = {'kind': 'web',
+ 'family': 'dc-disk-file',
+ 'title': 'Mean response time vs file size, cached and not, per disk system (004 Fig. 8)',
+ 'description': 'One request in flight. Cached: one file asked for again and again (hit ratio '
+                '1). Not cached: every request for a file not asked for before, on a cold page '
+                'cache (hit ratio 0). The docroot on each disk system (emulated unless the '
+                'experiment names real devices), the web tier capped at 512 MB.',
+ 'phases': None,
+ 'factors': ['trace', 'docroot'],
+ 'primary': {'column': 'mean_ms', 'label': 'mean response time', 'unit': 'ms'},
+ 'columns': ['p50_ms', 'p99_ms', 'tps', 'page_cache_hit_ratio', 'web_disk_read_mb',
+             'server_cpu_us_per_req', 'mb_per_s'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [],
+ 'baseline': None,
+ 'sections': ['trace'],
+ 'header': ['experiment.disk_systems'],
+ 'figures': [{'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'mean_ms',
+              'series': 'docroot',
+              'where': {'hit_ratio': 1},
+              'logx': True,
+              'title': 'Measured here: files in the page cache',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'mean response time (ms)'},
+             {'type': 'lines',
+              'x': 'size_bytes',
+              'y': 'mean_ms',
+              'series': 'docroot',
+              'where': {'hit_ratio': 0},
+              'logx': True,
+              'title': 'Measured here: files not in the page cache',
+              'xlabel': 'file size (bytes)',
+              'ylabel': 'mean response time (ms)'}],
+ 'reference': {'figure': '004 §5.2.1 Fig. 8',
+               'labels': ['RAID-0', 'IDE'],
+               'rows': [{'x': 'small files (4 KB), not cached',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'comparable',
+                         'column': 'mean_ms',
+                         'match': {'size_bytes': 4096, 'hit_ratio': 0},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}},
+                        {'x': 'large files (4 MB), not cached',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'RAID-0 lowest',
+                         'column': 'mean_ms',
+                         'match': {'size_bytes': 4194304, 'hit_ratio': 0},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}},
+                        {'x': 'large files (4 MB), cached',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'equal',
+                         'column': 'mean_ms',
+                         'match': {'size_bytes': 4194304, 'hit_ratio': 1},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}}],
+               'note': 'qualitative: cached, all disk systems are equal at every size; not '
+                       'cached, they are alike for small files and software RAID is best for '
+                       'large ones'},
+ 'optional': ['page_cache_hit_ratio', 'web_disk_read_mb']}
+FAMILIES['dc-disk-classes'] = {'kind': 'web',
+ 'family': 'dc-disk-classes',
+ 'title': 'TPS, response time and per-file response time by class and disk system '
+          '(004 Fig. 10-12)',
+ 'description': "Classes 0-3 (Zipf 0.9, 25 MiB to 2 GiB) on a cold page cache, the web tier "
+                'capped at 512 MB; TPS with 64 clients, response time with one request in '
+                "flight; per file: each request's time at the proxy from its access log, averaged "
+                'over the files of each size group (every file in per_file.csv).',
+ 'phases': None,
+ 'factors': ['trace', 'docroot', 'users'],
+ 'primary': {'column': 'tps', 'label': 'TPS', 'unit': 'requests/s'},
+ 'columns': ['mean_ms', 'p50_ms', 'p99_ms', 'file_ms_small', 'file_ms_medium',
+             'file_ms_large', 'web_disk_read_mb', 'mb_per_s', 'server_cpu_us_per_req'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [],
+ 'baseline': None,
+ 'sections': ['trace'],
+ 'header': ['experiment.disk_systems'],
+ 'figures': [{'type': 'bars',
+              'x': 'trace',
+              'y': 'tps',
+              'series': 'docroot',
+              'where': {'users': 64},
+              'title': 'Measured here: TPS per class, 64 clients (Fig. 10b)',
+              'xlabel': 'workload class',
+              'ylabel': 'TPS (requests / s)'},
+             {'type': 'bars',
+              'x': 'trace',
+              'y': 'mean_ms',
+              'series': 'docroot',
+              'where': {'users': 1},
+              'title': 'Measured here: mean response time, one request in flight (Fig. 10a)',
+              'xlabel': 'workload class',
+              'ylabel': 'mean response time (ms)'},
+             {'type': 'table',
+              'rows': 'docroot',
+              'columns': 'trace',
+              'where': {'users': 1},
+              'values': [{'column': 'file_ms_small', 'label': 'files < 64 KiB'},
+                         {'column': 'file_ms_medium', 'label': '64 KiB-1 MiB'},
+                         {'column': 'file_ms_large', 'label': '>= 1 MiB (ms per file)'}],
+              'title': 'Measured here: mean response time per file by size, one request in '
+                       'flight (Fig. 11-12)'}],
+ 'reference': {'figure': '004 §5.2.3 Fig. 10-12',
+               'labels': ['SCSI or RAID-0', 'IDE'],
+               'rows': [{'x': 'class 0, SCSI over IDE',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': '+6 %',
+                         'match': {'trace': 'class-0', 'users': 64},
+                         'sides': {'column': 'docroot', 'with': 'scsi', 'without': 'ide'}},
+                        {'x': 'class 0, RAID-0 over IDE',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': '+10 %',
+                         'match': {'trace': 'class-0', 'users': 64},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}},
+                        {'x': 'class 3, SCSI over IDE',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': '+40 %',
+                         'match': {'trace': 'class-3', 'users': 64},
+                         'sides': {'column': 'docroot', 'with': 'scsi', 'without': 'ide'}},
+                        {'x': 'class 3, RAID-0 over IDE',
+                         'quantity': 'TPS',
+                         'unit': 'requests/s',
+                         'with': None,
+                         'without': None,
+                         'change': '+100 %',
+                         'match': {'trace': 'class-3', 'users': 64},
+                         'sides': {'column': 'docroot', 'with': 'raid0', 'without': 'ide'}}],
+               'note': 'the gain of SCSI and RAID-0 over IDE grows with the working set: TPS '
+                       '+6 % and +10 % for class 0, +40 % and +100 % for class 3; response time '
+                       'improves only for the large working sets; per file, class 0 is flat and '
+                       'classes 1-3 are sensitive to the disk (cold-start misses, then seeks)'},
+ 'optional': ['page_cache_hit_ratio', 'web_disk_read_mb', 'file_ms_*', 'files_requested']}
+FAMILIES['dc-placement'] = {'kind': 'web',
+ 'family': 'dc-placement',
+ 'title': 'Mean response time by file distribution over the disks (004 Table 4, Fig. 13)',
+ 'description': 'Three web servers with three disks each (RAID-Single: one server) behind the '
+                "proxy's balancer, files laid out by each strategy of 004 Table 4; 64 clients, "
+                'a cold page cache, each web server capped at 512 MB.',
+ 'phases': None,
+ 'factors': ['trace', 'placement'],
+ 'primary': {'column': 'mean_ms', 'label': 'mean response time', 'unit': 'ms'},
+ 'columns': ['tps', 'p50_ms', 'p99_ms', 'web_disk_read_mb', 'mb_per_s',
+             'server_cpu_us_per_req', 'host_cpu_us_per_kb'],
+ 'costs': ['host_cpu_us_per_kb', 'server_cpu_us_per_kb'],
+ 'benefit': [],
+ 'baseline': None,
+ 'sections': ['trace'],
+ 'header': ['experiment.disk_systems'],
+ 'figures': [{'type': 'bars',
+              'x': 'placement',
+              'y': 'mean_ms',
+              'facet': 'trace',
+              'title': 'Measured here: mean response time per strategy (Fig. 13)',
+              'xlabel': 'file distribution',
+              'ylabel': 'mean response time (ms)'},
+             {'type': 'bars',
+              'x': 'placement',
+              'y': 'tps',
+              'facet': 'trace',
+              'title': 'Measured here: TPS per strategy',
+              'xlabel': 'file distribution',
+              'ylabel': 'TPS (requests / s)'}],
+ 'reference': {'figure': '004 §5.2.4 Table 4, Fig. 13',
+               'labels': ['strategy', 'against'],
+               'rows': [{'x': 'class 1, Random against RAID',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'comparable',
+                         'match': {'trace': 'class-1'},
+                         'sides': {'column': 'placement', 'with': 'random', 'without': 'raid'}},
+                        {'x': 'class 1, Popularity against RAID',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'comparable',
+                         'match': {'trace': 'class-1'},
+                         'sides': {'column': 'placement', 'with': 'popularity',
+                                   'without': 'raid'}},
+                        {'x': 'class 1, Size against RAID',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'comparable',
+                         'match': {'trace': 'class-1'},
+                         'sides': {'column': 'placement', 'with': 'size', 'without': 'raid'}},
+                        {'x': 'class 3, Random against Single Disk',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'about equal',
+                         'match': {'trace': 'class-3'},
+                         'sides': {'column': 'placement', 'with': 'random',
+                                   'without': 'single-disk'}},
+                        {'x': 'class 3, RAID-Single against Single Disk',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'clearly lower',
+                         'match': {'trace': 'class-3'},
+                         'sides': {'column': 'placement', 'with': 'raid-single',
+                                   'without': 'single-disk'}},
+                        {'x': 'class 3, RAID against Single Disk',
+                         'quantity': 'mean response time',
+                         'unit': 'ms',
+                         'with': None,
+                         'without': None,
+                         'change': 'lowest of all',
+                         'match': {'trace': 'class-3'},
+                         'sides': {'column': 'placement', 'with': 'raid',
+                                   'without': 'single-disk'}}],
+               'note': 'class 1: Random, Popularity and Size come close to RAID (less I/O per '
+                       'disk is what helps); class 3: those three about equal Single Disk, '
+                       'RAID-Single clearly better, RAID best (parallel access to each file)'}}
 
 # The application and database tiers' columns, optional where a point does not have them: the
 # write check on traces without writes, the query of a static trace, the database's counters

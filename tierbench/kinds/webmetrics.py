@@ -26,7 +26,7 @@ from tierbench.measure.counters import MeasureError, cpu_seconds, host_breakdown
 CLIENT_BOUND_PCT = 85.0
 SUMMARY_COLUMNS = [
     "point", "trace", "mode", "repetition", "engine", "users", "window_s", "requests", "tps",
-    "p50_ms", "p99_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
+    "p50_ms", "p99_ms", "mean_ms", "errors", "cpu_s_loadgen", "cpu_s_proxy", "cpu_s_web", "cpu_s_servers",
     "host_usr_pct", "host_sys_pct", "host_irq_pct", "host_softirq_pct", "host_iowait_pct",
     "host_steal_pct", "host_idle_pct", "host_unattributed_cpu_s", "generator_cpu_pct", "bytes_moved", "mb_per_s",
     "server_cpu_us_per_req", "server_cpu_us_per_kb", "host_cpu_us_per_kb", "client_bound",
@@ -181,6 +181,11 @@ class Latencies:
         """How many latencies were counted."""
         return int(self.counts.sum())
 
+    def mean(self) -> float:
+        """The mean; NaN when nothing was counted."""
+        n = self.n
+        return float((self.values * self.counts).sum() / n) if n else float("nan")
+
     def percentile(self, q: float) -> float:
         """Nearest-rank percentile (q in 0..100); NaN when nothing was counted."""
         n = self.n
@@ -319,6 +324,7 @@ def summarize(samples: list[dict], requests: RequestLog | list[Request], *, star
         "tps": good / dt,
         "p50_ms": latencies.percentile(50),
         "p99_ms": latencies.percentile(99),
+        "mean_ms": latencies.mean(),
         "errors": counted - good,
         **{f"cpu_s_{tier}": v for tier, v in sorted(cpu.items())},
         "cpu_s_servers": servers,

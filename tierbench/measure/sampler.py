@@ -111,8 +111,9 @@ class CgroupCpu:
 
 
 class CgroupGroup:
-    """Several containers counted as one tier (the Locust master and its worker containers):
-    read() sums their counters and adds each one's CPU seconds under "parts"."""
+    """Several containers counted as one tier (the Locust master and its worker containers,
+    three web servers): read() sums their counters and adds each one's CPU seconds under
+    "parts"."""
 
     def __init__(self, parts: dict[str, CgroupCpu]) -> None:
         self.parts = parts
@@ -120,6 +121,8 @@ class CgroupGroup:
     def read(self) -> dict:
         each = {name: cg.read() for name, cg in self.parts.items()}
         total = {k: sum(v[k] for v in each.values()) for k in ("usage_s", "user_s", "system_s")}
+        if all("read_bytes" in v for v in each.values()):  # several web servers' storage reads
+            total["read_bytes"] = sum(v["read_bytes"] for v in each.values())
         return {**total, "parts": {name: v["usage_s"] for name, v in each.items()}}
 
     def cpus(self) -> str:

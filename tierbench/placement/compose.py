@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
+from tierbench.placement import disks
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -25,8 +26,13 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
             "app-db": "compose/app-db.yml"}
+# Three web servers (stack.web_servers, stack.placement): one host only, refused on a cluster
+# (kinds/web.py cluster_roles), so it has no host-networking overlay.
+WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
+DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FS_OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
+WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
@@ -86,20 +92,23 @@ def docker_cmd(container: Container) -> list[str]:
 
 
 def compose_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
-                  remote_workers: int = 0) -> list[str]:
+                  remote_workers: int = 0, extra: list[Path] | None = None) -> list[str]:
     """-f arguments of stack_files()."""
-    return [arg for f in stack_files(settings, target, workers, remote_workers)
+    return [arg for f in stack_files(settings, target, workers, remote_workers, extra)
             for arg in ("-f", f)]
 
 
 def stack_files(settings: dict | None = None, target: str = "http://proxy", workers: int = 0,
-                remote_workers: int = 0) -> list[str]:
+                remote_workers: int = 0, extra: list[Path] | None = None) -> list[str]:
     """The -f arguments for a stack with these settings: the base file and the overlays for
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
-    Locust worker containers, a Locust master reachable from other nodes, and the application
-    and database tiers (settings with db_rows)."""
+    Locust worker containers, a Locust master reachable from other nodes, three web servers,
+    the application and database tiers (settings with db_rows), and `extra` overlays written
+    at run time (disk systems: tierbench/placement/disks.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
+    if int(settings.get("web_servers") or 1) > 1:
+        files.append(WEB_SERVERS_OVERLAY)
     if settings.get("proxy") == "haproxy":
         files.append(OVERLAYS["haproxy"])
     base, hot = docroot_parts(settings.get("docroot", "disk"))
@@ -122,6 +131,7 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
         files.append(OVERLAYS["workers"])
     if remote_workers:
         files.append(OVERLAYS["master"])
+    files += [str(p) for p in extra or []]
     return [str(ROOT / f) for f in files]
 
 
@@ -221,6 +231,8 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     })
     if settings.get("web_memory"):
         env["WEB_MEMORY"] = str(settings["web_memory"])
+    if settings.get("access_log"):
+        env["ACCESS_LOG"] = "on"
     env.update({var: str(settings[key]) for key, var in APP_DB_ENV.items() if key in settings})
     return env
 
@@ -283,10 +295,12 @@ def parse_cpuset(text: str) -> list[int]:
 
 def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
                workers: int = 0, remote_workers: int = 0,
-               hot_sets: list[dict] | None = None) -> Services:
+               hot_sets: list[dict] | None = None,
+               overlays: list[Path] | None = None) -> Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
-    docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs."""
+    docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
+    are Compose files written at run time (a disk system's binds and throttles)."""
     env = stack_env(settings, filesets)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
@@ -300,7 +314,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
         tmpfs[env["HOT_TMPFS_DIR"]] = env.get("HOT_TMPFS_SIZE") or "2g"
         env["HOT"] = json.dumps({"sets": hot_sets or [], "below": settings["hot_below"]},
                                 separators=(",", ":"))
-    spec = Services(stack_files(settings, target, workers, remote_workers), env,
+    spec = Services(stack_files(settings, target, workers, remote_workers, overlays), env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True)
     if base == "orangefs":
@@ -370,16 +384,22 @@ def log(msg: str) -> None:
 
 
 def down() -> None:
-    """Remove the stack's containers, networks and volumes (whatever proxy it ran with)."""
+    """Remove the stack's containers, networks and volumes (whatever proxy it ran with), then
+    the tmpfs mounts and the disk systems they used."""
     # The base file plus every overlay: whichever variant is up, all its services are known.
-    # `--profile pfs` / `net`: the OrangeFS and network-benchmark services only start when
-    # named, but must always go (with their networks).
-    files = ["docker-compose.yml", *OVERLAYS.values(), NET_OVERLAY, FS_OVERLAY]
+    # `--profile pfs` / `net` / `fs` / `disk`: the OrangeFS, network-benchmark, file-server
+    # and disk-benchmark services only start when named, but must always go (with their
+    # networks).
+    files = ["docker-compose.yml", *OVERLAYS.values(), WEB_SERVERS_OVERLAY, NET_OVERLAY,
+             FS_OVERLAY, DISK_OVERLAY]
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
-          "--profile", "pfs", "--profile", "net", "--profile", "fs", "down", "-v",
-          "--remove-orphans",
-          "--timeout", "10"], timeout=300)
+          "--profile", "pfs", "--profile", "net", "--profile", "fs", "--profile", "disk",
+          "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
     unmount_tmpfs()
+    try:
+        disks.teardown({**dotenv(), **os.environ})
+    except disks.DiskError as exc:
+        raise StackError(str(exc)) from None
 
 
 def volume_path(volume: str) -> Path:

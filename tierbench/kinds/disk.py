@@ -1,0 +1,419 @@
+"""Disk-system micro-benchmark (004 §5.1, Table 3): sequential write, then read, of one file
+with fio on each disk system, MB/s beside the paper's.
+
+A point builds (or keeps) its disk system (tierbench/placement/disks.py: real devices, or loop
+devices throttled at the paper's bandwidths, RAID-0 with md or btrfs), mounts it into the
+`disk-bench` container (compose/disk.yml) with the devices' limits on that container, reads the
+limits back from its cgroup, then runs fio there: the write phase writes `file_mb` sequentially
+with direct I/O (under cgroup v1 buffered writes are not charged to a container, so only direct
+writes are throttled, and the paper's write figure is the disk's), the read phase reads it back
+sequentially with direct I/O for `runtime_s` (no page cache in between). CPU of the container
+and of the host per phase come from their counters at each phase's start and end.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import json
+import re
+import shlex
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, model_validator
+
+from tierbench.config.errors import ConfigError
+from tierbench.config.models import Model, number, one_or_many, problem, whole
+from tierbench.interfaces import netif
+from tierbench.kinds.contract import (
+    SERVER,
+    Column,
+    Deployment,
+    Experiment,
+    Kind,
+    Point,
+    PointContext,
+    PointResult,
+    Tier,
+    log,
+)
+from tierbench.measure.sampler import PROC_STAT_FIELDS, CgroupCpu, host_cpu
+from tierbench.placement import compose, disks, space
+
+SERVICE = "disk-bench"
+TIER = "disk"
+MOUNT = "/mnt/disk"
+FILE = f"{MOUNT}/fio.dat"
+MIB = 1 << 20
+PHASES = ("write", "read")
+PHASE_COLUMNS = ("mb_per_s", "iops", "lat_ms", "bytes", "s", "cpu_pct", "cpu_us_per_kb",
+                 "host_iowait_pct", "host_idle_pct")
+SUMMARY_COLUMNS = ["point", "system", "emulated", "mode", "repetition", "filesystem",
+                   "block_size", "file_mb",
+                   *(f"{ph}_{c}" for ph in PHASES for c in PHASE_COLUMNS),
+                   "throttle_read_mb_s", "throttle_write_mb_s", "throttle"]
+POINT_OVERHEAD_S = 8.0  # fio start-up, file removal, counters
+
+
+def _name(value: Any) -> Any:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", value):
+        raise problem("disk system names must look like ide or my-disk, got {got}",
+                      got=repr(value))
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
+
+
+class DiskBlock(Model):
+    """The `disk:` block of an experiment file."""
+
+    systems: one_or_many(Name, "disk system name") = ["ide", "scsi", "raid0"]
+    block_size: whole(4096, 64 * MIB) = MIB
+    file_mb: number(1, 1 << 20) = 512
+    runtime_s: number(1, 3600) = 10
+
+
+class DiskSettings(Model):
+    """The keys of a disk-system experiment besides the common ones."""
+
+    disk: DiskBlock
+    disk_systems: dict[Name, disks.DiskSystemSpec] | None = None
+
+    @model_validator(mode="after")
+    def _known(self) -> DiskSettings:
+        known = disks.resolve(self.disk_systems)
+        for i, name in enumerate(self.disk.systems):
+            if name not in known:
+                raise problem("disk.systems[{i}]: no disk system {name} (built in: ide, scsi, "
+                              "raid0; or define it under disk_systems)", i=i, name=repr(name))
+        if len(set(self.disk.systems)) != len(self.disk.systems):
+            raise problem("disk.systems: names a system twice")
+        return self
+
+
+def fio_argv(phase: str, block: DiskBlock) -> list[str]:
+    """fio's command line for a phase: sequential, direct I/O, one job, JSON output."""
+    argv = ["fio", "--name", phase, "--filename", FILE, "--rw", phase, "--bs",
+            str(block.block_size), "--size", f"{int(block.file_mb * MIB)}", "--direct", "1",
+            "--ioengine", "psync", "--numjobs", "1", "--output-format", "json"]
+    if phase == "read":  # the file written before, read over and over for runtime_s
+        argv += ["--time_based", "--runtime", f"{block.runtime_s:g}"]
+    return argv
+
+
+def parse_fio(text_: str, phase: str) -> dict[str, float]:
+    """MB/s (10^6 bytes/s), IOPS, mean completion latency (ms), bytes and seconds of a phase,
+    from fio's JSON output (its first job)."""
+    start = text_.find("{")
+    if start < 0:
+        raise ValueError("no JSON in fio's output")
+    job = json.loads(text_[start:])["jobs"][0][phase]
+    seconds = job["runtime"] / 1000
+    lat = (job.get("clat_ns") or job.get("lat_ns") or {}).get("mean")
+    return {"mb_per_s": job["bw_bytes"] / 1e6, "iops": job["iops"],
+            "lat_ms": lat / 1e6 if lat is not None else float("nan"),
+            "bytes": job["io_bytes"], "s": seconds}
+
+
+def phase_cpu(before: dict, after: dict, host0: dict, host1: dict, seconds: float,
+              nbytes: int) -> dict[str, float]:
+    """The container's CPU (% of one core, µs per KB) and the host's iowait and idle shares."""
+    used = after["usage_s"] - before["usage_s"]
+    ticks = {k: host1[k] - host0[k] for k in PROC_STAT_FIELDS}
+    total = sum(ticks.values()) or 1
+    return {"cpu_pct": 100 * used / seconds if seconds else float("nan"),
+            "cpu_us_per_kb": 1e6 * used / (nbytes / 1024) if nbytes else float("nan"),
+            "host_iowait_pct": 100 * ticks["iowait"] / total,
+            "host_idle_pct": 100 * ticks["idle"] / total}
+
+
+class DiskKind(Kind):
+    """Sequential fio write and read on each disk system (004 Table 3)."""
+
+    name = "disk"
+    description = "disk systems (real or emulated): sequential write and read with fio"
+    model = DiskSettings
+    block = "disk"
+    tiers = (TIER,)
+    bring_up = "disk system and container bring-up (seconds to a minute each)"
+    variation_pct = 3.0
+
+    # -- experiment
+    def check(self, exp: Experiment) -> None:
+        """No server options (there are no web servers); named devices exist."""
+        for m in exp.modes:
+            if m.server:
+                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
+                                  "proxy servers, which a disk-system experiment does not run")
+        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        known = disks.resolve(s.disk_systems)
+        for name in s.disk.systems:
+            for dev in known[name].paths:
+                if not Path(dev).exists():
+                    raise ConfigError(f"{exp.source}: disk_systems.{name}.devices: {dev} does "
+                                      "not exist on this host: name one of its block devices "
+                                      "(lsblk lists them)")
+
+    def systems(self, exp: Experiment) -> dict[str, disks.System]:
+        """Every system the experiment can name."""
+        return disks.resolve(exp.settings.disk_systems)  # type: ignore[attr-defined]
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        known = self.systems(exp)
+        b = s.disk
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
+                "disk": {"systems": list(b.systems), "block_size": b.block_size,
+                         "file_mb": b.file_mb, "runtime_s": b.runtime_s, "direct": True},
+                "disk_systems": {n: {"description": known[n].describe(),
+                                     "emulated": known[n].emulated,
+                                     "devices": list(known[n].paths) or known[n].devices,
+                                     "read_mb_s": (known[n].read_bps or 0) / 1e6 or None,
+                                     "write_mb_s": (known[n].write_bps or 0) / 1e6 or None,
+                                     "raid0": disks.raid_kind() if known[n].raid0 else None}
+                                 for n in b.systems}}
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """system x mode x repetition."""
+        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        return [("system", list(s.disk.systems)), ("mode", [m.name for m in exp.modes]),
+                ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """The disk system: a new one is built for each."""
+        return combo["system"] if isinstance(combo, dict) else combo["system"]
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled within each system, systems in the order listed."""
+        listed = list(exp.settings.disk.systems)  # type: ignore[attr-defined]
+        return sorted(combos, key=lambda c: listed.index(c["system"]))
+
+    def plan_of(self, exp: Experiment, name: str) -> disks.Plan:
+        """The disk plan of one system: one server (the benchmark container), the file."""
+        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        system = self.systems(exp)[name]
+        lay = disks.layout(system, None, 1)
+        per_disk = disks.per_disk_bytes(lay, int(s.disk.file_mb * MIB))
+        return disks.plan(system, lay, [SERVICE], per_disk)
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle, the write phase at the slowest system's rate, the read phase, overhead."""
+        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        known = self.systems(exp)
+        rates = [known[n].write_bps * (known[n].devices if known[n].raid0 else 1)
+                 for n in s.disk.systems if known[n].write_bps]
+        write_s = s.disk.file_mb * MIB / min(rates) if rates else 5.0
+        return exp.settle_s + write_s + s.disk.runtime_s + POINT_OVERHEAD_S
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """What runs and how."""
+        b = exp.settings.disk  # type: ignore[attr-defined]
+        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}; fio in the {SERVICE} container",
+                f"per point: sequential direct write of {b.file_mb:g} MB, then sequential "
+                f"direct read for {b.runtime_s:g} s, {b.block_size} B per call (about "
+                f"{self.point_seconds(exp):.0f} s at the slowest system)"]
+
+    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The disk system from this point on, labelled emulated or real."""
+        system = self.systems(exp)[point["system"]]
+        raid = f"; RAID-0 with {disks.raid_kind()}" if system.raid0 else ""
+        return (f"  -- disk system {system.describe()}{raid}"
+                + ("" if first else " (new disk system)"))
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """system, mode, repetition."""
+        return (f"  {point.id}  system={point['system']:<10} mode={point.mode:<16} "
+                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return f"{point.id} {point['system']} {point.mode} rep {point.repetition}"
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """The largest system's images (one is built at a time)."""
+        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
+        emulated = [p for p in plans if p.system.emulated]
+        if not emulated:
+            return []
+        biggest = max(emulated, key=lambda p: p.image_bytes())
+        return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}",
+                              biggest.image_bytes(), disks.image_dir(space.settings()),
+                              "the disk images' folder",
+                              "lower disk.file_mb or set DISK_IMAGE_DIR (.env) to a folder "
+                              "with room")]
+
+    # -- run
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """The image exists; the systems can be built here (tools, devices)."""
+        compose.require_image("tierbench-disk")
+        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
+        try:
+            disks.preflight(plans)
+        except disks.DiskError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None, point: Point) -> Deployment:
+        """The disk system built (whatever used the disks before is removed first), the
+        benchmark container up on it, its limits read back."""
+        p = self.plan_of(exp, str(key))
+        log(f"tierbench: disk system {p.system.describe()}")
+        if disks.current(p) is None:
+            compose.down()  # containers let go of the disks built before; they go too
+        try:
+            built = disks.ensure(p, space.settings(), log)
+        except disks.DiskError as exc:
+            raise compose.StackError(str(exc)) from None
+        server = built.server(SERVICE)
+        disks.write_overlay({SERVICE: {
+            "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
+            "blkio_config": disks.throttles(server, p.system)}})
+        files = ["docker-compose.yml", compose.DISK_OVERLAY, str(disks.overlay_path())]
+        env = {**compose.dotenv(), **os.environ}
+        compose.compose([*(a for f in files for a in ("-f", str(compose.ROOT / f))),
+                         "--profile", "disk", "up", "-d", "--wait", "--no-build",
+                         "--force-recreate", SERVICE], env)
+        dep = self.running()
+        if dep is None:
+            raise compose.StackError(f"the {SERVICE} container is not running: see `docker "
+                                     f"compose logs {SERVICE}`")
+        container = dep.containers[SERVICE]
+        limits, problems = disks.check_throttles(server, p.system, container.pid)
+        if problems:
+            raise compose.StackError(f"the {SERVICE} container's block-I/O limits are not the "
+                                     f"disk system's: {problems[0]}")
+        dep.key = key
+        dep.info.update({"built": built, "system": p.system, "limits": limits,
+                         "record": {**built.record(), "description": p.system.describe(),
+                                    "throttles_read_back": {SERVICE: limits}}})
+        return dep
+
+    def running(self) -> Deployment | None:
+        """The benchmark container, when it runs."""
+        found = compose.containers()
+        if SERVICE not in found:
+            return None
+        c = found[SERVICE]
+        eps = netif.veth_endpoints(TIER, c.pid)
+        tier = Tier(TIER, SERVER, eps, [c])
+        ifaces = {ep.label: ep.ifname for ep in eps if ep.netns_pid is None}
+        return Deployment(None, {TIER: tier}, {TIER: CgroupCpu(c.pid)}, ifaces,
+                          containers={SERVICE: c}, info={})
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """fio's write phase, then its read phase; CPU per phase."""
+        s: DiskSettings = ctx.exp.settings  # type: ignore[assignment]
+        dep = ctx.deployment
+        container = dep.containers[SERVICE]
+        counter = dep.counters[TIER]
+        ctx.record["disk"] = dep.info["record"]
+        system: disks.System = dep.info["system"]
+        row: dict[str, Any] = {"filesystem": dep.info["built"].filesystem}
+        limits = dep.info["limits"]
+        reads = [v["read_bps"] for v in limits.values() if v.get("read_bps")]
+        writes = [v["write_bps"] for v in limits.values() if v.get("write_bps")]
+        row["throttle_read_mb_s"] = min(reads) / 1e6 if reads else None
+        row["throttle_write_mb_s"] = min(writes) / 1e6 if writes else None
+        row["throttle"] = "ok" if (system.read_bps is None or reads) else "mismatch"
+        error = None
+        try:
+            for phase in PHASES:
+                before, host0 = counter.read(), host_cpu()
+                done = compose.exec_in(container, fio_argv(phase, s.disk),
+                                       timeout=s.disk.runtime_s + 3600)
+                after, host1 = counter.read(), host_cpu()
+                (ctx.dir / f"fio-{phase}.json").write_text(done.stdout)
+                if done.returncode != 0:
+                    tail = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+                    error = f"fio {phase} failed: {tail[-1][:300]}"
+                    break
+                try:
+                    figures = parse_fio(done.stdout, phase)
+                except (ValueError, KeyError, IndexError) as exc:
+                    error = f"fio {phase}: unreadable output ({exc})"
+                    break
+                figures.update(phase_cpu(before, after, host0, host1, figures["s"],
+                                         figures["bytes"]))
+                row.update({f"{phase}_{k}": v for k, v in figures.items()})
+                ctx.log(f"tierbench: {ctx.point.id} {phase}: {figures['mb_per_s']:.1f} MB/s")
+        finally:
+            compose.exec_in(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
+            ctx.sampler.stop()
+        return PointResult(row, error=error)
+
+    # -- results
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, system, emulated, mode, repetition, block size, file size."""
+        b = exp.settings.disk  # type: ignore[attr-defined]
+        system = self.systems(exp)[point["system"]]
+        return {"point": point.id, "system": system.name, "emulated": system.emulated,
+                "mode": point.mode, "repetition": point.repetition, "block_size": b.block_size,
+                "file_mb": b.file_mb}
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """Identity, then write_* and read_* figures, then the limits read back."""
+        return [Column(c) for c in SUMMARY_COLUMNS]
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """MB/s per phase."""
+        if row.get("error"):
+            return f"FAILED ({row['error']})"
+        return ", ".join(f"{ph} {row[f'{ph}_mb_per_s']:.1f} MB/s" for ph in PHASES
+                         if f"{ph}_mb_per_s" in row) + f" (limits {row.get('throttle')})"
+
+    def clean(self) -> list[str]:
+        """Nothing runs between points (fio runs in the foreground of a point)."""
+        return []
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The report section, systems in the experiment's order."""
+        spec = copy.deepcopy(FAMILY)
+        systems = list((resolved.get("disk") or {}).get("systems") or [])
+        spec["order"] = {"system": systems} if len(systems) > 1 else {}
+        return spec
+
+
+# 004 §5.1 Table 3 (2004 hardware): sequential MB/s read / write
+FAMILY: dict[str, Any] = {
+    "kind": "disk",
+    "family": "dc-disk-basic",
+    "title": "Sequential MB/s per disk system (004 Table 3)",
+    "description": "fio writes one file sequentially with direct I/O, then reads it back "
+                   "sequentially with direct I/O, on each disk system (emulated: loop devices "
+                   "throttled at the paper's bandwidths, RAID-0 over three of them; real: the "
+                   "devices the experiment names).",
+    "phases": ["write", "read"],
+    "sections": ["phase"],
+    "primary": {"column": "mb_per_s", "label": "sequential MB/s", "unit": "MB/s"},
+    "columns": ["iops", "lat_ms", "s", "cpu_pct", "cpu_us_per_kb", "host_iowait_pct",
+                "throttle_read_mb_s", "throttle_write_mb_s"],
+    "costs": [{"column": "cpu_us_per_kb", "label": "fio CPU µs/KB"}],
+    "benefit": [],
+    "baseline": None,
+    "header": ["experiment.disk", "experiment.disk_systems"],
+    "samples": False,
+    "factors": ["system"],
+    "figures": [{"type": "bars", "x": "system", "y": "mb_per_s", "series": "mode",
+                 "facet": "phase", "title": "Measured here: sequential MB/s",
+                 "xlabel": "disk system", "ylabel": "MB/s"}],
+    "reference": {
+        "figure": "004 §5.1 Table 3",
+        "labels": ["paper", "—"],
+        "rows": [{"x": f"{label}, {phase}", "quantity": phase, "unit": "MB/s", "with": value,
+                  "without": None, "match": {"system": system, "phase": phase}}
+                 for system, label, values in (("ide", "IDE", (39, 35)),
+                                               ("scsi", "SCSI", (55, 58)),
+                                               ("raid0", "RAID-0 of 3 SCSI", (147, 120)))
+                 for phase, value in zip(("write", "read"), values)],
+        "note": "IDE 35/39, SCSI 58/55, RAID-0 120/147 MB/s read/write: SCSI about 50 % above "
+                "IDE, RAID-0 up to twice SCSI (parallel access)"},
+    "optional": ["throttle_read_mb_s", "throttle_write_mb_s"],
+}

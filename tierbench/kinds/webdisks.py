@@ -1,0 +1,287 @@
+"""The web kind's disk systems (004 §5): a docroot on an emulated or real disk system, alone or
+spread over several web servers' disks by 004 Table 4's strategies, and the per-file response
+times the proxy's access log gives (004 Fig. 11-12).
+
+A point's stack settings name the disk system (`docroot`), the strategy (`placement`) and the
+web servers; from them and the experiment's file sets this module makes the disk plan (devices
+and their sizes), builds it, writes the map of a spread server and the Compose overlay that binds
+each server's disks into its web container and throttles them, and reads the limits back.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tierbench.placement import compose, disks, space
+from workloads import filesets
+from workloads import placement as spread
+from workloads import traces as tracelib
+
+KIB, MIB = 1 << 10, 1 << 20
+ACCESS_LOG = "/var/log/apache2/access.log"
+# file sizes the per-file summary groups (004 Fig. 11-12 show every file; the summary keeps three
+# groups, per_file.csv every file)
+BUCKETS = (("small", 0, 64 * KIB), ("medium", 64 * KIB, MIB), ("large", MIB, math.inf))
+BUCKET_LABELS = {"small": "files < 64 KiB", "medium": "64 KiB - 1 MiB", "large": ">= 1 MiB"}
+
+
+def names(custom: Mapping[str, Any] | None) -> dict[str, disks.System]:
+    """The disk systems an experiment can name: built-in and its own."""
+    return disks.resolve(custom)
+
+
+def system_of(docroot: str, known: Mapping[str, disks.System]) -> disks.System | None:
+    """The disk system a docroot names, or None (disk, tmpfs, orangefs)."""
+    return known.get(compose.docroot_parts(docroot)[0])
+
+
+def settings_problem(docroots: list[str], fixed: tuple[str, ...], known: Mapping[str, disks.System],
+            strategies: list[str] | None, web_servers: int | None, proxy: str) -> str | None:
+    """What is wrong with a stack's disk settings (one sentence naming the key), or None."""
+    for i, d in enumerate(docroots):
+        base = compose.docroot_parts(d)[0]
+        if base not in fixed and base not in known:
+            return (f"stack.docroot[{i}]: must be one of {', '.join(fixed)} or a disk system "
+                    f"({', '.join(known)}, or one of disk_systems), each optionally with "
+                    f"+hot-tmpfs, got {d!r}")
+    if web_servers is not None and web_servers not in (1, 3):
+        return f"stack.web_servers: must be 1 or 3 (004's data center), got {web_servers}"
+    if strategies:
+        if web_servers is not None:
+            return ("stack.web_servers: leave it out with stack.placement (each strategy of 004 "
+                    "Table 4 sets its servers: 3, RAID-Single 1)")
+        for d in docroots:
+            s = system_of(d, known)
+            if s is None or s.devices != 1:
+                return (f"stack.placement: needs docroot to be a one-device disk system (such as "
+                        f"scsi), which the strategies lay out over 3 disks per server; got {d!r}")
+    if proxy == "haproxy" and ((web_servers or 1) > 1 or any(
+            disks.STRATEGIES[p].servers > 1 for p in strategies or [])):
+        return ("stack.proxy: several web servers need proxy: apache (its balancer spreads the "
+                "requests); HAProxy serves one")
+    return None
+
+
+def device_problem(docroots: list[str], known: Mapping[str, disks.System]) -> str | None:
+    """A named real device that does not exist or is no block device, one sentence."""
+    import os
+    import stat
+
+    for d in docroots:
+        s = system_of(d, known)
+        for dev in s.paths if s else ():
+            try:
+                mode = os.stat(dev).st_mode
+            except FileNotFoundError:
+                return (f"disk_systems.{s.name}.devices: {dev} does not exist on this host: name "
+                        "one of its block devices (lsblk lists them)")
+            if not stat.S_ISBLK(mode):
+                return f"disk_systems.{s.name}.devices: {dev} is not a block device"
+    return None
+
+
+def popularity(specs: list[dict], seed: int) -> dict[str, list[int]]:
+    """Per file set (by name), the file index of each popularity rank: the Zipf trace's mapping
+    for the first trace that draws on the set, else the set's own order (a hit-ratio trace's
+    hot file is its first)."""
+    out: dict[str, list[int]] = {}
+    for spec in specs:
+        parts = spec["parts"] if spec.get("kind") == "mix" else [spec]
+        for part in parts:
+            fs = tracelib.fileset_of(part)
+            name = filesets.set_name(fs)
+            if name in out:
+                continue
+            files = filesets.files(fs)
+            if part.get("kind") == "zipf":
+                out[name] = tracelib.rank_order(files, part.get("mapping", "random"), seed)
+            else:
+                out[name] = list(range(len(files)))
+    return out
+
+
+def assignment(sets: list[dict], pops: dict[str, list[int]], strategy: str, ndisks: int,
+               seed: int) -> tuple[list[str], list[int]]:
+    """A spread server's map lines and bytes per disk, set by set."""
+    lines: list[str] = []
+    per_disk = [0] * ndisks
+    for k, fs in enumerate(sets):
+        files = filesets.files(fs)
+        sizes = [size for _, size in files]
+        disk_of = spread.assign(sizes, strategy, ndisks, pops.get(filesets.set_name(fs)),
+                                seed + 7919 * k)
+        lines += spread.map_lines([p for p, _ in files], disk_of)
+        for i, b in enumerate(spread.bytes_per_disk(sizes, disk_of, ndisks)):
+            per_disk[i] += b
+    return lines, per_disk
+
+
+def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], sets: list[dict],
+             pops: dict[str, list[int]], seed: int) -> tuple[disks.Plan, list[str]] | None:
+    """The disk plan of a point's stack settings (None without a disk system) and the map of
+    its spread servers ([] when not spread)."""
+    system = system_of(str(settings.get("docroot", "disk")), known)
+    if system is None:
+        return None
+    strategy = settings.get("placement")
+    lay = disks.layout(system, strategy, int(settings.get("web_servers") or 1))
+    total = sum(filesets.total_bytes(fs) for fs in sets)
+    lines: list[str] = []
+    spread_bytes = None
+    if lay.spread is not None and lay.disks > 1:
+        lines, spread_bytes = assignment(sets, pops, lay.spread, lay.disks, seed)
+    per_disk = disks.per_disk_bytes(lay, total, spread_bytes)
+    servers = list(compose.WEB_SERVICES[:lay.servers])
+    return disks.plan(system, lay, servers, per_disk), lines
+
+
+def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
+    """The plan's words for a point's disk system ('' without one)."""
+    system = system_of(str(settings.get("docroot", "disk")), known)
+    if system is None:
+        return ""
+    strategy = settings.get("placement")
+    what = system.describe()
+    if strategy:
+        return f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}]"
+    servers = int(settings.get("web_servers") or 1)
+    return f" [disk {what}" + (f" on each of {servers} web servers]" if servers > 1 else "]")
+
+
+def image_needs(plans: list[disks.Plan], env: Mapping[str, str]) -> list[space.Need]:
+    """The largest disk system's images (one is built at a time), in DISK_IMAGE_DIR."""
+    emulated = [p for p in plans if p.system.emulated]
+    if not emulated:
+        return []
+    biggest = max(emulated, key=lambda p: p.image_bytes())
+    folder = disks.image_dir(env)
+    count = biggest.layout.servers * biggest.layout.disks
+    return [space.on_disk(f"the loop-device images of disk system {biggest.system.name} "
+                          f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
+                          folder,
+                          "the disk images' folder",
+                          "shrink the traces' file sets or set DISK_IMAGE_DIR (.env) to a "
+                          "folder with room")]
+
+
+def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any) -> disks.Built:
+    """The disk system built (or kept), maps written, and its Compose overlay."""
+    built = disks.ensure(p, env, log)
+    if lines:
+        for s in built.servers:
+            disks.write_map(built, s.name, lines)
+    services: dict[str, dict[str, Any]] = {}
+    for s in built.servers:
+        services[s.name] = {
+            "volumes": [{"type": "bind", "source": s.root, "target": "/srv/docroot",
+                         "read_only": True}],
+            "environment": {"WEB_DISK_MAP": "on" if s.spread else "off"},
+            "blkio_config": disks.throttles(s, p.system)}
+    services["fileset"] = {
+        "volumes": [{"type": "bind", "source": str(disks.disks_root()), "target": "/srv/disks"}],
+        "environment": {"FILESET_ROOTS": json.dumps([f"/srv/disks/{s.name}"
+                                                     for s in built.servers])}}
+    disks.write_overlay(services)
+    return built
+
+
+def verify(built: disks.Built, system: disks.System,
+           webs: list[compose.Container]) -> dict[str, Any]:
+    """The record of the disk system with each web container's limits read back from its
+    cgroup; DiskError when one differs from the system's bandwidths."""
+    record = built.record()
+    record["description"] = system.describe()
+    got: dict[str, Any] = {}
+    for c in webs:
+        if c.service not in {s.name for s in built.servers}:
+            continue
+        limits, problems = disks.check_throttles(built.server(c.service), system, c.pid)
+        got[c.service] = limits
+        if problems:
+            raise disks.DiskError(f"the {c.service} container's block-I/O limits are not the "
+                                  f"disk system's: {problems[0]}")
+    record["throttles_read_back"] = got
+    return record
+
+
+# --------------------------------------------------------------------------- per-file times
+
+
+def logging_tier(containers: Mapping[str, compose.Container], target: str,
+                 webs: list[compose.Container]) -> list[compose.Container]:
+    """Whose access log times each request: the proxy's when the load goes through it (its %D
+    runs until the web tier's whole response has come through, disk reads included; the web
+    tier's own %D can end before a large file is read, the event MPM sending the rest after
+    logging), else the web servers'."""
+    host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    if host in ("proxy", "198.18.1.10") and "proxy" in containers:
+        return [containers["proxy"]]
+    return webs
+
+
+def reset_logs(containers: list[compose.Container]) -> None:
+    """Empty the access logs (each point reads its own requests)."""
+    for c in containers:
+        compose.exec_in(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
+
+
+def parse_line(line: str) -> tuple[float, str, int, int, float] | None:
+    """(epoch second, path, status, bytes, service ms) of one access-log line in the web
+    tier's format `%h %t "%r" %>s %B %D`; None for another line."""
+    try:
+        left, _, rest = line.partition(" [")
+        stamp, _, rest = rest.partition("] \"")
+        request, _, tail = rest.partition("\" ")
+        status, nbytes, micros = tail.split()[:3]
+        when = datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z").timestamp()
+        path = request.split()[1]
+        return when, path, int(status), int(nbytes), int(micros) / 1000
+    except (ValueError, IndexError):
+        return None
+
+
+def per_file(lines: list[str], sizes: Mapping[str, int], start: float, end: float,
+             out: Path) -> dict[str, float]:
+    """From the access log lines: each file's requests and mean response time in the window
+    (seconds start..end, whole seconds as logged) into `out` (CSV), and the summary's
+    `file_ms_<group>`: the mean over the files of a size group of their mean times."""
+    times: dict[str, list[float]] = {}
+    lo, hi = math.floor(start), end
+    for line in lines:
+        parsed = parse_line(line)
+        if parsed is None:
+            continue
+        when, path, status, _, ms = parsed
+        if lo <= when <= hi and 200 <= status < 400 and path in sizes:
+            times.setdefault(path, []).append(ms)
+    rows = sorted(((p, sizes[p], len(v), sum(v) / len(v)) for p, v in times.items()),
+                  key=lambda r: (r[1], r[0]))
+    with out.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["path", "size_bytes", "requests", "mean_ms"])
+        writer.writerows([(p, s, n, f"{m:.4f}") for p, s, n, m in rows])
+    summary: dict[str, float] = {"files_requested": len(rows)}
+    for name, lo_b, hi_b in BUCKETS:
+        means = [m for _, s, _, m in rows if lo_b <= s < hi_b]
+        summary[f"file_ms_{name}"] = sum(means) / len(means) if means else float("nan")
+    return summary
+
+
+def read_logs(containers: list[compose.Container]) -> list[str]:
+    """The access log lines of these containers."""
+    lines: list[str] = []
+    for c in containers:
+        done = compose.exec_in(c, ["cat", ACCESS_LOG], timeout=120)
+        lines += done.stdout.splitlines()
+    return lines
+
+
+def sizes_of(sets: list[dict]) -> dict[str, int]:
+    """URL path -> size of every file of the sets."""
+    return {p: s for fs in sets for p, s in filesets.files(fs)}
