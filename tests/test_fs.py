@@ -125,7 +125,7 @@ def test_points_group_by_server_load_and_keep_every_combination() -> None:
     points = runner.points_of(exp)
     loads = [p["load"] for p in points]
     assert loads == sorted(loads, key=["idle", "busy"].index)  # one switch of the hog
-    assert len(points) == 2 * 5 * 2 * 2
+    assert len(points) == 2 * 5 * 2 * exp.repetitions  # loads x think times x modes x reps
     assert {kind.placement(exp, p) for p in points} == {("gluster", "idle"), ("gluster", "busy")}
     iozone = registry.load_experiment("pfs-iozone")
     assert {kind.placement(iozone, p) for p in runner.points_of(iozone)} == {("orangefs", 4)}
@@ -270,6 +270,9 @@ def test_each_file_set_counts_the_points_that_read_it(tmp_path: Path) -> None:
     exp = registry.load_experiment("fs-filebench")
     prepared = registry.kind("fs").prepare(exp, tmp_path / "20260101T000000Z")
     assert prepared["run_id"] == "20260101T000000Z" and prepared["sets"] == set()
-    assert prepared["uses"] == {"a": 4, "b": 4, "w": 4, "c": 6}  # 2 modes x workloads per set
+    # modes x repetitions x the workloads that read each set (2, 2, 2, 3)
+    per_workload = len(exp.modes) * exp.repetitions
+    assert prepared["uses"] == {"a": 2 * per_workload, "b": 2 * per_workload,
+                                "w": 2 * per_workload, "c": 3 * per_workload}
     dbench = registry.load_experiment("fs-clients")
     assert registry.kind("fs").prepare(dbench, tmp_path / "x")["uses"] == {}
