@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from tierbench.config.errors import TierbenchError
+from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
@@ -178,6 +178,15 @@ class PointResult:
     per_second: list[dict[str, Any]] | None = None
     window: tuple[float, float] | None = None
     error: str | None = None
+
+
+def refuse_server_modes(exp: Experiment, experiment: str) -> None:
+    """One sentence for a mode that sets web or proxy server options in a kind that runs no
+    such servers (``experiment`` names the kind's experiments, e.g. "a network experiment")."""
+    for m in exp.modes:
+        if m.server:
+            raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and proxy "
+                              f"servers, which {experiment} does not run")
 
 
 class Kind:

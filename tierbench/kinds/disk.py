@@ -38,6 +38,7 @@ from tierbench.kinds.contract import (
     PointResult,
     Tier,
     log,
+    refuse_server_modes,
 )
 from tierbench.measure.sampler import PROC_STAT_FIELDS, CgroupCpu, host_cpu
 from tierbench.placement import compose, disks, space
@@ -144,10 +145,7 @@ class DiskKind(Kind):
     # -- experiment
     def check(self, exp: Experiment) -> None:
         """No server options (there are no web servers); named devices exist."""
-        for m in exp.modes:
-            if m.server:
-                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
-                                  "proxy servers, which a disk-system experiment does not run")
+        refuse_server_modes(exp, "a disk-system experiment")
         s: DiskSettings = exp.settings  # type: ignore[assignment]
         known = disks.resolve(s.disk_systems)
         for name in s.disk.systems:

@@ -43,7 +43,6 @@ from typing import Any
 
 from pydantic import model_validator
 
-from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, choice, number, one_or_many, problem, whole
 from tierbench.interfaces import netif
 from tierbench.kinds import fstools
@@ -60,6 +59,7 @@ from tierbench.kinds.contract import (
     RunEnds,
     Tier,
     log,
+    refuse_server_modes,
 )
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
@@ -277,10 +277,7 @@ class FsKind(Kind):
 
     def check(self, exp: Experiment) -> None:
         """No web or proxy servers here for a mode's server options."""
-        for m in exp.modes:
-            if m.server:
-                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
-                                  "proxy servers, which a file-server experiment does not run")
+        refuse_server_modes(exp, "a file-server experiment")
 
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""

@@ -68,6 +68,7 @@ from tierbench.kinds.contract import (
     RunEnds,
     Tier,
     log,
+    refuse_server_modes,
 )
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
@@ -340,10 +341,7 @@ class NetKind(Kind):
 
     def check(self, exp: Experiment) -> None:
         """No web or proxy servers here for a mode's server options; the cases load."""
-        for m in exp.modes:
-            if m.server:
-                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
-                                  "proxy servers, which a network experiment does not run")
+        refuse_server_modes(exp, "a network experiment")
         try:
             self.modes(exp)
         except ConfigError as exc:

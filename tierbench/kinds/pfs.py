@@ -34,7 +34,6 @@ from typing import Any
 
 from pydantic import model_validator
 
-from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, choice, flag, number, one_or_many, problem, whole
 from tierbench.kinds.contract import (
     CLIENT,
@@ -49,6 +48,7 @@ from tierbench.kinds.contract import (
     RunEnds,
     Tier,
     log,
+    refuse_server_modes,
 )
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose as stack
@@ -512,11 +512,7 @@ class PfsKind(Kind):
 
     def check(self, exp: Experiment) -> None:
         """A PFS run has no web or proxy servers whose options a mode could set."""
-        for m in exp.modes:
-            if m.server:
-                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
-                                  "proxy servers, which a parallel file system experiment does "
-                                  "not run")
+        refuse_server_modes(exp, "a parallel file system experiment")
 
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""

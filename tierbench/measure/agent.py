@@ -369,12 +369,7 @@ class MergedSampler:
 
     def mark(self) -> dict[str, Any]:
         """A merged sample taken now and kept in time order with the ticks, as Sampler.mark()."""
-        sample = self.sample()
-        with self._lock:
-            bisect.insort(self.samples, sample, key=lambda s: s["t"])
-            with self.out.open("a") as fh:
-                fh.write(json.dumps(sample) + "\n")
-        return sample
+        return sampler.keep_mark(self.sample(), self.samples, self._lock, self.out)
 
     def stop(self) -> list[dict[str, Any]]:
         """A last sample from every node, then end the agents; returns every sample."""

@@ -143,6 +143,16 @@ def iface_counters(ifname: str) -> dict[str, int]:
     return {k: int((base / k).read_text()) for k in ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets")}
 
 
+def keep_mark(sample: dict, samples: list[dict], lock: threading.Lock, out: Path) -> dict:
+    """Add a sample taken off the sampling thread to `samples` in time order, and to the JSON
+    lines file `out`, under the lock the sampling thread also holds."""
+    with lock:
+        bisect.insort(samples, sample, key=lambda s: s["t"])
+        with out.open("a") as fh:
+            fh.write(json.dumps(sample) + "\n")
+    return sample
+
+
 class Sampler:
     """Samples every second in a background thread; `stop()` takes a last sample and closes."""
 
@@ -196,12 +206,7 @@ class Sampler:
         """A sample taken now on the caller's thread and kept in time order with the ticks.
         A kind marks the start and the middle of a measured window, so that the window holds
         two samples even when a loaded host delays the 1 Hz ticks by a second or more."""
-        sample = self.sample()
-        with self._lock:
-            bisect.insort(self.samples, sample, key=lambda s: s["t"])
-            with self.out.open("a") as fh:
-                fh.write(json.dumps(sample) + "\n")
-        return sample
+        return keep_mark(self.sample(), self.samples, self._lock, self.out)
 
     def _loop(self) -> None:
         with self.out.open("a") as fh:
