@@ -210,3 +210,23 @@ def test_cpu_modes_give_each_point_its_platform() -> None:
 def test_a_point_waits_until_idle_sessions_have_published_their_counters(idle_s: float,
                                                                          wait: float) -> None:
     assert appdb.publish_wait(idle_s) == pytest.approx(wait)
+
+
+PROC_NET_TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:2328 00000000:0000 0A 00000000:00000000 00:00000000 00000000    33        0 1 1
+   1: 1E0212C6:2328 1F0212C6:A3B2 01 00000000:00000000 00:00000000 00000000    33        0 2 1
+   2: 1E0212C6:2328 1F0212C6:A3B4 01 00000000:00000000 00:00000000 00000000     0        0 0 1
+   3: 1E0212C6:2328 1F0212C6:A3B6 06 00000000:00000000 03:00000000 00000000     0        0 0 3
+   4: 1E0212C6:C350 1E0212C6:1538 01 00000000:00000000 00:00000000 00000000    33        0 3 1
+  sl  local_address                         remote_address                        st
+   0: 0000000000000000FFFF00000100007F:2328 0000000000000000FFFF00000100007F:B0C2 01 0 0
+"""
+
+
+def test_requests_in_the_application_tier_are_its_established_fastcgi_connections() -> None:
+    # the listening socket (0A), a TIME_WAIT (06) and its own connection to the database
+    # (local port 0xC350, remote 5432) are not requests; a queued one (rows 2 and IPv6) is
+    assert appdb.requests_in(PROC_NET_TCP) == 3
+    assert appdb.requests_in(PROC_NET_TCP, port=5432) == 0
+    assert appdb.requests_in("") == 0

@@ -12,7 +12,12 @@ last second before going idle is published only after it has been idle for 10 s
 (PGSTAT_IDLE_INTERVAL), so before each point the web kind waits until the application tier's
 sessions have been idle that long (`wait_for_published_counters`): otherwise the previous
 point's last second would be counted in the next point's window (measured: 77-167 transactions
-a second in static points that followed dynamic ones).
+a second in static points that followed dynamic ones). Before that wait, the application tier
+must serve no request of the previous point any more (`wait_until_app_idle`): after the
+database was stopped and started again, a request the load generator had given up on can
+connect to the new server and insert its row seconds later, after the writes table was
+emptied for the next point (a CI run counted 4 rows more than the write check allows in
+the point after a database restart).
 
 Every command reaches the containers through their node's Docker engine (`docker --context
 NODE` on a cluster: compose.docker_cmd), so the tiers run on this host or on cluster nodes.
@@ -65,6 +70,53 @@ IDLE_PUBLISH_S = 10.5  # PostgreSQL 15's PGSTAT_IDLE_INTERVAL (10 s) and a margi
 SESSIONS_IDLE_QUERY = ("SELECT coalesce(min(extract(epoch FROM now() - state_change)), -1) "
                        f"FROM pg_stat_activity WHERE datname = '{DATABASE}' AND state = 'idle' "
                        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+
+
+APP_PORT = 9000  # PHP-FPM's FastCGI port (images/app/conf/pool.conf)
+APP_IDLE_WAIT_S = 30.0
+TCP_ESTABLISHED = "01"
+
+
+def requests_in(proc_net_tcp: str, port: int = APP_PORT) -> int:
+    """Established TCP connections to local `port` in /proc/net/tcp(6) text: the FastCGI
+    requests the application tier is serving or has queued (the web tier opens one connection
+    per request)."""
+    count = 0
+    for line in proc_net_tcp.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or ":" not in fields[1]:
+            continue  # a header line
+        local_port = fields[1].rsplit(":", 1)[1]
+        try:
+            if int(local_port, 16) == port and fields[3] == TCP_ESTABLISHED:
+                count += 1
+        except ValueError:
+            continue
+    return count
+
+
+def wait_until_app_idle(app: compose.Container,
+                        limit_s: float = APP_IDLE_WAIT_S) -> tuple[int, float]:
+    """Wait until the application tier serves no request (none at two readings 0.5 s apart),
+    at most `limit_s`: requests of the previous point may still be in it (after a database
+    restart, its last requests connect to the new server seconds later) and would insert their
+    rows after the writes table was emptied for the next point. Returns the requests still in
+    it when the wait ended (0: idle; -1: its connections could not be read) and the seconds
+    waited."""
+    began = time.monotonic()
+    deadline = began + limit_s
+    idle_readings, busy = 0, -1
+    while True:
+        try:  # /proc/net/tcp6 is missing where IPv6 is off: cat fails, tcp is still read
+            out = compose.exec_in(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
+                                  timeout=30).stdout
+            busy = requests_in(out) if "local_address" in out else -1
+        except subprocess.TimeoutExpired:
+            busy = -1
+        idle_readings = idle_readings + 1 if busy == 0 else 0
+        if idle_readings == 2 or busy < 0 or time.monotonic() >= deadline:
+            return (0 if idle_readings == 2 else busy), time.monotonic() - began
+        time.sleep(0.5)
 
 
 def publish_wait(idle_s: float) -> float:

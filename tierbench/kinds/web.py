@@ -899,9 +899,17 @@ class WebKind(Kind):
         if dep.info["settings"].get("access_log"):
             webdisks.reset_logs(logged)
         if "db" in dep.containers:
-            # the wait first: the previous point's last requests (still in the proxy or the
-            # application tier when its load stopped) write their rows during it, not after
+            # the waits first: the previous point's last requests (still in the proxy or the
+            # application tier when its load stopped) write their rows during them, not after
             # the table was emptied for this point
+            if "app" in dep.containers:
+                busy, waited = appdb.wait_until_app_idle(dep.containers["app"])
+                ctx.record["app_idle_wait_s"] = round(waited, 1)
+                if busy:
+                    ctx.record["app_busy_before_point"] = (
+                        f"{busy} requests still in the application tier after "
+                        f"{appdb.APP_IDLE_WAIT_S:g} s" if busy > 0
+                        else "its connections could not be read")
             waited = appdb.wait_for_published_counters(dep.containers["db"])
             if waited:
                 ctx.record["db_counters_wait_s"] = round(waited, 1)
