@@ -503,7 +503,9 @@ def point_samples(run: Run, point: str) -> pd.DataFrame:
     (warm-up | measured | after), window_source.
     """
     pdir = _point_dir(run, point)
-    samples = read_samples(pdir / "samples.jsonl")
+    # the 1 Hz ticks: a mark (an extra sample that keeps a short window bracketed) would make a
+    # short interval in the series
+    samples = [s for s in read_samples(pdir / "samples.jsonl") if not s.get("mark")]
     if len(samples) < 2:
         raise LayoutError(f"{pdir / 'samples.jsonl'} has {len(samples)} sample(s); need two")
     log = request_log(pdir)

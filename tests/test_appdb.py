@@ -5,6 +5,7 @@ experiments."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -90,6 +91,29 @@ def test_the_probe_keeps_one_session_and_reads_every_counter(
     assert first == dict(zip(appdb.STAT_FIELDS, [100, 1, 1, 2, 3, 4, 5, 6, 7]))
     assert second["xact_commit"] == 200 and second["tup_returned"] == 2
     assert len(starts) == 1  # one process for every reading
+
+
+def test_the_sampling_thread_and_a_mark_read_the_probe_at_once_each_getting_its_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    starts = fake_psql(monkeypatch)
+    probe = appdb.PgStats(DB, timeout=5)
+    got: list[dict] = []
+
+    def reads() -> None:
+        for _ in range(25):
+            got.append(probe())
+
+    threads = [threading.Thread(target=reads) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    finally:
+        probe.close()
+    # every query answered once, in one session: the nth answer is the nth query's
+    assert sorted(r.get("xact_commit", 0) for r in got) == [100 * n for n in range(1, 51)]
+    assert len(starts) == 1
 
 
 def test_a_database_that_does_not_answer_gives_no_counters_then_a_new_session(

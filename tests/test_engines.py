@@ -583,6 +583,10 @@ def test_wrk_aggregate_gives_the_same_summary_columns_as_locust() -> None:
     assert "load.processes" in lrow["client_bound_advice"]
     per = loadgen.per_second_rows(samples_every_second(), wrk)
     assert [r["tps"] for r in per[:6]] == [0.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]
+    # marks (extra samples that keep a window bracketed) leave the per-second series as it was
+    marked = samples_every_second()
+    marked.insert(3, {**marked[2], "t": 102.3, "mark": True})
+    assert loadgen.per_second_rows(marked, wrk) == per
 
 
 # --- the experiment files of the data-center studies ---------------------------------------

@@ -57,6 +57,40 @@ def test_marks_give_a_short_window_two_samples_between_slow_ticks(tmp_path: Path
     assert len(out.read_text().splitlines()) == len(samples) == 4
 
 
+def test_marks_at_instants_come_from_a_thread_and_the_rest_are_cancelled(tmp_path: Path
+                                                                         ) -> None:
+    # the web kind's case: its engine run blocks, a thread marks its window; when the run
+    # ends early the marks not yet due are never taken
+    s = sampler.Sampler(tmp_path / "samples.jsonl", {"me": sampler.CgroupCpu(os.getpid())}, {},
+                        interval=5).start()
+    now = time.time()
+    stop = sampler.marks_at(s, [now + 0.2, now + 0.4, now + 30])
+    time.sleep(0.8)
+    began = time.monotonic()
+    stop()
+    assert time.monotonic() - began < 1
+    samples = s.stop()
+    marked = [x["t"] for x in samples if now + 0.1 < x["t"] < now + 0.8]
+    assert len(marked) == 2 and marked[0] >= now + 0.2 and marked[1] >= now + 0.4, marked
+
+
+def test_a_mark_that_fails_ends_the_marks_quietly(capsys) -> None:
+    class Failing:
+        calls = 0
+
+        def mark(self) -> None:
+            self.calls += 1
+            raise OSError("the cgroup went away")
+
+    failing = Failing()
+    now = time.time()
+    stop = sampler.marks_at(failing, [now, now + 0.05])
+    time.sleep(0.3)
+    stop()
+    assert failing.calls == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_storage_reads_of_a_cgroup_sum_its_processes(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
     for pid, read in (("10", 4096), ("11", 1000)):

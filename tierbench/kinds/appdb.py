@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -150,6 +151,9 @@ class PgStats:
         self.proc: subprocess.Popen | None = None
         self.buffer = b""
         self.answered = False  # whether the open session has answered once
+        # the sampling thread and a mark taken on the kind's thread may read at once; one
+        # session answers one query at a time
+        self.lock = threading.Lock()
 
     def __call__(self) -> dict[str, int]:
         return self.read()
@@ -157,6 +161,10 @@ class PgStats:
     def read(self) -> dict[str, int]:
         """The counters now, or {} when the database does not answer in time. A session that
         ended (psql lost its server: the database restarted) is replaced at once, once."""
+        with self.lock:
+            return self._read()
+
+    def _read(self) -> dict[str, int]:
         for attempt in (1, 2):
             try:
                 return self.query()

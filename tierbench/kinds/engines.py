@@ -772,7 +772,9 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
 
 
 def per_second_rows(samples: list[dict], result: LoadResult) -> list[dict]:
-    """per_second.csv rows for either engine (wrk: its per-second counts placed by second)."""
+    """per_second.csv rows for either engine (wrk: its per-second counts placed by second),
+    between the sampler's 1 Hz ticks (its marks left out)."""
+    samples = [s for s in samples if not s.get("mark")]
     if result.requests is not None:
         return metrics.per_second(samples, result.requests)
     rows = metrics.per_second(samples, [])

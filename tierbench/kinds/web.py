@@ -53,7 +53,7 @@ from tierbench.kinds.contract import (
     log,
 )
 from tierbench.measure.counters import MeasureError, window
-from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import compose, disks, placer, space
 from workloads import filesets, worldcup
@@ -916,11 +916,16 @@ class WebKind(Kind):
             if not appdb.empty_writes(dep.containers["db"]):
                 ctx.record["db"] = "the database did not answer before the point"
         fault = self.arm_fault(s, ctx, ld.warmup_s)
+        # two marks inside the measured window (at a third and two thirds of it, from when the
+        # load starts), so that it holds two samples even when a loaded host delays the ticks
+        began = time.time() + ld.warmup_s
+        unmark = marks_at(ctx.sampler, [began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
         try:
             try:
                 result = engines.run(spec, loadgen, ctx.dir, trace,
                                      list(dep.info["workers"]) if ld.workers else None)
             finally:
+                unmark()
                 samples = ctx.sampler.stop()
                 if fault is not None:
                     fault.join()

@@ -10,7 +10,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from typing import Any
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -145,12 +146,39 @@ def iface_counters(ifname: str) -> dict[str, int]:
 
 def keep_mark(sample: dict, samples: list[dict], lock: threading.Lock, out: Path) -> dict:
     """Add a sample taken off the sampling thread to `samples` in time order, and to the JSON
-    lines file `out`, under the lock the sampling thread also holds."""
+    lines file `out`, under the lock the sampling thread also holds. It says "mark": windows
+    use it, per-second series keep to the 1 Hz ticks (a mark would make a short interval)."""
+    sample["mark"] = True
     with lock:
         bisect.insort(samples, sample, key=lambda s: s["t"])
         with out.open("a") as fh:
             fh.write(json.dumps(sample) + "\n")
     return sample
+
+
+def marks_at(sampler: Any, instants: Sequence[float]) -> Callable[[], None]:
+    """Call `sampler.mark()` at each wall-clock instant, from a thread, while the caller runs
+    the load (a kind whose measured window is inside one blocking engine run); returns the
+    function that cancels the marks not yet due and waits for one being taken."""
+    cancel = threading.Event()
+
+    def run() -> None:
+        for at in instants:
+            if cancel.wait(max(0.0, at - time.time())):
+                return
+            try:
+                sampler.mark()
+            except Exception:  # a mark is extra (the ticks and stop() decide): no traceback
+                return
+
+    thread = threading.Thread(target=run, name="marks", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        cancel.set()
+        thread.join(timeout=30)
+
+    return stop
 
 
 class Sampler:
