@@ -10,9 +10,9 @@ import json
 import os
 import threading
 import time
-from typing import Any
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
