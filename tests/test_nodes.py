@@ -276,7 +276,8 @@ def test_run_on_node_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 PROBE_OK = ("compose 2.26.1\ndocker_root /var/lib/docker\ndisk_free 50000000000\n"
             "mem_available 8000000000\n"
             'link eth0 [{"ifname":"eth0","operstate":"UP","mtu":1500,"addr_info":'
-            '[{"local":"198.18.16.11","prefixlen":24}]}]\n')
+            '[{"local":"198.18.16.11","prefixlen":24}]}]\n'
+            "sshd_maxsessions 64\nsshd_maxstartups 64:30:128\n")
 
 
 def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,7 +289,8 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
                    "mem_available 500000000\n"
                    'link ens1f0 [{"ifname":"ens1f0","operstate":"UP","mtu":9000,"addr_info":'
                    '[{"local":"10.20.0.99","prefixlen":24}]}]\n'
-                   'link ens1f1 Device "ens1f1" does not exist.\n')
+                   'link ens1f1 Device "ens1f1" does not exist.\n'
+                   "sshd_maxsessions 10\nsshd_maxstartups 10:30:100\n")
     run, calls = fake_run({
         "198.18.16.13 true": done(255, err="ssh: connect to host 198.18.16.13 port 22: "
                                            "Connection timed out"),
@@ -308,6 +310,9 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     assert not report.ok
     assert report.problems == [
         "node2: ethtool is not installed (needed on every node)",
+        "node2: its sshd admits too few connections at once for Docker's ssh helper "
+        "(maxsessions 10, maxstartups 10:30:100): set `MaxStartups 64:30:128` and `MaxSessions "
+        "64` in its sshd configuration and reload sshd",
         "node2: Docker Compose v2 does not answer on the node (`docker compose version` gave "
         "nothing): install the docker-compose-plugin package",
         "node2: ens1f0 does not carry 10.20.0.2 (it has 10.20.0.99)",
@@ -325,6 +330,7 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     assert report.facts["node1"]["interfaces"]["eth0"] == {"state": "UP", "mtu": 1500,
                                                             "addresses": ["198.18.16.11"]}
     assert report.facts["node1"]["docker"] == "20.10.24"
+    assert report.facts["node1"]["sshd"] == {"maxsessions": "64", "maxstartups": "64:30:128"}
     # nothing is changed anywhere: every command run is a read-only probe
     remote = [c[-1] for c in calls if c[0] == "ssh"]
     assert all(cmd == "true" or cmd.startswith("\nfor t in docker ethtool ip") for cmd in remote)

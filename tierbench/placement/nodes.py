@@ -771,7 +771,13 @@ echo "disk_free $(df -PB1 "$root" | awk 'NR == 2 {print $4}')"
 echo "mem_available $(awk '/^MemAvailable:/ {printf "%%.0f\n", $2 * 1024}' /proc/meminfo)"
 echo "cpus $(nproc)"
 for itf in %s; do echo "link $itf $(ip -j addr show dev "$itf" 2>&1 | tr -d '\n')"; done
+sshd -T 2>/dev/null | grep -iE '^(maxstartups|maxsessions) ' | sed 's/^/sshd_/'
 """
+# sshd's limits on connections being set up at once and on sessions per connection. Docker's ssh
+# helper opens one connection per API connection, and Compose opens many at once (removing a
+# stack's volumes): with sshd's defaults (MaxStartups 10:30:100) `tierbench clean` failed on
+# nodes prepared by hand ("Connection reset by peer"), with these it passed.
+SSHD_MIN = {"maxstartups": 64, "maxsessions": 64}
 
 
 def _major(version: str) -> int | None:
@@ -808,6 +814,15 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
             facts[key] = int(value) if value.strip().isdigit() else None
         elif key in ("compose", "docker_root"):
             facts[key] = value.strip()
+        elif key.startswith("sshd_"):
+            facts.setdefault("sshd", {})[key.removeprefix("sshd_").lower()] = value.strip()
+    low = {k: v for k, v in facts.get("sshd", {}).items()
+           if k in SSHD_MIN and v.split(":")[0].isdigit() and int(v.split(":")[0]) < SSHD_MIN[k]}
+    if low:
+        problems.append(f"{node.name}: its sshd admits too few connections at once for Docker's "
+                        f"ssh helper ({', '.join(f'{k} {v}' for k, v in low.items())}): set "
+                        "`MaxStartups 64:30:128` and `MaxSessions 64` in its sshd configuration "
+                        "and reload sshd")
     if "docker" not in " ".join(problems):
         compose = facts.get("compose") or ""
         if (_major(compose) or 0) < 2:
