@@ -416,7 +416,7 @@ class NetKind(Kind):
     def point_seconds(self, exp: Experiment) -> float:
         """settle + common start + warm-up + measured + start, stop and counting."""
         n = self.settings(exp)
-        return exp.settle_s + START_DELAY_S + n.warmup_s + n.measure_s + 4
+        return exp.settle_s + start_delay() + n.warmup_s + n.measure_s + 4
 
     def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
         """The test, the tool and the time per point."""
@@ -434,7 +434,7 @@ class NetKind(Kind):
                 f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
-                f"per point: settle {exp.settle_s:g} s + common start {START_DELAY_S:g} s + "
+                f"per point: settle {exp.settle_s:g} s + common start {start_delay():g} s + "
                 f"warm-up {n.warmup_s} s + measured {n.measure_s} s + about 4 s to start and "
                 "stop the tools"
                 + ("; connections per receiver" if n.per_receiver and n.test == "stream"
@@ -576,7 +576,7 @@ class NetKind(Kind):
     def run_point(self, ctx: PointContext) -> PointResult:
         """Run the tool(s), then the figures over the samples bracketing the measured window."""
         n = self.settings(ctx.exp)
-        started = time.time() + START_DELAY_S
+        started = time.time() + start_delay()
         try:
             if n.test == "stream":
                 values = self.stream(ctx, n, started)
@@ -722,7 +722,7 @@ class NetKind(Kind):
                 pause_until(at)
                 ctx.sampler.mark()
             for proc in procs:
-                proc.wait(timeout=START_DELAY_S + n.warmup_s + n.measure_s + 60)
+                proc.wait(timeout=start_delay() + n.warmup_s + n.measure_s + 60)
         finally:
             for sender, proc in zip(senders, procs):
                 if proc.poll() is None:
@@ -854,6 +854,11 @@ def cpu_figures(first: dict, last: dict, bytes_per_s: float) -> dict[str, Any]:
                     "server_cpu_us_per_kb": receivers * 1e6 / kb,
                     "host_cpu_us_per_kb": host["busy_s"] * 1e6 / kb})
     return out
+
+
+def start_delay() -> float:
+    """How far ahead every sender process is told to start (more on a cluster node)."""
+    return START_DELAY_S + placer.current().exec_lead_s
 
 
 def pause_until(t: float) -> None:

@@ -343,7 +343,8 @@ class Work:
     def _run_phase(self, phase: str, streams: list[Stream], sources: dict[int, str],
                    pdir: Path) -> dict:
         exp = self.exp
-        start = time.time() + START_DELAY_S + 0.02 * len(streams)
+        lead = START_DELAY_S + placer.current().exec_lead_s
+        start = time.time() + lead + 0.02 * len(streams)
         by_client: dict[str, list[Stream]] = {}
         for s in streams:
             by_client.setdefault(s.client.id, []).append(s)
@@ -353,7 +354,7 @@ class Work:
         now0 = self.sampler.now()
         before = self._cpu(now0)
         host0 = now0["host"]
-        timeout = START_DELAY_S + exp.measure_s + 3 * exp.job_timeout_s + 60
+        timeout = lead + exp.measure_s + 3 * exp.job_timeout_s + 60
 
         def run_client(group: list[Stream]) -> list[dict]:
             parts = []
@@ -568,7 +569,8 @@ class PfsKind(Kind):
     def point_seconds(self, exp: Experiment) -> float:
         """settle, the timed phases, set-up and checksums."""
         p: Pfs = exp.settings.pfs  # type: ignore[attr-defined]
-        return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + START_DELAY_S) + 8
+        lead = START_DELAY_S + placer.current().exec_lead_s
+        return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
 
     def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""

@@ -180,6 +180,11 @@ def is_job(name: str, config: dict[str, Any], wanted: list[str]) -> bool:
 class ClusterPlacer(Placer):
     """Services on cluster nodes (see the module's doc)."""
 
+    # A `docker --context NODE exec` opens an SSH connection and the engine's API before the
+    # command runs: on a loaded 2-core machine an iperf sender started 3.5 s after a 1 s lead
+    # (net-b2b on two nodes, its point flagged `short`), so a point's common start is later.
+    exec_lead_s = 3.0
+
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.name = f"cluster {cluster.path or ''}".strip()

@@ -27,6 +27,9 @@ class Placer:
 
     name = "placement"
     cluster: Any = None
+    # Seconds a kind adds to its common start when it launches processes with `docker exec`
+    # (a container on a node is reached through SSH first; see ClusterPlacer).
+    exec_lead_s = 0.0
 
     def up(self, spec: Services) -> None:
         """Bring ``spec``'s services up and wait until they are healthy."""
