@@ -256,6 +256,8 @@ write_cluster() {  # $1: N
     echo "  pfs_clients: [$client]"
     echo "  net_server: $web"
     echo "  net_client: $client"
+    echo "  fs_server: $proxy"
+    echo "  fs_client: $client"
   } >"$LAB/cluster.yml.new"
   mv "$LAB/cluster.yml.new" "$LAB/cluster.yml"
 }

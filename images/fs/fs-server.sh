@@ -1,7 +1,9 @@
 #!/bin/bash
 # The fs tier's file server: glusterd (management, port 24007) and the brick server of one
 # GlusterFS volume, $FS_VOLUME, stored in $FS_BRICK (/srv/share/brick: a volume on the host's
-# disk). The volume is created on first start and started on every start.
+# disk). The volume is created on first start and started on every start. Its brick is named by
+# $FS_BRICK_HOST (default: the container's hostname; with host networking on a cluster node, the
+# node's data-plane address, so that clients on other nodes reach the brick there).
 #   fs-server.sh                run until glusterd exits
 #   fs-server.sh --healthcheck  exit 0 once the volume's brick is online
 set -euo pipefail
@@ -10,6 +12,7 @@ if [ "${1:-}" = --healthcheck ]; then
   gluster --mode=script volume status "$volume" detail 2>/dev/null | grep -q '^Online.*: Y'
   exit
 fi
+brick_host=${FS_BRICK_HOST:-$(hostname)}
 mkdir -p "$FS_BRICK" /var/log/glusterfs
 glusterd --no-daemon --log-file=- --log-level=WARNING &
 daemon=$!
@@ -17,10 +20,10 @@ trap 'kill "$daemon" 2>/dev/null; pkill -x glusterfsd 2>/dev/null; exit 0' TERM 
 for _ in $(seq 60); do gluster --mode=script volume list >/dev/null 2>&1 && break; sleep 0.5; done
 if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
   # one brick on this server ("force": the brick may sit on the root file system's disk)
-  gluster --mode=script volume create "$volume" "$(hostname):$FS_BRICK" force
+  gluster --mode=script volume create "$volume" "$brick_host:$FS_BRICK" force
 fi
 gluster --mode=script volume start "$volume" force >/dev/null
-echo "fs-server: volume $volume started, brick $(hostname):$FS_BRICK" >&2
+echo "fs-server: volume $volume started, brick $brick_host:$FS_BRICK" >&2
 wait "$daemon"
 echo "fs-server: glusterd exited" >&2
 exit 1

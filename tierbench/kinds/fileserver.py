@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shlex
 import subprocess
 import threading
 import time
@@ -63,9 +64,9 @@ from tierbench.kinds.contract import (
 )
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
-from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.measure.sampler import CgroupGroup
 from tierbench.placement import compose as stack
-from tierbench.placement import orangefs, space
+from tierbench.placement import orangefs, placer, space
 from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE, PfsError
 
 TESTS = ("dbench", "randread", "filebench", "iozone")
@@ -78,6 +79,7 @@ SHARE = "/mnt/share"  # the GlusterFS volume in fs-client
 PVFS_MOUNT = "/mnt/orangefs"
 VOLUME = "fs-share"  # the brick's Docker volume
 BRICK = "brick"  # the brick's folder in it
+BRICK_PATH = "/srv/share/brick"  # the brick in fs-server (FS_BRICK)
 MIB = 1 << 20
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
 
@@ -219,16 +221,21 @@ def set_files(fileset: str) -> list[str]:
     return [f"set-{fileset}"]
 
 
-def cpu_figures(first: dict, last: dict, nbytes: float, prefix: str = "") -> dict[str, Any]:
+def cpu_figures(first: dict, last: dict, nbytes: float, prefix: str = "",
+                server_net: list[str] | None = None) -> dict[str, Any]:
     """CPU per side (client, server, hog) and of the host over two samples, the server's
-    network MB/s from its interfaces, and CPU µs per KB moved (`nbytes` over the same span)."""
+    network MB/s from its interfaces (the sampled interfaces ``server_net`` names, else those
+    whose label starts with the server tier), and CPU µs per KB moved (`nbytes` over the same
+    span)."""
     dt = last["t"] - first["t"]
     cpu = counters.cpu_seconds(first, last)
     host = counters.host_breakdown(first["host"], last["host"])
     client, server, hog = (cpu.get(CLIENT_TIER, 0.0), cpu.get(SERVER_TIER, 0.0),
                            cpu.get(HOG))
+    ours = (lambda k: k in server_net) if server_net is not None else \
+        (lambda k: k.startswith(SERVER_TIER))
     net = sum(last["net"][k][d] - first["net"][k][d] for k in last["net"]
-              if k.startswith(SERVER_TIER) and k in first["net"]
+              if ours(k) and k in first["net"]
               for d in ("rx_bytes", "tx_bytes"))
     out: dict[str, Any] = {
         "window_s": dt, f"cpu_s_{CLIENT_TIER}": client, f"cpu_s_{SERVER_TIER}": server,
@@ -270,6 +277,14 @@ class FsKind(Kind):
     tiers = TIERS
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
     variation_pct = 5.0
+    roles = ("fs_server", "fs_client")
+
+    def cluster_roles(self, exp: Experiment) -> list[str]:
+        """GlusterFS: the server (and its hog) on the fs_server node, the client on the
+        fs_client node; OrangeFS: the pfs kind's roles (compose/host-pvfs.yml)."""
+        if self.settings(exp).server == "orangefs":
+            return ["pfs_meta", "pfs_io", "pfs_clients"]
+        return list(self.roles)
 
     def settings(self, exp: Experiment) -> Fs:
         """The experiment's `fs:` block."""
@@ -375,11 +390,14 @@ class FsKind(Kind):
         """The deployment from this point on."""
         f = self.settings(exp)
         if f.server == "orangefs":
+            net = "198.18.3.0/24" if placer.current().cluster is None else "their nodes"
             return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
-                    f"{f.client_containers} client container(s) on 198.18.3.0/24")
+                    f"{f.client_containers} client container(s) on {net}")
         load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
-        return f"  -- file server (GlusterFS) and 1 client on 198.18.12.0/24, {load}"
+        where = placer.current()
+        net = "198.18.12.0/24" if where.cluster is None else "their nodes"
+        return f"  -- file server (GlusterFS) and 1 client on {net}, {load}"
 
     def what(self, exp: Experiment, point: Point) -> str:
         """A point's factors in a few words."""
@@ -414,7 +432,8 @@ class FsKind(Kind):
                 lines = fstools.DBENCH_LOADFILE_LINES
                 out += space.on_tmpfs("the think-time load file", fstools.DBENCH_LOADFILE_BYTES
                                       + lines * len("Sleep 1000000 NT_STATUS_OK\n"),
-                                      "FS_CLIENT_TMP_SIZE", "256m", "use think_ms: 0")
+                                      "FS_CLIENT_TMP_SIZE", "256m", "use think_ms: 0",
+                                      role="fs_client")
         elif f.test == "randread":
             nbytes = max(f.programs) * int(f.file_mb * MIB)
         elif f.test == "filebench":
@@ -432,14 +451,16 @@ class FsKind(Kind):
                 return out + space.on_tmpfs(f"{what} on each OrangeFS I/O server", per_server,
                                             "PVFS_TMPFS_SIZE", "4g", "use fewer sessions, a "
                                             "smaller fs.file_mb or more I/O servers",
-                                            copies=f.io_servers)
+                                            copies=f.io_servers, role="pfs_io")
             return out + [space.on_disk(what, nbytes, space.docker_root(),
-                                        "Docker's data folder", "lower fs.file_mb")]
+                                        "Docker's data folder", "lower fs.file_mb",
+                                        role="pfs_io")]
         fix = {"dbench": "use fewer programs", "randread": "lower fs.file_mb or use fewer "
                "programs", "filebench": "lower fs.set_mb or fs.write_mb",
                "iozone": "lower fs.file_mb or use fewer sessions"}[f.test]
         return out + [space.on_disk(f"{what} on the file server's share", nbytes,
-                                    space.docker_root(), "Docker's data folder", fix)]
+                                    space.docker_root(), "Docker's data folder", fix,
+                                    role="fs_server")]
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
@@ -465,36 +486,40 @@ class FsKind(Kind):
         between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
         f = self.settings(exp)
         server, arg = key  # type: ignore[misc]
+        where = placer.current()
         if server == "orangefs":
-            log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {arg} I/O servers, "
-                f"{f.client_containers} clients)")
-            stack.down()
-            orangefs.cluster_up(int(arg), f.client_containers, strip_size=f.strip_size,
-                                storage=f.storage, job_timeout_s=f.job_timeout_s)
-            servers, clients = orangefs.cluster_containers()
+            log(f"tierbench: bringing the OrangeFS cluster up on {where.name} (1 metadata + "
+                f"{arg} I/O servers, {f.client_containers} clients)")
+            where.down()
+            where.up(orangefs.cluster_spec(int(arg), f.client_containers,
+                                           strip_size=f.strip_size, storage=f.storage,
+                                           job_timeout_s=f.job_timeout_s))
+            servers, clients = orangefs.cluster_containers(where.replicas())
             return pvfs_deployment(key, servers, clients)
         busy = arg == "busy"
-        env = fs_env()
+        # the server and the client (and the hog when busy): services already up as asked stay
+        spec = stack.Services(fs_paths(), fs_env(),
+                              services=[SERVER_TIER, CLIENT_TIER, *([HOG] if busy else [])],
+                              timeout=300)
         if previous is None or previous.info.get("server") != "gluster":
-            log("tierbench: bringing the file-server tier up (GlusterFS server, 1 client"
-                + (", the CPU hog" if busy else "") + ")")
-            stack.down()
+            log(f"tierbench: bringing the file-server tier up on {where.name} (GlusterFS "
+                "server, 1 client" + (", the CPU hog" if busy else "") + ")")
+            where.down()
             prepared["sets"].clear()
-            stack.check_cpusets(env)
-            stack.compose([*fs_files(), "up", "-d", "--wait", "--no-build", SERVER_TIER,
-                           CLIENT_TIER, *([HOG] if busy else [])], env, timeout=300)
+            where.up(spec)
         elif busy:
             log("tierbench: starting the CPU hog on the file server's CPUs")
-            stack.compose([*fs_files(), "up", "-d", "--wait", "--no-build", HOG], env,
-                          timeout=120)
+            where.up(spec)
         else:
             log("tierbench: stopping the CPU hog")
-            stack.compose([*fs_files(), "rm", "-s", "-f", HOG], env, timeout=120)
+            for c in where.replicas():
+                if c.service == HOG:
+                    where.stop(c, 2)
         return gluster_deployment(key)
 
     def running(self) -> Deployment | None:
         """The file-server tier, when it is up."""
-        found = {c.service for c in stack.replicas()}
+        found = {c.service for c in placer.current().replicas()}
         if {SERVER_TIER, CLIENT_TIER} <= found:
             return gluster_deployment(("gluster", "busy" if HOG in found else "idle"))
         return None
@@ -542,7 +567,8 @@ class FsKind(Kind):
                 first, last = counters.window(samples, start, end)
             except MeasureError as exc:
                 return PointResult(values, per_second, error=error or str(exc))
-            values.update(cpu_figures(first, last, nbytes, prefix))
+            values.update(cpu_figures(first, last, nbytes, prefix,
+                                      ctx.deployment.info.get("server_net")))
             ctx.record[f"{prefix}window"] = {"start": start, "end": end,
                                              "first_sample": first["t"], "last_sample": last["t"]}
         span = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
@@ -566,7 +592,7 @@ class FsKind(Kind):
         limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
         try:
             with (ctx.dir / "dbench.txt").open("w") as raw:
-                proc = subprocess.Popen(["docker", "exec", client.id, *argv],
+                proc = subprocess.Popen([*stack.docker_cmd(client), "exec", client.id, *argv],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True)
                 killer = threading.Timer(limit, proc.kill)
@@ -637,12 +663,12 @@ class FsKind(Kind):
                              "--create_only=1"], f"lay out file set {w.fileset}", 3600)
             ctx.prepared["sets"].add(w.fileset)
         if w.cache:
-            host_dir = share_on_host() / f"{ctx.prepared['run_id']}-filebench"
-            paths = [host_dir / name for name in set_files(w.fileset)]
-            if w.cache == "uncached":
-                stack.evict_files(paths)
-            else:
-                warm_files(paths)
+            server = ctx.deployment.info["servers"][0]
+            brick = f"{BRICK_PATH}/{ctx.prepared['run_id']}-filebench"
+            checked(server, ["sh", "-c", server_cache(w.cache, [
+                f"{brick}/{name}" for name in set_files(w.fileset)])],
+                    f"{'empty' if w.cache == 'uncached' else 'fill'} the server's page cache",
+                    1800)
             ctx.record["server_cache"] = w.cache
         try:
             report, start = self.fio_at(ctx, [(client, fstools.filebench_command(w.name, env))],
@@ -726,13 +752,15 @@ class FsKind(Kind):
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
         """A server or client container that stopped ends the run with one sentence."""
-        running = {c.id for c in stack.replicas()}
+        running = {c.id for c in placer.current().replicas()}
         everyone = deployment.info["servers"] + deployment.info["clients"]
         down = [c.name for c in everyone if c.id not in running]
+        down_services = [c.service for c in everyone if c.id not in running]
         if down:
             raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
                           + (f" ({row['error']})" if row.get("error") else "")
-                          + f": see `docker logs {down[0]}`; the run ends here")
+                          + f": see `docker{placer.current().context_arg(down_services[0])} logs "
+                          f"{down[0]}`; the run ends here")
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
@@ -796,9 +824,9 @@ class FsKind(Kind):
 # --------------------------------------------------------------------------- deployments
 
 
-def fs_files() -> list[str]:
-    """-f arguments of the file-server tier (the base file names the project's networks)."""
-    return ["-f", str(stack.ROOT / "docker-compose.yml"), "-f", str(stack.ROOT / stack.FS_OVERLAY)]
+def fs_paths() -> list[str]:
+    """The file-server tier's compose files (the base file names the project's networks)."""
+    return [str(stack.ROOT / "docker-compose.yml"), str(stack.ROOT / stack.FS_OVERLAY)]
 
 
 def fs_env() -> dict[str, str]:
@@ -815,66 +843,81 @@ def checked(container: stack.Container, argv: list[str], what: str, timeout: flo
     return done.stdout
 
 
-def share_on_host() -> Path:
-    """Where the share's files live on the host: the brick in the server's Docker volume."""
-    return stack.volume_path(VOLUME) / BRICK
+def server_cache(cache: str, paths: list[str]) -> str:
+    """A shell command, run in the file server's container (so on its node), that empties
+    (uncached: written back, then each file dropped with posix_fadvise DONTNEED, which dd's
+    nocache flag asks for) or fills (cached: each file read) the page cache the server reads
+    the files from."""
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    if cache == "uncached":
+        return f"sync && for f in {quoted}; do dd if=\"$f\" iflag=nocache count=0 status=none; done"
+    return f"for f in {quoted}; do cat \"$f\" >/dev/null; done"
 
 
-def warm_files(paths: list[Path]) -> None:
-    """Read files on the host so that they are in the page cache the server reads from."""
-    for path in paths:
-        with path.open("rb") as fh:
-            while fh.read(8 * MIB):
-                pass
+def tier_ifaces(where: placer.Placer, groups: dict[str, list[netif.Endpoint]],
+                ) -> dict[str, str]:
+    """The interfaces to sample, by label: on one host each container's host-side veth named
+    TIER:NAME:IFNAME (as groups' keys say), on a cluster each node's NIC (node:interface)."""
+    if where.cluster is not None:
+        return where.ifaces([e for eps in groups.values() for e in eps])
+    return {f"{name}:{ifname}": ifname for name, eps in groups.items()
+            for ifname in where.ifaces(eps).values()}
+
+
+def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
+                    servers: list[stack.Container], clients: list[stack.Container],
+                    labels: dict[str, str], extra: dict[str, stack.Container],
+                    grouped: bool) -> Deployment:
+    """Client and server tiers wherever the placement runs them: their interfaces for modes,
+    CPU counters (one per tier, or a group of the tier's containers when ``grouped``) and
+    sampled interfaces, with the server's named for its network figures."""
+    def group(cs: list[stack.Container]) -> Any:
+        counters = {labels[c.id]: where.counter(c) for c in cs}
+        return CgroupGroup(counters) if grouped else where.counter(cs[0])
+
+    def named(tier: str, cs: list[stack.Container]) -> dict[str, list[netif.Endpoint]]:
+        return {labels[c.id] if labels[c.id] == tier else f"{tier}:{labels[c.id]}": eps[c.id]
+                for c in cs}
+
+    eps = {c.id: where.endpoints(labels[c.id], c) for c in servers + clients}
+    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, list(dict.fromkeys(
+                 e for c in clients for e in eps[c.id])), clients),
+             SERVER_TIER: Tier(SERVER_TIER, SERVER, list(dict.fromkeys(
+                 e for c in servers for e in eps[c.id])), servers)}
+    cpus: dict[str, Any] = {CLIENT_TIER: group(clients), SERVER_TIER: group(servers)}
+    containers = {labels[c.id]: c for c in servers + clients}
+    for name, c in extra.items():
+        cpus[name] = where.counter(c)
+        containers[name] = c
+    server_ifaces = tier_ifaces(where, named(SERVER_TIER, servers))
+    ifaces = {**tier_ifaces(where, named(CLIENT_TIER, clients)), **server_ifaces}
+    return Deployment(key, tiers, cpus, ifaces, containers=containers,
+                      info={"server": server_kind, "servers": servers, "clients": clients,
+                            "server_net": list(server_ifaces)}, placer=where)
 
 
 def gluster_deployment(key: Hashable) -> Deployment:
     """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
     runs."""
-    found = {c.service: c for c in stack.replicas()}
+    where = placer.current()
+    found = where.containers()
     missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
     if missing:
-        raise stack.StackError(f"{missing[0]} is not running: see `docker compose -f "
-                               "docker-compose.yml -f compose/fs.yml logs`")
+        raise stack.StackError(f"{missing[0]} is not running{where.where(missing[0])}: see "
+                               f"`docker{where.context_arg(missing[0])} logs "
+                               f"{stack.PROJECT}-{missing[0]}-1`")
     client, server = found[CLIENT_TIER], found[SERVER_TIER]
-    ceps = netif.veth_endpoints(CLIENT_TIER, client.pid)
-    seps = netif.veth_endpoints(SERVER_TIER, server.pid)
-    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, ceps, [client]),
-             SERVER_TIER: Tier(SERVER_TIER, SERVER, seps, [server])}
-    cpus: dict[str, CgroupCpu | CgroupGroup] = {CLIENT_TIER: CgroupCpu(client.pid),
-                                                SERVER_TIER: CgroupCpu(server.pid)}
-    containers = {CLIENT_TIER: client, SERVER_TIER: server}
-    if HOG in found:
-        cpus[HOG] = CgroupCpu(found[HOG].pid)
-        containers[HOG] = found[HOG]
-    ifaces = {f"{tier}:{ep.ifname}": ep.ifname for tier, eps in ((CLIENT_TIER, ceps),
-                                                                 (SERVER_TIER, seps))
-              for ep in eps if ep.netns_pid is None}
-    return Deployment(key, tiers, cpus, ifaces, containers=containers,
-                      info={"server": "gluster", "servers": [server], "clients": [client]})
+    return tier_deployment(key, where, "gluster", [server], [client],
+                           {server.id: SERVER_TIER, client.id: CLIENT_TIER},
+                           {HOG: found[HOG]} if HOG in found else {}, grouped=False)
 
 
 def pvfs_deployment(key: Hashable, servers: list[stack.Container],
                     clients: list[stack.Container]) -> Deployment:
     """The running OrangeFS cluster as the fs kind's client and server tiers."""
-    def eps(c: stack.Container) -> list[netif.Endpoint]:
-        return netif.veth_endpoints(orangefs.label(c), c.pid)
-
-    client_eps = {orangefs.label(c): eps(c) for c in clients}
-    server_eps = {orangefs.label(c): eps(c) for c in servers}
-    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, [e for v in client_eps.values() for e in v],
-                               clients),
-             SERVER_TIER: Tier(SERVER_TIER, SERVER, [e for v in server_eps.values() for e in v],
-                               servers)}
-    cpus: dict[str, CgroupCpu | CgroupGroup] = {
-        CLIENT_TIER: CgroupGroup({orangefs.label(c): CgroupCpu(c.pid) for c in clients}),
-        SERVER_TIER: CgroupGroup({orangefs.label(c): CgroupCpu(c.pid) for c in servers})}
-    ifaces = {f"{tier}:{name}:{e.ifname}": e.ifname
-              for tier, group in ((CLIENT_TIER, client_eps), (SERVER_TIER, server_eps))
-              for name, v in group.items() for e in v if e.netns_pid is None}
-    return Deployment(key, tiers, cpus, ifaces,
-                      containers={orangefs.label(c): c for c in servers + clients},
-                      info={"server": "orangefs", "servers": servers, "clients": clients})
+    labels = {c.id: orangefs.label(c) for c in servers + clients}
+    return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},
+                           grouped=True)
 
 
 # --------------------------------------------------------------------------- report families

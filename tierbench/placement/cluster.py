@@ -52,11 +52,12 @@ HOST_OVERLAYS = {
     "compose/pvfs.yml": "compose/host-pvfs.yml",
     "compose/docroot-pvfs.yml": "compose/host-docroot-pvfs.yml",
     "compose/net.yml": "compose/host-net.yml",
+    "compose/fs.yml": "compose/host-fs.yml",
     "compose/app-db.yml": "compose/host-app-db.yml",
 }
 # Roles whose services serve the others (a client's NIC that also carries one of them does not
 # count what the client alone receives).
-SERVER_ROLES = ("proxy", "web", "app", "db", "pfs_meta", "pfs_io", "net_server")
+SERVER_ROLES = ("proxy", "web", "app", "db", "pfs_meta", "pfs_io", "net_server", "fs_server")
 TMPFS_DEFAULTS = ("/run/tierbench/docroot-tmpfs", "/run/tierbench/hot-tmpfs")
 
 
@@ -429,14 +430,14 @@ class ClusterPlacer(Placer):
         """Every node: the project's containers, networks and volumes removed, tmpfs unmounted."""
         files = host_files([str(ROOT / "docker-compose.yml"),
                             *(str(ROOT / f) for f in compose.OVERLAYS.values()),
-                            str(ROOT / compose.NET_OVERLAY)])
+                            str(ROOT / compose.NET_OVERLAY), str(ROOT / compose.FS_OVERLAY)])
         env = {**compose.dotenv(), **os.environ,
                "TIERBENCH_NODE_DIR": self.cluster.workdir}
         env = {k: v for k, v in env.items() if k not in ("DOCKER_CONTEXT", "DOCKER_HOST")}
 
         def down(node: Node) -> None:
-            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net"]), "down", "-v",
-                                    "--remove-orphans", "--timeout", "10"], env, 300,
+            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net", "fs"]), "down",
+                                    "-v", "--remove-orphans", "--timeout", "10"], env, 300,
                              "removing the stack")
             paths = " ".join(shlex.quote(p) for p in self.tmpfs_paths(env))
             nodes.run_on_node(node, f"for p in {paths}; do mountpoint -q $p && umount $p; "

@@ -1,0 +1,226 @@
+"""The file-server kind on a cluster without nodes: compose/fs.yml with its host overlay
+(read with `docker compose config`, which needs no engine) placed by the role labels, the roles
+each server asks for, the space checks on the right nodes, the server's page cache emptied in
+its container, and the tiers' interfaces and counters as a cluster placement gives them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tierbench import runner
+from tierbench.config.errors import ConfigError
+from tierbench.interfaces.netif import Endpoint
+from tierbench.kinds import fileserver, registry
+from tierbench.measure import counters
+from tierbench.placement import cluster, compose, nodes, placer
+from tierbench.placement.compose import Container
+from tierbench.placement.nodes import ClusterError, parse_cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAB = {
+    "version": 1,
+    "nodes": [{"name": f"node{i}", "address": f"198.18.16.{10 + i}",
+               "interfaces": [{"name": "eth0", "address": f"198.18.16.{10 + i}/24"}]}
+              for i in range(1, 5)],
+    "roles": {"fs_server": "node2", "fs_client": "node3", "pfs_meta": "node4",
+              "pfs_io": ["node4"], "pfs_clients": ["node1"]},
+}
+
+
+def lab(**roles: object) -> nodes.Cluster:
+    data = copy.deepcopy(LAB)
+    data["roles"].update(roles)
+    data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
+    return parse_cluster(data, "lab.yml")
+
+
+def fs_config(**env: str) -> dict:
+    files = cluster.host_files(fileserver.fs_paths())
+    argv = ["docker", "compose", *(a for f in files for a in ("-f", f)), "--profile", "fs",
+            "config", "--format", "json"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "TIERBENCH_NODE_DIR": "/srv/tb", **env})
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def on_cluster():
+    where = cluster.ClusterPlacer(lab())
+    placer.use(where)
+    try:
+        yield where
+    finally:
+        placer.use(placer.LocalPlacer())
+
+
+def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
+    assert cluster.HOST_OVERLAYS[compose.FS_OVERLAY] == "compose/host-fs.yml"
+    assert "fs_server" in cluster.SERVER_ROLES
+    assert {"fs_server", "fs_client"} <= set(nodes.SINGLE_ROLES)
+
+
+def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:
+    conf = fs_config(TIERBENCH_ADDR_FS_SERVER="198.18.16.12")
+    wanted = ["fs-server", "fs-client", "fs-hog"]
+    assert cluster.place(conf, wanted, {}, lab()) == {
+        "fs-server": {"node2": 1}, "fs-hog": {"node2": 1}, "fs-client": {"node3": 1}}
+    deps = {s: list(conf["services"][s].get("depends_on") or {}) for s in wanted}
+    assert cluster.topo_levels(wanted, deps) == [["fs-hog", "fs-server"], ["fs-client"]]
+    server, client, hog = (conf["services"][s] for s in wanted)
+    # host networking; the brick named by the server node's address, mounted from there
+    for spec in (server, client):
+        assert spec["network_mode"] == "host" and not spec.get("networks")
+    assert "hostname" not in server
+    assert server["environment"]["FS_BRICK_HOST"] == "198.18.16.12"
+    assert client["environment"]["FS_SERVER"] == "198.18.16.12"
+    # the hog has no network at all, and shares the server's CPUs
+    assert hog["network_mode"] == "none" and hog["cpuset"] == server["cpuset"] == "1"
+    assert "cpuset" not in client  # the client node's CPUs (FS_CLIENT_CPUS to pin)
+    # capabilities and devices as on one host; the workloads from the node's workdir
+    assert set(server["cap_add"]) == {"SYS_ADMIN", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"}
+    assert client["cap_add"] == ["SYS_ADMIN"] and server["cap_drop"] == ["ALL"]
+    assert client["devices"][0]["source"] == "/dev/fuse"
+    assert {"source": "/srv/tb/workloads", "target": "/app/workloads"}.items() <= \
+        client["volumes"][0].items()
+
+
+def test_a_missing_role_is_one_sentence() -> None:
+    conf = fs_config()
+    with pytest.raises(ClusterError) as info:
+        cluster.place(conf, ["fs-server", "fs-client"], {}, lab(fs_server=None))
+    assert info.value.problems == [
+        "lab.yml: roles.fs_server: not placed, and this needs the GlusterFS file server of the "
+        "file-server benchmarks (and its CPU hog) on a node"]
+
+
+def test_each_server_asks_for_its_roles(on_cluster) -> None:
+    kind = registry.kind("fs")
+    for name in ("fs-clients", "fs-randread", "fs-thinktime", "fs-filebench"):
+        exp = registry.load_experiment(name)
+        assert kind.cluster_roles(exp) == ["fs_server", "fs_client"], name
+        lines = runner.cluster_lines(exp)
+        assert "  role fs_server: node2 (eth0 198.18.16.12)" in lines
+        assert "  role fs_client: node3 (eth0 198.18.16.13)" in lines
+    iozone = registry.load_experiment("pfs-iozone")
+    assert kind.cluster_roles(iozone) == ["pfs_meta", "pfs_io", "pfs_clients"]
+    assert "on their nodes" in "\n".join(runner.plan_lines(iozone))
+    placer.use(cluster.ClusterPlacer(lab(fs_client=None)))
+    with pytest.raises(ClusterError, match="roles.fs_client: not placed"):
+        runner.cluster_lines(registry.load_experiment("fs-clients"))
+
+
+def test_space_is_checked_on_the_nodes_that_write(tmp_path: Path, on_cluster) -> None:
+    kind = registry.kind("fs")
+    exp = registry.load_experiment("fs-filebench")
+    [share] = kind.needs(exp, runner.points_of(exp))
+    assert (share.medium, share.role) == ("disk", "fs_server")
+    disk, _ = runner.node_needs(exp, [share])
+    assert disk == {"node2": share.bytes}
+    exp = registry.load_experiment("fs-thinktime")
+    assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {
+        "fs_server", "fs_client"}
+    exp = registry.load_experiment("pfs-iozone")
+    assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {"pfs_io"}
+    # too big for the nodes is not refused here (the nodes are checked when the run starts)
+    big = tmp_path / "big.yml"
+    big.write_text("name: big\nkind: fs\nmodes: [offloads-on]\nfs: {test: filebench, "
+                   "set_mb: 500000}\n")
+    runner.check_space(registry.load_experiment(str(big)))
+    placer.use(placer.LocalPlacer())
+    with pytest.raises(ConfigError, match="lower fs.set_mb"):
+        runner.check_space(registry.load_experiment(str(big)))
+
+
+def test_the_servers_page_cache_is_emptied_or_filled_in_its_container(tmp_path: Path) -> None:
+    files = [tmp_path / "set-a", tmp_path / "with space"]
+    for f in files:
+        f.write_bytes(b"x" * 8192)
+    for cache in ("uncached", "cached"):
+        script = fileserver.server_cache(cache, [str(f) for f in files])
+        assert subprocess.run(["sh", "-c", script], capture_output=True,
+                              check=False).returncode == 0, cache
+    assert "iflag=nocache count=0" in fileserver.server_cache("uncached", ["/a"])
+    assert fileserver.server_cache("uncached", ["/a"]).startswith("sync && ")
+    assert "sh -c" not in fileserver.server_cache("cached", ["/a"])
+
+
+class FakeCluster(placer.Placer):
+    """What the cluster placement answers, without nodes."""
+
+    name = "cluster lab.yml"
+    cluster = object()
+
+    def __init__(self, found: list[Container]) -> None:
+        self.found = found
+
+    def replicas(self) -> list[Container]:
+        return self.found
+
+    def endpoints(self, label: str, container: Container) -> list[Endpoint]:
+        return [Endpoint(container.node or "", "eth0", None, container.node)]
+
+    def counter(self, container: Container) -> Any:
+        return cluster.NodeCgroup(container.node or "", container.pid)
+
+    def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
+        return {ep.label: ep.ifname for ep in endpoints if ep.node}
+
+
+def box(service: str, node: str, pid: int) -> Container:
+    return Container(service, f"id-{service}-{pid}", f"tierbench-{service}-1", pid,
+                     "tierbench-fs:0.1.0", "sha256:x", "", node, f"tierbench-{node}")
+
+
+def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
+    found = [box("fs-server", "node2", 11), box("fs-hog", "node2", 12),
+             box("fs-client", "node3", 13)]
+    placer.use(FakeCluster(found))
+    try:
+        d = fileserver.gluster_deployment(("gluster", "busy"))
+    finally:
+        placer.use(placer.LocalPlacer())
+    assert d.placer is not None
+    assert [ep.label for ep in d.tiers["fs-server"].endpoints] == ["node2:eth0"]
+    assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
+    assert d.ifaces == {"node2:eth0": "eth0", "node3:eth0": "eth0"}
+    assert d.info["server_net"] == ["node2:eth0"]
+    assert {t: (c.node, c.pid) for t, c in d.counters.items()} == {
+        "fs-server": ("node2", 11), "fs-client": ("node3", 13), "fs-hog": ("node2", 12)}
+    # the server's network figure from its node's NIC only
+    first = {"t": 0.0, "cpu": {}, "host": dict.fromkeys(counters.PROC_STAT_FIELDS, 0),
+             "net": {"node2:eth0": {"rx_bytes": 0, "tx_bytes": 0},
+                     "node3:eth0": {"rx_bytes": 0, "tx_bytes": 0}}}
+    last = copy.deepcopy(first)
+    last["t"] = 2.0
+    last["net"]["node2:eth0"] = {"rx_bytes": 1_000_000, "tx_bytes": 3_000_000}
+    last["net"]["node3:eth0"] = {"rx_bytes": 9_000_000, "tx_bytes": 9_000_000}
+    figures = fileserver.cpu_figures(first, last, 0, "", d.info["server_net"])
+    assert figures["server_net_mb_per_s"] == pytest.approx(2.0)
+    # on one host: the host-side veths whose labels start with the server tier
+    first["net"] = {"fs-server:veth1": {"rx_bytes": 0, "tx_bytes": 0},
+                    "fs-client:veth2": {"rx_bytes": 0, "tx_bytes": 0}}
+    last["net"] = {"fs-server:veth1": {"rx_bytes": 2_000_000, "tx_bytes": 0},
+                   "fs-client:veth2": {"rx_bytes": 9_000_000, "tx_bytes": 0}}
+    assert fileserver.cpu_figures(first, last, 0)["server_net_mb_per_s"] == pytest.approx(1.0)
+
+
+def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatch) -> None:
+    where = cluster.ClusterPlacer(lab())
+    seen: list[list[str]] = []
+    monkeypatch.setattr(where, "run_compose", lambda node, argv, env, timeout, what:
+                        seen.append(argv) or "")
+    monkeypatch.setattr(nodes, "run_on_node", lambda *a, **k: None)
+    where.down()
+    assert len(seen) == 4
+    argv = seen[0]
+    assert str(ROOT / "compose" / "host-fs.yml") in argv and str(ROOT / "compose" / "fs.yml") \
+        in argv
+    assert ["--profile", "fs"] in [argv[i:i + 2] for i in range(len(argv))]
