@@ -729,8 +729,9 @@ class FsKind(Kind):
         """fio in each container at once, all starting at the same wall-clock instant; their
         reports (kept as NAME-K.json) summed."""
         f = self.settings(ctx.exp)
-        start = time.time() + START_DELAY_S
-        limit = START_DELAY_S + f.warmup_s + f.measure_s + 600
+        lead = START_DELAY_S + placer.current().exec_lead_s
+        start = time.time() + lead
+        limit = lead + f.warmup_s + f.measure_s + 600
         outputs: list[str] = [""] * len(jobs)
 
         def one(k: int) -> None:
