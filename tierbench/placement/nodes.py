@@ -63,7 +63,8 @@ CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
 # Roles that run on one node, and roles that run on a list of nodes.
-SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client")
+SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client",
+                "disk")
 LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
 ROLES = SINGLE_ROLES + LIST_ROLES
 ROLE_HELP = {
@@ -78,6 +79,7 @@ ROLE_HELP = {
     "pfs_clients": "the OrangeFS clients",
     "net_server": "the server side of the network micro-benchmarks",
     "net_client": "the client side of the network micro-benchmarks",
+    "disk": "the disk-system benchmark (fio) and its disk systems",
 }
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
@@ -216,6 +218,7 @@ class Roles(_Model):
     pfs_clients: list[str] = []
     net_server: str | None = None
     net_client: str | None = None
+    disk: str | None = None
 
 
 class Cluster(_Model):
