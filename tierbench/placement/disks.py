@@ -11,12 +11,21 @@ writes are not charged to a container, so throttled writes must use direct I/O: 
 reads, and the disk benchmark writes with O_DIRECT. RAID-0 over several devices is mdadm's where
 the kernel has md, else btrfs's raid0 profile (this project's development kernel has no md).
 
-A web server's disks are mounted on the host under `<state>/disks/<server>`: one device (ext3, as
-in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
+A web server's disks are mounted on its host under `<state>/disks/<server>`: one device (ext3,
+as in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
 d1, d2, ... with a map of which file lives where (workloads/placement.py). What was built is
 recorded in `<state>/disks.json` before each step, so `tierbench clean` removes it after any
 crash: mounts, RAID sets and loop devices of tierbench's own images, and the images themselves
 (real devices are unmounted, never erased by clean).
+
+Where: every host-side step is a command run through a :class:`Host`, this machine or a cluster
+node over SSH (the node that runs the containers using the disks: a bind mount's source and a
+throttled device are paths there), with the same code. Each server records its host (node name,
+SSH argv, workdir) in the state file, so teardown reaches the node after a crash; on a node the
+mounts go under `WORKDIR/disks`, the images under `WORKDIR/disk-images`, named
+`tierbench-disk@NODE-...` (loop devices are the kernel's: the lab's nodes share one, and another
+host's are never matched). md or btrfs is decided on the host that builds. The Compose overlay
+stays on the controller, where Compose reads it.
 """
 
 from __future__ import annotations
