@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_env import lab_containers, require_free_lab
+from stack_env import TIERBENCH, lab_containers, require_free_lab
 
 from tierbench.placement import nodes
 
@@ -36,13 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "setup" / "lab.sh"
 DATA = ROOT / "tests" / "data" / "experiments"
 CLUSTER = ROOT / "lab" / "cluster.yml"
-TB = str(ROOT / ".venv" / "bin" / "tierbench")
 MB = 1_000_000
 NOTHING_ON_NODE = {"loops": [], "mounts": [], "images": []}
 
 
 def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, cwd=ROOT, **kw)
 
 
 def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
@@ -89,7 +88,7 @@ def lab(tmp_path_factory):
         yield {"env": env, "cluster": cluster, "before": before, "results": results}
         assert nic_state(cluster) == before
     finally:
-        clean = sh(TB, "clean", "--cluster", str(CLUSTER), env=env, timeout=300)
+        clean = sh(*TIERBENCH, "clean", "--cluster", str(CLUSTER), env=env, timeout=300)
         down = sh(str(LAB), "down", timeout=300)
         assert down.returncode == 0, down.stderr
         assert lab_containers() == []
@@ -97,7 +96,7 @@ def lab(tmp_path_factory):
 
 
 def run(lab: dict, experiment: str) -> subprocess.CompletedProcess:
-    return sh(TB, "run", str(DATA / experiment), "--cluster", str(CLUSTER), env=lab["env"],
+    return sh(*TIERBENCH, "run", str(DATA / experiment), "--cluster", str(CLUSTER), env=lab["env"],
               timeout=900)
 
 
@@ -111,7 +110,7 @@ def summary(run_dir: Path) -> list[dict[str, str]]:
 
 
 def clean_leaves_nothing(lab: dict) -> None:
-    done = sh(TB, "clean", "--cluster", str(CLUSTER), env=lab["env"], timeout=300)
+    done = sh(*TIERBENCH, "clean", "--cluster", str(CLUSTER), env=lab["env"], timeout=300)
     assert done.returncode == 0, done.stderr
     for node in lab["cluster"].nodes:
         assert on_node(node, lab["cluster"].workdir) == NOTHING_ON_NODE, node.name
@@ -179,8 +178,8 @@ def test_a_docroot_on_a_nodes_disk_systems_is_read_cold_at_their_bandwidths(lab)
 
 def test_sigkill_then_clean_removes_the_nodes_disk_systems(lab) -> None:
     node3 = lab["cluster"].node("node3")
-    proc = subprocess.Popen([TB, "run", str(DATA / "disk-web-short.yml"), "--cluster",
-                             str(CLUSTER)], env=lab["env"], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*TIERBENCH, "run", str(DATA / "disk-web-short.yml"), "--cluster",
+                             str(CLUSTER)], env=lab["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
