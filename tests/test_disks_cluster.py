@@ -36,6 +36,7 @@ class FakeRun:
         self.answers: list[tuple[object, str, int]] = []
 
     def __call__(self, cmd, **kw):  # noqa: ANN001 - subprocess.run's signature
+        assert all("\0" not in a for a in cmd), cmd  # as exec refuses
         if cmd[:len(SSH)] == list(SSH):
             where, argv = "node3", shlex.split(cmd[len(SSH)])
         else:

@@ -324,7 +324,7 @@ class DiskKind(Kind):
         eps = where.endpoints(TIER, c)
         tier = Tier(TIER, SERVER, eps, [c])
         return Deployment(None, {TIER: tier}, {TIER: where.counter(c)}, where.ifaces(eps),
-                          containers={SERVICE: c}, info={})
+                          containers={SERVICE: c}, info={}, placer=where)
 
     def run_point(self, ctx: PointContext) -> PointResult:
         """fio's write phase, then its read phase; CPU per phase."""

@@ -847,7 +847,7 @@ def write_overlay(services: dict[str, dict[str, Any]]) -> Path:
 # Drop files and devices from the page cache (written back first): posix_fadvise DONTNEED on
 # each, run by python3 on the host they are on. Prints how many files.
 _EVICT = r"""
-import os, sys
+import json, os, sys
 os.sync()
 n = 0
 def drop(path):
@@ -860,7 +860,7 @@ def drop(path):
         return 1
     finally:
         os.close(fd)
-mounts, devices = sys.argv[1].split("\0"), sys.argv[2].split("\0")
+mounts, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 for m in filter(None, mounts):
     for folder, _, names in os.walk(m):
         for entry in names:
@@ -877,8 +877,8 @@ def evict(built: Built) -> int:
     count = 0
     for host in dict.fromkeys(s.on() for s in built.servers):
         mine = [s for s in built.servers if s.on() == host]
-        out = host.run(["python3", "-c", _EVICT, "\0".join(m for s in mine for m in s.mounts),
-                        "\0".join(d for s in mine for d in s.devices)],
+        out = host.run(["python3", "-c", _EVICT, json.dumps([m for s in mine for m in s.mounts]),
+                        json.dumps([d for s in mine for d in s.devices])],
                        "dropping the disk systems from the page cache", 600)
         count += int(out.strip() or 0)
     return count
