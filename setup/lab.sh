@@ -2,7 +2,11 @@
 # A simulated cluster on this machine: N node containers, each with its own Docker engine and
 # SSH server, on the bridge network tierbench-lab (198.18.16.0/24); node n is
 # root@198.18.16.(10+n), Docker context tierbench-node<n>. (--privileged fails on some hosts: the
-# flags below are the narrowest set measured to run dockerd inside a container.)
+# flags below are the narrowest set measured to run dockerd inside a container. Disk systems on a
+# node add /dev/loop-control and the device rule 'b 7:* rmw': losetup gets a free loop device
+# from the kernel and tierbench makes its /dev/loopN node there with mknod, since a container's
+# /dev has none. Loop devices are the kernel's, shared with the host and the other nodes:
+# tierbench names a node's images tierbench-disk@NODE-... and only ever detaches its own.)
 #
 #   setup/lab.sh up N     start (or complete) an N-node lab, ship the tierbench images into every
 #                         node, write lab/cluster.yml (idempotent; extra nodes of a bigger lab
@@ -125,7 +129,8 @@ start_node() {  # $1: node number
       docker run -d --name "$name" --hostname "node$n" --label "$LABEL=1" \
         --cap-add ALL --cap-drop SYS_RESOURCE \
         --security-opt apparmor=unconfined --security-opt seccomp=unconfined \
-        --device /dev/fuse -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run \
+        --device /dev/fuse --device /dev/loop-control --device-cgroup-rule 'b 7:* rmw' \
+        -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run \
         -v "$name-docker:/var/lib/docker" --network "$NET" --ip "$(addr "$n")" \
         -e AUTHORIZED_KEYS="$(cat "$LAB/id_ed25519.pub")" "$NODE_IMAGE" >/dev/null
       say "started $name ($(addr "$n"))" ;;
@@ -258,6 +263,7 @@ write_cluster() {  # $1: N
     echo "  net_client: $client"
     echo "  fs_server: $proxy"
     echo "  fs_client: $client"
+    echo "  disk: $web"
   } >"$LAB/cluster.yml.new"
   mv "$LAB/cluster.yml.new" "$LAB/cluster.yml"
 }

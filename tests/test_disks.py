@@ -278,20 +278,6 @@ def test_the_shipped_disk_experiment_plans_the_papers_systems() -> None:
                      ("scsi", "write"): 55, ("raid0", "read"): 120, ("raid0", "write"): 147}
 
 
-@pytest.mark.parametrize("name, setting", [
-    ("dc-placement", "stack.docroot: scsi"),
-    ("dc-cache-hit", "stack.docroot: ide"),
-    ("dc-disk-file", "stack.docroot: ide"),
-])
-def test_disk_systems_under_the_web_tier_are_refused_on_a_cluster(name: str,
-                                                                   setting: str) -> None:
-    exp = registry.load_experiment(name)
-    with pytest.raises(ConfigError, match=rf"{name}\.yml: disk systems and several web servers "
-                       rf"\({setting}\) do not run on a cluster yet: run this experiment "
-                       "without --cluster$"):
-        registry.kind("web").cluster_roles(exp)
-
-
 def test_three_web_servers_are_refused_on_a_cluster(tmp_path: Path) -> None:
     text = (ROOT / "experiments" / "dc-single.yml").read_text()
     path = tmp_path / "three.yml"
@@ -301,13 +287,3 @@ def test_three_web_servers_are_refused_on_a_cluster(tmp_path: Path) -> None:
         registry.kind("web").cluster_roles(exp)
     assert registry.kind("web").cluster_roles(registry.load_experiment("dc-single")) == \
         ["loadgen", "proxy", "web"]
-
-
-def test_the_disk_kind_is_refused_on_a_cluster_at_plan_time() -> None:
-    done = subprocess.run([sys.executable, "-m", "tierbench.cli", "plan", "dc-disk-basic",
-                           "--cluster", str(ROOT / "cluster.example.yml")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines() == [
-        f"tierbench: {ROOT / 'experiments' / 'dc-disk-basic.yml'}: kind disk does not run on a "
-        "cluster yet (its services have no host-networking overlay and no roles)"]

@@ -125,7 +125,7 @@ BAD = [
     ("nodes[1].interfaces[0].address", "198.18.16.11/24", "c.yml: nodes[1].interfaces[0].address:"
      " 198.18.16.11 is already the address of nodes[0].interfaces[0]"),
     ("roles", "node1", "c.yml: roles: must be a mapping of keys, got 'node1'"),
-    ("roles.cache", "node1", "c.yml: roles.cache: unknown key (allowed: app, db, fs_client, "
+    ("roles.cache", "node1", "c.yml: roles.cache: unknown key (allowed: app, db, disk, fs_client, "
      "fs_server, loadgen, loadgen_workers, net_client, net_server, pfs_clients, pfs_io, pfs_meta, "
      "proxy, web)"),
     ("roles.proxy", "node9", "c.yml: roles.proxy: no node named 'node9' (nodes: node1, node2)"),

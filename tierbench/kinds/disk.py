@@ -26,7 +26,6 @@ from pydantic import BeforeValidator, model_validator
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, number, one_or_many, problem, whole
-from tierbench.interfaces import netif
 from tierbench.kinds.contract import (
     SERVER,
     Column,
@@ -40,11 +39,12 @@ from tierbench.kinds.contract import (
     log,
     refuse_server_modes,
 )
-from tierbench.measure.sampler import PROC_STAT_FIELDS, CgroupCpu, host_cpu
-from tierbench.placement import compose, disks, space
+from tierbench.measure.sampler import PROC_STAT_FIELDS
+from tierbench.placement import compose, disks, placer, space
 
 SERVICE = "disk-bench"
 TIER = "disk"
+ROLE = "disk"  # the cluster file's role: the node the disk system and the benchmark are on
 MOUNT = "/mnt/disk"
 FILE = f"{MOUNT}/fio.dat"
 MIB = 1 << 20
@@ -122,7 +122,10 @@ def parse_fio(text_: str, phase: str) -> dict[str, float]:
 def phase_cpu(before: dict, after: dict, host0: dict, host1: dict, seconds: float,
               nbytes: int) -> dict[str, float]:
     """The container's CPU (% of one core, µs per KB) and the host's iowait and idle shares."""
-    used = after["usage_s"] - before["usage_s"]
+    if "usage_s" not in after or "usage_s" not in before:
+        used = float("nan")  # the container's counter could not be read
+    else:
+        used = after["usage_s"] - before["usage_s"]
     ticks = {k: host1[k] - host0[k] for k in PROC_STAT_FIELDS}
     total = sum(ticks.values()) or 1
     return {"cpu_pct": 100 * used / seconds if seconds else float("nan"),
@@ -139,21 +142,29 @@ class DiskKind(Kind):
     model = DiskSettings
     block = "disk"
     tiers = (TIER,)
+    roles = (ROLE,)
     bring_up = "disk system and container bring-up (seconds to a minute each)"
     variation_pct = 3.0
 
     # -- experiment
     def check(self, exp: Experiment) -> None:
-        """No server options (there are no web servers); named devices exist."""
+        """No server options (there are no web servers); named devices exist (here; a cluster
+        node's are checked there at preflight)."""
         refuse_server_modes(exp, "a disk-system experiment")
         s: DiskSettings = exp.settings  # type: ignore[assignment]
         known = disks.resolve(s.disk_systems)
+        if placer.current().cluster is not None:
+            return
         for name in s.disk.systems:
             for dev in known[name].paths:
                 if not Path(dev).exists():
                     raise ConfigError(f"{exp.source}: disk_systems.{name}.devices: {dev} does "
                                       "not exist on this host: name one of its block devices "
                                       "(lsblk lists them)")
+
+    def host(self) -> disks.Host:
+        """Where the disk systems are built: this host, or the `disk` role's node."""
+        return placer.current().disk_host(ROLE)
 
     def systems(self, exp: Experiment) -> dict[str, disks.System]:
         """Every system the experiment can name."""
@@ -174,7 +185,8 @@ class DiskKind(Kind):
                                      "devices": list(known[n].paths) or known[n].devices,
                                      "read_mb_s": (known[n].read_bps or 0) / 1e6 or None,
                                      "write_mb_s": (known[n].write_bps or 0) / 1e6 or None,
-                                     "raid0": disks.raid_kind() if known[n].raid0 else None}
+                                     "raid0": disks.raid_words(self.host()) if known[n].raid0
+                                     else None}
                                  for n in b.systems}}
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
@@ -222,7 +234,7 @@ class DiskKind(Kind):
     def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
-        raid = f"; RAID-0 with {disks.raid_kind()}" if system.raid0 else ""
+        raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
@@ -242,49 +254,57 @@ class DiskKind(Kind):
         if not emulated:
             return []
         biggest = max(emulated, key=lambda p: p.image_bytes())
+        host = self.host()
         return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}",
-                              biggest.image_bytes(), disks.image_dir(space.settings()),
+                              biggest.image_bytes(), host.image_dir(space.settings()),
                               "the disk images' folder",
                               "lower disk.file_mb or set DISK_IMAGE_DIR (.env) to a folder "
-                              "with room")]
+                              "with room", role=ROLE if host.node else None)]
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """The image exists; the systems can be built here (tools, devices)."""
+        """The image exists; the systems can be built where they go (tools, devices: asked
+        there)."""
         compose.require_image("tierbench-disk")
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
         try:
-            disks.preflight(plans)
+            disks.preflight(plans, self.host())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
-        """The disk system built (whatever used the disks before is removed first), the
-        benchmark container up on it, its limits read back."""
+        """The disk system built on the node of the `disk` role (this host without a cluster;
+        whatever used the disks before is removed first), the benchmark container up on it,
+        its limits read back there."""
         p = self.plan_of(exp, str(key))
-        log(f"tierbench: disk system {p.system.describe()}")
-        if disks.current(p) is None:
-            compose.down()  # containers let go of the disks built before; they go too
+        where = placer.current()
+        host = where.disk_host(ROLE)
+        log(f"tierbench: disk system {p.system.describe()}{host.where}")
+        if disks.current(p, host) is None:
+            where.down()  # containers let go of the disks built before; they go too
         try:
-            built = disks.ensure(p, space.settings(), log)
+            built = disks.ensure(p, space.settings(), log, host)
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
         server = built.server(SERVICE)
         disks.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": disks.throttles(server, p.system)}})
-        files = ["docker-compose.yml", compose.DISK_OVERLAY, str(disks.overlay_path())]
-        env = {**compose.dotenv(), **os.environ}
-        compose.compose([*(a for f in files for a in ("-f", str(compose.ROOT / f))),
-                         "--profile", "disk", "up", "-d", "--wait", "--no-build",
-                         "--force-recreate", SERVICE], env)
+        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", compose.DISK_OVERLAY)]
+        where.up(compose.Services(files=[*files, str(disks.overlay_path())],
+                                  env={**compose.dotenv(), **os.environ}, services=[SERVICE],
+                                  profiles=["disk"]))
         dep = self.running()
         if dep is None:
-            raise compose.StackError(f"the {SERVICE} container is not running: see `docker "
-                                     f"compose logs {SERVICE}`")
+            raise compose.StackError(f"the {SERVICE} container is not running"
+                                     f"{where.where(SERVICE)}: see `docker"
+                                     f"{where.context_arg(SERVICE)} compose logs {SERVICE}`")
         container = dep.containers[SERVICE]
-        limits, problems = disks.check_throttles(server, p.system, container.pid)
+        try:
+            limits, problems = disks.check_throttles(server, p.system, container.pid)
+        except disks.DiskError as exc:
+            raise compose.StackError(str(exc)) from None
         if problems:
             raise compose.StackError(f"the {SERVICE} container's block-I/O limits are not the "
                                      f"disk system's: {problems[0]}")
@@ -295,23 +315,23 @@ class DiskKind(Kind):
         return dep
 
     def running(self) -> Deployment | None:
-        """The benchmark container, when it runs."""
-        found = compose.containers()
+        """The benchmark container, when it runs (here, or on the disk role's node)."""
+        where = placer.current()
+        found = where.containers()
         if SERVICE not in found:
             return None
         c = found[SERVICE]
-        eps = netif.veth_endpoints(TIER, c.pid)
+        eps = where.endpoints(TIER, c)
         tier = Tier(TIER, SERVER, eps, [c])
-        ifaces = {ep.label: ep.ifname for ep in eps if ep.netns_pid is None}
-        return Deployment(None, {TIER: tier}, {TIER: CgroupCpu(c.pid)}, ifaces,
-                          containers={SERVICE: c}, info={})
+        return Deployment(None, {TIER: tier}, {TIER: where.counter(c)}, where.ifaces(eps),
+                          containers={SERVICE: c}, info={}, placer=where)
 
     def run_point(self, ctx: PointContext) -> PointResult:
         """fio's write phase, then its read phase; CPU per phase."""
         s: DiskSettings = ctx.exp.settings  # type: ignore[assignment]
         dep = ctx.deployment
         container = dep.containers[SERVICE]
-        counter = dep.counters[TIER]
+        where = placer.current()
         ctx.record["disk"] = dep.info["record"]
         system: disks.System = dep.info["system"]
         row: dict[str, Any] = {"filesystem": dep.info["built"].filesystem}
@@ -324,10 +344,10 @@ class DiskKind(Kind):
         error = None
         try:
             for phase in PHASES:
-                before, host0 = counter.read(), host_cpu()
-                done = compose.exec_in(container, fio_argv(phase, s.disk),
-                                       timeout=s.disk.runtime_s + 3600)
-                after, host1 = counter.read(), host_cpu()
+                first = ctx.sampler.mark()  # the container's and its host's CPU, there
+                done = where.exec(container, fio_argv(phase, s.disk),
+                                  timeout=s.disk.runtime_s + 3600)
+                last = ctx.sampler.mark()
                 (ctx.dir / f"fio-{phase}.json").write_text(done.stdout)
                 if done.returncode != 0:
                     tail = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
@@ -338,12 +358,13 @@ class DiskKind(Kind):
                 except (ValueError, KeyError, IndexError) as exc:
                     error = f"fio {phase}: unreadable output ({exc})"
                     break
-                figures.update(phase_cpu(before, after, host0, host1, figures["s"],
+                figures.update(phase_cpu(first["cpu"].get(TIER, {}), last["cpu"].get(TIER, {}),
+                                         first["host"], last["host"], figures["s"],
                                          figures["bytes"]))
                 row.update({f"{phase}_{k}": v for k, v in figures.items()})
                 ctx.log(f"tierbench: {ctx.point.id} {phase}: {figures['mb_per_s']:.1f} MB/s")
         finally:
-            compose.exec_in(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
+            where.exec(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
             ctx.sampler.stop()
         return PointResult(row, error=error)
 

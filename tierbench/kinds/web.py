@@ -495,8 +495,7 @@ def used_systems(settings: WebSettings) -> dict[str, Any]:
                 "devices": list(system.paths) or system.devices,
                 "read_mb_s": system.read_bps / 1e6 if system.read_bps else None,
                 "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
-                "raid0": "md" if system.raid0 and disks.has_md() else
-                "btrfs" if system.raid0 else None}
+                "raid0": disks.raid_words(webdisks.host_of_web()) if system.raid0 else None}
     return out
 
 
@@ -521,26 +520,26 @@ class WebKind(Kind):
 
     # -- experiment
     def check(self, exp: Experiment) -> None:
-        """A real device the experiment names must exist (sizes and use: at preflight)."""
+        """A real device the experiment names must exist (sizes and use: at preflight; a
+        cluster node's devices are checked there at preflight)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
+        if placer.current().cluster is not None:
+            return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
             raise ConfigError(f"{exp.source}: {wrong}")
 
     def cluster_roles(self, exp: Experiment) -> list[str]:
         """loadgen, proxy and web; app and db with dynamic requests; the Locust workers' nodes
-        with load.workers; the OrangeFS servers' with a docroot on OrangeFS. Refused in one
-        sentence: disk systems and several web servers (loop devices, mounts and the balancer's
-        extra servers are made on this host and have no host-networking overlay)."""
+        with load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
+        system is built on the web node. Refused in one sentence: several web servers (the
+        balancer's extra servers have no host-networking overlay yet)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
-        known = webdisks.names(s.disk_systems)
-        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
-        if on_disks or s.stack.placement or (s.stack.web_servers or 1) > 1:
-            what = (f"stack.docroot: {on_disks[0]}" if on_disks else
-                    f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
+        if s.stack.placement or (s.stack.web_servers or 1) > 1:
+            what = (f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
                     f"stack.web_servers: {s.stack.web_servers}")
-            raise ConfigError(f"{exp.source}: disk systems and several web servers ({what}) do "
-                              "not run on a cluster yet: run this experiment without --cluster")
+            raise ConfigError(f"{exp.source}: several web servers ({what}) do not run on a "
+                              "cluster yet: run this experiment without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)
@@ -690,7 +689,8 @@ class WebKind(Kind):
                                       "PVFS_TMPFS_SIZE", "4g",
                                       f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                       "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
-        out += webdisks.image_needs(self.disk_plans(exp), space.settings())
+        out += webdisks.image_needs(self.disk_plans(exp), space.settings(),
+                                    webdisks.host_of_web())
         out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                                  "samples)", results_bytes(exp, specs, points), results_root(),
                                  "the results folder", "shorten the traces or load.measure_s, "
@@ -735,7 +735,8 @@ class WebKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """Every image the run will need exists; disk systems can be built here."""
+        """Every image the run will need exists; disk systems can be built where they go (the
+        web node's tools and devices, asked there)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         known = webdisks.names(s.disk_systems)
         for docroot in s.stack.docroot:
@@ -745,7 +746,7 @@ class WebKind(Kind):
         with workload_errors(exp):
             plans = self.disk_plans(exp)
         try:
-            disks.preflight(plans)
+            disks.preflight(plans, webdisks.host_of_web())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
@@ -803,11 +804,12 @@ class WebKind(Kind):
                 downed = True
         overlays: list[Path] = []
         built = None
-        if made is not None:  # a disk system: on this host only (cluster_roles refuses it)
-            if not downed and disks.current(made[0]) is None:
+        if made is not None:  # a disk system: on each web server's host (here, or its node)
+            hosts = webdisks.hosts_for(made[0])
+            if not downed and disks.current(made[0], hosts) is None:
                 where.down()  # the containers let go of the disks built before
             try:
-                built = webdisks.build(made[0], made[1], space.settings(), log)
+                built = webdisks.build(made[0], made[1], space.settings(), log, hosts)
             except disks.DiskError as exc:
                 raise compose.StackError(str(exc)) from None
             overlays.append(disks.overlay_path())

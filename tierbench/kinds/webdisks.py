@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tierbench.placement import compose, disks, space
+from tierbench.placement import compose, disks, placer, space
 from workloads import filesets
 from workloads import placement as spread
 from workloads import traces as tracelib
@@ -154,25 +154,44 @@ def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str
     return f" [disk {what}" + (f" on each of {servers} web servers]" if servers > 1 else "]")
 
 
-def image_needs(plans: list[disks.Plan], env: Mapping[str, str]) -> list[space.Need]:
-    """The largest disk system's images (one is built at a time), in DISK_IMAGE_DIR."""
+WEB_ROLE = "web"
+
+
+def host_of_web(service: str = "web") -> disks.Host:
+    """Where a web server's disk system is built: this host, or the node of its role (the web
+    role's; a service of another role would name its own here)."""
+    return placer.current().disk_host(WEB_ROLE)
+
+
+def hosts_for(p: disks.Plan) -> dict[str, disks.Host]:
+    """Each web server of the plan -> the host its disks are built on (the node its
+    container runs on: a bind mount and a device throttle name paths there)."""
+    return {s: host_of_web(s) for s in p.servers}
+
+
+def image_needs(plans: list[disks.Plan], env: Mapping[str, str],
+                host: disks.Host = disks.LOCAL) -> list[space.Need]:
+    """The largest disk system's images (one is built at a time), in DISK_IMAGE_DIR (on a
+    node: its workdir's disk-images, checked against the web nodes' disks)."""
     emulated = [p for p in plans if p.system.emulated]
     if not emulated:
         return []
     biggest = max(emulated, key=lambda p: p.image_bytes())
-    folder = disks.image_dir(env)
+    folder = host.image_dir(env)
     count = biggest.layout.servers * biggest.layout.disks
     return [space.on_disk(f"the loop-device images of disk system {biggest.system.name} "
                           f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
                           folder,
                           "the disk images' folder",
                           "shrink the traces' file sets or set DISK_IMAGE_DIR (.env) to a "
-                          "folder with room")]
+                          "folder with room", role=WEB_ROLE if host.node else None)]
 
 
-def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any) -> disks.Built:
-    """The disk system built (or kept), maps written, and its Compose overlay."""
-    built = disks.ensure(p, env, log)
+def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
+          hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> disks.Built:
+    """The disk system built (or kept) on each server's host, maps written, and its Compose
+    overlay (bind sources: paths on those hosts)."""
+    built = disks.ensure(p, env, log, hosts)
     if lines:
         for s in built.servers:
             disks.write_map(built, s.name, lines)
@@ -184,7 +203,8 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any) -> 
             "environment": {"WEB_DISK_MAP": "on" if s.spread else "off"},
             "blkio_config": disks.throttles(s, p.system)}
     services["fileset"] = {
-        "volumes": [{"type": "bind", "source": str(disks.disks_root()), "target": "/srv/disks"}],
+        "volumes": [{"type": "bind", "source": str(built.servers[0].on().root()),
+                     "target": "/srv/disks"}],
         "environment": {"FILESET_ROOTS": json.dumps([f"/srv/disks/{s.name}"
                                                      for s in built.servers])}}
     disks.write_overlay(services)

@@ -38,7 +38,7 @@ from tierbench.config.files import ROOT, results_root
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import compose, nodes
+from tierbench.placement import compose, disks, nodes
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.nodes import Cluster, ClusterError, Node, NodeError
 from tierbench.placement.placer import Placer, counter_parts
@@ -54,6 +54,7 @@ HOST_OVERLAYS = {
     "compose/net.yml": "compose/host-net.yml",
     "compose/fs.yml": "compose/host-fs.yml",
     "compose/app-db.yml": "compose/host-app-db.yml",
+    "compose/disk.yml": "compose/host-disk.yml",
 }
 # Roles whose services serve the others (a client's NIC that also carries one of them does not
 # count what the client alone receives).
@@ -95,10 +96,15 @@ def _tail(text: str, lines: int = 3) -> str:
 
 
 def host_files(files: list[str]) -> list[str]:
-    """The compose files with the host-networking overlay of each file that has one, last."""
+    """The compose files with the host-networking overlay of each file that has one, last
+    (files outside the checkout, such as the disk systems' overlay written at run time, have
+    none)."""
     extra = []
     for f in files:
-        rel = str(Path(f).resolve().relative_to(ROOT)) if Path(f).is_absolute() else f
+        path = Path(f).resolve() if Path(f).is_absolute() else None
+        if path is not None and not path.is_relative_to(ROOT):
+            continue
+        rel = str(path.relative_to(ROOT)) if path is not None else f
         if rel in HOST_OVERLAYS:
             extra.append(str(ROOT / HOST_OVERLAYS[rel]))
     return [*files, *extra]
@@ -427,17 +433,19 @@ class ClusterPlacer(Placer):
         return stale
 
     def down(self) -> None:
-        """Every node: the project's containers, networks and volumes removed, tmpfs unmounted."""
+        """Every node: the project's containers, networks and volumes removed, tmpfs unmounted;
+        then the disk systems on the nodes (and here) removed."""
         files = host_files([str(ROOT / "docker-compose.yml"),
                             *(str(ROOT / f) for f in compose.OVERLAYS.values()),
-                            str(ROOT / compose.NET_OVERLAY), str(ROOT / compose.FS_OVERLAY)])
+                            str(ROOT / compose.NET_OVERLAY), str(ROOT / compose.FS_OVERLAY),
+                            str(ROOT / compose.DISK_OVERLAY)])
         env = {**compose.dotenv(), **os.environ,
                "TIERBENCH_NODE_DIR": self.cluster.workdir}
         env = {k: v for k, v in env.items() if k not in ("DOCKER_CONTEXT", "DOCKER_HOST")}
 
         def down(node: Node) -> None:
-            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net", "fs"]), "down",
-                                    "-v", "--remove-orphans", "--timeout", "10"], env, 300,
+            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net", "fs", "disk"]),
+                                    "down", "-v", "--remove-orphans", "--timeout", "10"], env, 300,
                              "removing the stack")
             paths = " ".join(shlex.quote(p) for p in self.tmpfs_paths(env))
             nodes.run_on_node(node, f"for p in {paths}; do mountpoint -q $p && umount $p; "
@@ -448,6 +456,22 @@ class ClusterPlacer(Placer):
         self.placed = {}
         if problems:
             raise StackError("; ".join(problems))
+        try:  # after the containers that used them; every node looked at, not only recorded ones
+            disks.teardown(env, [self.node_disks(n) for n in self.cluster.nodes])
+        except disks.DiskError as exc:
+            raise StackError(str(exc)) from None
+
+    def node_disks(self, node: Node) -> disks.Host:
+        """A node as the host of disk systems (over SSH, under the cluster's workdir)."""
+        return disks.Host(node.name, tuple(nodes.ssh_prefix(node)), self.cluster.workdir)
+
+    def disk_host(self, role: str) -> disks.Host:
+        """The role's (first) node."""
+        found = self.cluster.nodes_for(role)
+        if not found:
+            raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
+                                f"placed, and this needs {nodes.ROLE_HELP[role]} on a node"])
+        return self.node_disks(found[0])
 
     def tmpfs_paths(self, env: dict[str, str]) -> list[str]:
         return [env.get("DOCROOT_TMPFS_DIR") or TMPFS_DEFAULTS[0],

@@ -11,25 +11,32 @@ writes are not charged to a container, so throttled writes must use direct I/O: 
 reads, and the disk benchmark writes with O_DIRECT. RAID-0 over several devices is mdadm's where
 the kernel has md, else btrfs's raid0 profile (this project's development kernel has no md).
 
-A web server's disks are mounted on the host under `<state>/disks/<server>`: one device (ext3, as
-in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
+A web server's disks are mounted on its host under `<state>/disks/<server>`: one device (ext3,
+as in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
 d1, d2, ... with a map of which file lives where (workloads/placement.py). What was built is
 recorded in `<state>/disks.json` before each step, so `tierbench clean` removes it after any
 crash: mounts, RAID sets and loop devices of tierbench's own images, and the images themselves
 (real devices are unmounted, never erased by clean).
+
+Where: every host-side step is a command run through a :class:`Host`, this machine or a cluster
+node over SSH (the node that runs the containers using the disks: a bind mount's source and a
+throttled device are paths there), with the same code. Each server records its host (node name,
+SSH argv, workdir) in the state file, so teardown reaches the node after a crash; on a node the
+mounts go under `WORKDIR/disks`, the images under `WORKDIR/disk-images`, named
+`tierbench-disk@NODE-...` (loop devices are the kernel's: the lab's nodes share one, and another
+host's are never matched). md or btrfs is decided on the host that builds. The Compose overlay
+stays on the controller, where Compose reads it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import stat
+import shlex
 import subprocess
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -245,94 +252,192 @@ def per_disk_bytes(lay: Layout, total: int, spread: list[int] | None = None) -> 
     return [total]
 
 
+# --------------------------------------------------------------------------- where: this host or a node
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where a disk system's commands run: this machine (``node`` None) or a cluster node over
+    SSH (``ssh``: ssh and its options up to the address, as nodes.ssh_prefix gives; recorded in
+    the state file so that `tierbench clean` reaches the node after a crash). Every host-side
+    step of this module is a command run through :meth:`run`, here or there alike. On a node
+    the mounts go under ``WORKDIR/disks`` and the images under ``WORKDIR/disk-images`` (the
+    cluster file's workdir), named ``tierbench-disk@NODE-...`` so that no other host's loop
+    devices (the kernel's are shared by the lab's node containers) ever match."""
+
+    node: str | None = None
+    ssh: tuple[str, ...] = ()
+    workdir: str = ""
+
+    @property
+    def where(self) -> str:
+        """' on NODE' ('' here)."""
+        return f" on {self.node}" if self.node else ""
+
+    def root(self) -> Path:
+        """The folder the servers' disks are mounted under, on this host."""
+        return Path(self.workdir) / "disks" if self.node else state_dir() / "disks"
+
+    def image_dir(self, env: Mapping[str, str]) -> Path:
+        """Where emulated devices' image files go on this host."""
+        return Path(self.workdir) / "disk-images" if self.node else image_dir(env)
+
+    def prefix(self) -> str:
+        """The image files' name prefix on this host."""
+        return f"tierbench-disk@{self.node}-" if self.node else IMAGE_PREFIX
+
+    def record(self) -> dict[str, Any]:
+        """For the state file."""
+        return {"node": self.node, "ssh": list(self.ssh), "workdir": self.workdir}
+
+    def proc(self, argv: list[str], timeout: float = 300,
+             input: str | None = None) -> subprocess.CompletedProcess:
+        """Run argv here or on the node; the finished process (never raises on its exit code;
+        DiskError when it cannot start or does not finish)."""
+        cmd = [*self.ssh, shlex.join(argv)] if self.node else argv
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  check=False, input=input)
+        except FileNotFoundError:
+            raise DiskError(f"{cmd[0]} is missing{self.where}: "
+                            f"{TOOLS.get(cmd[0], 'install it')} (or run `make setup`)") from None
+        except subprocess.TimeoutExpired:
+            raise DiskError(f"`{' '.join(argv[:3])} ...`{self.where} did not finish within "
+                            f"{timeout:.0f} s") from None
+
+    def run(self, argv: list[str], what: str, timeout: float = 300,
+            input: str | None = None) -> str:
+        """Run argv here or on the node; its output, or DiskError naming what failed."""
+        done = self.proc(argv, timeout, input)
+        if done.returncode == 0:
+            return done.stdout
+        if self.node and done.returncode == 255:
+            raise DiskError(f"{what}: cannot reach node {self.node} over SSH: "
+                            f"{(done.stderr.strip().splitlines() or ['ssh failed'])[-1]}")
+        if done.returncode == 127:
+            raise DiskError(f"{argv[0]} is missing{self.where}: "
+                            f"{TOOLS.get(argv[0], 'install it')} (or run `make setup`)")
+        tail = ((done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"])
+        raise DiskError(f"{what}{self.where}: `{' '.join(argv[:3])} ...` failed: {tail[-1]}")
+
+    def sh(self, script: str, what: str, timeout: float = 300, input: str | None = None) -> str:
+        """A shell snippet, as run()."""
+        return self.run(["sh", "-c", script], what, timeout, input)
+
+    def read(self, path: str) -> str | None:
+        """A file's text, or None when it cannot be read."""
+        done = self.proc(["cat", path], timeout=60)
+        return done.stdout if done.returncode == 0 else None
+
+    def has(self, tool: str) -> bool:
+        """The command exists here or on the node."""
+        return self.proc(["sh", "-c", f"command -v {shlex.quote(tool)}"], 60).returncode == 0
+
+    def mounts(self) -> list[tuple[str, str]]:
+        """(source, mount point) of every mount (its /proc/self/mounts)."""
+        out = []
+        for line in (self.read("/proc/self/mounts") or "").splitlines():
+            parts = line.split()
+            if len(parts) > 1:
+                out.append((parts[0], parts[1].replace("\\040", " ")))
+        return out
+
+
+LOCAL = Host()
+
+
+def host_of(record: Mapping[str, Any] | None) -> Host:
+    """The host a state record names (this host when None)."""
+    if not record or not record.get("node"):
+        return LOCAL
+    return Host(record["node"], tuple(record.get("ssh") or ()), record.get("workdir") or "")
+
+
 # --------------------------------------------------------------------------- host settings
 
 
 def image_dir(env: Mapping[str, str]) -> Path:
-    """Where emulated devices' image files go (DISK_IMAGE_DIR)."""
+    """Where emulated devices' image files go on this host (DISK_IMAGE_DIR)."""
     return Path(env.get("DISK_IMAGE_DIR") or DEFAULT_IMAGE_DIR)
 
 
 def disks_root() -> Path:
-    """The host folder the servers' disks are mounted under."""
-    return state_dir() / "disks"
+    """The folder the servers' disks are mounted under on this host."""
+    return LOCAL.root()
 
 
 def state_path() -> Path:
-    """What is built now (crash-safe record)."""
+    """What is built now (crash-safe record, on the controller whatever host it is on)."""
     return state_dir() / "disks.json"
 
 
 def overlay_path() -> Path:
-    """The Compose overlay written for what is built (binds and throttles)."""
-    return disks_root() / "compose.yml"
+    """The Compose overlay written for what is built (binds and throttles), on the controller:
+    Compose reads it here, and its bind sources are paths on the host the service runs on."""
+    return state_dir() / "disks" / "compose.yml"
 
 
-def has_md() -> bool:
-    """The kernel has md (software RAID) and mdadm is installed."""
-    return Path("/proc/mdstat").exists() and shutil.which("mdadm") is not None
+def has_md(host: Host = LOCAL) -> bool:
+    """The host's kernel has md (software RAID) and mdadm is installed (asked there)."""
+    return host.proc(["sh", "-c", "test -e /proc/mdstat && command -v mdadm"],
+                     timeout=60).returncode == 0
 
 
-def raid_kind() -> str:
-    """How RAID-0 is made on this host: 'md' or 'btrfs'."""
-    return "md" if has_md() else "btrfs"
+def raid_kind(host: Host = LOCAL) -> str:
+    """How RAID-0 is made on the host: 'md' or 'btrfs'."""
+    return "md" if has_md(host) else "btrfs"
 
 
-def _run(argv: list[str], what: str, timeout: float = 300) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except FileNotFoundError:
-        raise DiskError(f"{argv[0]} is missing: {TOOLS.get(argv[0], 'install it')} (or run "
-                        "`make setup`)") from None
-    except subprocess.TimeoutExpired:
-        raise DiskError(f"{what}: `{' '.join(argv[:3])} ...` did not finish within "
-                        f"{timeout:.0f} s") from None
-    if done.returncode != 0:
-        tail = ((done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"])
-        raise DiskError(f"{what}: `{' '.join(argv[:3])} ...` failed: {tail[-1]}")
-    return done.stdout
+def raid_words(host: Host = LOCAL) -> str:
+    """How RAID-0 will be made, for the plan: this host's tool, or the node's without asking
+    it (decided on the node when the system is built)."""
+    return f"md or btrfs (as {host.node} has md or not)" if host.node else raid_kind(host)
 
 
 TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",
          "umount": "install util-linux", "mkfs.ext3": "install e2fsprogs",
          "mkfs.btrfs": "install btrfs-progs", "mdadm": "install mdadm",
-         "blockdev": "install util-linux"}
+         "blockdev": "install util-linux", "fallocate": "install util-linux",
+         "python3": "install python3", "ssh": "install openssh-client"}
 
 
-def tools_for(plans: list[Plan]) -> list[str]:
-    """Host commands building these plans takes."""
-    need = ["mount", "umount", "mkfs.ext3"]
+def tools_for(plans: list[Plan], host: Host = LOCAL) -> list[str]:
+    """Host commands building these plans takes there."""
+    need = ["mount", "umount", "mkfs.ext3", "python3"]
     if any(p.system.emulated for p in plans):
-        need.append("losetup")
+        need += ["losetup", "fallocate"]
     if any(p.layout.raid0 for p in plans):
-        need.append("mdadm" if has_md() else "mkfs.btrfs")
+        need.append("mdadm" if has_md(host) else "mkfs.btrfs")
     if any(not p.system.emulated for p in plans):
         need.append("blockdev")
     return need
 
 
-def mounted_sources() -> dict[str, str]:
-    """Mounted block devices (resolved paths) -> where (from /proc/self/mounts)."""
-    out = {}
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) > 1 and parts[0].startswith("/dev/"):
-            out[os.path.realpath(parts[0])] = parts[1].replace("\\040", " ")
-    return out
+def mounted_sources(host: Host = LOCAL) -> dict[str, str]:
+    """Mounted block devices (resolved paths) -> where, on the host."""
+    sources = [(s, m) for s, m in host.mounts() if s.startswith("/dev/")]
+    if not sources:
+        return {}
+    real = host.run(["realpath", "-m", *(s for s, _ in sources)], "resolving devices",
+                    60).split("\n")
+    return {r: m for r, (_, m) in zip(real, sources)}
 
 
-def preflight(plans: list[Plan]) -> None:
-    """Refuse, before anything is written, what cannot be built here: not root, a missing
-    tool, a named device that does not exist, is not a block device, is in use or too small."""
+def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
+    """Refuse, before anything is written, what cannot be built on the host: not root, a
+    missing tool, a named device that does not exist, is not a block device, is in use or too
+    small."""
     if not plans:
         return
-    if os.geteuid() != 0:
-        raise DiskError("disk systems need root (loop devices, mkfs, mount): run as root")
-    for tool in tools_for(plans):
-        if shutil.which(tool) is None:
-            raise DiskError(f"{tool} is missing: {TOOLS[tool]} (or run `make setup`)")
-    mounted = mounted_sources()
+    if host.run(["id", "-u"], "checking the user", 60).strip() != "0":
+        raise DiskError(f"disk systems need root{host.where} (loop devices, mkfs, mount): run "
+                        "as root" + (" (the cluster file's user for the node)" if host.node
+                                     else ""))
+    for tool in tools_for(plans, host):
+        if not host.has(tool):
+            raise DiskError(f"{tool} is missing{host.where}: {TOOLS[tool]} (or run "
+                            "`make setup`)")
+    mounted = mounted_sources(host)
     for p in plans:
         if p.system.emulated:
             continue
@@ -343,24 +448,33 @@ def preflight(plans: list[Plan]) -> None:
                             f"{p.layout.disks}): list {want} in disk_systems.{p.system.name}"
                             ".devices")
         for dev in p.system.paths:
-            try:
-                mode = os.stat(dev).st_mode
-            except FileNotFoundError:
-                raise DiskError(f"disk system {p.system.name}: {dev} does not exist: name a "
-                                "block device of this host in disk_systems."
-                                f"{p.system.name}.devices (lsblk lists them)") from None
-            if not stat.S_ISBLK(mode):
-                raise DiskError(f"disk system {p.system.name}: {dev} is not a block device")
-            real = os.path.realpath(dev)
+            kind = host.proc(["stat", "-L", "-c", "%F", dev], 60)
+            if kind.returncode != 0:
+                raise DiskError(f"disk system {p.system.name}: {dev} does not exist{host.where}:"
+                                " name a block device of that host in disk_systems."
+                                f"{p.system.name}.devices (lsblk lists them)")
+            if kind.stdout.strip() != "block special file":
+                raise DiskError(f"disk system {p.system.name}: {dev} is not a block device"
+                                f"{host.where}")
+            real = host.run(["realpath", dev], f"resolving {dev}", 60).strip()
             busy = [src for src in mounted if src == real or src.startswith(real)]
             if busy:
-                raise DiskError(f"disk system {p.system.name}: {dev} is in use ({busy[0]} is "
-                                f"mounted at {mounted[busy[0]]}): name a device nothing uses")
-            size = int(_run(["blockdev", "--getsize64", dev], f"size of {dev}").strip() or 0)
+                raise DiskError(f"disk system {p.system.name}: {dev} is in use{host.where} "
+                                f"({busy[0]} is mounted at {mounted[busy[0]]}): name a device "
+                                "nothing uses")
+            size = int(host.run(["blockdev", "--getsize64", dev], f"size of {dev}").strip() or 0)
             if size < p.device_bytes:
                 raise DiskError(f"disk system {p.system.name}: {dev} holds {size} bytes but "
                                 f"needs {p.device_bytes} for the file sets: shrink the file "
                                 "sets or name a larger device")
+
+
+def free_bytes(host: Host, folder: Path) -> int:
+    """Bytes free for files in folder (or its nearest existing parent) on the host."""
+    script = ('d="$1"; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; '
+              'df -PB1 "$d" | awk \'NR == 2 {print $4}\'')
+    out = host.run(["sh", "-c", script, "sh", str(folder)], f"free space in {folder}", 60)
+    return int(out.strip() or 0)
 
 
 # --------------------------------------------------------------------------- built state
@@ -368,14 +482,23 @@ def preflight(plans: list[Plan]) -> None:
 
 @dataclass
 class Server:
-    """One web server's disks as built: its root folder, the block devices to throttle and
-    the mounts (deepest last)."""
+    """One web server's (or the disk benchmark's) disks as built: the host they are on, its
+    root folder there, the block devices to throttle, the mounts (deepest last) and the parts
+    made for them (images, loop devices, md sets), each recorded before it is made."""
 
     name: str
     root: str
     devices: list[str]
     mounts: list[str]
     spread: bool = False
+    host: dict[str, Any] | None = None
+    images: list[str] = field(default_factory=list)
+    loops: list[str] = field(default_factory=list)
+    md: list[str] = field(default_factory=list)
+
+    def on(self) -> Host:
+        """The host its disks are on."""
+        return host_of(self.host)
 
 
 @dataclass
@@ -384,15 +507,18 @@ class Built:
 
     key: dict[str, Any]
     servers: list[Server] = field(default_factory=list)
-    images: list[str] = field(default_factory=list)
-    loops: list[str] = field(default_factory=list)
-    md: list[str] = field(default_factory=list)
     direct_io: bool = True
     filesystem: str = ""
+    hosts: list[dict[str, Any]] = field(default_factory=list)
 
     def server(self, name: str) -> Server:
         """The server of that name."""
         return next(s for s in self.servers if s.name == name)
+
+    @property
+    def loops(self) -> list[str]:
+        """Every loop device made."""
+        return [lp for s in self.servers for lp in s.loops]
 
     def record(self) -> dict[str, Any]:
         """For the manifest: the system, how it is laid out and made, its devices."""
@@ -400,17 +526,23 @@ class Built:
         return {"system": sysd.get("name"), "emulated": not sysd.get("paths"),
                 "layout": self.key.get("layout"), "filesystem": self.filesystem,
                 "direct_io": self.direct_io if self.loops else None,
-                "servers": {s.name: {"root": s.root, "devices": s.devices} for s in self.servers}}
+                "servers": {s.name: {"root": s.root, "devices": s.devices,
+                                     **({"node": s.on().node} if s.on().node else {})}
+                            for s in self.servers}}
 
 
 def load() -> Built | None:
-    """The recorded state, or None."""
+    """The recorded state, or None (an older layout's parts become one server's, here)."""
     try:
         data = json.loads(state_path().read_text())
     except (OSError, ValueError):
         return None
-    data["servers"] = [Server(**s) for s in data.get("servers", [])]
-    return Built(**data)
+    legacy = {k: data.pop(k) for k in ("images", "loops", "md") if k in data}
+    servers = [Server(**s) for s in data.pop("servers", [])]
+    if any(legacy.values()):
+        servers.append(Server("", "", [], [], **legacy))
+    known = {f.name for f in fields(Built)}
+    return Built(servers=servers, **{k: v for k, v in data.items() if k in known})
 
 
 def _save(built: Built) -> None:
@@ -421,27 +553,40 @@ def _save(built: Built) -> None:
     tmp.replace(path)
 
 
-def current(p: Plan) -> Built | None:
-    """What is built, when it is this plan and its mounts are all there."""
+def current(p: Plan, hosts: Mapping[str, Host] | Host = LOCAL) -> Built | None:
+    """What is built, when it is this plan on these hosts and its mounts are all there."""
     built = load()
     if built is None or built.key != json.loads(json.dumps(p.key())):
         return None
-    if all(os.path.ismount(m) for s in built.servers for m in s.mounts):
-        return built
-    return None
+    for s in built.servers:
+        if s.on() != _host_for(hosts, s.name):
+            return None
+    for s in built.servers:
+        there = {m for _, m in s.on().mounts()}
+        if not all(m in there for m in s.mounts):
+            return None
+    return built
 
 
-def ensure(p: Plan, env: Mapping[str, str], log: Any = print) -> Built:
-    """Build the plan (or keep it when it is what is built): devices, file systems, mounts.
+def _host_for(hosts: Mapping[str, Host] | Host, server: str) -> Host:
+    return hosts if isinstance(hosts, Host) else hosts.get(server, LOCAL)
+
+
+def ensure(p: Plan, env: Mapping[str, str], log: Any = print,
+           hosts: Mapping[str, Host] | Host = LOCAL) -> Built:
+    """Build the plan (or keep it when it is what is built): devices, file systems, mounts,
+    each server's on its host (``hosts``: one for all, or by server name; default this host).
     Whatever else is built is removed first; a failure removes what was made."""
-    found = current(p)
+    found = current(p, hosts)
     if found is not None:
         return found
     teardown(env)
-    built = Built(key=json.loads(json.dumps(p.key())))
+    used = list({_host_for(hosts, s): None for s in p.servers})
+    built = Built(key=json.loads(json.dumps(p.key())),
+                  hosts=[h.record() for h in used if h.node])
     _save(built)
     try:
-        _build(p, built, env, log)
+        _build(p, built, env, log, hosts)
     except BaseException:
         try:
             teardown(env)
@@ -451,182 +596,233 @@ def ensure(p: Plan, env: Mapping[str, str], log: Any = print) -> Built:
     return built
 
 
-def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any) -> None:
+def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
+           hosts: Mapping[str, Host] | Host) -> None:
     sysm, lay = p.system, p.layout
-    devices: list[str]
     if sysm.emulated:
-        folder = image_dir(env)
-        folder.mkdir(parents=True, exist_ok=True)
-        total = p.image_bytes()
-        log(f"tierbench: disk system {sysm.name}: {lay.servers * lay.disks} loop device(s) of "
-            f"{p.device_bytes / MIB:.0f} MiB ({total / (1 << 30):.1f} GiB of images in {folder})")
-        devices = []
-        for s in p.servers:
-            for d in range(lay.disks):
-                image = folder / f"{IMAGE_PREFIX}{sysm.name}-{s}-d{d + 1}.img"
-                built.images.append(str(image))
-                _save(built)
-                with image.open("wb") as fh:
-                    os.posix_fallocate(fh.fileno(), 0, p.device_bytes)
-                loop = _attach(image, built)
-                devices.append(loop)
+        for host in {_host_for(hosts, s): None for s in p.servers}:
+            folder = host.image_dir(env)
+            count = sum(lay.disks for s in p.servers if _host_for(hosts, s) == host)
+            need = count * p.device_bytes
+            room = free_bytes(host, folder)
+            if need > room:
+                raise DiskError(f"disk system {sysm.name}: {count} image(s) of "
+                                f"{p.device_bytes / MIB:.0f} MiB need {need / MIB:.0f} MiB in "
+                                f"{folder}{host.where}, where {room / MIB:.0f} MiB are free: "
+                                "shrink the file sets or make room")
+            log(f"tierbench: disk system {sysm.name}{host.where}: {count} loop device(s) of "
+                f"{p.device_bytes / MIB:.0f} MiB ({need / (1 << 30):.1f} GiB of images in "
+                f"{folder})")
     else:
-        devices = list(sysm.paths)
-        log(f"tierbench: disk system {sysm.name}: real devices {', '.join(devices)}, "
+        log(f"tierbench: disk system {sysm.name}: real devices {', '.join(sysm.paths)}, "
             "new file systems")
-    root = disks_root()
     for i, s in enumerate(p.servers):
-        mine = devices[i * lay.disks:(i + 1) * lay.disks]
-        folder = root / s
-        folder.mkdir(parents=True, exist_ok=True)
-        server = Server(s, str(folder), mine, [], spread=lay.spread is not None)
+        host = _host_for(hosts, s)
+        folder = host.root() / s
+        server = Server(s, str(folder), [], [], spread=lay.spread is not None,
+                        host=host.record() if host.node else None)
         built.servers.append(server)
-        if lay.raid0:
-            if has_md():
-                md = f"/dev/md/tierbench-{s}"
-                _run(["mdadm", "--create", md, "--run", "--level=0",
-                      f"--raid-devices={len(mine)}", *mine], f"RAID-0 of {s}")
-                built.md.append(md)
+        _save(built)
+        if sysm.emulated:
+            images = host.image_dir(env)
+            host.run(["mkdir", "-p", str(images)], f"making {images}", 60)
+            for d in range(lay.disks):
+                image = images / f"{host.prefix()}{sysm.name}-{s}-d{d + 1}.img"
+                server.images.append(str(image))
                 _save(built)
-                _run(["mkfs.ext3", "-q", "-F", md], f"ext3 on {md}")
-                _mount(md, folder, built, server)
+                host.run(["fallocate", "-l", str(p.device_bytes), str(image)],
+                         f"image file {image}")
+                server.devices.append(_attach(host, image, built, server))
+        else:
+            server.devices = list(sysm.paths[i * lay.disks:(i + 1) * lay.disks])
+        _save(built)
+        mine = server.devices
+        host.run(["mkdir", "-p", str(folder)], f"making {folder}", 60)
+        if lay.raid0:
+            if has_md(host):
+                md = f"/dev/md/tierbench-{s}"
+                server.md.append(md)
+                _save(built)
+                host.run(["mdadm", "--create", md, "--run", "--level=0",
+                          f"--raid-devices={len(mine)}", *mine], f"RAID-0 of {s}")
+                host.run(["mkfs.ext3", "-q", "-F", md], f"ext3 on {md}")
+                _mount(host, md, folder, built, server)
                 built.filesystem = "ext3 on md RAID-0"
             else:
-                _run(["mkfs.btrfs", "-q", "-f", "-d", "raid0", "-m", "raid0", *mine],
-                     f"btrfs RAID-0 of {s}")
-                _mount(mine[0], folder, built, server, fstype="btrfs",
+                host.run(["mkfs.btrfs", "-q", "-f", "-d", "raid0", "-m", "raid0", *mine],
+                         f"btrfs RAID-0 of {s}")
+                _mount(host, mine[0], folder, built, server, fstype="btrfs",
                        options=",".join(f"device={d}" for d in mine))
                 built.filesystem = "btrfs raid0 (no md in this kernel)"
         elif lay.disks > 1:
             for d, dev in enumerate(mine):
                 sub = folder / f"d{d + 1}"
-                sub.mkdir(exist_ok=True)
-                _run(["mkfs.ext3", "-q", "-F", dev], f"ext3 on {dev}")
-                _mount(dev, sub, built, server)
+                host.run(["mkdir", "-p", str(sub)], f"making {sub}", 60)
+                host.run(["mkfs.ext3", "-q", "-F", dev], f"ext3 on {dev}")
+                _mount(host, dev, sub, built, server)
             built.filesystem = "ext3 on each disk"
         else:
-            _run(["mkfs.ext3", "-q", "-F", mine[0]], f"ext3 on {mine[0]}")
-            _mount(mine[0], folder, built, server)
+            host.run(["mkfs.ext3", "-q", "-F", mine[0]], f"ext3 on {mine[0]}")
+            _mount(host, mine[0], folder, built, server)
             built.filesystem = "ext3"
     _save(built)
 
 
-def _attach(image: Path, built: Built) -> str:
-    """A loop device over the image, with direct I/O when the host's file system allows it."""
-    try:
-        loop = _run(["losetup", "--find", "--show", "--direct-io=on", str(image)],
-                    f"loop device for {image}").strip()
-    except DiskError:
-        loop = _run(["losetup", "--find", "--show", str(image)],
-                    f"loop device for {image}").strip()
+# A loop device over an image: a free one from the kernel (/dev/loop-control), its node made
+# when the host's /dev lacks it (a node that is a container: the lab), attached with direct I/O
+# when the image's file system allows it (DIO=off printed otherwise); tried again when another
+# host took the same free device first.
+_ATTACH = r"""
+img=$1
+for try in 1 2 3 4 5 6 7 8; do
+  dev=$(losetup --find) || exit 1
+  n=${dev#/dev/loop}
+  [ -b "$dev" ] || mknod "$dev" b 7 "$n" || exit 1
+  if losetup --direct-io=on "$dev" "$img" 2>/dev/null; then echo "$dev"; exit 0; fi
+  if losetup "$dev" "$img"; then echo "$dev DIO=off"; exit 0; fi
+  sleep 0.2
+done
+echo "no free loop device could be attached" >&2; exit 1
+"""
+
+
+def _attach(host: Host, image: Path, built: Built, server: Server) -> str:
+    """A loop device over the image (see _ATTACH), recorded."""
+    out = host.run(["sh", "-c", _ATTACH, "sh", str(image)], f"loop device for {image}").split()
+    if not out or not out[0].startswith("/dev/loop"):
+        raise DiskError(f"loop device for {image}{host.where}: losetup printed no device")
+    if "DIO=off" in out:
         built.direct_io = False
-    built.loops.append(loop)
+    server.loops.append(out[0])
     _save(built)
-    return loop
+    return out[0]
 
 
-def _mount(dev: str, where: Path, built: Built, server: Server, fstype: str = "ext3",
-           options: str = "") -> None:
-    _run(["mount", "-t", fstype, *(["-o", options] if options else []), dev, str(where)],
-         f"mount {dev}")
+def _mount(host: Host, dev: str, where: Path, built: Built, server: Server,
+           fstype: str = "ext3", options: str = "") -> None:
+    host.run(["mount", "-t", fstype, *(["-o", options] if options else []), dev, str(where)],
+             f"mount {dev}")
     server.mounts.append(str(where))
     _save(built)
 
 
 def write_map(built: Built, server: str, lines: list[str]) -> None:
-    """A spread server's map of which disk holds each file (workloads.placement)."""
+    """A spread server's map of which disk holds each file (workloads.placement), on its host."""
     from workloads import placement
 
-    root = Path(built.server(server).root)
-    (root / placement.MAP_NAME).write_text("\n".join(lines) + "\n")
+    s = built.server(server)
+    path = str(Path(s.root) / placement.MAP_NAME)
+    s.on().run(["sh", "-c", 'cat > "$1"', "sh", path], f"writing {path}",
+               input="\n".join(lines) + "\n")
 
 
 # --------------------------------------------------------------------------- teardown
 
 
-def _loops_of(folder: Path) -> list[tuple[str, str]]:
-    """(loop device, image) of every loop device over one of tierbench's images there."""
+def _loops_of(host: Host, folder: Path) -> list[tuple[str, str]]:
+    """(loop device, image) of every loop device over one of tierbench's images of this host
+    in that folder (the prefix names the host: another host's never match)."""
+    done = host.proc(["losetup", "--list", "--json", "--output", "NAME,BACK-FILE"], 60)
     try:
-        out = subprocess.run(["losetup", "--list", "--json", "--output", "NAME,BACK-FILE"],
-                             capture_output=True, text=True, timeout=60, check=False).stdout
-        rows = json.loads(out or "{}").get("loopdevices", [])
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+        rows = json.loads(done.stdout or "{}").get("loopdevices", [])
+    except ValueError:
         return []
     found = []
     for r in rows:
         back = (r.get("back-file") or "").removesuffix(" (deleted)")
-        if back and Path(back).parent == folder and Path(back).name.startswith(IMAGE_PREFIX):
+        if back and Path(back).parent == folder and Path(back).name.startswith(host.prefix()):
             found.append((r["name"], back))
     return found
 
 
-def _mounts_under(root: Path) -> list[str]:
-    """Mount points at or under root, deepest first."""
+def _mounts_under(host: Host, root: Path) -> list[str]:
+    """Mount points at or under root on the host, deepest first."""
     prefix = str(root).rstrip("/") + "/"
-    found = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) > 1:
-            where = parts[1].replace("\\040", " ")
-            if where.startswith(prefix):
-                found.append(where)
-    return sorted(set(found), key=lambda m: (-m.count("/"), m))
+    found = {m for _, m in host.mounts() if m.startswith(prefix)}
+    return sorted(found, key=lambda m: (-m.count("/"), m))
 
 
-def teardown(env: Mapping[str, str]) -> list[str]:
-    """Remove every disk system tierbench built (recorded, or found: mounts under its folder,
-    loop devices of its images): unmount, stop RAID sets, detach, delete the images. The
-    containers using them must be gone. Returns notes; DiskError when something stays."""
+def _images_in(host: Host, folder: Path) -> list[str]:
+    done = host.proc(["find", str(folder), "-maxdepth", "1", "-name", f"{host.prefix()}*.img"], 60)
+    return [ln for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else []
+
+
+def teardown(env: Mapping[str, str], hosts: list[Host] = ()) -> list[str]:
+    """Remove every disk system tierbench built (recorded, or found on this host, the hosts the
+    state names and ``hosts``: mounts under its folder, loop devices of its images): unmount,
+    stop RAID sets, detach, delete the images, on each host. The containers using them must be
+    gone. Returns notes; DiskError when something stays."""
     built = load()
-    folder = image_dir(env)
-    folders = {folder} | ({Path(i).parent for i in built.images} if built else set())
-    loops = {name: back for f in folders for name, back in _loops_of(f)}
-    mounts = _mounts_under(disks_root())
-    if built is None and not loops and not mounts and not disks_root().exists() and not any(
-            f.is_dir() and any(f.glob(f"{IMAGE_PREFIX}*.img")) for f in folders):
-        return []
+    every = [LOCAL, *(host_of(h) for h in (built.hosts if built else [])),
+             *(s.on() for s in (built.servers if built else [])), *hosts]
     problems: list[str] = []
-    for m in mounts:
+    removed = False
+    for host in dict.fromkeys(every):
+        mine = [s for s in (built.servers if built else []) if s.on() == host]
         try:
-            _run(["umount", m], f"unmount {m}", timeout=120)
+            removed |= _teardown_on(host, mine, env, problems)
         except DiskError as exc:
             problems.append(str(exc))
-    for md in (built.md if built else []):
-        if Path(md).exists():
-            try:
-                _run(["mdadm", "--stop", md], f"stop {md}")
-            except DiskError as exc:
-                problems.append(str(exc))
-    recorded = {lp for lp in (built.loops if built else [])}
-    for lp in sorted(set(loops) | {lp for lp in recorded if lp in loops}):
-        try:
-            _run(["losetup", "--detach", lp], f"detach {lp}")
-        except DiskError as exc:
-            problems.append(str(exc))
-    images = {Path(i) for i in (built.images if built else [])}
-    for f in folders:
-        if f.is_dir():
-            images |= set(f.glob(f"{IMAGE_PREFIX}*.img"))
-    still = {back for _, back in _loops_of(folder)}
-    for image in images:
-        if str(image) not in still:
-            image.unlink(missing_ok=True)
     if problems:
         raise DiskError("some disk-system parts could not be removed (stop what uses them, "
                         "then `tierbench clean` again): " + "; ".join(problems[:3]))
     state_path().unlink(missing_ok=True)
-    root = disks_root()
-    if root.is_dir() and not _mounts_under(root) and not os.path.ismount(root):
-        shutil.rmtree(root, ignore_errors=True)  # mount points, maps, the overlay
+    overlay_path().unlink(missing_ok=True)
+    if built is None and not removed:
+        return []
     return ["removed the disk systems (unmounted, RAID sets stopped, loop devices detached, "
-            "images deleted)"]
+            "images deleted" + (" on " + ", ".join(sorted({h.node for h in every if h.node}))
+                                if any(h.node for h in every) else "") + ")"]
+
+
+def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
+                 problems: list[str]) -> bool:
+    """One host's part of teardown; whether there was anything."""
+    root = host.root()
+    folder = host.image_dir(env)
+    folders = {folder} | {Path(i).parent for s in servers for i in s.images}
+    loops = {name: back for f in folders for name, back in _loops_of(host, f)}
+    mounts = _mounts_under(host, root)
+    recorded = [m for s in servers for m in reversed(s.mounts)]
+    mounts += [m for m in recorded if m not in mounts and m in {w for _, w in host.mounts()}]
+    images = {i for s in servers for i in s.images} | {i for f in folders
+                                                       for i in _images_in(host, f)}
+    there = host.proc(["test", "-d", str(root)], 60).returncode == 0
+    if not (servers or loops or mounts or images or there):
+        return False
+    for m in mounts:
+        try:
+            host.run(["umount", m], f"unmount {m}", timeout=120)
+        except DiskError as exc:
+            problems.append(str(exc))
+    for md in (m for s in servers for m in s.md):
+        if host.proc(["test", "-e", md], 60).returncode == 0:
+            try:
+                host.run(["mdadm", "--stop", md], f"stop {md}")
+            except DiskError as exc:
+                problems.append(str(exc))
+    for lp in sorted(loops):
+        try:
+            host.run(["losetup", "--detach", lp], f"detach {lp}")
+        except DiskError as exc:
+            problems.append(str(exc))
+    still = {back for f in folders for _, back in _loops_of(host, f)}
+    gone = sorted(i for i in images if i not in still)
+    if gone:
+        host.run(["rm", "-f", *gone], "deleting the disk images", 120)
+    if not _mounts_under(host, root) and root != Path("/"):
+        # mount points and maps (and here, the overlay): only when nothing is mounted there
+        host.run(["sh", "-c", 'mountpoint -q "$1" || rm -rf "$1"', "sh", str(root)],
+                 f"removing {root}", 120)
+    return True
 
 
 # --------------------------------------------------------------------------- use
 
 
 def throttles(server: Server, system: System) -> dict[str, Any]:
-    """Compose `blkio_config` for a container reading (and writing) a server's devices."""
+    """Compose `blkio_config` for a container reading (and writing) a server's devices (paths
+    on the server's host, where its Docker engine resolves them)."""
     out: dict[str, Any] = {}
     if system.read_bps:
         out["device_read_bps"] = [{"path": d, "rate": system.read_bps} for d in server.devices]
@@ -637,7 +833,8 @@ def throttles(server: Server, system: System) -> dict[str, Any]:
 
 
 def write_overlay(services: dict[str, dict[str, Any]]) -> Path:
-    """The Compose overlay for what is built (services -> their binds, throttles, settings)."""
+    """The Compose overlay for what is built (services -> their binds, throttles, settings),
+    written on the controller (overlay_path)."""
     path = overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     text = ("# Written by tierbench (tierbench/placement/disks.py) for the disk systems it built:"
@@ -647,22 +844,13 @@ def write_overlay(services: dict[str, dict[str, Any]]) -> Path:
     return path
 
 
-def evict(built: Built) -> int:
-    """Drop the disk systems' files and devices from the host's page cache (written back
-    first): the next read of each comes from the (emulated) disk. Returns how many files."""
-    os.sync()
-    count = 0
-    for s in built.servers:
-        for m in s.mounts:
-            for folder, _, names in os.walk(m):
-                for entry in names:
-                    count += _drop(os.path.join(folder, entry))
-        for dev in s.devices:
-            _drop(dev)
-    return count
-
-
-def _drop(path: str) -> int:
+# Drop files and devices from the page cache (written back first): posix_fadvise DONTNEED on
+# each, run by python3 on the host they are on. Prints how many files.
+_EVICT = r"""
+import json, os, sys
+os.sync()
+n = 0
+def drop(path):
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -672,29 +860,53 @@ def _drop(path: str) -> int:
         return 1
     finally:
         os.close(fd)
+mounts, devices = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for m in filter(None, mounts):
+    for folder, _, names in os.walk(m):
+        for entry in names:
+            n += drop(os.path.join(folder, entry))
+for d in filter(None, devices):
+    drop(d)
+print(n)
+"""
 
 
-def _blkio_dir(pid: int) -> tuple[int, Path] | None:
-    """(cgroup version, folder) of the block-I/O controller of a process."""
-    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    v1 = [ln.split(":", 2) for ln in lines if "blkio" in ln.split(":", 2)[1].split(",")]
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+def evict(built: Built) -> int:
+    """Drop the disk systems' files and devices from the page cache of their hosts: the next
+    read of each comes from the (emulated) disk. Returns how many files."""
+    count = 0
+    for host in dict.fromkeys(s.on() for s in built.servers):
+        mine = [s for s in built.servers if s.on() == host]
+        out = host.run(["python3", "-c", _EVICT, json.dumps([m for s in mine for m in s.mounts]),
+                        json.dumps([d for s in mine for d in s.devices])],
+                       "dropping the disk systems from the page cache", 600)
+        count += int(out.strip() or 0)
+    return count
+
+
+def _blkio_dir(pid: int, host: Host = LOCAL) -> tuple[int, Path] | None:
+    """(cgroup version, folder) of the block-I/O controller of a process on the host."""
+    lines = (host.read(f"/proc/{pid}/cgroup") or "").splitlines()
+    v1 = [ln.split(":", 2) for ln in lines
+          if ln.count(":") >= 2 and "blkio" in ln.split(":", 2)[1].split(",")]
+    for line in (host.read("/proc/self/mountinfo") or "").splitlines():
         left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
+        fields_, rest = left.split(), right.split()
         if not rest:
             continue
         if v1 and rest[0] == "cgroup" and "blkio" in rest[-1].split(","):
-            return 1, Path(fields[4]) / v1[0][2].lstrip("/")
+            return 1, Path(fields_[4]) / v1[0][2].lstrip("/")
         if not v1 and rest[0] == "cgroup2":
             path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
             if path is not None:
-                return 2, Path(fields[4]) / path.lstrip("/")
+                return 2, Path(fields_[4]) / path.lstrip("/")
     return None
 
 
-def read_throttles(pid: int) -> dict[str, dict[str, int]]:
-    """The read/write bytes-per-second limits a process's cgroup has, by 'major:minor'."""
-    found = _blkio_dir(pid)
+def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
+    """The read/write bytes-per-second limits a process's cgroup has, by 'major:minor' (read
+    on the host the process runs on)."""
+    found = _blkio_dir(pid, host)
     if found is None:
         return {}
     version, folder = found
@@ -702,20 +914,13 @@ def read_throttles(pid: int) -> dict[str, dict[str, int]]:
     if version == 1:
         for key, name in (("read_bps", "blkio.throttle.read_bps_device"),
                           ("write_bps", "blkio.throttle.write_bps_device")):
-            try:
-                text_ = (folder / name).read_text()
-            except OSError:
-                continue
-            for line in text_.splitlines():
+            text_ = host.read(str(folder / name))
+            for line in (text_ or "").splitlines():
                 dev, _, value = line.partition(" ")
                 if value.strip():
                     out.setdefault(dev, {})[key] = int(value)
     else:
-        try:
-            text_ = (folder / "io.max").read_text()
-        except OSError:
-            return {}
-        for line in text_.splitlines():
+        for line in (host.read(str(folder / "io.max")) or "").splitlines():
             dev, *pairs = line.split()
             for pair in pairs:
                 k, _, v = pair.partition("=")
@@ -724,21 +929,23 @@ def read_throttles(pid: int) -> dict[str, dict[str, int]]:
     return out
 
 
-def device_number(path: str) -> str:
-    """'major:minor' of a block device."""
-    rdev = os.stat(path).st_rdev
-    return f"{os.major(rdev)}:{os.minor(rdev)}"
+def device_number(path: str, host: Host = LOCAL) -> str:
+    """'major:minor' of a block device on the host."""
+    out = host.run(["stat", "-L", "-c", "%t:%T", path], f"device number of {path}", 60).strip()
+    major, _, minor = out.partition(":")
+    return f"{int(major, 16)}:{int(minor, 16)}"
 
 
 def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str, Any],
                                                                         list[str]]:
-    """The limits a container has on a server's devices, read back from its cgroup, and what
-    differs from the system's."""
-    limits = read_throttles(pid)
+    """The limits a container (``pid`` on the server's host) has on a server's devices, read
+    back from its cgroup there, and what differs from the system's."""
+    host = server.on()
+    limits = read_throttles(pid, host)
     got: dict[str, Any] = {}
     problems = []
     for dev in server.devices:
-        have = limits.get(device_number(dev), {})
+        have = limits.get(device_number(dev, host), {})
         got[dev] = {"read_bps": have.get("read_bps"), "write_bps": have.get("write_bps")}
         for key, want in (("read_bps", system.read_bps), ("write_bps", system.write_bps)):
             if want and have.get(key) != want:

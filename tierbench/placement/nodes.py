@@ -64,7 +64,7 @@ DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
 # Roles that run on one node, and roles that run on a list of nodes.
 SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client",
-                "fs_server", "fs_client")
+                "fs_server", "fs_client", "disk")
 LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
 ROLES = SINGLE_ROLES + LIST_ROLES
 ROLE_HELP = {
@@ -81,6 +81,7 @@ ROLE_HELP = {
     "net_client": "the client side of the network micro-benchmarks",
     "fs_server": "the GlusterFS file server of the file-server benchmarks (and its CPU hog)",
     "fs_client": "the client machine of the file-server benchmarks (dbench, fio)",
+    "disk": "the disk-system benchmark (fio) and its disk systems",
 }
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
@@ -221,6 +222,7 @@ class Roles(_Model):
     net_client: str | None = None
     fs_server: str | None = None
     fs_client: str | None = None
+    disk: str | None = None
 
 
 class Cluster(_Model):

@@ -18,7 +18,7 @@ from typing import Any
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
-from tierbench.placement import compose
+from tierbench.placement import compose, disks
 from tierbench.placement.compose import Container, Services, StackError
 
 
@@ -144,6 +144,11 @@ class Placer:
     def drop_caches(self, containers: list[Container]) -> None:
         """Drop the page cache of the hosts these containers run on."""
         raise NotImplementedError
+
+    def disk_host(self, role: str) -> disks.Host:
+        """Where the disk systems of the services of ``role`` are built (loop devices, mounts,
+        throttled devices): this host (disks.LOCAL), or that role's node over SSH."""
+        return disks.LOCAL
 
     def provenance(self, when: str = "before") -> dict[str, Any]:
         """What the manifest records about the hosts beyond this one (nothing on one host)."""

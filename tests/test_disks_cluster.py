@@ -1,0 +1,238 @@
+"""Disk systems on a cluster without nodes or Docker: every host-side step of
+tierbench/placement/disks.py goes through one runner (disks.Host), here or over a node's SSH
+prefix; the md decision is made on the node; the state file records the node (and its SSH argv)
+so that teardown after a crash reaches it; a node's loop devices are told apart from the host's
+and other nodes' by their images' names; the roles and refusals of the web and disk kinds on a
+cluster; the disk benchmark's host overlay. Commands are recorded by a fake subprocess.run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cluster import config, lab
+
+from tierbench.config.errors import ConfigError
+from tierbench.kinds import registry, webdisks
+from tierbench.placement import cluster, disks, placer
+
+ROOT = Path(__file__).resolve().parent.parent
+SSH = ("ssh", "-p", "22", "-l", "root", "--", "198.18.16.13")
+NODE = disks.Host("node3", SSH, "/srv/tb")
+
+
+class FakeRun:
+    """subprocess.run for disks.py: records (where, argv) and answers from a table of
+    (predicate, stdout, returncode)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+        self.mounts: dict[str, list[str]] = {"local": [], "node3": []}
+        self.answers: list[tuple[object, str, int]] = []
+
+    def __call__(self, cmd, **kw):  # noqa: ANN001 - subprocess.run's signature
+        assert all("\0" not in a for a in cmd), cmd  # as exec refuses
+        if cmd[:len(SSH)] == list(SSH):
+            where, argv = "node3", shlex.split(cmd[len(SSH)])
+        else:
+            assert cmd[0] != "ssh", cmd
+            where, argv = "local", list(cmd)
+        self.calls.append((where, argv))
+        out, rc = self.answer(where, argv)
+        return subprocess.CompletedProcess(cmd, rc, out, "")
+
+    def answer(self, where: str, argv: list[str]) -> tuple[str, int]:
+        for pred, out, rc in self.answers:
+            if pred(where, argv):  # type: ignore[operator]
+                return out, rc
+        if argv[:2] == ["cat", "/proc/self/mounts"]:
+            return "".join(f"/dev/x {m} ext3 rw 0 0\n" for m in self.mounts[where]), 0
+        if argv[0] == "mount":
+            self.mounts[where].append(argv[-1])
+            return "", 0
+        if argv[0] == "umount":
+            self.mounts[where].remove(argv[-1])
+            return "", 0
+        if argv[0] == "sh" and "losetup --find" in argv[2]:
+            return "/dev/loop7\n", 0
+        if argv[0] == "sh" and "df -PB1" in argv[2]:
+            return f"{1 << 40}\n", 0
+        if argv[0] == "sh" and "/proc/mdstat" in argv[2]:
+            return "", 1  # no md: btrfs
+        if argv[0] in ("test", "find", "losetup"):
+            return ("", 1) if argv[0] != "losetup" else ('{"loopdevices": []}', 0)
+        return "", 0
+
+    def on(self, where: str) -> list[list[str]]:
+        return [a for w, a in self.calls if w == where]
+
+
+@pytest.fixture()
+def fake(monkeypatch, tmp_path) -> FakeRun:
+    monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path / "state"))
+    run = FakeRun()
+    monkeypatch.setattr(disks.subprocess, "run", run)
+    return run
+
+
+def ide_plan() -> disks.Plan:
+    ide = disks.BUILTIN["ide"]
+    return disks.plan(ide, disks.layout(ide, None), ["disk-bench"], [64 << 20])
+
+
+def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) -> None:
+    built = disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    node = fake.on("node3")
+    image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
+    assert ["fallocate", "-l", str(ide_plan().device_bytes), image] in node
+    assert ["mkfs.ext3", "-q", "-F", "/dev/loop7"] in node
+    assert ["mount", "-t", "ext3", "/dev/loop7", "/srv/tb/disks/disk-bench"] in node
+    # nothing of the build ran here: only the look for leftovers of this host (teardown first)
+    assert not any(a[0] in ("fallocate", "mkfs.ext3", "mount", "mkdir") for a in fake.on("local"))
+    server = built.server("disk-bench")
+    assert server.devices == ["/dev/loop7"] and server.images == [image]
+    state = json.loads(disks.state_path().read_text())
+    assert state["servers"][0]["host"] == {"node": "node3", "ssh": list(SSH), "workdir": "/srv/tb"}
+    assert state["hosts"] == [{"node": "node3", "ssh": list(SSH), "workdir": "/srv/tb"}]
+    assert built.record()["servers"]["disk-bench"]["node"] == "node3"
+    # what is built is kept when asked for again on the same node, not on another host
+    assert disks.current(ide_plan(), NODE) is not None
+    assert disks.current(ide_plan(), disks.LOCAL) is None
+
+
+def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
+    raid = disks.BUILTIN["raid0"]
+    p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
+    fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "/proc/mdstat" in a[2],
+                         "/sbin/mdadm\n", 0))
+    disks.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
+    node = fake.on("node3")
+    assert any(a[0] == "mdadm" and a[1] == "--create" for a in node)
+    assert not any(a[0] == "mkfs.btrfs" for a in node)
+    assert disks.raid_kind(NODE) == "md" and disks.raid_kind(disks.LOCAL) == "btrfs"
+    assert "node3" in disks.raid_words(NODE)  # the plan does not ask the node
+
+
+def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
+    disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    fake.calls.clear()
+    image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
+    listing = {"loopdevices": [
+        {"name": "/dev/loop7", "back-file": image},
+        # the host's own image and another node's, in the same folder as the kernel shows it
+        {"name": "/dev/loop1", "back-file": "/srv/tb/disk-images/tierbench-disk-ide-web-d1.img"},
+        {"name": "/dev/loop2", "back-file": "/srv/tb/disk-images/tierbench-disk@node4-ide-web.img"}]}
+    fake.answers.append((lambda w, a: w == "node3" and a[0] == "losetup" and "--list" in a,
+                         json.dumps(listing), 0))
+    notes = disks.teardown({})
+    node = fake.on("node3")
+    assert ["umount", "/srv/tb/disks/disk-bench"] in node
+    assert ["losetup", "--detach", "/dev/loop7"] in node
+    assert not any(a[:2] == ["losetup", "--detach"] and a[2] != "/dev/loop7" for a in node)
+    assert not any(a[:2] == ["losetup", "--detach"] for a in fake.on("local"))
+    assert any(a[0] == "sh" and "rm -rf" in a[2] and a[-1] == "/srv/tb/disks" for a in node)
+    assert not disks.state_path().exists() and "node3" in notes[0]
+
+
+def test_teardown_looks_on_the_hosts_it_is_given_without_a_state(fake) -> None:
+    fake.answers.append((lambda w, a: w == "node3" and a[0] == "find",
+                         "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img\n", 0))
+    disks.teardown({}, [NODE])
+    assert ["rm", "-f", "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img"] in \
+        fake.on("node3")
+
+
+def test_throttles_and_page_cache_are_read_and_dropped_on_the_node(fake) -> None:
+    built = disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    files = {"/proc/99/cgroup": "5:blkio:/docker/abc\n4:cpuacct:/docker/abc\n",
+             "/proc/self/mountinfo": "40 30 0:35 / /sys/fs/cgroup/blkio rw - cgroup cgroup "
+                                     "rw,blkio\n",
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.read_bps_device": "7:7 35000000\n",
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_bps_device": "7:7 39000000\n"}
+    for path, text in files.items():
+        fake.answers.append((lambda w, a, path=path: w == "node3" and a == ["cat", path], text, 0))
+    fake.answers.append((lambda w, a: w == "node3" and a[:2] == ["stat", "-L"], "7:7\n", 0))
+    limits, problems = disks.check_throttles(built.server("disk-bench"), disks.BUILTIN["ide"], 99)
+    assert problems == [] and limits == {"/dev/loop7": {"read_bps": 35_000_000,
+                                                        "write_bps": 39_000_000}}
+    fake.answers.append((lambda w, a: w == "node3" and a[0] == "python3", "12\n", 0))
+    assert disks.evict(built) == 12
+    assert not any(a[0] in ("cat", "stat", "python3") and "/proc/99" in " ".join(a)
+                   for a in fake.on("local"))
+
+
+def test_device_numbers_are_read_in_hex_and_given_in_decimal(fake) -> None:
+    fake.answers.append((lambda w, a: a[:2] == ["stat", "-L"], "103:1f\n", 0))
+    assert disks.device_number("/dev/nvme0n1p31", NODE) == "259:31"
+
+
+def test_preflight_asks_the_node(fake) -> None:
+    fake.answers.append((lambda w, a: w == "node3" and a == ["id", "-u"], "1000\n", 0))
+    with pytest.raises(disks.DiskError, match=r"^disk systems need root on node3 "):
+        disks.preflight([ide_plan()], NODE)
+    fake.answers.insert(0, (lambda w, a: w == "node3" and a == ["id", "-u"], "0\n", 0))
+    fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "losetup" in a[2]
+                         and "command -v" in a[2], "", 1))
+    with pytest.raises(disks.DiskError, match=r"^losetup is missing on node3: install util-linux"):
+        disks.preflight([ide_plan()], NODE)
+
+
+def test_an_unreachable_node_is_one_sentence(fake) -> None:
+    fake.answers.append((lambda w, a: w == "node3", "", 255))
+    with pytest.raises(disks.DiskError, match="cannot reach node node3 over SSH"):
+        disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+
+
+def test_the_cluster_placer_builds_on_the_roles_node() -> None:
+    where = cluster.ClusterPlacer(lab(disk="node2"))
+    host = where.disk_host("disk")
+    assert (host.node, host.workdir) == ("node2", "/var/lib/tierbench")
+    assert host.ssh[-1] == "198.18.16.12" and host.ssh[0] == "ssh"
+    assert host.root() == Path("/var/lib/tierbench/disks")
+    assert host.prefix() == "tierbench-disk@node2-"
+    assert where.disk_host("web").node == "node3"
+    assert placer.LocalPlacer().disk_host("web") is disks.LOCAL
+
+
+def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:
+    assert cluster.HOST_OVERLAYS["compose/disk.yml"] == "compose/host-disk.yml"
+    spec = config(["docker-compose.yml", "compose/disk.yml"], ["disk"])["services"]["disk-bench"]
+    assert spec["network_mode"] == "host" and not spec.get("networks")
+    assert spec["labels"][cluster.ROLE_LABEL] == "disk"
+
+
+@pytest.mark.parametrize("name", ["dc-disk-file", "dc-cache-hit", "dc-disk-classes"])
+def test_disk_system_docroots_run_on_the_web_node(name: str) -> None:
+    exp = registry.load_experiment(name)
+    assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
+
+
+def test_several_web_servers_stay_refused() -> None:
+    exp = registry.load_experiment("dc-placement")
+    with pytest.raises(ConfigError, match=r"dc-placement\.yml: several web servers "
+                       r"\(stack\.placement: single-disk\) do not run on a cluster yet: run this "
+                       "experiment without --cluster$"):
+        registry.kind("web").cluster_roles(exp)
+
+
+def test_web_servers_disks_go_to_the_web_node(monkeypatch) -> None:
+    where = cluster.ClusterPlacer(lab())
+    monkeypatch.setattr(placer, "_CURRENT", [where])
+    p = disks.plan(disks.BUILTIN["scsi"], disks.layout(disks.BUILTIN["scsi"], None), ["web"],
+                   [1 << 20])
+    assert {s: h.node for s, h in webdisks.hosts_for(p).items()} == {"web": "node3"}
+
+
+def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:
+    done = subprocess.run([sys.executable, "-m", "tierbench.cli", "plan", "dc-disk-basic",
+                           "--cluster", str(ROOT / "cluster.example.yml")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "  role disk: web1 (ens1f0 10.20.0.3)" in done.stdout
+    assert "md or btrfs (as web1 has md or not)" in done.stdout
