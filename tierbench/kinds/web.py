@@ -528,19 +528,27 @@ class WebKind(Kind):
             raise ConfigError(f"{exp.source}: {wrong}")
 
     def cluster_roles(self, exp: Experiment) -> list[str]:
-        """loadgen, proxy and web; app and db with dynamic requests; the Locust workers' nodes
-        with load.workers; the OrangeFS servers' with a docroot on OrangeFS. Refused in one
-        sentence: disk systems and several web servers (loop devices, mounts and the balancer's
-        extra servers are made on this host and have no host-networking overlay)."""
+        """loadgen, proxy and web (web, web2 and web3 round the web nodes with
+        stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
+        load.workers; the OrangeFS servers' with a docroot on OrangeFS. Refused in one sentence:
+        disk systems (loop devices, mounts and throttles are made on this host), stack.placement
+        (it lays files out over disk systems) and several web servers over OrangeFS."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         known = webdisks.names(s.disk_systems)
         on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
-        if on_disks or s.stack.placement or (s.stack.web_servers or 1) > 1:
-            what = (f"stack.docroot: {on_disks[0]}" if on_disks else
-                    f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
-                    f"stack.web_servers: {s.stack.web_servers}")
-            raise ConfigError(f"{exp.source}: disk systems and several web servers ({what}) do "
+        if s.stack.placement:
+            raise ConfigError(f"{exp.source}: stack.placement ({s.stack.placement[0]}) does not "
+                              "run on a cluster yet (it needs disk systems on the web nodes): "
+                              "run this experiment without --cluster")
+        if on_disks:
+            raise ConfigError(f"{exp.source}: disk systems (stack.docroot: {on_disks[0]}) do "
                               "not run on a cluster yet: run this experiment without --cluster")
+        if (s.stack.web_servers or 1) > 1 and any(d.startswith("orangefs")
+                                                  for d in s.stack.docroot):
+            raise ConfigError(f"{exp.source}: stack.web_servers: {s.stack.web_servers} with a "
+                              "docroot on OrangeFS does not run on a cluster yet (only web "
+                              "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
+                              "--cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)
@@ -890,7 +898,9 @@ class WebKind(Kind):
                 dropped = disks.evict(dep.info["built"])
                 what = "files of the disk system"
             else:
-                dropped = where.evict_docroot(dep.containers["web"])
+                # each web server's node (on one host, or one node, they share the volume)
+                webs = {c.node: c for c in dep.tiers["web"].containers}
+                dropped = sum(where.evict_docroot(c) for c in webs.values())
                 what = "docroot files"
             ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
         index = tracelib.index_path(trace)  # the engines read the trace through it
