@@ -103,7 +103,8 @@ def test_a_role_the_cluster_file_leaves_out_is_one_sentence_per_role() -> None:
 def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
     """A service a host overlay does not place cannot run on a cluster: new services need a
     host overlay entry with org.tierbench.role (see compose/README.md)."""
-    files = ["docker-compose.yml", *compose.OVERLAYS.values(), compose.NET_OVERLAY]
+    files = ["docker-compose.yml", *compose.OVERLAYS.values(), compose.WEB_SERVERS_OVERLAY,
+             compose.NET_OVERLAY]
     conf = config(files, ["pfs", "net"])
     for name, spec in conf["services"].items():
         role = (spec.get("labels") or {}).get(cluster.ROLE_LABEL)

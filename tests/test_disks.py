@@ -17,7 +17,9 @@ from tierbench.config.errors import ConfigError
 from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry, webdisks
-from tierbench.placement import disks
+from tierbench.placement import disks, placer
+from tierbench.placement.cluster import ClusterPlacer
+from tierbench.placement.nodes import parse_cluster
 from workloads import filesets, placement, traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -278,12 +280,39 @@ def test_the_shipped_disk_experiment_plans_the_papers_systems() -> None:
                      ("scsi", "write"): 55, ("raid0", "read"): 120, ("raid0", "write"): 147}
 
 
-def test_three_web_servers_are_refused_on_a_cluster(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name, sentence", [
+    ("dc-placement", r"several web servers over disk systems \(stack\.placement: single-disk\) "
+                     r"run on a cluster only when the web role names one node \(the cluster file "
+                     r"names 2\): give web one node"),
+])
+def test_several_web_servers_over_disk_systems_need_one_web_node(
+        name: str, sentence: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = registry.load_experiment(name)
+    data = {"version": 1, "nodes": [
+        {"name": f"node{n}", "address": f"198.18.16.1{n}",
+         "interfaces": [{"name": "eth0", "address": f"198.18.16.1{n}/24"}]} for n in (1, 2, 3)],
+        "roles": {"loadgen": "node1", "proxy": "node1", "web": ["node2", "node3"]}}
+    monkeypatch.setattr(placer, "_CURRENT", [ClusterPlacer(parse_cluster(data, "c.yml"))])
+    with pytest.raises(ConfigError, match=rf"{name}\.yml: {sentence}"):
+        registry.kind("web").cluster_roles(exp)
+    data["roles"]["web"] = "node2"
+    monkeypatch.setattr(placer, "_CURRENT", [ClusterPlacer(parse_cluster(data, "c.yml"))])
+    assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
+    for other in ("dc-cache-hit", "dc-disk-file"):
+        assert registry.kind("web").cluster_roles(registry.load_experiment(other)) == \
+            ["loadgen", "proxy", "web"]
+
+
+def test_three_web_servers_run_on_a_cluster_but_not_over_orangefs(tmp_path: Path) -> None:
     text = (ROOT / "experiments" / "dc-single.yml").read_text()
     path = tmp_path / "three.yml"
     path.write_text(text.replace("web_mmap: on}", "web_mmap: on, web_servers: 3}"))
-    exp = registry.load_experiment(str(path))
-    with pytest.raises(ConfigError, match=r"\(stack\.web_servers: 3\) do not run on a cluster"):
-        registry.kind("web").cluster_roles(exp)
+    assert registry.kind("web").cluster_roles(registry.load_experiment(str(path))) == \
+        ["loadgen", "proxy", "web"]
+    path.write_text(text.replace("web_mmap: on}", "web_mmap: on, web_servers: 3, docroot: "
+                                 "orangefs}"))
+    with pytest.raises(ConfigError, match=r"stack\.web_servers: 3 with a docroot on OrangeFS "
+                       "does not run on a cluster yet"):
+        registry.kind("web").cluster_roles(registry.load_experiment(str(path)))
     assert registry.kind("web").cluster_roles(registry.load_experiment("dc-single")) == \
         ["loadgen", "proxy", "web"]

@@ -212,14 +212,6 @@ def test_disk_system_docroots_run_on_the_web_node(name: str) -> None:
     assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
 
 
-def test_several_web_servers_stay_refused() -> None:
-    exp = registry.load_experiment("dc-placement")
-    with pytest.raises(ConfigError, match=r"dc-placement\.yml: several web servers "
-                       r"\(stack\.placement: single-disk\) do not run on a cluster yet: run this "
-                       "experiment without --cluster$"):
-        registry.kind("web").cluster_roles(exp)
-
-
 def test_web_servers_disks_go_to_the_web_node(monkeypatch) -> None:
     where = cluster.ClusterPlacer(lab())
     monkeypatch.setattr(placer, "_CURRENT", [where])

@@ -13,7 +13,8 @@ Two tests:
   socket buffer (001's window rule: one size up to N connections, another above) as factors.
   The warm-up is dropped from the tools' reports; the established connections are counted in
   every sender's namespace while the run is under way; the senders' TCP counters give the data
-  segments per ACK; with `profile: true`, perf samples the senders' CPUs (NET-txprofile).
+  segments per ACK; with `profile: true`, perf samples the senders' CPUs (NET-txprofile; on a
+  cluster on the net_client node, over SSH).
 - `latency`: request/response with sockperf ping-pong (one message in flight per session,
   percentiles of half the round trip, as 004 Fig. 14 reports one-way latency): from every
   sender one session to the first receiver, or with `per_receiver` one to each receiver (003's
@@ -33,7 +34,6 @@ from __future__ import annotations
 import copy
 import os
 import shlex
-import shutil
 import subprocess
 import time
 from collections.abc import Hashable
@@ -75,7 +75,7 @@ from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.modes.model import Mode, load_layered, load_mode
 from tierbench.placement import compose as stack
-from tierbench.placement import placer, space
+from tierbench.placement import nodes, placer, space
 
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
@@ -517,12 +517,8 @@ class NetKind(Kind):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         stack.require_image(IMAGE)
-        if n.profile and placer.current().cluster is not None:
-            raise ConfigError(f"{exp.source}: net.profile does not run on a cluster yet (perf "
-                              "runs on this host): run it without --cluster or drop "
-                              "net.profile; nothing was run")
-        if n.profile:
-            perf_check(exp.source)
+        if n.profile and (placer.current().cluster is None or sender_node() is not None):
+            perf_check(exp.source, sender_node())
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
@@ -568,8 +564,10 @@ class NetKind(Kind):
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines else "unknown"
         if self.settings(exp).profile:
-            done = subprocess.run(["perf", "--version"], capture_output=True, text=True,
-                                  timeout=30, check=False)
+            node = sender_node() if sender.node else None
+            done = (subprocess.run(["perf", "--version"], capture_output=True, text=True,
+                                   timeout=30, check=False) if node is None else
+                    nodes.run_on_node(node, "perf --version", timeout=30, check=False))
             out["perf"] = done.stdout.strip() or "unknown"
         return {"tools": out}
 
@@ -888,56 +886,158 @@ def tcp_counters(sender: stack.Container, keep: Path) -> dict[str, int]:
 
 
 # -- the senders' kernel profile (NET-txprofile)
+#
+# On one host perf runs here. On a cluster it runs on the `net_client` node over SSH (the senders
+# run there, with host networking): the check, the recording on the senders' CPUs (their cpusets
+# read on that node), and perf script / perf report there; only their text comes back.
+
+PERF_DIR = "perf"  # under the cluster file's workdir on the sender node, removed after a point
+# What perf_check runs (here, or on the sender node): perf's presence, a 0.1 s system-wide
+# recording of the CPU clock (its first error line), and the first 50 lines of /proc/kallsyms.
+PERF_PROBE = ("command -v perf >/dev/null 2>&1 || { echo NO-PERF; exit 0; }; "
+              "perf record -q -e cpu-clock -a -g -o /dev/null -- sleep 0.1 >/dev/null "
+              "2>/tmp/.tierbench-perf-probe && echo RECORD-OK || "
+              "{ echo RECORD-FAILED; head -n 1 /tmp/.tierbench-perf-probe; }; "
+              "rm -f /tmp/.tierbench-perf-probe; echo KALLSYMS; head -n 50 /proc/kallsyms")
 
 
-def perf_check(source: str) -> None:
-    """Refuse, with one sentence, a profile this host cannot take: no perf, or perf that cannot
-    sample the CPU clock of the whole system."""
-    if shutil.which("perf") is None:
-        raise ConfigError(f"{source}: net.profile needs perf on this host (Debian and Ubuntu: "
-                          "apt-get install linux-perf); nothing was run")
-    done = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-g", "-o",
-                           "/dev/null", "--", "sleep", "0.1"], capture_output=True, text=True,
-                          timeout=60, check=False)
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no reason given"])[0][:200]
-        raise ConfigError(f"{source}: net.profile: perf cannot sample the CPU clock here "
-                          f"({why}); run as root with kernel.perf_event_paranoid <= 1, or drop "
-                          "net.profile; nothing was run")
-    if not any(line.split()[0].strip("0") for line in
-               Path("/proc/kallsyms").read_text().splitlines()[:50] if line.strip()):
-        raise ConfigError(f"{source}: net.profile: the kernel's symbol addresses are hidden "
-                          "(/proc/kallsyms reads zeros), so a profile could not name the "
-                          "kernel's functions; run as root with kernel.kptr_restrict <= 1; "
-                          "nothing was run")
+@dataclass
+class Profiler:
+    """perf record under way for one point: here (``node`` None) or on the sender node, where
+    ``remote`` is the folder holding perf.data."""
+
+    proc: subprocess.Popen
+    node: Any = None
+    remote: str | None = None
+
+
+def sender_node() -> Any:
+    """The node the senders run on (the cluster file's net_client), or None on one host or
+    when the role is not placed (the role check names it)."""
+    cluster = placer.current().cluster
+    if cluster is None:
+        return None
+    found = cluster.nodes_for("net_client")
+    return found[0] if found else None
+
+
+def perf_problem(source: str, probe: str, where: str = "this host") -> str | None:
+    """The one-sentence refusal PERF_PROBE's output calls for, or None when perf can profile
+    (it samples the CPU clock system-wide and the kernel's symbol addresses are readable)."""
+    lines = probe.splitlines()
+    if not lines or lines[0].strip() == "NO-PERF":
+        return (f"{source}: net.profile needs perf on {where} (Debian and Ubuntu: apt-get "
+                "install linux-perf); nothing was run")
+    if lines[0].strip() != "RECORD-OK":
+        why = (lines[1].strip() if len(lines) > 1 and lines[1].strip() != "KALLSYMS"
+               else "no reason given")[:200]
+        return (f"{source}: net.profile: perf cannot sample the CPU clock on {where} ({why}); "
+                "run as root with kernel.perf_event_paranoid <= 1, or drop net.profile; "
+                "nothing was run")
+    syms = lines[lines.index("KALLSYMS") + 1:] if "KALLSYMS" in lines else []
+    if not any(line.split()[0].strip("0") for line in syms if line.strip()):
+        return (f"{source}: net.profile: the kernel's symbol addresses are hidden on {where} "
+                "(/proc/kallsyms reads zeros), so a profile could not name the kernel's "
+                "functions; run as root with kernel.kptr_restrict <= 1; nothing was run")
+    return None
+
+
+def perf_check(source: str, node: Any = None) -> None:
+    """Refuse, with one sentence, a profile this host (or the sender node ``node``, over SSH)
+    cannot take: no perf, perf that cannot sample the CPU clock of the whole system, or hidden
+    kernel symbols."""
+    if node is None:
+        probe = subprocess.run(["sh", "-c", PERF_PROBE], capture_output=True, text=True,
+                               timeout=60, check=False).stdout
+        where = "this host"
+    else:
+        probe = nodes.run_on_node(node, PERF_PROBE, timeout=60).stdout
+        where = f"node {node.name} (the senders' node, net_client)"
+    found = perf_problem(source, probe, where)
+    if found:
+        raise ConfigError(found)
+
+
+def perf_record_argv(cpus: str, seconds: float, out: str) -> list[str]:
+    """perf record of the CPU clock with call graphs on ``cpus`` for ``seconds`` into ``out``."""
+    return ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ), "-g", "-C", cpus,
+            "-o", out, "--", "sleep", str(seconds)]
+
+
+def perf_text_argvs(data: str) -> tuple[list[str], list[str]]:
+    """perf script (what the categories are counted from) and perf report (kept for people)."""
+    return (["perf", "script", "-i", data, "-F", "comm,pid,cpu,ip,sym"],
+            ["perf", "report", "-i", data, "--stdio", "--children", "--sort", "sym",
+             "--percent-limit", "1", "-g", "none"])
+
+
+def node_cpusets(node: Any, pids: list[int]) -> str:
+    """The CPUs the containers with these (node) PIDs may run on, read on their node: each main
+    process's Cpus_allowed_list (its cpuset), comma-joined as a cpuset list reads."""
+    script = "; ".join(f"grep -s '^Cpus_allowed_list:' /proc/{int(p)}/status" for p in pids)
+    out = nodes.run_on_node(node, script + "; true", timeout=60).stdout
+    return ",".join(dict.fromkeys(line.split(":", 1)[1].strip() for line in out.splitlines()
+                                  if line.startswith("Cpus_allowed_list:")))
 
 
 def start_profile(ctx: PointContext, senders: list[stack.Container],
-                  seconds: float) -> subprocess.Popen:
-    """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`."""
-    cpus = ",".join(dict.fromkeys(c for s in senders if (c := CgroupCpu(s.pid).cpus())))
+                  seconds: float) -> Profiler:
+    """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`: here, or on
+    the sender node over SSH (into WORKDIR/perf/<run>-<point> there)."""
+    node = sender_node() if any(s.node for s in senders) else None
+    log_file = (ctx.dir / "perf-record.log").open("w")
+    if node is None:
+        cpus = ",".join(dict.fromkeys(c for s in senders if (c := CgroupCpu(s.pid).cpus())))
+        ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
+                                 "seconds": seconds}
+        return Profiler(subprocess.Popen(perf_record_argv(cpus, seconds,
+                                                          str(ctx.dir / "perf.data")),
+                                         stdout=subprocess.DEVNULL, stderr=log_file))
+    cpus = node_cpusets(node, [s.pid for s in senders if s.node == node.name])
+    if not cpus:
+        raise MeasureError(f"{node.name}: the senders' CPUs could not be read there "
+                           "(/proc/PID/status), so perf has nothing to sample")
+    remote = (f"{placer.current().cluster.workdir}/{PERF_DIR}/"
+              f"{ctx.dir.parent.parent.name}-{ctx.dir.name}")
     ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
-                             "seconds": seconds}
-    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ),
-                             "-g", "-C", cpus, "-o", str(ctx.dir / "perf.data"), "--", "sleep",
-                             str(seconds)], stdout=subprocess.DEVNULL,
-                            stderr=(ctx.dir / "perf-record.log").open("w"))
+                             "seconds": seconds, "node": node.name}
+    script = (f"mkdir -p {shlex.quote(remote)} && exec "
+              + shlex.join(perf_record_argv(cpus, seconds, f"{remote}/perf.data")))
+    return Profiler(subprocess.Popen(nodes.ssh_argv(node, script), stdout=subprocess.DEVNULL,
+                                     stderr=log_file, stdin=subprocess.DEVNULL), node, remote)
 
 
-def finish_profile(ctx: PointContext, proc: subprocess.Popen, tool: str,
+def profile_texts(ctx: PointContext, profiler: Profiler) -> tuple[str, str]:
+    """Wait for perf record, then perf script's and perf report's text (on the sender node for
+    a cluster: run there, the text copied back, perf.data removed there)."""
+    profiler.proc.wait(timeout=120)
+    if profiler.node is None:
+        script_argv, report_argv = perf_text_argvs(str(ctx.dir / "perf.data"))
+        script = subprocess.run(script_argv, capture_output=True, text=True, timeout=600,
+                                check=False)
+        report = subprocess.run(report_argv, capture_output=True, text=True, timeout=600,
+                                check=False)
+        return script.stdout, report.stdout
+    node, remote = profiler.node, profiler.remote
+    script_argv, report_argv = perf_text_argvs(f"{remote}/perf.data")
+    try:
+        script = nodes.run_on_node(node, shlex.join(script_argv) + " 2>/dev/null", timeout=600,
+                                   check=False)
+        report = nodes.run_on_node(node, shlex.join(report_argv) + " 2>/dev/null", timeout=600,
+                                   check=False)
+    finally:
+        nodes.run_on_node(node, f"rm -rf {shlex.quote(remote)}", timeout=60, check=False)
+    return script.stdout, report.stdout
+
+
+def finish_profile(ctx: PointContext, profiler: Profiler, tool: str,
                    mbit_per_s: float) -> dict[str, Any]:
     """Wait for perf, then the inclusive shares of 001's categories (perf script kept as
     perf-script.txt, perf report as perf-report.txt)."""
-    proc.wait(timeout=120)
-    data = str(ctx.dir / "perf.data")
-    script = subprocess.run(["perf", "script", "-i", data, "-F", "comm,pid,cpu,ip,sym"],
-                            capture_output=True, text=True, timeout=600, check=False)
-    (ctx.dir / "perf-script.txt").write_text(script.stdout)
-    report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children",
-                             "--sort", "sym", "--percent-limit", "1", "-g", "none"],
-                            capture_output=True, text=True, timeout=600, check=False)
-    (ctx.dir / "perf-report.txt").write_text(report.stdout)
-    prof = net.parse_perf_script(script.stdout, ({"iperf2": "iperf"}.get(tool, tool),))
+    script, report = profile_texts(ctx, profiler)
+    (ctx.dir / "perf-script.txt").write_text(script)
+    (ctx.dir / "perf-report.txt").write_text(report)
+    prof = net.parse_perf_script(script, ({"iperf2": "iperf"}.get(tool, tool),))
     ctx.record["profile"]["top"] = prof["top"]
     gbit = mbit_per_s / 1000
     out: dict[str, Any] = {"prof_samples": prof["samples"],

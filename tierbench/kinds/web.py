@@ -530,16 +530,30 @@ class WebKind(Kind):
             raise ConfigError(f"{exp.source}: {wrong}")
 
     def cluster_roles(self, exp: Experiment) -> list[str]:
-        """loadgen, proxy and web; app and db with dynamic requests; the Locust workers' nodes
-        with load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
-        system is built on the web node. Refused in one sentence: several web servers (the
-        balancer's extra servers have no host-networking overlay yet)."""
+        """loadgen, proxy and web (web, web2 and web3 round the web nodes with
+        stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
+        load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
+        system is built on the node of the web server it serves. Refused in one sentence: several
+        web servers over disk systems on more than one node, and several web servers over
+        OrangeFS (only web mounts it)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
-        if s.stack.placement or (s.stack.web_servers or 1) > 1:
+        known = webdisks.names(s.disk_systems)
+        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
+        servers = s.stack.web_servers or (3 if s.stack.placement else 1)
+        cluster = placer.current().cluster
+        web_nodes = cluster.nodes_for("web") if cluster is not None else []
+        if servers > 1 and (on_disks or s.stack.placement) and len(web_nodes) > 1:
             what = (f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
-                    f"stack.web_servers: {s.stack.web_servers}")
-            raise ConfigError(f"{exp.source}: several web servers ({what}) do not run on a "
-                              "cluster yet: run this experiment without --cluster")
+                    f"stack.docroot: {on_disks[0]}")
+            raise ConfigError(f"{exp.source}: several web servers over disk systems ({what}) "
+                              "run on a cluster only when the web role names one node (the "
+                              f"cluster file names {len(web_nodes)}): give web one node, or run "
+                              "this experiment without --cluster")
+        if servers > 1 and any(d.startswith("orangefs") for d in s.stack.docroot):
+            raise ConfigError(f"{exp.source}: stack.web_servers: {servers} with a "
+                              "docroot on OrangeFS does not run on a cluster yet (only web "
+                              "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
+                              "--cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)
@@ -892,7 +906,9 @@ class WebKind(Kind):
                 dropped = disks.evict(dep.info["built"])
                 what = "files of the disk system"
             else:
-                dropped = where.evict_docroot(dep.containers["web"])
+                # each web server's node (on one host, or one node, they share the volume)
+                webs = {c.node: c for c in dep.tiers["web"].containers}
+                dropped = sum(where.evict_docroot(c) for c in webs.values())
                 what = "docroot files"
             ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
         index = tracelib.index_path(trace)  # the engines read the trace through it

@@ -6,9 +6,10 @@ run needs on the nodes over SSH.
   that defines services; :data:`HOST_OVERLAYS`) give each service ``network_mode: host``, its
   listening address and port, and the label ``org.tierbench.role`` naming the cluster file's
   role it runs on (``org.tierbench.port`` the port it serves). Services of a list role
-  (``pfs_io``) go round the role's nodes; the replicas of a scaled one are shared out among
-  them. A one-shot job without a role (``pvfs-config``) runs on every node of the services
-  that depend on it or share a volume with it. Every service's node address reaches the others
+  (``pfs_io``; ``web`` with three web servers) go round the role's nodes; the replicas of a
+  scaled one are shared out among them. A one-shot job of a role (``fileset``) runs on every
+  node of the role's other services; one without a role (``pvfs-config``) on every node of the
+  services that depend on it or share a volume with it. Every service's node address reaches the others
   as ``TIERBENCH_ADDR_<SERVICE>`` (``TIERBENCH_ADDR_WEB``), as Compose's DNS would on one host.
 - **Bring-up.** In dependency order, service by service on its nodes: ``run --rm --no-deps``
   for one-shot jobs, ``up -d --wait --no-deps`` for the others (a dependency on another node is
@@ -55,6 +56,7 @@ HOST_OVERLAYS = {
     "compose/fs.yml": "compose/host-fs.yml",
     "compose/app-db.yml": "compose/host-app-db.yml",
     "compose/disk.yml": "compose/host-disk.yml",
+    "compose/web-servers.yml": "compose/host-web-servers.yml",
 }
 # Roles whose services serve the others (a client's NIC that also carries one of them does not
 # count what the client alone receives).
@@ -145,14 +147,20 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
         if not placed:
             missing.append(role)
             continue
-        for i, name in enumerate(names):
+        jobs = [n for n in names if is_job(n, config, wanted)]
+        servers = [n for n in names if n not in jobs]
+        for i, name in enumerate(servers):
             count = scale.get(name, 1)
-            if len(names) > 1:  # several services of one role: one after the other round it
+            if len(servers) > 1:  # several services of one role: one after the other round it
                 where[name] = {placed[i % len(placed)]: count}
             else:  # one service's replicas shared out among the role's nodes
                 share = {n: count // len(placed) + (j < count % len(placed))
                          for j, n in enumerate(placed)}
                 where[name] = {n: k for n, k in share.items() if k}
+        # a one-shot job of the role (the file sets) runs on every node of the role's services
+        used = [n for n in placed if any(n in where[s] for s in servers)] or placed[:1]
+        for name in jobs:
+            where[name] = dict.fromkeys(used, 1)
     if missing:
         cluster.require_roles(*missing)
     for name in wanted:  # one-shot jobs without a role: beside those who need them
@@ -437,6 +445,7 @@ class ClusterPlacer(Placer):
         then the disk systems on the nodes (and here) removed."""
         files = host_files([str(ROOT / "docker-compose.yml"),
                             *(str(ROOT / f) for f in compose.OVERLAYS.values()),
+                            str(ROOT / compose.WEB_SERVERS_OVERLAY),
                             str(ROOT / compose.NET_OVERLAY), str(ROOT / compose.FS_OVERLAY),
                             str(ROOT / compose.DISK_OVERLAY)])
         env = {**compose.dotenv(), **os.environ,

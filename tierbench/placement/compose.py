@@ -26,8 +26,8 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
             "app-db": "compose/app-db.yml"}
-# Three web servers (stack.web_servers, stack.placement): one host only, refused on a cluster
-# (kinds/web.py cluster_roles), so it has no host-networking overlay.
+# Three web servers (stack.web_servers, stack.placement); on a cluster with
+# compose/host-web-servers.yml (stack.placement is refused there: kinds/web.py cluster_roles).
 WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)

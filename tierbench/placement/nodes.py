@@ -52,8 +52,8 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
 
 __all__ = [
-    "CLUSTER_ENV", "LIST_ROLES", "ROLES", "SINGLE_ROLES", "CheckReport", "ClockReading",
-    "Cluster", "ClusterError", "Interface", "Node", "NodeError", "Roles", "check_nodes",
+    "CLUSTER_ENV", "LIST_ROLES", "ONE_OR_MORE_ROLES", "ROLES", "SINGLE_ROLES", "CheckReport",
+    "ClockReading", "Cluster", "ClusterError", "Interface", "Node", "NodeError", "Roles", "check_nodes",
     "cluster_path", "docker_argv", "image_ids", "load_cluster", "measure_clock",
     "node_provenance", "parse_cluster", "run_docker", "run_on_node", "ship_images", "ssh_argv",
     "ssh_prefix",
@@ -66,6 +66,8 @@ DEFAULT_WORKDIR = "/var/lib/tierbench"
 SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client",
                 "fs_server", "fs_client", "disk")
 LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
+# Roles that take one node or a list of them: the web servers (stack.web_servers: 3) go round it.
+ONE_OR_MORE_ROLES = ("web",)
 ROLES = SINGLE_ROLES + LIST_ROLES
 ROLE_HELP = {
     "loadgen": "the load generator: wrk, or the Locust master",
@@ -212,7 +214,7 @@ class Roles(_Model):
     loadgen: str | None = None
     loadgen_workers: list[str] = []
     proxy: str | None = None
-    web: str | None = None
+    web: str | list[str] | None = None
     app: str | None = None
     db: str | None = None
     pfs_meta: str | None = None
@@ -414,7 +416,8 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
         for role, value in roles.items():
             if role not in ROLES:
                 continue  # the schema reports unknown roles
-            if (role in SINGLE_ROLES) != isinstance(value, str):
+            if role not in ONE_OR_MORE_ROLES and (role in SINGLE_ROLES) != isinstance(value,
+                                                                                      str):
                 continue  # the wrong shape: the schema reports it
             values = value if isinstance(value, list) else [value]
             seen: set[str] = set()
