@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from test_cluster import config, lab
 
-from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry, webdisks
 from tierbench.placement import cluster, disks, placer
 
