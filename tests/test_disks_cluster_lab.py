@@ -195,3 +195,26 @@ def test_sigkill_then_clean_removes_the_nodes_disk_systems(lab) -> None:
     state = Path(lab["env"]["TIERBENCH_STATE_DIR"]) / "disks.json"
     assert state.is_file() and "node3" in state.read_text()
     clean_leaves_nothing(lab)
+
+
+def test_three_web_servers_lay_files_over_their_disks_on_the_web_node(lab) -> None:
+    """DC-placement's machinery on a cluster: web, web2 and web3 on the web node, each over its
+    own three emulated SCSI disks (files spread by popularity), then one server on a RAID-0."""
+    done = run(lab, "placement-short.yml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = last_run(lab, "placement-short")
+    rows = {r["placement"]: r for r in summary(run_dir)}
+    assert set(rows) == {"popularity", "raid-single"}
+    assert all(r["error"] == "" and float(r["tps"]) > 0 for r in rows.values()), rows
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    servers = {}
+    for point in manifest["points"].values():
+        record = point["disk"]
+        servers[len(record["servers"])] = record
+        assert {v["node"] for v in record["servers"].values()} == {"node3"}, record
+        for name in record["servers"]:
+            limits = record["throttles_read_back"][name]
+            assert len(limits) == 3 and all(v["read_bps"] == 58_000_000
+                                            for v in limits.values()), record
+    assert sorted(servers) == [1, 3]
+    clean_leaves_nothing(lab)

@@ -27,7 +27,7 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
             "app-db": "compose/app-db.yml"}
 # Three web servers (stack.web_servers, stack.placement); on a cluster with
-# compose/host-web-servers.yml (stack.placement is refused there: kinds/web.py cluster_roles).
+# compose/host-web-servers.yml (over disk systems only with one web node: kinds/web.py).
 WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
