@@ -17,7 +17,6 @@ file on any node or on this host, and every node's NIC settings are as before th
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -26,28 +25,19 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_env import TIERBENCH, lab_containers, require_free_lab
+from stack_env import (EXPERIMENTS, ROOT, TIERBENCH, lab_cluster, lab_run, last_run, nic_state,
+                       summary_rows, tierbench)
 
 from tierbench.placement import nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
-ROOT = Path(__file__).resolve().parent.parent
-LAB = ROOT / "setup" / "lab.sh"
-DATA = ROOT / "tests" / "data" / "experiments"
-CLUSTER = ROOT / "lab" / "cluster.yml"
 MB = 1_000_000
 NOTHING_ON_NODE = {"loops": [], "mounts": [], "images": []}
 
 
-def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False, cwd=ROOT, **kw)
-
-
-def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
-    script = ("for o in -k -c -g -l; do echo \"== ethtool $o\"; ethtool $o eth0 2>&1; done; "
-              "ip -o link show dev eth0 | grep -o 'mtu [0-9]*'; tc qdisc show dev eth0")
-    return {n.name: nodes.run_on_node(n, script, timeout=30).stdout for n in cluster.nodes}
+def sh(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False)
 
 
 def on_node(node: nodes.Node, workdir: str) -> dict[str, list[str]]:
@@ -74,43 +64,13 @@ def on_host(env: dict[str, str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    require_free_lab()
-    results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "LAB_IMAGES": "none", "TIERBENCH_RESULTS": str(results),
-           "TIERBENCH_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    env.pop("TIERBENCH_CLUSTER", None)
-    try:
-        up = sh(str(LAB), "up", "4", env=env, timeout=900)
-        assert up.returncode == 0, up.stderr[-3000:]
-        cluster = nodes.load_cluster(CLUSTER)
-        assert [n.name for n in cluster.nodes_for("disk")] == ["node3"]
-        before = nic_state(cluster)
-        yield {"env": env, "cluster": cluster, "before": before, "results": results}
-        assert nic_state(cluster) == before
-    finally:
-        clean = sh(*TIERBENCH, "clean", "--cluster", str(CLUSTER), env=env, timeout=300)
-        down = sh(str(LAB), "down", timeout=300)
-        assert down.returncode == 0, down.stderr
-        assert lab_containers() == []
-        assert clean.returncode == 0, clean.stderr
-
-
-def run(lab: dict, experiment: str) -> subprocess.CompletedProcess:
-    return sh(*TIERBENCH, "run", str(DATA / experiment), "--cluster", str(CLUSTER), env=lab["env"],
-              timeout=900)
-
-
-def last_run(lab: dict, name: str) -> Path:
-    return sorted((lab["results"] / name).iterdir())[-1]
-
-
-def summary(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "summary.csv").open() as fh:
-        return list(csv.DictReader(fh))
+    with lab_cluster(tmp_path_factory) as lab:
+        assert [n.name for n in lab["cluster"].nodes_for("disk")] == ["node3"]
+        yield lab
 
 
 def clean_leaves_nothing(lab: dict) -> None:
-    done = sh(*TIERBENCH, "clean", "--cluster", str(CLUSTER), env=lab["env"], timeout=300)
+    done = tierbench(lab["env"], "clean", "--cluster", str(lab["path"]), timeout=300)
     assert done.returncode == 0, done.stderr
     for node in lab["cluster"].nodes:
         assert on_node(node, lab["cluster"].workdir) == NOTHING_ON_NODE, node.name
@@ -120,11 +80,11 @@ def clean_leaves_nothing(lab: dict) -> None:
 
 
 def test_fio_on_a_nodes_emulated_disks_runs_at_the_papers_bandwidths(lab) -> None:
-    done = run(lab, "disk-basic-short.yml")
+    done = lab_run(lab, "disk-basic-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "disk system ide on node3" in done.stderr
     run_dir = last_run(lab, "disk-basic-short")
-    rows = {r["system"]: r for r in summary(run_dir)}
+    rows = {r["system"]: r for r in summary_rows(run_dir)}
     assert set(rows) == {"ide", "raid0"} and all(r["error"] == "" for r in rows.values())
     ide, raid = rows["ide"], rows["raid0"]
     assert (float(ide["throttle_read_mb_s"]), float(ide["throttle_write_mb_s"])) == (35, 39)
@@ -158,10 +118,10 @@ def test_fio_on_a_nodes_emulated_disks_runs_at_the_papers_bandwidths(lab) -> Non
 
 
 def test_a_docroot_on_a_nodes_disk_systems_is_read_cold_at_their_bandwidths(lab) -> None:
-    done = run(lab, "disk-web-short.yml")
+    done = lab_run(lab, "disk-web-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = last_run(lab, "disk-web-short")
-    rows = {r["docroot"]: r for r in summary(run_dir)}
+    rows = {r["docroot"]: r for r in summary_rows(run_dir)}
     for row in rows.values():
         # near 0 (0.10 seen for IDE on a loaded lab host, where the window holds few files)
         assert row["error"] == "" and float(row["page_cache_hit_ratio"]) < 0.15, row
@@ -181,8 +141,9 @@ def test_a_docroot_on_a_nodes_disk_systems_is_read_cold_at_their_bandwidths(lab)
 
 def test_sigkill_then_clean_removes_the_nodes_disk_systems(lab) -> None:
     node3 = lab["cluster"].node("node3")
-    proc = subprocess.Popen([*TIERBENCH, "run", str(DATA / "disk-web-short.yml"), "--cluster",
-                             str(CLUSTER)], env=lab["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*TIERBENCH, "run", str(EXPERIMENTS / "disk-web-short.yml"),
+                             "--cluster", str(lab["path"])], env=lab["env"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
@@ -200,10 +161,10 @@ def test_sigkill_then_clean_removes_the_nodes_disk_systems(lab) -> None:
 def test_three_web_servers_lay_files_over_their_disks_on_the_web_node(lab) -> None:
     """DC-placement's machinery on a cluster: web, web2 and web3 on the web node, each over its
     own three emulated SCSI disks (files spread by popularity), then one server on a RAID-0."""
-    done = run(lab, "placement-short.yml")
+    done = lab_run(lab, "placement-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = last_run(lab, "placement-short")
-    rows = {r["placement"]: r for r in summary(run_dir)}
+    rows = {r["placement"]: r for r in summary_rows(run_dir)}
     assert set(rows) == {"popularity", "raid-single"}
     assert all(r["error"] == "" and float(r["tps"]) > 0 for r in rows.values()), rows
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -17,72 +17,29 @@ test."""
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from stack_env import lab_containers, require_free_lab, tierbench
-
-from tierbench.placement import nodes
+from stack_env import lab_cluster, lab_run, last_run, nic_state, summary_rows
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
-
-ROOT = Path(__file__).resolve().parent.parent
-LAB = ROOT / "setup" / "lab.sh"
-DATA = ROOT / "tests" / "data" / "experiments"
-CLUSTER = ROOT / "lab" / "cluster.yml"
-
-
-def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False, cwd=ROOT,
-                          **kw)
-
-
-def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
-    """Every node's data-plane interface as the tools print it (settings only)."""
-    script = ("for o in -k -c -g -l; do echo \"== ethtool $o\"; ethtool $o eth0 2>&1; done; "
-              "ip -o link show dev eth0 | grep -o 'mtu [0-9]*'; tc qdisc show dev eth0")
-    return {n.name: nodes.run_on_node(n, script, timeout=30).stdout for n in cluster.nodes}
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    require_free_lab()
-    results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "LAB_IMAGES": "none", "TIERBENCH_RESULTS": str(results),
-           "TIERBENCH_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    env.pop("TIERBENCH_CLUSTER", None)
-    try:
-        up = sh(str(LAB), "up", "4", env=env, timeout=900)
-        assert up.returncode == 0, up.stderr[-3000:]
-        cluster = nodes.load_cluster(CLUSTER)
-        assert (cluster.roles.fs_server, cluster.roles.fs_client) == ("node2", "node1")
-        before = nic_state(cluster)
-        yield {"env": env, "cluster": cluster, "before": before, "results": results}
-        assert nic_state(cluster) == before
-    finally:
-        clean = tierbench(env, "clean", "--cluster", str(CLUSTER), timeout=300)
-        down = sh(str(LAB), "down", timeout=300)
-        assert down.returncode == 0, down.stderr
-        assert lab_containers() == []
-        assert clean.returncode == 0, clean.stderr
+    with lab_cluster(tmp_path_factory) as lab:
+        assert (lab["cluster"].roles.fs_server, lab["cluster"].roles.fs_client) == \
+            ("node2", "node1")
+        yield lab
 
 
 def run(lab: dict, experiment: str) -> Path:
     """`tierbench run EXPERIMENT --cluster lab/cluster.yml`; its results folder."""
-    done = tierbench(lab["env"], "run", str(DATA / experiment), "--cluster", str(CLUSTER),
-                     timeout=900)
+    done = lab_run(lab, experiment)
     assert done.returncode == 0, done.stderr[-3000:]
-    name = experiment.removesuffix(".yml")
-    return sorted((lab["results"] / name).iterdir())[-1]
-
-
-def rows(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "summary.csv").open(newline="") as fh:
-        return list(csv.DictReader(fh))
+    return last_run(lab, experiment.removesuffix(".yml"))
 
 
 def manifest(run_dir: Path) -> dict:
@@ -104,7 +61,7 @@ def test_fs_clients_with_the_server_and_client_on_their_nodes(lab) -> None:
         during = point["interfaces_during"]
         assert during["node2:eth0"]["features"]["tcp-segmentation-offload"] == want, pid
         assert during["node1:eth0"]["features"]["tcp-segmentation-offload"] == "on", pid
-    found = rows(run_dir)
+    found = summary_rows(run_dir)
     assert len(found) == 8
     for row in found:
         assert not row["error"] and float(row["mb_per_s"]) > 0, row
@@ -123,10 +80,10 @@ def test_fs_clients_with_the_server_and_client_on_their_nodes(lab) -> None:
 
 
 def test_fs_randread_and_think_time_on_the_nodes(lab) -> None:
-    found = rows(run(lab, "fs-randread-short.yml"))
+    found = summary_rows(run(lab, "fs-randread-short.yml"))
     assert len(found) == 2
     assert all(not r["error"] and float(r["iops"]) > 0 for r in found), found
-    found = rows(run(lab, "fs-dbench-short.yml"))
+    found = summary_rows(run(lab, "fs-dbench-short.yml"))
     assert {(r["load"], r["think_ms"]) for r in found} == {
         ("idle", "0"), ("idle", "2"), ("busy", "0"), ("busy", "2")}
     assert all(not r["error"] and float(r["mb_per_s"]) > 0 for r in found), found
@@ -136,7 +93,7 @@ def test_fs_randread_and_think_time_on_the_nodes(lab) -> None:
 def test_fs_filebench_empties_and_fills_the_servers_cache_on_its_node(lab) -> None:
     run_dir = run(lab, "fs-filebench-lab.yml")
     m = manifest(run_dir)
-    found = {r["workload"]: r for r in rows(run_dir)}
+    found = {r["workload"]: r for r in summary_rows(run_dir)}
     assert set(found) == {"1-seqread-uncached", "2-seqread-cached", "5-seqwrite"}
     assert all(not r["error"] and float(r["mb_per_s"]) > 0 for r in found.values()), found
     assert float(found["1-seqread-uncached"]["set_passes"]) > 0
@@ -146,14 +103,15 @@ def test_fs_filebench_empties_and_fills_the_servers_cache_on_its_node(lab) -> No
 
 
 def test_pfs_iozone_on_orangefs_nodes(lab) -> None:
-    if sh("docker", "image", "inspect", "tierbench-orangefs:0.1.0").returncode != 0:
+    if subprocess.run(["docker", "image", "inspect", "tierbench-orangefs:0.1.0"],
+                      capture_output=True).returncode != 0:
         pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "
                     "does not have: make orangefs-image ORANGEFS_TARBALL=...)")
     run_dir = run(lab, "fs-iozone-short.yml")
     services = manifest(run_dir)["cluster"]["services"]
     assert services["pvfs-meta"] == ["node4"] and services["pvfs-io2"] == ["node4"]
     assert services["pvfs-client"] == ["node1"]
-    found = rows(run_dir)
+    found = summary_rows(run_dir)
     assert len(found) == 2
     for row in found:
         assert not row["error"], row
