@@ -36,8 +36,9 @@ mkdir -p "$ctx/source"
 # an image built before images/orangefs/ changed is known to be stale.
 context=$(cd "$ctx" && find . -path ./source -prune -o -type f -print | LC_ALL=C sort |
   xargs sha256sum | sha256sum | cut -c1-16)
+# (docker prints an empty line for an image that is not there before it fails)
 built=$(docker image inspect -f '{{index .Config.Labels "org.tierbench.orangefs.context"}}' \
-  "$image" 2>/dev/null || echo absent)
+  "$image" 2>/dev/null) || built=absent
 
 if [ -n "${ORANGEFS_TARBALL:-}" ]; then
   [ -f "$ORANGEFS_TARBALL" ] || no_source "ORANGEFS_TARBALL=$ORANGEFS_TARBALL: no such file"

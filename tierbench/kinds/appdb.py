@@ -41,7 +41,8 @@ STATS_QUERY = (f"SELECT {', '.join(STAT_FIELDS)} FROM pg_stat_database "
                f"WHERE datname = '{DATABASE}';\n")
 # What PostgreSQL runs with (read back from the server, for the manifest).
 SETTINGS = ("server_version", "shared_buffers", "max_connections", "synchronous_commit",
-            "fsync", "wal_level", "max_wal_size", "work_mem", "effective_cache_size")
+            "fsync", "wal_level", "max_wal_size", "work_mem", "effective_cache_size",
+            "autovacuum")
 DB_BASE_BYTES = 64 << 20  # an empty cluster: catalogs, the first WAL segments
 WAL_BYTES = 256 << 20  # max_wal_size (compose/app-db.yml's DB_MAX_WAL_SIZE default)
 ROW_OVERHEAD = 100  # tuple header, line pointer, varlena header, primary-key index entry
