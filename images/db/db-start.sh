@@ -4,11 +4,7 @@
 # with scram-sha-256 from the server's own networks: `samenet`). Settings come from the
 # environment (DB_SHARED_BUFFERS, DB_MAX_CONNECTIONS, DB_SYNCHRONOUS_COMMIT, DB_MAX_WAL_SIZE,
 # DB_AUTOVACUUM); the runner records them, as the server reports them, in each run's manifest.
-# Autovacuum is off unless DB_AUTOVACUUM=on: the seeded items are vacuumed and analyzed once and
-# only read, and the runner empties `writes` before every point, so it would have nothing to do
-# but its worker's visit to the database every minute scans the catalogs inside whatever window
-# it falls (about 900 rows read at idle, 1,249 in one write point where the application read
-# none).
+# compose/app-db.yml turns autovacuum off (README, "The application and database tiers").
 set -euo pipefail
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   echo "db: creating the cluster in $PGDATA" >&2
@@ -28,7 +24,7 @@ exec postgres -D "$PGDATA" \
   -c max_connections="$DB_MAX_CONNECTIONS" \
   -c synchronous_commit="$DB_SYNCHRONOUS_COMMIT" \
   -c max_wal_size="$DB_MAX_WAL_SIZE" \
-  -c autovacuum="${DB_AUTOVACUUM:-off}" \
+  -c autovacuum="$DB_AUTOVACUUM" \
   -c password_encryption=scram-sha-256 \
   -c log_min_messages=warning \
   -c logging_collector=off
