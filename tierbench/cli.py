@@ -44,9 +44,17 @@ def write_report(run_dir: Path) -> Path | None:
         raise ConfigError(str(exc)) from None
 
 
+def experiment(args: argparse.Namespace) -> registry.Experiment:
+    """The experiment named on the command line, with the precision options applied."""
+    return registry.with_precision(
+        registry.load_experiment(args.experiment), half_width_pct=args.precision,
+        metric=args.metric, min_repetitions=args.min_repetitions,
+        max_repetitions=args.max_repetitions, budget_min=args.budget_min)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
-    exp = registry.load_experiment(args.experiment)
+    exp = experiment(args)
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not resume.is_dir():
         raise ConfigError(f"--resume {resume}: no such run folder")
@@ -72,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the points of an experiment in run order and the estimated duration."""
-    exp = registry.load_experiment(args.experiment)
+    exp = experiment(args)
     print("\n".join(runner.plan_lines(exp) + runner.space_lines(exp)))
     return 0
 
@@ -215,6 +223,21 @@ def add_cluster_arg(p: argparse.ArgumentParser) -> None:
                         "else this host); see cluster.example.yml")
 
 
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """--precision PCT and its limits: run in blocks until every comparison is resolved."""
+    g = p.add_argument_group("precision (blocks until every comparison is resolved; overrides "
+                             "the experiment's precision key and repetitions)")
+    g.add_argument("--precision", type=float, metavar="PCT",
+                   help="half-width of each comparison's 95 %% interval, in %% (e.g. 5)")
+    g.add_argument("--metric", help="summary column the comparisons are on (default tps)")
+    g.add_argument("--min-repetitions", type=int, metavar="N", help="blocks every condition "
+                   "runs (default 5)")
+    g.add_argument("--max-repetitions", type=int, metavar="N", help="at most this many blocks "
+                   "(default 30)")
+    g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
+                   "this many minutes of measuring are spent")
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="tierbench", description=__doc__)
@@ -223,10 +246,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run of this experiment in RUN_DIR")
+    add_precision_args(r)
     add_cluster_arg(r)
     r.set_defaults(func=cmd_run)
     pl = sub.add_parser("plan", help="dry run: the points in order and the estimated duration")
     pl.add_argument("experiment")
+    add_precision_args(pl)
     add_cluster_arg(pl)
     pl.set_defaults(func=cmd_plan)
     c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
