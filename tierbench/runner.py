@@ -72,7 +72,7 @@ def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
     kind = registry.kind(exp.kind)
     points = points_of(exp)
-    lines = kind.plan_header(exp, points)
+    lines = kind.plan_header(exp, points) + exp.scaled
     current: Any = _NOTHING
     for p in points:
         key = kind.placement(exp, p)
@@ -579,11 +579,13 @@ def baseline_of(exp: Experiment) -> str:
 
 
 def resolved_of(exp: Experiment) -> dict[str, Any]:
-    """The experiment as the run records it: the kind's resolved settings, and the precision
-    target when there is one."""
+    """The experiment as the run records it: the kind's resolved settings (scaled ones, after
+    --scale), the precision target and the scale when there are."""
     resolved = registry.kind(exp.kind).resolved(exp)
     if exp.precision is not None:
         resolved["precision"] = exp.precision.model_dump()
+    if exp.scale != 1:
+        resolved["scale"] = exp.scale
     return resolved
 
 
@@ -600,6 +602,27 @@ def node_figures(samples: list[dict], span: tuple[float, float] | None) -> dict[
     except MeasureError:
         return {}
     return node_breakdown(first, last)
+
+
+def write_report(run_dir: Path) -> Path | None:
+    """report.html of a run folder, with the kind's report section when the manifest lacks it.
+    (The analysis package is imported here, not at start-up: it takes seconds to load, which
+    every other command would pay.)"""
+    from analysis import load, report
+
+    if not (run_dir / "summary.csv").is_file():
+        return None
+    spec = None
+    try:
+        resolved = yaml.safe_load((run_dir / "experiment.yml").read_text())
+        spec = registry.kind(registry.kind_of(resolved)).report(resolved)
+    except (OSError, yaml.YAMLError, TierbenchError, AttributeError, TypeError):
+        spec = None  # the report falls back to a generic section
+    try:
+        return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
+                                   spec=spec)
+    except load.LayoutError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def clean(keep_stack: bool = False) -> list[str]:

@@ -110,6 +110,8 @@ class Experiment:
     settings: BaseModel
     variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
+    scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
+    scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def mode(self, name: str) -> Mode:
@@ -225,6 +227,10 @@ class Kind:
     # Run-to-run variation (sd/mean, %) of a point's primary figure on a quiet host, for the
     # plan's expected confidence intervals; an experiment may state its own (variation_pct).
     variation_pct: ClassVar[float] = 5.0
+    # What --scale shortens: dotted paths into the kind's settings (measured windows, request
+    # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
+    # samples; a count at least a few requests).
+    scalable: ClassVar[dict[str, float]] = {}
     # The cluster file's roles the kind's services run on (tierbench.placement.nodes.ROLES);
     # a kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()

@@ -140,6 +140,7 @@ class DiskKind(Kind):
     name = "disk"
     description = "disk systems (real or emulated): sequential write and read with fio"
     model = DiskSettings
+    scalable = {"disk.runtime_s": 2, "disk.file_mb": 64}
     block = "disk"
     tiers = (TIER,)
     roles = (ROLE,)

@@ -273,6 +273,7 @@ class FsKind(Kind):
     description = ("file-server benchmarks: dbench (NetBench's Disk Mix) and fio against "
                    "GlusterFS or OrangeFS")
     model = FsSettings
+    scalable = {"fs.measure_s": 2, "fs.warmup_s": 1, "fs.set_mb": 64, "fs.write_mb": 16}
     block = "fs"
     tiers = TIERS
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"

@@ -333,6 +333,7 @@ class NetKind(Kind):
     description = ("network micro-benchmarks: bulk TCP (iperf 2 or iperf3) and latency "
                    "(sockperf)")
     model = NetSettings
+    scalable = {"net.measure_s": 2, "net.warmup_s": 1}
     block = "net"
     tiers = TIERS
     roles = ("net_client", "net_server")

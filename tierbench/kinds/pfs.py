@@ -506,6 +506,7 @@ class PfsKind(Kind):
     name = "pfs"
     description = "OrangeFS benchmarks: concurrent reads/writes, streams, basic file systems"
     model = PfsSettings
+    scalable = {"pfs.measure_s": 2, "pfs.file_mb": 16}
     block = "pfs"
     tiers = TIERS
     roles = ("pfs_meta", "pfs_io", "pfs_clients")

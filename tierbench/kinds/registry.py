@@ -4,6 +4,7 @@ experiment files: the one place where an experiment's kind is decided."""
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from functools import lru_cache
 from pathlib import Path
@@ -123,6 +124,59 @@ def with_precision(exp: Experiment, **given: Any) -> Experiment:
     exp.repetitions = exp.precision.min_repetitions
     check_precision(exp)
     return exp
+
+
+def with_scale(exp: Experiment, factor: float | None) -> Experiment:
+    """The experiment shortened (factor < 1) or lengthened: every setting its kind lists as
+    scalable, times the factor but never below its least value, and the repetitions (at least
+    2 where there were more than 1). Recorded as ``scale``; the plan lists each change."""
+    if factor is None or factor == 1:
+        return exp
+    if not 0 < factor <= 100:
+        raise ConfigError(f"--scale must be a number above 0 and at most 100, got {factor:g}")
+    k = kind(exp.kind)
+    changes = []
+    for path, least in k.scalable.items():
+        before = _value(exp.settings, path)
+        exp.settings = _scaled(exp.settings, path.split("."), factor, least)
+        after = _value(exp.settings, path)
+        if before != after:
+            changes.append(f"{path} {before} -> {after}")
+    if exp.precision is None and exp.repetitions > 1:
+        before = exp.repetitions
+        exp.repetitions = max(2, math.ceil(exp.repetitions * factor))
+        if exp.repetitions != before:
+            changes.append(f"repetitions {before} -> {exp.repetitions}")
+    exp.scale = factor
+    exp.scaled = [f"scaled by {factor:g} (--scale): "
+                  + ("; ".join(changes) or "nothing this kind can shorten")]
+    return exp
+
+
+def _scaled(model: Any, path: list[str], factor: float, least: float) -> Any:
+    """A copy of a settings model with the value at ``path`` scaled (None values stay)."""
+    value = getattr(model, path[0], None)
+    if value is None:
+        return model
+    if len(path) > 1:
+        return model.model_copy(update={path[0]: _scaled(value, path[1:], factor, least)})
+    if isinstance(value, list):
+        new: Any = [_scaled_number(v, factor, least) for v in value]
+    else:
+        new = _scaled_number(value, factor, least)
+    return model.model_copy(update={path[0]: new})
+
+
+def _scaled_number(value: float, factor: float, least: float) -> float:
+    scaled = max(least, value * factor) if value > least else value
+    return math.ceil(scaled) if isinstance(value, int) and not isinstance(value, bool) \
+        else round(scaled, 3)
+
+
+def _value(model: Any, path: str) -> Any:
+    for part in path.split("."):
+        model = getattr(model, part, None)
+    return model
 
 
 def check_precision(exp: Experiment) -> None:

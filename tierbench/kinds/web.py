@@ -514,6 +514,7 @@ class WebKind(Kind):
     name = "web"
     description = "request traces through the proxy and web tiers (wrk or Locust)"
     model = WebSettings
+    scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
     tiers = TIERS
     roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
