@@ -1,22 +1,30 @@
-"""Figures drawn for each family fixture from a synthetic run written in shuffled order: one bar
-(or line) per mode and category, categories in the experiment's order, the paper's numbers in
-grey beside them; and the report of each family."""
+"""Every report family (tierbench/kinds/families/) rendered: its figure drawn from a synthetic run
+of its columns written in shuffled order (one bar or line per mode and category, categories in
+the experiment's order, the paper's numbers in grey beside them), its report with the run's modes
+and sections in the tables; and from the shipped example run, every panel drawn or said why
+not."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from analysis import figures, load, report
+from analysis import figures, load, report, spec
+from tierbench.kinds import families
 
 import synthetic_runs
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quick" / "20261122T030944Z"
 
 ON_OFF = ["offloads-on", "offloads-off"]
 PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
 SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
-# fixture -> the first measured panel: kind, categories (tick labels in order), series names
+# family -> the first measured panel: kind, categories (tick labels in order), series names
 EXPECTED = {
     "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
                   ON_OFF),
@@ -93,11 +101,11 @@ def xticks(chunk: str) -> list[str]:
     return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
 
 
-def test_every_fixture_has_an_expectation() -> None:
-    assert set(EXPECTED) == set(synthetic_runs.FIXTURES)
+def test_every_family_has_an_expectation() -> None:
+    assert set(EXPECTED) == set(synthetic_runs.FAMILIES)
 
 
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_family_figure_from_a_synthetic_run(name: str, tmp_path: Path) -> None:
     run = load.load_run(synthetic_runs.family_run(tmp_path, name))
     fig = figures.family_figure(run.points, run.spec, run.experiment)
@@ -155,7 +163,22 @@ def test_missing_columns_are_named_not_fatal(tmp_path: Path) -> None:
     assert "Not drawn: by case: no column case in this run." in fig.caption
 
 
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+def section_values(rows: list[dict], spec: dict) -> set[tuple[str, ...]]:
+    """The values of the spec's section columns that the rows hold (a phase: where it has a
+    primary value), as the report labels them."""
+    def text(v: object) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    out = set()
+    for r in rows:
+        phases = [p for p in spec.get("phases") or [] if r.get(f"{p}_mb_per_s") is not None]
+        for phase in phases or [None]:
+            values = {**r, "phase": phase}
+            out.add(tuple(text(values[c]) for c in spec["sections"] if values.get(c) is not None))
+    return out
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_report_of_each_family(name: str, tmp_path: Path) -> None:
     run_dir = synthetic_runs.family_run(tmp_path, name)
     page = report.write_report(run_dir).read_text()
@@ -166,6 +189,15 @@ def test_report_of_each_family(name: str, tmp_path: Path) -> None:
     assert "report spec from manifest.json" in page
     if name in PAPER:
         assert PAPER[name] in page
+    # the tables hold the run's rows: one section per value of the section columns, each
+    # with a row per mode (and condition), every mode of the run among them
+    rows, _, modes, _ = synthetic_runs.family_rows(name)
+    spec = load.load_run(run_dir).spec
+    heads = re.findall(r'<section class="group" id="group-\d+"><h2>(.*?)</h2>', page)
+    shown = {tuple(v.strip() for v in re.findall(r"</span> ([^<]+)", h)) for h in heads}
+    assert shown == section_values(rows, spec), heads
+    labels = re.findall(r'<td class="l"><span class="sw"[^>]*></span>([^<]*)</td>', page)
+    assert {label.split(" · ")[0] for label in labels} == set(modes)
 
 
 def test_a_reference_side_with_no_measured_value_is_left_blank(tmp_path: Path) -> None:
@@ -184,3 +216,48 @@ def test_a_reference_side_with_no_measured_value_is_left_blank(tmp_path: Path) -
                                                         web=web)).read_text()
     assert "small files, 2 CPUs vs 1 (21a)" in page and "large files, 2 CPUs vs 1 (21a)" in page
     assert ">nan<" not in page.lower()
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped example run (a dc-single run) without its report spec."""
+    run = tmp_path_factory.mktemp("example") / "run"
+    shutil.copytree(EXAMPLE, run)
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["report"]
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return run
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
+def test_every_family_draws_from_the_example_run_or_says_why_not(name: str,
+                                                                 example_run: Path) -> None:
+    """Each family's spec over the example's summary: every panel drawn or named with the
+    reason it is not; a family whose primary column the example lacks is refused in one
+    sentence naming it."""
+    family = spec.validate(families.load(name))
+    header = (example_run / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
+    try:
+        run = load.load_run(example_run, family)
+    except load.LayoutError as exc:
+        assert family["primary"]["column"] not in header.split(",")
+        assert f"column(s) {family['primary']['column']} missing" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    assert run.spec_source == "given" and run.spec["family"] == family["family"]
+    fig = figures.family_figure(run.points, run.spec, run.experiment)
+    assert f'data-family="{family["family"]}"' in fig.body
+    drawn = [p.title for p in fig.panels if not p.reference]
+    for panel in family["figures"]:
+        if panel["type"] == "table":
+            title = panel.get("title") or f"{spec.label(panel['rows'])} x " \
+                                           f"{spec.label(panel['columns'])}"
+            shown = "<table" in fig.body
+        else:
+            title = panel.get("title") or f"{spec.label(panel['y'])} by {spec.label(panel['x'])}"
+            shown = any(t.startswith(title) for t in drawn)
+        assert shown or f"Not drawn: {html.escape(title)}: " in fig.caption, (title, fig.caption)
+    if name == "dc-single":  # the example's own family: its traces, a bar per mode
+        first = [p for p in fig.panels if not p.reference][0]
+        assert first.categories == [t["name"] for t in run.experiment["traces"]]
+        assert [s.name for s in first.series] == ON_OFF

@@ -34,7 +34,7 @@ from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text, results_root
 from tierbench.interfaces import netif
-from tierbench.kinds import registry
+from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (
     Deployment,
     Experiment,
@@ -68,8 +68,25 @@ def estimate_s(exp: Experiment) -> float:
     return registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
 
 
+def report_section(exp: Experiment) -> dict[str, Any]:
+    """The kind's report section of the experiment (its family file, completed by the kind),
+    checked with the analysis' model of a report spec: a family file the report would not
+    accept stops the plan and the run before anything is written or started."""
+    from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
+
+    section = registry.kind(exp.kind).report(resolved_of(exp))
+    try:
+        report_spec.validate(section)
+    except report_spec.SpecError as exc:
+        raise ConfigError(f"{exp.name}: the report family {section.get('family')!r} of the "
+                          f"{exp.kind} kind cannot be used ({exc}): correct its file in "
+                          f"{families.FOLDER}") from None
+    return section
+
+
 def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
+    report_section(exp)
     kind = registry.kind(exp.kind)
     points = points_of(exp)
     lines = kind.plan_header(exp, points) + exp.scaled
@@ -287,6 +304,7 @@ class Run:
         """Run every point (those not measured yet, on resume); returns the run directory.
         Interfaces are restored on any exit."""
         exp, kind = self.exp, self.kind
+        report_section(exp)
         check_space(exp)
         kind.preflight(exp, self.points)
         where = placer.current()
@@ -375,7 +393,7 @@ class Run:
                 **provenance.collect(deployment.containers),
                 **kind.provenance(exp, deployment),
                 **self._cluster_record(placer.current()),
-                "report": kind.report(resolved),
+                "report": report_section(exp),
                 "points": {},
             }
         self.manifest["status"] = "running"
