@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,81 @@ DISKS = ("ide", "scsi", "raid0")
 PFS_PHASE = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
              "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb", "host_usr_pct",
              "host_sys_pct", "host_softirq_pct", "host_idle_pct", "failed_streams")
+
+
+ON_OFF = ["offloads-on", "offloads-off"]
+PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
+SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
+# family -> the first measured panel of its synthetic run's figure: kind, categories (tick
+# labels in order), series names
+FIRST_PANEL = {
+    "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
+                  ON_OFF),
+    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
+    "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
+    "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
+    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
+    "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
+                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
+    "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
+                       [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
+    "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
+    "pfs-basic": ("lines", ["4,096", "65,536", "1,048,576"],
+                  [f"{fs} · offloads-on" for fs in ("tmpfs", "disk", "orangefs",
+                                                     "orangefs-native")]),
+    "net-conns": ("lines", ["1", "100", "6,000"],
+                  [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
+    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
+    "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
+                  ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
+    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
+                       ["proxy-cache-off", "proxy-cache-on"]),
+    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
+    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
+                     ["ide", "scsi", "raid0"]),
+    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
+    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
+                              "raid"], ["offloads-on"]),
+    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
+    # static and dynamic content (the summary's `content` column) per mode, by size
+    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
+                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
+    # one line per trace over the CPUs the modes give: the x column holds the mode
+    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
+    "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
+    "net-latency": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-platform": ("lines", ["14", "256", "1,024", "4,096", "16,384", "65,536"], PLATFORMS),
+    "net-platform-bw": ("lines", ["1,024", "4,096", "16,384", "65,536", "262,144"], PLATFORMS),
+    "net-b2b": ("bars", ["16384", "65536"], ON_OFF),
+    "net-b2b-rr": ("lines", ["14", "64", "1,024", "16,384", "65,536"], ON_OFF),
+    "net-sockopt": ("bars", ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                             "sockopt-4-jumbo"], ["gro-on", "gro-off"]),
+    "net-txprofile": ("bars", ["100", "4000"], [f"{w} B writes · offloads-on"
+                                                 for w in (8192, 65536)]),
+    "pfs-profile": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-dmacopy": ("lines", ["1,024", "4,096", "8,192", "16,384", "65,536"], ["offloads-on"]),
+    "net-bw": ("lines", ["1", "2", "4", "6"],
+               ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
+                "bi · offloads-off"]),
+    "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
+    "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
+    "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
+    "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-filebench": ("bars", ["1-seqread-uncached", "2-seqread-cached",
+                              "3-seqread20-uncached", "4-seqread10-cached",
+                              "5-seqwrite", "6-seqwrite20"], SERVERS_ON_OFF),
+    "pfs-iozone": ("lines", ["1", "2", "4", "8"], ON_OFF),
+}
+
+def axes_chunks(svg: str) -> list[str]:
+    """The SVG text of each axes (panel), in drawing order."""
+    return re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
+
+
+def xticks(chunk: str) -> list[str]:
+    """The x tick labels of one axes, in order."""
+    return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
 
 
 def spec_of(name: str) -> dict[str, Any]:

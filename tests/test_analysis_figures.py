@@ -21,69 +21,6 @@ import synthetic_runs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quick" / "20261122T030944Z"
 
-ON_OFF = ["offloads-on", "offloads-off"]
-PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
-SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
-# family -> the first measured panel: kind, categories (tick labels in order), series names
-EXPECTED = {
-    "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
-                  ON_OFF),
-    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
-    "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
-    "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
-    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
-    "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
-                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
-    "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
-                       [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
-    "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
-    "pfs-basic": ("lines", ["4,096", "65,536", "1,048,576"],
-                  [f"{fs} · offloads-on" for fs in ("tmpfs", "disk", "orangefs",
-                                                     "orangefs-native")]),
-    "net-conns": ("lines", ["1", "100", "6,000"],
-                  [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
-    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
-    "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
-                  ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
-    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
-                       ["proxy-cache-off", "proxy-cache-on"]),
-    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
-    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
-                     ["ide", "scsi", "raid0"]),
-    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
-    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
-                              "raid"], ["offloads-on"]),
-    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
-    # static and dynamic content (the summary's `content` column) per mode, by size
-    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
-                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
-    # one line per trace over the CPUs the modes give: the x column holds the mode
-    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
-    "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
-    "net-latency": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
-    "net-platform": ("lines", ["14", "256", "1,024", "4,096", "16,384", "65,536"], PLATFORMS),
-    "net-platform-bw": ("lines", ["1,024", "4,096", "16,384", "65,536", "262,144"], PLATFORMS),
-    "net-b2b": ("bars", ["16384", "65536"], ON_OFF),
-    "net-b2b-rr": ("lines", ["14", "64", "1,024", "16,384", "65,536"], ON_OFF),
-    "net-sockopt": ("bars", ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
-                             "sockopt-4-jumbo"], ["gro-on", "gro-off"]),
-    "net-txprofile": ("bars", ["100", "4000"], [f"{w} B writes · offloads-on"
-                                                 for w in (8192, 65536)]),
-    "pfs-profile": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
-    "net-dmacopy": ("lines", ["1,024", "4,096", "8,192", "16,384", "65,536"], ["offloads-on"]),
-    "net-bw": ("lines", ["1", "2", "4", "6"],
-               ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
-                "bi · offloads-off"]),
-    "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
-    "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
-    "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
-    "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
-    "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
-    "fs-filebench": ("bars", ["1-seqread-uncached", "2-seqread-cached",
-                              "3-seqread20-uncached", "4-seqread10-cached",
-                              "5-seqwrite", "6-seqwrite20"], SERVERS_ON_OFF),
-    "pfs-iozone": ("lines", ["1", "2", "4", "8"], ON_OFF),
-}
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
          "dc-disk-basic": "147",
@@ -91,40 +28,30 @@ PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "fs-filebench": "24,555"}
 
 
-def axes_chunks(svg: str) -> list[str]:
-    """The SVG text of each axes (panel), in drawing order."""
-    return re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
-
-
-def xticks(chunk: str) -> list[str]:
-    """The x tick labels of one axes, in order."""
-    return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
-
-
 def test_every_family_has_an_expectation() -> None:
-    assert set(EXPECTED) == set(synthetic_runs.FAMILIES)
+    assert set(synthetic_runs.FIRST_PANEL) == set(synthetic_runs.FAMILIES)
 
 
 @pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_family_figure_from_a_synthetic_run(name: str, tmp_path: Path) -> None:
     run = load.load_run(synthetic_runs.family_run(tmp_path, name))
     fig = figures.family_figure(run.points, run.spec, run.experiment)
-    kind, categories, series = EXPECTED[name]
+    kind, categories, series = synthetic_runs.FIRST_PANEL[name]
     assert f'data-family="{run.spec["family"]}"' in fig.body
     measured = [p for p in fig.panels if not p.reference]
     first = measured[0]
     assert first.kind == kind
     assert [s.name for s in first.series] == series
     svg = fig.body[fig.body.index("<svg"): fig.body.index("</svg>")]
-    chunk = axes_chunks(svg)[0]
+    chunk = synthetic_runs.axes_chunks(svg)[0]
     if kind == "bars":
-        assert xticks(chunk) == categories
+        assert synthetic_runs.xticks(chunk) == categories
         bars = re.findall(r'id="[^"]*-p0-bar-s(\d+)-c(\d+)"', chunk)
         # exactly one bar per series (mode) and category
         assert sorted(bars) == sorted((str(j), str(i)) for j in range(len(series))
                                       for i in range(len(categories)))
     else:
-        assert [t for t in xticks(chunk) if t] == categories
+        assert [t for t in synthetic_runs.xticks(chunk) if t] == categories
         lines = re.findall(r'id="[^"]*-p0-line-s(\d+)"', chunk)
         assert lines == [str(j) for j in range(len(series))]  # one line per series
     legend = re.findall(r"<text[^>]*>([^<]*)</text>", chunk)
@@ -260,4 +187,4 @@ def test_every_family_draws_from_the_example_run_or_says_why_not(name: str,
     if name == "dc-single":  # the example's own family: its traces, a bar per mode
         first = [p for p in fig.panels if not p.reference][0]
         assert first.categories == [t["name"] for t in run.experiment["traces"]]
-        assert [s.name for s in first.series] == ON_OFF
+        assert [s.name for s in first.series] == synthetic_runs.ON_OFF
