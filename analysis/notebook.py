@@ -1,11 +1,11 @@
 """What every family notebook (analysis/notebooks/<family>.ipynb) shows, written once: a notebook
 names its family and calls
 
-    study = notebook.open_run("dc-zipf")   # the run, its spec and tidy table; prints what it is
-    notebook.show(study)                   # the tables, the comparison, samples and the figure
+    view = notebook.open_run("dc-zipf")   # the run, its spec and tidy table; prints what it is
+    notebook.show(view)                   # the tables, the comparison, samples and the figure
 
-or any one part: `study.points_table()`, `study.means()`, `study.comparison()`,
-`study.seconds()`, `study.figure()`. The run is the folder in TIERBENCH_RUN, else the newest run
+or any one part: `view.points_table()`, `view.means()`, `view.comparison()`,
+`view.seconds()`, `view.figure()`. The run is the folder in TIERBENCH_RUN, else the newest run
 of the family in results/, else the example run in examples/ if it is of the family.
 """
 
@@ -52,7 +52,7 @@ def find_run(family: str, here: Path | None = None) -> Path:
 
 
 @dataclass
-class Study:
+class RunView:
     """One run seen through its family's report spec."""
 
     family: str
@@ -121,8 +121,8 @@ class Study:
         return figures.family_figure(self.points, self.spec, self.run.experiment)
 
 
-def open_run(family: str, run_dir: str | Path | None = None) -> Study:
-    """The run to study (run_dir, else `find_run`) with the report spec its manifest holds;
+def open_run(family: str, run_dir: str | Path | None = None) -> RunView:
+    """The run to look at (run_dir, else `find_run`) with the report spec its manifest holds;
     a run of another family is refused, naming both. Prints what was opened."""
     path = Path(run_dir) if run_dir is not None else find_run(family)
     run = load.load_run(path)
@@ -134,19 +134,19 @@ def open_run(family: str, run_dir: str | Path | None = None) -> Study:
     print("report spec:", run.spec["family"], "from", run.spec_source)
     for note in run.notes:
         print("note:", note)
-    return Study(family, run)
+    return RunView(family, run)
 
 
-def show(study: Study, rows: int = ROWS_SHOWN) -> None:
-    """Every part of the study under its heading, in a notebook; tables of up to `rows` rows
+def show(view: RunView, rows: int = ROWS_SHOWN) -> None:
+    """Every part of the view under its heading, in a notebook; tables of up to `rows` rows
     whole (pandas shows the first and last few of a longer one)."""
     from IPython.display import HTML, Markdown, display
 
     parts: list[tuple[str, Any]] = [
-        ("One row per point (and phase)", study.points_table),
-        ("Means and 95 % confidence intervals over repetitions", study.means),
-        ("Modes against the baseline: change and relative CPU benefit", study.comparison),
-        ("Per-second samples (warm-up marked, excluded from every number)", study.seconds),
+        ("One row per point (and phase)", view.points_table),
+        ("Means and 95 % confidence intervals over repetitions", view.means),
+        ("Modes against the baseline: change and relative CPU benefit", view.comparison),
+        ("Per-second samples (warm-up marked, excluded from every number)", view.seconds),
     ]
     for title, part in parts:
         display(Markdown(f"## {title}"))
@@ -159,6 +159,6 @@ def show(study: Study, rows: int = ROWS_SHOWN) -> None:
             with pd.option_context("display.max_rows", rows):
                 display(value)
     display(Markdown("## The figure"))
-    fig = study.figure()
+    fig = view.figure()
     display(HTML(fig.body))
     print(fig.caption)
