@@ -1040,7 +1040,8 @@ class WebKind(Kind):
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
-        """point, trace, mode, repetition, engine, users, docroot; with dynamic requests what
+        """point, trace, mode, repetition, engine, users, docroot, what the trace is (its kind,
+        size, alpha, class, hit ratio: tracelib.facts); with dynamic requests what
         the trace asks for (content, dynamic_share, query); with CPU modes the platform the
         mode gives the tiers it covers (cpus, cpu_time: CPUs of time, the limit or the count)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
@@ -1048,7 +1049,8 @@ class WebKind(Kind):
                "repetition": point.repetition, "engine": s.engine,
                "users": point["users"], "docroot": point["docroot"],
                **({"placement": point.factors["placement"]}
-                  if "placement" in point.factors else {})}
+                  if "placement" in point.factors else {}),
+               **{k: v for k, v in tracelib.facts(point["trace"]).items() if v is not None}}
         if has_dynamic(s):
             dyn = point["trace"].get("dynamic") or {}
             out.update({"content": tracelib.content(point["trace"]),
