@@ -407,7 +407,7 @@ def request_batches(path: Path) -> Any:
                                                    "status": pa.int64()}))
     else:
         # a row group at a time: iter_batches, reading across row groups, holds more the longer
-        # the file (tierbench/kinds/webmetrics.py)
+        # the file (tierbench/kinds/web/webmetrics.py)
         records = pq.ParquetFile(path)
         batches = (b for g in range(records.metadata.num_row_groups)
                    for b in records.read_row_group(g, columns=cols).combine_chunks().to_batches())

@@ -235,7 +235,7 @@ write_cluster() {  # $1: N
   pfs_io=$db
   for i in $(seq 5 "$n"); do pfs_io="$pfs_io, node$i"; done
   {
-    echo "# Written by setup/lab.sh up $n: the lab cluster on this machine (tierbench/placement/nodes.py schema)."
+    echo "# Written by setup/lab.sh up $n: the lab cluster on this machine (tierbench/placement/clusterfile.py schema)."
     echo "# Each node is a container with its own Docker engine and sshd; eth0 is its NIC."
     echo "version: 1"
     echo "ssh_config: ssh_config"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tierbench.placement import nodes
+from tierbench.placement import clusterfile, nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
@@ -80,7 +80,7 @@ LAB_CLUSTER = ROOT / "lab" / "cluster.yml"
 EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
 
 
-def nic_state(cluster: nodes.Cluster) -> dict[str, str]:
+def nic_state(cluster: clusterfile.Cluster) -> dict[str, str]:
     """Every node's data-plane interface as the tools print its settings: ethtool -k/-c/-g/-l,
     MTU, qdisc."""
     script = ("for o in -k -c -g -l; do echo \"== ethtool $o\"; ethtool $o eth0 2>&1; done; "
@@ -111,7 +111,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
             data = yaml.safe_load(LAB_CLUSTER.read_text())
             data["roles"].update(roles)
             path.write_text(yaml.safe_dump(data))
-        cluster = nodes.load_cluster(path)
+        cluster = clusterfile.load_cluster(path)
         before = nic_state(cluster)
         yield {"env": env, "cluster": cluster, "path": path, "before": before,
                "results": results}

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.kinds import appdb, registry
+from tierbench.kinds import registry
+from tierbench.kinds.web import appdb
 from tierbench.measure.sampler import Sampler
 from tierbench.placement import compose, space
 
@@ -194,7 +195,7 @@ def test_a_seed_needs_its_rows_twice_plus_the_wal_and_its_buffers_in_memory() ->
 def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None:
     exp = registry.load_experiment("dc-dynamic")
     kind = registry.kind("web")
-    [settings] = {kind.placement(exp, p) for p in kind.points(exp, exp.seed)}
+    [settings] = {kind.deployment_key(exp, p) for p in kind.points(exp, exp.seed)}
     settings = dict(settings)
     assert compose.has_app_db(settings)
     assert {k: settings[k] for k in compose.APP_DB_ENV} == {
@@ -215,7 +216,7 @@ def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None
     assert kind.identity(exp, static)["content"] == "static"
     # a static experiment has none of it
     quick = registry.load_experiment("quick")
-    assert not any(compose.has_app_db(dict(kind.placement(quick, p)))
+    assert not any(compose.has_app_db(dict(kind.deployment_key(quick, p)))
                    for p in kind.points(quick, quick.seed))
     assert "cpu_s_app" not in [c.name for c in kind.columns(quick)]
 

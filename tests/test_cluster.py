@@ -16,8 +16,8 @@ import pytest
 
 from tierbench.interfaces import netif
 from tierbench.measure import agent
-from tierbench.placement import cluster, compose, nodes
-from tierbench.placement.nodes import ClusterError, parse_cluster
+from tierbench.placement import cluster, clusterfile, compose
+from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ LAB = {
 }
 
 
-def lab(**roles: object) -> nodes.Cluster:
+def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
@@ -110,7 +110,7 @@ def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
         role = (spec.get("labels") or {}).get(cluster.ROLE_LABEL)
         wanted = list(conf["services"])
         assert spec.get("network_mode") == "host", f"{name} has no host overlay"
-        assert role in nodes.ROLES or (role is None and cluster.is_job(name, conf, wanted)), \
+        assert role in clusterfile.ROLES or (role is None and cluster.is_job(name, conf, wanted)), \
             f"service {name} has no role ({cluster.ROLE_LABEL}) in its host overlay"
     for rel in cluster.HOST_OVERLAYS.values():
         assert (ROOT / rel).is_file(), rel
@@ -261,22 +261,21 @@ def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> 
 def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> None:
     """Two receivers on one cluster node (host networking): every flow of the second goes to
     its ports, PORT_STRIDE above the first's, for iperf 2, iperf3 and sockperf alike."""
-    from tierbench.kinds import net as nettools
-    from tierbench.kinds import network
+    from tierbench.kinds.net import flows, settings, stack, tools
 
     addrs = ["198.18.16.13", "198.18.16.13"]
-    shift = [0, network.PORT_STRIDE]
-    for tool, base in (("iperf2", nettools.IPERF_PORT), ("iperf3", nettools.IPERF3_PORT)):
-        n = network.Net(test="stream", tool=tool, connections=[8], receivers=[2])
-        plan = network.flows(n, addrs, 8, 1, shift=shift)
+    shift = [0, flows.PORT_STRIDE]
+    for tool, base in (("iperf2", tools.IPERF_PORT), ("iperf3", tools.IPERF3_PORT)):
+        n = settings.Net(test="stream", tool=tool, connections=[8], receivers=[2])
+        plan = flows.flows(n, addrs, 8, 1, shift=shift)
         assert sum(f.streams for f in plan) == 8, tool
         ports = sorted(f.port for f in plan)
-        assert ports[0] == base and any(p >= base + network.PORT_STRIDE for p in ports), tool
-        assert all(p < base + 100 or base + network.PORT_STRIDE <= p < base + 1100
+        assert ports[0] == base and any(p >= base + flows.PORT_STRIDE for p in ports), tool
+        assert all(p < base + 100 or base + flows.PORT_STRIDE <= p < base + 1100
                    for p in ports), (tool, ports)
-    env = network.receiver_env(2, 4, 6, 3)
-    assert [e["NET_SOCKPERF_PORT"] for e in env] == [str(nettools.SOCKPERF_PORT),
-                                                     str(nettools.SOCKPERF_PORT + 1000)]
+    env = stack.receiver_env(2, 4, 6, 3)
+    assert [e["NET_SOCKPERF_PORT"] for e in env] == [str(tools.SOCKPERF_PORT),
+                                                     str(tools.SOCKPERF_PORT + 1000)]
     assert env[1]["NET_IPERF3_SERVERS"] == "6" and env[1]["NET_SOCKPERF_SERVERS"] == "3"
 
 

@@ -9,7 +9,7 @@ import yaml
 from tierbench import runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
-from tierbench.kinds.web import trace_dicts
+from tierbench.kinds.web.settings import stack_for, trace_dicts
 from tierbench.modes.model import load_mode
 
 
@@ -145,9 +145,8 @@ def test_points_needing_a_restart_are_grouped(tmp_path: Path) -> None:
     kinds = ["sendfile" if p.mode == "sendfile-off" else "nic" for p in runner.points_of(exp)]
     switches = sum(1 for a, b in zip(kinds, kinds[1:]) if a != b)
     assert switches == 1, kinds  # one block of sendfile-off points: a single restart
-    web = registry.kind("web")
-    assert web.stack_for(exp, "sendfile-off", "disk")["web_sendfile"] is False
-    assert web.stack_for(exp, "offloads-on", "disk")["web_sendfile"] is True
+    assert stack_for(exp, "sendfile-off", "disk")["web_sendfile"] is False
+    assert stack_for(exp, "offloads-on", "disk")["web_sendfile"] is True
 
 
 def test_workers_load_and_reach_the_resolved_experiment(tmp_path: Path) -> None:
@@ -220,7 +219,7 @@ def test_placements_are_a_factor_with_their_settings(tmp_path: Path) -> None:
     points = runner.points_of(exp)
     assert sorted({p["docroot"] for p in points}) == ["disk", "disk+hot-tmpfs", "orangefs"]
     assert len(points) == 6
-    settings = registry.kind("web").stack_for(exp, "offloads-on", "disk+hot-tmpfs")
+    settings = stack_for(exp, "offloads-on", "disk+hot-tmpfs")
     assert settings["hot_site"] == "foreground" and settings["hot_below"] == 1048576
     assert settings["pvfs_io_servers"] == 3
     # points of one placement run together (one restart per placement)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from stack_env import TIERBENCH, cli_env, published_counters_rel
 
-from tierbench.placement import compose as stack
+from tierbench.placement import compose
 
 pytestmark = pytest.mark.stack
 
@@ -44,7 +44,7 @@ def summary(path: Path) -> list[dict]:
 
 
 def psql(statement: str) -> str:
-    db = stack.service_containers(("db",))["db"]
+    db = compose.service_containers(("db",))["db"]
     done = subprocess.run(["docker", "exec", "-u", "postgres", db.id, "psql", "-XqAt", "-d",
                            "tierbench", "-c", statement], capture_output=True, text=True,
                           timeout=60, check=True)

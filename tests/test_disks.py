@@ -16,11 +16,12 @@ import pytest
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
-from tierbench.kinds import registry, webdisks
+from tierbench.kinds import registry
+from tierbench.kinds.web import webdisks
 from tierbench.placement import disks, placer
 from tierbench.placement.cluster import ClusterPlacer
-from tierbench.placement.nodes import parse_cluster
-from workloads import filesets, placement, traces
+from tierbench.placement.clusterfile import parse_cluster
+from workloads import filesets, spread, traces
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -30,43 +31,43 @@ MIB = 1 << 20
 
 
 def test_single_puts_every_file_on_the_first_disk() -> None:
-    assert placement.assign([10, 20, 30], "single", 3) == [0, 0, 0]
+    assert spread.assign([10, 20, 30], "single", 3) == [0, 0, 0]
 
 
 def test_popularity_deals_ranks_round_robin() -> None:
     # file 2 is the most popular, then 0, 3, 1, 4
-    got = placement.assign([1, 1, 1, 1, 1], "popularity", 3, popularity=[2, 0, 3, 1, 4])
+    got = spread.assign([1, 1, 1, 1, 1], "popularity", 3, popularity=[2, 0, 3, 1, 4])
     assert got == [1, 0, 0, 2, 1]  # rank 0 (file 2) on disk 0, rank 1 (file 0) on 1, ...
 
 
 def test_size_deals_files_smallest_first() -> None:
     sizes = [500, 100, 400, 200, 300]
-    got = placement.assign(sizes, "size", 2)
+    got = spread.assign(sizes, "size", 2)
     # by size: 100 (f1) -> d0, 200 (f3) -> d1, 300 (f4) -> d0, 400 (f2) -> d1, 500 (f0) -> d0
     assert got == [0, 0, 1, 1, 0]
-    assert placement.bytes_per_disk(sizes, got, 2) == [900, 600]
+    assert spread.bytes_per_disk(sizes, got, 2) == [900, 600]
 
 
 def test_random_is_seeded_and_uses_every_disk_about_evenly() -> None:
     sizes = [1] * 3000
-    a = placement.assign(sizes, "random", 3, seed=5)
-    assert a == placement.assign(sizes, "random", 3, seed=5)
-    assert a != placement.assign(sizes, "random", 3, seed=6)
+    a = spread.assign(sizes, "random", 3, seed=5)
+    assert a == spread.assign(sizes, "random", 3, seed=5)
+    assert a != spread.assign(sizes, "random", 3, seed=6)
     counts = [a.count(d) for d in range(3)]
     assert all(abs(c - 1000) < 100 for c in counts), counts  # 3 sd of a binomial(3000, 1/3)
 
 
 def test_bad_distributions_are_refused() -> None:
-    with pytest.raises(placement.PlacementError, match="strategy must be one of"):
-        placement.assign([1], "striped", 3)
-    with pytest.raises(placement.PlacementError, match="popularity needs"):
-        placement.assign([1, 2], "popularity", 3, popularity=[0, 0])
+    with pytest.raises(spread.SpreadError, match="strategy must be one of"):
+        spread.assign([1], "striped", 3)
+    with pytest.raises(spread.SpreadError, match="popularity needs"):
+        spread.assign([1, 2], "popularity", 3, popularity=[0, 0])
 
 
 def test_a_map_reads_back_what_was_written() -> None:
-    lines = placement.map_lines(["/a/f1", "/a/f2"], [2, 0])
+    lines = spread.map_lines(["/a/f1", "/a/f2"], [2, 0])
     assert lines == ["/a/f1 d3", "/a/f2 d1"]
-    assert placement.read_map("# comment\n" + "\n".join(lines) + "\n\n") == \
+    assert spread.read_map("# comment\n" + "\n".join(lines) + "\n\n") == \
         {"/a/f1": "d3", "/a/f2": "d1"}
 
 
@@ -184,7 +185,7 @@ def test_every_strategys_plan_holds_every_file() -> None:
         assert p.device_bytes * lay.disks >= total * (1 / lay.disks if lay.raid0 else 1), \
             strategy
         if lay.spread:
-            mapped = placement.read_map("\n".join(lines))
+            mapped = spread.read_map("\n".join(lines))
             assert set(mapped) == {path for path, _ in filesets.files(fs)}
             assert set(mapped.values()) == {"d1", "d2", "d3"}
         else:
@@ -228,22 +229,22 @@ def test_per_file_figures_average_each_files_requests_then_the_files(tmp_path: P
 def test_the_fileset_job_spreads_a_servers_files_as_its_map_says(tmp_path: Path) -> None:
     fs = {"kind": "uniform-log", "files": 12, "min_size": 100, "max_size": 5000, "seed": 3}
     files = filesets.files(fs)
-    disk_of = placement.assign([s for _, s in files], "size", 3)
-    spread, whole = tmp_path / "web", tmp_path / "web2"
-    spread.mkdir()
+    disk_of = spread.assign([s for _, s in files], "size", 3)
+    spread_root, whole = tmp_path / "web", tmp_path / "web2"
+    spread_root.mkdir()
     whole.mkdir()
-    (spread / placement.MAP_NAME).write_text(
-        "\n".join(placement.map_lines([p for p, _ in files], disk_of)) + "\n")
+    (spread_root / spread.MAP_NAME).write_text(
+        "\n".join(spread.map_lines([p for p, _ in files], disk_of)) + "\n")
     env = dict(os.environ, FILESETS=json.dumps([fs]), PYTHONPATH=str(ROOT),
-               FILESET_ROOTS=json.dumps([str(spread), str(whole)]))
+               FILESET_ROOTS=json.dumps([str(spread_root), str(whole)]))
     done = subprocess.run([sys.executable, "-m", "workloads.filesets"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "24 file(s) written" in done.stdout
     for (path, size), d in zip(files, disk_of):
-        on = spread / f"d{d + 1}" / path.lstrip("/")
+        on = spread_root / f"d{d + 1}" / path.lstrip("/")
         assert on.stat().st_size == size
-        assert not any((spread / f"d{k + 1}" / path.lstrip("/")).exists()
+        assert not any((spread_root / f"d{k + 1}" / path.lstrip("/")).exists()
                        for k in range(3) if k != d)
         assert (whole / path.lstrip("/")).stat().st_size == size
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from test_cluster import config, lab
 
-from tierbench.kinds import registry, webdisks
-from tierbench.placement import cluster, disks, placer
+from tierbench.kinds import registry
+from tierbench.kinds.web import webdisks
+from tierbench.placement import cluster, diskbuild, disks, placer
 
 ROOT = Path(__file__).resolve().parent.parent
 SSH = ("ssh", "-p", "22", "-l", "root", "--", "198.18.16.13")
@@ -85,7 +86,7 @@ def ide_plan() -> disks.Plan:
 
 
 def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) -> None:
-    built = disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    built = diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     node = fake.on("node3")
     image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
     assert ["fallocate", "-l", str(ide_plan().device_bytes), image] in node
@@ -100,8 +101,8 @@ def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) 
     assert state["hosts"] == [{"node": "node3", "ssh": list(SSH), "workdir": "/srv/tb"}]
     assert built.record()["servers"]["disk-bench"]["node"] == "node3"
     # what is built is kept when asked for again on the same node, not on another host
-    assert disks.current(ide_plan(), NODE) is not None
-    assert disks.current(ide_plan(), disks.LOCAL) is None
+    assert diskbuild.current(ide_plan(), NODE) is not None
+    assert diskbuild.current(ide_plan(), disks.LOCAL) is None
 
 
 def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
@@ -109,7 +110,7 @@ def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
     p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "/proc/mdstat" in a[2],
                          "/sbin/mdadm\n", 0))
-    disks.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
+    diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
     node = fake.on("node3")
     assert any(a[0] == "mdadm" and a[1] == "--create" for a in node)
     assert not any(a[0] == "mkfs.btrfs" for a in node)
@@ -118,7 +119,7 @@ def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
 
 
 def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
-    disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     fake.calls.clear()
     image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
     listing = {"loopdevices": [
@@ -128,7 +129,7 @@ def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
         {"name": "/dev/loop2", "back-file": "/srv/tb/disk-images/tierbench-disk@node4-ide-web.img"}]}
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "losetup" and "--list" in a,
                          json.dumps(listing), 0))
-    notes = disks.teardown({})
+    notes = diskbuild.teardown({})
     node = fake.on("node3")
     assert ["umount", "/srv/tb/disks/disk-bench"] in node
     assert ["losetup", "--detach", "/dev/loop7"] in node
@@ -141,13 +142,13 @@ def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
 def test_teardown_looks_on_the_hosts_it_is_given_without_a_state(fake) -> None:
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "find",
                          "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img\n", 0))
-    disks.teardown({}, [NODE])
+    diskbuild.teardown({}, [NODE])
     assert ["rm", "-f", "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img"] in \
         fake.on("node3")
 
 
 def test_throttles_and_page_cache_are_read_and_dropped_on_the_node(fake) -> None:
-    built = disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    built = diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     files = {"/proc/99/cgroup": "5:blkio:/docker/abc\n4:cpuacct:/docker/abc\n",
              "/proc/self/mountinfo": "40 30 0:35 / /sys/fs/cgroup/blkio rw - cgroup cgroup "
                                      "rw,blkio\n",
@@ -156,18 +157,18 @@ def test_throttles_and_page_cache_are_read_and_dropped_on_the_node(fake) -> None
     for path, text in files.items():
         fake.answers.append((lambda w, a, path=path: w == "node3" and a == ["cat", path], text, 0))
     fake.answers.append((lambda w, a: w == "node3" and a[:2] == ["stat", "-L"], "7:7\n", 0))
-    limits, problems = disks.check_throttles(built.server("disk-bench"), disks.BUILTIN["ide"], 99)
+    limits, problems = diskbuild.check_throttles(built.server("disk-bench"), disks.BUILTIN["ide"], 99)
     assert problems == [] and limits == {"/dev/loop7": {"read_bps": 35_000_000,
                                                         "write_bps": 39_000_000}}
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "python3", "12\n", 0))
-    assert disks.evict(built) == 12
+    assert diskbuild.evict(built) == 12
     assert not any(a[0] in ("cat", "stat", "python3") and "/proc/99" in " ".join(a)
                    for a in fake.on("local"))
 
 
 def test_device_numbers_are_read_in_hex_and_given_in_decimal(fake) -> None:
     fake.answers.append((lambda w, a: a[:2] == ["stat", "-L"], "103:1f\n", 0))
-    assert disks.device_number("/dev/nvme0n1p31", NODE) == "259:31"
+    assert diskbuild.device_number("/dev/nvme0n1p31", NODE) == "259:31"
 
 
 def test_preflight_asks_the_node(fake) -> None:
@@ -184,7 +185,7 @@ def test_preflight_asks_the_node(fake) -> None:
 def test_an_unreachable_node_is_one_sentence(fake) -> None:
     fake.answers.append((lambda w, a: w == "node3", "", 255))
     with pytest.raises(disks.DiskError, match="cannot reach node node3 over SSH"):
-        disks.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+        diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
 
 
 def test_the_cluster_placer_builds_on_the_roles_node() -> None:

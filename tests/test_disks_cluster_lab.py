@@ -28,7 +28,7 @@ import pytest
 from stack_env import (EXPERIMENTS, ROOT, TIERBENCH, lab_cluster, lab_run, last_run, nic_state,
                        summary_rows, tierbench)
 
-from tierbench.placement import nodes
+from tierbench.placement import clusterfile, nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -40,7 +40,7 @@ def sh(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, check=False)
 
 
-def on_node(node: nodes.Node, workdir: str) -> dict[str, list[str]]:
+def on_node(node: clusterfile.Node, workdir: str) -> dict[str, list[str]]:
     """The node's loop devices, mounts under its workdir's disks, and image files."""
     script = (f"losetup -l -n -O NAME,BACK-FILE | grep 'tierbench-disk@{node.name}-' || true; "
               "echo ==; grep ' {w}/disks' /proc/self/mounts || true; echo ==; "

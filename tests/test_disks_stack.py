@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from stack_env import ROOT, TIERBENCH, cli_env, tierbench
 
-from tierbench.placement import disks
+from tierbench.placement import diskbuild, disks
 
 pytestmark = pytest.mark.stack
 
@@ -185,7 +185,7 @@ def test_a_build_that_fails_half_way_removes_what_it_made(env: dict[str, str]) -
     raid = disks.BUILTIN["raid0"]
     plan = disks.Plan(raid, disks.layout(raid, None), ("web",), 16 << 20)
     with pytest.raises(disks.DiskError) as err:
-        disks.ensure(plan, env, log=lambda _msg: None)
+        diskbuild.ensure(plan, env, log=lambda _msg: None)
     assert "btrfs RAID-0 of web" in str(err.value) and "\n" not in str(err.value)
     assert leftovers(env) == NOTHING
     assert not disks.state_path().exists()

@@ -15,9 +15,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tierbench.kinds import engines as loadgen
-from tierbench.kinds import webmetrics as metrics
-from tierbench.kinds.engines import LoadgenError, LoadSpec
+from tierbench.kinds.web import engines, load, locust, wrk
+from tierbench.kinds.web import webmetrics as metrics
+from tierbench.kinds.web.load import LoadgenError, LoadSpec
+from tierbench.placement.compose import Container
 from workloads import traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ LOCUST = Path(sys.executable).parent / "locust"
 @pytest.mark.parametrize("target", ["http://proxy", "http://web:80", "http://198.18.1.10",
                                     "http://198.19.250.20:8080/x"])
 def test_guard_accepts_the_testbeds_own_services(target: str) -> None:
-    loadgen.check_target(target, allow_foreign=False)
+    load.check_target(target, allow_foreign=False)
 
 
 @pytest.mark.parametrize("target", ["http://192.168.1.10", "http://10.0.0.1", "http://8.8.8.8",
@@ -38,22 +39,22 @@ def test_guard_accepts_the_testbeds_own_services(target: str) -> None:
                                     "http://198.20.0.1"])
 def test_guard_refuses_a_foreign_address_in_one_sentence(target: str) -> None:
     with pytest.raises(LoadgenError) as err:
-        loadgen.check_target(target, allow_foreign=False)
+        load.check_target(target, allow_foreign=False)
     message = str(err.value)
     assert message.startswith("refusing to send load to ") and "allow_foreign_target" in message
     assert "\n" not in message
-    loadgen.check_target(target, allow_foreign=True)  # the explicit option lets it through
+    load.check_target(target, allow_foreign=True)  # the explicit option lets it through
 
 
 def test_guard_refuses_what_is_not_an_http_url_even_when_allowed() -> None:
     with pytest.raises(LoadgenError, match="not an http:// URL"):
-        loadgen.check_target("proxy:80", allow_foreign=True)
+        load.check_target("proxy:80", allow_foreign=True)
 
 
 def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> None:
     spec = LoadSpec("wrk", 4, 0, 1, target="http://203.0.113.7")
     with pytest.raises(LoadgenError, match="refusing to send load to 203.0.113.7"):
-        loadgen.run(spec, None, tmp_path, tmp_path / "t.txt")  # type: ignore[arg-type]
+        engines.run(spec, None, tmp_path, tmp_path / "t.txt")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("spec, fragment", [
@@ -68,25 +69,25 @@ def test_run_refuses_a_foreign_target_before_touching_docker(tmp_path: Path) -> 
 ])
 def test_specs_an_engine_cannot_honour_are_refused(spec: LoadSpec, fragment: str) -> None:
     with pytest.raises(LoadgenError, match=fragment):
-        loadgen.check_spec(spec)
+        load.check_spec(spec)
 
 
 # --- wrk command line and summary ----------------------------------------------------------
 
 
 def test_wrk_threads_divide_the_connections() -> None:
-    assert loadgen.wrk_threads(64, 2) == 2
-    assert loadgen.wrk_threads(1, 2) == 1
-    assert loadgen.wrk_threads(9, 2) == 1
-    assert loadgen.wrk_threads(12, 8) == 6
+    assert wrk.wrk_threads(64, 2) == 2
+    assert wrk.wrk_threads(1, 2) == 1
+    assert wrk.wrk_threads(9, 2) == 1
+    assert wrk.wrk_threads(12, 8) == 6
 
 
 def test_wrk_url_and_argv() -> None:
-    assert loadgen.wrk_url("http://proxy") == "http://proxy:80/"
-    assert loadgen.wrk_url("http://198.18.1.10:8080/x") == "http://198.18.1.10:8080/"
-    argv = loadgen.wrk_argv(LoadSpec("wrk", 64, 5, 15, processes=2), 15)
+    assert wrk.wrk_url("http://proxy") == "http://proxy:80/"
+    assert wrk.wrk_url("http://198.18.1.10:8080/x") == "http://198.18.1.10:8080/"
+    argv = wrk.wrk_argv(LoadSpec("wrk", 64, 5, 15, processes=2), 15)
     assert argv[:7] == ["wrk", "-t", "2", "-c", "64", "-d", "15s"]
-    assert argv[-3:] == ["-s", loadgen.WRK_SCRIPT, "http://proxy:80/"]
+    assert argv[-3:] == ["-s", wrk.WRK_SCRIPT, "http://proxy:80/"]
 
 
 def test_wrk_summary_becomes_the_common_aggregate() -> None:
@@ -95,7 +96,7 @@ def test_wrk_summary_becomes_the_common_aggregate() -> None:
                "latency_ms": {"min": 0.1, "max": 9.0, "mean": 1.0, "stdev": 0.5,
                               "percentiles": {"50": 0.9, "99": 4.5}},
                "per_second": [{"t": 101, "requests": 100}]}
-    agg = loadgen.aggregate_of(summary)
+    agg = wrk.aggregate_of(summary)
     assert (agg["requests"], agg["errors"], agg["bytes"]) == (995, 8, 4_200_000)
     assert (agg["p50_ms"], agg["p99_ms"]) == (0.9, 4.5)
     assert agg["per_second"] == [{"t": 101, "requests": 100}]
@@ -130,11 +131,11 @@ def test_wrk_latencies_without_its_correction_are_the_recorded_ones() -> None:
     e = duration_us // 100
     corrected = wrk_correct(own, e)
     assert sum(corrected.values()) > 100  # wrk's synthetic samples
-    back = loadgen.wrk_uncorrected([[v, c] for v, c in corrected.items()], duration_us, 100, 1)
+    back = wrk.wrk_uncorrected([[v, c] for v, c in corrected.items()], duration_us, 100, 1)
     assert back == own
-    lat = loadgen.latency_of(back)
+    lat = wrk.latency_of(back)
     assert lat["percentiles"]["75"] == 1.0 and lat["percentiles"]["99"] == 200.0
-    assert loadgen.latency_of(corrected)["percentiles"]["75"] > 10  # what wrk would report
+    assert wrk.latency_of(corrected)["percentiles"]["75"] > 10  # what wrk would report
     assert lat["mean"] == pytest.approx((97 * 1000 + 330_000) / 100 / 1000)
 
 
@@ -142,30 +143,30 @@ def test_a_real_wrk_histogram_inverts_to_the_answers_wrk_counted() -> None:
     d = json.loads((ROOT / "tests" / "data" / "wrk" / "corrected-histogram.json").read_text())
     corrected = {v: c for v, c in d["histogram_us"]}
     # the percentile rule is wrk's own: on its corrected histogram it gives wrk's figures
-    assert loadgen.latency_of(corrected)["percentiles"]["50"] * 1000 == d["wrk_p50_us"]
-    assert loadgen.latency_of(corrected)["percentiles"]["99"] * 1000 == d["wrk_p99_us"]
-    own = loadgen.wrk_uncorrected(d["histogram_us"], d["duration_us"], d["requests"],
+    assert wrk.latency_of(corrected)["percentiles"]["50"] * 1000 == d["wrk_p50_us"]
+    assert wrk.latency_of(corrected)["percentiles"]["99"] * 1000 == d["wrk_p99_us"]
+    own = wrk.wrk_uncorrected(d["histogram_us"], d["duration_us"], d["requests"],
                                   d["connections"])
     assert own is not None and sum(own.values()) == d["requests"] < sum(corrected.values())
-    assert loadgen.latency_of(own)["percentiles"]["99"] * 1000 < d["wrk_p99_us"]
+    assert wrk.latency_of(own)["percentiles"]["99"] * 1000 < d["wrk_p99_us"]
     summary = wrk_summary(100.0, 100.0, {100 + t: d["requests"] // 3 for t in range(3)})
     summary.update(requests=d["requests"], duration_s=d["duration_us"] / 1e6,
                    duration_us=d["duration_us"], histogram_us=d["histogram_us"])
-    agg = loadgen.aggregate_of(summary, connections=d["connections"])
-    result = loadgen.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
+    agg = wrk.aggregate_of(summary, connections=d["connections"])
+    result = load.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
                                 {"connections": d["connections"]})
-    row = loadgen.summary_row(samples_every_second(), result, generator="loadgen",
+    row = engines.summary_row(samples_every_second(), result, generator="loadgen",
                               bytes_label="host:veth")
-    assert row["mean_ms"] == pytest.approx(loadgen.latency_of(own)["mean"])
-    assert row["p99_ms"] == loadgen.latency_of(own)["percentiles"]["99"]
+    assert row["mean_ms"] == pytest.approx(wrk.latency_of(own)["mean"])
+    assert row["p99_ms"] == wrk.latency_of(own)["percentiles"]["99"]
 
 
 def test_a_histogram_that_does_not_invert_keeps_wrks_figures_and_says_so() -> None:
     summary = wrk_summary(100.0, 100.0, {t: 100 for t in range(100, 110)})
     summary.update(duration_us=10_000_000, histogram_us=[[1000, 5]])  # 5 samples, 1,000 answers
-    assert loadgen.wrk_uncorrected(summary["histogram_us"], 10_000_000, 1000, 4) == {1000: 5}
+    assert wrk.wrk_uncorrected(summary["histogram_us"], 10_000_000, 1000, 4) == {1000: 5}
     summary["histogram_us"] = [[1000, 2000]]  # more samples than answers: not wrk's
-    agg = loadgen.aggregate_of(summary, connections=4)
+    agg = wrk.aggregate_of(summary, connections=4)
     assert agg["p50_ms"] == 0.9 and "corrected" in agg["latency_ms"]["source"]
 
 
@@ -174,7 +175,7 @@ def test_wrk_threads_started_apart_count_only_the_window_and_are_flagged() -> No
     # started: 1,000 TPS alone, then 2,000 TPS for wrk's 10 s
     alone = {t: 1000 for t in range(100, 107)}
     both = {t: 2000 for t in range(107, 117)}
-    agg = loadgen.aggregate_of(wrk_summary(100.0, 107.0, {**alone, **both}), connections=64)
+    agg = wrk.aggregate_of(wrk_summary(100.0, 107.0, {**alone, **both}), connections=64)
     assert agg["window"] == (107.0, 117.0) and agg["threads_apart_s"] == 7.0
     assert agg["requests"] == 20_000 and agg["bytes"] == 2_000_000  # the window's, not 27,000
     assert agg["counts"] == {"engine_requests": 27_000, "records_requests": 20_000,
@@ -185,7 +186,7 @@ def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
     per = {t: 2000 for t in range(100, 110)}
     summary = wrk_summary(100.0, 100.02, per)
     summary["requests"] -= 30  # in flight at the end: issued but not completed
-    agg = loadgen.aggregate_of(summary, connections=64)
+    agg = wrk.aggregate_of(summary, connections=64)
     assert agg["window"] == (100.02, 110.02) and agg["threads_apart_s"] == 0.0
     assert agg["requests"] == 19_970
     assert agg["counts"]["count_mismatch"] is False
@@ -205,12 +206,12 @@ def test_a_request_count_run_is_measured_until_its_last_client_finished() -> Non
     per = {101: 1500, 102: 2000, 103: 2000, 104: 2000, 105: 500}
     summary = counted_summary(101.25, 101.25, 105.25, per, 1000)
     summary["duration_s"] = 4.3
-    agg = loadgen.aggregate_of(summary, connections=8)
+    agg = wrk.aggregate_of(summary, connections=8)
     assert agg["window"] == (101.25, 105.25) and agg["threads_apart_s"] == 0.0
     assert agg["requests"] == 8000 and agg["counts"]["count_mismatch"] is False
-    result = loadgen.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
+    result = load.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
                                 {"requests_per_client": 1000})
-    row = loadgen.summary_row(samples_every_second(), result, generator="loadgen",
+    row = engines.summary_row(samples_every_second(), result, generator="loadgen",
                               bytes_label="host:veth")
     assert row["tps"] == pytest.approx(2000.0) and row["requests_per_client"] == 1000
     # CPU over the samples bracketing the window, 102 .. 105: 0.5 core of servers x 3 s
@@ -224,10 +225,10 @@ def test_wrk_mean_response_time_is_connections_over_tps_not_its_corrected_mean()
     summary["duration_s"] = 4.04
     summary["latency_ms"] = {"min": 2.2, "max": 545.1, "mean": 44.151, "stdev": 99.7,
                              "percentiles": {"50": 8.9, "99": 496.3}}
-    agg = loadgen.aggregate_of(summary, connections=1)
-    result = loadgen.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
+    agg = wrk.aggregate_of(summary, connections=1)
+    result = load.LoadResult("wrk", 100.0, agg["window"], None, agg, 1.0,
                                 {"connections": 1})
-    row = loadgen.summary_row(samples_every_second(), result, generator="loadgen",
+    row = engines.summary_row(samples_every_second(), result, generator="loadgen",
                               bytes_label="host:veth")
     assert row["requests"] == 331
     assert row["mean_ms"] == pytest.approx(1000 * 4.04 / 331)  # 12.2 ms, not wrk's 44
@@ -235,19 +236,19 @@ def test_wrk_mean_response_time_is_connections_over_tps_not_its_corrected_mean()
 
 def test_a_request_count_window_too_short_to_measure_is_one_sentence() -> None:
     spec = LoadSpec("wrk", 4, 0, 30, requests_per_client=20)
-    loadgen.check_counted_window(spec, (100.0, 102.5))
+    load.check_counted_window(spec, (100.0, 102.5))
     with pytest.raises(LoadgenError) as err:
-        loadgen.check_counted_window(spec, (100.0, 100.6))
+        load.check_counted_window(spec, (100.0, 100.6))
     assert str(err.value) == (
         "the clients sent their 20 requests each in 0.6 s, too short to measure (CPU comes from "
         "samples taken every second; at least 2 s): raise load.requests_per_client")
-    loadgen.check_counted_window(LoadSpec("wrk", 4, 0, 30), (100.0, 100.6))  # timed: not here
+    load.check_counted_window(LoadSpec("wrk", 4, 0, 30), (100.0, 100.6))  # timed: not here
 
 
 def test_a_request_count_run_whose_threads_started_apart_counts_the_window_only() -> None:
     # thread 0 ran alone from 100 to 102 (500/s), then both until the last finished at 106
     per = {100: 500, 101: 500, 102: 1000, 103: 1000, 104: 1000, 105: 1000}
-    agg = loadgen.aggregate_of(counted_summary(100.0, 102.0, 106.0, per, 625), connections=8)
+    agg = wrk.aggregate_of(counted_summary(100.0, 102.0, 106.0, per, 625), connections=8)
     assert agg["window"] == (102.0, 106.0) and agg["threads_apart_s"] == 2.0
     assert agg["requests"] == 4000 and agg["counts"]["count_mismatch"] is True
 
@@ -258,7 +259,7 @@ def test_a_run_starting_and_ending_mid_second_is_not_counted_short() -> None:
     per = {714: 3984, 715: 6832, 716: 6432, 717: 6672, 718: 6784, 719: 6464, 720: 2768}
     summary = wrk_summary(714.387085, 714.387085, per)
     summary["duration_s"], summary["requests"] = 6.004983, 39920
-    agg = loadgen.aggregate_of(summary, connections=16)
+    agg = wrk.aggregate_of(summary, connections=16)
     assert agg["requests"] == 39920 and agg["threads_apart_s"] == 0.0
     assert agg["counts"] == {"engine_requests": 39920, "records_requests": 39936,
                              "count_mismatch": False}
@@ -270,27 +271,27 @@ def test_requests_served_between_two_samples_follow_an_uneven_rate() -> None:
     summary = wrk_summary(539.03, 539.03, {539: 720, 540: 240, 541: 448, 542: 35})
     summary["duration_s"], summary["requests"] = 3.02, 1443
     summary["errors"]["status"] = 0
-    agg = loadgen.aggregate_of(summary, connections=1)
-    result = loadgen.LoadResult("wrk", 539.0, agg["window"], None, agg, 1.0)
-    assert loadgen.served_between(result, 540.0, 542.0) == pytest.approx(688)
+    agg = wrk.aggregate_of(summary, connections=1)
+    result = load.LoadResult("wrk", 539.0, agg["window"], None, agg, 1.0)
+    assert load.served_between(result, 540.0, 542.0) == pytest.approx(688)
     # the same second's requests spread over the part of it the load ran in (from 539.03)
-    assert loadgen.served_between(result, 539.03, 539.515) == pytest.approx(360, abs=1)
+    assert load.served_between(result, 539.03, 539.515) == pytest.approx(360, abs=1)
     # Locust: the records themselves, failures left out
     records = [metrics.Request(540.5, 1.0, 10, 200), metrics.Request(541.0, 1.0, 10, 500),
                metrics.Request(541.5, 1.0, 10, 200), metrics.Request(542.5, 1.0, 10, 200)]
-    locust = loadgen.LoadResult("locust", 539.0, (540.0, 543.0), metrics.RequestLog.of(records),
-                                None, 1.0)
-    assert loadgen.served_between(locust, 540.0, 542.0) == 2
+    records_result = load.LoadResult("locust", 539.0, (540.0, 543.0),
+                                        metrics.RequestLog.of(records), None, 1.0)
+    assert load.served_between(records_result, 540.0, 542.0) == 2
 
 
 def test_locust_window_starts_at_the_first_request() -> None:
     spec = LoadSpec("locust", 10, 2.0, 5.0)
     # the users read their traces for 4 s before the first request went out
     reqs = [metrics.Request(104.0 + k / 100, 10.0, 1, 200) for k in range(1, 801)]
-    assert loadgen.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
+    assert locust.locust_window(100.0, reqs, spec) == pytest.approx((106.0, 111.0))
     # a request-count run's window ends with its last request, whatever its time limit
     counted = LoadSpec("locust", 10, 2.0, 60.0, requests_per_client=50)
-    assert loadgen.locust_window(100.0, reqs, counted) == pytest.approx((106.0, 112.0))
+    assert locust.locust_window(100.0, reqs, counted) == pytest.approx((106.0, 112.0))
 
 
 def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
@@ -303,10 +304,10 @@ def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
     table = pq.read_table(tmp_path / "requests.parquet").to_pylist()
     assert [(r["end_s"], r["path"], r["status"], r["worker"]) for r in table] == [
         (10.5, "/a", 200, 0), (11.5, "/a", 200, 0), (10.7, "/b", 500, 1), (12.5, "/b", 200, 1)]
-    assert loadgen.workers_logged(merged) == 2
-    fig = loadgen.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
+    assert locust.workers_logged(merged) == 2
+    fig = locust.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
     assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
-                   "late_threshold_ms": loadgen.LATE_MS}
+                   "late_threshold_ms": locust.LATE_MS}
 
 
 # --- Locust users against a real HTTP server -------------------------------------------------
@@ -366,7 +367,7 @@ def server():
         srv.server_close()
 
 
-def locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
+def run_locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
            user_class: str = "TraceUser", processes: int = 1, **env: str) -> list[dict]:
     """Run the real locust binary on the engine's locustfile; returns the request log rows."""
     log = tmp_path / "requests.csv"
@@ -403,7 +404,7 @@ def two_subsets(tmp_path: Path) -> Path:
 
 def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server) -> None:
     srv = server(delay=0.005)
-    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3)
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=3)
     assert len(rows) > 50 and all(r["status"] == "200" for r in rows)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     # each user walks its own subset in order: /a/0../a/4 and /b/0../b/4, wrapping
@@ -428,11 +429,11 @@ def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
     srv = server(delay=0.002)
     spec = LoadSpec("locust", 4, warmup, 120.0, processes=processes, requests_per_client=23)
     started = time.time()
-    rows = locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+    rows = run_locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
                   processes=processes, REQUESTS_PER_CLIENT="23", WARMUP_S=f"{warmup:g}")
     assert time.time() - started < 60  # it ended when the clients were done, not at -t 120 s
-    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
-    loadgen.check_clients_finished(spec, tmp_path)
+    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4"]
+    load.check_clients_finished(spec, tmp_path)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     for c in "abcd":
         mine = [p for p in srv.paths if p.startswith(f"/{c}/")]
@@ -441,7 +442,7 @@ def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
         if not warmup:
             assert len(mine) == 23  # nothing else was sent
     requests = metrics.records_of(tmp_path)
-    window = loadgen.locust_window(started, requests, spec)
+    window = locust.locust_window(started, requests, spec)
     ends = [float(r["end_s"]) for r in rows]
     assert window[1] == max(ends)
     in_window = sum(window[0] < e <= window[1] for e in ends)
@@ -455,11 +456,11 @@ def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
 def test_a_request_count_run_over_its_time_limit_fails_in_one_sentence(tmp_path: Path,
                                                                        server) -> None:
     srv = server(delay=0.05)
-    locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2,
+    run_locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2,
            REQUESTS_PER_CLIENT="100000", WARMUP_S="0")
     spec = LoadSpec("locust", 2, 0, 2, requests_per_client=100_000)
     with pytest.raises(LoadgenError) as err:
-        loadgen.check_clients_finished(spec, tmp_path)
+        load.check_clients_finished(spec, tmp_path)
     assert str(err.value) == (
         "Locust: 0 of 2 clients had sent their 100,000 requests within load.measure_s = 2 s, "
         "the time limit of a request-count run: raise load.measure_s or lower "
@@ -474,7 +475,7 @@ def rate_between_first_and_last(rows: list[dict]) -> float:
 
 def test_fixed_think_time_paces_each_user(tmp_path: Path, server) -> None:
     srv = server()
-    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
                   THINK_KIND="fixed", THINK_MS="250")
     # 2 users, one request per 250 ms each: 8/s; without think time it would be thousands
     assert len(rows) >= 8
@@ -483,7 +484,7 @@ def test_fixed_think_time_paces_each_user(tmp_path: Path, server) -> None:
 
 def test_exponential_think_time_has_its_mean(tmp_path: Path, server) -> None:
     srv = server()
-    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=8, seconds=5,
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=8, seconds=5,
                   THINK_KIND="exponential", THINK_MS="100")
     # 8 users, exponential think time of mean 100 ms: 80/s; the spread of an exponential mean
     # over a few hundred draws and scheduling noise on a shared host allow about +-30 %
@@ -493,12 +494,12 @@ def test_exponential_think_time_has_its_mean(tmp_path: Path, server) -> None:
 
 def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) -> None:
     srv = server(delay=0.2)
-    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4,
                   user_class="OpenLoopUser", RATE="50")
     # closed loop with 2 users at 200 ms per answer would manage 10/s
     ends = sorted(float(r["end_s"]) for r in rows)
     window = (ends[0] + 0.5, ends[0] + 3.0)
-    fig = loadgen.open_loop_figures(metrics.records_of(tmp_path), window, rate=50.0)
+    fig = locust.open_loop_figures(metrics.records_of(tmp_path), window, rate=50.0)
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
@@ -513,7 +514,7 @@ def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Pa
     spec = {"name": "w", "kind": "single", "size": 4096,
             "dynamic": {"share": 0.5, "query": "write", "requests": 40}}
     traces.write(path, traces.build(spec, 3), "writes")
-    rows = locust(tmp_path, srv, path, users=2, seconds=3)
+    rows = run_locust(tmp_path, srv, path, users=2, seconds=3)
     assert len(rows) > 40
     for method, sent, length in srv.methods:
         if sent.startswith(traces.WRITE_PREFIX):
@@ -532,7 +533,7 @@ def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Pa
 
 def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:
     srv = server(delay=0.002)
-    rows = locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=4, processes=2)
     assert sorted({r["worker"] for r in rows}) == ["0", "1"]  # one log per process
     prefixes = Counter(r["path"][:3] for r in rows)
     assert set(prefixes) == {"/a/", "/b/"}  # worker 0's user is client 0, worker 1's client 1
@@ -563,8 +564,8 @@ def samples_every_second() -> list[dict]:
 def test_wrk_aggregate_gives_the_same_summary_columns_as_locust() -> None:
     agg = {"requests": 4000, "errors": 3, "bytes": 5000, "p50_ms": 1.5, "p99_ms": 7.0,
            "per_second": [{"t": 101 + i, "requests": 1000} for i in range(5)]}
-    wrk = loadgen.LoadResult("wrk", 99.0, (101.0, 105.0), None, agg, 1.0, {})
-    row = loadgen.summary_row(samples_every_second(), wrk, generator="loadgen",
+    wrk_result = load.LoadResult("wrk", 99.0, (101.0, 105.0), None, agg, 1.0, {})
+    row = engines.summary_row(samples_every_second(), wrk_result, generator="loadgen",
                               bytes_label="host:veth")
     assert (row["requests"], row["errors"], row["tps"]) == (4000, 3, 1000.0)
     assert (row["p50_ms"], row["p99_ms"]) == (1.5, 7.0)
@@ -573,20 +574,20 @@ def test_wrk_aggregate_gives_the_same_summary_columns_as_locust() -> None:
     assert row["generator_cpu_pct"] == pytest.approx(90.0) and row["client_bound"]
     assert "wrk's limit" in row["client_bound_advice"]
     reqs = [metrics.Request(101.0 + k / 1000, 1.0, 1, 200) for k in range(1, 4001)]
-    locust = loadgen.LoadResult("locust", 99.0, (101.0, 105.0), reqs, None, 1.0,
-                                {"target_rate": 1000.0, "achieved_rate": 999.0,
-                                 "late_requests": 2})
-    lrow = loadgen.summary_row(samples_every_second(), locust, generator="loadgen",
+    locust_result = load.LoadResult("locust", 99.0, (101.0, 105.0), reqs, None, 1.0,
+                                       {"target_rate": 1000.0, "achieved_rate": 999.0,
+                                        "late_requests": 2})
+    lrow = engines.summary_row(samples_every_second(), locust_result, generator="loadgen",
                                bytes_label="host:veth")
     assert set(row) - {"client_bound_advice"} <= set(lrow)
     assert lrow["tps"] == pytest.approx(1000.0) and lrow["late_requests"] == 2
     assert "load.processes" in lrow["client_bound_advice"]
-    per = loadgen.per_second_rows(samples_every_second(), wrk)
+    per = engines.per_second_rows(samples_every_second(), wrk_result)
     assert [r["tps"] for r in per[:6]] == [0.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]
     # marks (extra samples that keep a window bracketed) leave the per-second series as it was
     marked = samples_every_second()
     marked.insert(3, {**marked[2], "t": 102.3, "mark": True})
-    assert loadgen.per_second_rows(marked, wrk) == per
+    assert engines.per_second_rows(marked, wrk_result) == per
 
 
 # --- the experiment files of the data-center studies ---------------------------------------
@@ -609,14 +610,14 @@ def test_dc_experiment_traces_validate_and_build(path: Path, tmp_path: Path,
     from workloads import worldcup
 
     data = yaml.safe_load(path.read_text())
-    assert data["engine"] in loadgen.ENGINES
-    load = data["load"]
-    users = load["users"] if isinstance(load["users"], list) else [load["users"]]
+    assert data["engine"] in load.ENGINES
+    settings = data["load"]
+    users = settings["users"] if isinstance(settings["users"], list) else [settings["users"]]
     for n in users:
-        loadgen.check_spec(LoadSpec(data["engine"], n, load["warmup_s"], load["measure_s"],
-                                    processes=load.get("processes", 1), think=load.get("think"),
-                                    rate=load.get("rate"),
-                                    target=data.get("target", loadgen.TARGET)))
+        load.check_spec(LoadSpec(data["engine"], n, settings["warmup_s"], settings["measure_s"],
+                                    processes=settings.get("processes", 1),
+                                    think=settings.get("think"), rate=settings.get("rate"),
+                                    target=data.get("target", load.TARGET)))
     for i, spec in enumerate(data["traces"]):
         traces.validate(f"{path.name}: traces[{i}]", spec)
         if spec["kind"] == "worldcup":
@@ -641,18 +642,18 @@ def test_master_and_worker_command_lines(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path))
     spec = LoadSpec("locust", 8, 2, 10, processes=3, workers=2, remote_workers=4,
                     worker_wait_s=45)
-    argv = loadgen.master_argv(spec, tmp_path / "p001", 13)
-    assert argv[:4] == ["locust", "-f", loadgen.LOCUSTFILE, "--headless"]
+    argv = locust.master_argv(spec, tmp_path / "p001", 13)
+    assert argv[:4] == ["locust", "-f", locust.LOCUSTFILE, "--headless"]
     assert "--processes" not in argv  # the master is one process; workers run elsewhere
     joined = " ".join(argv)
     assert "--master --master-bind-port 5557 --expect-workers 10" in joined  # 2 x 3 + 4
     assert "--expect-workers-max-wait 45" in joined and "-t 13s" in joined
     assert "--csv /results/p001/locust" in joined and argv[-1] == "TraceUser"
-    assert loadgen.worker_argv("loadgen", 3) == [
-        "locust", "-f", loadgen.LOCUSTFILE, "--worker", "--master-host", "loadgen",
+    assert locust.worker_argv("loadgen", 3) == [
+        "locust", "-f", locust.LOCUSTFILE, "--worker", "--master-host", "loadgen",
         "--master-port", "5557", "--processes", "3"]
-    assert "--processes" not in loadgen.worker_argv("loadgen", 1)
-    cmd = loadgen.remote_worker_cmd("198.18.0.5", processes=2, cpus="0-3")
+    assert "--processes" not in locust.worker_argv("loadgen", 1)
+    cmd = locust.remote_worker_cmd("198.18.0.5", processes=2, cpus="0-3")
     assert cmd[:2] == ["docker", "run"] and "--cap-drop" in cmd and "ALL" in cmd
     assert cmd[cmd.index("--cpuset-cpus") + 1] == "0-3"
     assert cmd[cmd.index("--network") + 1] == "host"
@@ -663,22 +664,22 @@ def test_master_and_worker_command_lines(tmp_path: Path, monkeypatch) -> None:
 
 def test_worker_specs_are_checked() -> None:
     with pytest.raises(LoadgenError, match="workers and remote_workers need engine: locust"):
-        loadgen.check_spec(LoadSpec("wrk", 4, 0, 1, workers=2))
+        load.check_spec(LoadSpec("wrk", 4, 0, 1, workers=2))
     with pytest.raises(LoadgenError, match="must be >= 0"):
-        loadgen.check_spec(LoadSpec("locust", 4, 0, 1, workers=-1))
+        load.check_spec(LoadSpec("locust", 4, 0, 1, workers=-1))
 
 
-def container(cpuset: str) -> "loadgen.Container":
-    return loadgen.Container("loadgen-worker", "id", "n", 1, "img", "sha", cpuset)
+def container(cpuset: str) -> Container:
+    return Container("loadgen-worker", "id", "n", 1, "img", "sha", cpuset)
 
 
 def test_worker_allowance_is_their_processes_capped_by_their_cores() -> None:
     spec = LoadSpec("locust", 8, 0, 1, workers=2)
-    assert loadgen.workers_allowance(spec, [container("0"), container("0")]) == 1.0
-    assert loadgen.workers_allowance(spec, [container("0"), container("1")]) == 2.0
+    assert locust.workers_allowance(spec, [container("0"), container("0")]) == 1.0
+    assert locust.workers_allowance(spec, [container("0"), container("1")]) == 2.0
     spec3 = LoadSpec("locust", 8, 0, 1, processes=3, workers=2)
-    assert loadgen.workers_allowance(spec3, [container("0-3"), container("2-5")]) == 6.0
-    assert loadgen.workers_allowance(spec3, [container("0-1"), container("1")]) == 2.0
+    assert locust.workers_allowance(spec3, [container("0-3"), container("2-5")]) == 6.0
+    assert locust.workers_allowance(spec3, [container("0-1"), container("1")]) == 2.0
 
 
 def distributed(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
@@ -751,7 +752,7 @@ def test_separate_workers_stop_their_clients_after_their_requests(tmp_path: Path
                           workers=2, expect=2, ship=False, REQUESTS_PER_CLIENT="17",
                           WARMUP_S="0")
     assert code == 0 and time.time() - started < 60  # the master quit when all were done
-    assert (tmp_path / loadgen.FINISHED_FILE).read_text().split() == ["4", "4"]
+    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4"]
     for c in "abcd":  # each of the 4 clients (2 per worker) sent exactly its 17 requests
         assert [p for p in srv.paths if p.startswith(f"/{c}/")] == \
             [f"/{c}/{i % 5}" for i in range(17)]
@@ -763,4 +764,4 @@ def test_master_gives_up_naming_how_many_workers_arrived(tmp_path: Path, server)
     code, log = distributed(tmp_path, srv, two_subsets(tmp_path), users=2, seconds=2, workers=1,
                             expect=3, wait_s=7)
     assert code != 0 and not (tmp_path / "locust-start.txt").exists()
-    assert loadgen.connected_workers(log) == 1
+    assert locust.connected_workers(log) == 1

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tierbench import bench
-from tierbench.kinds import engines as loadgen
-from tierbench.kinds.engines import LoadSpec
+from tierbench.kinds.web import engines, load
+from tierbench.kinds.web.load import LoadSpec
 from workloads import filesets, traces
 
 pytestmark = pytest.mark.stack
@@ -98,7 +98,7 @@ def test_wrk_replay_sends_the_trace_paths_in_their_proportions(testbed, monkeypa
     trace = pdir / "trace.txt"
     traces.write(trace, paths, "zipf for the wrk test", subset=traces.subset_size(spec))
     truncate_log(testbed["web"])
-    result = loadgen.run(LoadSpec("wrk", 8, 1, 3, processes=2, target=TARGET), testbed["gen"],
+    result = engines.run(LoadSpec("wrk", 8, 1, 3, processes=2, target=TARGET), testbed["gen"],
                          pdir, trace)
     logged = access_log(testbed["web"])
     agg = result.aggregate
@@ -130,7 +130,7 @@ def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch) -> No
     traces.write(trace, files, "two subsets of 20 files in file order", subset=20)
     truncate_log(testbed["web"])
     # 2 connections on 2 threads: one client per thread, so each client's order is exact
-    loadgen.run(LoadSpec("wrk", 2, 0, 2, processes=2, target=TARGET), testbed["gen"], pdir, trace)
+    engines.run(LoadSpec("wrk", 2, 0, 2, processes=2, target=TARGET), testbed["gen"], pdir, trace)
     logged = [p for p, _ in access_log(testbed["web"])]
     for k in range(2):
         mine = [p for p in logged if p in files[k * 20:(k + 1) * 20]]
@@ -143,7 +143,7 @@ def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
     trace = pdir / "trace.txt"
     traces.write(trace, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
     truncate_log(testbed["web"])
-    result = loadgen.run(LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET), testbed["gen"],
+    result = engines.run(LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET), testbed["gen"],
                          pdir, trace)
     logged = access_log(testbed["web"])
     assert not (pdir / "wrk-warmup.json").exists()  # no warm-up asked for, none run
@@ -159,7 +159,7 @@ def test_locust_engine_through_run(testbed, monkeypatch) -> None:
     trace = pdir / "trace.txt"
     traces.write(trace, paths, "zipf for the Locust test")
     truncate_log(testbed["web"])
-    result = loadgen.run(LoadSpec("locust", 4, 1, 3, target=TARGET), testbed["gen"], pdir, trace)
+    result = engines.run(LoadSpec("locust", 4, 1, 3, target=TARGET), testbed["gen"], pdir, trace)
     logged = access_log(testbed["web"])
     assert result.engine == "locust" and result.aggregate is None
     assert result.window[1] - result.window[0] == pytest.approx(3.0)
@@ -185,7 +185,7 @@ def test_wrk_request_count_run_stops_every_client_after_its_requests(testbed,
     truncate_log(testbed["web"])
     spec = LoadSpec("wrk", 8, 1, 30, processes=2, target=TARGET, requests_per_client=1000)
     began = time.monotonic()
-    result = loadgen.run(spec, testbed["gen"], pdir, trace)
+    result = engines.run(spec, testbed["gen"], pdir, trace)
     took = time.monotonic() - began
     logged = [p for p, _ in access_log(testbed["web"])]
     warmup = json.loads((pdir / "wrk-warmup.json").read_text())
@@ -215,8 +215,8 @@ def test_wrk_request_count_run_over_its_time_limit_fails_in_one_sentence(testbed
     pdir = point_dir(testbed, "wrk-limit", monkeypatch)
     trace, _ = four_subsets_of_ten(pdir)
     spec = LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET, requests_per_client=10_000_000)
-    with pytest.raises(loadgen.LoadgenError) as err:
-        loadgen.run(spec, testbed["gen"], pdir, trace)
+    with pytest.raises(load.LoadgenError) as err:
+        engines.run(spec, testbed["gen"], pdir, trace)
     assert str(err.value).startswith("wrk: 2 of 2 threads had not had their clients' "
                                      "10,000,000 requests each answered (")
     assert str(err.value).endswith("of 40,000,000 sent) within load.measure_s = 2 s, the time "

@@ -12,7 +12,8 @@ import pytest
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError
-from tierbench.kinds import families, fileserver, fstools, registry
+from tierbench.kinds import families, registry
+from tierbench.kinds.fs import sequence, settings, tools
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "fs"
@@ -22,7 +23,7 @@ DATA = ROOT / "tests" / "data" / "fs"
 
 
 def test_dbench_report_of_a_real_run_is_read() -> None:
-    report = fstools.parse_dbench((DATA / "dbench-fileio-2clients-t5.txt").read_text())
+    report = tools.parse_dbench((DATA / "dbench-fileio-2clients-t5.txt").read_text())
     assert report["mb_per_s"] == pytest.approx(147.33)
     assert (report["clients"], report["procs"]) == (2, 2)
     assert report["max_latency_ms"] == pytest.approx(58.538)
@@ -41,11 +42,11 @@ def test_dbench_without_a_result_is_one_sentence() -> None:
             "Running for 10 seconds with load 'client.txt' and minimum warmup 2 secs\n"
             "[1] open ./clients/client0/~dmtmp/COREL/GRAPH1.CDR failed for handle 9941 "
             "(Permission denied)\nChild failed with status 1\n")
-    with pytest.raises(fstools.FsParseError, match=r"^dbench printed no Throughput line; it "
+    with pytest.raises(tools.FsParseError, match=r"^dbench printed no Throughput line; it "
                        r"said: Child failed with status 1$"):
-        fstools.parse_dbench(text)
-    with pytest.raises(fstools.FsParseError, match="it said: nothing"):
-        fstools.parse_dbench("")
+        tools.parse_dbench(text)
+    with pytest.raises(tools.FsParseError, match="it said: nothing"):
+        tools.parse_dbench("")
 
 
 def test_dbench_window_comes_from_the_stamped_execute_lines() -> None:
@@ -53,37 +54,37 @@ def test_dbench_window_comes_from_the_stamped_execute_lines() -> None:
     stamped = [(100.0 + 0.25 * i, line) for i, line in enumerate(lines)]
     first = next(t for t, line in stamped if "execute   1 sec" in line)
     last = next(t for t, line in stamped if "execute   4 sec" in line)
-    assert fstools.dbench_window(stamped) == (first - 1, last)
+    assert tools.dbench_window(stamped) == (first - 1, last)
     warm = [(1.0, "   1       331   105.63 MB/sec  warmup   1 sec  latency 11.519 ms")]
-    with pytest.raises(fstools.FsParseError, match="ended before its warm-up did"):
-        fstools.dbench_window(warm)
+    with pytest.raises(tools.FsParseError, match="ended before its warm-up did"):
+        tools.dbench_window(warm)
 
 
 def test_progress_lines_and_others() -> None:
-    line = fstools.parse_dbench_line("   8     12345    54.21 MB/sec  warmup   2 sec  latency "
+    line = tools.parse_dbench_line("   8     12345    54.21 MB/sec  warmup   2 sec  latency "
                                      "7.500 ms")
-    assert line == fstools.DbenchLine(8, 12345, 54.21, "warmup", 2, 7.5)
-    assert fstools.parse_dbench_line("   2  cleanup   5 sec") is None
-    assert fstools.parse_dbench_line("Throughput 147.33 MB/sec  2 clients  2 procs  "
+    assert line == tools.DbenchLine(8, 12345, 54.21, "warmup", 2, 7.5)
+    assert tools.parse_dbench_line("   2  cleanup   5 sec") is None
+    assert tools.parse_dbench_line("Throughput 147.33 MB/sec  2 clients  2 procs  "
                                      "max_latency=58.538 ms") is None
 
 
 def test_dbench_command_and_warmup() -> None:
-    assert fstools.dbench_command(4, 10, "/tmp/x.txt", "/mnt/share/r-p001") == [
+    assert tools.dbench_command(4, 10, "/tmp/x.txt", "/mnt/share/r-p001") == [
         "dbench", "-t", "10", "-c", "/tmp/x.txt", "-D", "/mnt/share/r-p001", "4"]
-    assert fstools.dbench_warmup_s(10) == 2 and fstools.dbench_warmup_s(4) == 0
+    assert tools.dbench_warmup_s(10) == 2 and tools.dbench_warmup_s(4) == 0
 
 
 def test_think_time_load_file_puts_a_sleep_before_every_operation(tmp_path: Path) -> None:
     """The real awk on the first 300 lines of Debian's client.txt."""
     out = tmp_path / "think.txt"
-    cmd = fstools.think_loadfile(1500, str(out), source=str(DATA / "client-head.txt"))
+    cmd = tools.think_loadfile(1500, str(out), source=str(DATA / "client-head.txt"))
     subprocess.run(["sh", "-c", cmd], check=True)
     original = (DATA / "client-head.txt").read_text().splitlines()
     made = out.read_text().splitlines()
     assert made[0::2] == ["Sleep 1500 NT_STATUS_OK"] * len(original)
     assert made[1::2] == original
-    assert fstools.think_loadfile(0, "/tmp/a b.txt").endswith("> '/tmp/a b.txt'")
+    assert tools.think_loadfile(0, "/tmp/a b.txt").endswith("> '/tmp/a b.txt'")
 
 
 # --------------------------------------------------------------------------- the kind
@@ -126,9 +127,9 @@ def test_points_group_by_server_load_and_keep_every_combination() -> None:
     loads = [p["load"] for p in points]
     assert loads == sorted(loads, key=["idle", "busy"].index)  # one switch of the hog
     assert len(points) == 2 * 5 * 2 * exp.repetitions  # loads x think times x modes x reps
-    assert {kind.placement(exp, p) for p in points} == {("gluster", "idle"), ("gluster", "busy")}
+    assert {kind.deployment_key(exp, p) for p in points} == {("gluster", "idle"), ("gluster", "busy")}
     iozone = registry.load_experiment("pfs-iozone")
-    assert {kind.placement(iozone, p) for p in runner.points_of(iozone)} == {("orangefs", 4)}
+    assert {kind.deployment_key(iozone, p) for p in runner.points_of(iozone)} == {("orangefs", 4)}
 
 
 def test_iozone_against_the_file_server_has_no_load_factor(tmp_path: Path) -> None:
@@ -136,18 +137,18 @@ def test_iozone_against_the_file_server_has_no_load_factor(tmp_path: Path) -> No
     kind = registry.kind("fs")
     points = runner.points_of(exp)
     assert [p["sessions"] for p in points] and "load" not in points[0].factors
-    assert {kind.placement(exp, p) for p in points} == {("gluster", "idle")}
+    assert {kind.deployment_key(exp, p) for p in points} == {("gluster", "idle")}
     assert "file server (GlusterFS)" in "\n".join(runner.plan_lines(exp))
 
 
 def test_sessions_spread_over_client_containers() -> None:
-    assert fileserver.sessions_per_client(1, 4) == [1]
-    assert fileserver.sessions_per_client(6, 4) == [2, 2, 1, 1]
-    assert fileserver.sessions_per_client(8, 4) == [2, 2, 2, 2]
+    assert sequence.sessions_per_client(1, 4) == [1]
+    assert sequence.sessions_per_client(6, 4) == [2, 2, 1, 1]
+    assert sequence.sessions_per_client(8, 4) == [2, 2, 2, 2]
 
 
 def test_filebench_job_files_have_the_papers_threads_and_operations() -> None:
-    for w in fileserver.FILEBENCH.values():
+    for w in settings.FILEBENCH.values():
         text = (ROOT / "workloads" / "fs" / "filebench" / f"{w.name}.fio").read_text()
         keys = dict(line.split("=", 1) for line in text.splitlines()
                     if "=" in line and not line.startswith(";"))
@@ -160,7 +161,7 @@ def test_filebench_job_files_have_the_papers_threads_and_operations() -> None:
             assert keys["filename_format"] == "write.$jobnum"
         else:
             named = keys.get("filename") or keys["filename_format"].replace(".$jobnum", ".0")
-            assert named in fileserver.set_files(w.fileset)
+            assert named in sequence.set_files(w.fileset)
 
 
 def test_the_filebench_family_follows_the_job_files_metrics() -> None:
@@ -169,12 +170,12 @@ def test_the_filebench_family_follows_the_job_files_metrics() -> None:
     spec = families.load("fs-filebench")
     shown = {p["y"]: p["where"]["workload"] for p in spec["figures"] if p.get("where")}
     for metric in ("mb_per_s", "iops"):
-        assert shown[metric] == [w.name for w in fileserver.FILEBENCH.values()
+        assert shown[metric] == [w.name for w in settings.FILEBENCH.values()
                                  if w.metric == metric]
     rows = spec["reference"]["rows"]
-    assert [r["x"] for r in rows[::3]] == list(fileserver.FILEBENCH)
+    assert [r["x"] for r in rows[::3]] == list(settings.FILEBENCH)
     for r in rows[::3]:
-        assert r["column"] == fileserver.FILEBENCH[r["x"]].metric
+        assert r["column"] == settings.FILEBENCH[r["x"]].metric
     paper = {(r["x"], r["column"]): r["with"] for r in rows}
     assert paper[("9-syncwrite128", "iops")] == 24555
     assert paper[("1-seqread-uncached", "mb_per_s")] == 871.0
@@ -216,19 +217,19 @@ def test_report_families_name_the_papers_figures(name: str) -> None:
 def test_fio_reports_of_real_runs_are_summed_over_jobs() -> None:
     """fio 3.33 through the GlusterFS FUSE mount: 1 KB random reads by 2 jobs, 1 MB writes by
     2 jobs, and Filebench workload 3 (20 threads)."""
-    rr = fstools.parse_fio((DATA / "fio-randread-1k-2jobs.json").read_text())
+    rr = tools.parse_fio((DATA / "fio-randread-1k-2jobs.json").read_text())
     assert (rr["version"], rr["jobs"], rr["errors"]) == ("fio-3.33", 2, [])
     assert rr["read"]["bytes"] == 8693760 and rr["read"]["bytes"] == 1024 * rr["read"]["ios"]
     assert rr["read"]["bytes_per_s"] == pytest.approx(2896953, abs=2)
     assert rr["read"]["iops"] == pytest.approx(2829, abs=1)
     assert rr["read"]["clat_mean_ms"] == pytest.approx(0.704, abs=0.001)
     assert rr["write"]["bytes"] == 0 and rr["write"]["clat_mean_ms"] is None
-    w = fstools.parse_fio((DATA / "fio-write-1m-2jobs.json").read_text())
+    w = tools.parse_fio((DATA / "fio-write-1m-2jobs.json").read_text())
     assert w["write"]["bytes"] == 771751936 and w["read"]["bytes"] == 0
     assert w["write"]["clat_p99_ms"] == pytest.approx(37.487, abs=0.001)
-    fb = fstools.parse_fio((DATA / "fio-filebench-3.json").read_text())
+    fb = tools.parse_fio((DATA / "fio-filebench-3.json").read_text())
     assert fb["jobs"] == 20 and fb["read"]["bytes_per_s"] == pytest.approx(353101694, abs=20)
-    both = fstools.sum_fio([rr, w])
+    both = tools.sum_fio([rr, w])
     assert both["jobs"] == 4
     assert both["read"]["bytes"] == rr["read"]["bytes"]
     assert both["write"]["bytes_per_s"] == w["write"]["bytes_per_s"]
@@ -238,34 +239,34 @@ def test_fio_reports_of_real_runs_are_summed_over_jobs() -> None:
 def test_fio_notes_before_the_report_are_skipped_and_no_report_is_one_sentence() -> None:
     text = "fio: this platform does not support process shared mutexes\n" + \
         (DATA / "fio-randread-1k-2jobs.json").read_text()
-    assert fstools.parse_fio(text)["read"]["bytes"] == 8693760
-    with pytest.raises(fstools.FsParseError, match=r"^fio printed no JSON report; it said: "
+    assert tools.parse_fio(text)["read"]["bytes"] == 8693760
+    with pytest.raises(tools.FsParseError, match=r"^fio printed no JSON report; it said: "
                        r"fio: pid=0, err=5/file:io_u.c:1889, func=io_u error, error=Input/"
                        r"output error$"):
-        fstools.parse_fio("fio: pid=0, err=5/file:io_u.c:1889, func=io_u error, "
+        tools.parse_fio("fio: pid=0, err=5/file:io_u.c:1889, func=io_u error, "
                           "error=Input/output error\n")
 
 
 def test_dbench_through_the_file_server_and_with_think_time() -> None:
     """dbench 4.0 on the GlusterFS FUSE mount: 2 programs, then 1 with 1 ms think time."""
-    two = fstools.parse_dbench((DATA / "dbench-gluster-2clients-t5.txt").read_text())
-    think = fstools.parse_dbench((DATA / "dbench-gluster-think1ms-t5.txt").read_text())
+    two = tools.parse_dbench((DATA / "dbench-gluster-2clients-t5.txt").read_text())
+    think = tools.parse_dbench((DATA / "dbench-gluster-think1ms-t5.txt").read_text())
     assert two["mb_per_s"] == pytest.approx(11.2393) and two["clients"] == 2
     assert think["clients"] == 1 and think["mb_per_s"] < two["mb_per_s"]
     assert two["errors"] == [] and think["errors"] == []
 
 
 def test_fio_command_lines() -> None:
-    argv = fstools.fio_command(name="randread", directory="/mnt/share/r", rw="randread",
+    argv = tools.fio_command(name="randread", directory="/mnt/share/r", rw="randread",
                                block=1024, size=16 << 20, jobs=4, runtime_s=10, ramp_s=2,
                                direct=True)
     assert argv[:2] == ["fio", "--name=randread"]
     assert {"--rw=randread", "--bs=1024", "--size=16777216", "--numjobs=4", "--runtime=10",
             "--ramp_time=2", "--direct=1", "--time_based", "--output-format=json"} <= set(argv)
     assert "--sync=dsync" not in argv
-    assert fstools.at_start(12.5, ["fio", "x"]) == ["sh", "/app/workloads/fs/at.sh",
+    assert tools.at_start(12.5, ["fio", "x"]) == ["sh", "/app/workloads/fs/at.sh",
                                                      "12.500000", "fio", "x"]
-    assert fstools.filebench_command("5-seqwrite", {"FB_DIR": "/d", "FB_RAMP": 2}) == [
+    assert tools.filebench_command("5-seqwrite", {"FB_DIR": "/d", "FB_RAMP": 2}) == [
         "env", "FB_DIR=/d", "FB_RAMP=2", "fio", "--output-format=json",
         "/app/workloads/fs/filebench/5-seqwrite.fio"]
 

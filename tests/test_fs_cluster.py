@@ -17,11 +17,12 @@ import pytest
 from tierbench import runner
 from tierbench.config.errors import ConfigError
 from tierbench.interfaces.netif import Endpoint
-from tierbench.kinds import fileserver, registry
+from tierbench.kinds import registry
+from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
-from tierbench.placement import cluster, compose, nodes, placer
+from tierbench.placement import cluster, clusterfile, compose, nodes, placer
 from tierbench.placement.compose import Container
-from tierbench.placement.nodes import ClusterError, parse_cluster
+from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,7 @@ LAB = {
 }
 
 
-def lab(**roles: object) -> nodes.Cluster:
+def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
@@ -43,7 +44,7 @@ def lab(**roles: object) -> nodes.Cluster:
 
 
 def fs_config(**env: str) -> dict:
-    files = cluster.host_files(fileserver.fs_paths())
+    files = cluster.host_files(stack.fs_paths())
     argv = ["docker", "compose", *(a for f in files for a in ("-f", f)), "--profile", "fs",
             "config", "--format", "json"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
@@ -64,7 +65,7 @@ def on_cluster():
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
     assert cluster.HOST_OVERLAYS[compose.FS_OVERLAY] == "compose/host-fs.yml"
     assert "fs_server" in cluster.SERVER_ROLES
-    assert {"fs_server", "fs_client"} <= set(nodes.SINGLE_ROLES)
+    assert {"fs_server", "fs_client"} <= set(clusterfile.SINGLE_ROLES)
 
 
 def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:
@@ -144,12 +145,12 @@ def test_the_servers_page_cache_is_emptied_or_filled_in_its_container(tmp_path: 
     for f in files:
         f.write_bytes(b"x" * 8192)
     for cache in ("uncached", "cached"):
-        script = fileserver.server_cache(cache, [str(f) for f in files])
+        script = sequence.server_cache(cache, [str(f) for f in files])
         assert subprocess.run(["sh", "-c", script], capture_output=True,
                               check=False).returncode == 0, cache
-    assert "iflag=nocache count=0" in fileserver.server_cache("uncached", ["/a"])
-    assert fileserver.server_cache("uncached", ["/a"]).startswith("sync && ")
-    assert "sh -c" not in fileserver.server_cache("cached", ["/a"])
+    assert "iflag=nocache count=0" in sequence.server_cache("uncached", ["/a"])
+    assert sequence.server_cache("uncached", ["/a"]).startswith("sync && ")
+    assert "sh -c" not in sequence.server_cache("cached", ["/a"])
 
 
 class FakeCluster(placer.Placer):
@@ -184,7 +185,7 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
              box("fs-client", "node3", 13)]
     placer.use(FakeCluster(found))
     try:
-        d = fileserver.gluster_deployment(("gluster", "busy"))
+        d = stack.gluster_deployment(("gluster", "busy"))
     finally:
         placer.use(placer.LocalPlacer())
     assert d.placer is not None
@@ -202,14 +203,14 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     last["t"] = 2.0
     last["net"]["node2:eth0"] = {"rx_bytes": 1_000_000, "tx_bytes": 3_000_000}
     last["net"]["node3:eth0"] = {"rx_bytes": 9_000_000, "tx_bytes": 9_000_000}
-    figures = fileserver.cpu_figures(first, last, 0, "", d.info["server_net"])
-    assert figures["server_net_mb_per_s"] == pytest.approx(2.0)
+    values = figures.cpu_figures(first, last, 0, "", d.info["server_net"])
+    assert values["server_net_mb_per_s"] == pytest.approx(2.0)
     # on one host: the host-side veths whose labels start with the server tier
     first["net"] = {"fs-server:veth1": {"rx_bytes": 0, "tx_bytes": 0},
                     "fs-client:veth2": {"rx_bytes": 0, "tx_bytes": 0}}
     last["net"] = {"fs-server:veth1": {"rx_bytes": 2_000_000, "tx_bytes": 0},
                    "fs-client:veth2": {"rx_bytes": 9_000_000, "tx_bytes": 0}}
-    assert fileserver.cpu_figures(first, last, 0)["server_net_mb_per_s"] == pytest.approx(1.0)
+    assert figures.cpu_figures(first, last, 0)["server_net_mb_per_s"] == pytest.approx(1.0)
 
 
 def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatch) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from stack_env import lab_containers, require_free_lab
 
-from tierbench.placement import nodes
-from tierbench.placement.nodes import NodeError, load_cluster, parse_cluster
+from tierbench.placement import clusterfile, nodes
+from tierbench.placement.clusterfile import load_cluster, parse_cluster
+from tierbench.placement.nodes import NodeError
 
 pytestmark = pytest.mark.stack
 
@@ -92,7 +93,7 @@ def test_lab_nodes_checks_nic_and_images(lab) -> None:
         assert nodes.image_ids(node, [PROBES[0]]) == {PROBES[0]: lab["ids"][PROBES[0]]}
 
     # a NIC setting over SSH: changed on node1 only, read back, restored
-    def tso(node: nodes.Node) -> str:
+    def tso(node: clusterfile.Node) -> str:
         out = nodes.run_on_node(node, ["ethtool", "-k", "eth0"], timeout=20).stdout
         return next(line.split(":")[1].strip() for line in out.splitlines()
                     if line.startswith("tcp-segmentation-offload:"))

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tierbench.kinds import webmetrics as metrics
+from tierbench.kinds.web import webmetrics as metrics
 from tierbench.measure.sampler import CLK_TCK
 
 

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from tierbench.config.errors import ConfigError
-from tierbench.kinds import network, registry
-from tierbench.placement import cluster, nodes, placer
+from tierbench.kinds import registry
+from tierbench.kinds.net import flows, profile
+from tierbench.measure.counters import MeasureError
+from tierbench.placement import cluster, clusterfile, compose, nodes, placer
 from tierbench.placement.compose import Container
-from tierbench.placement.nodes import parse_cluster
+from tierbench.placement.clusterfile import parse_cluster
 
 LAB = {
     "version": 1, "workdir": "/srv/tb",
@@ -46,7 +48,7 @@ class Node:
         self.calls: list[tuple[str, str]] = []
         self.answers = answers
 
-        def run(node: nodes.Node, command: str, **kw: Any) -> subprocess.CompletedProcess:
+        def run(node: clusterfile.Node, command: str, **kw: Any) -> subprocess.CompletedProcess:
             self.calls.append((node.name, command))
             out = next((v for k, v in answers.items() if k in command), "")
             return subprocess.CompletedProcess(command, 0, out, "")
@@ -56,12 +58,12 @@ class Node:
 
 def test_perf_probe_output_gives_one_sentence_per_problem() -> None:
     ok = "RECORD-OK\nKALLSYMS\n" + KALLSYMS_OK
-    assert network.perf_problem("x.yml", ok) is None
-    assert "needs perf on this host" in network.perf_problem("x.yml", "NO-PERF\n")
-    failed = network.perf_problem("x.yml", "RECORD-FAILED\nNo permission to enable cpu-clock "
+    assert profile.perf_problem("x.yml", ok) is None
+    assert "needs perf on this host" in profile.perf_problem("x.yml", "NO-PERF\n")
+    failed = profile.perf_problem("x.yml", "RECORD-FAILED\nNo permission to enable cpu-clock "
                                   "event.\nKALLSYMS\n" + KALLSYMS_OK, "node node1")
     assert "perf cannot sample the CPU clock on node node1 (No permission" in failed
-    hidden = network.perf_problem("x.yml", "RECORD-OK\nKALLSYMS\n" + KALLSYMS_HIDDEN)
+    hidden = profile.perf_problem("x.yml", "RECORD-OK\nKALLSYMS\n" + KALLSYMS_HIDDEN)
     assert "kernel's symbol addresses are hidden" in hidden and "kptr_restrict" in hidden
     for text in (failed, hidden):
         assert text.endswith("nothing was run") and "\n" not in text
@@ -71,10 +73,10 @@ def test_preflight_checks_perf_on_the_sender_node_not_here(
         on_lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = registry.load_experiment("net-txprofile")
     kind = registry.kind("net")
-    monkeypatch.setattr(network.stack, "require_image", lambda image: None)
-    monkeypatch.setattr(network, "daemon_nofile", lambda: None)
+    monkeypatch.setattr(compose, "require_image", lambda image: None)
+    monkeypatch.setattr(flows, "daemon_nofile", lambda: None)
     fake = Node(monkeypatch, {"perf record": "RECORD-OK\nKALLSYMS\n" + KALLSYMS_OK})
-    monkeypatch.setattr(network.subprocess, "run", lambda *a, **k: pytest.fail(
+    monkeypatch.setattr(profile.subprocess, "run", lambda *a, **k: pytest.fail(
         f"perf ran on the controller: {a}"))
     kind.preflight(exp, [])
     assert [n for n, _ in fake.calls] == ["node1"]
@@ -107,16 +109,16 @@ def test_the_profile_is_recorded_and_reported_on_the_sender_node(
         def wait(self, timeout: float | None = None) -> int:
             return 0
 
-    monkeypatch.setattr(network.subprocess, "Popen", Popen)
+    monkeypatch.setattr(profile.subprocess, "Popen", Popen)
     senders = [Container("net-client", f"id{i}", f"tierbench-net-client-{i}", 4000 + i, "img",
                          "sha", "0-1", node="node1", context="tierbench-node1")
                for i in (1, 2)]
     ctx = SimpleNamespace(dir=point_dir, record={})
-    prof = network.start_profile(ctx, senders, 3.0)  # type: ignore[arg-type]
+    prof = profile.start(ctx, senders, 3.0)  # type: ignore[arg-type]
     # the senders' CPUs read on their node, from their processes there
     assert fake.calls[0][0] == "node1"
     assert "/proc/4001/status" in fake.calls[0][1] and "/proc/4002/status" in fake.calls[0][1]
-    assert ctx.record["profile"] == {"cpus": "0-1", "hz": network.PROFILE_HZ,
+    assert ctx.record["profile"] == {"cpus": "0-1", "hz": profile.PROFILE_HZ,
                                      "event": "cpu-clock", "seconds": 3.0, "node": "node1"}
     # perf record over SSH to node1, into the workdir there, for the window
     argv = started[0]
@@ -124,8 +126,8 @@ def test_the_profile_is_recorded_and_reported_on_the_sender_node(
         nodes.ssh_prefix(on_lab.node("node1"))
     remote = "/srv/tb/perf/run-1-p0003"
     assert argv[-1] == (f"mkdir -p {remote} && exec perf record -q -e cpu-clock -F "
-                        f"{network.PROFILE_HZ} -g -C 0-1 -o {remote}/perf.data -- sleep 3.0")
-    out = network.finish_profile(ctx, prof, "iperf3", 2000.0)  # type: ignore[arg-type]
+                        f"{profile.PROFILE_HZ} -g -C 0-1 -o {remote}/perf.data -- sleep 3.0")
+    out = profile.finish(ctx, prof, "iperf3", 2000.0)  # type: ignore[arg-type]
     commands = [c for _, c in fake.calls[1:]]
     assert commands[0].startswith(f"perf script -i {remote}/perf.data -F comm,pid,cpu,ip,sym")
     assert commands[1].startswith(f"perf report -i {remote}/perf.data --stdio --children")
@@ -142,5 +144,5 @@ def test_senders_cpus_unreadable_on_their_node_is_one_sentence(
     Node(monkeypatch, {})
     senders = [Container("net-client", "id1", "c1", 4001, "img", "sha", "", node="node1")]
     ctx = SimpleNamespace(dir=tmp_path, record={})
-    with pytest.raises(network.MeasureError, match="node1: the senders' CPUs could not be read"):
-        network.start_profile(ctx, senders, 3.0)  # type: ignore[arg-type]
+    with pytest.raises(MeasureError, match="node1: the senders' CPUs could not be read"):
+        profile.start(ctx, senders, 3.0)  # type: ignore[arg-type]

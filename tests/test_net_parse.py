@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.kinds import net
-from tierbench.kinds.net import CLIENT_TO_SERVER as C2S
-from tierbench.kinds.net import SERVER_TO_CLIENT as S2C
-from tierbench.kinds.net import NetParseError
+from tierbench.kinds.net import tools
+from tierbench.kinds.net.tools import CLIENT_TO_SERVER as C2S
+from tierbench.kinds.net.tools import SERVER_TO_CLIENT as S2C
+from tierbench.kinds.net.tools import NetParseError
 
 DATA = Path(__file__).resolve().parent / "data" / "net"
 
@@ -26,7 +26,7 @@ def text(name: str) -> str:
 
 
 def test_iperf2_four_streams_drop_the_first_second():
-    r = net.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=1)
+    r = tools.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=1)
     d = r["directions"]
     assert list(d) == [C2S]
     # rows 1.0-2.0, 2.0-3.0, 3.0-4.0 of the four streams
@@ -50,13 +50,13 @@ def test_iperf2_four_streams_drop_the_first_second():
 
 
 def test_iperf2_without_warmup_counts_every_interval():
-    r = net.parse_iperf2_csv(text("iperf2-P4-csv.txt"))
+    r = tools.parse_iperf2_csv(text("iperf2-P4-csv.txt"))
     assert r["directions"][C2S]["bytes"] == 7041449984 + 2518155504
     assert r["directions"][C2S]["window"] == [0.0, 4.0]
 
 
 def test_iperf2_full_duplex_has_both_directions():
-    r = net.parse_iperf2_csv(text("iperf2-P2-fullduplex-csv.txt"), warmup_s=1)
+    r = tools.parse_iperf2_csv(text("iperf2-P2-fullduplex-csv.txt"), warmup_s=1)
     d = r["directions"]
     assert d[C2S]["bytes"] == 3185704960 and d[C2S]["streams"] == 2
     assert d[S2C]["bytes"] == 3378798080 and d[S2C]["streams"] == 2
@@ -66,14 +66,14 @@ def test_iperf2_full_duplex_has_both_directions():
 
 
 def test_iperf2_reverse_is_server_to_client():
-    r = net.parse_iperf2_csv(text("iperf2-P3-reverse-csv.txt"))
+    r = tools.parse_iperf2_csv(text("iperf2-P3-reverse-csv.txt"))
     assert list(r["directions"]) == [S2C]
     assert r["directions"][S2C]["bytes"] == 6895825984
     assert sum(t["bytes"] for t in r["stream_totals"]) == 6918897664
 
 
 def test_iperf2_partial_last_interval():
-    r = net.parse_iperf2_csv(text("iperf2-P1-l8K-w256K-csv.txt"), warmup_s=1)
+    r = tools.parse_iperf2_csv(text("iperf2-P1-l8K-w256K-csv.txt"), warmup_s=1)
     d = r["directions"][C2S]
     assert d["bytes"] == 267116544 + 127229952
     assert d["window"] == [1.0, 2.5]
@@ -83,32 +83,32 @@ def test_iperf2_partial_last_interval():
 
 def test_iperf2_errors_are_one_sentence():
     with pytest.raises(NetParseError, match="no CSV report.*tcp connect failed: Connection refused"):
-        net.parse_iperf2_csv(text("iperf2-error-refused.txt"))
+        tools.parse_iperf2_csv(text("iperf2-error-refused.txt"))
     with pytest.raises(NetParseError, match=r"no CSV report \(was -y C given\?\)"):
-        net.parse_iperf2_csv(text("iperf2-P2-text.txt"))
+        tools.parse_iperf2_csv(text("iperf2-P2-text.txt"))
     with pytest.raises(NetParseError, match="ended within the 5 s warm-up"):
-        net.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=5)
+        tools.parse_iperf2_csv(text("iperf2-P4-csv.txt"), warmup_s=5)
     totals_only = "\n".join(line for line in text("iperf2-P4-csv.txt").splitlines()
                             if ",0.0-4.0," in line)
     with pytest.raises(NetParseError, match="no interval rows.*run it with -i"):
-        net.parse_iperf2_csv(totals_only, warmup_s=1)
+        tools.parse_iperf2_csv(totals_only, warmup_s=1)
     cut = "\n".join(text("iperf2-P4-csv.txt").splitlines()[:8])
     with pytest.raises(NetParseError, match="no whole-run total row"):
-        net.parse_iperf2_csv(cut)
+        tools.parse_iperf2_csv(cut)
     with pytest.raises(NetParseError, match="cannot read"):
-        net.parse_iperf2_csv("20261122234442,198.18.4.100,1,198.18.4.11,5001,3,0.0-1.0,x,y\n")
+        tools.parse_iperf2_csv("20261122234442,198.18.4.100,1,198.18.4.11,5001,3,0.0-1.0,x,y\n")
 
 
 def test_iperf2_keeps_the_tools_messages():
     out = text("iperf2-P4-csv.txt") + "tcp write failed: Broken pipe\n"
-    assert net.parse_iperf2_csv(out)["messages"] == ["tcp write failed: Broken pipe"]
+    assert tools.parse_iperf2_csv(out)["messages"] == ["tcp write failed: Broken pipe"]
 
 
 # --- iperf3 ----------------------------------------------------------------------------------
 
 
 def test_iperf3_streams_with_omit():
-    r = net.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
+    r = tools.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
     d = r["directions"][C2S]
     assert d["bytes"] == 7569233136
     assert d["seconds"] == pytest.approx(3.00368)
@@ -124,7 +124,7 @@ def test_iperf3_streams_with_omit():
 
 
 def test_iperf3_bidir():
-    r = net.parse_iperf3_json(text("iperf3-P2-bidir.json"))
+    r = tools.parse_iperf3_json(text("iperf3-P2-bidir.json"))
     d = r["directions"]
     assert d[C2S]["bytes"] == 4166059864 and d[C2S]["retransmits"] == 30505
     assert d[S2C]["bytes"] == 2413362072 and d[S2C]["retransmits"] == 10777
@@ -138,7 +138,7 @@ def test_iperf3_bidir():
 
 
 def test_iperf3_reverse_with_window():
-    r = net.parse_iperf3_json(text("iperf3-P1-reverse-w256K.json"))
+    r = tools.parse_iperf3_json(text("iperf3-P1-reverse-w256K.json"))
     assert list(r["directions"]) == [S2C]
     assert r["directions"][S2C]["bytes"] == 5505547536
     assert r["directions"][S2C]["retransmits"] == 2630
@@ -148,18 +148,18 @@ def test_iperf3_reverse_with_window():
 
 def test_iperf3_errors_are_one_sentence():
     with pytest.raises(NetParseError, match="iperf3 reported an error: unable to connect to server"):
-        net.parse_iperf3_json(text("iperf3-error-refused.json"))
+        tools.parse_iperf3_json(text("iperf3-error-refused.json"))
     with pytest.raises(NetParseError, match="not JSON"):
-        net.parse_iperf3_json(text("iperf2-P4-csv.txt"))
+        tools.parse_iperf3_json(text("iperf2-P4-csv.txt"))
     with pytest.raises(NetParseError, match="no end sums"):
-        net.parse_iperf3_json('{"start": {}, "intervals": [], "end": {}}')
+        tools.parse_iperf3_json('{"start": {}, "intervals": [], "end": {}}')
 
 
 # --- sockperf --------------------------------------------------------------------------------
 
 
 def test_sockperf_ping_pong():
-    r = net.parse_sockperf(text("sockperf-pp-tcp-m64.txt"))
+    r = tools.parse_sockperf(text("sockperf-pp-tcp-m64.txt"))
     assert (r["metric"], r["unit"]) == ("latency", "usec")
     assert r["avg"] == 40.527 and r["std_dev"] == 195.944
     assert r["percentiles"] == {"99.999": 21990.546, "99.99": 5895.805, "99.9": 2019.865,
@@ -182,26 +182,26 @@ def test_sockperf_ping_pong():
     ("sockperf-ul-tcp-m16384-mps2000-fullrtt.txt", "rtt", 119.262, 54),
 ])
 def test_sockperf_sizes_and_modes(name, metric, p50, observations):
-    r = net.parse_sockperf(text(name))
+    r = tools.parse_sockperf(text(name))
     assert r["metric"] == metric
     assert r["percentiles"]["50"] == p50
     assert r["observations"] == observations
 
 
 def test_sockperf_under_load_samples_one_reply_in_a_hundred():
-    r = net.parse_sockperf(text("sockperf-ul-tcp-m64-mps10000.txt"))
+    r = tools.parse_sockperf(text("sockperf-ul-tcp-m64-mps10000.txt"))
     assert (r["sent_messages"], r["received_messages"]) == (21401, 215)
 
 
 def test_sockperf_errors_are_one_sentence():
     with pytest.raises(NetParseError, match=r"sockperf failed: Can`t connect socket \(errno=113"):
-        net.parse_sockperf(text("sockperf-error-noroute.txt"))
+        tools.parse_sockperf(text("sockperf-error-noroute.txt"))
     with pytest.raises(NetParseError, match="sockperf failed: A connection was forcibly closed"):
-        net.parse_sockperf(text("sockperf-error-m65536.txt"))
+        tools.parse_sockperf(text("sockperf-error-m65536.txt"))
     with pytest.raises(NetParseError, match="refused its arguments: '-m' Invalid message size"):
-        net.parse_sockperf("sockperf: '-m' Invalid message size: 4 (min: 14)\n")
+        tools.parse_sockperf("sockperf: '-m' Invalid message size: 4 (min: 14)\n")
     with pytest.raises(NetParseError, match="no latency summary"):
-        net.parse_sockperf("sockperf: Starting test...\n")
+        tools.parse_sockperf("sockperf: Starting test...\n")
 
 
 # --- ss --------------------------------------------------------------------------------------
@@ -209,8 +209,8 @@ def test_sockperf_errors_are_one_sentence():
 
 def test_ss_counts_6048_established_from_one_client():
     out = text("ss-Htn-established-6048.txt.gz")
-    assert net.count_established(out) == 6048
-    peers = net.established_by_peer(out)
+    assert tools.count_established(out) == 6048
+    peers = tools.established_by_peer(out)
     # 4 servers x 12 iperf3 ports, each 125 data connections + 1 control connection
     assert len(peers) == 48
     assert set(peers.values()) == {126}
@@ -222,26 +222,26 @@ def test_ss_with_state_column_and_header():
            "ESTAB  0      0      198.18.4.100:40000 198.18.4.11:5001\n"
            "TIME-WAIT 0   0      198.18.4.100:40002 198.18.4.11:5001\n"
            "ESTAB  0      1448   198.18.4.100:40004 198.18.4.12:5001\n")
-    assert net.count_established(out) == 2
-    assert net.established_by_peer(out) == {"198.18.4.11:5001": 1, "198.18.4.12:5001": 1}
-    assert net.count_established("") == 0
+    assert tools.count_established(out) == 2
+    assert tools.established_by_peer(out) == {"198.18.4.11:5001": 1, "198.18.4.12:5001": 1}
+    assert tools.count_established("") == 0
     with pytest.raises(NetParseError, match="not a line of `ss -tn` output"):
-        net.count_established("Cannot open netlink socket: Permission denied\n")
+        tools.count_established("Cannot open netlink socket: Permission denied\n")
 
 
 # --- combining runs --------------------------------------------------------------------------
 
 
 def test_sum_throughput_of_concurrent_runs():
-    a = net.parse_iperf3_json(text("iperf3-P2-bidir.json"))
-    b = net.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
-    s = net.sum_throughput([a, b])
+    a = tools.parse_iperf3_json(text("iperf3-P2-bidir.json"))
+    b = tools.parse_iperf3_json(text("iperf3-P4-l64K-omit1.json"))
+    s = tools.sum_throughput([a, b])
     assert s["runs"] == 2
     assert s["directions"][C2S]["runs"] == 2 and s["directions"][S2C]["runs"] == 1
     assert s["directions"][C2S]["bytes"] == 4166059864 + 7569233136
     assert s["bits_per_second"] == pytest.approx(a["bits_per_second"] + b["bits_per_second"])
     with pytest.raises(ValueError, match="no runs"):
-        net.sum_throughput([])
+        tools.sum_throughput([])
 
 
 def test_established_connections_from_proc_net_tcp() -> None:
@@ -256,17 +256,17 @@ def test_established_connections_from_proc_net_tcp() -> None:
         "        0 12347 1 0000000000000000 20 4 30 10 -1\n"
         "   3: 0604120C:9A42 0404120C:1389 06 00000000:00000000 03:00000F4B 00000000     0"
         "        0 0 3 0000000000000000\n")
-    assert net.count_established_proc(table) == 2
-    assert net.count_established_proc(table.splitlines()[0]) == 0
-    with pytest.raises(net.NetParseError, match="not a line of /proc/net/tcp"):
-        net.count_established_proc(table + "garbage here\n")
+    assert tools.count_established_proc(table) == 2
+    assert tools.count_established_proc(table.splitlines()[0]) == 0
+    with pytest.raises(tools.NetParseError, match="not a line of /proc/net/tcp"):
+        tools.count_established_proc(table + "garbage here\n")
 
 
 def test_sessions_at_once_combine_into_one_figure():
     """Three sockperf sessions (64 B, 1 KB, 16 KB files): the mean over every reply, the median
     of the sessions' medians, the worst 99th percentile, messages per second summed."""
-    runs = [net.parse_sockperf(text(f"sockperf-pp-tcp-m{m}.txt")) for m in (64, 1024, 16384)]
-    r = net.combine_latency(runs)
+    runs = [tools.parse_sockperf(text(f"sockperf-pp-tcp-m{m}.txt")) for m in (64, 1024, 16384)]
+    r = tools.combine_latency(runs)
     assert r["sessions"] == 3 and r["messages"] == 31395 + 14326 + 5103
     assert r["latency_avg_us"] == pytest.approx(
         (40.527 * 31395 + 88.979 * 14326 + 242.585 * 5103) / (31395 + 14326 + 5103))
@@ -275,9 +275,9 @@ def test_sessions_at_once_combine_into_one_figure():
                               runs[2]["percentiles"]["99"])
     assert r["messages_per_s"] == pytest.approx(31395 / 2.547 + 14326 / 2.551 + 5103 / 2.477)
     # an even number of sessions: the mean of the middle two medians
-    assert net.combine_latency(runs[:2])["p50_us"] == pytest.approx((23.572 + 27.888) / 2)
+    assert tools.combine_latency(runs[:2])["p50_us"] == pytest.approx((23.572 + 27.888) / 2)
     with pytest.raises(ValueError, match="no latency sessions"):
-        net.combine_latency([])
+        tools.combine_latency([])
 
 
 def test_perf_script_of_the_senders_cpu_into_001s_categories():
@@ -287,7 +287,7 @@ def test_perf_script_of_the_senders_cpu_into_001s_categories():
     (21 of them iperf3's), tcp_write_xmit in 15, dev_hard_start_xmit in 1, tcp_ack in 3; 99
     samples of iperf3 and 1 of ksoftirqd."""
     with gzip.open(DATA / "perf-script-4000x8K.txt.gz", "rt") as fh:
-        r = net.parse_perf_script(fh.read(), ("iperf3",))
+        r = tools.parse_perf_script(fh.read(), ("iperf3",))
     assert (r["samples"], r["sender_samples"]) == (400, 100)
     assert (r["write_pct"], r["tcp_output_pct"], r["driver_tx_pct"], r["ack_pct"]) == \
         (5.5, 3.75, 0.25, 0.75)
@@ -295,7 +295,7 @@ def test_perf_script_of_the_senders_cpu_into_001s_categories():
             r["ack_sender_pct"]) == (21.0, 15.0, 1.0, 3.0)
     assert (r["tool_pct"], r["idle_pct"], r["other_pct"]) == (24.75, 0.0, 75.25)
     assert r["top"][0] == {"command": "mpeg2enc", "pct": 61.75}
-    with pytest.raises(net.NetParseError, match="not a sample line of `perf script`"):
-        net.parse_perf_script("\tffff tcp_ack\n")
-    with pytest.raises(net.NetParseError, match="perf recorded no samples"):
-        net.parse_perf_script("\n\n")
+    with pytest.raises(tools.NetParseError, match="not a sample line of `perf script`"):
+        tools.parse_perf_script("\tffff tcp_ack\n")
+    with pytest.raises(tools.NetParseError, match="perf recorded no samples"):
+        tools.parse_perf_script("\n\n")

@@ -13,29 +13,30 @@ from pathlib import Path
 import pytest
 
 from tierbench.config.errors import ConfigError
-from tierbench.kinds import network, registry
+from tierbench.kinds import registry
+from tierbench.kinds.net import dmacopy, flows, settings, tools
 from tierbench.modes.model import load_layered, load_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDRS = ["198.18.4.11", "198.18.4.12", "198.18.4.13", "198.18.4.14"]
 
 
-def net_block(**keys: object) -> network.Net:
-    return network.Net.model_validate({"test": "stream", **keys})
+def net_block(**keys: object) -> settings.Net:
+    return settings.Net.model_validate({"test": "stream", **keys})
 
 
 def test_iperf2_spreads_connections_over_every_receivers_ports() -> None:
     n = net_block(connections=[100], receivers=4)
-    flows = network.flows(n, ADDRS, 100, 1)
-    assert len(flows) == 16 and sum(f.streams for f in flows) == 100
-    assert {f.streams for f in flows} == {6, 7}
-    assert len({(f.address, f.port) for f in flows}) == 16
-    assert {f.port for f in flows} == {5001, 5002, 5003, 5004}
+    plan = flows.flows(n, ADDRS, 100, 1)
+    assert len(plan) == 16 and sum(f.streams for f in plan) == 100
+    assert {f.streams for f in plan} == {6, 7}
+    assert len({(f.address, f.port) for f in plan}) == 16
+    assert {f.port for f in plan} == {5001, 5002, 5003, 5004}
     # fewer connections than ports: one process per connection, receivers first
-    few = network.flows(n, ADDRS, 3, 1)
+    few = flows.flows(n, ADDRS, 3, 1)
     assert [(f.address, f.port, f.streams) for f in few] == [(a, 5001, 1) for a in ADDRS[:3]]
     # two senders use the same iperf 2 servers (an iperf 2 server takes many clients)
-    two = network.flows(n, ADDRS, 8, 2)
+    two = flows.flows(n, ADDRS, 8, 2)
     assert Counter(f.client for f in two) == {0: 8, 1: 8}
     assert {(f.address, f.port) for f in two if f.client == 0} == \
         {(f.address, f.port) for f in two if f.client == 1}
@@ -43,40 +44,40 @@ def test_iperf2_spreads_connections_over_every_receivers_ports() -> None:
 
 def test_iperf3_runs_125_connections_a_process_each_on_its_own_port() -> None:
     n = net_block(tool="iperf3", receivers=4, connections=[1, 100, 6000])
-    flows = network.flows(n, ADDRS, 6000, 1)
-    assert len(flows) == 48 and {f.streams for f in flows} == {125}
-    assert len({(f.address, f.port) for f in flows}) == 48  # one test per iperf3 server
-    assert Counter(f.address for f in flows) == {a: 12 for a in ADDRS}
-    assert {f.port for f in flows} == set(range(5201, 5213))
-    assert network.iperf3_servers(n, 4) == 12
+    plan = flows.flows(n, ADDRS, 6000, 1)
+    assert len(plan) == 48 and {f.streams for f in plan} == {125}
+    assert len({(f.address, f.port) for f in plan}) == 48  # one test per iperf3 server
+    assert Counter(f.address for f in plan) == {a: 12 for a in ADDRS}
+    assert {f.port for f in plan} == set(range(5201, 5213))
+    assert flows.iperf3_servers(n, 4) == 12
     # one connection: one process; 100 over 4 receivers: one process per receiver
-    assert [(f.address, f.streams) for f in network.flows(n, ADDRS, 1, 1)] == [(ADDRS[0], 1)]
-    assert [f.streams for f in network.flows(n, ADDRS, 100, 1)] == [25] * 4
+    assert [(f.address, f.streams) for f in flows.flows(n, ADDRS, 1, 1)] == [(ADDRS[0], 1)]
+    assert [f.streams for f in flows.flows(n, ADDRS, 100, 1)] == [25] * 4
     # 2000 connections: 16 processes, the busiest exactly at the limit
-    assert sorted({f.streams for f in network.flows(n, ADDRS, 2000, 1)}) == [125]
-    assert sorted({f.streams for f in network.flows(n, ADDRS, 1001, 1)}) == [111, 112]
+    assert sorted({f.streams for f in flows.flows(n, ADDRS, 2000, 1)}) == [125]
+    assert sorted({f.streams for f in flows.flows(n, ADDRS, 1001, 1)}) == [111, 112]
     # every sender has its own block of server ports
-    two = network.flows(n, ADDRS, 6000, 2)
+    two = flows.flows(n, ADDRS, 6000, 2)
     ports = [{(f.address, f.port) for f in two if f.client == c} for c in (0, 1)]
     assert len(ports[0]) == len(ports[1]) == 48 and not ports[0] & ports[1]
-    assert network.iperf3_servers(n, 4, 2) == 24
+    assert flows.iperf3_servers(n, 4, 2) == 24
 
 
 def test_commands_follow_the_tool_and_the_window_rule() -> None:
     n = net_block(tool="iperf3", receivers=4, connections=[100, 400], window=262144,
                   window_above={"connections": 100, "window": 32768}, warmup_s=2, measure_s=5)
-    assert network.window_for(n, 100) == 262144 and network.window_for(n, 101) == 32768
-    argv = network.commands(n, network.flows(n, ADDRS, 400, 1), 8192, "uni",
-                            network.window_for(n, 400))
+    assert settings.window_for(n, 100) == 262144 and settings.window_for(n, 101) == 32768
+    argv = flows.commands(n, flows.flows(n, ADDRS, 400, 1), 8192, "uni",
+                            settings.window_for(n, 400))
     assert len(argv) == 4
     for a in argv:
         assert a[0] == "iperf3" and a[a.index("-P") + 1] == "100"
         assert a[a.index("-w") + 1] == "32K" and a[a.index("-l") + 1] == "8K"
         assert a[a.index("-t") + 1] == "5" and a[a.index("-O") + 1] == "2"
     plain = net_block(receivers=1, connections=[2])
-    assert network.window_for(plain, 2) is None
+    assert settings.window_for(plain, 2) is None
     # 2 connections to one receiver: one iperf 2 process per server port
-    both = network.commands(plain, network.flows(plain, ADDRS[:1], 2, 1), 65536, "bi", None)
+    both = flows.commands(plain, flows.flows(plain, ADDRS[:1], 2, 1), 65536, "bi", None)
     assert [a[a.index("-p") + 1] for a in both] == ["5001", "5002"]
     for iperf in both:
         assert iperf[0] == "iperf" and "-w" not in iperf and "--full-duplex" in iperf
@@ -84,26 +85,26 @@ def test_commands_follow_the_tool_and_the_window_rule() -> None:
 
 def test_limits_are_checked_before_a_run() -> None:
     n = net_block(tool="iperf3", receivers=4, connections=[6000])
-    ok = network.limit_problems(n, 4, 1, 16384, (10000, 65535), 20000)
+    ok = flows.limit_problems(n, 4, 1, 16384, (10000, 65535), 20000)
     assert ok == []
-    (fd,) = network.limit_problems(n, 4, 1, 100, (10000, 65535), 20000)
+    (fd,) = flows.limit_problems(n, 4, 1, 100, (10000, 65535), 20000)
     assert fd.startswith("a iperf3 process would hold 125 connections") and "NET_NOFILE" in fd
-    (daemon,) = network.limit_problems(n, 4, 1, 30000, (10000, 65535), 20000)
+    (daemon,) = flows.limit_problems(n, 4, 1, 30000, (10000, 65535), 20000)
     assert "Docker daemon's own open-file limit (20000)" in daemon
-    (ports,) = network.limit_problems(n, 4, 1, 16384, (60000, 61000), None)
+    (ports,) = flows.limit_problems(n, 4, 1, 16384, (60000, 61000), None)
     assert "1001 ephemeral ports" in ports and "NET_PORT_RANGE" in ports
-    assert network.parse_range("10000 65535") == (10000, 65535)
+    assert flows.parse_range("10000 65535") == (10000, 65535)
     with pytest.raises(ConfigError, match="NET_PORT_RANGE='65535 10000' is not two port"):
-        network.parse_range("65535 10000")
+        flows.parse_range("65535 10000")
 
 
 def test_the_largest_points_socket_buffers_are_counted() -> None:
     n = net_block(tool="iperf3", receivers=4, connections=[100, 6000], window=262144,
                   window_above={"connections": 100, "window": 32768})
     # 6000 connections x 32 KiB, doubled by the kernel, on both sides
-    assert network.buffer_bytes(n, 4, 1) == 6000 * 4 * 32768
-    assert network.buffer_bytes(n, 4, 3) == 3 * 6000 * 4 * 32768
-    assert network.buffer_bytes(network.Net.model_validate({"test": "latency"}), 1, 1) == 0
+    assert flows.buffer_bytes(n, 4, 1) == 6000 * 4 * 32768
+    assert flows.buffer_bytes(n, 4, 3) == 3 * 6000 * 4 * 32768
+    assert flows.buffer_bytes(settings.Net.model_validate({"test": "latency"}), 1, 1) == 0
 
 
 @pytest.mark.parametrize("keys, message", [
@@ -162,12 +163,12 @@ def test_cases_layer_every_mode_over_each_case() -> None:
 def test_start_at_waits_for_the_instant_in_a_posix_shell() -> None:
     target = time.time() + 0.6
     t0 = time.time()
-    subprocess.run(["sh", "-c", network.net.start_at(target)], check=True, timeout=10)
+    subprocess.run(["sh", "-c", tools.start_at(target)], check=True, timeout=10)
     assert target - 0.05 <= time.time() <= target + 0.5
     assert time.time() - t0 >= 0.5
     # a time in the past does not wait
     t1 = time.time()
-    subprocess.run(["sh", "-c", network.net.start_at(t1 - 5)], check=True, timeout=10)
+    subprocess.run(["sh", "-c", tools.start_at(t1 - 5)], check=True, timeout=10)
     assert time.time() - t1 < 0.5
 
 
@@ -180,18 +181,18 @@ def test_dmacopy_runs_only_on_a_dma_copy_engine(tmp_path: Path,
 
     root = tmp_path / "dma"
     root.mkdir()
-    assert network.dma_channels(root) == []
+    assert dmacopy.dma_channels(root) == []
     with pytest.raises(ConfigError, match=r"^x.yml: NET-dmacopy is unavailable on this host: it "
                                           r"needs a DMA copy engine .* nothing was run$"):
-        network.dmacopy_check("x.yml", root)
+        dmacopy.dmacopy_check("x.yml", root)
     driver = tmp_path / "drivers" / "ioatdma"
     driver.mkdir(parents=True)
     (root / "dma0chan0" / "device").mkdir(parents=True)
     (root / "dma0chan0" / "device" / "driver").symlink_to(driver)
-    assert network.dma_channels(root) == [("dma0chan0", "ioatdma")]
+    assert dmacopy.dma_channels(root) == [("dma0chan0", "ioatdma")]
     with pytest.raises(ConfigError, match=r"found dma0chan0 \(ioatdma\), but its copy benchmark "
                                           "is not built yet"):
-        network.dmacopy_check("x.yml", root)
+        dmacopy.dmacopy_check("x.yml", root)
     results = tmp_path / "results"
     import os
     os.environ["TIERBENCH_RESULTS"] = str(results)

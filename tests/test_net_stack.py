@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.kinds import net
+from tierbench.kinds.net import tools
 
 pytestmark = pytest.mark.stack
 
@@ -83,19 +83,19 @@ def test_limits_inside_the_containers(tier):
 
 
 def test_iperf2_throughput_matches_the_veth(tier):
-    cmd = net.iperf2_command(tier["server"], streams=2, duration_s=3, interval_s=1)
+    cmd = tools.iperf2_command(tier["server"], streams=2, duration_s=3, interval_s=1)
     before = tx_bytes(tier["veth"])
     out = run("docker", "exec", CLIENT, *cmd, timeout=60).stdout
     time.sleep(0.5)  # the last segments written before close
     delta = tx_bytes(tier["veth"]) - before
-    r = net.parse_iperf2_csv(out)
+    r = tools.parse_iperf2_csv(out)
     payload = sum(t["bytes"] for t in r["stream_totals"])
     print(f"iperf 2: {payload} payload bytes, veth {delta} bytes ({delta / payload - 1:+.2%}), "
           f"{r['bits_per_second'] / 1e9:.2f} Gb/s")
     assert payload > 10 * 1024 * 1024, f"iperf 2 moved only {payload} bytes: {out}"
     assert payload <= delta <= payload * (1 + HEADER_SHARE) + SLACK, (
         f"iperf 2 reported {payload} bytes, the receiver's veth transmitted {delta}")
-    d = r["directions"][net.CLIENT_TO_SERVER]
+    d = r["directions"][tools.CLIENT_TO_SERVER]
     assert d["window"] == [0.0, 3.0] and d["streams"] == 2
     # the measured window's rate, over its 3 s, is the run's bytes less the tail after 3.0 s
     assert d["bytes_per_second"] * 3 == pytest.approx(d["bytes"])
@@ -105,12 +105,12 @@ def test_iperf2_throughput_matches_the_veth(tier):
 
 def test_sockperf_messages_match_the_veth(tier):
     size = 1024
-    cmd = net.sockperf_command(tier["server"], message_size=size, duration_s=2)
+    cmd = tools.sockperf_command(tier["server"], message_size=size, duration_s=2)
     before = tx_bytes(tier["veth"])
     out = run("docker", "exec", CLIENT, *cmd, timeout=60).stdout
     time.sleep(0.2)
     delta = tx_bytes(tier["veth"]) - before
-    r = net.parse_sockperf(out)
+    r = tools.parse_sockperf(out)
     assert r["metric"] == "latency" and r["observations"] > 100
     p = r["percentiles"]
     assert r["min"] <= p["25"] <= p["50"] <= p["99"] <= r["max"]
@@ -126,15 +126,15 @@ def test_sockperf_messages_match_the_veth(tier):
 
 def test_ss_counts_the_streams_of_a_run(tier):
     streams = 50
-    cmd = net.iperf2_command(tier["server"], streams=streams, duration_s=4, write_size=1024)
+    cmd = tools.iperf2_command(tier["server"], streams=streams, duration_s=4, write_size=1024)
     run("docker", "exec", "-d", CLIENT, *cmd)
     counted = []
     for _ in range(20):
         time.sleep(0.25)
         out = run("docker", "exec", CLIENT, "ss", "-Htn", "state", "established").stdout
-        counted.append(net.count_established(out))
+        counted.append(tools.count_established(out))
         if counted[-1] == streams:
             break
     assert counted[-1] == streams, f"established connections seen: {counted}"
-    assert net.established_by_peer(out) == {f"{tier['server']}:5001": streams}
+    assert tools.established_by_peer(out) == {f"{tier['server']}:5001": streams}
     time.sleep(4)

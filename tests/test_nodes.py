@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tierbench.placement import nodes
-from tierbench.placement.nodes import ClockReading, ClusterError, NodeError, load_cluster, parse_cluster
+from tierbench.placement import clusterfile, nodes
+from tierbench.placement.clusterfile import ClusterError, load_cluster, parse_cluster
+from tierbench.placement.nodes import ClockReading, NodeError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "cluster.example.yml"
@@ -197,7 +198,7 @@ def test_files(tmp_path: Path) -> None:
 def test_example_file_is_valid_and_its_lab_block_too() -> None:
     c = load_cluster(EXAMPLE)
     assert [n.name for n in c.nodes] == ["client1", "proxy1", "web1", "store1"]
-    assert set(c.placement()) == set(nodes.ROLES)
+    assert set(c.placement()) == set(clusterfile.ROLES)
     text = EXAMPLE.read_text().split("(its shape")[0]
     assert "lab/cluster.yml" in text
     lab_lines = EXAMPLE.read_text().split("# version: 1", 1)[1].splitlines()

@@ -13,7 +13,8 @@ import pytest
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError
-from tierbench.kinds import pfs, registry
+from tierbench.kinds import registry
+from tierbench.kinds.pfs import settings, streams
 from tierbench.kinds.contract import Experiment
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import orangefs
@@ -142,7 +143,7 @@ def write_exp(tmp_path: Path, pfs_block: dict, **top) -> Path:
 
 def load(path: Path) -> Experiment:
     exp = registry.load_experiment(str(path))
-    assert exp.kind == "pfs" and isinstance(exp.settings, pfs.PfsSettings)
+    assert exp.kind == "pfs" and isinstance(exp.settings, settings.PfsSettings)
     return exp
 
 
@@ -166,7 +167,7 @@ def test_points_cover_every_combination_grouped_by_cluster_size(tmp_path: Path) 
     combos = {(p["io_servers"], p["clients"], p.mode, p.repetition) for p in points}
     assert len(combos) == len(points)
     assert [p["clients"] for p in points] != sorted(p["clients"] for p in points)  # shuffled
-    assert pfs.cluster_clients(exp.settings.pfs) == 4
+    assert settings.cluster_clients(exp.settings.pfs) == 4
 
 
 def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
@@ -213,7 +214,7 @@ def io(tmp_path: Path, op: str, file: Path, offset: int, nbytes: int, buf: int, 
     done = subprocess.run(["sh", str(IO_SCRIPT), op, "posix", str(file), str(offset),
                            str(nbytes), str(buf), f"{start:.6f}", str(duration), str(local)],
                           capture_output=True, text=True, timeout=60, check=False)
-    result = pfs.parse_io_line(done.stdout)
+    result = streams.parse_io_line(done.stdout)
     assert result["start"] >= start - 0.01, "the stream began before the common start"
     return result
 
@@ -223,8 +224,8 @@ def test_io_script_writes_and_reads_regions_of_a_shared_file(tmp_path: Path) -> 
     sources = {}
     for s in (1, 2):
         sources[s] = tmp_path / f"src-{s}"
-        subprocess.run(["sh", "-c", pfs.make_source_cmd(s, n, 9, str(sources[s]))], check=True)
-        assert hashlib.sha256(sources[s].read_bytes()).hexdigest() == pfs.sha256(s, n, 9)
+        subprocess.run(["sh", "-c", streams.make_source_cmd(s, n, 9, str(sources[s]))], check=True)
+        assert hashlib.sha256(sources[s].read_bytes()).hexdigest() == streams.sha256(s, n, 9)
     for s in (1, 2):
         w = io(tmp_path, "write", shared, (s - 1) * n, n, 65536, sources[s])
         assert w["status"] == "ok" and w["iterations"] >= 1 and w["bytes"] == w["iterations"] * n
@@ -234,7 +235,7 @@ def test_io_script_writes_and_reads_regions_of_a_shared_file(tmp_path: Path) -> 
         r = io(tmp_path, "read", shared, (s - 1) * n, n, 4096, out)
         assert r["status"] == "ok" and r["end"] > r["start"]
         assert r["end"] - r["start"] >= 0.3, "the stream stopped before its duration"
-        assert hashlib.sha256(out.read_bytes()).hexdigest() == pfs.sha256(s, n, 9)
+        assert hashlib.sha256(out.read_bytes()).hexdigest() == streams.sha256(s, n, 9)
 
 
 def test_io_script_reports_a_failing_transfer(tmp_path: Path) -> None:
@@ -248,31 +249,31 @@ def test_pattern_matches_what_the_shell_makes() -> None:
         pytest.fail("coreutils yes is missing")
     done = subprocess.run(["sh", "-c", "yes 'tierbench pfs stream 4 seed 1' | head -c 1000"],
                           capture_output=True, check=True)
-    assert done.stdout == pfs.pattern(4, 1000, 1)
-    assert pfs.sha256(4, 1000, 1) != pfs.sha256(5, 1000, 1)
+    assert done.stdout == streams.pattern(4, 1000, 1)
+    assert streams.sha256(4, 1000, 1) != streams.sha256(5, 1000, 1)
 
 
 # --------------------------------------------------------------------------- results
 
 
 def test_parse_io_line_ok_error_and_garbage() -> None:
-    ok = pfs.parse_io_line("noise\nstart=10.5 end=12.0 iterations=3 bytes=300 last=/f.3 "
+    ok = streams.parse_io_line("noise\nstart=10.5 end=12.0 iterations=3 bytes=300 last=/f.3 "
                            "status=ok error=\n")
     assert ok == {"start": 10.5, "end": 12.0, "iterations": 3, "bytes": 300, "last": "/f.3",
                   "status": "ok", "error": ""}
-    bad = pfs.parse_io_line("start=1 end=2 iterations=0 bytes=0 last=/f status=error "
+    bad = streams.parse_io_line("start=1 end=2 iterations=0 bytes=0 last=/f status=error "
                             "error=PVFS_sys_read: Unknown host (error class: 128)")
     assert bad["status"] == "error" and bad["error"].startswith("PVFS_sys_read: Unknown host")
-    assert pfs.parse_io_line("Segmentation fault")["status"] == "error"
+    assert streams.parse_io_line("Segmentation fault")["status"] == "error"
 
 
 def test_aggregate_is_all_bytes_over_common_start_to_last_end() -> None:
-    results = [{"status": "ok", "bytes": 40 * pfs.MB, "end": 102.0},
-               {"status": "ok", "bytes": 60 * pfs.MB, "end": 104.0},
+    results = [{"status": "ok", "bytes": 40 * streams.MB, "end": 102.0},
+               {"status": "ok", "bytes": 60 * streams.MB, "end": 104.0},
                {"status": "error", "bytes": 0, "end": 103.0}]
-    agg = pfs.aggregate(results, start=100.0)
+    agg = streams.aggregate(results, start=100.0)
     assert agg["mb_per_s"] == pytest.approx(25.0) and agg["s"] == pytest.approx(4.0)
-    assert agg["failed_streams"] == 1 and agg["bytes"] == 100 * pfs.MB
+    assert agg["failed_streams"] == 1 and agg["bytes"] == 100 * streams.MB
 
 
 def test_phase_cpu_splits_clients_servers_and_host() -> None:
@@ -280,7 +281,7 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
     after = {"c1": {"usage_s": 2.0}, "c2": {"usage_s": 0.5}, "io1": {"usage_s": 5.5}}
     h0 = dict.fromkeys(PROC_STAT_FIELDS, 0)
     h1 = {**h0, "user": 30, "system": 20, "softirq": 10, "idle": 40}
-    cpu = pfs.phase_cpu(before, after, h0, h1, ["c1", "c2"], ["io1"], span_s=2.0,
+    cpu = streams.phase_cpu(before, after, h0, h1, ["c1", "c2"], ["io1"], span_s=2.0,
                         nbytes=1024 * 1024)
     assert cpu["client_cpu_s"] == pytest.approx(1.5) and cpu["server_cpu_s"] == pytest.approx(0.5)
     assert cpu["client_cpu_pct"] == pytest.approx(75.0)

@@ -17,7 +17,7 @@ import pytest
 from stack_env import TIERBENCH, cli_env, tierbench
 
 from tierbench.interfaces import netif
-from tierbench.placement import compose as stack
+from tierbench.placement import compose
 
 pytestmark = pytest.mark.stack
 
@@ -154,7 +154,7 @@ def test_server_option_modes_restart_the_web_tier(env: dict[str, str], two_modes
     assert stacks["offloads-on"]["web_sendfile"] is True
     for record in manifest["points"].values():
         assert float(record["summary"]["tps"]) > 0 and record["restored"]
-    web = stack.service_containers(("loadgen", "proxy", "web"))["web"]
+    web = compose.service_containers(("loadgen", "proxy", "web"))["web"]
     env_out = subprocess.run(["docker", "inspect", "-f", "{{json .Config.Env}}", web.id],
                              capture_output=True, text=True).stdout
     last = manifest["points"][max(manifest["points"])]["stack"]["web_sendfile"]
@@ -180,7 +180,7 @@ def test_wrk_engine_loads_the_web_tier_directly(env: dict[str, str], two_modes: 
 
 def current_settings() -> dict[str, dict]:
     out = {}
-    for tier, c in stack.service_containers(("loadgen", "proxy", "web")).items():
+    for tier, c in compose.service_containers(("loadgen", "proxy", "web")).items():
         for ep in netif.veth_endpoints(tier, c.pid):
             out[ep.label] = netif.settings_view(netif.snapshot(ep))
     return out
@@ -225,7 +225,7 @@ def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes:
 
 
 def locust_running() -> bool:
-    loadgen = stack.service_containers(("loadgen", "proxy", "web"))["loadgen"]
+    loadgen = compose.service_containers(("loadgen", "proxy", "web"))["loadgen"]
     return subprocess.run(["docker", "exec", loadgen.id, "pgrep", "-f", "bin/locust -f"],
                           capture_output=True).returncode == 0
 
@@ -331,7 +331,7 @@ def test_a_cpu_mode_limits_the_tier_during_the_point_and_is_restored(env: dict[s
     assert before != {"cpuset": "0-1", "limit": 0.5}, "the mode was already in force before"
     assert record["mode_state_during"]["cpu"] == {"web": {"cpuset": "0-1", "limit": 0.5}}
     assert record["mode_state_after"]["cpu"]["web"] == before
-    web = stack.service_containers(("loadgen", "proxy", "web"))["web"]
+    web = compose.service_containers(("loadgen", "proxy", "web"))["web"]
     assert cpu.read(web.pid) == before
     [row] = summary(run)
     # wrk's own count and its per-second records over the window agree: no false alarm
@@ -354,7 +354,7 @@ def test_hit_ratios_are_made_real_on_a_cold_page_cache_and_a_capped_web_tier(
     assert float(rows["4k-hit100"]["web_disk_read_mb"]) < 1.0
     manifest = json.loads((run / "manifest.json").read_text())
     assert all(p["page_cache"].startswith("cold: ") for p in manifest["points"].values())
-    web = stack.service_containers(("web",))["web"]
+    web = compose.service_containers(("web",))["web"]
     limit = subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.Memory}}", web.id],
                            capture_output=True, text=True, check=True).stdout.strip()
     assert limit == str(256 * 1024 * 1024)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tierbench.placement import cluster, compose
-from tierbench.placement.nodes import ClusterError, parse_cluster
+from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ["docker-compose.yml", compose.WEB_SERVERS_OVERLAY]

@@ -217,7 +217,8 @@ def test_the_plan_counts_the_trace_and_records_and_refuses_what_does_not_fit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tierbench import runner
     from tierbench.config.errors import ConfigError
-    from tierbench.kinds import registry, web
+    from tierbench.kinds import registry
+    from tierbench.kinds.web import sizes
     from tierbench.placement import space
 
     log = tmp_path / "wc_day97_1"
@@ -230,14 +231,14 @@ def test_the_plan_counts_the_trace_and_records_and_refuses_what_does_not_fit(
     written = tmp_path / "wc.txt"
     traces.write_chunks(written, traces.chunks(spec, 1), "")
     lines = written.stat().st_size  # no header: request lines only
-    seconds = 1 + 4 + web.POINT_OVERHEAD_S
-    assert need.bytes == lines + 2 * seconds * web.SAMPLE_BYTES  # the trace, 2 points' samples
+    seconds = 1 + 4 + sizes.POINT_OVERHEAD_S
+    assert need.bytes == lines + 2 * seconds * sizes.SAMPLE_BYTES  # the trace, 2 points' samples
     # Locust adds its records: Parquet for every point, the CSV of one
     locust = registry.load_experiment(str(worldcup_experiment(tmp_path, log, "locust")))
     more = next(n for n in registry.kind("web").needs(locust, runner.points_of(locust))
                 if n.what.startswith("the results of")).bytes - need.bytes
-    records = web.LOCUST_RPS_PER_PROCESS * seconds
-    assert more == records * (2 * web.RECORD_BYTES + web.CSV_RECORD_BYTES + 60)
+    records = sizes.LOCUST_RPS_PER_PROCESS * seconds
+    assert more == records * (2 * sizes.RECORD_BYTES + sizes.CSV_RECORD_BYTES + 60)
     room = space.disk_room
     monkeypatch.setattr(space, "disk_room", lambda path: need.bytes // 2
                         if path == tmp_path / "results" else room(path))

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from tierbench.config.files import results_root
-from tierbench.kinds import engines as loadgen
+from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
 from tierbench.placement.compose import Container
 
@@ -49,7 +49,7 @@ def container(name: str) -> Container:
     done = subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
                           timeout=30, check=False)
     if done.returncode != 0:
-        raise loadgen.LoadgenError(f"no container named {name!r} is running")
+        raise load.LoadgenError(f"no container named {name!r} is running")
     info = json.loads(done.stdout)[0]
     return Container(service=name, id=info["Id"], name=info["Name"].lstrip("/"),
                      pid=int(info["State"]["Pid"]), image=info["Config"]["Image"],
@@ -65,7 +65,7 @@ def plain_wrk(gen: Container, url: str, connections: int, threads: int, seconds:
     log.write_text(done.stdout + done.stderr)
     found = re.search(r"(\d+) requests in ([\d.]+)(m?s)", done.stdout)
     if done.returncode != 0 or not found:
-        raise loadgen.LoadgenError(f"plain wrk failed: {(done.stderr or done.stdout).strip()}")
+        raise load.LoadgenError(f"plain wrk failed: {(done.stderr or done.stdout).strip()}")
     dur = float(found.group(2)) / (1000 if found.group(3) == "ms" else 1)
     return int(found.group(1)) / dur
 
@@ -75,9 +75,9 @@ def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads:
     """Alternate plain wrk and the wrk engine; medians and their ratio."""
     trace = work / "bench-trace.txt"
     trace.write_text(f"# bench: one file\n{path}\n")
-    spec = loadgen.LoadSpec("wrk", connections, 0.0, seconds, processes=threads, target=target)
-    loadgen.check_spec(spec)
-    url = loadgen.wrk_url(target).rstrip("/") + path
+    spec = load.LoadSpec("wrk", connections, 0.0, seconds, processes=threads, target=target)
+    load.check_spec(spec)
+    url = wrk.wrk_url(target).rstrip("/") + path
     plain_wrk(gen, url, connections, threads, 2, work / "wrk-warm.txt")
     cg = CgroupCpu(gen.pid)
     plain, engine, plain_eff, engine_eff = [], [], [], []
@@ -93,7 +93,7 @@ def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads:
                 continue
             rdir = work / f"engine-{r}"
             rdir.mkdir(exist_ok=True)
-            res = loadgen.run(spec, gen, rdir, trace)
+            res = engines.run(spec, gen, rdir, trace)
             cpu = cg.read()["usage_s"] - c0
             engine.append(res.aggregate["requests"] / (res.window[1] - res.window[0]))
             engine_eff.append(res.aggregate["requests"] / max(cpu, 1e-9))
@@ -112,9 +112,9 @@ def _locust_count(stats_csv: Path) -> int:
 def _locust_engine(gen: Container, cg: CgroupCpu, target: str, trace: Path, users: int,
                    seconds: int, rdir: Path) -> tuple[int, float]:
     """One run of the engine (the real run() path: TraceUser, request log): requests, CPU-s."""
-    spec = loadgen.LoadSpec("locust", users, 0.0, seconds, target=target)
+    spec = load.LoadSpec("locust", users, 0.0, seconds, target=target)
     c0 = cg.read()["usage_s"]
-    loadgen.run(spec, gen, rdir, trace)
+    engines.run(spec, gen, rdir, trace)
     return _locust_count(rdir / "locust_stats.csv"), cg.read()["usage_s"] - c0
 
 
@@ -122,15 +122,15 @@ def _locust_bare(gen: Container, cg: CgroupCpu, target: str, path: str, users: i
                  seconds: int, rdir: Path) -> tuple[int, float]:
     """One run of a bare FastHttpUser, same users, duration and target: requests, CPU-s."""
     (rdir / "bare.py").write_text(BARE_LOCUSTFILE)
-    argv = ["locust", "-f", loadgen.container_path(rdir / "bare.py"), "--headless",
+    argv = ["locust", "-f", load.container_path(rdir / "bare.py"), "--headless",
             "--host", target, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
             "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
-            "--csv", loadgen.container_path(rdir / "locust")]
+            "--csv", load.container_path(rdir / "locust")]
     c0 = cg.read()["usage_s"]
-    code = loadgen.exec_engine(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
+    code = load.exec_engine(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
                          "bare Locust")
     if code != 0:
-        raise loadgen.LoadgenError(f"bare Locust exited with code {code}")
+        raise load.LoadgenError(f"bare Locust exited with code {code}")
     return _locust_count(rdir / "locust_stats.csv"), cg.read()["usage_s"] - c0
 
 
@@ -149,7 +149,7 @@ def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: in
             arg = trace if name == "engine" else path
             runs.append(fn(gen, cg, target, arg, users, seconds, rdir))
     if any(n == 0 or c <= 0 for n, c in engine + bare):
-        raise loadgen.LoadgenError("a Locust run completed no request; run longer (--seconds)")
+        raise load.LoadgenError("a Locust run completed no request; run longer (--seconds)")
     e_eff = statistics.median(n / c for n, c in engine)
     b_eff = statistics.median(n / c for n, c in bare)
     return {"engine": engine, "bare": bare, "engine_req_per_cpu_s": e_eff,
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loadgen", required=True, help="loadgen container name or id")
     ap.add_argument("--results", required=True, type=Path,
                     help="host folder mounted at /results in the loadgen container")
-    ap.add_argument("--target", default=loadgen.TARGET, help="base URL (default http://proxy)")
+    ap.add_argument("--target", default=load.TARGET, help="base URL (default http://proxy)")
     ap.add_argument("--path", default="/single-4096/file.bin", help="file requested")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ["TIERBENCH_RESULTS"] = str(args.results.resolve())
     try:
-        loadgen.check_target(args.target, args.allow_foreign_target)
+        load.check_target(args.target, args.allow_foreign_target)
         gen = container(args.loadgen)
         work = Path(tempfile.mkdtemp(prefix="bench-", dir=results_root()))
         work.chmod(0o777)
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                       args.rounds, work)
         lo = locust_ratio(gen, args.target, args.path, args.locust_users, args.seconds,
                           args.rounds, work)
-    except loadgen.LoadgenError as exc:
+    except load.LoadgenError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     print(f"bench: target {args.target}{args.path}, loadgen {gen.name} (cpuset "

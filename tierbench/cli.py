@@ -16,10 +16,11 @@ import yaml
 from tierbench import runner, study
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR, results_root
-from tierbench.kinds import engines, registry
+from tierbench.kinds import registry
+from tierbench.kinds.web import load, locust
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.placement import compose, nodes, orangefs, placer
+from tierbench.placement import clusterfile, compose, orangefs, placer
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -146,8 +147,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run Locust workers for a master on another node, again after every point, until Ctrl-C."""
     if args.processes < 1:
-        raise engines.LoadgenError(f"--processes must be >= 1, got {args.processes}")
-    cmd = engines.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
+        raise load.LoadgenError(f"--processes must be >= 1, got {args.processes}")
+    cmd = locust.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
                                     cpus=args.cpus, network=args.network,
                                     allow_foreign_target=args.allow_foreign_target)
     print(f"tierbench: {' '.join(cmd)}", file=sys.stderr)
@@ -233,7 +234,7 @@ def add_modes_parser(subparsers: argparse._SubParsersAction) -> None:
 def add_cluster_arg(p: argparse.ArgumentParser) -> None:
     """--cluster FILE: run on the nodes of a cluster file."""
     p.add_argument("--cluster", metavar="FILE",
-                   help=f"run on the nodes of this cluster file (default ${nodes.CLUSTER_ENV}, "
+                   help=f"run on the nodes of this cluster file (default ${clusterfile.CLUSTER_ENV}, "
                         "else this host); see cluster.example.yml")
 
 
@@ -305,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="Locust workers on this node for a run's master on another "
                        "node (experiment key load.remote_workers)")
     w.add_argument("--master", required=True, help="address of the master's node (port 5557)")
-    w.add_argument("--port", type=int, default=engines.MASTER_PORT)
+    w.add_argument("--port", type=int, default=locust.MASTER_PORT)
     w.add_argument("--processes", type=int, default=1, help="worker processes (one core each)")
     w.add_argument("--cpus", help="cpuset of the worker container, e.g. 0-3")
     w.add_argument("--network", default="host", help="Docker network of the worker container")
@@ -330,9 +331,9 @@ def use_cluster(args: argparse.Namespace) -> None:
     """--cluster FILE (or $TIERBENCH_CLUSTER): the placement of this process is that cluster."""
     if not hasattr(args, "cluster"):
         return
-    path = nodes.cluster_path(args.cluster)
+    path = clusterfile.cluster_path(args.cluster)
     if path is not None:
-        placer.use(ClusterPlacer(nodes.load_cluster(path)))
+        placer.use(ClusterPlacer(clusterfile.load_cluster(path)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 summary, the manifest, and resume.
 
 For every point: bring up what the point needs (the kind's deployment, re-used while its
-placement key is the same), apply the mode to its endpoints (all or nothing, verified, the
+deployment key is the same), apply the mode to its endpoints (all or nothing, verified, the
 pre-change state on disk first), sample every counter at 1 Hz while the kind measures, restore
 the interfaces whatever happens, and write the point's files, its summary row and the manifest.
 The kinds know nothing of modes, sampling or results layout; see tierbench/kinds/contract.py.
@@ -35,16 +35,8 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import families, registry
-from tierbench.kinds.contract import (
-    Deployment,
-    Experiment,
-    Kind,
-    Point,
-    PointContext,
-    PointResult,
-    RunEnds,
-    log,
-)
+from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
+                                      PointResult, RunEnds, log)
 from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
@@ -92,9 +84,9 @@ def plan_lines(exp: Experiment) -> list[str]:
     lines = kind.plan_header(exp, points) + exp.scaled
     current: Any = _NOTHING
     for p in points:
-        key = kind.placement(exp, p)
+        key = kind.deployment_key(exp, p)
         if key != current:
-            lines.append(kind.placement_line(exp, p, current is _NOTHING))
+            lines.append(kind.deployment_line(exp, p, current is _NOTHING))
             current = key
         lines.append(kind.point_line(exp, p))
     total = kind.point_seconds(exp) * len(points)
@@ -360,9 +352,9 @@ class Run:
 
     def _deployed(self, point: Point) -> Deployment:
         """The deployment a point needs: brought up (the first time, with the manifest's
-        provenance), replaced when its placement differs, else the one that is up."""
+        provenance), replaced when its deployment key differs, else the one that is up."""
         exp, kind = self.exp, self.kind
-        key = kind.placement(exp, point)
+        key = kind.deployment_key(exp, point)
         t0 = time.monotonic()
         try:
             return self._deploy(key, point)

@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
-from tierbench.kinds import webmetrics
-from tierbench.kinds.web import report_spec
+from tierbench.kinds.web import webmetrics
+from tierbench.kinds.web.report import report_spec
 from tierbench.placement import space
 from workloads import worldcup
 
@@ -162,8 +162,8 @@ print(json.dumps({"s": time.monotonic() - t, "requests": n, "files": len(files),
 STAGE_RECORDS = """
 import json, sys, time
 from pathlib import Path
-from tierbench.kinds import webmetrics
-from tierbench.kinds.web import report_spec
+from tierbench.kinds.web import webmetrics
+from tierbench.kinds.web.report import report_spec
 point = Path(sys.argv[1])
 t = time.monotonic()
 log = webmetrics.convert_request_logs(point)

@@ -28,7 +28,7 @@ import random
 import sys
 from pathlib import Path
 
-from workloads import placement
+from workloads import spread
 
 DOCROOT = Path(os.environ.get("DOCROOT", "/srv/docroot"))
 
@@ -153,7 +153,7 @@ def write(specs: list[dict], docroot: Path = DOCROOT, below: int | None = None,
           disks: dict[str, str] | None = None) -> tuple[int, int]:
     """Write every file of the sets that is missing or has the wrong size (only files smaller
     than ``below`` bytes when given); returns (written, kept). With ``disks`` (URL path -> disk
-    folder, workloads.placement's map) each file goes to that folder under docroot."""
+    folder, workloads.spread's map) each file goes to that folder under docroot."""
     written = kept = 0
     for spec in specs:
         for rel, size in files(spec):
@@ -183,13 +183,13 @@ def main() -> int:
         specs = json.loads(os.environ.get("FILESETS", "[]"))
         # FILESET_ROOTS: the web servers' disk roots (emulated or real disk systems, 004 §5),
         # instead of the docroot volume; a root with a placement map spreads its files over
-        # the disks the map names (workloads/placement.py)
+        # the disks the map names (workloads/spread.py)
         roots = [Path(r) for r in json.loads(os.environ.get("FILESET_ROOTS") or "null")
                  or [str(DOCROOT)]]
         written = kept = 0
         for root in roots:
-            spread = root / placement.MAP_NAME
-            disks = placement.read_map(spread.read_text()) if spread.is_file() else None
+            map_file = root / spread.MAP_NAME
+            disks = spread.read_map(map_file.read_text()) if map_file.is_file() else None
             w, k = write(specs, root, disks=disks)
             written, kept = written + w, kept + k
         # HOT: {"sets": [...], "below": bytes}: the small files of those sets also go to HOT_DIR

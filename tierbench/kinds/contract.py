@@ -5,7 +5,7 @@ is one module in this package with one subclass of :class:`Kind`. It declares
 
 - its experiment settings (a declared model, validated on load, one sentence per problem),
 - its factors (the axes of the cross product, in an order that fixes the shuffled run order),
-- what it needs brought up for a point (its placement key) and how to bring that up,
+- what it needs brought up for a point (its deployment key) and how to bring that up,
 - how it prepares (file sets, traces, seeds: sizes checked against free space first),
 - how it runs one point and what it measured (summary values with units, per-second rows),
 - its summary columns, its progress line and its report section (figures, tables and the
@@ -132,7 +132,7 @@ class Tier:
 
 @dataclass
 class Deployment:
-    """What is up for a placement: tiers (modes act on their endpoints), the CPU counters,
+    """What is up for a deployment key: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
     handles (``info``). ``placer`` is the placement it runs on (tierbench.placement.placer;
     None: this host), which makes the sampler: on a cluster, an agent per node."""
@@ -220,6 +220,8 @@ class Kind:
     description: ClassVar[str] = ""
     # Top-level keys of an experiment file that belong to this kind (validated by ``model``).
     model: ClassVar[type[BaseModel]]
+    # The experiment key whose presence names this kind in a file without `kind:` (pfs:, net:).
+    block: ClassVar[str] = ""
     # A bare note for the plan's last line: "... plus <bring_up>".
     bring_up: ClassVar[str] = "bring-up"
     # Tier names this kind deploys (modes naming other tiers are refused at load).
@@ -231,7 +233,7 @@ class Kind:
     # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
     # samples; a count at least a few requests).
     scalable: ClassVar[dict[str, float]] = {}
-    # The cluster file's roles the kind's services run on (tierbench.placement.nodes.ROLES);
+    # The cluster file's roles the kind's services run on (tierbench.placement.clusterfile.ROLES);
     # a kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
 
@@ -251,7 +253,7 @@ class Kind:
     def points(self, exp: Experiment, seed: int,
                repetitions: list[int] | None = None) -> list[Point]:
         """Every combination of the axes, shuffled with the seed, then ordered so that points
-        needing the same placement run together (see :meth:`order`). ``repetitions`` replaces
+        needing the same deployment run together (see :meth:`order`). ``repetitions`` replaces
         the repetition axis's values (one block of a precision run: its block number)."""
         axes = [(name, list(repetitions) if name == "repetition" and repetitions else values)
                 for name, values in self.axes(exp)]
@@ -267,13 +269,13 @@ class Kind:
         return {k: v for k, v in combo.items() if k not in ("mode", "repetition")}
 
     def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Shuffled combinations grouped by placement, groups in order of first appearance."""
+        """Shuffled combinations grouped by deployment, groups in order of first appearance."""
         groups: dict[Hashable, list[dict[str, Any]]] = {}
         for c in combos:
-            groups.setdefault(self.placement(exp, c), []).append(c)
+            groups.setdefault(self.deployment_key(exp, c), []).append(c)
         return [c for g in groups.values() for c in g]
 
-    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
         """What must be up for a point (hashable); points with equal keys share a deployment."""
         return None
 
@@ -297,9 +299,9 @@ class Kind:
         """The plan's first lines: what runs and how long a point takes."""
         raise NotImplementedError
 
-    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
-        """The plan line before a point whose placement differs from the previous one."""
-        return f"  -- {self.placement(exp, point)}"
+    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The plan line before a point whose deployment differs from the previous one."""
+        return f"  -- {self.deployment_key(exp, point)}"
 
     def point_line(self, exp: Experiment, point: Point) -> str:
         """One plan line per point."""

@@ -1,7 +1,7 @@
 """Disk-system micro-benchmark (004 §5.1, Table 3): sequential write, then read, of one file
 with fio on each disk system, MB/s beside the paper's.
 
-A point builds (or keeps) its disk system (tierbench/placement/disks.py: real devices, or loop
+A point builds (or keeps) its disk system (tierbench/placement/diskbuild.py: real devices, or loop
 devices throttled at the paper's bandwidths, RAID-0 with md or btrfs), mounts it into the
 `disk-bench` container (compose/disk.yml) with the devices' limits on that container, reads the
 limits back from its cgroup, then runs fio there: the write phase writes `file_mb` sequentially
@@ -13,8 +13,8 @@ and of the host per phase come from their counters at each phase's start and end
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import re
 import shlex
 from collections.abc import Hashable
@@ -26,21 +26,10 @@ from pydantic import BeforeValidator, model_validator
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, number, one_or_many, problem, whole
 from tierbench.kinds import families
-from tierbench.kinds.contract import (
-    SERVER,
-    Column,
-    Deployment,
-    Experiment,
-    Kind,
-    Point,
-    PointContext,
-    PointResult,
-    Tier,
-    log,
-    refuse_server_modes,
-)
+from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
+                                      PointContext, PointResult, Tier, log, refuse_server_modes)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose, disks, placer, space
+from tierbench.placement import compose, diskbuild, disks, placer, space
 
 SERVICE = "disk-bench"
 TIER = "disk"
@@ -196,7 +185,7 @@ class DiskKind(Kind):
         return [("system", list(s.disk.systems)), ("mode", [m.name for m in exp.modes]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def placement(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
         """The disk system: a new one is built for each."""
         return combo["system"] if isinstance(combo, dict) else combo["system"]
 
@@ -232,7 +221,7 @@ class DiskKind(Kind):
                 f"direct read for {b.runtime_s:g} s, {b.block_size} B per call (about "
                 f"{self.point_seconds(exp):.0f} s at the slowest system)"]
 
-    def placement_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
         raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
@@ -282,16 +271,16 @@ class DiskKind(Kind):
         where = placer.current()
         host = where.disk_host(ROLE)
         log(f"tierbench: disk system {p.system.describe()}{host.where}")
-        if disks.current(p, host) is None:
+        if diskbuild.current(p, host) is None:
             where.down()  # containers let go of the disks built before; they go too
         try:
-            built = disks.ensure(p, space.settings(), log, host)
+            built = diskbuild.ensure(p, space.settings(), log, host)
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
         server = built.server(SERVICE)
-        disks.write_overlay({SERVICE: {
+        diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
-            "blkio_config": disks.throttles(server, p.system)}})
+            "blkio_config": diskbuild.throttles(server, p.system)}})
         files = [str(compose.ROOT / f) for f in ("docker-compose.yml", compose.DISK_OVERLAY)]
         where.up(compose.Services(files=[*files, str(disks.overlay_path())],
                                   env={**compose.dotenv(), **os.environ}, services=[SERVICE],
@@ -303,7 +292,7 @@ class DiskKind(Kind):
                                      f"{where.context_arg(SERVICE)} compose logs {SERVICE}`")
         container = dep.containers[SERVICE]
         try:
-            limits, problems = disks.check_throttles(server, p.system, container.pid)
+            limits, problems = diskbuild.check_throttles(server, p.system, container.pid)
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
         if problems:

@@ -1,5 +1,6 @@
-"""Finds the workload kinds (every module of this package with a Kind subclass) and loads
-experiment files: the one place where an experiment's kind is decided."""
+"""Finds the workload kinds (every module or subpackage of this package that defines or exports
+a Kind subclass) and loads experiment files: the one place where an experiment's kind is
+decided."""
 
 from __future__ import annotations
 
@@ -36,13 +37,16 @@ class Envelope(Model):
 
 @lru_cache(maxsize=1)
 def kinds() -> dict[str, Kind]:
-    """Every kind, by name (found by importing each module of tierbench.kinds)."""
+    """Every kind, by name (found by importing each module and subpackage of tierbench.kinds:
+    a kind's class is defined in the module, or in a module of the subpackage that exports
+    it)."""
     found: dict[str, Kind] = {}
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Kind) and value is not Kind \
-                    and value.__module__ == module.__name__ and value.name:
+                    and value.name and (value.__module__ == module.__name__
+                                        or value.__module__.startswith(module.__name__ + ".")):
                 found[value.name] = value()
     return dict(sorted(found.items()))
 
@@ -61,8 +65,7 @@ def kind_of(data: dict[str, Any]) -> str:
     if data.get("kind") is not None:
         return str(data["kind"])
     for name, k in kinds().items():
-        block = getattr(k, "block", None)
-        if block and block in data:
+        if k.block and k.block in data:
             return name
     return DEFAULT_KIND
 

@@ -162,17 +162,23 @@ def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
     return out
 
 
+def _cpu_targets(state: dict, read: Callable[[int, str | None], Any],
+                 problems: list[str]) -> Iterator[tuple[dict, Any]]:
+    """(target, what ``read`` gives of its process) for each container a cpu: mode covers; a
+    target that cannot be read adds its sentence to ``problems``."""
+    for target in state.get("cpu", {}).values():
+        try:
+            yield target, read(target["pid"], target.get("node"))
+        except NetifError as exc:
+            problems.append(str(exc))
+
+
 def _cpu_problems(mode: Mode, state: dict) -> list[str]:
     want = mode.cpu.get("cpuset")
     if not want:
         return []
-    problems = []
-    for target in state.get("cpu", {}).values():
-        try:
-            allowed = cpu.allowed(target["pid"], target.get("node"))
-        except NetifError as exc:
-            problems.append(str(exc))
-            continue
+    problems: list[str] = []
+    for target, allowed in _cpu_targets(state, cpu.allowed, problems):
         extra = sorted(cpu.parse(want) - allowed)
         if extra:
             problems.append(f"cpu.cpuset {want} of mode {mode.name} names CPU {extra[0]}, which "
@@ -182,13 +188,8 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
 
 
 def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
-    out = []
-    for target in state.get("cpu", {}).values():
-        try:
-            have = cpu.read(target["pid"], target.get("node"))
-        except NetifError as exc:
-            out.append(str(exc))
-            continue
+    out: list[str] = []
+    for target, have in _cpu_targets(state, cpu.read, out):
         want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
         if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
             out.append(f"{target['label']}: cpuset is {have['cpuset']}, wanted {want_set}")

@@ -347,20 +347,11 @@ class Mode:
             "nic": nic,
             "source": self.source,
         }
-        if self.roles:
-            out["roles"] = list(self.roles)
-        if self.host_interfaces:
-            out["host_interfaces"] = list(self.host_interfaces)
-        if k.qdisc:
-            out["qdisc"] = dict(k.qdisc)
-        if k.sysctls:
-            out["sysctls"] = dict(k.sysctls)
-        if self.cpu:
-            out["cpu"] = dict(self.cpu)
-        if self.server:
-            out["server"] = dict(self.server)
-        if self.extends:
-            out["extends"] = list(self.extends)
+        optional = (("roles", list(self.roles)), ("host_interfaces", list(self.host_interfaces)),
+                    ("qdisc", dict(k.qdisc)), ("sysctls", dict(k.sysctls)),
+                    ("cpu", dict(self.cpu)), ("server", dict(self.server)),
+                    ("extends", list(self.extends)))
+        out.update((key, value) for key, value in optional if value)
         return out
 
 

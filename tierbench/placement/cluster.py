@@ -39,9 +39,10 @@ from tierbench.config.files import ROOT, results_root
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import compose, disks, nodes
+from tierbench.placement import clusterfile, compose, diskbuild, disks, nodes
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
-from tierbench.placement.nodes import Cluster, ClusterError, Node, NodeError
+from tierbench.placement.clusterfile import Cluster, ClusterError, Node
+from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
 
 ROLE_LABEL = "org.tierbench.role"
@@ -140,9 +141,9 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
         if role:
             by_role.setdefault(role, []).append(name)
     for role, names in by_role.items():
-        if role not in nodes.ROLES:
+        if role not in clusterfile.ROLES:
             raise StackError(f"service {names[0]} has the role {role!r}, which cluster files do "
-                             f"not know (roles: {', '.join(nodes.ROLES)})")
+                             f"not know (roles: {', '.join(clusterfile.ROLES)})")
         placed = [n.name for n in cluster.nodes_for(role)]
         if not placed:
             missing.append(role)
@@ -466,7 +467,7 @@ class ClusterPlacer(Placer):
         if problems:
             raise StackError("; ".join(problems))
         try:  # after the containers that used them; every node looked at, not only recorded ones
-            disks.teardown(env, [self.node_disks(n) for n in self.cluster.nodes])
+            diskbuild.teardown(env, [self.node_disks(n) for n in self.cluster.nodes])
         except disks.DiskError as exc:
             raise StackError(str(exc)) from None
 
@@ -479,7 +480,7 @@ class ClusterPlacer(Placer):
         found = self.cluster.nodes_for(role)
         if not found:
             raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
-                                f"placed, and this needs {nodes.ROLE_HELP[role]} on a node"])
+                                f"placed, and this needs {clusterfile.ROLE_HELP[role]} on a node"])
         return self.node_disks(found[0])
 
     def tmpfs_paths(self, env: dict[str, str]) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
-from tierbench.placement import disks
+from tierbench.placement import diskbuild, disks
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -27,7 +27,7 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
             "app-db": "compose/app-db.yml"}
 # Three web servers (stack.web_servers, stack.placement); on a cluster with
-# compose/host-web-servers.yml (over disk systems only with one web node: kinds/web.py).
+# compose/host-web-servers.yml (over disk systems only with one web node: kinds/web/kind.py).
 WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
@@ -104,7 +104,7 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, three web servers,
     the application and database tiers (settings with db_rows), and `extra` overlays written
-    at run time (disk systems: tierbench/placement/disks.py)."""
+    at run time (disk systems: tierbench/placement/diskbuild.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if int(settings.get("web_servers") or 1) > 1:
@@ -397,7 +397,7 @@ def down() -> None:
           "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
     unmount_tmpfs()
     try:
-        disks.teardown({**dotenv(), **os.environ})
+        diskbuild.teardown({**dotenv(), **os.environ})
     except disks.DiskError as exc:
         raise StackError(str(exc)) from None
 

@@ -7,7 +7,7 @@ import json
 import os
 
 from tierbench.config.errors import TierbenchError
-from tierbench.placement import compose as stack
+from tierbench.placement import compose
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")
@@ -25,15 +25,15 @@ def compose_args(storage: str) -> list[str]:
 
 def compose_files(storage: str) -> list[str]:
     """The OrangeFS tier's compose files: the base file, pvfs.yml, and pvfs-disk.yml for disk."""
-    files = ["docker-compose.yml", stack.OVERLAYS["pvfs"]]
+    files = ["docker-compose.yml", compose.OVERLAYS["pvfs"]]
     if storage == "disk":
-        files.append(stack.OVERLAYS["pvfs-disk"])
-    return [str(stack.ROOT / f) for f in files]
+        files.append(compose.OVERLAYS["pvfs-disk"])
+    return [str(compose.ROOT / f) for f in files]
 
 
 def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
     """Environment for docker compose: .env, the shell's, then the cluster's settings."""
-    return {**stack.dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
+    return {**compose.dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
             "PVFS_STRIP_SIZE": str(strip_size), "PVFS_JOB_TIMEOUT": str(job_timeout_s)}
 
 
@@ -44,35 +44,35 @@ def server_services(io_servers: int) -> list[str]:
 
 def check_image() -> None:
     """Fail with the command to run when the OrangeFS image has not been built."""
-    stack.require_image("tierbench-orangefs", stack.ORANGEFS_BUILD)
+    compose.require_image("tierbench-orangefs", compose.ORANGEFS_BUILD)
 
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
-                 storage: str = "tmpfs", job_timeout_s: int = 15) -> stack.Services:
+                 storage: str = "tmpfs", job_timeout_s: int = 15) -> compose.Services:
     """1 metadata + N I/O servers and K clients, as a placement brings them up."""
     if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
         raise PfsError(f"the overlay has 1-{MAX_IO_SERVERS} I/O servers and needs at least one "
                        f"client; asked for {io_servers} servers and {clients} clients")
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
-    return stack.Services(compose_files(storage), env,
-                          services=[*server_services(io_servers), "pvfs-client"],
-                          scale={"pvfs-client": clients}, timeout=300)
+    return compose.Services(compose_files(storage), env,
+                            services=[*server_services(io_servers), "pvfs-client"],
+                            scale={"pvfs-client": clients}, timeout=300)
 
 
 def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
                storage: str = "tmpfs", job_timeout_s: int = 15) -> None:
     """Bring up 1 metadata + N I/O servers and K clients on this host, waiting until all are
     healthy."""
-    stack.up_spec(cluster_spec(io_servers, clients, strip_size=strip_size, storage=storage,
-                               job_timeout_s=job_timeout_s))
+    compose.up_spec(cluster_spec(io_servers, clients, strip_size=strip_size, storage=storage,
+                                 job_timeout_s=job_timeout_s))
 
 
-def cluster_containers(found: list[stack.Container] | None = None,
-                       ) -> tuple[list[stack.Container], list[stack.Container]]:
+def cluster_containers(found: list[compose.Container] | None = None,
+                       ) -> tuple[list[compose.Container], list[compose.Container]]:
     """(servers, clients) of the running cluster (among ``found``, else this host's running
     containers), servers metadata first then pvfs-io1.."""
-    found = stack.replicas() if found is None else found
+    found = compose.replicas() if found is None else found
     servers = [c for c in found if c.service == "pvfs-meta"]
     servers += sorted((c for c in found if c.service.startswith("pvfs-io")),
                       key=lambda c: int(c.service.removeprefix("pvfs-io")))
@@ -82,17 +82,17 @@ def cluster_containers(found: list[stack.Container] | None = None,
     return servers, clients
 
 
-def label(c: stack.Container) -> str:
+def label(c: compose.Container) -> str:
     """A container's name in results: pvfs-meta, pvfs-io2, pvfs-client-3."""
     if c.service == "pvfs-client":
         return f"pvfs-client-{c.name.rsplit('-', 1)[-1]}"
     return c.service
 
 
-def stopped_servers(io_servers: int, found: list[stack.Container] | None = None) -> list[str]:
+def stopped_servers(io_servers: int, found: list[compose.Container] | None = None) -> list[str]:
     """Servers of the cluster that are not running (stopped or crashed), among ``found`` (else
     this host's running containers)."""
-    running = {c.service for c in (stack.replicas() if found is None else found)}
+    running = {c.service for c in (compose.replicas() if found is None else found)}
     return [s for s in server_services(io_servers) if s not in running]
 
 

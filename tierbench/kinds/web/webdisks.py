@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tierbench.placement import compose, disks, placer, space
+from tierbench.placement import compose, diskbuild, disks, placer, space
 from workloads import filesets
-from workloads import placement as spread
+from workloads import spread
 from workloads import traces as tracelib
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -188,30 +188,30 @@ def image_needs(plans: list[disks.Plan], env: Mapping[str, str],
 
 
 def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
-          hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> disks.Built:
+          hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> diskbuild.Built:
     """The disk system built (or kept) on each server's host, maps written, and its Compose
     overlay (bind sources: paths on those hosts)."""
-    built = disks.ensure(p, env, log, hosts)
+    built = diskbuild.ensure(p, env, log, hosts)
     if lines:
         for s in built.servers:
-            disks.write_map(built, s.name, lines)
+            diskbuild.write_map(built, s.name, lines)
     services: dict[str, dict[str, Any]] = {}
     for s in built.servers:
         services[s.name] = {
             "volumes": [{"type": "bind", "source": s.root, "target": "/srv/docroot",
                          "read_only": True}],
             "environment": {"WEB_DISK_MAP": "on" if s.spread else "off"},
-            "blkio_config": disks.throttles(s, p.system)}
+            "blkio_config": diskbuild.throttles(s, p.system)}
     services["fileset"] = {
         "volumes": [{"type": "bind", "source": str(built.servers[0].on().root()),
                      "target": "/srv/disks"}],
         "environment": {"FILESET_ROOTS": json.dumps([f"/srv/disks/{s.name}"
                                                      for s in built.servers])}}
-    disks.write_overlay(services)
+    diskbuild.write_overlay(services)
     return built
 
 
-def verify(built: disks.Built, system: disks.System,
+def verify(built: diskbuild.Built, system: disks.System,
            webs: list[compose.Container]) -> dict[str, Any]:
     """The record of the disk system with each web container's limits read back from its
     cgroup; DiskError when one differs from the system's bandwidths."""
@@ -221,7 +221,7 @@ def verify(built: disks.Built, system: disks.System,
     for c in webs:
         if c.service not in {s.name for s in built.servers}:
             continue
-        limits, problems = disks.check_throttles(built.server(c.service), system, c.pid)
+        limits, problems = diskbuild.check_throttles(built.server(c.service), system, c.pid)
         got[c.service] = limits
         if problems:
             raise disks.DiskError(f"the {c.service} container's block-I/O limits are not the "

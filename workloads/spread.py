@@ -21,7 +21,7 @@ STRATEGIES = ("single", "random", "popularity", "size")
 MAP_NAME = "placement.txt"  # at the top of a server's disk root: URL path -> disk folder
 
 
-class PlacementError(ValueError):
+class SpreadError(ValueError):
     """A distribution that cannot be made."""
 
 
@@ -35,7 +35,7 @@ def assign(sizes: list[int], strategy: str, disks: int, popularity: list[int] | 
     """The disk (0-based) of every file, given the files' sizes in file-set order and, for
     `popularity`, the file index of each popularity rank (rank 0 first)."""
     if disks < 1:
-        raise PlacementError(f"disks must be >= 1, got {disks}")
+        raise SpreadError(f"disks must be >= 1, got {disks}")
     n = len(sizes)
     if strategy == "single":
         return [0] * n
@@ -44,12 +44,12 @@ def assign(sizes: list[int], strategy: str, disks: int, popularity: list[int] | 
         return [rng.randrange(disks) for _ in range(n)]
     if strategy == "popularity":
         if popularity is None or sorted(popularity) != list(range(n)):
-            raise PlacementError("popularity needs the file index of every popularity rank")
+            raise SpreadError("popularity needs the file index of every popularity rank")
         order = list(popularity)
     elif strategy == "size":
         order = sorted(range(n), key=lambda i: (sizes[i], i))
     else:
-        raise PlacementError(f"strategy must be one of {', '.join(STRATEGIES)}, got "
+        raise SpreadError(f"strategy must be one of {', '.join(STRATEGIES)}, got "
                              f"{strategy!r}")
     out = [0] * n
     for position, index in enumerate(order):

@@ -1,0 +1,272 @@
+"""One file-server point: the test's tool in the client containers (dbench with its lines
+stamped as they arrive; fio in every client at one wall-clock instant), then the CPU and network
+figures over the samples that bracket each timed part."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import threading
+import time
+from typing import Any
+
+from tierbench.kinds.contract import PointContext, PointResult
+from tierbench.kinds.fs import tools
+from tierbench.kinds.fs.figures import cpu_figures, fio_figures
+from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs
+from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE
+from tierbench.measure import counters
+from tierbench.measure.counters import MeasureError
+from tierbench.placement import compose, placer
+from tierbench.placement.orangefs import PfsError
+
+START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
+
+
+def run(ctx: PointContext, f: Fs) -> PointResult:
+    """The test's tool, then the figures over the samples bracketing its timed part."""
+    runner = {"dbench": dbench, "randread": randread, "filebench": filebench,
+              "iozone": iozone}[f.test]
+    try:
+        values, windows, per_second = runner(ctx, f)
+    except (tools.FsParseError, PfsError, compose.StackError) as exc:
+        ctx.sampler.stop()
+        return PointResult(error=str(exc))
+    except subprocess.TimeoutExpired as exc:
+        ctx.sampler.stop()
+        return PointResult(error=f"the tool did not finish within {exc.timeout:.0f} s and "
+                           "was stopped")
+    samples = ctx.sampler.stop()
+    error = values.pop("error", None)
+    for prefix, (start, end, nbytes) in windows.items():
+        try:
+            first, last = counters.window(samples, start, end)
+        except MeasureError as exc:
+            return PointResult(values, per_second, error=error or str(exc))
+        values.update(cpu_figures(first, last, nbytes, prefix,
+                                  ctx.deployment.info.get("server_net")))
+        ctx.record[f"{prefix}window"] = {"start": start, "end": end,
+                                         "first_sample": first["t"], "last_sample": last["t"]}
+    span = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
+    return PointResult(values, per_second, span, error=error)
+
+def dbench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+    """dbench with the point's programs and think time; its lines stamped as they arrive."""
+    p = ctx.point.factors
+    client = ctx.deployment.info["clients"][0]
+    folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+    loadfile = tools.DBENCH_LOADFILE
+    us = think_us(p["think_ms"])
+    if us:
+        loadfile = f"/tmp/think-{us}.txt"
+        checked(client, ["sh", "-c", tools.think_loadfile(us, loadfile)],
+                "write the think-time load file", 120)
+    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    argv = tools.dbench_command(p["programs"], f.measure_s, loadfile, folder)
+    timed: list[tuple[float, str]] = []
+    limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
+    try:
+        with (ctx.dir / "dbench.txt").open("w") as raw:
+            proc = subprocess.Popen([*compose.docker_cmd(client), "exec", client.id, *argv],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True)
+            killer = threading.Timer(limit, proc.kill)
+            killer.start()
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    timed.append((time.time(), line.rstrip("\n")))
+                    raw.write(line)
+                proc.wait()
+            finally:
+                killer.cancel()
+    finally:
+        compose.exec_in(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
+                      timeout=300)
+    text = "".join(line + "\n" for _, line in timed)
+    report = tools.parse_dbench(text)
+    start, end = tools.dbench_window(timed)
+    nbytes = report["mb_per_s"] * 1e6 * (end - start)
+    per_second = [{"t": round(t, 3), "clients": d.clients, "lines": d.lines,
+                   "mb_per_s": d.mb_per_s, "phase": d.phase, "second": d.second,
+                   "latency_ms": d.latency_ms}
+                  for t, line in timed if (d := tools.parse_dbench_line(line))]
+    # dbench resets its operation counts after the warm-up: these are the timed part's
+    operations = sum(o["count"] for o in report["operations"].values())
+    values: dict[str, Any] = {"mb_per_s": report["mb_per_s"],
+                              "ops_per_s": operations / (end - start),
+                              "max_latency_ms": report["max_latency_ms"],
+                              "bytes": round(nbytes), "operations": operations}
+    if report["errors"]:
+        values["error"] = f"dbench reported: {report['errors'][0][:200]}"
+    ctx.record["operations"] = report["operations"]
+    return values, {"": (start, end, nbytes)}, per_second
+
+def randread(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+    """fio: each program reads `block` bytes at random places of its own file."""
+    p = ctx.point.factors
+    client = ctx.deployment.info["clients"][0]
+    folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+    argv = tools.fio_command(name="randread", directory=folder, rw="randread",
+                               block=f.block, size=int(f.file_mb * MIB),
+                               jobs=p["programs"], runtime_s=f.measure_s,
+                               ramp_s=f.warmup_s, direct=True)
+    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    try:
+        checked(client, [*argv, "--create_only=1"], "lay out the programs' files",
+                600)
+        report, start = fio_at(ctx, f, [(client, argv)], "fio")
+    finally:
+        compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+    begin = start + f.warmup_s
+    values = fio_figures(report, "read")
+    if report["errors"]:
+        values["error"] = f"fio: {report['errors'][0]}"
+    return values, {"": (begin, begin + f.measure_s, report["read"]["bytes"])}, []
+
+def filebench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+    """One of the nine workloads: its set laid out once per run, the server's cache emptied
+    (uncached) or filled (cached) on the host, then fio on its job file."""
+    w = FILEBENCH[ctx.point["workload"]]
+    client = ctx.deployment.info["clients"][0]
+    folder = f"{SHARE}/{ctx.prepared['run_id']}-filebench"
+    env = filebench_env(f, folder, f.warmup_s, f.measure_s)
+    checked(client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
+    if w.fileset != "w" and w.fileset not in ctx.prepared["sets"]:
+        ctx.log(f"tierbench: laying out file set {w.fileset} ({f.set_mb} MiB) on the share")
+        checked(client, [*tools.filebench_command(LAYOUT[w.fileset], env),
+                         "--create_only=1"], f"lay out file set {w.fileset}", 3600)
+        ctx.prepared["sets"].add(w.fileset)
+    if w.cache:
+        server = ctx.deployment.info["servers"][0]
+        brick = f"{BRICK_PATH}/{ctx.prepared['run_id']}-filebench"
+        checked(server, ["sh", "-c", server_cache(w.cache, [
+            f"{brick}/{name}" for name in set_files(w.fileset)])],
+                f"{'empty' if w.cache == 'uncached' else 'fill'} the server's page cache",
+                1800)
+        ctx.record["server_cache"] = w.cache
+    try:
+        report, start = fio_at(ctx, f, [(client, tools.filebench_command(w.name, env))],
+                                    "fio")
+    finally:
+        uses = ctx.prepared["uses"]
+        uses[w.fileset] = uses.get(w.fileset, 1) - 1
+        if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
+            files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
+                if w.fileset != "w" else f"{folder}/write.*"
+            compose.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
+            ctx.prepared["sets"].discard(w.fileset)
+    direction = w.direction
+    begin = start + f.warmup_s
+    values = fio_figures(report, direction)
+    values["threads"] = w.threads
+    if w.fileset in ("a", "c") and w.cache == "uncached":
+        values["set_passes"] = report[direction]["bytes"] / (f.set_mb * MIB)
+    if report["errors"]:
+        values["error"] = f"fio: {report['errors'][0]}"
+    return values, {"": (begin, begin + f.measure_s, report[direction]["bytes"])}, []
+
+def iozone(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+    """Sessions spread over the client containers write, then read, their own files at the
+    same time (fio, sequential, `block`-byte records)."""
+    sessions = ctx.point["sessions"]
+    clients = ctx.deployment.info["clients"]
+    mount = SHARE if ctx.deployment.info["server"] == "gluster" else PVFS_MOUNT
+    spread = sessions_per_client(sessions, len(clients))
+    folders = [f"{mount}/{ctx.prepared['run_id']}-{ctx.point.id}-c{i + 1}"
+               for i in range(len(spread))]
+    values: dict[str, Any] = {}
+    windows: dict[str, tuple[float, float, float]] = {}
+    try:
+        for folder, client in zip(folders, clients):
+            checked(client, ["mkdir", "-p", folder], "make the session folder", 60)
+        for phase in ("write", "read"):
+            jobs = [(client, tools.fio_command(
+                name=phase, directory=folder, rw=phase, block=f.block,
+                size=int(f.file_mb * MIB), jobs=n, runtime_s=f.measure_s,
+                ramp_s=f.warmup_s, direct=True))
+                for client, folder, n in zip(clients, folders, spread)]
+            report, start = fio_at(ctx, f, jobs, f"fio-{phase}")
+            begin = start + f.warmup_s
+            values.update(fio_figures(report, phase, f"{phase}_"))
+            windows[f"{phase}_"] = (begin, begin + f.measure_s, report[phase]["bytes"])
+            if report["errors"]:
+                values["error"] = f"fio ({phase}): {report['errors'][0]}"
+                break
+    finally:
+        for folder, client in zip(folders, clients):
+            compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+    values["client_containers_used"] = len(spread)
+    return values, windows, []
+
+def fio_at(ctx: PointContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
+           name: str) -> tuple[dict[str, Any], float]:
+    """fio in each container at once, all starting at the same wall-clock instant; their
+    reports (kept as NAME-K.json) summed."""
+    lead = START_DELAY_S + placer.current().exec_lead_s
+    start = time.time() + lead
+    limit = lead + f.warmup_s + f.measure_s + 600
+    outputs: list[str] = [""] * len(jobs)
+
+    def one(k: int) -> None:
+        container, argv = jobs[k]
+        done = compose.exec_in(container, tools.at_start(start, argv), timeout=limit)
+        outputs[k] = done.stdout + done.stderr
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reports = []
+    for k, text in enumerate(outputs, 1):
+        (ctx.dir / f"{name}-{k}.json").write_text(text)
+        reports.append(tools.parse_fio(text))
+    return tools.sum_fio(reports), start
+
+
+def sessions_per_client(sessions: int, containers: int) -> list[int]:
+    """Sessions on each client container, spread evenly (the first ones get one more)."""
+    base, extra = divmod(sessions, containers)
+    return [base + (1 if i < extra else 0) for i in range(containers)
+            if base + (1 if i < extra else 0) > 0]
+
+
+def think_us(think_ms: float) -> int:
+    """A think time in ms as dbench's Sleep microseconds."""
+    return int(round(think_ms * 1000))
+
+
+def filebench_env(fs: Fs, directory: str, ramp_s: int, runtime_s: int) -> dict[str, Any]:
+    """The job files' environment: folder, times and sizes (set b is 20 files of set_mb/20)."""
+    size = int(fs.set_mb * MIB)
+    return {"FB_DIR": directory, "FB_RAMP": ramp_s, "FB_RUNTIME": runtime_s,
+            "FB_SET_SIZE": size, "FB_PART_SIZE": size // SET_B_FILES,
+            "FB_WRITE_SIZE": int(fs.write_mb * MIB)}
+
+
+def set_files(fileset: str) -> list[str]:
+    """The files of a read set, as the job files name them."""
+    if fileset == "b":
+        return [f"set-b.{i}" for i in range(SET_B_FILES)]
+    return [f"set-{fileset}"]
+
+
+def checked(container: compose.Container, argv: list[str], what: str, timeout: float) -> str:
+    """A command in a container that must succeed; StackError naming what failed otherwise."""
+    done = compose.exec_in(container, argv, timeout=timeout)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+        raise compose.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")
+    return done.stdout
+
+
+def server_cache(cache: str, paths: list[str]) -> str:
+    """A shell command, run in the file server's container (so on its node), that empties
+    (uncached: written back, then each file dropped with posix_fadvise DONTNEED, which dd's
+    nocache flag asks for) or fills (cached: each file read) the page cache the server reads
+    the files from."""
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    if cache == "uncached":
+        return f"sync && for f in {quoted}; do dd if=\"$f\" iflag=nocache count=0 status=none; done"
+    return f"for f in {quoted}; do cat \"$f\" >/dev/null; done"

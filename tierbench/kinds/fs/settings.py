@@ -1,0 +1,115 @@
+"""The `fs:` block of a file-server experiment: the test, the server (GlusterFS or OrangeFS),
+its load, and each test's factors and sizes; 001's nine Filebench workloads as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import model_validator
+
+from tierbench.config.models import Model, choice, number, one_or_many, problem, whole
+from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE
+
+TESTS = ("dbench", "randread", "filebench", "iozone")
+SERVERS = ("gluster", "orangefs")
+LOADS = ("idle", "busy")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One of 001's nine Filebench workloads: its job file, what it reads or writes, and what
+    measures it (the paper's figures are in the fs-filebench report family)."""
+
+    name: str
+    title: str
+    threads: int
+    fileset: str  # a, b, c (read sets the runner lays out) or w (new files the job writes)
+    cache: str  # uncached, cached, or "" for writes
+    direction: str  # read or write
+    metric: str  # mb_per_s or iops
+
+
+FILEBENCH = {w.name: w for w in (
+    Workload("1-seqread-uncached", "1 thread streaming reads, uncached set", 1, "a",
+             "uncached", "read", "mb_per_s"),
+    Workload("2-seqread-cached", "1 thread streaming reads, same set cached", 1, "a",
+             "cached", "read", "mb_per_s"),
+    Workload("3-seqread20-uncached", "20 threads streaming reads, another uncached set",
+             20, "b", "uncached", "read", "mb_per_s"),
+    Workload("4-seqread10-cached", "10 threads streaming reads, same set cached", 10, "b",
+             "cached", "read", "mb_per_s"),
+    Workload("5-seqwrite", "1 thread streaming writes", 1, "w", "", "write", "mb_per_s"),
+    Workload("6-seqwrite20", "20 threads streaming writes", 20, "w", "", "write", "mb_per_s"),
+    Workload("7-randread20-uncached", "20 threads 8K random reads, another uncached set",
+             20, "c", "uncached", "read", "iops"),
+    Workload("8-randread128-cached", "128 threads 8K random reads, same set cached", 128,
+             "c", "cached", "read", "iops"),
+    Workload("9-syncwrite128", "128 threads 8K synchronous writes", 128, "c", "", "write", "iops"),
+)}
+# the job file that lays out each read set (fio --create_only)
+LAYOUT = {"a": "1-seqread-uncached", "b": "3-seqread20-uncached",
+          "c": "7-randread20-uncached"}
+SET_B_FILES = 20
+
+
+class Fs(Model):
+    """The `fs:` block of a file-server experiment."""
+
+    test: choice(*TESTS)
+    server: choice(*SERVERS) = "gluster"
+    # 002's server load: idle, or busy with an MPEG decoder running all the time
+    load: one_or_many(choice(*LOADS), "server load") = ["idle"]
+    # dbench and randread: client programs on the client machine
+    programs: one_or_many(whole(1, 64), "whole number") = [1]
+    # dbench: think time before every request, in ms
+    think_ms: one_or_many(number(0, 1000), "number") = [0]
+    # randread: each program's file; iozone: each session's file
+    file_mb: whole(1, 65536) = 16
+    # randread: the read size; iozone: the record size
+    block: whole(512, 64 * MIB) = 1024
+    # filebench
+    workloads: one_or_many(choice(*FILEBENCH), "workload") = list(FILEBENCH)
+    set_mb: whole(16, 1 << 20) = 2048
+    write_mb: whole(1, 1 << 20) = 128
+    # iozone
+    sessions: one_or_many(whole(1, 256), "whole number") = [1, 2, 4]
+    io_servers: whole(1, MAX_IO_SERVERS) = 4
+    client_containers: whole(1, 16) = 4
+    strip_size: whole(4096) = 65536
+    storage: choice(*STORAGE) = "tmpfs"
+    job_timeout_s: whole(2, 300) = 15
+    # fio's time not counted, then counted (dbench: the time limit; it warms up a fifth more)
+    warmup_s: whole(0, 600) = 2
+    measure_s: whole(2, 3600) = 10
+
+    @model_validator(mode="after")
+    def _per_test(self) -> Fs:
+        per_test = {"dbench": {"load", "programs", "think_ms"},
+                    "randread": {"load", "programs", "file_mb", "block", "warmup_s"},
+                    "filebench": {"load", "workloads", "set_mb", "write_mb", "warmup_s"},
+                    "iozone": {"sessions", "file_mb", "block", "warmup_s", "io_servers",
+                               "client_containers", "strip_size", "storage",
+                               "job_timeout_s"}}
+        allowed = {"test", "server", "measure_s"} | per_test[self.test]
+        extra = sorted(set(self.model_fields_set) - allowed)
+        if extra:
+            raise problem("unknown key {key} for test {test} (allowed: {allowed})",
+                          key=repr(extra[0]), test=self.test, allowed=", ".join(sorted(allowed)))
+        if self.server == "orangefs" and self.test != "iozone":
+            raise problem("test {test} runs against the GlusterFS server (server: gluster); "
+                          "the OrangeFS tier runs test iozone", test=self.test)
+        if self.test == "iozone" and self.server == "gluster":
+            pvfs_only = sorted({"io_servers", "client_containers", "strip_size", "storage",
+                                "job_timeout_s"} & self.model_fields_set)
+            if pvfs_only:
+                raise problem("{key} is a setting of the OrangeFS tier (server: orangefs)",
+                              key=pvfs_only[0])
+        return self
+
+
+class FsSettings(Model):
+    """The keys of a file-server experiment besides the common ones."""
+
+    fs: Fs
+

@@ -1,0 +1,158 @@
+"""The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, one client
+and, for a busy server, the CPU hog) or an OrangeFS cluster (placement.orangefs), brought up for
+a deployment key and found wherever they run; a container that stopped during a point."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from typing import Any
+
+from tierbench.config.files import ROOT
+from tierbench.interfaces import netif
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
+from tierbench.kinds.fs.settings import Fs
+from tierbench.measure.sampler import CgroupGroup
+from tierbench.placement import compose, orangefs, placer
+
+CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
+TIERS = (CLIENT_TIER, SERVER_TIER)
+IMAGE = "tierbench-fs"
+SHARE = "/mnt/share"  # the GlusterFS volume in fs-client
+PVFS_MOUNT = "/mnt/orangefs"
+VOLUME = "fs-share"  # the brick's Docker volume
+BRICK = "brick"  # the brick's folder in it
+BRICK_PATH = "/srv/share/brick"  # the brick in fs-server (FS_BRICK)
+
+
+def deploy(f: Fs, key: Hashable, prepared: dict[str, Any],
+           previous: Deployment | None) -> Deployment:
+    """GlusterFS: server and client up (the hog too for a busy server; only the hog changes
+    between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
+    server, arg = key  # type: ignore[misc]
+    where = placer.current()
+    if server == "orangefs":
+        log(f"tierbench: bringing the OrangeFS cluster up on {where.name} (1 metadata + "
+            f"{arg} I/O servers, {f.client_containers} clients)")
+        where.down()
+        where.up(orangefs.cluster_spec(int(arg), f.client_containers,
+                                       strip_size=f.strip_size, storage=f.storage,
+                                       job_timeout_s=f.job_timeout_s))
+        servers, clients = orangefs.cluster_containers(where.replicas())
+        return pvfs_deployment(key, servers, clients)
+    busy = arg == "busy"
+    # the server and the client (and the hog when busy): services already up as asked stay
+    spec = compose.Services(fs_paths(), fs_env(),
+                            services=[SERVER_TIER, CLIENT_TIER, *([HOG] if busy else [])],
+                            timeout=300)
+    if previous is None or previous.info.get("server") != "gluster":
+        log(f"tierbench: bringing the file-server tier up on {where.name} (GlusterFS "
+            "server, 1 client" + (", the CPU hog" if busy else "") + ")")
+        where.down()
+        prepared["sets"].clear()
+        where.up(spec)
+    elif busy:
+        log("tierbench: starting the CPU hog on the file server's CPUs")
+        where.up(spec)
+    else:
+        log("tierbench: stopping the CPU hog")
+        for c in where.replicas():
+            if c.service == HOG:
+                where.stop(c, 2)
+    return gluster_deployment(key)
+
+def running() -> Deployment | None:
+    """The file-server tier, when it is up."""
+    found = {c.service for c in placer.current().replicas()}
+    if {SERVER_TIER, CLIENT_TIER} <= found:
+        return gluster_deployment(("gluster", "busy" if HOG in found else "idle"))
+    return None
+
+
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+    """A server or client container that stopped ends the run with one sentence."""
+    running = {c.id for c in placer.current().replicas()}
+    everyone = deployment.info["servers"] + deployment.info["clients"]
+    down = [c.name for c in everyone if c.id not in running]
+    down_services = [c.service for c in everyone if c.id not in running]
+    if down:
+        raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
+                      + (f" ({row['error']})" if row.get("error") else "")
+                      + f": see `docker{placer.current().context_arg(down_services[0])} logs "
+                      f"{down[0]}`; the run ends here")
+
+# -- results
+
+def fs_paths() -> list[str]:
+    """The file-server tier's compose files (the base file names the project's networks)."""
+    return [str(ROOT / "docker-compose.yml"), str(ROOT / compose.FS_OVERLAY)]
+
+
+def fs_env() -> dict[str, str]:
+    """.env, then the environment (as docker compose reads them)."""
+    return {**compose.dotenv(), **os.environ}
+
+def tier_ifaces(where: placer.Placer, groups: dict[str, list[netif.Endpoint]],
+                ) -> dict[str, str]:
+    """The interfaces to sample, by label: on one host each container's host-side veth named
+    TIER:NAME:IFNAME (as groups' keys say), on a cluster each node's NIC (node:interface)."""
+    if where.cluster is not None:
+        return where.ifaces([e for eps in groups.values() for e in eps])
+    return {f"{name}:{ifname}": ifname for name, eps in groups.items()
+            for ifname in where.ifaces(eps).values()}
+
+
+def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
+                    servers: list[compose.Container], clients: list[compose.Container],
+                    labels: dict[str, str], extra: dict[str, compose.Container],
+                    grouped: bool) -> Deployment:
+    """Client and server tiers wherever the placement runs them: their interfaces for modes,
+    CPU counters (one per tier, or a group of the tier's containers when ``grouped``) and
+    sampled interfaces, with the server's named for its network figures."""
+    def group(cs: list[compose.Container]) -> Any:
+        counters = {labels[c.id]: where.counter(c) for c in cs}
+        return CgroupGroup(counters) if grouped else where.counter(cs[0])
+
+    def named(tier: str, cs: list[compose.Container]) -> dict[str, list[netif.Endpoint]]:
+        return {labels[c.id] if labels[c.id] == tier else f"{tier}:{labels[c.id]}": eps[c.id]
+                for c in cs}
+
+    eps = {c.id: where.endpoints(labels[c.id], c) for c in servers + clients}
+    tiers = {CLIENT_TIER: Tier(CLIENT_TIER, CLIENT, list(dict.fromkeys(
+                 e for c in clients for e in eps[c.id])), clients),
+             SERVER_TIER: Tier(SERVER_TIER, SERVER, list(dict.fromkeys(
+                 e for c in servers for e in eps[c.id])), servers)}
+    cpus: dict[str, Any] = {CLIENT_TIER: group(clients), SERVER_TIER: group(servers)}
+    containers = {labels[c.id]: c for c in servers + clients}
+    for name, c in extra.items():
+        cpus[name] = where.counter(c)
+        containers[name] = c
+    server_ifaces = tier_ifaces(where, named(SERVER_TIER, servers))
+    ifaces = {**tier_ifaces(where, named(CLIENT_TIER, clients)), **server_ifaces}
+    return Deployment(key, tiers, cpus, ifaces, containers=containers,
+                      info={"server": server_kind, "servers": servers, "clients": clients,
+                            "server_net": list(server_ifaces)}, placer=where)
+
+
+def gluster_deployment(key: Hashable) -> Deployment:
+    """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
+    runs."""
+    where = placer.current()
+    found = where.containers()
+    missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
+    if missing:
+        raise compose.StackError(f"{missing[0]} is not running{where.where(missing[0])}: see "
+                               f"`docker{where.context_arg(missing[0])} logs "
+                               f"{compose.PROJECT}-{missing[0]}-1`")
+    client, server = found[CLIENT_TIER], found[SERVER_TIER]
+    return tier_deployment(key, where, "gluster", [server], [client],
+                           {server.id: SERVER_TIER, client.id: CLIENT_TIER},
+                           {HOG: found[HOG]} if HOG in found else {}, grouped=False)
+
+
+def pvfs_deployment(key: Hashable, servers: list[compose.Container],
+                    clients: list[compose.Container]) -> Deployment:
+    """The running OrangeFS cluster as the fs kind's client and server tiers."""
+    labels = {c.id: orangefs.label(c) for c in servers + clients}
+    return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},
+                           grouped=True)

@@ -1,0 +1,291 @@
+"""The network kind as the contract sees it: its settings, the modes layered over the cases,
+the axes and the deployment key (receivers x senders), the plan's lines, and each part of the
+run handed to the module of the package that does it."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from tierbench.config.errors import ConfigError
+from tierbench.kinds import families
+from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
+                                      PointResult, refuse_server_modes)
+from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
+from tierbench.kinds.net.settings import Net, NetSettings
+from tierbench.modes.model import Mode, load_layered, load_mode
+from tierbench.placement import compose, placer, space
+
+
+class NetKind(Kind):
+    """TCP micro-benchmarks between containers: bulk throughput and request/response latency."""
+
+    name = "net"
+    description = ("network micro-benchmarks: bulk TCP (iperf 2 or iperf3) and latency "
+                   "(sockperf)")
+    model = NetSettings
+    scalable = {"net.measure_s": 2, "net.warmup_s": 1}
+    block = "net"
+    tiers = stack.TIERS
+    roles = ("net_client", "net_server")
+    bring_up = "the network tier's bring-up (seconds)"
+    variation_pct = 5.0
+
+    def check(self, exp: Experiment) -> None:
+        """No web or proxy servers here for a mode's server options; the cases load."""
+        refuse_server_modes(exp, "a network experiment")
+        try:
+            self.modes(exp)
+        except ConfigError as exc:
+            raise ConfigError(f"{exp.source}: net.cases: {exc}") from None
+
+    def settings(self, exp: Experiment) -> Net:
+        return exp.settings.net  # type: ignore[attr-defined, no-any-return]
+
+    def modes(self, exp: Experiment) -> list[Mode]:
+        """The experiment's modes, each layered over every case when there are cases."""
+        cases = self.settings(exp).cases
+        if not cases:
+            return exp.modes
+        return [load_layered([case, m.source]) for case in cases for m in exp.modes]
+
+    def point_mode(self, exp: Experiment, point: Point) -> Mode:
+        """The point's mode, layered over its case when there are cases."""
+        mode = exp.mode(point.mode)
+        if "case" not in point.factors:
+            return mode
+        return load_layered([point.factors["case"], mode.source])
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        n = self.settings(exp)
+        block: dict[str, Any] = {"test": n.test, "receivers": list(n.receivers),
+                                 "clients": list(n.clients), "per_receiver": n.per_receiver,
+                                 "warmup_s": n.warmup_s, "measure_s": n.measure_s}
+        if n.test == "stream":
+            block.update(tool=n.tool, connections=list(n.connections),
+                         write_size=list(n.write_size), direction=list(n.direction),
+                         window=n.window,
+                         window_above=n.window_above.model_dump() if n.window_above else None,
+                         profile=n.profile)
+        else:
+            block.update(message_size=list(n.message_size))
+        if n.cases:
+            block["cases"] = list(n.cases)
+            block["case_modes"] = [load_mode(c).as_dict() for c in n.cases]
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
+                "net": block}
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """receivers x clients x (stream: write size x direction x connections; latency:
+        message size) x case x mode x repetition."""
+        n = self.settings(exp)
+        factors: list[tuple[str, list[Any]]] = [("receivers", list(n.receivers)),
+                                                ("clients", list(n.clients))]
+        if n.test == "stream":
+            factors += [("write_size", list(n.write_size)), ("direction", list(n.direction)),
+                        ("connections", list(n.connections))]
+        else:
+            factors += [("message_size", list(n.message_size))]
+        if n.cases:
+            factors += [("case", list(n.cases))]
+        return factors + [("mode", [m.name for m in exp.modes]),
+                          ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """The numbers of receivers and senders: each pair is one deployment."""
+        return (combo["receivers"], combo["clients"])
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled within each deployment, deployments in the order listed."""
+        n = self.settings(exp)
+        rx, cl = list(n.receivers), list(n.clients)
+        return sorted(combos, key=lambda c: (rx.index(c["receivers"]), cl.index(c["clients"])))
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle + common start + warm-up + measured + start, stop and counting."""
+        n = self.settings(exp)
+        return exp.settle_s + sequence.start_delay() + n.warmup_s + n.measure_s + 4
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """The test, the tool and the time per point."""
+        n = self.settings(exp)
+        tool = ({"iperf2": "iperf 2", "iperf3": f"iperf3, {flows.IPERF3_STREAMS} connections per "
+                 "process"}[n.tool] if n.test == "stream" else "sockperf ping-pong"
+                if n.test == "latency" else "a DMA copy engine against memcpy")
+        if n.test == "dmacopy":
+            return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order "
+                    f"shuffled with seed {exp.seed}; test dmacopy ({tool})",
+                    "  runs only where the host has a DMA copy engine (an ioatdma or idxd "
+                    "channel in /sys/class/dma); elsewhere the run is refused before it starts"]
+        senders = "/".join(map(str, n.clients))
+        head = [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
+                f"sender{'s' if max(n.clients) > 1 else ''}, "
+                f"{'/'.join(map(str, n.receivers))} receiver(s)",
+                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay():g} s + "
+                f"warm-up {n.warmup_s} s + measured {n.measure_s} s + about 4 s to start and "
+                "stop the tools"
+                + ("; connections per receiver" if n.per_receiver and n.test == "stream"
+                   else "")
+                + ("; a session to each receiver" if n.per_receiver and n.test == "latency"
+                   else "")]
+        if n.test == "stream" and (n.window or n.window_above):
+            rule = f"socket buffers {n.window or 'autotuned'}"
+            if n.window_above:
+                rule += (f", {n.window_above.window} above {n.window_above.connections} "
+                         "connections")
+            head.append(f"  {rule}")
+        if n.cases:
+            head.append(f"  every mode over each case: {', '.join(n.cases)}")
+        if n.profile:
+            head.append(f"  perf samples the senders' CPUs at {profile.PROFILE_HZ} Hz (cpu-clock, call "
+                        "graphs) over the measured window")
+        return head
+
+    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The network tier."""
+        if self.settings(exp).test == "dmacopy":
+            return "  -- no containers: the host's DMA copy engine and CPU"
+        c = point["clients"]
+        return (f"  -- network tier: {c} sender{'s' if c > 1 else ''} ({stack.SENDER}), "
+                f"{point['receivers']} receiver(s) ({stack.RECEIVER}) on 198.18.4.0/24")
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """Factors, mode and repetition."""
+        return (f"  {point.id}  {self.what(exp, point):<34} mode={point.mode:<16} "
+                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
+
+    def what(self, exp: Experiment, point: Point) -> str:
+        f = point.factors
+        n = self.settings(exp)
+        head = f"rx={f['receivers']}" + (f" clients={f['clients']}" if n.clients != [1] else "")
+        if "case" in f:
+            head += f" case={f['case']}"
+        if n.test == "dmacopy":
+            return f"copy={f['message_size']} B"
+        if "connections" in f:
+            return (f"{head} conns={f['connections']} write={f['write_size']} "
+                    f"dir={f['direction']}")
+        return f"{head} message={f['message_size']} B"
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
+
+    # -- run
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """Socket buffers of the flows.largest point, against free memory."""
+        n = self.settings(exp)
+        most = max(((r, c) for r in n.receivers for c in n.clients),
+                   key=lambda rc: flows.buffer_bytes(n, *rc))
+        nbytes = flows.buffer_bytes(n, *most)
+        if not nbytes:
+            return []
+        return [space.Need(f"socket buffers of {flows.largest(n, most[0]) * most[1]} connections",
+                           nbytes, "memory (socket buffers)", space.memory_room(),
+                           "lower net.connections or net.window")]
+
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """The image; the containers' limits hold the flows.largest point; perf, for a profile; a DMA
+        copy engine, for dmacopy."""
+        n = self.settings(exp)
+        if n.test == "dmacopy":
+            dmacopy.dmacopy_check(exp.source)
+        conf = space.settings()
+        try:
+            nofile = int(conf.get("NET_NOFILE") or flows.NOFILE_DEFAULT)
+        except ValueError:
+            raise ConfigError(f"NET_NOFILE={conf.get('NET_NOFILE')!r} is not a whole number"
+                              ) from None
+        ports = flows.parse_range(conf.get("NET_PORT_RANGE") or flows.PORT_RANGE_DEFAULT)
+        limit = flows.daemon_nofile()
+        for r in n.receivers:
+            for c in n.clients:
+                found = flows.limit_problems(n, r, c, nofile, ports, limit)
+                if found:
+                    raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
+        compose.require_image(stack.IMAGE)
+        if n.profile and (placer.current().cluster is None or profile.sender_node() is not None):
+            profile.perf_check(exp.source, profile.sender_node())
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None, point: Point) -> Deployment:
+        """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
+        return stack.deploy(self.settings(exp), key)
+
+    def running(self) -> Deployment | None:
+        """The network tier, when it is up."""
+        return stack.running()
+
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """The tools' versions as the sender's image reports them."""
+        sender = deployment.info["senders"][0]
+        out = {}
+        for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
+                           ("sockperf", ["sockperf", "--version"])):
+            done = compose.exec_in(sender, argv, timeout=30)
+            lines = (done.stdout + done.stderr).strip().splitlines()
+            out[tool] = lines[0] if lines else "unknown"
+        if self.settings(exp).profile:
+            out["perf"] = profile.version(bool(sender.node))
+        return {"tools": out}
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """Run the tool(s), then the figures over the samples bracketing the measured window."""
+        return sequence.run(ctx, self.settings(ctx.exp))
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A receiver that stopped ends the run with one sentence naming it."""
+        stack.after_point(point, row, deployment)
+
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, test, factors, mode, repetition."""
+        n = self.settings(exp)
+        return {"point": point.id, "test": n.test, **point.factors, "mode": point.mode,
+                "repetition": point.repetition}
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """Identity, then the figures of the test."""
+        n = self.settings(exp)
+        ident = (["connections", "write_size", "direction"] if n.test == "stream"
+                 else ["message_size"]) + (["case"] if n.cases else [])
+        figures = (["mbit_per_s", "mb_per_s", "connections_asked", "connections_established",
+                    "connections_at_start", "connections_check", "sender_processes", "window",
+                    "segments_per_ack", "retransmits"]
+                   if n.test == "stream" else
+                   ["p50_us", "p99_us", "latency_avg_us", "messages_per_s", "sessions"])
+        if n.profile:
+            figures += profile.PROFILE_COLUMNS
+        return [Column(c) for c in ["point", "test", "receivers", "clients", *ident, "mode",
+                                    "repetition", *figures, *sequence.CPU_COLUMNS]]
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """Throughput or latency, and CPU per KB on each side."""
+        if row.get("error"):
+            return f"FAILED ({row['error']})"
+        head = (f"{row['mbit_per_s']:.0f} Mb/s over {row['connections_established']} "
+                "connections" if "mbit_per_s" in row else
+                f"p50 {row['p50_us']:.1f} us, {row['messages_per_s']:.0f} messages/s")
+        return (f"{head}, CPU sender {row['client_cpu_us_per_kb']:.2f} / receivers "
+                f"{row['server_cpu_us_per_kb']:.2f} us/KB")
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The family of the experiment (by name, the longest that fits), factors in the
+        file's order."""
+        block = resolved.get("net") or {}
+        name = str(resolved.get("name", ""))
+        spec = families.load(families.by_name(
+            "net", name, "net-latency" if block.get("test") == "latency" else "net-streams"))
+        order = {k: list(block[k]) for k in ("receivers", "clients", "connections",
+                                             "write_size", "direction", "message_size", "cases")
+                 if isinstance(block.get(k), list)}
+        if "cases" in order:
+            order["case"] = order.pop("cases")
+        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        return spec
+

@@ -1,0 +1,284 @@
+"""The pfs kind as the contract sees it: its settings and roles, the axes and the deployment
+key (the number of I/O servers: a new cluster each), the plan's lines, what the largest point
+writes, the summary's columns, and each part of the run handed to the module of the package
+that does it."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from tierbench.kinds import families
+from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
+                                      PointResult, refuse_server_modes)
+from tierbench.kinds.pfs import stack
+from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
+from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
+from tierbench.kinds.pfs.streams import PointFactors
+from tierbench.placement import compose, orangefs, placer, space
+from tierbench.placement.orangefs import PfsError
+
+PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
+                 "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb",
+                 "host_usr_pct", "host_sys_pct", "host_softirq_pct", "host_idle_pct",
+                 "failed_streams")
+SUMMARY_COLUMNS = [
+    "point", "test", "mode", "repetition", "io_servers", "clients", "streams", "filesystem",
+    "buffer", "access", "region_bytes",
+    *(f"{phase}_{col}" for phase in ("read", "write") for col in PHASE_COLUMNS),
+    "integrity",
+]
+
+
+
+class PfsKind(Kind):
+    """Parallel file system benchmarks on the OrangeFS tier (000 §6.2, 004 §4.1)."""
+
+    name = "pfs"
+    description = "OrangeFS benchmarks: concurrent reads/writes, streams, basic file systems"
+    model = PfsSettings
+    scalable = {"pfs.measure_s": 2, "pfs.file_mb": 16}
+    block = "pfs"
+    tiers = stack.TIERS
+    roles = ("pfs_meta", "pfs_io", "pfs_clients")
+    bring_up = "cluster bring-up (about 10 s each)"
+
+    def settings(self, exp: Experiment) -> Pfs:
+        """The experiment's `pfs:` block."""
+        return exp.settings.pfs  # type: ignore[attr-defined, no-any-return]
+
+    def check(self, exp: Experiment) -> None:
+        """A PFS run has no web or proxy servers whose options a mode could set."""
+        refuse_server_modes(exp, "a parallel file system experiment")
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        p = self.settings(exp)
+        pfs: dict[str, Any] = {"test": p.test, "io_servers": list(p.io_servers),
+                               "strip_size": p.strip_size, "storage": p.storage,
+                               "measure_s": p.measure_s, "job_timeout_s": p.job_timeout_s}
+        if p.test == "concurrent":
+            pfs.update(clients=list(p.clients), access=p.access,
+                       region_mb_per_server=p.region_mb_per_server,
+                       regions_per_stream=p.regions_per_stream)
+        elif p.test == "streams":
+            pfs.update(streams=list(p.streams), client_containers=p.client_containers,
+                       access=p.access, region_mb_per_server=p.region_mb_per_server,
+                       regions_per_stream=p.regions_per_stream)
+        else:
+            pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
+                       file_mb=p.file_mb, drop_caches=p.drop_caches)
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """I/O servers x the test's factor x mode x repetition."""
+        p = self.settings(exp)
+        if p.test == "concurrent":
+            factors = [{"clients": c, "streams": c} for c in p.clients]
+        elif p.test == "streams":
+            factors = [{"clients": min(s, p.client_containers), "streams": s}
+                       for s in p.streams]
+        else:
+            factors = [{"filesystem": f, "buffer": b} for f in p.filesystems for b in p.buffers]
+        return [("io_servers", list(p.io_servers)), ("factor", factors),
+                ("mode", [m.name for m in exp.modes]),
+                ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
+        """io_servers, clients, streams, filesystem, buffer (the phases' defaults filled in)."""
+        out = {"io_servers": combo["io_servers"], "clients": 1, "streams": 1,
+               "filesystem": "orangefs", "buffer": MIB}
+        return out | combo["factor"]
+
+    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """The number of I/O servers: a different N is a new cluster."""
+        return combo["io_servers"] if isinstance(combo, dict) else combo["io_servers"]
+
+    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Shuffled within each cluster size, cluster sizes in the order listed."""
+        listed = list(self.settings(exp).io_servers)
+        return sorted(combos, key=lambda c: listed.index(c["io_servers"]))
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle, the timed phases, set-up and checksums."""
+        p = self.settings(exp)
+        lead = START_DELAY_S + placer.current().exec_lead_s
+        return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """The test, storage, strip and timeouts."""
+        p = self.settings(exp)
+        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}; test {p.test}, storage {p.storage}, strip "
+                f"{p.strip_size} B, job timeout {p.job_timeout_s} s",
+                f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
+                "and checksums"]
+
+    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The cluster from this point on."""
+        p = self.settings(exp)
+        return (f"  -- cluster: 1 metadata + {point['io_servers']} I/O servers, "
+                f"{cluster_clients(p)} client container(s)" + ("" if first else " (new cluster)"))
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """The factor values, mode and repetition."""
+        p = self.settings(exp)
+        f = point.factors
+        what = (f"fs={f['filesystem']:<15} buffer={f['buffer']}" if p.test == "basic"
+                else f"clients={f['clients']} streams={f['streams']}")
+        return (f"  {point.id}  {what}  mode={point.mode:<16} rep={point.repetition}  "
+                f"~{self.point_seconds(exp):.0f} s")
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        f = point.factors
+        what = (f"{f['filesystem']} {f['buffer']} B" if self.settings(exp).test == "basic" else
+                f"N={f['io_servers']} {f['streams']} stream(s)")
+        return f"{point.id} {what} {point.mode} rep {point.repetition}"
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """The largest point's files: on the I/O servers' storage, in a client's scratch
+        tmpfs (the source data and what is read back), on the clients' disk volume."""
+        p = self.settings(exp)
+        out: list[space.Need] = []
+        worst: dict[str, int] = {"servers": 0, "scratch": 0, "disk": 0}
+        for point in points:
+            f = point.factors
+            n = f["io_servers"]
+            if p.test == "basic":
+                nbytes = int(p.file_mb * MIB)
+                worst["scratch"] = max(worst["scratch"], nbytes * (2 if f["filesystem"] ==
+                                                                   "tmpfs" else 1))
+                if f["filesystem"] == "disk":
+                    worst["disk"] = max(worst["disk"], nbytes)
+                elif f["filesystem"].startswith("orangefs"):
+                    worst["servers"] = max(worst["servers"], nbytes // n + 1)
+                continue
+            region = int(p.region_mb_per_server * n * MIB)
+            per_stream = region * p.regions_per_stream
+            per_client = -(-f["streams"] // f["clients"])  # streams on the busiest client
+            worst["scratch"] = max(worst["scratch"], 2 * per_stream * per_client)
+            worst["servers"] = max(worst["servers"], per_stream * f["streams"] // n + 1)
+        what = f"the files of {exp.source}'s largest point"
+        if worst["servers"]:
+            if p.storage == "tmpfs":
+                out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
+                                      "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
+                                      "regions (pfs.region_mb_per_server, regions_per_stream) "
+                                      "or more I/O servers", copies=max(p.io_servers),
+                                      role="pfs_io")
+            else:
+                out.append(space.on_disk(what, worst["servers"] * max(p.io_servers),
+                                         space.docker_root(), "Docker's data folder",
+                                         "use fewer streams or smaller regions", role="pfs_io"))
+        if worst["scratch"]:
+            out += space.on_tmpfs(f"{what} in a client's scratch", worst["scratch"],
+                                  "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
+                                  "(pfs.client_containers) or smaller regions or files",
+                                  copies=cluster_clients(p), role="pfs_clients")
+        if worst["disk"]:
+            out.append(space.on_disk(what, worst["disk"], space.docker_root(),
+                                     "Docker's data folder", "lower pfs.file_mb",
+                                     role="pfs_clients"))
+        return out
+
+    # -- run
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """The OrangeFS image exists."""
+        orangefs.check_image()
+
+    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+        """Per-run state: the run id (file names) and whether the fault fired."""
+        return {"run_id": run_dir.name, "fault_done": False}
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None, point: Point) -> Deployment:
+        """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
+        return stack.deploy(self.settings(exp), key, previous)
+
+    def running(self) -> Deployment | None:
+        """The OrangeFS cluster, when one is up."""
+        return stack.running()
+
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """The OrangeFS source the image was built from (tarball and sha256)."""
+        server = deployment.info["servers"][0]
+        done = compose.exec_in(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
+        return {"orangefs": done.stdout.strip()}
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """Streams, timed phases and checks; the figures are per phase."""
+        p = self.settings(ctx.exp)
+        f = ctx.point.factors
+        point = PointFactors(ctx.point.id, ctx.point.mode, ctx.point.repetition, f["io_servers"],
+                         f["clients"], f["streams"], f["filesystem"], f["buffer"])
+        ctx.record["io_servers"] = point.io_servers
+        phases = Phases(p, ctx.exp.seed, ctx.prepared["run_id"], ctx.deployment, ctx.prepared,
+                        ctx.sampler)
+        row: dict[str, Any] = {}
+        try:
+            row.update(phases.run(point, row, ctx.dir, ctx.record))
+        except PfsError as exc:  # a set-up or checksum step failed
+            row["error"] = str(exc)
+        finally:
+            ctx.sampler.stop()
+        error = row.pop("error", None)
+        return PointResult(row, window=phases.window, error=error)
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A stopped server ends the run with one sentence naming it."""
+        stack.after_point(point, row, deployment)
+
+    # -- results
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, test, mode, repetition, cluster size, clients, streams, fs, buffer, access."""
+        p = self.settings(exp)
+        f = point.factors
+        row: dict[str, Any] = {"point": point.id, "test": p.test, "mode": point.mode,
+                               "repetition": point.repetition, "io_servers": f["io_servers"],
+                               "clients": f["clients"], "streams": f["streams"]}
+        if p.test == "basic":
+            row.update(filesystem=f["filesystem"], buffer=f["buffer"],
+                       access="native" if f["filesystem"] == "orangefs-native" else "posix")
+        else:
+            row.update(access=p.access, buffer=MIB)
+        return row
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """Identity, then read_* and write_* figures, then integrity."""
+        return [Column(c) for c in SUMMARY_COLUMNS]
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """MB/s and CPU per side for each phase, integrity."""
+        return brief(row)
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The report section of the experiment's test, factors in the file's order."""
+        block = resolved.get("pfs") or {}
+        spec = families.load(f"pfs-{block.get('test', 'concurrent')}")
+        order = {k: list(block[k]) for k in ("io_servers", "clients", "streams", "filesystems",
+                                             "buffers") if isinstance(block.get(k), list)}
+        if "filesystems" in order:
+            order["filesystem"] = order.pop("filesystems")
+        if "buffers" in order:
+            order["buffer"] = order.pop("buffers")
+        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        return spec
+
+
+def brief(row: dict) -> str:
+    """One progress line of a point."""
+    if row.get("error"):
+        return f"FAILED ({row['error']})"
+    parts = []
+    for phase in ("write", "read"):
+        if f"{phase}_mb_per_s" in row:
+            parts.append(f"{phase} {row[f'{phase}_mb_per_s']:.0f} MB/s (clients "
+                         f"{row[f'{phase}_client_cpu_pct']:.0f} %, servers "
+                         f"{row[f'{phase}_server_cpu_pct']:.0f} % CPU)")
+    return "; ".join(parts) + f", integrity {row.get('integrity')}"

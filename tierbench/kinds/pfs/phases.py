@@ -1,0 +1,271 @@
+"""The timed phases of one pfs point on the running cluster: the streams of each client
+container started at one wall-clock instant (pfs-io.sh repeats its transfer until measure_s has
+passed), the CPU of every container read at each phase's start and end, what was read and
+written checked against checksums, the fault the experiment asks for, the point's files
+removed."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace as dc_replace
+from pathlib import Path
+from typing import Any
+
+from tierbench.kinds.contract import Deployment, log
+from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
+from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
+                                         parse_io_line, phase_cpu, sha256)
+from tierbench.placement import compose, orangefs, placer
+from tierbench.placement.orangefs import PfsError, label
+
+IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
+START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far ahead
+
+
+class Phases:
+    """One point's streams, timed phases and checks on the running cluster."""
+
+    def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment,
+                 prepared: dict[str, Any], sampler: Any) -> None:
+        self.settings, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
+        self.servers: list[compose.Container] = deployment.info["servers"]
+        self.clients: list[compose.Container] = deployment.info["clients"]
+        self.sampler = sampler  # the point's running sampler: its now() reads every counter
+        self.io_servers = int(deployment.key)  # type: ignore[arg-type]
+        self.window: tuple[float, float] | None = None  # first phase start .. last phase end
+
+    def _streams(self, point: PointFactors, row: dict) -> list[Stream]:
+        exp = self.settings
+        prefix = f"/mnt/orangefs/{self.run_id}-{point.id}"
+        if exp.test == "basic":
+            nbytes = int(exp.file_mb * MIB)
+            root = FILESYSTEMS[point.filesystem]
+            access = "native" if point.filesystem == "orangefs-native" else "posix"
+            return [Stream(1, self.clients[0], access, f"{root}/{self.run_id}-{point.id}", 0,
+                           nbytes, point.buffer, "/scratch/io-1")]
+        # Every call moves one region (2 MB per I/O server); a stream's file holds several, so
+        # that one pvfs2-cp start-up is shared by many requests.
+        region = int(exp.region_mb_per_server * point.io_servers * MIB)
+        nbytes = region * exp.regions_per_stream
+        row["region_bytes"] = region
+        out = []
+        for s in range(1, point.streams + 1):
+            client = self.clients[(s - 1) % point.clients]
+            if exp.access == "native":
+                out.append(Stream(s, client, "native", f"{prefix}-s{s}", 0, nbytes, region,
+                                  f"/scratch/io-{s}"))
+            else:  # one shared file, a contiguous stretch per stream (as pvfs-test does)
+                out.append(Stream(s, client, "posix", f"{prefix}-shared", (s - 1) * nbytes,
+                                  nbytes, region, f"/scratch/io-{s}"))
+        return out
+
+    def run(self, point: PointFactors, row: dict, pdir: Path, record: dict) -> dict:
+        exp = self.settings
+        streams = self._streams(point, row)
+        seed = self.seed
+        out: dict[str, Any] = {}
+        checks: list[str] = []
+        sources = {s.number: f"/scratch/src-{s.nbytes}-{s.number}" for s in streams}
+        self._each(streams, lambda s: make_source_cmd(s.number, s.nbytes, seed,
+                                                      sources[s.number]), "write source data")
+        phases = ["write", "read"] if exp.test == "basic" else (
+            ["read", "write"] if exp.test == "concurrent" else ["read"])
+        if phases[0] == "read":  # the files to read, written before the clock starts
+            self._each(streams, lambda s: self._write_once(s, sources[s.number]),
+                       "write the files to read")
+        written: dict[int, str] = {}
+        try:
+            for phase in phases:
+                if phase == "read" and exp.test == "basic" and exp.drop_caches:
+                    placer.current().drop_caches(self.clients + self.servers)
+                # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
+                active = [dc_replace(s, file=written[s.number]) if s.access == "native"
+                          and written.get(s.number) else s for s in streams]
+                results = self._run_phase(phase, active, sources, pdir)
+                record[f"{phase}_streams"] = results
+                figures = results["figures"]
+                out.update({f"{phase}_{k}": v for k, v in figures.items()})
+                failed = [r for r in results["streams"] if r["status"] != "ok"]
+                if failed:
+                    out["error"] = (f"{phase}: {len(failed)} of {len(streams)} streams failed: "
+                                    f"{failed[0].get('error') or 'no output'}")
+                    break
+                if phase == "read":
+                    checks += self._verify_reads(streams, seed)
+                else:
+                    written = {r["stream"]: r.get("last") or "" for r in results["streams"]}
+            else:
+                if "write" in phases:
+                    checks += self._verify_writes(streams, written, seed)
+        finally:
+            self._cleanup(streams)
+        if "error" not in out:
+            out["integrity"] = "ok" if not checks else "mismatch"
+            if checks:
+                out["error"] = "integrity: " + "; ".join(checks[:3])
+        else:
+            out["integrity"] = "not checked"
+        record["integrity_problems"] = checks
+        return out
+
+    def _write_once(self, s: Stream, source: str) -> str:
+        if s.access == "native":
+            return f"pvfs2-cp {source} {s.file}"
+        return (f"dd if={source} of={s.file} bs=1M oflag=seek_bytes seek={s.offset} "
+                "conv=notrunc status=none")
+
+    def _each(self, streams: list[Stream], cmd: Any, what: str) -> list[str]:
+        """Run a shell command per stream (grouped per client container); fail on error."""
+        timeout = self.settings.job_timeout_s * 3 + 60
+        outputs = []
+        for s in streams:
+            done = compose.exec_in(s.client, ["sh", "-c", cmd(s)], timeout=timeout)
+            if done.returncode != 0:
+                lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+                raise PfsError(f"{what} failed in {label(s.client)}: {lines[-1][:300]}")
+            outputs.append(done.stdout)
+        return outputs
+
+    def _run_phase(self, phase: str, streams: list[Stream], sources: dict[int, str],
+                   pdir: Path) -> dict:
+        exp = self.settings
+        lead = START_DELAY_S + placer.current().exec_lead_s
+        start = time.time() + lead + 0.02 * len(streams)
+        by_client: dict[str, list[Stream]] = {}
+        for s in streams:
+            by_client.setdefault(s.client.id, []).append(s)
+        clients_used = [label(self.clients[i]) for i in range(len(self.clients))
+                        if self.clients[i].id in by_client]
+        servers = [label(c) for c in self.servers]
+        now0 = self.sampler.now()
+        before = self._cpu(now0)
+        host0 = now0["host"]
+        timeout = lead + exp.measure_s + 3 * exp.job_timeout_s + 60
+
+        def run_client(group: list[Stream]) -> list[dict]:
+            parts = []
+            for s in group:
+                local = s.local if phase == "read" else sources[s.number]
+                if phase == "read" and exp.test == "basic" and s.access == "posix":
+                    # only dd gets /dev/null: pvfs2-cp deletes its destination when it fails
+                    local = "/dev/null"
+                file = s.file
+                args = [IO_SCRIPT, phase, s.access, file, s.offset, s.nbytes, s.buffer,
+                        f"{start:.6f}", exp.measure_s, local]
+                parts.append(f"(sh {' '.join(shlex.quote(str(a)) for a in args)} "
+                             f"| sed 's/^/stream={s.number} /') &")
+            script = " ".join(parts) + " wait"
+            try:
+                done = compose.exec_in(group[0].client, ["sh", "-c", script], timeout=timeout)
+                text = done.stdout + done.stderr
+            except subprocess.TimeoutExpired:
+                text = ""
+            results = []
+            for s in group:
+                line = next((ln for ln in text.splitlines() if ln.startswith(f"stream={s.number} ")),
+                            "")
+                r = parse_io_line(line) if line else {
+                    "status": "error", "error": f"no result within {timeout:.0f} s"}
+                r.update(stream=s.number, client=label(s.client))
+                results.append(r)
+            return results
+
+        fault = self._arm_fault(start)
+        with ThreadPoolExecutor(max_workers=len(by_client)) as pool:
+            results = [r for rs in pool.map(run_client, by_client.values()) for r in rs]
+        if fault:
+            fault.join()
+        now1 = self.sampler.now()
+        after = self._cpu(now1, before)
+        host1 = now1["host"]
+        figures = aggregate(results, start)
+        end = max((r["end"] for r in results if r.get("end")), default=start)
+        self.window = (min(self.window[0], start), max(self.window[1], end)) if self.window \
+            else (start, end)
+        figures.update(phase_cpu(before, after, host0, host1, clients_used, servers,
+                                 figures["s"], figures["bytes"]))
+        with (pdir / f"{phase}.csv").open("w", newline="") as fh:
+            cols = ["stream", "client", "status", "start", "end", "iterations", "bytes", "last",
+                    "error"]
+            writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(sorted(results, key=lambda r: r["stream"]))
+        return {"start": start, "figures": figures, "streams": results}
+
+    def _cpu(self, now: dict[str, Any], fallback: dict[str, dict] | None = None,
+             ) -> dict[str, dict]:
+        """CPU counters of every container from a sample ``now``; one that stopped keeps its
+        ``fallback`` value (its CPU since then is unknown and counted as none)."""
+        names = [label(c) for c in self.servers + self.clients]
+        return {name: now["cpu"].get(name) or (fallback or {}).get(
+                    name, {"usage_s": 0.0, "user_s": 0.0, "system_s": 0.0})
+                for name in names}
+
+    def _arm_fault(self, start: float) -> threading.Thread | None:
+        """The experiment's fault, once per run: stop a server `after_s` into a timed phase."""
+        fault = self.settings.fault.model_dump() if self.settings.fault else None
+        if not fault or self.prepared["fault_done"]:
+            return None
+        self.prepared["fault_done"] = True
+        target = next((c for c in self.servers if c.service == fault["stop"]), None)
+        if target is None:
+            log(f"tierbench: fault: {fault['stop']} is not part of this cluster; nothing stopped")
+            return None
+
+        def stop() -> None:
+            time.sleep(max(0.0, start + fault["after_s"] - time.time()))
+            log(f"tierbench: fault: stopping {fault['stop']} as the experiment asks")
+            placer.current().stop(target, 5)
+
+        thread = threading.Thread(target=stop, name="fault", daemon=True)
+        thread.start()
+        return thread
+
+    def _verify_reads(self, streams: list[Stream], seed: int) -> list[str]:
+        if self.settings.test == "basic":
+            return []  # basic reads go to /dev/null; the write check covers the data
+        problems = []
+        sums = self._each(streams, lambda s: f"sha256sum {s.local} | cut -d' ' -f1",
+                          "checksum what was read")
+        for s, got in zip(streams, sums):
+            if got.strip() != sha256(s.number, s.nbytes, seed):
+                problems.append(f"stream {s.number} read back data that differs from what "
+                                "was written")
+        return problems
+
+    def _verify_writes(self, streams: list[Stream], written: dict[int, str],
+                       seed: int) -> list[str]:
+        def cmd(s: Stream) -> str:
+            if s.access == "native":
+                target = written.get(s.number) or s.file
+                return (f"rm -f /scratch/check-{s.number} && pvfs2-cp {target} "
+                        f"/scratch/check-{s.number} >/dev/null && sha256sum /scratch/check-"
+                        f"{s.number} | cut -d' ' -f1")
+            return (f"dd if={s.file} bs=1M iflag=skip_bytes,count_bytes skip={s.offset} "
+                    f"count={s.nbytes} status=none | sha256sum | cut -d' ' -f1")
+
+        problems = []
+        for s, got in zip(streams, self._each(streams, cmd, "checksum what was written")):
+            if got.strip() != sha256(s.number, s.nbytes, seed):
+                problems.append(f"stream {s.number}: the file system returned data that "
+                                "differs from what was written")
+        return problems
+
+    def _cleanup(self, streams: list[Stream]) -> None:
+        """Remove the point's files (OrangeFS through the FUSE mount, local ones directly)."""
+        paths = sorted({s.file for s in streams})
+        script = " ".join(f"rm -f {shlex.quote(p)} {shlex.quote(p)}.*;" for p in paths)
+        # rm on the mount would hang for the job timeout
+        if orangefs.stopped_servers(self.io_servers, placer.current().replicas()):
+            script = ""
+        script += " rm -f /scratch/io-* /scratch/check-*"
+        for c in {s.client.id: s.client for s in streams}.values():
+            try:
+                compose.exec_in(c, ["sh", "-c", script], timeout=self.settings.job_timeout_s * 2 + 10)
+            except subprocess.TimeoutExpired:
+                log(f"tierbench: removing the files of the point in {label(c)} timed out")

@@ -1,0 +1,76 @@
+"""The `pfs:` block of a parallel file system experiment: the test, the cluster (I/O servers,
+strip size, storage, timeouts, a fault) and each test's factors; declared models with one
+sentence per problem."""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from tierbench.config.models import Model, choice, flag, number, one_or_many, problem, whole
+from tierbench.placement import orangefs
+from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE
+
+TESTS = ("concurrent", "streams", "basic")
+FILESYSTEMS = {"tmpfs": "/scratch", "disk": "/disk", "orangefs": "/mnt/orangefs",
+               "orangefs-native": "/mnt/orangefs"}
+ACCESS = ("native", "fuse")
+MIB = 1 << 20
+
+
+class Fault(Model):
+    """Stop one server `after_s` seconds into the first timed phase of the run."""
+
+    stop: choice(*orangefs.server_services(MAX_IO_SERVERS))
+    after_s: number(0) = 1
+
+
+class Pfs(Model):
+    """The `pfs:` block of an experiment file."""
+
+    test: choice(*TESTS)
+    io_servers: one_or_many(whole(1, MAX_IO_SERVERS), "whole number") = [2]
+    strip_size: whole(4096) = 65536
+    storage: choice(*STORAGE) = "tmpfs"
+    measure_s: number(0.5) = 10
+    job_timeout_s: whole(2, 300) = 15
+    fault: Fault | None = None
+    clients: one_or_many(whole(1, 16), "whole number") = [1, 2]
+    streams: one_or_many(whole(1, 256), "whole number") = [1, 4]
+    client_containers: whole(1, 16) = 4
+    access: choice(*ACCESS) = "native"
+    region_mb_per_server: number(0.0625) = 2
+    regions_per_stream: whole(1, 1024) = 16
+    filesystems: one_or_many(choice(*FILESYSTEMS), "file system") = ["tmpfs", "disk", "orangefs"]
+    buffers: one_or_many(whole(512, 64 * MIB), "whole number") = [4096, 65536, MIB]
+    file_mb: number(1, 4096) = 256
+    drop_caches: flag() = False
+
+    @model_validator(mode="after")
+    def _per_test(self) -> Pfs:
+        per_test = {"concurrent": {"clients", "access", "region_mb_per_server",
+                                   "regions_per_stream"},
+                    "streams": {"streams", "client_containers", "access",
+                                "region_mb_per_server", "regions_per_stream"},
+                    "basic": {"filesystems", "buffers", "file_mb", "drop_caches"}}
+        common = {"test", "io_servers", "strip_size", "storage", "measure_s", "job_timeout_s",
+                  "fault"}
+        allowed = common | per_test[self.test]
+        extra = sorted(set(self.model_fields_set) - allowed)
+        if extra:
+            raise problem("unknown key {key} for test {test} (allowed: {allowed})",
+                          key=repr(extra[0]), test=self.test, allowed=", ".join(sorted(allowed)))
+        return self
+
+
+class PfsSettings(Model):
+    """The keys of a parallel file system experiment besides the common ones."""
+
+    pfs: Pfs
+
+
+def cluster_clients(p: Pfs) -> int:
+    """Client containers the cluster needs."""
+    if p.test == "concurrent":
+        return max(p.clients)
+    return p.client_containers if p.test == "streams" else 1
+

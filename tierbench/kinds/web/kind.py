@@ -1,0 +1,243 @@
+"""The web kind as the contract sees it: its settings, tiers and roles, the resolved experiment,
+the axes and the deployment key (the stack settings), and each part of the contract handed to
+the module of the package that does it."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from tierbench.config.errors import ConfigError
+from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
+                                      PointResult)
+from tierbench.kinds.web import plan, report, results, sequence, sizes, stack, webdisks
+from tierbench.kinds.web.stack import GENERATOR, TIERS
+from tierbench.kinds.web.load import stop
+from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
+                                          trace_dicts)
+from tierbench.kinds.web.prepare import prepare, workload_errors
+from tierbench.placement import compose, disks, placer, space
+
+
+class WebKind(Kind):
+    """Traces replayed through the proxy -> web stack."""
+
+    name = "web"
+    description = "request traces through the proxy and web tiers (wrk or Locust)"
+    model = WebSettings
+    scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
+    tiers = TIERS
+    roles = ("loadgen", "proxy", "web")
+    bring_up = "stack bring-up (seconds when images are built)"
+
+    # -- experiment
+    def check(self, exp: Experiment) -> None:
+        """A real device the experiment names must exist (sizes and use: at preflight; a
+        cluster node's devices are checked there at preflight)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        if placer.current().cluster is not None:
+            return
+        wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
+        if wrong:
+            raise ConfigError(f"{exp.source}: {wrong}")
+
+    def cluster_roles(self, exp: Experiment) -> list[str]:
+        """loadgen, proxy and web (web, web2 and web3 round the web nodes with
+        stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
+        load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
+        system is built on the node of the web server it serves. Refused in one sentence: several
+        web servers over disk systems on more than one node, and several web servers over
+        OrangeFS (only web mounts it)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        known = webdisks.names(s.disk_systems)
+        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
+        servers = s.stack.web_servers or (3 if s.stack.placement else 1)
+        cluster = placer.current().cluster
+        web_nodes = cluster.nodes_for("web") if cluster is not None else []
+        if servers > 1 and (on_disks or s.stack.placement) and len(web_nodes) > 1:
+            what = (f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
+                    f"stack.docroot: {on_disks[0]}")
+            raise ConfigError(f"{exp.source}: several web servers over disk systems ({what}) "
+                              "run on a cluster only when the web role names one node (the "
+                              f"cluster file names {len(web_nodes)}): give web one node, or run "
+                              "this experiment without --cluster")
+        if servers > 1 and any(d.startswith("orangefs") for d in s.stack.docroot):
+            raise ConfigError(f"{exp.source}: stack.web_servers: {servers} with a "
+                              "docroot on OrangeFS does not run on a cluster yet (only web "
+                              "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
+                              "--cluster")
+        roles = list(self.roles)
+        if has_dynamic(s):
+            roles += list(compose.APP_TIERS)
+        if s.load.workers:
+            roles.append("loadgen_workers")
+        if any(d.startswith("orangefs") for d in s.stack.docroot):
+            roles += ["pfs_meta", "pfs_io"]
+        return roles
+
+    def resolved(self, exp: Experiment) -> dict[str, Any]:
+        """The resolved experiment (manifest and experiment.yml)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        ld = s.load
+        systems = used_systems(s)
+        return {
+            "name": exp.name,
+            "kind": self.name,
+            "description": exp.description,
+            "source": exp.source,
+            "seed": exp.seed,
+            "repetitions": exp.repetitions,
+            "engine": s.engine,
+            "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
+                     "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
+                     "think": ld.think.model_dump() if ld.think else None,
+                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
+                     **({"requests_per_client": ld.requests_per_client}
+                        if ld.requests_per_client else {})},
+            "target": s.target,
+            "allow_foreign_target": s.allow_foreign_target,
+            "settle_s": exp.settle_s,
+            "modes": [m.as_dict() for m in exp.modes],
+            "traces": trace_dicts(s),
+            "stack": {**stack_settings(s, exp.seed), "docroot": list(s.stack.docroot),
+                      **({"placement": list(s.stack.placement)} if s.stack.placement else {})},
+            **({"fault": s.fault.model_dump()} if s.fault else {}),
+            **({"disk_systems": systems} if systems else {}),
+        }
+
+    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+        """trace x mode x users x docroot x placement (004 Table 4) x repetition."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
+                ("users", list(s.load.users)), ("docroot", list(s.stack.docroot)),
+                ("placement", list(s.stack.placement or [None])),
+                ("repetition", list(range(1, exp.repetitions + 1)))]
+
+    def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
+        """A point's factors (placement only when the experiment has the factor)."""
+        out = super().point_factors(combo)
+        if out.get("placement") is None:
+            out.pop("placement", None)
+        return out
+
+    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+        """The stack settings, as a hashable key."""
+        c = combo.factors | {"mode": combo.mode} if isinstance(combo, Point) else combo
+        return tuple(sorted(stack_for(exp, c["mode"], c["docroot"], c.get("placement")).items()))
+
+    # -- plan
+    def point_seconds(self, exp: Experiment) -> float:
+        """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
+        return plan.point_seconds(exp)
+
+    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+        """What runs, how, and what a point costs."""
+        return plan.header(exp, points)
+
+    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+        """The stack settings from this point on."""
+        return plan.placement_line(exp, point, first)
+
+    def point_line(self, exp: Experiment, point: Point) -> str:
+        """trace, mode, repetition, users, time."""
+        return plan.point_line(exp, point)
+
+    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+        """The file sets on each docroot the experiment uses, the hot site's small files."""
+        with workload_errors(exp):
+            return sizes.needs(exp, len(points))
+
+    # -- run
+    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+        """Every image the run will need exists; disk systems can be built where they go (the
+        web node's tools and devices, asked there)."""
+        s: WebSettings = exp.settings  # type: ignore[assignment]
+        known = webdisks.names(s.disk_systems)
+        for docroot in s.stack.docroot:
+            base = compose.docroot_parts(docroot)[0]
+            compose.check_images(s.stack.proxy, "disk" if base in known else base,
+                                 has_dynamic(s))
+        with workload_errors(exp):
+            plans = sizes.disk_plans(exp)
+        try:
+            disks.preflight(plans, webdisks.host_of_web())
+        except disks.DiskError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
+
+    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+        """Every trace written into run_dir/traces; the file sets and hot sets they need."""
+        return prepare(exp, exp.settings, run_dir)  # type: ignore[arg-type]
+
+    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
+               previous: Deployment | None, point: Point) -> Deployment:
+        """The stack up with the key's settings (kinds.web.stack)."""
+        return stack.deploy(exp.settings, exp.seed, key, prepared,  # type: ignore[arg-type]
+                            previous, point)
+
+    def running(self) -> Deployment | None:
+        """The stack's tiers, when its services are up."""
+        return stack.running()
+
+    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+        """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
+        return stack.provenance(deployment)
+
+    def run_point(self, ctx: PointContext) -> PointResult:
+        """Replay the point's trace (kinds.web.sequence)."""
+        return sequence.run(ctx, ctx.exp.settings)  # type: ignore[arg-type]
+
+    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
+                    deployment: Deployment) -> None:
+        """A stopped proxy or web tier ends the run; a stopped app or db tier starts again."""
+        stack.after_point(point, row, deployment)
+
+    # -- results
+    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """point, trace, mode, repetition, engine, users, docroot, the trace's facts."""
+        return results.identity(exp, point)
+
+    def columns(self, exp: Experiment) -> list[Column]:
+        """webmetrics.SUMMARY_COLUMNS with the dynamic requests' columns when they run."""
+        return results.columns(exp)
+
+    def brief(self, row: dict[str, Any]) -> str:
+        """TPS, MB/s, server CPU per KB, generator CPU."""
+        return results.brief(row)
+
+    def point_title(self, exp: Experiment, point: Point) -> str:
+        """How the progress line names a point."""
+        return results.point_title(exp, point)
+
+    def clean(self) -> list[str]:
+        """Stop a load generator a crashed run left running."""
+        running = placer.current().containers()
+        if GENERATOR in running:
+            stop(running[GENERATOR])
+            return ["stopped any load generator still running in the loadgen container"]
+        return []
+
+    def end_note(self, rows: list[dict[str, Any]]) -> str | None:
+        """How many points were client-bound, and what to do about it."""
+        return results.end_note(rows)
+
+    def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
+        """The report section of the experiment's family (by name)."""
+        return report.report_spec(resolved)
+
+
+def used_systems(settings: WebSettings) -> dict[str, Any]:
+    """The disk systems the experiment's docroots name, as the manifest records them
+    (emulated or real; bandwidths; how RAID-0 is made on this host)."""
+    known = webdisks.names(settings.disk_systems)
+    out: dict[str, Any] = {}
+    for d in settings.stack.docroot:
+        system = webdisks.system_of(d, known)
+        if system is not None:
+            out[system.name] = {
+                "description": system.describe(), "emulated": system.emulated,
+                "devices": list(system.paths) or system.devices,
+                "read_mb_s": system.read_bps / 1e6 if system.read_bps else None,
+                "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
+                "raid0": disks.raid_words(webdisks.host_of_web()) if system.raid0 else None}
+    return out

@@ -1,0 +1,290 @@
+"""Loading the stack from the loadgen container, whatever the engine: what to load (a
+:class:`LoadSpec`), what one run measured (a :class:`LoadResult`), the checks both engines make,
+an engine run in the container and its stop, and the request-count run's checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import results_root
+from tierbench.kinds.web import webmetrics
+from tierbench.placement.compose import Container, docker_cmd, parse_cpuset
+from workloads import target as target_guard
+
+TARGET = "http://proxy"
+ENGINES = ("locust", "wrk")
+THINK_KINDS = ("fixed", "exponential")
+OWN_HOSTS, OWN_NETWORK = target_guard.OWN_HOSTS, target_guard.OWN_NETWORK
+
+
+class LoadgenError(TierbenchError):
+    """The load generator did not produce a usable run, or was asked for something it refuses."""
+
+
+@dataclass
+class LoadSpec:
+    """How to load the stack for one point (from the experiment)."""
+
+    engine: str
+    users: int
+    warmup_s: float
+    measure_s: float
+    processes: int = 1
+    think: dict | None = None
+    rate: float | None = None
+    target: str = TARGET
+    allow_foreign_target: bool = False
+    workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
+    remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
+    worker_wait_s: float = 60.0  # how long the master waits for every worker to connect
+    master: str = "loadgen"  # where workers reach the master: its service name, or its node
+    own: tuple[str, ...] = ()  # the testbed's own addresses beyond 198.18.0.0/15 (a cluster's)
+    # brings the files an engine run wrote back from the loadgen's node (a cluster placement's
+    # pull; on one host the results folder is mounted and there is nothing to fetch)
+    fetch: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    # A request-count run (000 §5.2.1, 004 §3.2): after the warm-up every client sends the first
+    # N requests of its sequence and stops; the window runs until the last client has finished
+    # and measure_s is only its time limit. None: a timed window of measure_s.
+    requests_per_client: int | None = None
+    dynamic: bool = False  # the trace has dynamic requests: wrk counts their answers by kind
+
+
+@dataclass
+class LoadResult:
+    """What one load run measured, in the same form for every engine."""
+
+    engine: str
+    started: float
+    window: tuple[float, float]
+    requests: webmetrics.RequestLog | None
+    aggregate: dict | None
+    allowance_cores: float
+    extra: dict = field(default_factory=dict)
+
+
+def check_target(target: str, allow_foreign: bool, own: tuple[str, ...] = ()) -> None:
+    """Refuse a target that is not one of the testbed's own services, unless explicitly allowed."""
+    why = target_guard.refusal(target, allow_foreign, own)
+    if why:
+        raise LoadgenError(why)
+
+
+def check_spec(spec: LoadSpec) -> None:
+    """Refuse a LoadSpec an engine cannot honour, with one sentence naming the setting."""
+    if spec.engine not in ENGINES:
+        raise LoadgenError(f"engine {spec.engine!r} is unknown (expected locust or wrk)")
+    if spec.users < 1 or spec.processes < 1:
+        raise LoadgenError(f"users and processes must be >= 1, got {spec.users} and "
+                           f"{spec.processes}")
+    if spec.workers < 0 or spec.remote_workers < 0:
+        raise LoadgenError(f"workers and remote_workers must be >= 0, got {spec.workers} and "
+                           f"{spec.remote_workers}")
+    if spec.engine == "wrk" and (spec.workers or spec.remote_workers):
+        raise LoadgenError("workers and remote_workers need engine: locust (wrk runs in the "
+                           "loadgen container only)")
+    if spec.measure_s <= 0 or spec.warmup_s < 0:
+        raise LoadgenError("measure_s must be > 0 and warmup_s >= 0")
+    if spec.engine == "wrk" and (spec.think or spec.rate):
+        raise LoadgenError("think time and open-loop rate need engine: locust "
+                           "(wrk replays closed loop only)")
+    if spec.think is not None:
+        if spec.think.get("kind") not in THINK_KINDS or float(spec.think.get("mean_ms", -1)) < 0:
+            raise LoadgenError(f"think must be {{kind: fixed|exponential, mean_ms: >= 0}}, "
+                               f"got {spec.think!r}")
+    if spec.rate is not None and spec.rate <= 0:
+        raise LoadgenError(f"rate must be > 0 requests/s, got {spec.rate!r}")
+    if spec.requests_per_client is not None:
+        if spec.requests_per_client < 1:
+            raise LoadgenError(f"requests_per_client must be >= 1, got "
+                               f"{spec.requests_per_client!r}")
+        if spec.rate:
+            raise LoadgenError("requests_per_client needs closed-loop clients: an open-loop run "
+                               "(rate) sends at a fixed rate for a fixed time")
+    check_target(spec.target, spec.allow_foreign_target, spec.own)
+
+
+def container_path(path: Path) -> str:
+    """The path under /results that the loadgen container sees for a host results path."""
+    return "/results/" + str(path.resolve().relative_to(results_root()))
+
+def user() -> str:
+    """The user an engine runs as in the container: the invoking user, so results are theirs."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
+def cpuset_cores(loadgen: Container) -> int:
+    """Cores in the loadgen container's cpuset (all of the host's when it has none)."""
+    try:
+        return len(parse_cpuset(loadgen.cpuset)) if loadgen.cpuset else (os.cpu_count() or 1)
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def exec_argv(argv: list[str], env: dict[str, str], container: Container) -> list[str]:
+    """`docker exec` of argv in a container as the invoking user, with env."""
+    cmd = [*docker_cmd(container), "exec"]
+    for key, value in env.items():
+        cmd += ["-e", f"{key}={value}"]
+    return cmd + ["-u", user(), container.id, *argv]
+
+
+def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+          timeout: float, what: str, also: list[Container] = (),
+          fetch: Callable[[], None] | None = None) -> int:
+    """docker exec argv in the loadgen container, output to log_path; stops it on any exit
+    (and any engine in the `also` containers); then ``fetch`` brings back what it wrote."""
+    code = _exec_engine(argv, env, loadgen, log_path, timeout, what, also)
+    if fetch is not None:
+        fetch()
+    return code
+
+
+def _exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
+                 timeout: float, what: str, also: list[Container] = ()) -> int:
+    with log_path.open("w") as log:
+        # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
+        proc = subprocess.Popen(exec_argv(argv, env, loadgen), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for c in (loadgen, *also):
+                stop(c)
+            proc.kill()
+            raise LoadgenError(f"{what} did not finish within {timeout:.0f} s; "
+                               f"see {log_path}") from None
+        except BaseException:
+            for c in (loadgen, *also):
+                stop(c)
+            proc.kill()
+            raise
+
+
+def log_tail(path: Path) -> str:
+    """The last three lines of an engine's log, on one line."""
+    return " | ".join(path.read_text(errors="replace").strip().splitlines()[-3:])
+
+
+FINISHED_FILE = "locust-finished.txt"  # a request-count run: "K M", K of M clients finished
+
+
+def count_env(spec: LoadSpec, point_dir: Path) -> dict[str, str]:
+    """The locustfile's settings of a request-count run ({} for a timed one); an older count
+    of finished clients is removed first."""
+    (point_dir / FINISHED_FILE).unlink(missing_ok=True)
+    if not spec.requests_per_client:
+        return {}
+    return {"REQUESTS_PER_CLIENT": str(spec.requests_per_client),
+            "WARMUP_S": f"{spec.warmup_s:g}"}
+
+
+def count_extra(spec: LoadSpec) -> dict:
+    """What a request-count run adds to the summary row."""
+    return {"requests_per_client": spec.requests_per_client} if spec.requests_per_client else {}
+
+
+def limit_reached(engine: str, spec: LoadSpec, what: str) -> LoadgenError:
+    """The one sentence of a request-count run that hit its time limit."""
+    return LoadgenError(f"{engine}: {what} within load.measure_s = {spec.measure_s:g} s, the "
+                        "time limit of a request-count run: raise load.measure_s or lower "
+                        "load.requests_per_client")
+
+
+MIN_COUNTED_S = 2.0  # a request-count window shorter than this holds too few 1 Hz samples
+
+
+def check_counted_window(spec: LoadSpec, window: tuple[float, float]) -> None:
+    """A request-count window long enough to measure: CPU and bytes come from the samples taken
+    every second that bracket it."""
+    span = window[1] - window[0]
+    if spec.requests_per_client and span < MIN_COUNTED_S:
+        raise LoadgenError(f"the clients sent their {spec.requests_per_client:,} requests each in "
+                           f"{span:.1f} s, too short to measure (CPU comes from samples taken "
+                           f"every second; at least {MIN_COUNTED_S:g} s): raise "
+                           "load.requests_per_client")
+
+
+def check_clients_finished(spec: LoadSpec, point_dir: Path) -> None:
+    """A request-count run: every client sent its requests (Locust counts them, FINISHED_FILE)."""
+    if not spec.requests_per_client:
+        return
+    path = point_dir / FINISHED_FILE
+    try:
+        done, users = (int(x) for x in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        done, users = 0, spec.users
+    if done < users:
+        raise limit_reached("Locust", spec, f"{done} of {users} clients had sent their "
+                            f"{spec.requests_per_client:,} requests")
+
+def requests_in(per_second: list[dict], window: tuple[float, float],
+                active: tuple[float, float]) -> float:
+    """Requests the replay counted per wall-clock second that fall inside the window. A
+    second's requests are spread over the part of it in which the load ran (`active`: from the
+    first thread's start to the end of the run), so that the seconds the run starts and ends in
+    are not counted short."""
+    lo, hi = window
+    total = 0.0
+    for p in per_second:
+        a, b = max(p["t"], active[0]), min(p["t"] + 1, active[1])
+        if b <= a:  # the load ran for no measurable part of this second
+            total += p["requests"] if lo <= p["t"] + 0.5 < hi else 0
+            continue
+        total += p["requests"] * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+    return total
+
+
+def served_between(result: LoadResult, lo: float, hi: float) -> float:
+    """Successful requests that completed in (lo, hi], e.g. between the samples bracketing the
+    window: from the request records (Locust), or from the replay's per-second counts (wrk),
+    each second's spread over the part of it the load ran in, less the failed share."""
+    if result.requests is not None:
+        return float(sum(int(((a["end_s"] > lo) & (a["end_s"] <= hi) & (a["status"] >= 200)
+                              & (a["status"] < 400)).sum())
+                         for a in result.requests.arrays(("end_s", "status"))))
+    agg = result.aggregate or {}
+    counted = requests_in(agg.get("per_second", []), (lo, hi), agg.get("active", (lo, hi)))
+    return counted * agg.get("ok_share", 1.0)
+
+
+def stop(loadgen: Container, wait_s: float = 15) -> None:
+    """Stop any Locust or wrk run in the loadgen container and wait until it has exited."""
+    patterns = ("bin/locust -f", "wrk -t")
+
+    def running() -> bool:
+        for pattern in patterns:
+            done = subprocess.run([*docker_cmd(loadgen), "exec", "-u", user(), loadgen.id,
+                                   "pgrep", "-f", pattern], capture_output=True, timeout=30,
+                                  check=False)
+            if done.returncode == 0:
+                return True
+        return False
+
+    # Same uid as the run: the container has no CAP_KILL to signal another user's process.
+    for pattern in patterns:
+        subprocess.run([*docker_cmd(loadgen), "exec", "-u", user(), loadgen.id, "pkill",
+                        "-TERM", "-f", pattern], capture_output=True, timeout=30, check=False)
+    deadline = time.monotonic() + wait_s
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def version(loadgen: Container) -> str:
+    """Locust's version as the image reports it."""
+    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "locust", "--version"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "unknown"
+
+
+def wrk_version(loadgen: Container) -> str:
+    """wrk's version as the image reports it (first line of `wrk -v`)."""
+    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "wrk", "-v"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    text = (done.stdout or done.stderr).strip().splitlines()
+    return text[0] if text and text[0].startswith("wrk") else "unknown"

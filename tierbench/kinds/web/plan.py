@@ -1,0 +1,51 @@
+"""The plan's lines of a web experiment: what runs and what a point costs, the stack settings
+before the points that run on them, one line per point."""
+
+from __future__ import annotations
+
+from tierbench.kinds.contract import Experiment, Point
+from tierbench.kinds.web import webdisks
+from tierbench.kinds.web.settings import StackSettings, WebSettings, stack_for
+from tierbench.kinds.web.sizes import POINT_OVERHEAD_S
+
+
+def point_seconds(exp: Experiment) -> float:
+    """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
+    ld = exp.settings.load  # type: ignore[attr-defined]
+    return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+
+
+def header(exp: Experiment, points: list[Point]) -> list[str]:
+    """What runs, how, and what a point costs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    return [f"experiment {exp.name} ({exp.source}): {len(points)} points, "
+            f"order shuffled with seed {exp.seed}; engine {s.engine}, target {s.target}"
+            + (f"; Locust master + {ld.workers} worker container(s) x {ld.processes} "
+               f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
+               else ""),
+            f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
+            + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
+               f"{ld.measure_s:g} s, so times are upper bounds)"
+               if ld.requests_per_client else f"{ld.measure_s:g} s")
+            + f" + about {POINT_OVERHEAD_S:g} s overhead "
+            "(mode switch, snapshots, load generator start/stop)",
+            "NIC modes switch without restarting containers; server options restart the "
+            "services whose settings change (points are grouped to restart as rarely as "
+            "possible)"]
+
+
+def placement_line(exp: Experiment, point: Point, first: bool) -> str:
+    """The stack settings from this point on."""
+    record = stack_for(exp, point.mode, point["docroot"], point.factors.get("placement"))
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    return (f"  -- stack: {StackSettings(record).text()}" + ("" if first else " (restart)")
+            + webdisks.label(record, webdisks.names(s.disk_systems)))
+
+
+def point_line(exp: Experiment, point: Point) -> str:
+    """trace, mode, repetition, users, time (at most that, in a request-count run)."""
+    about = "<=" if exp.settings.load.requests_per_client else "~"  # type: ignore[attr-defined]
+    return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
+            f"rep={point.repetition}  users={point['users']}  "
+            f"{about}{point_seconds(exp):.0f} s")

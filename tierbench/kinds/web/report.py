@@ -1,0 +1,37 @@
+"""The report section of a web experiment: its family file (by name) with the factors in the
+experiment file's order, and the application and database tiers' columns where a family of
+static requests runs dynamic ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierbench.kinds import families
+
+
+def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The report section of a web experiment: its family's figures, tables and the paper's
+    numbers, with the factors in the experiment file's order."""
+    spec = families.load(families.by_name("web", str(resolved.get("name", "")), "dc-single"))
+    def listed(value: Any) -> list[Any]:  # older resolved experiments hold single values
+        return list(value) if isinstance(value, list) else [value]
+
+    if any(isinstance(t, dict) and t.get("dynamic") for t in resolved.get("traces") or []):
+        # dynamic requests in a family of static ones: the application and database tiers'
+        # columns may be empty where they do not apply, and the write check is a check
+        spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), *APP_DB_OPTIONAL]))
+        spec["checks"] = list(dict.fromkeys([*spec.get("checks", []), "write_check"]))
+    order = {"trace": [t["name"] if isinstance(t, dict) else t
+                       for t in resolved.get("traces") or []],
+             "users": listed((resolved.get("load") or {}).get("users")),
+             "docroot": listed((resolved.get("stack") or {}).get("docroot")),
+             "placement": listed((resolved.get("stack") or {}).get("placement"))}
+    spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+    return spec
+
+
+# The application and database tiers' columns, optional where a point does not have them: the
+# write check on traces without writes, the query of a static trace, the database's counters
+# of a point during which it was down.
+APP_DB_OPTIONAL = ["query", "writes_ok", "rows_written", "write_check", "db_tps", "db_rows_read",
+                   "db_rows_written", "db_blocks_read"]

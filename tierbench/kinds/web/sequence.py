@@ -1,0 +1,92 @@
+"""One web point, as a sequence: the load the point asks for, its trace on the load generator,
+the deployment's steps before the load, the engine over warm-up and measured time (two marks
+in the measured window), then the summary over the samples that bracket it and each step's
+figures (kinds.web.steps)."""
+
+from __future__ import annotations
+
+import time
+
+from tierbench.kinds.contract import PointContext, PointResult
+from tierbench.kinds.web import engines, locust
+from tierbench.kinds.web.stack import GENERATOR
+from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
+from tierbench.kinds.web.settings import WebSettings
+from tierbench.kinds.web.steps import Measured, Step
+from tierbench.measure.counters import MeasureError, window
+from tierbench.measure.sampler import marks_at
+from tierbench.placement import placer
+from workloads import traces as tracelib
+
+
+def load_spec(ctx: PointContext, s: WebSettings) -> LoadSpec:
+    """The load of the point: the experiment's, with the point's users, the target as the load
+    generator reaches it (recorded when it differs) and its files fetched back from its node."""
+    ld, point, dep = s.load, ctx.point, ctx.deployment
+    where = placer.current()
+    loadgen = dep.containers[GENERATOR]
+    target = where.url(s.target)
+    if target != s.target:
+        ctx.record["target"] = target
+    return LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
+                    measure_s=ld.measure_s, processes=ld.processes,
+                    think=ld.think.model_dump() if ld.think else None,
+                    rate=ld.rate, target=target, allow_foreign_target=s.allow_foreign_target,
+                    workers=ld.workers, remote_workers=ld.remote_workers,
+                    worker_wait_s=ld.worker_wait_s,
+                    master=dep.info.get("master", locust.MASTER_HOST),
+                    own=tuple(where.own_addresses()),
+                    fetch=lambda: where.pull(loadgen, ctx.dir),
+                    requests_per_client=ld.requests_per_client,
+                    dynamic=tracelib.content(point["trace"]) != "static")
+
+
+def run(ctx: PointContext, s: WebSettings) -> PointResult:
+    """Replay the point's trace; the summary over the samples bracketing the window."""
+    ld, point, dep = s.load, ctx.point, ctx.deployment
+    where = placer.current()
+    steps: list[Step] = dep.info["steps"]
+    ctx.record["trace"] = point["trace"]["name"]
+    ctx.record["stack"] = dep.info["stack"].record
+    loadgen = dep.containers[GENERATOR]
+    # Bytes delivered to the clients: what the host ends of the generator's veths transmit
+    # (on a cluster, what its node's NIC receives).
+    client_ifaces = where.received(dep.tiers[GENERATOR].endpoints)
+    spec = load_spec(ctx, s)
+    trace = ctx.prepared["traces"][point["trace"]["name"]]
+    index = tracelib.index_path(trace)  # the engines read the trace through it
+    where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
+    for step in steps:
+        step.before(ctx)
+    # two marks inside the measured window (at a third and two thirds of it, from when the
+    # load starts), so that it holds two samples even when a loaded host delays the ticks
+    began = time.time() + ld.warmup_s
+    unmark = marks_at(ctx.sampler, [began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
+    try:
+        try:
+            result = engines.run(spec, loadgen, ctx.dir, trace,
+                                 list(dep.info["workers"]) if ld.workers else None)
+        finally:
+            unmark()
+            samples = ctx.sampler.stop()
+            for step in steps:
+                step.end()
+        if ctx.sampler.error:
+            raise MeasureError(ctx.sampler.error)
+        start, end = result.window
+        check_counted_window(spec, result.window)
+        # Wall-clock bounds: samples and requests before measure_start are warm-up.
+        ctx.record["window"] = {"load_started": result.started, "measure_start": start,
+                                "measure_end": end}
+        row = engines.summary_row(samples, result, generator=GENERATOR,
+                                  bytes_label=client_ifaces)
+        # The samples that bracket the numbers above: analysis recomputes from these.
+        first, last = window(samples, start, end)
+        ctx.record["window"].update({"start": first["t"], "end": last["t"]})
+        measured = Measured(result, first, last)
+        for step in steps:
+            row.update(step.after(ctx, measured))
+        return PointResult(row, engines.per_second_rows(samples, result), (start, end))
+    except (LoadgenError, MeasureError) as exc:
+        ctx.log(f"tierbench: {point.id} failed: {exc}")
+        return PointResult(error=str(exc))

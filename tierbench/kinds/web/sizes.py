@@ -1,0 +1,117 @@
+"""What a web run writes where, checked against free space and memory before anything is
+written: the file sets on each docroot, the disk systems' images, the results (traces,
+per-request records, samples), the hot site's small files, the database's data set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierbench.config.files import results_root
+from tierbench.kinds.contract import Experiment
+from tierbench.kinds.web import appdb, webdisks
+from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
+                                          trace_dicts)
+from tierbench.kinds.web.prepare import filesets_of, hot_sets
+from tierbench.placement import compose, disks, space
+from workloads import filesets, worldcup
+from workloads import traces as tracelib
+
+POINT_OVERHEAD_S = 6.0  # load generator start-up and shut-down, snapshots, restore
+
+# What a run writes, for the plan's estimate: Locust's per-request records at most
+# LOCUST_RPS_PER_PROCESS requests per second per process (3,870 were measured for a bare
+# FastHttpUser on one core, ENVIRONMENT), RECORD_BYTES per record in requests.parquet (11 to
+# 15 measured by make bench-scale) and, for the point being converted, CSV_RECORD_BYTES plus the
+# path in its CSV log; SAMPLE_BYTES per second of a point (samples, per-second rows, logs).
+LOCUST_RPS_PER_PROCESS = 5000
+RECORD_BYTES = 16
+CSV_RECORD_BYTES = 40
+SAMPLE_BYTES = 4096
+
+
+def trace_bytes(spec: dict[str, Any], seed: int) -> int:
+    """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
+    if spec["kind"] == "worldcup":
+        return worldcup.trace_bytes(spec)
+    return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
+
+
+def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+    """An upper estimate of what a run writes into its results folder: the traces, Locust's
+    per-request records (Parquet for every point, the CSV log of one point at a time) and the
+    points' samples and logs."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    ld = s.load
+    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
+    if s.engine == "locust":
+        procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
+        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
+    return int(total)
+
+
+def needs(exp: Experiment, points: int) -> list[space.Need]:
+    """The file sets on each docroot the experiment uses, the disk systems' images, the
+    results, the hot site's small files, the database."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    specs = trace_dicts(s)
+    sets = filesets_of(specs)
+    total = sum(filesets.total_bytes(fs) for fs in sets)
+    what = f"the file sets of {exp.source}"
+    shrink = "shrink the traces' file sets (size, files or class)"
+    out: list[space.Need] = []
+    bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
+    # OrangeFS docroots are copied from the disk volume; a disk system holds its own sets
+    if bases & {"disk", "orangefs"}:
+        out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
+                                 f"{shrink} or free space there", role="web"))
+    if "tmpfs" in bases:
+        out += space.on_tmpfs(what, total, "DOCROOT_TMPFS_SIZE", "8g", shrink, role="web")
+    if "orangefs" in bases:
+        n = stack_settings(s).get("pvfs_io_servers", 3)
+        per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
+        if stack_settings(s).get("pvfs_storage") == "disk":
+            out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
+                                     per_server * n, space.docker_root(),
+                                     "Docker's data folder", f"{shrink} or free space there",
+                                     role="pfs_io"))
+        else:
+            out += space.on_tmpfs(f"{what} on each of {n} OrangeFS I/O servers", per_server,
+                                  "PVFS_TMPFS_SIZE", "4g",
+                                  f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
+                                  "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
+    out += webdisks.image_needs(disk_plans(exp), space.settings(), webdisks.host_of_web())
+    out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
+                             "samples)", results_bytes(exp, specs, points), results_root(),
+                             "the results folder", "shorten the traces or load.measure_s, "
+                             "run fewer points, or free space there"))
+    hot_site = stack_settings(s).get("hot_site")
+    if hot_site is not None:
+        below = stack_settings(s)["hot_below"]
+        nbytes = sum(size for fs in hot_sets(specs, hot_site) for _, size in filesets.files(fs)
+                     if size < below)
+        out += space.on_tmpfs(f"the small files of site {hot_site}", nbytes,
+                              "HOT_TMPFS_SIZE", "2g", "lower stack.hot_below", role="web")
+    if has_dynamic(s):
+        st = stack_settings(s, exp.seed)
+        out += appdb.needs(exp.source, st["db_rows"], st["db_row_bytes"],
+                           space.parse_size(st["db_shared_buffers"], "stack.db.shared_buffers"))
+    return out
+
+
+def disk_plans(exp: Experiment) -> list[disks.Plan]:
+    """The disk systems the points need (one per docroot and placement strategy)."""
+    s: WebSettings = exp.settings  # type: ignore[assignment]
+    known = webdisks.names(s.disk_systems)
+    specs = trace_dicts(s)
+    sets = filesets_of(specs)
+    pops = webdisks.popularity(specs, exp.seed) if s.stack.placement else {}
+    out = []
+    for docroot in s.stack.docroot:
+        for strategy in s.stack.placement or [None]:
+            made = webdisks.plan_for(stack_for(exp, exp.modes[0].name, docroot, strategy),
+                                     known, sets, pops, exp.seed)
+            if made is not None:
+                out.append(made[0])
+    return out

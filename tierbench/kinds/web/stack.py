@@ -1,0 +1,185 @@
+"""The web stack a point runs on: brought up for the point's stack settings (down first when its
+docroot changes; a disk system built first), its tiers found wherever they run (containers,
+CPU counters, interfaces, the database's counters as a probe), its versions, and what happens
+when a tier stops during a point."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
+from tierbench.kinds.web import appdb, load, steps, webdisks
+from tierbench.kinds.web.settings import StackSettings, WebSettings
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup
+from tierbench.placement import compose, diskbuild, disks, placer, space
+
+GENERATOR = "loadgen"
+STACK_TIERS = ("loadgen", "proxy", "web")  # always up
+TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
+
+
+def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
+           previous: Deployment | None, point: Point) -> Deployment:
+    """compose up with the key's settings (down first when the docroot changes); a disk system
+    built first (anew when it changes), its limits read back from the web tier; the steps of
+    the deployment's points chosen."""
+    stack = StackSettings(dict(key))  # type: ignore[call-overload]
+    made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared["filesets"],
+                             prepared["popularity"], seed)
+    where = placer.current()
+    downed = False
+    if previous is None:
+        log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
+    else:
+        log(f"tierbench: restarting services for {point.mode}: {stack.text()}")
+        if stack.rebuilds(previous.info["stack"]):
+            where.down()  # a volume's driver cannot change in place: the docroot anew
+            downed = True
+    overlays: list[Path] = []
+    built = None
+    if made is not None:  # a disk system: on each web server's host (here, or its node)
+        hosts = webdisks.hosts_for(made[0])
+        if not downed and diskbuild.current(made[0], hosts) is None:
+            where.down()  # the containers let go of the disks built before
+        try:
+            built = webdisks.build(made[0], made[1], space.settings(), log, hosts)
+        except disks.DiskError as exc:
+            raise compose.StackError(str(exc)) from None
+        overlays.append(disks.overlay_path())
+    if previous is not None:
+        close_probes(previous)
+    where.up(compose.stack_spec(stack.record, prepared["filesets"], s.target, s.load.workers,
+                                s.load.remote_workers, prepared["hot_sets"], overlays))
+    dep = discover(key, stack, s.load.workers)
+    disk = None
+    if built is not None and made is not None:
+        try:
+            disk = webdisks.verify(built, made[0].system, dep.tiers["web"].containers)
+        except disks.DiskError as exc:
+            raise compose.StackError(str(exc)) from None
+    dep.info["steps"] = steps.chosen(stack, s, disk, built)
+    return dep
+
+
+def running() -> Deployment | None:
+    """The stack's tiers, when its services are up (the application and database tiers too
+    when they are)."""
+    found = placer.current().replicas()
+    up = {c.service for c in found}
+    if not all(t in up for t in STACK_TIERS):
+        return None
+    app_db = all(t in up for t in compose.APP_TIERS)
+    return discover(None, StackSettings({}),
+                    sum(c.service == compose.WORKER_SERVICE for c in found), app_db)
+
+
+def discover(key: Hashable, stack: StackSettings, expected: int,
+             app_db: bool | None = None) -> Deployment:
+    """The running stack's tiers (containers, CPU counters, interfaces) wherever they run; the
+    loadgen tier includes its `expected` Locust worker containers; the application and
+    database tiers when the settings have them (or `app_db` says so), with the database's
+    counters as a sampler probe."""
+    where = placer.current()
+    if app_db is None:
+        app_db = stack.app_db
+    found = where.service_containers(STACK_TIERS + (compose.APP_TIERS if app_db else ()))
+    counters: dict[str, CgroupCpu | CgroupGroup] = {}
+    tiers: dict[str, Tier] = {}
+    for name, c in found.items():
+        counters[name] = where.counter(c)
+        tiers[name] = Tier(name, CLIENT if name == GENERATOR else SERVER,
+                           where.endpoints(name, c), [c])
+    workers = [c for c in where.replicas() if c.service == compose.WORKER_SERVICE]
+    if expected:
+        if len(workers) != expected:
+            raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
+                                     "worker container(s) are running: see `docker compose "
+                                     f"logs {compose.WORKER_SERVICE}`")
+        parts = {GENERATOR: counters[GENERATOR]}
+        gen = tiers[GENERATOR]
+        for n, w in enumerate(workers, 1):
+            label = f"{compose.WORKER_SERVICE}-{n}"
+            parts[label] = where.counter(w)
+            gen.endpoints += where.endpoints(label, w)
+            gen.containers.append(w)
+        counters[GENERATOR] = CgroupGroup(parts)
+    webs = [c for c in where.replicas() if c.service in compose.WEB_SERVICES[1:]]
+    if webs:  # web_servers: 3: one tier, its counters summed
+        counters["web"] = CgroupGroup({"web": counters["web"],
+                                       **{c.service: where.counter(c) for c in webs}})
+        for c in webs:
+            tiers["web"].endpoints += where.endpoints(c.service, c)
+            tiers["web"].containers.append(c)
+            found = {**found, c.service: c}
+    ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
+    info: dict[str, Any] = {"stack": stack, "workers": workers, "steps": []}
+    if where.shares_ports():  # host networking: workers reach the master at its node
+        info["master"] = where.address(found[GENERATOR])
+    probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
+    return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
+                      probes=probes)
+
+
+def close_probes(deployment: Deployment) -> None:
+    """End the probes' sessions (the database's psql)."""
+    for probe in deployment.probes.values():
+        close = getattr(probe, "close", None)
+        if close is not None:
+            close()
+
+
+def provenance(deployment: Deployment) -> dict[str, Any]:
+    """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
+    found = deployment.containers
+    versions = {"locust": load.version(found[GENERATOR]),
+                "wrk": load.wrk_version(found[GENERATOR])}
+    probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
+             "else haproxy -v | head -n 1; fi")
+    for tier in ("proxy", "web"):
+        done = placer.current().exec(found[tier], ["sh", "-c", probe], timeout=60)
+        versions[f"{tier}_server"] = done.stdout.strip()
+    out: dict[str, Any] = {"versions": versions}
+    if "db" in found:
+        for tier, argv in (("app", ["php-fpm8.2", "-v"]), ("db", ["postgres", "--version"])):
+            done = placer.current().exec(found[tier], argv, timeout=60)
+            versions[f"{tier}_server"] = (done.stdout.strip().splitlines() or [""])[0]
+        out["database"] = appdb.server_settings(found["db"])
+    return out
+
+
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+    """A proxy or web tier that stopped ends the run with one sentence naming it (on a cluster,
+    a node whose Docker engine stopped answering); a stopped application or database tier is
+    started again (one sentence) and the run goes on."""
+    try:
+        running = placer.current().containers()
+    except compose.StackError as exc:
+        raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
+    failed = row.get("errors")
+    what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
+            else f" ({row['error']})" if row.get("error") else "")
+    stack: StackSettings = deployment.info["stack"]
+    down = [t for t in ("proxy", *compose.WEB_SERVICES[:stack.web_servers]) if t not in running]
+    if down:
+        raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
+                      "the run ends here")
+    gone = [t for t in compose.APP_TIERS if t in deployment.containers and t not in running]
+    if not gone:
+        return
+    log(f"tierbench: the {' and '.join(gone)} tier stopped during {point.id}{what}; "
+        "starting it again, the run goes on")
+    try:
+        for tier in gone:
+            appdb.start_again(deployment.containers[tier])
+    except compose.StackError as exc:
+        raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
+                      f"not be started again ({exc})") from None
+    close_probes(deployment)
+    fresh = discover(deployment.key, stack, len(deployment.info["workers"]))
+    # The restarted containers have new processes and interfaces: the next point's mode and
+    # sampler use them.
+    deployment.tiers, deployment.counters = fresh.tiers, fresh.counters
+    deployment.ifaces, deployment.containers = fresh.ifaces, fresh.containers
+    deployment.probes = fresh.probes

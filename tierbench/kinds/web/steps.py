@@ -1,0 +1,253 @@
+"""The optional parts of a web point, each a small named step: what it does before the load
+starts, what it adds to the point's row from the measured window, and what it closes after the
+load whatever happened. A deployment's steps are chosen once, from its typed settings
+(:func:`chosen`); the point's sequence (kinds.web.sequence) runs them in this order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tierbench.kinds.contract import PointContext
+from tierbench.kinds.web import appdb, webdisks, webmetrics
+from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
+from tierbench.kinds.web.settings import StackSettings, WebSettings
+from tierbench.placement import compose, diskbuild, placer
+from workloads import traces as tracelib
+
+
+@dataclass
+class Measured:
+    """What a point's figures are taken over: the engine's result and the two samples that
+    bracket its measured window."""
+
+    result: LoadResult
+    first: dict[str, Any]
+    last: dict[str, Any]
+
+
+class Step:
+    """One optional part of a web point."""
+
+    def before(self, ctx: PointContext) -> None:
+        """Before the load starts."""
+
+    def end(self) -> None:
+        """After the load, whatever happened."""
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        """Figures over the measured window, for the point's row."""
+        return {}
+
+
+class ProxyCache(Step):
+    """The caching Apache proxy: every point starts with an empty cache (filled again during its
+    warm-up, so that points do not depend on the order they run in) and an empty cache log; its
+    hits and misses in the measured window, from that log (one line per request: epoch second
+    and mod_cache's verdict; whole seconds at the edges)."""
+
+    def before(self, ctx: PointContext) -> None:
+        proxy = ctx.deployment.containers["proxy"]
+        compose.exec_in(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                        user="www-data", timeout=120)
+        compose.exec_in(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        start, end = measured.first["t"], measured.last["t"]
+        script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
+                  "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
+                  "/var/log/apache2/cache.log 2>/dev/null || echo 0 0")
+        done = compose.exec_in(ctx.deployment.containers["proxy"], ["sh", "-c", script],
+                               timeout=60)
+        try:
+            hits, misses = (int(x) for x in done.stdout.split()[:2])
+        except ValueError:
+            return {}
+        total = hits + misses
+        return {"proxy_cache_hits": hits, "proxy_cache_misses": misses,
+                "proxy_hit_ratio": hits / total if total else float("nan")}
+
+
+class PageCacheFigures(Step):
+    """How much of what was served the web tier read from its disk, and so from its page cache
+    (every point)."""
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        first, last = measured.first, measured.last
+        return webmetrics.page_cache_figures(
+            first, last, served_between(measured.result, first["t"], last["t"]),
+            ctx.point["trace"])
+
+
+class DiskSystem(Step):
+    """A docroot on a disk system: the point records the system and its limits read back."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def before(self, ctx: PointContext) -> None:
+        ctx.record["disk"] = self.record
+
+
+class ColdPageCache(Step):
+    """stack.page_cache: cold: the docroot's files dropped from the page cache before the point,
+    so that the first read of each comes from the disk (the disk system's files, or the docroot
+    volume's on each web server's host)."""
+
+    def __init__(self, built: diskbuild.Built | None) -> None:
+        self.built = built
+
+    def before(self, ctx: PointContext) -> None:
+        if self.built is not None:
+            dropped = diskbuild.evict(self.built)
+            what = "files of the disk system"
+        else:
+            # each web server's node (on one host, or one node, they share the volume)
+            webs = {c.node: c for c in ctx.deployment.tiers["web"].containers}
+            dropped = sum(placer.current().evict_docroot(c) for c in webs.values())
+            what = "docroot files"
+        ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
+
+
+class AccessLogs(Step):
+    """stack.access_log: the access logs of the tier that times each request start empty; the
+    per-file times over the window from them (004 Fig. 11-12, per_file.csv)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def logged(self, ctx: PointContext) -> list[compose.Container]:
+        dep = ctx.deployment
+        return webdisks.logging_tier(dep.containers, self.target, dep.tiers["web"].containers)
+
+    def before(self, ctx: PointContext) -> None:
+        webdisks.reset_logs(self.logged(ctx))
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        first, last = measured.first["t"], measured.last["t"]
+        return webdisks.per_file(webdisks.read_logs(self.logged(ctx)), ctx.prepared["sizes"],
+                                 first, last, ctx.dir / "per_file.csv")
+
+
+class MixedSites(Step):
+    """A mix trace: each site's TPS and latency (004 §4.4: the foreground's)."""
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        sites = tracelib.sites(ctx.point["trace"])
+        if not sites:
+            return {}
+        requests = measured.result.requests
+        if requests is None:
+            raise LoadgenError("a mix trace needs per-request records (engine: locust)")
+        return webmetrics.site_figures(requests, sites, measured.first["t"],
+                                       measured.last["t"])
+
+
+class AppIdleWait(Step):
+    """The application tier serves nothing before the point: the previous point's last
+    requests (still in the proxy or the application tier when its load stopped) write their
+    rows during this wait, not after the table was emptied for this point."""
+
+    def before(self, ctx: PointContext) -> None:
+        busy, waited = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
+        ctx.record["app_idle_wait_s"] = round(waited, 1)
+        if busy:
+            ctx.record["app_busy_before_point"] = (
+                f"{busy} requests still in the application tier after "
+                f"{appdb.APP_IDLE_WAIT_S:g} s" if busy > 0
+                else "its connections could not be read")
+
+
+class DynamicFigures(Step):
+    """Dynamic requests per second over the window, and for a trace with writes the write check
+    (the rows the database holds against the writes answered)."""
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        result, first, last = measured.result, measured.first, measured.last
+        dyn = ctx.point["trace"].get("dynamic") or {}
+        if result.requests is not None:
+            counts = webmetrics.dynamic_figures(result.requests, first["t"], last["t"],
+                                                tracelib.DYNAMIC_PREFIX, tracelib.WRITE_PREFIX)
+            in_flight = ctx.point["users"]
+        else:
+            span = float(result.extra.get("wrk_duration_s") or 0)
+            counts = {"dyn_tps": result.extra.get("dynamic_ok", 0) / span if span > 0 else 0.0,
+                      "writes_ok": result.extra.get("writes_ok")}
+            in_flight = ctx.point["users"] * int(result.extra.get("runs", 1))
+        out: dict[str, Any] = {"dyn_tps": counts["dyn_tps"]}
+        if dyn.get("query") == "write" and dyn.get("share", 0) > 0:
+            rows = appdb.rows_written(ctx.deployment.containers["db"])
+            out.update({"writes_ok": counts["writes_ok"], "rows_written": rows,
+                        "write_check": appdb.write_check(counts["writes_ok"], rows, in_flight)})
+        return out
+
+
+class DatabaseCounters(Step):
+    """The database's own counters: published before the point (PostgreSQL publishes them when
+    its sessions are idle), its writes table emptied; its transactions per second and rows
+    read and written over the window."""
+
+    def before(self, ctx: PointContext) -> None:
+        db = ctx.deployment.containers["db"]
+        waited = appdb.wait_for_published_counters(db)
+        if waited:
+            ctx.record["db_counters_wait_s"] = round(waited, 1)
+        if not appdb.empty_writes(db):
+            ctx.record["db"] = "the database did not answer before the point"
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        return appdb.db_figures(measured.first, measured.last)
+
+
+class Fault(Step):
+    """The experiment's fault, once per run: a server tier stopped `after_s` seconds into the
+    measured window of the first point."""
+
+    def __init__(self, stop: str, after_s: float, warmup_s: float) -> None:
+        self.stop, self.after_s, self.warmup_s = stop, after_s, warmup_s
+        self.thread: threading.Thread | None = None
+
+    def before(self, ctx: PointContext) -> None:
+        if ctx.prepared["fault_done"]:
+            return
+        ctx.prepared["fault_done"] = True
+        target = ctx.deployment.containers[self.stop]
+        delay = self.warmup_s + self.after_s
+        ctx.record["fault"] = {"stop": self.stop, "after_s": self.after_s}
+
+        def stop() -> None:
+            time.sleep(delay)
+            ctx.log(f"tierbench: fault: stopping the {self.stop} tier as the experiment asks")
+            placer.current().stop(target, 2)
+
+        self.thread = threading.Thread(target=stop, name="fault", daemon=True)
+        self.thread.start()
+
+    def end(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+
+def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
+           built: diskbuild.Built | None) -> list[Step]:
+    """The steps of a deployment's points, in the order they run: from its stack settings,
+    the experiment's settings and the disk system it was built on (``disk``: its record)."""
+    dynamic = stack.app_db
+    steps: list[Step] = [ProxyCache()] if stack.proxy_cache else []
+    steps.append(PageCacheFigures())
+    if disk is not None:
+        steps.append(DiskSystem(disk))
+    if stack.cold:
+        steps.append(ColdPageCache(built))
+    if stack.access_log:
+        steps.append(AccessLogs(s.target))
+    if any(t.kind == "mix" for t in s.traces):
+        steps.append(MixedSites())
+    if dynamic:
+        steps += [AppIdleWait(), DynamicFigures(), DatabaseCounters()]
+    if s.fault is not None:
+        steps.append(Fault(s.fault.stop, s.fault.after_s, s.load.warmup_s))
+    return steps

@@ -1,0 +1,207 @@
+"""The wrk engine: closed-loop connections at a high rate, the trace replayed by a Lua script;
+a timed warm-up run then the measured run (or a request-count run), wrk's own counts and its
+latency histogram without its coordinated-omission correction."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, container_path,
+                                      count_extra, cpuset_cores, exec_engine, limit_reached,
+                                      log_tail, requests_in)
+from tierbench.placement.compose import Container
+
+WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
+
+
+def wrk_threads(users: int, processes: int) -> int:
+    """wrk threads: the largest count <= processes that divides the connections evenly."""
+    return max(t for t in range(1, min(users, processes) + 1) if users % t == 0)
+
+
+
+
+# wrk's own request count and the replay's per-second records may differ by the requests in
+# flight when the run stops, and by no more than this share beyond them; past it the point is
+# flagged (summary.csv count_mismatch). Locust's TPS comes from its per-request records alone
+# (its statistics file counts requests differently: no cross-check).
+COUNT_TOLERANCE = 0.02
+
+
+def count_check(engine_requests: float, records_requests: float, in_flight: int) -> dict:
+    """engine_requests, records_requests and count_mismatch for the summary row."""
+    apart = abs(engine_requests - records_requests)
+    return {"engine_requests": round(engine_requests), "records_requests": round(records_requests),
+            "count_mismatch": apart > in_flight + COUNT_TOLERANCE * max(engine_requests,
+                                                                          records_requests)}
+
+
+def wrk_url(target: str) -> str:
+    """wrk needs an explicit port: http://proxy -> http://proxy:80/."""
+    parts = urlsplit(target)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    return f"{parts.scheme}://{host}:{port}/"
+
+
+def wrk_argv(spec: LoadSpec, duration_s: int, script: bool = True) -> list[str]:
+    """The wrk command line: connections = users, threads as wrk_threads(), latency printed."""
+    threads = wrk_threads(spec.users, spec.processes)
+    argv = ["wrk", "-t", str(threads), "-c", str(spec.users), "-d", f"{duration_s}s",
+            "--timeout", "10s", "--latency"]
+    if script:
+        argv += ["-s", WRK_SCRIPT]
+    return argv + [wrk_url(spec.target)]
+
+
+def run_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, name: str,
+             duration_s: int, per_client: int | None = None) -> dict:
+    """One wrk run (with per_client, a request-count run that ends when every client has sent
+    that many requests and had them answered, duration_s being its limit); returns the JSON
+    summary the replay script wrote (wrk-NAME.json)."""
+    out = point_dir / f"wrk-{name}.json"
+    env = {"TRACE": container_path(trace), "CONNECTIONS": str(spec.users),
+           "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": container_path(out)}
+    if per_client:
+        env["REQUESTS_PER_CLIENT"] = str(per_client)
+    if spec.dynamic:
+        env["DYNAMIC"] = "1"
+    log = point_dir / f"wrk-{name}.txt"
+    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk",
+                       fetch=spec.fetch)
+    if code != 0 or not out.exists():
+        raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: "
+                           f"{log_tail(log)}")
+    return json.loads(out.read_text())
+
+
+
+def wrk_uncorrected(histogram: list[list[int]], duration_us: int, requests: int,
+                    connections: int) -> dict[int, int] | None:
+    """wrk's latency histogram ({microseconds: count}) without its coordinated-omission
+    correction, or None when the histogram does not invert to the answers wrk counted.
+
+    After its run wrk adds, for every recorded latency v of at least 2e (e = the run's
+    microseconds / (answers / connections), integer division as in its C), one synthetic sample
+    at each of v - e, v - 2e, ... while above e (wrk's stats_correct). So a recorded value v > e
+    holds its own count plus the counts of v + e, v + 2e, ...: taken from the top down, each
+    value's own count is what is left after those above it in steps of e."""
+    if not histogram or connections <= 0 or requests // connections <= 0:
+        return None
+    e = duration_us // (requests // connections)
+    corrected = {int(v): int(c) for v, c in histogram}
+    own: dict[int, int] = {}
+    chain: dict[int, int] = {}  # v -> own counts of v, v + e, v + 2e, ...
+    for v in sorted(corrected, reverse=True):
+        above = chain.get(v + e, 0)
+        own[v] = corrected[v] - (above if v > e else 0)
+        chain[v] = own[v] + above
+    total = sum(own.values())
+    if any(c < 0 for c in own.values()) or not 0 < total <= requests:
+        return None
+    return {v: c for v, c in own.items() if c}
+
+
+def latency_of(histogram: dict[int, int]) -> dict:
+    """min, max, mean, stdev and percentiles (ms) of a {microseconds: count} histogram, each
+    percentile the value at rank round(p / 100 * n + 0.5) as wrk computes it (C's round)."""
+    values = sorted(histogram)
+    n = sum(histogram.values())
+    mean = sum(v * c for v, c in histogram.items()) / n
+    var = sum(c * (v - mean) ** 2 for v, c in histogram.items()) / max(1, n - 1)
+    pct = {}
+    for p in (50, 75, 90, 99, 99.9, 99.99):
+        rank, seen = math.floor(p / 100 * n + 0.5 + 0.5), 0  # C's round(), half up
+        for v in values:
+            seen += histogram[v]
+            if seen >= rank:
+                break
+        pct[str(p) if p != int(p) else str(int(p))] = v / 1000
+    return {"min": values[0] / 1000, "max": values[-1] / 1000, "mean": mean / 1000,
+            "stdev": math.sqrt(var) / 1000, "percentiles": pct}
+
+
+def aggregate_of(summary: dict, connections: int = 0) -> dict:
+    """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
+
+    wrk's clock starts when its last thread has read the trace; earlier threads are already
+    sending. The window runs from there for wrk's duration, or in a request-count run until the
+    last thread's clients had all their requests answered (`finished_last`). When the threads
+    started apart (more than 1 % of the window), the requests, errors and bytes are those the
+    replay counted inside the window (per second, prorated); wrk's own count and latency
+    histogram also cover the earlier requests, which the count check then flags."""
+    errors = summary["errors"]
+    failed = sum(errors.values())
+    last = max(summary["started"], summary.get("started_last") or summary["started"])
+    apart = last - summary["started"]
+    end = summary["finished_last"] if summary.get("requests_per_client") else \
+        last + summary["duration_s"]
+    window = (last, end)
+    in_window = requests_in(summary["per_second"], window, (summary["started"], window[1]))
+    counted = summary["requests"] - errors["status"]
+    share = in_window / summary["requests"] if summary["requests"] else 0.0
+    late = apart > 0.01 * (end - last)
+    own = wrk_uncorrected(summary.get("histogram_us") or [], summary.get("duration_us", 0),
+                          summary["requests"], connections)
+    if own is not None:
+        latency = {**latency_of(own), "uncorrected": True,
+                   "source": "wrk's histogram without its coordinated-"
+                   "omission correction", "wrk_corrected": summary["latency_ms"]}
+    else:
+        latency = {**summary["latency_ms"], "uncorrected": False,
+                   "source": "wrk's own, corrected for coordinated "
+                   "omission (its histogram was not available or did not invert)"}
+    return {
+        "window": window,
+        "active": (summary["started"], window[1]),
+        "ok_share": 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0,
+        "threads_apart_s": round(apart, 3) if late else 0.0,
+        "counts": count_check(counted, in_window * (1 - errors["status"] / summary["requests"])
+                              if summary["requests"] else 0.0, connections),
+        "requests": round(in_window * (1 - errors["status"] / summary["requests"]))
+        if late and summary["requests"] else counted,
+        "errors": round(failed * share) if late else failed,
+        "bytes": round(summary["bytes"] * share) if late else summary["bytes"],
+        "p50_ms": latency["percentiles"]["50"],
+        "p99_ms": latency["percentiles"]["99"],
+        "latency_ms": latency,
+        "error_kinds": errors,
+        "per_second": summary["per_second"],
+    }
+
+
+def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
+    # Warm-up and measurement are two wrk runs: the second's counts and latency histogram cover
+    # exactly the measured window, and no per-request Lua bookkeeping slows the replay.
+    # A request-count run warms up the same way (a timed run), then its measured run replays
+    # every client's sequence from its start until each has sent its requests.
+    started = time.time()
+    warm: dict = {}
+    if spec.warmup_s > 0:
+        warm = run_once(spec, loadgen, point_dir, trace, "warmup",
+                         max(1, math.ceil(spec.warmup_s)))
+    summary = run_once(spec, loadgen, point_dir, trace, "measure",
+                        max(1, math.ceil(spec.measure_s)), spec.requests_per_client)
+    threads = wrk_threads(spec.users, spec.processes)
+    if spec.requests_per_client and summary.get("threads_finished", 0) < threads:
+        want = spec.requests_per_client * spec.users
+        raise limit_reached("wrk", spec, f"{threads - summary.get('threads_finished', 0)} of "
+                            f"{threads} threads had not had their clients' "
+                            f"{spec.requests_per_client:,} requests each answered "
+                            f"({summary.get('sent', 0):,} of {want:,} sent)")
+    agg = aggregate_of(summary, spec.users)
+    allowance = float(min(threads, cpuset_cores(loadgen)))
+    extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
+             **agg["counts"], **count_extra(spec)}
+    if agg["threads_apart_s"] > 0:
+        extra["threads_apart_s"] = agg["threads_apart_s"]
+    # Dynamic requests answered in the measured run, and write requests answered in both runs
+    # (the rows they inserted are counted after the point: the write check).
+    extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
+    extra["runs"] = 2 if warm else 1
+    return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)

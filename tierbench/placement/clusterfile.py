@@ -1,0 +1,459 @@
+"""The cluster file: its schema (nodes, their SSH address, Docker context and data-plane
+interfaces; the roles and the nodes they run on), validated with one sentence per problem, each
+naming the file and key, all problems at once.
+
+A cluster file (``cluster.example.yml`` is the commented example)::
+
+    version: 1
+    ssh_config: ssh_config          # optional: ssh -F FILE, relative to the cluster file
+    clock_bound_ms: 50              # optional: largest clock offset accepted (default 50 ms)
+    nodes:
+      - name: node1                 # lower case, digits, '-'
+        address: 198.18.16.11       # SSH address (IP or DNS name)
+        user: root                  # default root
+        port: 22                    # default 22
+        context: tierbench-node1    # Docker context; default tierbench-<name>
+        interfaces:                 # data-plane interfaces, first one is the default
+          - {name: eth0, address: 198.18.16.11/24}
+    roles:                          # node names; the list roles take lists
+      loadgen: node1
+      loadgen_workers: [node1]
+      proxy: node2
+      ...
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tierbench.config.errors import ConfigError, TierbenchError
+from tierbench.config.files import read_text
+
+CLUSTER_ENV = "TIERBENCH_CLUSTER"
+DEFAULT_CLOCK_BOUND_MS = 50.0
+DEFAULT_WORKDIR = "/var/lib/tierbench"
+# Roles that run on one node, and roles that run on a list of nodes.
+SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client",
+                "fs_server", "fs_client", "disk")
+LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
+# Roles that take one node or a list of them: the web servers (stack.web_servers: 3) go round it.
+ONE_OR_MORE_ROLES = ("web",)
+ROLES = SINGLE_ROLES + LIST_ROLES
+ROLE_HELP = {
+    "loadgen": "the load generator: wrk, or the Locust master",
+    "loadgen_workers": "Locust worker nodes",
+    "proxy": "the proxy tier (Apache mod_proxy or HAProxy)",
+    "web": "the web tier (Apache httpd)",
+    "app": "the application tier",
+    "db": "the database tier",
+    "pfs_meta": "the OrangeFS metadata server",
+    "pfs_io": "the OrangeFS I/O servers",
+    "pfs_clients": "the OrangeFS clients",
+    "net_server": "the server side of the network micro-benchmarks",
+    "net_client": "the client side of the network micro-benchmarks",
+    "fs_server": "the GlusterFS file server of the file-server benchmarks (and its CPU hog)",
+    "fs_client": "the client machine of the file-server benchmarks (dbench, fio)",
+    "disk": "the disk-system benchmark (fio) and its disk systems",
+}
+
+_NODE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+class ClusterError(TierbenchError):
+    """A cluster file that cannot be used, or nodes that are not ready: one sentence per problem,
+    each naming the file and key (or the node)."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster file's schema
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Interface(_Model):
+    """A data-plane interface of a node and its address on it."""
+
+    name: str = Field(description="interface name on the node, e.g. eth0 or ens1f0")
+    address: str = Field(description="its IP address, with or without /prefix")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _IFNAME.match(value):
+            raise ValueError(f"{value!r} is not an interface name (1-15 characters, no spaces "
+                             "or '/')")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            if "/" in value:
+                return str(ipaddress.ip_interface(value))
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address such as 198.18.16.11/24") from None
+
+    @property
+    def ip(self) -> str:
+        """The address without its prefix length."""
+        return str(ipaddress.ip_interface(self.address).ip)
+
+
+class Node(_Model):
+    """One machine: how to reach it over SSH and Docker, and its data-plane interfaces."""
+
+    name: str = Field(description="short name: lower case letters, digits and '-'")
+    address: str = Field(description="SSH address (IP or DNS name)")
+    user: str = "root"
+    port: int = Field(default=22, ge=1, le=65535)
+    context: str | None = Field(default=None, description="Docker context, default tierbench-NAME")
+    ssh_config: str | None = Field(default=None, description="ssh -F FILE for this node")
+    interfaces: list[Interface] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NODE_NAME.match(value):
+            raise ValueError(f"{value!r} is not a node name (lower case letters, digits and '-', "
+                             "at most 32, starting and ending with a letter or digit)")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            pass
+        if not _HOSTNAME.match(value):
+            raise ValueError(f"{value!r} is neither an IP address nor a host name")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        if not _USER.match(value):
+            raise ValueError(f"{value!r} is not a user name")
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, value: str | None) -> str | None:
+        if value is not None and not _CONTEXT.match(value):
+            raise ValueError(f"{value!r} is not a Docker context name")
+        return value
+
+    @property
+    def docker_context(self) -> str:
+        """The Docker context that reaches this node's engine."""
+        return self.context or f"tierbench-{self.name}"
+
+    @property
+    def ssh_target(self) -> str:
+        return f"{self.user}@{self.address}"
+
+    def interface(self, name: str | None = None) -> Interface:
+        """The named data-plane interface, or the first (the default)."""
+        if name is None:
+            return self.interfaces[0]
+        for itf in self.interfaces:
+            if itf.name == name:
+                return itf
+        raise KeyError(f"{self.name} has no data-plane interface {name!r}")
+
+
+class Roles(_Model):
+    """Where each role runs: a node name, or a list of them for the list roles."""
+
+    loadgen: str | None = None
+    loadgen_workers: list[str] = []
+    proxy: str | None = None
+    web: str | list[str] | None = None
+    app: str | None = None
+    db: str | None = None
+    pfs_meta: str | None = None
+    pfs_io: list[str] = []
+    pfs_clients: list[str] = []
+    net_server: str | None = None
+    net_client: str | None = None
+    fs_server: str | None = None
+    fs_client: str | None = None
+    disk: str | None = None
+
+
+class Cluster(_Model):
+    """A cluster file, validated."""
+
+    version: Literal[1] = 1
+    ssh_config: str | None = None
+    clock_bound_ms: float = Field(default=DEFAULT_CLOCK_BOUND_MS, gt=0)
+    workdir: str = Field(default=DEFAULT_WORKDIR,
+                         description="folder on every node for the checkout's workloads/ and "
+                                     "the load generator's files (absolute)")
+    nodes: list[Node] = Field(min_length=1)
+    roles: Roles = Roles()
+    path: str | None = Field(default=None, exclude=True)
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/":
+            raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
+                             "(letters, digits, '_', '.', '-' and '/')")
+        return value.rstrip("/") or "/"
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"no node named {name!r}")
+
+    def placement(self) -> dict[str, list[str]]:
+        """Each role that is placed, with its node names."""
+        out: dict[str, list[str]] = {}
+        for role in ROLES:
+            value = getattr(self.roles, role)
+            names = [value] if isinstance(value, str) else list(value or [])
+            if names:
+                out[role] = names
+        return out
+
+    def nodes_for(self, role: str) -> list[Node]:
+        """The nodes a role runs on (empty when it is not placed)."""
+        if role not in ROLES:
+            raise KeyError(f"no role {role!r} (roles: {', '.join(ROLES)})")
+        return [self.node(n) for n in self.placement().get(role, [])]
+
+    def require_roles(self, *roles: str) -> None:
+        """Raise ClusterError naming every role of ``roles`` that is not placed."""
+        placed = self.placement()
+        where = self.path or "cluster file"
+        problems = [f"{where}: roles.{r}: not placed, and this needs {ROLE_HELP[r]} on a node"
+                    for r in roles if r not in placed]
+        if problems:
+            raise ClusterError(problems)
+
+
+_ALLOWED = {
+    "top": sorted(Cluster.model_fields.keys() - {"path"}),
+    "node": sorted(Node.model_fields),
+    "interface": sorted(Interface.model_fields),
+    "roles": sorted(Roles.model_fields),
+}
+
+
+def _key(loc: Sequence[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _model_of(loc: Sequence[Any]) -> str:
+    """Which model the last key of ``loc`` belongs to (for the allowed keys)."""
+    names = [p for p in loc[:-1] if isinstance(p, str)]
+    if not names:
+        return "top"
+    if names[-1] == "interfaces":
+        return "interface"
+    return {"nodes": "node", "roles": "roles"}.get(names[-1], "top")
+
+
+def _sentence(where: str, err: Mapping[str, Any]) -> str:
+    loc = tuple(err.get("loc", ()))
+    key = _key(loc) or "(top level)"
+    kind = err.get("type", "")
+    value = err.get("input")
+    role = loc[0] == "roles" if loc else False
+    if kind == "missing":
+        text = "is required"
+    elif kind == "extra_forbidden":
+        text = f"unknown key (allowed: {', '.join(_ALLOWED[_model_of(loc)])})"
+    elif kind == "string_type" and role:
+        text = f"must be one node name, got {value!r}"
+    elif kind == "list_type" and role:
+        text = f"must be a list of node names such as [{value}], got {value!r}"
+    elif kind == "string_type":
+        text = f"must be text, got {value!r}"
+    elif kind == "int_type":
+        text = f"must be a whole number, got {value!r}"
+    elif kind in ("float_type", "int_from_float"):
+        text = f"must be a number, got {value!r}"
+    elif kind == "list_type":
+        text = f"must be a list, got {value!r}"
+    elif kind in ("model_type", "dict_type", "model_attributes_type"):
+        text = f"must be a mapping of keys, got {value!r}"
+    elif kind == "too_short":
+        text = "must not be empty"
+    elif kind == "literal_error":
+        text = f"must be 1 (the only version of the cluster file), got {value!r}"
+    elif kind in ("greater_than", "greater_than_equal", "less_than_equal", "less_than"):
+        text = f"{err.get('msg', '').replace('Input should', 'must')}, got {value!r}"
+    else:
+        text = str(err.get("msg", "is not valid")).removeprefix("Value error, ")
+    return f"{where}: {key}: {text}"
+
+
+def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> list[str]:
+    """Checks across entries, on the raw data so that they run even when some entries are
+    malformed (those are reported by the schema)."""
+    problems: list[str] = []
+    nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
+    names: dict[str, int] = {}
+    addresses: dict[tuple[str, Any], int] = {}
+    contexts: dict[str, int] = {}
+    ips: dict[str, str] = {}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            continue
+        name = node.get("name")
+        duplicate = isinstance(name, str) and name in names
+        if isinstance(name, str):
+            if duplicate:
+                problems.append(f"{where}: nodes[{i}].name: {name} is already the name of "
+                                f"nodes[{names[name]}]")
+            else:
+                names[name] = i
+        address = node.get("address")
+        if isinstance(address, str):
+            slot = (address, node.get("port", 22))
+            if slot in addresses:
+                problems.append(f"{where}: nodes[{i}].address: {address} is already the address "
+                                f"of nodes[{addresses[slot]}] (one entry per machine)")
+            else:
+                addresses[slot] = i
+        context = node.get("context") or (f"tierbench-{name}" if isinstance(name, str) else None)
+        if isinstance(context, str) and not duplicate:
+            if context in contexts:
+                problems.append(f"{where}: nodes[{i}].context: {context} is already the Docker "
+                                f"context of nodes[{contexts[context]}]")
+            else:
+                contexts[context] = i
+        seen_if: set[str] = set()
+        for j, itf in enumerate(node.get("interfaces") or []
+                                if isinstance(node.get("interfaces"), list) else []):
+            if not isinstance(itf, dict):
+                continue
+            if isinstance(itf.get("name"), str):
+                if itf["name"] in seen_if:
+                    problems.append(f"{where}: nodes[{i}].interfaces[{j}].name: {itf['name']} is "
+                                    "listed twice on this node")
+                seen_if.add(itf["name"])
+            try:
+                ip = str(ipaddress.ip_interface(itf.get("address")).ip)
+            except ValueError:
+                continue
+            key = f"nodes[{i}].interfaces[{j}]"
+            if ip in ips:
+                problems.append(f"{where}: {key}.address: {ip} is already the address of "
+                                f"{ips[ip]}")
+            else:
+                ips[ip] = key
+        if isinstance(node.get("ssh_config"), str) and base is not None:
+            path = Path(node["ssh_config"])
+            path = path if path.is_absolute() else base / path
+            if not path.is_file():
+                problems.append(f"{where}: nodes[{i}].ssh_config: no such file {path}")
+    if isinstance(data.get("ssh_config"), str) and base is not None:
+        path = Path(data["ssh_config"])
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            problems.append(f"{where}: ssh_config: no such file {path}")
+    roles = data.get("roles")
+    # Role references are checked against a node list that is whole: a malformed or repeated
+    # node entry is reported once, not again through every role that names it.
+    whole = bool(nodes) and len(names) == len(nodes) and all(
+        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.match(n["name"])
+        for n in nodes)
+    if isinstance(roles, dict) and whole:
+        known = ", ".join(names) or "none"
+        for role, value in roles.items():
+            if role not in ROLES:
+                continue  # the schema reports unknown roles
+            if role not in ONE_OR_MORE_ROLES and (role in SINGLE_ROLES) != isinstance(value,
+                                                                                      str):
+                continue  # the wrong shape: the schema reports it
+            values = value if isinstance(value, list) else [value]
+            seen: set[str] = set()
+            for name in values:
+                if not isinstance(name, str):
+                    continue
+                if name not in names:
+                    problems.append(f"{where}: roles.{role}: no node named {name!r} "
+                                    f"(nodes: {known})")
+                elif name in seen:
+                    problems.append(f"{where}: roles.{role}: {name} is listed twice")
+                seen.add(name)
+    return problems
+
+
+def parse_cluster(data: Any, where: str = "cluster file", base: Path | None = None) -> Cluster:
+    """Validate the cluster file's contents; ``where`` names it in messages and ``base`` is the
+    folder relative paths (ssh_config) are resolved against. Raises ClusterError with one
+    sentence per problem, all problems at once."""
+    if not isinstance(data, dict):
+        raise ClusterError([f"{where}: expected a mapping with nodes and roles at the top level, "
+                            f"got {type(data).__name__}"])
+    problems: list[str] = []
+    cluster = None
+    try:
+        cluster = Cluster.model_validate(data)
+    except ValidationError as exc:
+        problems += [_sentence(where, e) for e in exc.errors()]
+    problems += _cross_problems(where, data, base)
+    if problems:
+        raise ClusterError(problems)
+    assert cluster is not None
+
+    def resolve(value: str | None) -> str | None:
+        if value is None or base is None:
+            return value
+        path = Path(value)
+        return str(path if path.is_absolute() else (base / path).resolve())
+
+    cluster.ssh_config = resolve(cluster.ssh_config)
+    for node in cluster.nodes:
+        node.ssh_config = resolve(node.ssh_config) or cluster.ssh_config
+    cluster.path = where
+    return cluster
+
+
+def load_cluster(path: str | os.PathLike[str]) -> Cluster:
+    """Read and validate a cluster file (see the module's doc)."""
+    path = Path(path)
+    where = str(path)
+    try:
+        text = read_text(path, "cluster file")
+    except ConfigError as exc:
+        raise ClusterError([str(exc)]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ClusterError([f"{where}: not valid YAML ({exc})".replace("\n", " ")]) from None
+    return parse_cluster(data, where, path.parent)
+
+
+def cluster_path(arg: str | None = None) -> Path | None:
+    """The cluster file given on the command line, else in $TIERBENCH_CLUSTER, else None."""
+    value = arg or os.environ.get(CLUSTER_ENV)
+    return Path(value) if value else None
