@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from markupsafe import Markup
 
 from analysis import load, markup, stats, tables
 from analysis.markup import MISSING
@@ -84,45 +84,28 @@ def provenance_diff(a: load.Run, b: load.Run) -> list[tuple[str, str, str]]:
 
 
 def render_compare(a: load.Run, b: load.Run) -> str:
-    """The comparison page: per condition x mode table with CIs and the provenance differences."""
+    """The comparison page: per condition x mode table with CIs and the provenance differences
+    (analysis/templates/compare.html.j2)."""
     table = compare_runs(a, b)
-    esc = html.escape
     by = [c for c in table.columns if c not in ("n_a", "n_b") and not c.endswith(
         ("_a", "_b", "_change", "_benefit", "_low", "_high"))]
     cols = metrics(a)
-    head = "".join(f'<th class="l">{esc(c)}</th>' for c in by) + "<th>reps A / B</th>" + "".join(
-        f"<th>{esc(label)}<br><span class=\"unit\">A / B</span></th>"
-        f"<th>{'change' if kind == 'change' else 'relative CPU benefit'}<br>"
-        "<span class=\"unit\">B vs A, % [95 % CI]</span></th>" for _, label, kind in cols)
-    body = []
+    rows = []
     for _, r in table.iterrows():
-        cells = [f'<td class="l">{esc(tables.label(r[c]))}</td>' for c in by]
-        cells.append(f'<td class="num">{r["n_a"]} / {r["n_b"]}</td>')
+        cells = []
         for col, _, kind in cols:
             va, vb = r[f"{col}_a"], r[f"{col}_b"]
             pair = " / ".join(MISSING if v is None or pd.isna(v) else f"{v:,.2f}" for v in (va, vb))
             scale = 1.0 if kind == "change" else 100.0
-            span = markup.ci_span(r[f"{col}_{kind}"], r[f"{col}_low"], r[f"{col}_high"],
-                                  scale=scale, unit=" %")
-            cells += [f'<td class="num">{pair}</td>', f'<td class="num">{span}</td>']
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    diff = "".join(f"<tr><th>{esc(k)}</th><td>{esc(va)}</td><td>{esc(vb)}</td></tr>"
-                   for k, va, vb in provenance_diff(a, b))
-    return markup.page(
-        f"{a.name}: {a.run_id} vs {b.run_id}",
-        f"<header><h1>{esc(a.name)}: run B against run A</h1>"
-        f'<p class="sub">A = <code>{esc(a.run_id)}</code> · B = <code>{esc(b.run_id)}</code></p>'
-        "</header>"
-        '<div class="card"><h2>Per condition and mode</h2><p class="meta">Change = 100 '
-        "(mean<sub>B</sub> / mean<sub>A</sub> − 1); relative CPU benefit = (A − B) / A, positive "
-        "when B uses less CPU. 95 % CIs by the delta method (analysis/README.md); failed points "
-        "excluded.</p>"
-        f'<div class="scroll"><table class="modes"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div></div>"
-        '<div class="card"><h2>What changed between the runs</h2><p class="meta">Manifest '
-        "entries that differ (the per-point entries, times and run ids left out).</p>"
-        '<table class="kv"><thead><tr><th>entry</th><th>A</th><th>B</th></tr></thead>'
-        f"<tbody>{diff or '<tr><td colspan=3>nothing</td></tr>'}</tbody></table></div>")
+            cells.append((pair, Markup(markup.ci_span(r[f"{col}_{kind}"], r[f"{col}_low"],
+                                                      r[f"{col}_high"], scale=scale,
+                                                      unit=" %"))))
+        rows.append({"by": [tables.label(r[c]) for c in by], "n_a": r["n_a"], "n_b": r["n_b"],
+                     "cells": cells})
+    view = {"name": a.name, "run_a": a.run_id, "run_b": b.run_id, "by": by,
+            "metrics": [(label, kind) for _, label, kind in cols], "rows": rows,
+            "diff": provenance_diff(a, b)}
+    return markup.render("compare.html.j2", title=f"{a.name}: {a.run_id} vs {b.run_id}", c=view)
 
 
 def write_compare(run_a: Path, run_b: Path, out: Path | None = None) -> Path:

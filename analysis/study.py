@@ -16,18 +16,19 @@ from typing import Any
 
 import pandas as pd
 
+from markupsafe import Markup
+
 from analysis import load, markup, report
-from analysis.markup import MISSING, esc
+from analysis import spec as specs
 
 
-def experiment_card(entry: dict[str, Any], folder: Path) -> str:
+def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     """One experiment of a row: its figure, the paper's numbers, its comparisons, a link."""
-    name, status = str(entry.get("name")), str(entry.get("status"))
+    view: dict[str, Any] = {"name": str(entry.get("name")), "status": str(entry.get("status")),
+                            "note": entry.get("note") or "", "figure": None}
     run = Path(entry["run"]) if entry.get("run") else None
-    head = f"<h3>{esc(name)} <span class=\"muted\">({esc(status)})</span></h3>"
     if run is None or not (run / "summary.csv").is_file():
-        note = entry.get("note") or "not run"
-        return f'<div class="warn">{head}<p>{esc(note)}</p></div>'
+        return view
     rows = load.read_summary_rows(run / "summary.csv")
     try:
         manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
@@ -36,68 +37,44 @@ def experiment_card(entry: dict[str, Any], folder: Path) -> str:
     header = list(dict.fromkeys(c for r in rows for c in r))
     spec, source, _ = load.resolve_spec(manifest, None, rows, header)
     ctx = report.Context(rows, manifest, spec, source)
-    link = os.path.relpath(run / "report.html", folder)
-    figure = report.figure_card(ctx).replace('id="figure"', "")
-    return (f"<div>{head}<p class=\"meta\">{len(rows)} points · run "
-            f"<code>{esc(manifest.get('run_id'))}</code> · <a href=\"{esc(link)}\">its report"
-            f"</a>" + (f" · {esc(entry.get('note'))}" if entry.get("note") else "") + "</p>"
-            + figure + comparisons(ctx) + "</div>")
-
-
-def comparisons(ctx: report.Context) -> str:
-    """Each mode against the baseline on the primary column: the stated sentence."""
+    figure = report.figure_card(ctx)
     table = ctx.comparisons()
-    if table.empty:
-        return ""
-    table = table[table["metric"] == ctx.primary]
-    items = "".join(
-        f"<li>{esc(r['condition'])}: {esc(r['mode'])} vs {esc(r['baseline'])}: "
-        f"{esc(r['statement'])}" + ("" if pd.isna(r["mde_pct"]) else
-                                   f" <span class=\"muted\">(detectable: {r['mde_pct']:.1f} %)"
-                                   "</span>") + "</li>" for _, r in table.iterrows())
-    return (f'<p class="meta">{esc(ctx.spec["primary"]["label"])}, each mode against '
-            f"<b>{esc(ctx.baseline)}</b> (95 % intervals):</p><ul>{items}</ul>")
+    table = table[table["metric"] == ctx.primary] if not table.empty else table
+    view.update(
+        points=len(rows), run_id=manifest.get("run_id"),
+        link=os.path.relpath(run / "report.html", folder),
+        # the report's figure card, as the report draws it (its template's block)
+        figure=Markup(markup.render("figure.html.j2", f=figure, hardware=specs.HARDWARE))
+        if figure else Markup(""),
+        label=ctx.spec["primary"]["label"], baseline=ctx.baseline,
+        comparisons=[{"condition": r["condition"], "mode": r["mode"], "baseline": r["baseline"],
+                      "statement": r["statement"],
+                      "mde": "" if pd.isna(r["mde_pct"]) else f"{r['mde_pct']:.1f} %"}
+                     for _, r in table.iterrows()])
+    return view
 
 
-def fidelity(row: dict[str, Any]) -> str:
-    """The fidelity row: same, different, why, to close."""
-    f = row.get("fidelity")
-    if not isinstance(f, dict):
-        return '<p class="meta">No fidelity row recorded for this row.</p>'
-    cells = "".join(f"<tr><th>{esc(k.replace('_', ' '))}</th><td>{esc(f.get(k)) or MISSING}"
-                    "</td></tr>" for k in ("same", "different", "why", "to_close"))
-    return f'<table class="kv">{cells}</table>'
-
-
-def render(record: dict[str, Any], folder: Path) -> str:
-    """study.html from study.json."""
+def write_study_report(folder: Path) -> Path:
+    """Write FOLDER/study.html from FOLDER/study.json (analysis/templates/study.html.j2)."""
+    folder = Path(folder)
+    record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
     rows = record.get("rows") or []
     counts: dict[str, int] = {}
     for r in rows:
         for e in r.get("experiments") or []:
             counts[str(e.get("status"))] = counts.get(str(e.get("status")), 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    toc = " · ".join(f'<a href="#{esc(r["id"])}">{esc(r["id"])}</a>' for r in rows)
-    scale = record.get("scale") or 1
-    body = [f"<h1>Study {esc(record.get('study'))}: {esc(record.get('title'))}</h1>"
-            f'<p class="sub">{esc(record.get("started"))} → {esc(record.get("finished"))} · '
-            f"status <b>{esc(record.get('status'))}</b> · experiments: {esc(summary)}"
-            + (f" · scaled by {scale:g} (windows, counts and repetitions shortened: a quick "
-               "look, not the paper's scale)" if scale != 1 else "") + "</p>"
-            f'<p class="sub">Rows: {toc}</p>']
-    for r in rows:
-        cards = "".join(experiment_card(e, folder) for e in r.get("experiments") or []) or \
-            '<p class="meta">Documented only: nothing to run.</p>'
-        body.append(f'<div class="card" id="{esc(r["id"])}"><h2>{esc(r["id"])} '
-                    f'<span class="muted">{esc(r.get("figures"))}</span></h2>'
-                    f"{fidelity(r)}{cards}</div>")
-    return markup.page(f"study {record.get('study')}", "".join(body))
-
-
-def write_study_report(folder: Path) -> Path:
-    """Write FOLDER/study.html from FOLDER/study.json."""
-    folder = Path(folder)
-    record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
+    view = {"study": record.get("study"), "title": record.get("title"),
+            "started": record.get("started"), "finished": record.get("finished"),
+            "status": record.get("status"),
+            "summary": ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+            "scale": record.get("scale") or 1,
+            "rows": [{"id": r["id"], "figures": r.get("figures"),
+                      "fidelity": [(k.replace("_", " "), (r["fidelity"] or {}).get(k))
+                                   for k in ("same", "different", "why", "to_close")]
+                      if isinstance(r.get("fidelity"), dict) else None,
+                      "experiments": [experiment_view(e, folder)
+                                      for e in r.get("experiments") or []]} for r in rows]}
     out = folder / "study.html"
-    out.write_text(render(record, folder), encoding="utf-8")
+    out.write_text(markup.render("study.html.j2", title=f"study {record.get('study')}", s=view),
+                   encoding="utf-8")
     return out

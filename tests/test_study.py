@@ -119,7 +119,7 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
     html = (folder / "study.html").read_text()
     assert html.index('id="SIM-a"') < html.index('id="SIM-b"')
     assert "it is simulated" in html and "No fidelity row recorded" in html
-    assert "no experiment &#x27;sim-missing&#x27;" in html
+    assert "no experiment &#39;sim-missing&#39;" in html
     assert f'href="../../sim/{run_a.name}/report.html"' in html
     assert "sim-on vs sim-off: +" in html  # the comparison's sentence
     listed = runs_list.runs(sim_study / "results")
