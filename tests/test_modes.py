@@ -258,3 +258,16 @@ def test_container_scope_endpoints_come_from_the_deployment() -> None:
         runner.mode_endpoints(modes.Mode("m", "", (), modes.NicSettings({"tso": False}), "m.yml",
                                          roles=("servers",)),
                               Deployment(None, {"loadgen": fake_stack().tiers["loadgen"]}, {}, {}))
+
+
+def test_a_cpu_mode_on_one_host_goes_to_the_processes_behind_the_endpoints() -> None:
+    """On one host a cpu: mode's targets are the processes whose namespaces the endpoints are
+    in, each once, labelled by its tier (the host's own interfaces have none)."""
+    import os
+
+    pid = os.getpid()
+    eps = [Endpoint("web", "eth0", pid), Endpoint("host", "veth1", None),
+           Endpoint("web", "eth1", pid)]
+    state = apply._cpu_state(eps, None)
+    assert list(state) == [f"pid:{pid}"]
+    assert state[f"pid:{pid}"]["label"] == "web" and state[f"pid:{pid}"]["pid"] == pid

@@ -162,8 +162,8 @@ def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
     return out
 
 
-def _cpu_targets(state: dict, read: Callable[[int, str | None], Any],
-                 problems: list[str]) -> Iterator[tuple[dict, Any]]:
+def _cpu_reads(state: dict, read: Callable[[int, str | None], Any],
+               problems: list[str]) -> Iterator[tuple[dict, Any]]:
     """(target, what ``read`` gives of its process) for each container a cpu: mode covers; a
     target that cannot be read adds its sentence to ``problems``."""
     for target in state.get("cpu", {}).values():
@@ -178,7 +178,7 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
     if not want:
         return []
     problems: list[str] = []
-    for target, allowed in _cpu_targets(state, cpu.allowed, problems):
+    for target, allowed in _cpu_reads(state, cpu.allowed, problems):
         extra = sorted(cpu.parse(want) - allowed)
         if extra:
             problems.append(f"cpu.cpuset {want} of mode {mode.name} names CPU {extra[0]}, which "
@@ -189,7 +189,7 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
 
 def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
     out: list[str] = []
-    for target, have in _cpu_targets(state, cpu.read, out):
+    for target, have in _cpu_reads(state, cpu.read, out):
         want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
         if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
             out.append(f"{target['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
