@@ -167,8 +167,16 @@ def value_html(value: Any, depth: int = 0) -> str:
 
 
 def provenance(manifest: dict[str, Any]) -> str:
-    """manifest.json as a key-value table, the per-point entries counted, not shown."""
+    """manifest.json as a key-value table, the per-point entries counted, not shown; of each
+    image's Debian packages only their number (the list is in manifest.json)."""
     items = {k: v for k, v in manifest.items() if k != "points"}
+    if isinstance(items.get("image_packages"), dict):
+        items["image_packages"] = {
+            image_id: {**entry, "debian_packages": (
+                f"{len(entry['debian_packages'])} packages (listed in manifest.json)"
+                if isinstance(entry.get("debian_packages"), dict) else None)}
+            if isinstance(entry, dict) else entry
+            for image_id, entry in items["image_packages"].items()}
     points = manifest.get("points")
     count = len(points) if isinstance(points, dict | list) else 0
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{value_html(v, 1)}</td></tr>"
