@@ -13,13 +13,13 @@ EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan clean setup setup-venv images orangefs-image pfs-up lint bench \
-  report-example bench-scale test-cluster
+.PHONY: help run test plan clean setup setup-run setup-venv setup-dev images orangefs-image pfs-up \
+  lint bench report-example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-run: setup images ## Build what is missing, bring the stack up, run EXP (default quick), write the report
+run: setup-run ## Set up what is missing, build the images EXP needs, bring the stack up, run EXP (default quick), write the report
 	$(VENV)/tierbench run $(EXP)
 
 test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
@@ -38,7 +38,13 @@ plan: setup-venv ## Dry run of EXP: the points in order and the estimated durati
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean
 
-setup: ## Docker engine and Compose v2, host tools, the Python environment (.venv)
+setup: ## Docker engine and Compose v2, host tools, the Python environment (.venv) with the test tools
+	setup/docker.sh
+	setup/host-tools.sh tests
+	setup/venv.sh dev
+
+# What make run needs: the engine, the host tools a run uses, .venv without the test tools.
+setup-run:
 	setup/docker.sh
 	setup/host-tools.sh
 	setup/venv.sh
@@ -46,10 +52,13 @@ setup: ## Docker engine and Compose v2, host tools, the Python environment (.ven
 setup-venv:
 	@setup/venv.sh
 
-images: ## Build the images (bootstraps a local Debian base when none can be pulled)
+setup-dev:
+	@setup/venv.sh dev
+
+images: ## Build every image that is missing or out of date (bootstraps a local Debian base when none can be pulled)
 	setup/images.sh
 
-orangefs-image: setup ## OrangeFS image from ORANGEFS_TARBALL, else the upstream archive of the pinned tag
+orangefs-image: setup-run ## OrangeFS image from ORANGEFS_TARBALL, else the upstream archive of the pinned tag, verified against ORANGEFS_SHA256
 	setup/orangefs-image.sh
 
 IO ?= 2
@@ -70,7 +79,7 @@ SCALE_SIZES ?= 1,4,16
 bench-scale: setup-venv ## Scale benchmark: World Cup trace preparation, per-request records and the report at 1, 4 and 16 million records (time, peak memory, ratios)
 	$(VENV)/python -m tierbench.scale --sizes $(SCALE_SIZES)
 
-lint: setup-venv ## ruff over the Python code
+lint: setup-dev ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests
 
 NODES ?= 2

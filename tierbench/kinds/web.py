@@ -749,14 +749,14 @@ class WebKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """Every image the run will need exists; disk systems can be built where they go (the
-        web node's tools and devices, asked there)."""
+        """Every image the run will need is built (the first time, or after its build context
+        changed); disk systems can be built where they go (the web node's tools and devices,
+        asked there)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         known = webdisks.names(s.disk_systems)
-        for docroot in s.stack.docroot:
-            base = compose.docroot_parts(docroot)[0]
-            compose.check_images(s.stack.proxy, "disk" if base in known else base,
-                                 has_dynamic(s))
+        bases = [compose.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
+        compose.ensure_images([name for base in bases for name in compose.stack_images(
+            s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = self.disk_plans(exp)
         try:
