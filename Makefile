@@ -71,9 +71,11 @@ report-example: setup-venv ## Write the report of the shipped example run (no Do
 
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin
+# e.g. BENCH_ARGS="--seconds 3 --rounds 1" for a short check (python -m tierbench.bench --help)
+BENCH_ARGS ?=
 bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
 	$(VENV)/python -m tierbench.bench --loadgen tierbench-loadgen-1 \
-	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH)
+	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH) $(BENCH_ARGS)
 
 SCALE_SIZES ?= 1,4,16
 bench-scale: setup-venv ## Scale benchmark: World Cup trace preparation, per-request records and the report at 1, 4 and 16 million records (time, peak memory, ratios)
