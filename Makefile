@@ -9,12 +9,13 @@ EXP ?= quick
 PYTEST_ARGS ?=
 UNIT_TESTS := -m "not lab_full and not stack and not netns" -n 2
 HOST_TESTS := -m "(stack or netns) and not lab_full"
-EXAMPLE ?= examples/quick/20261122T030944Z
+# The shipped example run: the one folder under examples/quick/ (make example records it again).
+EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quick/*/summary.csv))))
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
 .PHONY: help run test plan clean setup setup-run setup-venv setup-dev images orangefs-image pfs-up \
-  lint bench report-example bench-scale test-cluster
+  lint bench report-example example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +69,13 @@ pfs-up: orangefs-image ## An OrangeFS cluster by hand: 1 metadata + IO I/O serve
 
 report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
 	$(VENV)/tierbench report $(EXAMPLE)
+
+example: setup-run ## Record the shipped example again: run quick, then replace examples/quick/ with that run (no traces, no report)
+	$(VENV)/tierbench run quick
+	@run=$$(ls -d $${TIERBENCH_RESULTS:-results}/quick/*/ | sort | tail -n 1); run=$${run%/}; \
+	  rm -rf examples/quick && mkdir -p examples/quick && cp -r "$$run" examples/quick/ && \
+	  rm -rf examples/quick/*/traces examples/quick/*/report.html && \
+	  echo "example: examples/quick/$$(basename "$$run") (from $$run)"
 
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin
