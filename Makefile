@@ -70,12 +70,9 @@ pfs-up: orangefs-image ## An OrangeFS cluster by hand: 1 metadata + IO I/O serve
 report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
 	$(VENV)/tierbench report $(EXAMPLE)
 
-example: setup-run ## Record the shipped example again: run quick, then replace examples/quick/ with that run (no traces, no report)
+example: setup-run ## Record the shipped example again: run quick, then replace examples/quick/ with that run, trimmed (python -m tierbench.example)
 	$(VENV)/tierbench run quick
-	@run=$$(ls -d $${TIERBENCH_RESULTS:-results}/quick/*/ | sort | tail -n 1); run=$${run%/}; \
-	  rm -rf examples/quick && mkdir -p examples/quick && cp -r "$$run" examples/quick/ && \
-	  rm -rf examples/quick/*/traces examples/quick/*/report.html && \
-	  echo "example: examples/quick/$$(basename "$$run") (from $$run)"
+	$(VENV)/python -m tierbench.example
 
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin

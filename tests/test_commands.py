@@ -12,6 +12,7 @@ up|down|status` in test_pfs_cluster.py, `make lab-up` and `make lab-down` in tes
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -195,3 +196,35 @@ def test_make_clean_removes_the_stack(env: dict[str, str]) -> None:
     names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
                            text=True, check=True).stdout.split()
     assert not [n for n in names if n.startswith("tierbench-") and "node" not in n], names
+
+
+def test_make_examples_copy_step_trims_a_run_and_keeps_it_whole(tmp_path: Path) -> None:
+    # `make example` = make run's quick, then `python -m tierbench.example`: the second step on
+    # a run gives a folder the report reads, with only the features the modes changed in its
+    # snapshots, without traces, report or warm-up output; on the shipped example it changes
+    # nothing (it was made this way)
+    from tierbench import example
+
+    (shipped,) = [p.parent for p in (ROOT / "examples" / "quick").glob("*/summary.csv")]
+    run = tmp_path / "results" / shipped.name
+    shutil.copytree(shipped, run)
+    (run / "traces").mkdir()
+    (run / "traces" / "single-4k.txt").write_text("/single-4096/file.bin\n")
+    (run / "report.html").write_text("old")
+    (run / "points" / "p001" / "wrk-warmup.json").write_text("{}")
+    pjson = run / "points" / "p002" / "point.json"
+    record = json.loads(pjson.read_text())
+    endpoint = next(iter(record["interfaces_before"]))
+    record["interfaces_before"][endpoint]["features"]["highdma"] = "on"  # the same everywhere
+    pjson.write_text(json.dumps(record, indent=2) + "\n")
+    out = example.record(run, tmp_path / "examples")
+    assert out == tmp_path / "examples" / shipped.name
+    assert not (out / "traces").exists() and not (out / "report.html").exists()
+    assert not (out / "points" / "p001" / "wrk-warmup.json").exists()
+    trimmed = json.loads((out / "points" / "p002" / "point.json").read_text())
+    features = trimmed["interfaces_before"][endpoint]["features"]
+    assert "highdma" not in features and features["tcp-segmentation-offload"] in ("on", "off")
+    for path in shipped.rglob("*"):
+        if path.is_file():
+            assert (out / path.relative_to(shipped)).read_bytes() == path.read_bytes(), path
+    assert make("report-example", f"EXAMPLE={out}").returncode == 0
