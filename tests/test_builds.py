@@ -136,9 +136,11 @@ def test_runtime_and_development_requirements_are_separate_and_complete() -> Non
 
 
 def orangefs_image(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    # an image tag nobody builds, so no real image or cached tarball is touched
+    # an image tag nobody builds, so no real image or cached tarball is touched; none of the
+    # caller's OrangeFS settings (CI exports them)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORANGEFS_")}
     return subprocess.run([str(ROOT / "setup" / "orangefs-image.sh")], cwd=ROOT,
-                          env={**os.environ, "TIERBENCH_TAG": "tb-test-never-built", **env},
+                          env={**base, "TIERBENCH_TAG": "tb-test-never-built", **env},
                           capture_output=True, text=True, timeout=120)
 
 
