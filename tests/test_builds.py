@@ -165,3 +165,24 @@ def test_an_orangefs_tarball_is_refused_unless_its_digest_is_the_one_given(
         assert says in lines[0], (env, lines[0])
         assert f"ORANGEFS_SHA256={sha}" in lines[0] or "not a sha256" in lines[0]
     assert sorted(p.name for p in cached.iterdir()) == before  # nothing cached, nothing built
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"DEBIAN_SNAPSHOT": "20261127T000000Z"},
+     "DEBIAN_SNAPSHOT is set but DEBIAN_SNAPSHOT_URL is not: set it to the address of the Debian "
+     "snapshot service you use"),
+    ({"DEBIAN_SNAPSHOT": "yesterday", "DEBIAN_SNAPSHOT_URL": "http://127.0.0.1:9"},
+     "DEBIAN_SNAPSHOT=yesterday is not a snapshot time like 20261127T000000Z"),
+    ({"DEBIAN_SNAPSHOT": "20261127T000000Z", "DEBIAN_SNAPSHOT_URL": "http://127.0.0.1:9",
+      "BASE_IMAGE": "debian:bookworm-slim"},
+     "DEBIAN_SNAPSHOT needs a base bootstrapped from that snapshot, not BASE_IMAGE="),
+], ids=["no-url", "bad-time", "with-base-image"])
+def test_a_snapshot_build_that_cannot_work_is_refused_in_one_sentence(env: dict[str, str],
+                                                                       says: str) -> None:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("BASE_IMAGE", "DEBIAN_SNAPSHOT", "DEBIAN_SNAPSHOT_URL")}
+    done = subprocess.run([str(ROOT / "setup" / "base-image.sh")], env={**base, **env},
+                          capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and done.stdout == "", done.stderr
+    assert says in lines[0], lines[0]
