@@ -221,7 +221,10 @@ def test_cli_check_uses_endpoints_and_reports_problems(
         seen["mode"], seen["eps"] = mode.name, [e.label for e in eps]
         return ["coalescing is not supported by web:eth0 (driver veth)"]
 
-    monkeypatch.setattr(registry.kind("web"), "running", fake_stack)
+    # only the stubbed web stack runs: a real stack of another kind on this engine (a net
+    # stack left up) would otherwise be the one checked
+    for name, kind in registry.kinds().items():
+        monkeypatch.setattr(kind, "running", fake_stack if name == "web" else lambda: None)
     monkeypatch.setattr(apply, "check_mode", fake_check)
     assert cli.main(["modes", "check", "sockopt-5-coalescing"]) == 1
     out = capsys.readouterr().out
