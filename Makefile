@@ -14,8 +14,8 @@ EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quic
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan clean setup setup-run setup-venv setup-dev images orangefs-image pfs-up \
-  lint bench report-example example bench-scale test-cluster
+.PHONY: help run test plan study clean setup setup-run setup-venv setup-dev images orangefs-image \
+  pfs-up lint bench report-example example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,11 @@ test-cluster: setup images ## The cluster-lab tests in full (make test runs only
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
 	$(VENV)/tierbench plan $(EXP)
+
+STUDY ?= 004
+SCALE ?= 1
+study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens
+	$(VENV)/tierbench study $(STUDY) --scale $(SCALE)
 
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -122,26 +121,18 @@ def trace_specs(experiment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return specs_
 
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])b?$", re.I)
-_ALPHA = re.compile(r"(?:zipf|alpha)[-_ ]?(\d*\.\d+|\d+)", re.I)
-_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
 
-
-def parse_trace(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Kind, file size (bytes) and Zipf alpha of a trace, from its spec or else from its name."""
+def trace_facts(spec: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run recorded of a trace: its spec's kind, size, alpha, class and hit ratio, and
+    the factors it names (never guessed from its name). Runs since the runner writes these
+    into summary.csv take them from there; this fills them in for older ones."""
     spec = spec or {}
+    fileset = spec.get("fileset") if isinstance(spec.get("fileset"), dict) else {}
     out: dict[str, Any] = {"trace_kind": spec.get("kind"), "size_bytes": spec.get("size"),
-                           "alpha": spec.get("alpha")}
-    if out["alpha"] is None:
-        m = _ALPHA.search(name)
-        out["alpha"] = float(m.group(1)) if m else None
-    if out["size_bytes"] is None:
-        m = _SIZE.search(name)
-        out["size_bytes"] = int(float(m.group(1)) * _UNITS[m.group(2).lower()]) if m else None
-    if out["trace_kind"] is None:
-        out["trace_kind"] = "zipf" if out["alpha"] is not None else (
-            "single" if out["size_bytes"] is not None else None)
-    for key in ("class", "docroot", "clients", "connections", "write_size", "hit_ratio"):
+                           "alpha": spec.get("alpha"),
+                           "class": spec.get("class", fileset.get("class")),
+                           "hit_ratio": spec.get("hit_ratio")}
+    for key in ("docroot", "clients", "connections", "write_size"):
         if key in spec:
             out[key] = spec[key]
     return out
@@ -249,11 +240,13 @@ def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
     if "trace" in df:
         exp = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
         tspecs = trace_specs(exp)
-        parsed = pd.DataFrame([parse_trace(t, tspecs.get(t)) for t in df["trace"]],
-                              index=df.index)
-        for col in parsed:
+        recorded = pd.DataFrame([trace_facts(tspecs.get(t)) for t in df["trace"]],
+                                index=df.index)
+        for col in recorded:
             if col not in df:
-                df[col] = parsed[col]
+                df[col] = recorded[col]
+            elif df[col].isna().any():  # a fact a summary row leaves empty (older runs)
+                df[col] = df[col].where(df[col].notna(), recorded[col])
     derive(df, manifest)
     return df
 

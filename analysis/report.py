@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import figures, load, markup, stats, tables
+from analysis import figures, load, markup, precision, stats, tables
 from analysis import spec as specs
 from analysis.markup import MISSING, esc, fmt, number, text
 
@@ -56,6 +56,26 @@ class Context:
         self.colors = figures.colors(self.modes)
         self.baseline = tables.baseline_mode(self.modes, self.experiment, spec)
         self.primary = spec["primary"]["column"]
+        # a precision run measured every mode once per block: its comparisons are paired
+        target = self.experiment.get("precision")
+        self.target: dict[str, Any] | None = target if isinstance(target, dict) else None
+        self.paired = self.target is not None
+        self.spread_from: int | None = int(self.target["min_repetitions"]) \
+            if self.target and self.target.get("min_repetitions") else None
+
+    def comparisons(self) -> pd.DataFrame:
+        """comparisons.csv's rows: the primary column and the precision target's metric."""
+        if self.baseline is None or len(self.modes) < 2 or not len(self.points):
+            return pd.DataFrame(columns=tables.COMPARISON_COLUMNS)
+        metrics = [self.primary]
+        if self.target and self.target.get("metric") not in metrics:
+            metrics.append(str(self.target.get("metric")))
+        record = self.manifest.get("precision")
+        spent = isinstance(record, dict) and record.get("stopped") == "budget"
+        return tables.comparisons(self.points, self.baseline, self.group_cols, metrics,
+                                  self.modes, self.paired,
+                                  self.target.get("half_width_pct") if self.target else None,
+                                  spent, self.spread_from)
 
     @property
     def name(self) -> str:
@@ -308,7 +328,7 @@ def comparison_card(ctx: Context) -> str:
         return ""
     benefit = [b for b in ctx.spec["benefit"] if b["column"] in ctx.points]
     cmp = tables.compare_modes(ctx.points, ctx.baseline, ctx.group_cols, ctx.primary, benefit,
-                               ctx.modes)
+                               ctx.modes, paired=ctx.paired, spread_from=ctx.spread_from)
     if cmp.empty:
         return ""
     keys = tables.benefit_keys(benefit)
@@ -343,10 +363,55 @@ def comparison_card(ctx: Context) -> str:
         f"condition. {esc(plabel)} change = 100 (mean<sub>mode</sub> / mean<sub>baseline</sub> "
         "− 1). Relative CPU benefit (000 §4) = (b − a) / b with a the mode's and b the "
         "baseline's mean CPU (utilisation in cores, or CPU per KB, as the column says); "
-        "positive = the mode uses less CPU. CIs by the delta method with Welch–Satterthwaite "
-        "degrees of freedom (see analysis/README.md); — where a benefit does not apply.</p>"
+        "positive = the mode uses less CPU. "
+        + (f"{esc(plabel)} change intervals: {esc(precision.METHODS[precision.STEIN])} (the run "
+           "measured every mode once per block). " if ctx.paired else
+           f"{esc(plabel)} change intervals: {esc(precision.METHODS[precision.WELCH])}. ")
+        + "Benefit intervals by the delta method with Welch–Satterthwaite degrees of freedom "
+        "(see analysis/README.md); — where a benefit does not apply.</p>"
         f'<div class="scroll"><table class="modes"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div></div>")
+
+
+def precision_card(ctx: Context) -> str:
+    """What a precision run resolved: per condition and mode, the stated interval or what it
+    would take, and the smallest effect the run could have detected."""
+    if ctx.target is None:
+        return ""
+    cmp = ctx.comparisons()
+    metric = str(ctx.target.get("metric"))
+    cmp = cmp[cmp["metric"] == metric]
+    if cmp.empty:
+        return ""
+    target = float(ctx.target.get("half_width_pct") or 0)
+    record = ctx.manifest.get("precision") if isinstance(ctx.manifest.get("precision"),
+                                                         dict) else {}
+    rows = []
+    for _, r in cmp.iterrows():
+        mde = r["mde_pct"]
+        rows.append(f'<tr><td class="l">{esc(r["condition"])}</td><td class="l">'
+                    f'{esc(r["mode"])} <span class="muted">vs</span> {esc(r["baseline"])}</td>'
+                    f'<td class="num">{int(r["repetitions"])}</td>'
+                    f'<td class="l">{esc(r["statement"])}</td><td class="num">'
+                    f'{MISSING if pd.isna(mde) else f"{mde:.1f} %"}</td></tr>')
+    why = {"budget": "the budget was spent before every comparison was resolved",
+           "done": "every condition stopped (resolved, or at the maximum of "
+                   f"{ctx.target.get('max_repetitions')} blocks)"}.get(
+        str(record.get("stopped")), "the run did not finish")
+    return (
+        '<div class="card" id="precision"><h2>Precision: what this run resolved</h2>'
+        f'<p class="meta">Target: every mode against <b>{esc(ctx.baseline)}</b> on '
+        f"<b>{esc(metric)}</b> within ±{target:g} % (95 % interval), "
+        f"{ctx.target.get('min_repetitions')} to {ctx.target.get('max_repetitions')} blocks"
+        + (f", budget {ctx.target.get('budget_min'):g} min" if ctx.target.get("budget_min")
+           else "")
+        + f"; {esc(why)}. Intervals: {esc(precision.METHODS[precision.STEIN])}. The last "
+        "column is the smallest effect these repetitions could tell from none (95 % "
+        "confidence, 80 % power). Also in comparisons.csv.</p>"
+        '<div class="scroll"><table class="modes"><thead><tr><th class="l">condition</th>'
+        '<th class="l">modes</th><th>blocks</th><th class="l">effect [95 % interval]</th>'
+        "<th>detectable</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div></div>")
 
 
 # --------------------------------------------------------------------------- per group
@@ -688,7 +753,8 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
     body, toc = sections(ctx)
     return markup.page(
         f"{ctx.name} — {text(manifest.get('run_id'))}",
-        header(ctx) + warnings(ctx, samples, notes) + figure_card(ctx) + comparison_card(ctx)
+        header(ctx) + warnings(ctx, samples, notes) + figure_card(ctx) + precision_card(ctx)
+        + comparison_card(ctx)
         + (f'<p class="sub">Sections: {toc}</p>' if toc else "") + body
         + samples_card(ctx, samples, recomputed)
         + '<div class="card" id="points"><h2>All points</h2><p class="meta">Every row of '
@@ -737,6 +803,18 @@ def write_report(run_dir: Path, progress: load.Progress | None = None,
     out = run_dir / "report.html"
     out.write_text(render_report(rows, manifest, samples, recomputed, notes, spec),
                    encoding="utf-8")
+    write_comparisons(run_dir, rows, manifest, spec)
+    return out
+
+
+def write_comparisons(run_dir: Path, rows: list[Row], manifest: dict[str, Any],
+                      spec: dict[str, Any] | None = None) -> Path:
+    """comparisons.csv beside summary.csv: one row per condition x mode x metric."""
+    header_cols = list(dict.fromkeys(c for r in rows for c in r))
+    resolved, source, _ = load.resolve_spec(manifest, spec, rows, header_cols)
+    table = Context(rows, manifest, resolved, source).comparisons()
+    out = Path(run_dir) / "comparisons.csv"
+    table.to_csv(out, index=False, float_format="%.6g")
     return out
 
 

@@ -12,8 +12,20 @@ from __future__ import annotations
 import copy
 import fnmatch
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 HARDWARE = "2004-2008 hardware"  # the seed papers' hardware, named beside every paper number
 PANEL_TYPES = ("bars", "lines", "table")
@@ -58,247 +70,332 @@ WEB_BENEFIT = [{"column": "server_cpu_util", "label": "server CPU utilisation"},
 SWEEPS = ("io_servers", "filesystem", "case", "users", "clients", "threads", "streams",
           "connections", "write_size", "buffer", "docroot")
 
-KEYS = ("kind", "family", "title", "description", "phases", "factors", "order", "sections",
-        "primary", "columns", "costs", "benefit", "baseline", "figures", "reference", "header",
-        "optional", "checks", "samples")
-PANEL_KEYS = ("type", "x", "y", "series", "facet", "where", "title", "xlabel", "ylabel", "logx",
-              "scale", "rows", "columns", "values")
-REFERENCE_KEYS = ("figure", "labels", "rows", "note")
-ROW_KEYS = ("x", "quantity", "unit", "with", "without", "match", "column", "scale", "measure",
-            "sides", "change")
-
-
 class SpecError(ValueError):
     """A report spec that cannot be used; the message is one sentence naming the bad key."""
 
 
-# --------------------------------------------------------------------------- checks
-
-
-def _fail(where: str, what: str) -> SpecError:
-    return SpecError(f"report spec: {where} {what}")
-
-
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str) and bool(v.strip())
+# --------------------------------------------------------------------------- the model
+# Every field's type says how to read it; the checks below word each refusal in the report's
+# voice ("report spec: <where> <what>"), and `sentence` turns pydantic's first error into that.
 
 
 def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool)
 
 
-def _str_list(value: Any, where: str, allow_empty: bool = True) -> list[str]:
-    if not isinstance(value, list) or not all(_is_str(v) for v in value):
-        raise _fail(where, "must be a list of column names")
-    if not value and not allow_empty:
-        raise _fail(where, "must name at least one column")
-    return list(value)
+def _checked(test: Callable[[Any], bool], what: str) -> BeforeValidator:
+    """A check run before the type's own: refuses a value for which test(value) is false."""
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise ValueError(what)
+        return value
+    return BeforeValidator(check)
 
 
-def _number(value: Any, where: str) -> float | None:
+def _number(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(where, f"must be a number or null, got {value!r}")
+        raise ValueError(f"must be a number or null, got {value!r}")
     return float(value)
 
 
-def _where(value: Any, where: str) -> dict[str, Any] | None:
-    """A filter {column: value or [values]}."""
+def _scale(value: Any) -> float:
+    return _number(value) or 1.0  # null (or 0) is no scaling
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _column_item(value: Any) -> Any:
+    return {"column": value} if isinstance(value, str) else value
+
+
+def _series(value: Any) -> list[str]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(_named(v) for v in names):
+        raise ValueError("must be a list of column names")
+    if not names:
+        raise ValueError("must name at least one column")
+    return names
+
+
+def _phases(value: Any) -> list[str] | None:
     if value is None:
         return None
-    if not isinstance(value, dict) or not all(_is_str(k) for k in value):
-        raise _fail(where, "must be a mapping {column: value or [values]}")
-    for k, v in value.items():
-        if not (_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v))):
-            raise _fail(f"{where}.{k}", "must be a value or a list of values")
-    return dict(value)
+    if not isinstance(value, list) or not all(_named(v) for v in value):
+        raise ValueError("must be a list of column names")
+    if not value:
+        raise ValueError("must name at least one column")
+    bad = [p for p in value if not re.fullmatch(r"[a-z][a-z0-9]*", p)]
+    if bad:
+        raise ValueError(f"must be lower-case words (column prefixes), got {bad[0]!r}")
+    return value
 
 
-def _column_item(value: Any, where: str) -> dict[str, Any]:
-    """A column given as a name or as {column, label, ...}."""
-    if _is_str(value):
-        return {"column": value, "label": LABELS.get(value, value)}
-    if isinstance(value, dict) and _is_str(value.get("column")):
-        unknown = set(value) - {"column", "label", "where", "scale", "unit"}
+def _where(value: Any) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+Text = Annotated[str, _checked(lambda v: isinstance(v, str), "must be text")]
+Named = Annotated[str, _checked(_named, "must be non-empty text")]
+Column = Annotated[str, _checked(_named, "must name a column")]
+Names = Annotated[list[Column], _checked(lambda v: isinstance(v, list),
+                                         "must be a list of column names")]
+Number = Annotated[float | None, BeforeValidator(_number)]
+Scale = Annotated[float, BeforeValidator(_scale)]
+Flag = Annotated[bool, _checked(lambda v: isinstance(v, bool), "must be true or false")]
+Value = Annotated[Any, _checked(lambda v: _scalar(v) or (isinstance(v, list) and all(
+    _scalar(x) for x in v)), "must be a value or a list of values")]
+WHERE = "must be a mapping {column: value or [values]}"
+Where = Annotated[dict[Column, Value] | None, _checked(_where, WHERE)]
+Values = Annotated[list[Any], _checked(lambda v: isinstance(v, list) and all(
+    _scalar(x) for x in v), "must be a list of values")]
+
+
+class Part(BaseModel):
+    """A mapping of the spec: unknown keys refused by name; the keys in `WHEN_GIVEN` are in
+    the checked spec only when the spec gives them."""
+
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, serialize_by_alias=True)
+    SHAPE: ClassVar[str] = "must be a mapping"
+    WHEN_GIVEN: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.alias or name for name, f in cls.model_fields.items()]
+
+    @classmethod
+    def unknown(cls, key: str) -> str:
+        return f"has unknown key {key!r} (known: {', '.join(cls.keys())})"
+
+    @model_validator(mode="before")
+    @classmethod
+    def known_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError(cls.SHAPE)
+        unknown = [k for k in data if k not in cls.keys()]
         if unknown:
-            raise _fail(where, f"has unknown key {sorted(unknown)[0]!r} (known: column, label, "
-                               "where, scale, unit)")
-        out = dict(value)
-        out.setdefault("label", LABELS.get(value["column"], value["column"]))
-        if not isinstance(out["label"], str):
-            raise _fail(f"{where}.label", "must be text")
-        out["where"] = _where(value.get("where"), f"{where}.where")
-        if "scale" in out:
-            out["scale"] = _number(out["scale"], f"{where}.scale")
+            raise ValueError(cls.unknown(unknown[0]))
+        return data
+
+    @model_serializer(mode="wrap")
+    def given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        for name in self.WHEN_GIVEN:
+            if name not in self.model_fields_set:
+                out.pop(type(self).model_fields[name].alias or name, None)
         return out
-    raise _fail(where, "must be a column name or a mapping with a 'column' key")
 
 
-def _columns(value: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(value, list):
-        raise _fail(where, "must be a list of column names or {column, label} mappings")
-    return [_column_item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+class ColumnSpec(Part):
+    """A column of a table or a cost: `{column, label, where, scale, unit}`."""
+
+    SHAPE = "must be a column name or a mapping with a 'column' key"
+    WHEN_GIVEN = ("scale", "unit")
+    column: Column
+    label: Text | None = None  # default: the column's well-known label
+    where: Where = None
+    scale: Number = None
+    unit: Text | None = None
+
+    @model_validator(mode="after")
+    def default_label(self) -> ColumnSpec:
+        if self.label is None:
+            self.label = LABELS.get(self.column, self.column)
+        return self
 
 
-def _panel(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(where, "must be a mapping with a 'type' key")
-    unknown = [k for k in value if k not in PANEL_KEYS]
-    if unknown:
-        raise _fail(where, f"has unknown key {unknown[0]!r} (known: {', '.join(PANEL_KEYS)})")
-    kind = value.get("type")
-    if kind not in PANEL_TYPES:
-        raise _fail(f"{where}.type", f"must be one of {', '.join(PANEL_TYPES)}, got {kind!r}")
-    out = dict(value)
-    series = out.get("series", "mode")
-    if _is_str(series):
-        series = [series]
-    out["series"] = _str_list(series, f"{where}.series", allow_empty=False)
-    if out.get("facet") is not None and not _is_str(out["facet"]):
-        raise _fail(f"{where}.facet", "must be a column name or null")
-    out["facet"] = out.get("facet")
-    out["where"] = _where(out.get("where"), f"{where}.where")
-    for key in ("title", "xlabel", "ylabel"):
-        if key in out and not isinstance(out[key], str):
-            raise _fail(f"{where}.{key}", "must be text")
-    out["logx"] = out.get("logx", False)
-    if out["logx"] not in (True, False, "auto"):
-        raise _fail(f"{where}.logx", "must be true, false or \"auto\"")
-    out["scale"] = _number(out.get("scale", 1.0), f"{where}.scale") or 1.0
-    if kind == "table":
-        for key in ("rows", "columns"):
-            if not _is_str(out.get(key)):
-                raise _fail(f"{where}.{key}", "must name a column (table panels need rows, "
-                                              "columns and values)")
-        if not isinstance(out.get("values"), list) or not out["values"]:
-            raise _fail(f"{where}.values", "must list the columns shown in each cell")
-        out["values"] = [_column_item(v, f"{where}.values[{i}]")
-                         for i, v in enumerate(out["values"])]
-    else:
-        for key in ("x", "y"):
-            if not _is_str(out.get(key)):
-                raise _fail(f"{where}.{key}", f"must name a column ({kind} panels need x and y)")
+ColumnItem = Annotated[ColumnSpec, BeforeValidator(_column_item)]
+Columns = Annotated[list[ColumnItem], _checked(
+    lambda v: isinstance(v, list), "must be a list of column names or {column, label} mappings")]
+
+
+def _columns(*items: str | dict[str, Any]) -> list[ColumnSpec]:
+    return [ColumnSpec.model_validate(_column_item(i)) for i in items]
+
+
+class Primary(Part):
+    """The measured quantity compared between modes."""
+
+    SHAPE = "must be a mapping with column, label and unit"
+    column: Column
+    label: Text | None = None  # default: the column's well-known label
+    unit: Text | None = None  # default: its well-known unit
+
+    @model_validator(mode="after")
+    def defaults(self) -> Primary:
+        self.label = LABELS.get(self.column, self.column) if self.label is None else self.label
+        self.unit = UNITS.get(self.column, "") if self.unit is None else self.unit
+        return self
+
+
+class Panel(Part):
+    """What every panel of the family figure has."""
+
+    SHAPE = "must be a mapping with a 'type' key"
+    WHEN_GIVEN = ("title", "xlabel", "ylabel")
+    type: str  # one of PANEL_TYPES: each kind of panel declares its own
+    series: Annotated[list[str], BeforeValidator(_series)] = ["mode"]
+    facet: Annotated[str | None, _checked(lambda v: v is None or _named(v),
+                                          "must be a column name or null")] = None
+    where: Where = None
+    title: Text | None = None
+    xlabel: Text | None = None
+    ylabel: Text | None = None
+    logx: Annotated[Literal[True, False, "auto"], _checked(
+        lambda v: isinstance(v, bool) or v == "auto", 'must be true, false or "auto"')] = False
+    scale: Scale = 1.0
+
+
+class Chart(Panel):
+    """Bars (categories of x in the experiment's order) or lines (numeric x)."""
+
+    type: Literal["bars", "lines"]
+    x: Column
+    y: Column
+
+
+class Table(Panel):
+    """Rows x columns, each cell the values' means and 95 % CI half-widths."""
+
+    type: Literal["table"]
+    rows: Column
+    columns: Column
+    values: Annotated[list[ColumnItem], _checked(
+        lambda v: isinstance(v, list) and bool(v), "must list the columns shown in each cell")]
+
+
+Figure = Annotated[Chart | Table, Field(discriminator="type"),
+                   _checked(lambda v: isinstance(v, dict), Panel.SHAPE)]
+
+
+class Sides(Part):
+    """The values measured as the paper's "with" and "without"."""
+
+    SHAPE = "must be {column, with, without}"
+    column: Column
+    with_: Any = Field(alias="with")
+    without: Any
+
+
+class Row(Part):
+    """One of the paper's numbers (or its words for a change) and what it compares with."""
+
+    WHEN_GIVEN = ("column", "sides", "change")
+    x: Named
+    quantity: Named
+    unit: Text = ""
+    with_: Number = Field(None, alias="with")
+    without: Number = None
+    match: Annotated[dict[Column, Value], BeforeValidator(lambda v: {} if v is None else v),
+                     _checked(_where, WHERE)] = {}
+    column: Column | None = None
+    scale: Scale = 1.0
+    measure: Annotated[str, _checked(lambda v: v in MEASURES,
+                                     f"must be one of {', '.join(MEASURES)}")] = "change"
+    sides: Sides | None = None
+    change: Annotated[str | None, _checked(
+        lambda v: isinstance(v, str), "must be text (the paper's own words for the change)")] = None
+
+
+class Reference(Part):
+    """The paper's numbers beside the measured ones."""
+
+    SHAPE = "must be a mapping with figure, labels, rows and note"
+    figure: Annotated[str, _checked(_named, "must name the paper's figure or table")]
+    labels: Annotated[list[str], _checked(
+        lambda v: isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v),
+        "must be two texts: [with, without]")] = ["with offload", "without offload"]
+    rows: Annotated[list[Row], _checked(lambda v: isinstance(v, list), "must be a list")] = []
+    note: Text = ""
+
+
+class ReportSpec(Part):
+    """A workload kind's report section (analysis/README.md, "The report spec")."""
+
+    SHAPE = "must be a mapping (a JSON object)"
+    kind: Named
+    family: Named
+    title: Named
+    description: Text = ""
+    phases: Annotated[list[str] | None, BeforeValidator(_phases)] = None
+    factors: Names = []
+    order: Annotated[dict[str, Values], _checked(
+        lambda v: isinstance(v, dict),
+        "must be a mapping {column: [values in the experiment's order]}")] = {}
+    sections: Names | None = None  # default: phase (with phases) and the first factor
+    primary: Primary = Field(default_factory=lambda: Primary(column="tps"))
+    columns: Columns | None = None  # default: WEB_COLUMNS, or PHASE_COLUMNS with phases
+    costs: Columns = Field(default_factory=lambda: _columns("host_cpu_us_per_kb",
+                                                            "server_cpu_us_per_kb"))
+    benefit: Columns = Field(default_factory=lambda: _columns(*WEB_BENEFIT))
+    baseline: Annotated[str | None, _checked(lambda v: v is None or _named(v),
+                                             "must be a mode name or null")] = None
+    figures: Annotated[list[Figure], _checked(lambda v: isinstance(v, list),
+                                              "must be a list of panels")] = []
+    reference: Reference | None = None
+    header: Names = []
+    optional: Names = []
+    checks: Names = []
+    samples: Flag | None = None  # default: true without phases
+
+    @classmethod
+    def unknown(cls, key: str) -> str:
+        return f"{key!r} is not a report spec key (known: {', '.join(cls.keys())})"
+
+    @model_validator(mode="after")
+    def defaults(self) -> ReportSpec:
+        if self.sections is None:
+            self.sections = (["phase"] if self.phases else []) + self.factors[:1]
+        if self.columns is None:
+            self.columns = _columns(*(PHASE_COLUMNS if self.phases else WEB_COLUMNS))
+        if self.samples is None:
+            self.samples = self.phases is None
+        return self
+
+
+def where_of(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error's location as the spec's path, figures[0].y (a panel's type tag and a
+    mapping's key marker left out)."""
+    out = ""
+    for i, step in enumerate(loc):
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif step == "[key]" or (i and isinstance(loc[i - 1], int) and step in PANEL_TYPES):
+            continue
+        elif not step.strip():
+            out += f"[{step!r}]"
+        else:
+            out += f".{step}" if out else str(step)
     return out
 
 
-def _reference(value: Any, where: str = "reference") -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _fail(where, "must be a mapping with figure, labels, rows and note")
-    unknown = [k for k in value if k not in REFERENCE_KEYS]
-    if unknown:
-        raise _fail(where, f"has unknown key {unknown[0]!r} (known: "
-                           f"{', '.join(REFERENCE_KEYS)})")
-    if not _is_str(value.get("figure")):
-        raise _fail(f"{where}.figure", "must name the paper's figure or table")
-    labels = value.get("labels", ["with offload", "without offload"])
-    if not (isinstance(labels, list) and len(labels) == 2 and all(isinstance(x, str)
-                                                                    for x in labels)):
-        raise _fail(f"{where}.labels", "must be two texts: [with, without]")
-    rows = value.get("rows", [])
-    if not isinstance(rows, list):
-        raise _fail(f"{where}.rows", "must be a list")
-    out_rows = []
-    for i, row in enumerate(rows):
-        at = f"{where}.rows[{i}]"
-        if not isinstance(row, dict):
-            raise _fail(at, "must be a mapping")
-        bad = [k for k in row if k not in ROW_KEYS]
-        if bad:
-            raise _fail(at, f"has unknown key {bad[0]!r} (known: {', '.join(ROW_KEYS)})")
-        for key in ("x", "quantity"):
-            if not _is_str(row.get(key)):
-                raise _fail(f"{at}.{key}", "must be text")
-        r = dict(row)
-        r.setdefault("unit", "")
-        r["with"] = _number(row.get("with"), f"{at}.with")
-        r["without"] = _number(row.get("without"), f"{at}.without")
-        r["match"] = _where(row.get("match"), f"{at}.match") or {}
-        r["scale"] = _number(row.get("scale", 1.0), f"{at}.scale") or 1.0
-        r["measure"] = row.get("measure", "change")
-        if r["measure"] not in MEASURES:
-            raise _fail(f"{at}.measure", f"must be one of {', '.join(MEASURES)}")
-        if "column" in r and not _is_str(r["column"]):
-            raise _fail(f"{at}.column", "must name a column")
-        sides = row.get("sides")
-        if sides is not None and not (isinstance(sides, dict) and _is_str(sides.get("column"))
-                                      and "with" in sides and "without" in sides):
-            raise _fail(f"{at}.sides", "must be {column, with, without}")
-        if "change" in r and not isinstance(r["change"], str):
-            raise _fail(f"{at}.change", "must be text (the paper's own words for the change)")
-        out_rows.append(r)
-    note = value.get("note", "")
-    if not isinstance(note, str):
-        raise _fail(f"{where}.note", "must be text")
-    return {"figure": value["figure"], "labels": list(labels), "rows": out_rows, "note": note}
+def sentence(error: ErrorDetails) -> str:
+    """One of pydantic's errors as one sentence in the report's voice."""
+    where, kind = where_of(error["loc"]), error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "value_error":
+        what = str(ctx.get("error", error["msg"]))
+    elif kind == "missing":
+        what = "is required"
+    elif kind == "union_tag_invalid":
+        where, what = f"{where}.type", (f"must be one of {', '.join(PANEL_TYPES)}, got "
+                                        f"{ctx.get('tag')!r}")
+    elif kind == "union_tag_not_found":
+        where, what = f"{where}.type", f"is required (one of {', '.join(PANEL_TYPES)})"
+    else:
+        what = f"is not valid ({error['msg'][:1].lower()}{error['msg'][1:]})"
+    return f"report spec: {where} {what}" if where else f"report spec: {what}"
 
 
 def validate(spec: Any) -> dict[str, Any]:
     """A checked copy of a report spec with every default filled in; SpecError names a bad key."""
-    if not isinstance(spec, dict):
-        raise SpecError("report spec: must be a mapping (a JSON object)")
-    unknown = [k for k in spec if k not in KEYS]
-    if unknown:
-        raise _fail(repr(unknown[0]), f"is not a report spec key (known: {', '.join(KEYS)})")
-    for key in ("kind", "family", "title"):
-        if not _is_str(spec.get(key)):
-            raise _fail(key, "is required and must be text")
-    out: dict[str, Any] = copy.deepcopy(spec)
-    out.setdefault("description", "")
-    if not isinstance(out["description"], str):
-        raise _fail("description", "must be text")
-    phases = out.get("phases")
-    if phases is not None:
-        phases = _str_list(phases, "phases", allow_empty=False)
-        bad = [p for p in phases if not re.fullmatch(r"[a-z][a-z0-9]*", p)]
-        if bad:
-            raise _fail("phases", f"must be lower-case words (column prefixes), got {bad[0]!r}")
-    out["phases"] = phases
-    out["factors"] = _str_list(out.get("factors", []), "factors")
-    order = out.get("order", {})
-    if not isinstance(order, dict):
-        raise _fail("order", "must be a mapping {column: [values in the experiment's order]}")
-    for col, values in order.items():
-        if not isinstance(values, list) or not all(_scalar(v) for v in values):
-            raise _fail(f"order.{col}", "must be a list of values")
-    out["order"] = order
-    sections = out.get("sections")
-    if sections is None:
-        sections = (["phase"] if phases else []) + out["factors"][:1]
-    out["sections"] = _str_list(sections, "sections")
-    primary = out.get("primary", {"column": "tps"})
-    if not isinstance(primary, dict) or not _is_str(primary.get("column")):
-        raise _fail("primary", "must be a mapping with column, label and unit")
-    bad = set(primary) - {"column", "label", "unit"}
-    if bad:
-        raise _fail("primary", f"has unknown key {sorted(bad)[0]!r} (known: column, label, unit)")
-    col = primary["column"]
-    out["primary"] = {"column": col, "label": primary.get("label", LABELS.get(col, col)),
-                      "unit": primary.get("unit", UNITS.get(col, ""))}
-    default_columns = PHASE_COLUMNS if phases else WEB_COLUMNS
-    out["columns"] = _columns(out.get("columns", default_columns), "columns")
-    out["costs"] = _columns(out.get("costs", ["host_cpu_us_per_kb", "server_cpu_us_per_kb"]),
-                            "costs")
-    out["benefit"] = _columns(out.get("benefit", WEB_BENEFIT), "benefit")
-    baseline = out.get("baseline")
-    if baseline is not None and not _is_str(baseline):
-        raise _fail("baseline", "must be a mode name or null")
-    out["baseline"] = baseline
-    figures = out.get("figures", [])
-    if not isinstance(figures, list):
-        raise _fail("figures", "must be a list of panels")
-    out["figures"] = [_panel(p, f"figures[{i}]") for i, p in enumerate(figures)]
-    out["reference"] = _reference(out.get("reference"))
-    out["header"] = _str_list(out.get("header", []), "header")
-    out["optional"] = _str_list(out.get("optional", []), "optional")
-    out["checks"] = _str_list(out.get("checks", []), "checks")
-    samples = out.get("samples", phases is None)
-    if not isinstance(samples, bool):
-        raise _fail("samples", "must be true or false")
-    out["samples"] = samples
-    return out
+    try:
+        return ReportSpec.model_validate(copy.deepcopy(spec)).model_dump()
+    except ValidationError as exc:
+        raise SpecError(sentence(exc.errors()[0])) from None
 
 
 # --------------------------------------------------------------------------- helpers

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import stats
+from analysis import precision, stats
 
 ID_COLUMNS = frozenset({"point", "trace", "mode", "repetition", "engine", "error", "failed",
                         "order", "trace_kind", "cycles_source", "client_bound", "docroot",
@@ -219,16 +219,31 @@ def benefit_keys(benefit: list[dict[str, Any]]) -> list[str]:
     return keys
 
 
+def change_of(sub: pd.DataFrame, base: pd.DataFrame, column: str,
+              paired: bool, spread_from: int | None = None) -> precision.Change:
+    """A mode's change over the baseline on one column: paired by repetition (the block) in a
+    run measured in blocks (the spread from its first ``spread_from`` blocks, as the run
+    decided when to stop), else Welch (analysis.precision)."""
+    if paired and "repetition" in sub and "repetition" in base:
+        return precision.paired_change(dict(zip(sub["repetition"], sub[column])),
+                                       dict(zip(base["repetition"], base[column])),
+                                       spread_from)
+    return precision.welch_change(sub[column].tolist(), base[column].tolist())
+
+
 def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | list[str] = (),
                   primary: str = "tps", benefit: list[dict[str, Any]] | None = None,
-                  modes: list[str] | None = None) -> pd.DataFrame:
+                  modes: list[str] | None = None, paired: bool = False,
+                  spread_from: int | None = None) -> pd.DataFrame:
     """Per group (by) and mode: change of the primary column (%) and relative CPU benefit over
-    the baseline, with delta-method 95 % CIs.
+    the baseline, with 95 % CIs.
 
     Columns: the `by` columns, mode, baseline, n, n_baseline, <primary>, <primary>_baseline,
-    change_pct, change_low, change_high and, per benefit entry ({column, where}), benefit_<column>
-    with _low and _high: (b - a) / b with a the mode's and b the baseline's mean, positive when
-    the mode uses less CPU; None where the entry's `where` does not hold for the group."""
+    change_pct, change_low, change_high, method (paired within blocks when ``paired``, the run
+    having measured its modes in blocks; else Welch: analysis.precision) and, per benefit entry
+    ({column, where}), benefit_<column> with _low and _high: (b - a) / b with a the mode's and b
+    the baseline's mean (delta method), positive when the mode uses less CPU; None where the
+    entry's `where` does not hold for the group."""
     by = [c for c in by if c in points]
     benefit = benefit or []
     keys = benefit_keys(benefit)
@@ -247,8 +262,9 @@ def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | lis
                                    "n": len(sub), "n_baseline": len(base),
                                    primary: sub[primary].mean(),
                                    f"{primary}_baseline": base[primary].mean()}
-            r = stats.tps_change_pct(sub[primary].tolist(), base[primary].tolist())
-            row.update(change_pct=r.value, change_low=r.low, change_high=r.high)
+            c = change_of(sub, base, primary, paired, spread_from)
+            row.update(change_pct=c.effect_pct, change_low=c.low_pct, change_high=c.high_pct,
+                       method=c.method)
             for item, bkey in zip(benefit, keys):
                 col, applies = item["column"], matches(grp, item.get("where")).all()
                 b = stats.Ratio(None)
@@ -257,6 +273,44 @@ def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | lis
                 row.update({bkey: b.value, f"{bkey}_low": b.low, f"{bkey}_high": b.high})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+COMPARISON_COLUMNS = ["condition", "mode", "baseline", "metric", "effect_pct", "low_pct",
+                      "high_pct", "half_width_pct", "method", "repetitions", "resolved",
+                      "target_half_width_pct", "repetitions_needed", "mde_pct", "statement"]
+
+
+def comparisons(points: pd.DataFrame, baseline: str, by: list[str], metrics: list[str],
+                modes: list[str], paired: bool, target_pct: float | None = None,
+                budget_spent: bool = False, spread_from: int | None = None) -> pd.DataFrame:
+    """comparisons.csv: one row per condition x mode x metric, each mode against the baseline:
+    effect %, 95 % interval, method, repetitions (blocks when paired), resolved (interval at
+    most ``target_pct`` wide on each side; empty without a target), the repetitions the target
+    needs at the observed spread, the minimum detectable effect (95 %, 80 % power), and the
+    report's sentence (``budget_spent``: the run stopped because its budget ran out)."""
+    by = [c for c in by if c in points]
+    ok = good(points)
+    rows = []
+    for key, grp in groups(ok, by):
+        base = grp[grp["mode"] == baseline]
+        for mode in [m for m in modes if m != baseline]:
+            sub = grp[grp["mode"] == mode]
+            if sub.empty or base.empty:
+                continue
+            for metric in [m for m in metrics if m in grp]:
+                c = change_of(sub, base, metric, paired, spread_from)
+                rows.append({
+                    "condition": describe(by, key) or "all", "mode": mode, "baseline": baseline,
+                    "metric": metric, "effect_pct": c.effect_pct, "low_pct": c.low_pct,
+                    "high_pct": c.high_pct, "half_width_pct": c.half_width_pct,
+                    "method": c.method, "repetitions": c.n,
+                    "resolved": None if target_pct is None else c.resolved(target_pct),
+                    "target_half_width_pct": target_pct,
+                    "repetitions_needed": None if target_pct is None else
+                    c.repetitions_for(target_pct),
+                    "mde_pct": c.mde_pct(),
+                    "statement": precision.statement(c, target_pct, not budget_spent)})
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 # --------------------------------------------------------------------------- warnings

@@ -1,8 +1,11 @@
-"""Small synthetic runs in the results layout, one per report-spec fixture, for the analysis tests.
+"""Small synthetic runs in the results layout, one per report family (tierbench/kinds/families/),
+for the analysis tests.
 
 Written with the csv module only (the analysis reads result files, so its tests make them
 without the runner). Rows are written in a shuffled order, as a real run's summary is, so that
-tests can check that tables and figures follow the experiment's order, not the run order.
+tests can check that tables and figures follow the experiment's order, not the run order. Each
+run's report spec is its family file with the order its synthetic experiment gives (`ORDERS`),
+as a kind adds it.
 """
 
 from __future__ import annotations
@@ -10,11 +13,51 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
-SPECS = Path(__file__).parent / "data" / "report-specs"
-FIXTURES = sorted(p.stem for p in SPECS.glob("*.json"))
+from tierbench.kinds import families
+
+FAMILIES = families.names()
+# the order of the factors in each synthetic experiment's file, where it is not the run's
+ORDERS: dict[str, dict[str, list[Any]]] = {
+    "dc-single": {"trace": ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"]},
+    "dc-zipf": {"trace": ["zipf-0.95", "zipf-0.9", "zipf-0.75", "zipf-0.5"]},
+    "dc-classes": {"trace": ["class-0", "class-1", "class-2", "class-3", "class-4"],
+                   "docroot": ["tmpfs", "disk", "orangefs"]},
+    "dc-hybrid": {"trace": ["bg-class-1", "bg-class-2"],
+                  "docroot": ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]},
+    "dc-cache-hit": {"trace": [f"{s}-hit{h}" for s in ("4k", "64k", "1m") for h in (100, 50, 0)],
+                     "docroot": ["ide", "scsi", "raid0"]},
+    "dc-disk-file": {"trace": [f"{s}-{c}" for s in ("4k", "64k", "1m", "4m")
+                               for c in ("cached", "uncached")],
+                     "docroot": ["ide", "scsi", "raid0"]},
+    "dc-disk-classes": {"trace": ["class-0", "class-1", "class-2", "class-3"], "users": [1, 64],
+                        "docroot": ["ide", "scsi", "raid0"]},
+    "dc-placement": {"trace": ["class-1", "class-3"],
+                     "placement": ["single-disk", "random", "popularity", "size", "raid-single",
+                                   "raid"]},
+    "dc-disk-basic": {"system": ["ide", "scsi", "raid0"]},
+    "pfs-basic": {"filesystem": ["tmpfs", "disk", "orangefs", "orangefs-native"]},
+    "net-streams": {"connections": [1, 4, 16, 60, 120]},
+    "net-conns": {"connections": [1, 100, 6000], "write_size": [1024, 65536]},
+    "net-csum": {"write_size": [16384, 65536]},
+    "net-bw": {"receivers": [1, 2, 4, 6], "direction": ["uni", "bi"]},
+    "net-msgsize": {"write_size": [16384, 65536, 1048576]},
+    "net-latency": {"clients": [1, 2, 3, 4, 5, 6]},
+    "net-platform": {"message_size": [14, 256, 1024, 4096, 16384, 65536]},
+    "net-platform-bw": {"write_size": [1024, 4096, 16384, 65536, 262144]},
+    "net-b2b": {"write_size": [16384, 65536]},
+    "net-b2b-rr": {"message_size": [14, 64, 1024, 16384, 65536]},
+    "net-sockopt": {"direction": ["uni", "bi"],
+                    "case": ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                             "sockopt-4-jumbo"]},
+    "net-txprofile": {"connections": [100, 4000], "write_size": [8192, 65536]},
+    "net-dmacopy": {"message_size": [1024, 4096, 8192, 16384, 65536]},
+    "pfs-profile": {"clients": [1, 2, 3, 4, 5, 6]},
+    "sockopt": {"case": [1, 2, 3, 4]},
+}
 WEB_BASE: dict[str, Any] = {
     "repetition": 1, "engine": "locust", "users": 16, "window_s": 3.0, "requests": 300,
     "tps": 100.0, "p50_ms": 5.0, "p99_ms": 20.0, "errors": 0, "cpu_s_loadgen": 1.0,
@@ -31,9 +74,89 @@ PFS_PHASE = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_c
              "host_sys_pct", "host_softirq_pct", "host_idle_pct", "failed_streams")
 
 
+ON_OFF = ["offloads-on", "offloads-off"]
+PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
+SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
+# family -> the first measured panel of its synthetic run's figure: kind, categories (tick
+# labels in order), series names
+FIRST_PANEL = {
+    "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
+                  ON_OFF),
+    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
+    "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
+    "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
+    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
+    "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
+                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
+    "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
+                       [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
+    "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
+    "pfs-basic": ("lines", ["4,096", "65,536", "1,048,576"],
+                  [f"{fs} · offloads-on" for fs in ("tmpfs", "disk", "orangefs",
+                                                     "orangefs-native")]),
+    "net-conns": ("lines", ["1", "100", "6,000"],
+                  [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
+    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
+    "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
+                  ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
+    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
+                       ["proxy-cache-off", "proxy-cache-on"]),
+    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
+    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
+                     ["ide", "scsi", "raid0"]),
+    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
+    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
+                              "raid"], ["offloads-on"]),
+    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
+    # static and dynamic content (the summary's `content` column) per mode, by size
+    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
+                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
+    # one line per trace over the CPUs the modes give: the x column holds the mode
+    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
+    "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
+    "net-latency": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-platform": ("lines", ["14", "256", "1,024", "4,096", "16,384", "65,536"], PLATFORMS),
+    "net-platform-bw": ("lines", ["1,024", "4,096", "16,384", "65,536", "262,144"], PLATFORMS),
+    "net-b2b": ("bars", ["16384", "65536"], ON_OFF),
+    "net-b2b-rr": ("lines", ["14", "64", "1,024", "16,384", "65,536"], ON_OFF),
+    "net-sockopt": ("bars", ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
+                             "sockopt-4-jumbo"], ["gro-on", "gro-off"]),
+    "net-txprofile": ("bars", ["100", "4000"], [f"{w} B writes · offloads-on"
+                                                 for w in (8192, 65536)]),
+    "pfs-profile": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
+    "net-dmacopy": ("lines", ["1,024", "4,096", "8,192", "16,384", "65,536"], ["offloads-on"]),
+    "net-bw": ("lines", ["1", "2", "4", "6"],
+               ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
+                "bi · offloads-off"]),
+    "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
+    "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
+    "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
+    "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
+    "fs-filebench": ("bars", ["1-seqread-uncached", "2-seqread-cached",
+                              "3-seqread20-uncached", "4-seqread10-cached",
+                              "5-seqwrite", "6-seqwrite20"], SERVERS_ON_OFF),
+    "pfs-iozone": ("lines", ["1", "2", "4", "8"], ON_OFF),
+}
+
+def axes_chunks(svg: str) -> list[str]:
+    """The SVG text of each axes (panel), in drawing order."""
+    return re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
+
+
+def xticks(chunk: str) -> list[str]:
+    """The x tick labels of one axes, in order."""
+    return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
+
+
 def spec_of(name: str) -> dict[str, Any]:
-    """The report-spec fixture tests/data/report-specs/<name>.json."""
-    return json.loads((SPECS / f"{name}.json").read_text(encoding="utf-8"))
+    """The report spec of family <name>'s synthetic run: the family file, with its order."""
+    return {**families.load(name), "order": ORDERS.get(name, {})}
+
+
+def size_name(size: int) -> str:
+    """A file size as the experiments name it: 4k, 64k, 1m."""
+    return f"{size // 1048576}m" if size >= 1048576 else f"{size // 1024}k"
 
 
 def cell(value: Any) -> str:
@@ -107,7 +230,7 @@ def pfs_row(mode: str, rep: int, mbs: dict[str, float], cpu_per_kb: float, **fac
 
 
 def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
-    """(rows, trace specs, modes, web?) of a synthetic run shaped like the fixture's family."""
+    """(rows, trace specs, modes, web?) of a synthetic run of the family's columns."""
     reps = (1, 2)
     onoff = ("offloads-on", "offloads-off")
     if name in ("dc-single", "dc-worldcup"):
@@ -190,9 +313,9 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, traces, cache, True
     if name == "dc-cache-hit":
         sizes, ratios = (4096, 65536, 1048576), (1.0, 0.5, 0.0)
-        traces = [{"name": f"{s // 1024}k-hit{round(100 * h)}", "kind": "hit-ratio", "size": s,
+        traces = [{"name": f"{size_name(s)}-hit{round(100 * h)}", "kind": "hit-ratio", "size": s,
                    "hit_ratio": h, "requests": 1000} for s in sizes for h in ratios]
-        rows = [{"trace": f"{s // 1024}k-hit{round(100 * h)}", "mode": "offloads-on",
+        rows = [{"trace": f"{size_name(s)}-hit{round(100 * h)}", "mode": "offloads-on",
                  "docroot": d, "repetition": r, "tps": 5000.0 / (1 + i) * (0.5 + h / 2) + r,
                  "p50_ms": 0.2 * (1 + i) * (2 - h) + 0.01 * r,
                  "mean_ms": 0.2 * (1 + i) * (2 - h) * (3 - j) + 0.01 * r,
@@ -202,7 +325,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, traces, ("offloads-on",), True
     if name == "dc-disk-file":
         sizes = (4096, 65536, 1048576, 4194304)
-        traces = [{"name": f"{s // 1024}k-{c}", "kind": "hit-ratio", "size": s,
+        traces = [{"name": f"{size_name(s)}-{c}", "kind": "hit-ratio", "size": s,
                    "hit_ratio": h, "requests": 300}
                   for s in sizes for c, h in (("cached", 1.0), ("uncached", 0.0))]
         rows = [{"trace": t["name"], "mode": "offloads-on", "docroot": d, "repetition": r,
@@ -440,11 +563,10 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
 
 
 def family_run(root: Path, name: str) -> Path:
-    """A two-repetition synthetic run of a fixture's family, the fixture as its report spec."""
+    """A two-repetition synthetic run of a family (its columns, modes and factors), its family
+    file as the report spec."""
     rows, traces, modes, web = family_rows(name)
-    experiment = {"pfs-concurrent": "pfs-concurrent", "pfs-streams": "pfs-streams",
-                  "pfs-basic": "pfs-basic"}.get(name, name)
-    man = manifest(experiment, traces, modes, spec_of(name))
+    man = manifest(name, traces, modes, spec_of(name))
     if name.startswith("fs-") or name == "pfs-iozone":
         man["kind"] = "fs"
         man["experiment"]["fs"] = {"test": rows[0]["test"], "server": rows[0]["server"],

@@ -132,7 +132,7 @@ def test_every_figure_renders(built: Path, tmp_path: Path) -> None:
         assert fig["w"] > 400 and fig["h"] > 200 and fig["marks"] > 4, fig
 
 
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_family_figures_render(name: str, tmp_path: Path) -> None:
     page = report.write_report(synthetic_runs.family_run(tmp_path, name))
     figs, console = rendered(page, tmp_path / "profile")

@@ -1,81 +1,28 @@
-"""Figures drawn for each family fixture from a synthetic run written in shuffled order: one bar
-(or line) per mode and category, categories in the experiment's order, the paper's numbers in
-grey beside them; and the report of each family."""
+"""Every report family (tierbench/kinds/families/) rendered: its figure drawn from a synthetic run
+of its columns written in shuffled order (one bar or line per mode and category, categories in
+the experiment's order, the paper's numbers in grey beside them), its report with the run's modes
+and sections in the tables; and from the shipped example run, every panel drawn or said why
+not."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from analysis import figures, load, report
+from analysis import figures, load, report, spec
+from tierbench.kinds import families
 
 import synthetic_runs
 
-ON_OFF = ["offloads-on", "offloads-off"]
-PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
-SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
-# fixture -> the first measured panel: kind, categories (tick labels in order), series names
-EXPECTED = {
-    "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
-                  ON_OFF),
-    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
-    "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
-    "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
-    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
-    "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
-                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
-    "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
-                       [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
-    "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
-    "pfs-basic": ("lines", ["4,096", "65,536", "1,048,576"],
-                  [f"{fs} · offloads-on" for fs in ("tmpfs", "disk", "orangefs",
-                                                     "orangefs-native")]),
-    "net-conns": ("lines", ["1", "100", "6,000"],
-                  [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
-    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
-    "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
-                  ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
-    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
-                       ["proxy-cache-off", "proxy-cache-on"]),
-    "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
-    "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
-                     ["ide", "scsi", "raid0"]),
-    "dc-disk-classes": ("bars", [f"class-{c}" for c in range(4)], ["ide", "scsi", "raid0"]),
-    "dc-placement": ("bars", ["single-disk", "random", "popularity", "size", "raid-single",
-                              "raid"], ["offloads-on"]),
-    "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
-    # static and dynamic content (the summary's `content` column) per mode, by size
-    "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
-                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
-    # one line per trace over the CPUs the modes give: the x column holds the mode
-    "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
-    "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
-    "net-latency": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
-    "net-platform": ("lines", ["14", "256", "1,024", "4,096", "16,384", "65,536"], PLATFORMS),
-    "net-platform-bw": ("lines", ["1,024", "4,096", "16,384", "65,536", "262,144"], PLATFORMS),
-    "net-b2b": ("bars", ["16384", "65536"], ON_OFF),
-    "net-b2b-rr": ("lines", ["14", "64", "1,024", "16,384", "65,536"], ON_OFF),
-    "net-sockopt": ("bars", ["sockopt-1-default", "sockopt-2-socket-buffers", "sockopt-3-tso",
-                             "sockopt-4-jumbo"], ["gro-on", "gro-off"]),
-    "net-txprofile": ("bars", ["100", "4000"], [f"{w} B writes · offloads-on"
-                                                 for w in (8192, 65536)]),
-    "pfs-profile": ("lines", ["1", "2", "3", "4", "5", "6"], ON_OFF),
-    "net-dmacopy": ("lines", ["1,024", "4,096", "8,192", "16,384", "65,536"], ["offloads-on"]),
-    "net-bw": ("lines", ["1", "2", "4", "6"],
-               ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
-                "bi · offloads-off"]),
-    "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
-    "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
-    "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
-    "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
-    "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
-    "fs-filebench": ("bars", ["1-seqread-uncached", "2-seqread-cached",
-                              "3-seqread20-uncached", "4-seqread10-cached",
-                              "5-seqwrite", "6-seqwrite20"], SERVERS_ON_OFF),
-    "pfs-iozone": ("lines", ["1", "2", "4", "8"], ON_OFF),
-}
+# the shipped example run: the one folder under examples/quick/ (make example records it)
+(EXAMPLE,) = [p.parent for p in (Path(__file__).resolve().parent.parent / "examples" / "quick")
+              .glob("*/summary.csv")]
+
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
          "dc-disk-basic": "147",
@@ -83,40 +30,30 @@ PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "fs-filebench": "24,555"}
 
 
-def axes_chunks(svg: str) -> list[str]:
-    """The SVG text of each axes (panel), in drawing order."""
-    return re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
+def test_every_family_has_an_expectation() -> None:
+    assert set(synthetic_runs.FIRST_PANEL) == set(synthetic_runs.FAMILIES)
 
 
-def xticks(chunk: str) -> list[str]:
-    """The x tick labels of one axes, in order."""
-    return re.findall(r'id="[^"]*-xtick_\d+">.*?<text[^>]*>([^<]*)</text>', chunk, flags=re.S)
-
-
-def test_every_fixture_has_an_expectation() -> None:
-    assert set(EXPECTED) == set(synthetic_runs.FIXTURES)
-
-
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_family_figure_from_a_synthetic_run(name: str, tmp_path: Path) -> None:
     run = load.load_run(synthetic_runs.family_run(tmp_path, name))
     fig = figures.family_figure(run.points, run.spec, run.experiment)
-    kind, categories, series = EXPECTED[name]
+    kind, categories, series = synthetic_runs.FIRST_PANEL[name]
     assert f'data-family="{run.spec["family"]}"' in fig.body
     measured = [p for p in fig.panels if not p.reference]
     first = measured[0]
     assert first.kind == kind
     assert [s.name for s in first.series] == series
     svg = fig.body[fig.body.index("<svg"): fig.body.index("</svg>")]
-    chunk = axes_chunks(svg)[0]
+    chunk = synthetic_runs.axes_chunks(svg)[0]
     if kind == "bars":
-        assert xticks(chunk) == categories
+        assert synthetic_runs.xticks(chunk) == categories
         bars = re.findall(r'id="[^"]*-p0-bar-s(\d+)-c(\d+)"', chunk)
         # exactly one bar per series (mode) and category
         assert sorted(bars) == sorted((str(j), str(i)) for j in range(len(series))
                                       for i in range(len(categories)))
     else:
-        assert [t for t in xticks(chunk) if t] == categories
+        assert [t for t in synthetic_runs.xticks(chunk) if t] == categories
         lines = re.findall(r'id="[^"]*-p0-line-s(\d+)"', chunk)
         assert lines == [str(j) for j in range(len(series))]  # one line per series
     legend = re.findall(r"<text[^>]*>([^<]*)</text>", chunk)
@@ -155,7 +92,22 @@ def test_missing_columns_are_named_not_fatal(tmp_path: Path) -> None:
     assert "Not drawn: by case: no column case in this run." in fig.caption
 
 
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
+def section_values(rows: list[dict], spec: dict) -> set[tuple[str, ...]]:
+    """The values of the spec's section columns that the rows hold (a phase: where it has a
+    primary value), as the report labels them."""
+    def text(v: object) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    out = set()
+    for r in rows:
+        phases = [p for p in spec.get("phases") or [] if r.get(f"{p}_mb_per_s") is not None]
+        for phase in phases or [None]:
+            values = {**r, "phase": phase}
+            out.add(tuple(text(values[c]) for c in spec["sections"] if values.get(c) is not None))
+    return out
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
 def test_report_of_each_family(name: str, tmp_path: Path) -> None:
     run_dir = synthetic_runs.family_run(tmp_path, name)
     page = report.write_report(run_dir).read_text()
@@ -166,6 +118,15 @@ def test_report_of_each_family(name: str, tmp_path: Path) -> None:
     assert "report spec from manifest.json" in page
     if name in PAPER:
         assert PAPER[name] in page
+    # the tables hold the run's rows: one section per value of the section columns, each
+    # with a row per mode (and condition), every mode of the run among them
+    rows, _, modes, _ = synthetic_runs.family_rows(name)
+    spec = load.load_run(run_dir).spec
+    heads = re.findall(r'<section class="group" id="group-\d+"><h2>(.*?)</h2>', page)
+    shown = {tuple(v.strip() for v in re.findall(r"</span> ([^<]+)", h)) for h in heads}
+    assert shown == section_values(rows, spec), heads
+    labels = re.findall(r'<td class="l"><span class="sw"[^>]*></span>([^<]*)</td>', page)
+    assert {label.split(" · ")[0] for label in labels} == set(modes)
 
 
 def test_a_reference_side_with_no_measured_value_is_left_blank(tmp_path: Path) -> None:
@@ -184,3 +145,48 @@ def test_a_reference_side_with_no_measured_value_is_left_blank(tmp_path: Path) -
                                                         web=web)).read_text()
     assert "small files, 2 CPUs vs 1 (21a)" in page and "large files, 2 CPUs vs 1 (21a)" in page
     assert ">nan<" not in page.lower()
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shipped example run (a dc-single run) without its report spec."""
+    run = tmp_path_factory.mktemp("example") / "run"
+    shutil.copytree(EXAMPLE, run)
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["report"]
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return run
+
+
+@pytest.mark.parametrize("name", synthetic_runs.FAMILIES)
+def test_every_family_draws_from_the_example_run_or_says_why_not(name: str,
+                                                                 example_run: Path) -> None:
+    """Each family's spec over the example's summary: every panel drawn or named with the
+    reason it is not; a family whose primary column the example lacks is refused in one
+    sentence naming it."""
+    family = spec.validate(families.load(name))
+    header = (example_run / "summary.csv").read_text(encoding="utf-8").splitlines()[0]
+    try:
+        run = load.load_run(example_run, family)
+    except load.LayoutError as exc:
+        assert family["primary"]["column"] not in header.split(",")
+        assert f"column(s) {family['primary']['column']} missing" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    assert run.spec_source == "given" and run.spec["family"] == family["family"]
+    fig = figures.family_figure(run.points, run.spec, run.experiment)
+    assert f'data-family="{family["family"]}"' in fig.body
+    drawn = [p.title for p in fig.panels if not p.reference]
+    for panel in family["figures"]:
+        if panel["type"] == "table":
+            title = panel.get("title") or f"{spec.label(panel['rows'])} x " \
+                                           f"{spec.label(panel['columns'])}"
+            shown = "<table" in fig.body
+        else:
+            title = panel.get("title") or f"{spec.label(panel['y'])} by {spec.label(panel['x'])}"
+            shown = any(t.startswith(title) for t in drawn)
+        assert shown or f"Not drawn: {html.escape(title)}: " in fig.caption, (title, fig.caption)
+    if name == "dc-single":  # the example's own family: its traces, a bar per mode
+        first = [p for p in fig.panels if not p.reference][0]
+        assert first.categories == [t["name"] for t in run.experiment["traces"]]
+        assert [s.name for s in first.series] == synthetic_runs.ON_OFF

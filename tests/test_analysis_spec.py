@@ -1,5 +1,6 @@
 """The report spec: validation messages name the bad key in one sentence, defaults, the generic
-spec, and every family fixture in tests/data/report-specs/ is valid."""
+spec, and every family file in tierbench/kinds/families/ is valid and says where its numbers come
+from."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import json
 import pytest
 
 from analysis import spec
-
-import synthetic_runs
+from tierbench.kinds import families
 
 MINIMAL = {"kind": "web", "family": "dc-single", "title": "TPS per trace"}
 
@@ -21,31 +21,38 @@ def with_(**changes: object) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", synthetic_runs.FIXTURES)
-def test_fixtures_are_valid_json_specs(name: str) -> None:
-    raw = json.loads((synthetic_runs.SPECS / f"{name}.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("name", families.names())
+def test_family_files_are_valid_specs(name: str) -> None:
+    raw = families.load(name)
     checked = spec.validate(raw)
-    assert checked["family"] and checked["figures"]
+    assert checked["family"] == raw["family"] and checked["figures"]
     assert json.loads(json.dumps(checked)) == checked  # JSON-able
+    # the opening comment names the family and the paper's figure its numbers come from
+    text = (families.FOLDER / f"{name}.yml").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    opening = " ".join(line[2:] for line in lines[:lines.index("")])
+    assert all(line.startswith("# ") for line in lines[:lines.index("")])
+    assert opening.startswith(f"Report family {raw['family']} of the {raw['kind']} kind")
+    assert raw["reference"]["figure"] in opening and "hardware" in opening
 
 
 def test_every_family_is_covered_and_paper_numbers_are_labelled() -> None:
-    families = {spec.validate(synthetic_runs.spec_of(n))["family"]
-                for n in synthetic_runs.FIXTURES}
-    assert families == {"dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs",
-                        "net-conns", "sockopt", "dc-worldcup", "dc-static", "dc-alpha-cache",
-                        "dc-cache-hit", "net-streams", "net-latency", "net-csum", "net-bw",
-                        "net-msgsize", "dc-disk-basic", "dc-disk-file", "dc-disk-classes",
-                        "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
-                        "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
-                        "dc-dynamic", "dc-cpus", "fs-thinktime", "fs-clients",
-                        "fs-randread", "fs-filebench", "pfs-iozone"}
+    kinds = {n: families.load(n)["kind"] for n in families.names()}
+    assert set(kinds.values()) == {"web", "pfs", "net", "fs", "disk"}
+    assert {families.load(n)["family"] for n in kinds} == {
+        "dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs", "net-conns",
+        "sockopt", "dc-worldcup", "dc-static", "dc-alpha-cache", "dc-cache-hit", "net-streams",
+        "net-latency", "net-csum", "net-bw", "net-msgsize", "dc-disk-basic", "dc-disk-file",
+        "dc-disk-classes", "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
+        "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
+        "dc-dynamic", "dc-cpus", "fs-thinktime", "fs-clients", "fs-randread", "fs-filebench",
+        "pfs-iozone"}
     numbers = {"dc-single": 9754, "dc-zipf": 2212, "dc-clients": 14996,
                "pfs-concurrent": 731, "pfs-basic": 775, "net-conns": 11792, "sockopt": 5586,
                "dc-disk-basic": 147,
                "fs-filebench": 24555}
     for name, value in numbers.items():
-        ref = synthetic_runs.spec_of(name)["reference"]
+        ref = families.load(name)["reference"]
         assert value in [r["with"] for r in ref["rows"]], name
 
 
@@ -65,31 +72,42 @@ def test_defaults_are_filled_in() -> None:
 
 @pytest.mark.parametrize(("changes", "message"), [
     ({"famly": "x"}, "report spec: 'famly' is not a report spec key"),
-    ({"kind": ""}, "report spec: kind is required and must be text"),
-    ({"title": 3}, "report spec: title is required and must be text"),
+    ({"kind": ""}, "report spec: kind must be non-empty text"),
+    ({"title": 3}, "report spec: title must be non-empty text"),
     ({"phases": "read"}, "report spec: phases must be a list of column names"),
     ({"phases": ["Read"]}, "report spec: phases must be lower-case words"),
     ({"factors": "trace"}, "report spec: factors must be a list of column names"),
     ({"order": {"trace": "single-4k"}}, "report spec: order.trace must be a list of values"),
     ({"primary": "tps"}, "report spec: primary must be a mapping with column, label and unit"),
     ({"primary": {"column": "tps", "units": "x"}}, "report spec: primary has unknown key 'units'"),
-    ({"costs": [{"label": "x"}]}, "report spec: costs[0] must be a column name or a mapping"),
+    ({"costs": [{"label": "x"}]}, "report spec: costs[0].column is required"),
+    ({"costs": [3]}, "report spec: costs[0] must be a column name or a mapping"),
     ({"benefit": [{"column": "c", "where": ["phase"]}]},
      "report spec: benefit[0].where must be a mapping {column: value or [values]}"),
     ({"baseline": ["off"]}, "report spec: baseline must be a mode name or null"),
     ({"figures": {"type": "bars"}}, "report spec: figures must be a list of panels"),
     ({"figures": [{"type": "pie"}]},
      "report spec: figures[0].type must be one of bars, lines, table, got 'pie'"),
-    ({"figures": [{"type": "bars", "x": "trace"}]}, "report spec: figures[0].y must name a column"),
+    ({"figures": [{"type": "bars", "x": "trace"}]}, "report spec: figures[0].y is required"),
+    ({"figures": [{"type": "bars", "x": "trace", "y": ""}]},
+     "report spec: figures[0].y must name a column"),
+    ({"figures": [3]}, "report spec: figures[0] must be a mapping with a 'type' key"),
+    ({"figures": [{"x": "trace", "y": "tps"}]},
+     "report spec: figures[0].type is required (one of bars, lines, table)"),
     ({"figures": [{"type": "lines", "x": "users", "y": "tps", "colour": "red"}]},
      "report spec: figures[0] has unknown key 'colour'"),
     ({"figures": [{"type": "lines", "x": "u", "y": "t", "logx": "yes"}]},
      "report spec: figures[0].logx must be true, false or \"auto\""),
     ({"figures": [{"type": "table", "rows": "connections", "columns": "write_size"}]},
+     "report spec: figures[0].values is required"),
+    ({"figures": [{"type": "table", "rows": "c", "columns": "w", "values": []}]},
      "report spec: figures[0].values must list the columns shown in each cell"),
+    ({"figures": [{"type": "table", "rows": "c", "columns": "w", "values": ["tps"], "x": "c"}]},
+     "report spec: figures[0] has unknown key 'x'"),
     ({"figures": [{"type": "bars", "x": "t", "y": "tps", "series": []}]},
      "report spec: figures[0].series must name at least one column"),
-    ({"reference": {"labels": ["a", "b"]}}, "report spec: reference.figure must name the paper"),
+    ({"reference": {"labels": ["a", "b"]}}, "report spec: reference.figure is required"),
+    ({"reference": {"figure": " "}}, "report spec: reference.figure must name the paper"),
     ({"reference": {"figure": "F", "labels": ["a"]}},
      "report spec: reference.labels must be two texts: [with, without]"),
     ({"reference": {"figure": "F", "rows": [{"x": "4K", "quantity": "TPS", "with": "9754"}]}},
@@ -97,7 +115,12 @@ def test_defaults_are_filled_in() -> None:
     ({"reference": {"figure": "F", "rows": [{"x": "4K", "quantity": "TPS", "measure": "x"}]}},
      "report spec: reference.rows[0].measure must be one of change, benefit"),
     ({"reference": {"figure": "F", "rows": [{"x": "4K", "quantity": "TPS", "sides": {}}]}},
+     "report spec: reference.rows[0].sides.column is required"),
+    ({"reference": {"figure": "F", "rows": [{"x": "4K", "quantity": "TPS", "sides": "mode"}]}},
      "report spec: reference.rows[0].sides must be {column, with, without}"),
+    ({"reference": {"figure": "F", "rows": [{"x": "4K", "quantity": "TPS",
+                                             "match": {"phase": {"a": 1}}}]}},
+     "report spec: reference.rows[0].match.phase must be a value or a list of values"),
     ({"samples": "yes"}, "report spec: samples must be true or false"),
 ])
 def test_bad_specs_are_refused_naming_the_key(changes: dict, message: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError
-from tierbench.kinds import fileserver, fstools, registry
+from tierbench.kinds import families, fileserver, fstools, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "fs"
@@ -161,8 +161,24 @@ def test_filebench_job_files_have_the_papers_threads_and_operations() -> None:
         else:
             named = keys.get("filename") or keys["filename_format"].replace(".$jobnum", ".0")
             assert named in fileserver.set_files(w.fileset)
-    assert (fileserver.FILEBENCH["9-syncwrite128"].paper, fileserver.FILEBENCH[
-        "1-seqread-uncached"].paper) == (24555, 871.0)
+
+
+def test_the_filebench_family_follows_the_job_files_metrics() -> None:
+    """The fs-filebench family file names each workload by what measures it (MB/s or IOPS) as
+    FILEBENCH does, and gives 001's three numbers for each."""
+    spec = families.load("fs-filebench")
+    shown = {p["y"]: p["where"]["workload"] for p in spec["figures"] if p.get("where")}
+    for metric in ("mb_per_s", "iops"):
+        assert shown[metric] == [w.name for w in fileserver.FILEBENCH.values()
+                                 if w.metric == metric]
+    rows = spec["reference"]["rows"]
+    assert [r["x"] for r in rows[::3]] == list(fileserver.FILEBENCH)
+    for r in rows[::3]:
+        assert r["column"] == fileserver.FILEBENCH[r["x"]].metric
+    paper = {(r["x"], r["column"]): r["with"] for r in rows}
+    assert paper[("9-syncwrite128", "iops")] == 24555
+    assert paper[("1-seqread-uncached", "mb_per_s")] == 871.0
+    assert all(isinstance(r["with"], (int, float)) for r in rows)
 
 
 def test_space_is_checked_before_anything_is_written(tmp_path: Path) -> None:

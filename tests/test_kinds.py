@@ -1,10 +1,14 @@
 """Every workload kind keeps the contract (tierbench/kinds/contract.py) for every shipped
-experiment of its kind: points, plan, identity columns, and a report section the report accepts,
-equal to the family's fixture that the analysis tests render."""
+experiment of its kind: points, plan, identity columns, and a report section the report accepts:
+one of the kind's family files (tierbench/kinds/families/) completed with the experiment's order.
+A family file the report would not accept stops `tierbench plan` and `run` before anything
+starts."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +16,12 @@ import yaml
 
 from analysis import spec as report_spec
 from tierbench import runner
-from tierbench.kinds import registry
+from tierbench.config.errors import ConfigError
+from tierbench.kinds import families, registry
 from tierbench.kinds.contract import Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yml"))
-FIXTURES = ROOT / "tests" / "data" / "report-specs"
 
 
 def test_the_registry_finds_every_kind_module() -> None:
@@ -27,6 +31,10 @@ def test_the_registry_finds_every_kind_module() -> None:
     for name, kind in found.items():
         assert isinstance(kind, Kind) and kind.name == name and kind.tiers
         assert type(kind).__module__.rsplit(".", 1)[-1] in modules
+
+
+# shipped experiments whose names no family's begins: the family their kind picks otherwise
+DEFAULT_FAMILY = {"quick": "dc-single"}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -47,15 +55,86 @@ def test_shipped_experiments_keep_the_contract(name: str) -> None:
     assert yaml.safe_load(yaml.safe_dump(resolved)) == json.loads(json.dumps(resolved))
     spec = kind.report(resolved)
     report_spec.validate(spec)
-    family = spec["family"] if spec["family"] != "pfs" else f"pfs-{resolved['pfs']['test']}"
-    fixture = json.loads((FIXTURES / f"{family}.json").read_text())
-    assert {k: v for k, v in spec.items() if k != "order"} == \
-        {k: v for k, v in fixture.items() if k != "order"}
+    # the family file as it is, but what the experiment adds: the order, and the dynamic
+    # requests' optional columns and write check
+    added = ("order", "optional", "checks")
+    files = [n for n in families.names(exp.kind)
+             if {k: v for k, v in families.load(n).items() if k not in added}
+             == {k: v for k, v in spec.items() if k not in added}]
+    chosen = (f"pfs-{resolved['pfs']['test']}" if exp.kind == "pfs"  # by its test
+              else spec["family"])
+    assert files == [chosen]
+    assert name.startswith(spec["family"]) or DEFAULT_FAMILY.get(name) == spec["family"]
     for column, values in spec["order"].items():
         assert len(values) > 1 and column in spec.get("factors", []) + ["trace", "users",
                                                                          "docroot", "filesystem",
                                                                          "buffer"]
     assert "point" in columns and "mode" in columns
+
+
+def test_families_are_found_by_kind_and_by_name() -> None:
+    assert len(families.names()) == 38
+    assert families.names("disk") == ["dc-disk-basic"]
+    assert set(families.names("pfs")) == {"pfs-basic", "pfs-concurrent", "pfs-streams"}
+    assert "pfs-profile" in families.names("net") and "sockopt" in families.names("web")
+    assert families.by_name("net", "net-platform-bw-short", "net-streams") == "net-platform-bw"
+    assert families.by_name("net", "net-platform-1", "net-streams") == "net-platform"
+    assert families.by_name("web", "mine", "dc-single") == "dc-single"
+    first = families.load("dc-single")
+    first["figures"].clear()
+    assert families.load("dc-single")["figures"]  # each load is a copy
+    with pytest.raises(ConfigError, match=r"no report family named 'dc-singel' in .*families "
+                                          r"\(known: dc-alpha-cache, "):
+        families.load("dc-singel")
+
+
+def bad_family_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                      text: str) -> None:
+    """The family files, with <name>.yml replaced by text."""
+    folder = tmp_path / "families"
+    shutil.copytree(families.FOLDER, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (folder / f"{name}.yml").write_text(text)
+    monkeypatch.setattr(families, "FOLDER", folder)
+    families.read.cache_clear()  # and again after the test (fresh_family_cache)
+
+
+@pytest.fixture(autouse=True)
+def fresh_family_cache() -> Iterator[None]:
+    families.read.cache_clear()
+    yield
+    families.read.cache_clear()
+
+
+def test_a_bad_family_file_stops_plan_and_run_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tierbench import cli
+
+    good = (families.FOLDER / "dc-single.yml").read_text()
+    bad_family_folder(tmp_path, monkeypatch, "dc-single",
+                      good.replace("  xlabel: trace\n", "  xlable: trace\n", 1))
+    said = ("quick: the report family 'dc-single' of the web kind cannot be used (report spec: "
+            "figures[0] has unknown key 'xlable' (known: type, ")
+    assert cli.main(["plan", "quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tierbench: {said}") and "\n" not in err
+    assert err.endswith(f"correct its file in {tmp_path / 'families'}")
+    checked = []
+    monkeypatch.setattr(runner, "check_space", lambda *a: checked.append(a))
+    with pytest.raises(ConfigError) as refused:
+        runner.Run(registry.load_experiment("quick")).execute()
+    assert str(refused.value).startswith(said) and checked == []  # before anything else
+
+
+def test_a_family_file_that_is_no_mapping_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad_family_folder(tmp_path, monkeypatch, "net-bw", "- kind: net\n")
+    with pytest.raises(ConfigError, match=r"net-bw.yml: expected a mapping"):
+        families.load("net-bw")
+    bad_family_folder(tmp_path / "2", monkeypatch, "net-bw", "kind: net\ntitle: x\n")
+    with pytest.raises(ConfigError, match=r"net-bw.yml: family must name the family's family"):
+        families.names("net")
 
 
 def test_the_example_runs_report_section_is_the_kinds() -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from tierbench import runner
+from tierbench import runner, study
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import MODES_DIR
+from tierbench.config.files import MODES_DIR, results_root
 from tierbench.kinds import engines, registry
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
@@ -23,30 +23,19 @@ from tierbench.placement import compose, nodes, orangefs, placer
 from tierbench.placement.cluster import ClusterPlacer
 
 
-def write_report(run_dir: Path) -> Path | None:
-    """report.html of a run folder, with the kind's report section when the manifest lacks it.
-    (The analysis package is imported here, not at start-up: it takes seconds to load, which
-    every other command would pay.)"""
-    from analysis import load, report
-
-    if not (run_dir / "summary.csv").is_file():
-        return None
-    spec = None
-    try:
-        resolved = yaml.safe_load((run_dir / "experiment.yml").read_text())
-        spec = registry.kind(registry.kind_of(resolved)).report(resolved)
-    except (OSError, yaml.YAMLError, TierbenchError, AttributeError, TypeError):
-        spec = None  # the report falls back to a generic section
-    try:
-        return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
-                                   spec=spec)
-    except load.LayoutError as exc:
-        raise ConfigError(str(exc)) from None
+def experiment(args: argparse.Namespace) -> registry.Experiment:
+    """The experiment named on the command line, with --scale and the precision options
+    applied."""
+    exp = registry.with_scale(registry.load_experiment(args.experiment), args.scale)
+    return registry.with_precision(
+        exp, half_width_pct=args.precision,
+        metric=args.metric, min_repetitions=args.min_repetitions,
+        max_repetitions=args.max_repetitions, budget_min=args.budget_min)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
-    exp = registry.load_experiment(args.experiment)
+    exp = experiment(args)
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not resume.is_dir():
         raise ConfigError(f"--resume {resume}: no such run folder")
@@ -61,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     finally:
         if run.dir is not None and run.rows:
-            write_report(run.dir)
+            runner.write_report(run.dir)
     where = placer.current()
     clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: done: {run_dir / 'summary.csv'}\n"
@@ -71,9 +60,42 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Print the points of an experiment in run order and the estimated duration."""
-    exp = registry.load_experiment(args.experiment)
+    """Print the points of an experiment in run order and the estimated duration (or every
+    experiment of a study with its time)."""
+    if args.study:
+        if args.experiment:
+            raise ConfigError("plan: give an experiment or --study, not both")
+        print("\n".join(study.plan_lines(study.load(args.study), args.scale)))
+        return 0
+    if not args.experiment:
+        raise ConfigError("plan: name an experiment (e.g. quick) or give --study ID")
+    exp = experiment(args)
     print("\n".join(runner.plan_lines(exp) + runner.space_lines(exp)))
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """Run every experiment of a study and write the study's report."""
+    chosen = study.load(args.study)
+    resume = Path(args.resume) if args.resume else None
+    if resume is not None and not resume.is_dir():
+        raise ConfigError(f"--resume {resume}: no such study folder")
+    compose.preflight(cluster=placer.current().cluster is not None)
+    try:
+        folder = study.run(chosen, args.scale, resume)
+    except runner.RunInterrupted as exc:
+        print(f"tierbench: interrupted by {exc}: interfaces restored; `tierbench study "
+              f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
+        return 130
+    print(f"tierbench: study report: {folder / 'study.html'}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List the runs under the results folder, newest first."""
+    from analysis import runs
+
+    print(runs.table(runs.runs(Path(args.results) if args.results else results_root())))
     return 0
 
 
@@ -106,7 +128,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not (run_dir / "summary.csv").is_file():
         raise ConfigError(f"{run_dir}: no summary.csv here; give a results/<experiment>/<run-id> "
                           "folder")
-    print(write_report(run_dir))
+    print(runner.write_report(run_dir))
     return 0
 
 
@@ -216,6 +238,24 @@ def add_cluster_arg(p: argparse.ArgumentParser) -> None:
                         "else this host); see cluster.example.yml")
 
 
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """--precision PCT and its limits: run in blocks until every comparison is resolved."""
+    g = p.add_argument_group("precision (blocks until every comparison is resolved; overrides "
+                             "the experiment's precision key and repetitions)")
+    g.add_argument("--precision", type=float, metavar="PCT",
+                   help="half-width of each comparison's 95 %% interval, in %% (e.g. 5)")
+    g.add_argument("--metric", help="summary column the comparisons are on (default tps)")
+    g.add_argument("--min-repetitions", type=int, metavar="N", help="blocks every condition "
+                   "runs (default 5)")
+    g.add_argument("--max-repetitions", type=int, metavar="N", help="at most this many blocks "
+                   "(default 30)")
+    g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
+                   "this many minutes of measuring are spent")
+    p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
+                   "windows, request counts, file sizes and repetitions by F, each no lower "
+                   "than a floor the plan shows; recorded in the results")
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(prog="tierbench", description=__doc__)
@@ -224,12 +264,28 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run of this experiment in RUN_DIR")
+    add_precision_args(r)
     add_cluster_arg(r)
     r.set_defaults(func=cmd_run)
     pl = sub.add_parser("plan", help="dry run: the points in order and the estimated duration")
-    pl.add_argument("experiment")
+    pl.add_argument("experiment", nargs="?")
+    pl.add_argument("--study", metavar="ID", help="every experiment of a study with its time")
+    add_precision_args(pl)
     add_cluster_arg(pl)
     pl.set_defaults(func=cmd_plan)
+    st = sub.add_parser("study", help="run every experiment of a study (000-004) and write the "
+                        "study's report")
+    st.add_argument("study", metavar="ID", help="000, 001, 002, 003 or 004")
+    st.add_argument("--scale", type=float, metavar="F", help="shorten every experiment (as run "
+                    "--scale)")
+    st.add_argument("--resume", metavar="STUDY_DIR",
+                    help="continue an interrupted study in results/study-ID/<run-id>")
+    add_cluster_arg(st)
+    st.set_defaults(func=cmd_study)
+    rs = sub.add_parser("runs", help="every run under the results folder, newest first")
+    rs.add_argument("--results", metavar="DIR", help="results folder (default "
+                    "$TIERBENCH_RESULTS, else results/)")
+    rs.set_defaults(func=cmd_runs)
     c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
     c.add_argument("--keep-stack", action="store_true",
                    help="only restore interface settings; leave the containers running")

@@ -30,10 +30,11 @@ from typing import Any
 
 import yaml
 
+from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text, results_root
 from tierbench.interfaces import netif
-from tierbench.kinds import registry
+from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (
     Deployment,
     Experiment,
@@ -55,7 +56,10 @@ class RunInterrupted(Exception):
 
 
 def points_of(exp: Experiment) -> list[Point]:
-    """The experiment's points in run order."""
+    """The experiment's points in run order (with a precision target: the blocks every
+    condition runs, 1 to min_repetitions; later blocks depend on what those measure)."""
+    if exp.precision is not None:
+        return blocks.first_blocks(exp)
     return registry.kind(exp.kind).points(exp, exp.seed)
 
 
@@ -64,11 +68,28 @@ def estimate_s(exp: Experiment) -> float:
     return registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
 
 
+def report_section(exp: Experiment) -> dict[str, Any]:
+    """The kind's report section of the experiment (its family file, completed by the kind),
+    checked with the analysis' model of a report spec: a family file the report would not
+    accept stops the plan and the run before anything is written or started."""
+    from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
+
+    section = registry.kind(exp.kind).report(resolved_of(exp))
+    try:
+        report_spec.validate(section)
+    except report_spec.SpecError as exc:
+        raise ConfigError(f"{exp.name}: the report family {section.get('family')!r} of the "
+                          f"{exp.kind} kind cannot be used ({exc}): correct its file in "
+                          f"{families.FOLDER}") from None
+    return section
+
+
 def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
+    report_section(exp)
     kind = registry.kind(exp.kind)
-    points = kind.points(exp, exp.seed)
-    lines = kind.plan_header(exp, points)
+    points = points_of(exp)
+    lines = kind.plan_header(exp, points) + exp.scaled
     current: Any = _NOTHING
     for p in points:
         key = kind.placement(exp, p)
@@ -77,6 +98,8 @@ def plan_lines(exp: Experiment) -> list[str]:
             current = key
         lines.append(kind.point_line(exp, p))
     total = kind.point_seconds(exp) * len(points)
+    if exp.precision is not None:
+        return lines + blocks.plan_lines(exp, points, kind.point_seconds(exp), kind.bring_up)
     lines.append(f"estimated duration: {total / 60:.1f} min plus {kind.bring_up}")
     lines.append(interval_line(exp))
     return lines
@@ -109,7 +132,7 @@ def interval_line(exp: Experiment) -> str:
 def space_lines(exp: Experiment) -> list[str]:
     """What the run will write where, and whether it fits (refuses when it does not)."""
     kind = registry.kind(exp.kind)
-    needs = kind.needs(exp, kind.points(exp, exp.seed))
+    needs = kind.needs(exp, points_of(exp))
     check_space(exp, needs)
     cluster = placer.current().cluster
     if cluster is None:
@@ -158,7 +181,7 @@ def check_space(exp: Experiment, needs: list[space.Need] | None = None) -> None:
     cluster the configured sizes here; the nodes' disks and memory when the run starts)."""
     kind = registry.kind(exp.kind)
     if needs is None:
-        needs = kind.needs(exp, kind.points(exp, exp.seed))
+        needs = kind.needs(exp, points_of(exp))
     if placer.current().cluster is not None:
         needs = [n for n in needs if not n.medium]
     problems = space.problems(needs)
@@ -241,7 +264,7 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
         eps = deployment.host_endpoints(mode)
         return eps if eps is not None else host_endpoints(mode)
     eps = deployment.endpoints(mode)
-    if not eps:
+    if not eps and not mode.sets_nothing:
         scope = ", ".join(mode.tiers or mode.roles)
         raise netif.NetifError(f"mode {mode.name} covers {scope}, which this deployment does not "
                                f"have (tiers: {', '.join(deployment.tiers)})")
@@ -263,7 +286,7 @@ class Run:
     def __init__(self, exp: Experiment, resume: Path | None = None) -> None:
         self.exp = exp
         self.kind: Kind = registry.kind(exp.kind)
-        self.points = self.kind.points(exp, exp.seed)
+        self.points = points_of(exp)
         self.resume = resume
         self.dir: Path | None = None
         self.run_id = ""
@@ -271,12 +294,17 @@ class Run:
         self.manifest: dict = {}
         self.done: dict[str, dict] = {}  # point id -> its point.json (resume)
         self.state = netif.StateFile()
+        self.deployment: Deployment | None = None
+        self.prepared: Any = None
+        self.point_times: list[float] = []  # wall time of each point measured (budget)
+        self.deploy_s = 0.0  # time spent bringing deployments up
 
     # -- the run
     def execute(self) -> Path:
         """Run every point (those not measured yet, on resume); returns the run directory.
         Interfaces are restored on any exit."""
         exp, kind = self.exp, self.kind
+        report_section(exp)
         check_space(exp)
         kind.preflight(exp, self.points)
         where = placer.current()
@@ -290,49 +318,26 @@ class Run:
         else:
             self.run_id, self.dir = new_run_dir(exp)
             (self.dir / "experiment.yml").write_text(
-                yaml.safe_dump(kind.resolved(exp), sort_keys=False))
+                yaml.safe_dump(resolved_of(exp), sort_keys=False))
             write_json(self.dir / "plan.json", self._plan_json())
         assert self.dir is not None
-        prepared = kind.prepare(exp, self.dir)
+        self.prepared = kind.prepare(exp, self.dir)
         todo = [p for p in self.points if p.id not in self.done]
         per_point = kind.point_seconds(exp)
         log(f"tierbench: run {self.run_id} of {exp.name}: {len(todo)} points"
             + (f" ({len(self.done)} measured before)" if self.done else "")
+            + (" (and more blocks until resolved)" if exp.precision else "")
             + f", about {per_point * len(todo) / 60:.1f} min; results in {self.dir}")
-        if not todo:
+        if not todo and exp.precision is None:
             self._finish("complete")
             return self.dir
-        deployment = kind.deploy(exp, kind.placement(exp, todo[0]), prepared, None, todo[0])
-        check_modes(exp, deployment)
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        if self.done:
-            self.manifest.setdefault("resumed", []).append(started)
-        else:
-            self.manifest = {
-                "run_id": self.run_id, "started": started, "finished": None,
-                "status": "running", "kind": exp.kind, "experiment": kind.resolved(exp),
-                **provenance.collect(deployment.containers),
-                **kind.provenance(exp, deployment),
-                **self._cluster_record(where),
-                "report": kind.report(kind.resolved(exp)),
-                "points": {},
-            }
-        self.manifest["status"] = "running"
-        self._save()
         status = "complete"
         try:
             with signals_raise():
-                for n, point in enumerate(todo, 1):
-                    t0 = time.monotonic()
-                    key = kind.placement(exp, point)
-                    if key != deployment.key:
-                        deployment = kind.deploy(exp, key, prepared, deployment, point)
-                        check_modes(exp, deployment)
-                    row = self._point(point, deployment, prepared)
-                    left = (len(todo) - n) * (time.monotonic() - t0)
-                    log(f"[{n}/{len(todo)}] {kind.point_title(exp, point)}: {kind.brief(row)}"
-                        + (f"; about {left / 60:.1f} min left" if left else ""))
-                    kind.after_point(exp, point, row, deployment)
+                if exp.precision is None:
+                    self._run_points(todo)
+                else:
+                    self._run_blocks()
             note = kind.end_note(self.rows)
             if note:
                 log(note)
@@ -345,9 +350,105 @@ class Run:
         except RunEnds as exc:
             status = f"failed: {exc}"
             raise RunEnds(f"{exc}; results so far are in {self.dir}") from None
+        except Exception as exc:
+            status = f"failed: {exc}"
+            raise
         finally:
-            self._finish(status)
+            if self.manifest:
+                self._finish(status)
         return self.dir
+
+    def _deployed(self, point: Point) -> Deployment:
+        """The deployment a point needs: brought up (the first time, with the manifest's
+        provenance), replaced when its placement differs, else the one that is up."""
+        exp, kind = self.exp, self.kind
+        key = kind.placement(exp, point)
+        t0 = time.monotonic()
+        try:
+            return self._deploy(key, point)
+        finally:
+            self.deploy_s += time.monotonic() - t0
+
+    def _deploy(self, key: Any, point: Point) -> Deployment:
+        exp, kind = self.exp, self.kind
+        if self.deployment is None:
+            self.deployment = kind.deploy(exp, key, self.prepared, None, point)
+            check_modes(exp, self.deployment)
+            self._open_manifest(self.deployment)
+        elif key != self.deployment.key:
+            self.deployment = kind.deploy(exp, key, self.prepared, self.deployment, point)
+            check_modes(exp, self.deployment)
+        return self.deployment
+
+    def _open_manifest(self, deployment: Deployment) -> None:
+        exp, kind = self.exp, self.kind
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if self.done:
+            self.manifest.setdefault("resumed", []).append(started)
+        else:
+            resolved = resolved_of(exp)
+            self.manifest = {
+                "run_id": self.run_id, "started": started, "finished": None,
+                "status": "running", "kind": exp.kind, "experiment": resolved,
+                **provenance.collect(deployment.containers),
+                **kind.provenance(exp, deployment),
+                **self._cluster_record(placer.current()),
+                "report": report_section(exp),
+                "points": {},
+            }
+        self.manifest["status"] = "running"
+        self._save()
+
+    def _run_points(self, todo: list[Point], block: int | None = None) -> None:
+        """Measure the points in order, with a progress line each."""
+        exp, kind = self.exp, self.kind
+        for n, point in enumerate(todo, 1):
+            deployment = self._deployed(point)
+            t0 = time.monotonic()
+            row = self._point(point, deployment, self.prepared)
+            self.point_times.append(time.monotonic() - t0)
+            left = (len(todo) - n) * (time.monotonic() - t0)
+            where = f"block {block}, {n}/{len(todo)}" if block else f"{n}/{len(todo)}"
+            log(f"[{where}] {kind.point_title(exp, point)}: {kind.brief(row)}"
+                + (f"; about {left / 60:.1f} min left" if left and not block else ""))
+            kind.after_point(exp, point, row, deployment)
+
+    def _run_blocks(self) -> None:
+        """A precision run: blocks 1 to min_repetitions for every condition, then one block
+        more at a time for the conditions whose comparisons are not yet resolved, until all
+        are, or max_repetitions blocks, or the budget is spent (analysis.precision)."""
+        exp = self.exp
+        target = exp.precision
+        assert target is not None
+        schedule = blocks.Schedule(exp, self.points, [m.name for m in exp.modes],
+                                   baseline_of(exp))
+        started, deployed_before = time.monotonic(), self.deploy_s
+        spent_before = float(self.manifest.get("precision", {}).get("spent_s", 0.0))
+
+        def spent() -> float:  # measuring time: bring-ups and restarts are not counted
+            return spent_before + time.monotonic() - started - (self.deploy_s - deployed_before)
+
+        planned, block = len(self.points), 0
+        for block, todo in schedule.run(self.rows, set(self.done), spent, self._block_seconds):
+            if len(self.points) > planned:
+                planned = len(self.points)
+                assert self.dir is not None
+                write_json(self.dir / "plan.json", self._plan_json())
+            if todo:
+                log(f"tierbench: block {block}: {len(todo)} points, "
+                    f"{len({blocks.condition_of(p) for p in todo})} condition(s)")
+                self._run_points(todo, block)
+            self.manifest["precision"] = schedule.record(self.rows, block, spent())
+            self._save()
+        self.manifest["precision"] = schedule.record(self.rows, block, spent())
+        self._save()
+        log(schedule.summary_line(self.manifest["precision"]))
+
+    def _block_seconds(self, points: list[Point]) -> float:
+        """Expected time of a block: the mean time of the points measured so far."""
+        times = self.point_times
+        per_point = sum(times) / len(times) if times else self.kind.point_seconds(self.exp)
+        return per_point * len(points)
 
     def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
         exp, kind = self.exp, self.kind
@@ -393,20 +494,26 @@ class Run:
 
     # -- files
     def _plan_json(self) -> dict[str, Any]:
-        return {"experiment": self.exp.name, "seed": self.exp.seed,
-                "points": [{"point": p.id, "mode": p.mode, "repetition": p.repetition,
-                            "factors": p.factors} for p in self.points]}
+        plan: dict[str, Any] = {"experiment": self.exp.name, "seed": self.exp.seed}
+        if self.exp.precision is not None:
+            plan["design"] = {"blocks": "every mode of a condition once per block; block b "
+                              "shuffled with seed x 1000 + b; the repetition is the block",
+                              "planned_blocks": max((p.repetition for p in self.points),
+                                                    default=0)}
+        plan["points"] = [{"point": p.id, "mode": p.mode, "repetition": p.repetition,
+                           "factors": p.factors} for p in self.points]
+        return plan
 
     def _open_for_resume(self, run_dir: Path) -> None:
         """Reopen an interrupted run of the same experiment: its finished points are kept."""
-        exp, kind = self.exp, self.kind
+        exp = self.exp
         where = f"--resume {run_dir}"
         recorded_path = run_dir / "experiment.yml"
         if not recorded_path.is_file():
             raise ConfigError(f"{where}: no experiment.yml there; give a results/<experiment>/"
                               "<run-id> folder of an earlier run")
         recorded = yaml.safe_load(read_text(recorded_path, "experiment file"))
-        now = json.loads(json.dumps(kind.resolved(exp), default=str))
+        now = json.loads(json.dumps(resolved_of(exp), default=str))
         if _without_source(recorded) != _without_source(now):
             key = next((k for k in sorted(set(recorded) | set(now))
                         if k != "source" and recorded.get(k) != now.get(k)), "?")
@@ -415,8 +522,16 @@ class Run:
         plan_path = run_dir / "plan.json"
         if plan_path.is_file():
             plan = json.loads(read_text(plan_path, "plan"))
-            if plan.get("points") != json.loads(json.dumps(self._plan_json()["points"],
-                                                           default=str)):
+            theirs = plan.get("points") or []
+            if exp.precision is not None:  # the blocks after the minimum, as the run chose them
+                for block in range(exp.precision.min_repetitions + 1,
+                                   max((int(p["repetition"]) for p in theirs), default=0) + 1):
+                    chosen = {json.dumps(p["factors"], sort_keys=True, default=str)
+                              for p in theirs if int(p["repetition"]) == block}
+                    self.points += blocks.block_points(exp, block, chosen,
+                                                       len(self.points) + 1)
+            ours = json.loads(json.dumps(self._plan_json()["points"], default=str))
+            if theirs != ours:
                 raise ConfigError(f"{where}: the points of {exp.source} differ from the run's "
                                   "plan.json; resume needs the same plan")
         else:
@@ -471,6 +586,27 @@ class Run:
                       [c.name for c in self.kind.columns(self.exp)])
 
 
+def baseline_of(exp: Experiment) -> str:
+    """The mode the others are compared with: the report's choice (analysis.tables)."""
+    from analysis import tables  # pandas: loaded when a precision run needs it
+
+    resolved = resolved_of(exp)
+    names = [m.name for m in exp.modes]
+    return tables.baseline_mode(names, resolved, registry.kind(exp.kind).report(resolved)) \
+        or names[-1]
+
+
+def resolved_of(exp: Experiment) -> dict[str, Any]:
+    """The experiment as the run records it: the kind's resolved settings (scaled ones, after
+    --scale), the precision target and the scale when there are."""
+    resolved = registry.kind(exp.kind).resolved(exp)
+    if exp.precision is not None:
+        resolved["precision"] = exp.precision.model_dump()
+    if exp.scale != 1:
+        resolved["scale"] = exp.scale
+    return resolved
+
+
 def _without_source(resolved: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in resolved.items() if k != "source"}
 
@@ -484,6 +620,27 @@ def node_figures(samples: list[dict], span: tuple[float, float] | None) -> dict[
     except MeasureError:
         return {}
     return node_breakdown(first, last)
+
+
+def write_report(run_dir: Path) -> Path | None:
+    """report.html of a run folder, with the kind's report section when the manifest lacks it.
+    (The analysis package is imported here, not at start-up: it takes seconds to load, which
+    every other command would pay.)"""
+    from analysis import load, report
+
+    if not (run_dir / "summary.csv").is_file():
+        return None
+    spec = None
+    try:
+        resolved = yaml.safe_load((run_dir / "experiment.yml").read_text())
+        spec = registry.kind(registry.kind_of(resolved)).report(resolved)
+    except (OSError, yaml.YAMLError, TierbenchError, AttributeError, TypeError):
+        spec = None  # the report falls back to a generic section
+    try:
+        return report.write_report(run_dir, load.stderr_progress("tierbench: report: samples"),
+                                   spec=spec)
+    except load.LayoutError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def clean(keep_stack: bool = False) -> list[str]:

@@ -184,6 +184,18 @@ def dynamize(paths: list[str], sizes: dict[str, int], dyn: dict, seed: int,
     return out
 
 
+def facts(spec: dict) -> dict:
+    """What the analysis needs to know of a trace, written into every summary row (so that it
+    never guesses from the trace's name): its kind, file size (single-file and hit-ratio
+    traces), Zipf alpha, workload class (004 Table 2) and hit ratio, where they apply."""
+    fileset = spec.get("fileset") if isinstance(spec.get("fileset"), dict) else {}
+    return {"trace_kind": spec.get("kind"),
+            "size_bytes": spec.get("size"),
+            "alpha": spec.get("alpha"),
+            "class": fileset.get("class") if fileset.get("kind") == "class" else None,
+            "hit_ratio": spec.get("hit_ratio")}
+
+
 def content(spec: dict) -> str:
     """static, dynamic or mixed: what a trace asks for."""
     share = float(dynamic_of(spec).get("share", 0.0))

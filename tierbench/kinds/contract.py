@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from tierbench.config.errors import ConfigError, TierbenchError
+from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
@@ -74,6 +75,26 @@ class Point:
         return self.factors[name]
 
 
+class Precision(Model):
+    """A precision target (experiment key `precision`, or `tierbench run --precision`): run
+    repetitions in blocks (every mode of a condition once per block) until every comparison of
+    a mode with the baseline on ``metric`` has a 95 % interval at most ``half_width_pct``
+    points wide on each side, or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+
+    metric: text(r"^[\w.-]+$", "tps") = "tps"
+    half_width_pct: number(0.1, 100) = 5.0
+    min_repetitions: whole(3, 1000) = 5
+    max_repetitions: whole(2, 1000) = 30
+    budget_min: number(0.01) | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Precision:
+        check(self.min_repetitions <= self.max_repetitions,
+              f"min_repetitions ({self.min_repetitions}) must not exceed max_repetitions "
+              f"({self.max_repetitions})")
+        return self
+
+
 @dataclass
 class Experiment:
     """A resolved experiment file: the common envelope and the kind's validated settings."""
@@ -88,6 +109,9 @@ class Experiment:
     modes: list[Mode]
     settings: BaseModel
     variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
+    precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
+    scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
+    scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def mode(self, name: str) -> Mode:
@@ -203,6 +227,10 @@ class Kind:
     # Run-to-run variation (sd/mean, %) of a point's primary figure on a quiet host, for the
     # plan's expected confidence intervals; an experiment may state its own (variation_pct).
     variation_pct: ClassVar[float] = 5.0
+    # What --scale shortens: dotted paths into the kind's settings (measured windows, request
+    # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
+    # samples; a count at least a few requests).
+    scalable: ClassVar[dict[str, float]] = {}
     # The cluster file's roles the kind's services run on (tierbench.placement.nodes.ROLES);
     # a kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
@@ -220,12 +248,15 @@ class Kind:
         """The cross product's axes in order, including "mode" (names) and "repetition"."""
         raise NotImplementedError
 
-    def points(self, exp: Experiment, seed: int) -> list[Point]:
+    def points(self, exp: Experiment, seed: int,
+               repetitions: list[int] | None = None) -> list[Point]:
         """Every combination of the axes, shuffled with the seed, then ordered so that points
-        needing the same placement run together (see :meth:`order`)."""
-        names = [name for name, _ in self.axes(exp)]
-        combos = [dict(zip(names, values))
-                  for values in itertools.product(*(v for _, v in self.axes(exp)))]
+        needing the same placement run together (see :meth:`order`). ``repetitions`` replaces
+        the repetition axis's values (one block of a precision run: its block number)."""
+        axes = [(name, list(repetitions) if name == "repetition" and repetitions else values)
+                for name, values in self.axes(exp)]
+        names = [name for name, _ in axes]
+        combos = [dict(zip(names, values)) for values in itertools.product(*(v for _, v in axes))]
         random.Random(seed).shuffle(combos)
         ordered = self.order(exp, combos)
         return [Point(i + 1, c["mode"], c["repetition"], self.point_factors(c))

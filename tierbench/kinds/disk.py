@@ -13,7 +13,6 @@ and of the host per phase come from their counters at each phase's start and end
 
 from __future__ import annotations
 
-import copy
 import os
 import json
 import re
@@ -26,6 +25,7 @@ from pydantic import BeforeValidator, model_validator
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, number, one_or_many, problem, whole
+from tierbench.kinds import families
 from tierbench.kinds.contract import (
     SERVER,
     Column,
@@ -140,6 +140,7 @@ class DiskKind(Kind):
     name = "disk"
     description = "disk systems (real or emulated): sequential write and read with fio"
     model = DiskSettings
+    scalable = {"disk.runtime_s": 2, "disk.file_mb": 64}
     block = "disk"
     tiers = (TIER,)
     roles = (ROLE,)
@@ -394,45 +395,7 @@ class DiskKind(Kind):
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section, systems in the experiment's order."""
-        spec = copy.deepcopy(FAMILY)
+        spec = families.load("dc-disk-basic")
         systems = list((resolved.get("disk") or {}).get("systems") or [])
         spec["order"] = {"system": systems} if len(systems) > 1 else {}
         return spec
-
-
-# 004 §5.1 Table 3 (2004 hardware): sequential MB/s read / write
-FAMILY: dict[str, Any] = {
-    "kind": "disk",
-    "family": "dc-disk-basic",
-    "title": "Sequential MB/s per disk system (004 Table 3)",
-    "description": "fio writes one file sequentially with direct I/O, then reads it back "
-                   "sequentially with direct I/O, on each disk system (emulated: loop devices "
-                   "throttled at the paper's bandwidths, RAID-0 over three of them; real: the "
-                   "devices the experiment names).",
-    "phases": ["write", "read"],
-    "sections": ["phase"],
-    "primary": {"column": "mb_per_s", "label": "sequential MB/s", "unit": "MB/s"},
-    "columns": ["iops", "lat_ms", "s", "cpu_pct", "cpu_us_per_kb", "host_iowait_pct",
-                "throttle_read_mb_s", "throttle_write_mb_s"],
-    "costs": [{"column": "cpu_us_per_kb", "label": "fio CPU µs/KB"}],
-    "benefit": [],
-    "baseline": None,
-    "header": ["experiment.disk", "experiment.disk_systems"],
-    "samples": False,
-    "factors": ["system"],
-    "figures": [{"type": "bars", "x": "system", "y": "mb_per_s", "series": "mode",
-                 "facet": "phase", "title": "Measured here: sequential MB/s",
-                 "xlabel": "disk system", "ylabel": "MB/s"}],
-    "reference": {
-        "figure": "004 §5.1 Table 3",
-        "labels": ["paper", "—"],
-        "rows": [{"x": f"{label}, {phase}", "quantity": phase, "unit": "MB/s", "with": value,
-                  "without": None, "match": {"system": system, "phase": phase}}
-                 for system, label, values in (("ide", "IDE", (39, 35)),
-                                               ("scsi", "SCSI", (55, 58)),
-                                               ("raid0", "RAID-0 of 3 SCSI", (147, 120)))
-                 for phase, value in zip(("write", "read"), values)],
-        "note": "IDE 35/39, SCSI 58/55, RAID-0 120/147 MB/s read/write: SCSI about 50 % above "
-                "IDE, RAID-0 up to twice SCSI (parallel access)"},
-    "optional": ["throttle_read_mb_s", "throttle_write_mb_s"],
-}

@@ -31,7 +31,6 @@ bracket the tool's timed part; the server's network MB/s from its veth's byte co
 
 from __future__ import annotations
 
-import copy
 import os
 import shlex
 import subprocess
@@ -46,7 +45,7 @@ from pydantic import model_validator
 
 from tierbench.config.models import Model, choice, number, one_or_many, problem, whole
 from tierbench.interfaces import netif
-from tierbench.kinds import fstools
+from tierbench.kinds import families, fstools
 from tierbench.kinds.contract import (
     CLIENT,
     SERVER,
@@ -86,8 +85,8 @@ START_DELAY_S = 2.0  # fio clients in several containers start together, this fa
 
 @dataclass(frozen=True)
 class Workload:
-    """One of 001's nine Filebench workloads: its job file, what it reads or writes, and the
-    paper's figures (18 clients together: MB/s or IOPS, the server's network MB/s and CPU %)."""
+    """One of 001's nine Filebench workloads: its job file, what it reads or writes, and what
+    measures it (the paper's figures are in the fs-filebench report family)."""
 
     name: str
     title: str
@@ -96,30 +95,24 @@ class Workload:
     cache: str  # uncached, cached, or "" for writes
     direction: str  # read or write
     metric: str  # mb_per_s or iops
-    paper: float
-    paper_net_mb_per_s: float
-    paper_cpu_pct: float
 
 
 FILEBENCH = {w.name: w for w in (
     Workload("1-seqread-uncached", "1 thread streaming reads, uncached set", 1, "a",
-             "uncached", "read", "mb_per_s", 871.0, 936, 82),
+             "uncached", "read", "mb_per_s"),
     Workload("2-seqread-cached", "1 thread streaming reads, same set cached", 1, "a",
-             "cached", "read", "mb_per_s", 1012.6, 1086, 68),
+             "cached", "read", "mb_per_s"),
     Workload("3-seqread20-uncached", "20 threads streaming reads, another uncached set",
-             20, "b", "uncached", "read", "mb_per_s", 924.2, 1008, 88),
+             20, "b", "uncached", "read", "mb_per_s"),
     Workload("4-seqread10-cached", "10 threads streaming reads, same set cached", 10, "b",
-             "cached", "read", "mb_per_s", 1005.9, 1071, 83),
-    Workload("5-seqwrite", "1 thread streaming writes", 1, "w", "", "write", "mb_per_s", 461.5,
-             589, 68),
-    Workload("6-seqwrite20", "20 threads streaming writes", 20, "w", "", "write", "mb_per_s",
-             444.5, 503, 81),
+             "cached", "read", "mb_per_s"),
+    Workload("5-seqwrite", "1 thread streaming writes", 1, "w", "", "write", "mb_per_s"),
+    Workload("6-seqwrite20", "20 threads streaming writes", 20, "w", "", "write", "mb_per_s"),
     Workload("7-randread20-uncached", "20 threads 8K random reads, another uncached set",
-             20, "c", "uncached", "read", "iops", 6204, 52, 14),
+             20, "c", "uncached", "read", "iops"),
     Workload("8-randread128-cached", "128 threads 8K random reads, same set cached", 128,
-             "c", "cached", "read", "iops", 7047, 57, 23),
-    Workload("9-syncwrite128", "128 threads 8K synchronous writes", 128, "c", "", "write", "iops",
-             24555, 111, 73),
+             "c", "cached", "read", "iops"),
+    Workload("9-syncwrite128", "128 threads 8K synchronous writes", 128, "c", "", "write", "iops"),
 )}
 # the job file that lays out each read set (fio --create_only)
 LAYOUT = {"a": "1-seqread-uncached", "b": "3-seqread20-uncached",
@@ -273,6 +266,7 @@ class FsKind(Kind):
     description = ("file-server benchmarks: dbench (NetBench's Disk Mix) and fio against "
                    "GlusterFS or OrangeFS")
     model = FsSettings
+    scalable = {"fs.measure_s": 2, "fs.warmup_s": 1, "fs.set_mb": 64, "fs.write_mb": 16}
     block = "fs"
     tiers = TIERS
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
@@ -810,9 +804,8 @@ class FsKind(Kind):
         name = str(resolved.get("name", ""))
         by_test = {"dbench": "fs-clients", "randread": "fs-randread",
                    "filebench": "fs-filebench", "iozone": "pfs-iozone"}
-        fam = next((fam for fam in FAMILIES if name.startswith(fam)),
-                   by_test.get(str(block.get("test")), "fs-clients"))
-        spec = copy.deepcopy(FAMILIES[fam])
+        spec = families.load(families.by_name(
+            "fs", name, by_test.get(str(block.get("test")), "fs-clients")))
         order = {k: list(block[key]) for k, key in (("load", "load"), ("programs", "programs"),
                                                     ("think_ms", "think_ms"),
                                                     ("workload", "workloads"),
@@ -919,170 +912,3 @@ def pvfs_deployment(key: Hashable, servers: list[stack.Container],
     labels = {c.id: orangefs.label(c) for c in servers + clients}
     return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},
                            grouped=True)
-
-
-# --------------------------------------------------------------------------- report families
-
-FAMILIES: dict[str, dict[str, Any]] = {}
-# The families' report sections (analysis/README.md, "The report spec"). 002 draws curves
-# without numbers: its rows state the direction in the paper's words. 001's table (18 clients,
-# one server with LSO on) gives absolute numbers, 003 §5.3 percentages.
-_COLUMNS = ["server_cpu_pct", "hog_cpu_pct", "client_cpu_pct", "server_net_mb_per_s",
-            "server_cpu_us_per_kb", "client_cpu_us_per_kb", "host_cpu_us_per_kb"]
-_OPTIONAL = ["hog_cpu_pct", f"cpu_s_{HOG}", "p99_ms", "latency_ms", "set_passes"]
-_I2O = ["with I2O (offload on the server)", "without I2O"]
-_NOTE_002 = ("002 ran NetBench 5.0 from one client machine against a 90 MHz Windows NT server "
-             "with two 10 Mb/s ports on an I2O card, idle or running an MPEG decoder all the "
-             "time; it plots curves and gives no numbers, so the rows say what the curves do")
-
-
-def _dbench_family(name: str, x: str, xlabel: str, title: str, description: str,
-                   rows: list[dict[str, Any]], note: str) -> dict[str, Any]:
-    return {
-        "kind": "fs", "family": name, "title": title, "description": description,
-        "phases": None, "factors": ["load", "programs", "think_ms"], "sections": ["load"],
-        "primary": {"column": "mb_per_s", "label": "throughput", "unit": "MB/s"},
-        "columns": ["ops_per_s", "max_latency_ms", *_COLUMNS],
-        "costs": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
-        "benefit": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
-        "baseline": None, "optional": _OPTIONAL, "samples": False,
-        "header": ["experiment.fs.test", "experiment.fs.server", "experiment.fs.measure_s",
-                   "tools"],
-        "figures": [{"type": "lines", "x": x, "y": "mb_per_s", "series": "mode", "facet": "load",
-                     "title": "Measured here: throughput", "xlabel": xlabel, "ylabel": "MB/s"},
-                    {"type": "lines", "x": x, "y": "server_cpu_pct", "series": "mode",
-                     "facet": "load", "title": "Measured here: the file server's CPU",
-                     "xlabel": xlabel, "ylabel": "CPU (% of one core)"}],
-        "reference": {"figure": title.rsplit("(", 1)[-1].rstrip(")"), "labels": _I2O,
-                      "rows": rows, "note": note}}
-
-
-FAMILIES["fs-thinktime"] = _dbench_family(
-    "fs-thinktime", "think_ms", "think time before each request (ms)",
-    "File-server throughput vs think time (002 §4.1 Fig. 5-6)",
-    "One client program replays NetBench's Disk Mix (dbench) against the GlusterFS server with a "
-    "think time before every request; the server idle (Fig. 5) or busy with an MPEG decoder "
-    "(Fig. 6).",
-    [{"x": "idle server", "quantity": "throughput", "unit": "MB/s", "with": None,
-      "without": None, "match": {"load": "idle"},
-      "change": "highest with no think time, falling as it grows; higher with I2O"},
-     {"x": "busy server", "quantity": "throughput", "unit": "MB/s", "with": None,
-      "without": None, "match": {"load": "busy"},
-      "change": "about flat in think time (the server is saturated); higher with I2O"}],
-    _NOTE_002)
-FAMILIES["fs-clients"] = _dbench_family(
-    "fs-clients", "programs", "client programs (one client machine)",
-    "File-server throughput vs client programs (002 §4.2 Fig. 7-8)",
-    "1..N client programs on one client machine replay NetBench's Disk Mix (dbench) with no "
-    "think time against the GlusterFS server, idle (Fig. 7) or busy with an MPEG decoder (Fig. 8).",
-    [{"x": "idle server", "quantity": "total throughput", "unit": "MB/s", "with": None,
-      "without": None, "match": {"load": "idle"},
-      "change": "falls as programs are added (they contend on the client machine), faster with "
-                "I2O, then flattens"},
-     {"x": "busy server", "quantity": "total throughput", "unit": "MB/s", "with": None,
-      "without": None, "match": {"load": "busy"},
-      "change": "higher with I2O; the server copes with at most 2 programs"}],
-    _NOTE_002)
-FAMILIES["fs-randread"] = {
-    **_dbench_family(
-        "fs-randread", "programs", "client programs (one client machine)",
-        "Random 1 KB reads vs client programs (002 §4.3 Fig. 9-10)",
-        "1..N client programs each read 1 KB blocks at random places of its own file on the "
-        "GlusterFS server (fio, direct I/O), the server idle (Fig. 9) or busy (Fig. 10).",
-        [{"x": "idle and busy server", "quantity": "total throughput", "unit": "MB/s",
-          "with": None, "without": None, "match": {},
-          "change": "lower with I2O than without under both loads (set-up cost per small "
-                    "request); flat on the idle server"}],
-        _NOTE_002 + "; it ran each program for 150 s"),
-    "factors": ["load", "programs"],
-    "columns": ["iops", "latency_ms", "p99_ms", *_COLUMNS],
-}
-FAMILIES["fs-filebench"] = {
-    "kind": "fs", "family": "fs-filebench",
-    "title": "Filebench workloads against one file server (001, 9 Nov 2008)",
-    "description": "The nine workloads of 001's table as fio job files against the GlusterFS "
-                   "server; MB/s for the streaming ones, IOPS for the 8K ones, the server's "
-                   "network MB/s and CPU.",
-    "phases": None, "factors": ["load", "workload"], "sections": [],
-    "primary": {"column": "mb_per_s", "label": "throughput", "unit": "MB/s"},
-    "columns": ["iops", "threads", "latency_ms", "p99_ms", "set_passes", *_COLUMNS],
-    "costs": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
-    "benefit": ["server_cpu_us_per_kb", "host_cpu_us_per_kb"],
-    "baseline": None, "optional": _OPTIONAL, "samples": False,
-    "header": ["experiment.fs.set_mb", "experiment.fs.write_mb", "experiment.fs.measure_s",
-               "tools"],
-    "figures": [
-        {"type": "bars", "x": "workload", "y": "mb_per_s", "series": "mode",
-         "where": {"workload": [w.name for w in FILEBENCH.values() if w.metric == "mb_per_s"]},
-         "title": "Measured here: streaming MB/s", "xlabel": "workload", "ylabel": "MB/s"},
-        {"type": "bars", "x": "workload", "y": "iops", "series": "mode",
-         "where": {"workload": [w.name for w in FILEBENCH.values() if w.metric == "iops"]},
-         "title": "Measured here: 8K IOPS", "xlabel": "workload", "ylabel": "IOPS"},
-        {"type": "bars", "x": "workload", "y": "server_cpu_pct", "series": "mode",
-         "title": "Measured here: the server's CPU", "xlabel": "workload",
-         "ylabel": "CPU (% of one core)"},
-        {"type": "bars", "x": "workload", "y": "server_net_mb_per_s", "series": "mode",
-         "title": "Measured here: the server's network traffic", "xlabel": "workload",
-         "ylabel": "MB/s (both directions)"}],
-    "reference": {
-        "figure": "001 (Filebench, 9 Nov 2008)",
-        "labels": ["001 (LSO on)", "—"],
-        "rows": [row for w in FILEBENCH.values() for row in (
-            {"x": w.name, "quantity": "throughput" if w.metric == "mb_per_s" else "IOPS",
-             "unit": "MB/s" if w.metric == "mb_per_s" else "IOPS", "with": w.paper,
-             "without": None, "match": {"workload": w.name}, "column": w.metric},
-            {"x": w.name, "quantity": "server network", "unit": "MB/s",
-             "with": w.paper_net_mb_per_s, "without": None, "match": {"workload": w.name},
-             "column": "server_net_mb_per_s"},
-            {"x": w.name, "quantity": "server CPU", "unit": "%", "with": w.paper_cpu_pct,
-             "without": None, "match": {"workload": w.name}, "column": "server_cpu_pct"})],
-        "note": "one mode in 001 (LSO on): absolute numbers of 18 clients with 20 GB each "
-                "against a 16-core server with 128 GB (CPU in % of all 16 cores there, of one "
-                "core here); here one client, sets of fs.set_mb, the paper's thread counts"}}
-FAMILIES["pfs-iozone"] = {
-    "kind": "fs", "family": "pfs-iozone",
-    "title": "Aggregate MB/s and CPU vs concurrent sessions (003 §5.3 Fig. 11-12)",
-    "description": "1..N sessions over the client containers each write, then read, their own "
-                   "file sequentially on OrangeFS (fio in IOzone's role); client and server "
-                   "CPU.",
-    "phases": ["write", "read"], "factors": ["sessions"], "sections": ["phase"],
-    "primary": {"column": "mb_per_s", "label": "aggregate MB/s", "unit": "MB/s"},
-    "columns": ["iops", "client_cpu_pct", "server_cpu_pct", "client_cpu_us_per_kb",
-                "server_cpu_us_per_kb", "server_net_mb_per_s", "host_cpu_us_per_kb"],
-    "costs": [{"column": "client_cpu_us_per_kb", "label": "client CPU µs/KB",
-               "where": {"phase": "read"}},
-              {"column": "server_cpu_us_per_kb", "label": "server CPU µs/KB",
-               "where": {"phase": "write"}}],
-    "benefit": [{"column": "client_cpu_us_per_kb", "label": "client CPU per KB (reads)",
-                 "where": {"phase": "read"}},
-                {"column": "server_cpu_us_per_kb", "label": "server CPU per KB (writes)",
-                 "where": {"phase": "write"}}],
-    "baseline": None, "optional": _OPTIONAL, "samples": False,
-    "header": ["experiment.fs.server", "experiment.fs.io_servers", "experiment.fs.storage",
-               "experiment.fs.file_mb", "experiment.fs.block", "tools"],
-    "figures": [
-        {"type": "lines", "x": "sessions", "y": "mb_per_s", "series": "mode", "facet": "phase",
-         "title": "Measured here: aggregate MB/s", "xlabel": "concurrent sessions",
-         "ylabel": "aggregate MB/s"},
-        {"type": "lines", "x": "sessions", "y": "client_cpu_pct", "series": "mode",
-         "facet": "phase", "title": "Measured here: client CPU", "xlabel": "concurrent sessions",
-         "ylabel": "CPU (% of one core, all clients)"},
-        {"type": "lines", "x": "sessions", "y": "server_cpu_pct", "series": "mode",
-         "facet": "phase", "title": "Measured here: server CPU", "xlabel": "concurrent sessions",
-         "ylabel": "CPU (% of one core, all servers)"}],
-    "reference": {
-        "figure": "003 §5.3 Fig. 11-12",
-        "labels": ["protocol offload (TOE, SDP)", "host TCP/IP"],
-        "rows": [{"x": "reads and writes", "quantity": "aggregate", "unit": "MB/s",
-                  "with": None, "without": None, "match": {},
-                  "change": "about +25 % with offload; reads above writes"},
-                 {"x": "more sessions", "quantity": "CPU", "unit": "%", "with": None,
-                  "without": None, "match": {}, "column": "server_cpu_pct",
-                  "change": "client CPU falls and server CPU rises with more sessions"},
-                 {"x": "all sessions", "quantity": "relative CPU benefit", "unit": "CPU",
-                  "with": None, "without": None, "match": {}, "column": "server_cpu_us_per_kb",
-                  "measure": "benefit", "change": "5-10 %"}],
-        "note": "003 ran IOzone on a parallel file system over iSCSI block storage (4 targets "
-                "on tmpfs, an MD RAID on each client), 10 GbE and InfiniBand with and without "
-                "protocol offload; it gives percentages, not MB/s; here OrangeFS with 4 I/O "
-                "servers on tmpfs stands in for the parallel file system"}}

@@ -4,6 +4,7 @@ experiment files: the one place where an experiment's kind is decided."""
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from functools import lru_cache
 from pathlib import Path
@@ -13,7 +14,7 @@ from tierbench import kinds as package
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import EXPERIMENTS_DIR, MODES_DIR, read_yaml, resolve_path
 from tierbench.config.models import Model, non_empty_list, number, text, validate, whole
-from tierbench.kinds.contract import Experiment, Kind
+from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import load_mode_list
 
 DEFAULT_KIND = "web"
@@ -29,6 +30,7 @@ class Envelope(Model):
     repetitions: whole(1) = 1
     settle_s: number(0) = 1
     variation_pct: number(0.1, 100) | None = None
+    precision: Precision | None = None
     modes: non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")
 
 
@@ -81,6 +83,9 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: "
                           f"{', '.join(sorted(own | theirs))})")
     env = validate(Envelope, {key: v for key, v in data.items() if key in own}, where)
+    if env.precision is not None and "repetitions" in data:
+        raise ConfigError(f"{where}: repetitions: a precision target decides the repetitions "
+                          "(precision.min_repetitions, max_repetitions): remove repetitions")
     settings = validate(k.model, {key: v for key, v in data.items() if key in theirs}, where)
     exp = Experiment(
         name=env.name or path.stem,
@@ -88,11 +93,12 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
         source=str(path),
         kind=k.name,
         seed=env.seed,
-        repetitions=env.repetitions,
+        repetitions=env.precision.min_repetitions if env.precision else env.repetitions,
         settle_s=env.settle_s,
         variation_pct=env.variation_pct if env.variation_pct is not None else k.variation_pct,
         modes=load_mode_list(where, data.get("modes"), modes_dir),
         settings=settings,
+        precision=env.precision,
         raw=data,
     )
     for m in exp.modes:
@@ -102,7 +108,88 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
                               f"which a {k.name} experiment does not have (tiers: "
                               f"{', '.join(k.tiers)})")
     k.check(exp)
+    if exp.precision is not None:
+        check_precision(exp)
     return exp
+
+
+def with_precision(exp: Experiment, **given: Any) -> Experiment:
+    """The experiment with its precision target set or changed by the command line's options
+    (those not None); unchanged when none is given."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return exp
+    base = exp.precision.model_dump() if exp.precision is not None else {}
+    exp.precision = validate(Precision, {**base, **given}, "command line: --precision")
+    exp.repetitions = exp.precision.min_repetitions
+    check_precision(exp)
+    return exp
+
+
+def with_scale(exp: Experiment, factor: float | None) -> Experiment:
+    """The experiment shortened (factor < 1) or lengthened: every setting its kind lists as
+    scalable, times the factor but never below its least value, and the repetitions (at least
+    2 where there were more than 1). Recorded as ``scale``; the plan lists each change."""
+    if factor is None or factor == 1:
+        return exp
+    if not 0 < factor <= 100:
+        raise ConfigError(f"--scale must be a number above 0 and at most 100, got {factor:g}")
+    k = kind(exp.kind)
+    changes = []
+    for path, least in k.scalable.items():
+        before = _value(exp.settings, path)
+        exp.settings = _scaled(exp.settings, path.split("."), factor, least)
+        after = _value(exp.settings, path)
+        if before != after:
+            changes.append(f"{path} {before} -> {after}")
+    if exp.precision is None and exp.repetitions > 1:
+        before = exp.repetitions
+        exp.repetitions = max(2, math.ceil(exp.repetitions * factor))
+        if exp.repetitions != before:
+            changes.append(f"repetitions {before} -> {exp.repetitions}")
+    exp.scale = factor
+    exp.scaled = [f"scaled by {factor:g} (--scale): "
+                  + ("; ".join(changes) or "nothing this kind can shorten")]
+    return exp
+
+
+def _scaled(model: Any, path: list[str], factor: float, least: float) -> Any:
+    """A copy of a settings model with the value at ``path`` scaled (None values stay)."""
+    value = getattr(model, path[0], None)
+    if value is None:
+        return model
+    if len(path) > 1:
+        return model.model_copy(update={path[0]: _scaled(value, path[1:], factor, least)})
+    if isinstance(value, list):
+        new: Any = [_scaled_number(v, factor, least) for v in value]
+    else:
+        new = _scaled_number(value, factor, least)
+    return model.model_copy(update={path[0]: new})
+
+
+def _scaled_number(value: float, factor: float, least: float) -> float:
+    scaled = max(least, value * factor) if value > least else value
+    return math.ceil(scaled) if isinstance(value, int) and not isinstance(value, bool) \
+        else round(scaled, 3)
+
+
+def _value(model: Any, path: str) -> Any:
+    for part in path.split("."):
+        model = getattr(model, part, None)
+    return model
+
+
+def check_precision(exp: Experiment) -> None:
+    """A precision target needs two modes to compare and a metric the kind's summary has."""
+    assert exp.precision is not None
+    if len(exp.modes) < 2:
+        raise ConfigError(f"{exp.source}: precision: needs at least two modes to compare "
+                          f"(modes: {', '.join(m.name for m in exp.modes)})")
+    columns = [c.name for c in kind(exp.kind).columns(exp)]
+    if exp.precision.metric not in columns:
+        raise ConfigError(f"{exp.source}: precision.metric: {exp.precision.metric!r} is not a "
+                          f"summary column of a {exp.kind} experiment (e.g. "
+                          f"{', '.join(c for c in columns if c not in ('point', 'mode'))[:200]})")
 
 
 def experiment_schema(name: str) -> dict[str, Any]:

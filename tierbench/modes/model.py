@@ -310,6 +310,12 @@ class Mode:
         return "host" if self.host_interfaces else "container"
 
     @property
+    def sets_nothing(self) -> bool:
+        """True for a mode that only names a condition (a baseline that changes no setting)."""
+        return not (self.nic.features or self.nic.mtu is not None or self.server or self.cpu
+                    or self.knobs != Knobs() or self.host_interfaces)
+
+    @property
     def needs_restart(self) -> bool:
         """True when the mode sets server options (they need a service restart)."""
         return bool(self.server)

@@ -1,0 +1,161 @@
+"""A whole study in one command (`tierbench study`, `plan --study`), `--scale`, and `tierbench
+runs`: the study files against the catalogue, the plan's total, a study run of simulated
+experiments end to end (a refused experiment recorded, the report, resume), scaling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import runs as runs_list
+from tierbench import cli, runner, study
+from tierbench.config.errors import ConfigError
+from tierbench.kinds import registry
+import sim_kind
+
+# The catalogue's rows (the brief's EXPERIMENTS.md), by study.
+CATALOGUE = {
+    "000": ["NET-bw", "NET-streams", "NET-sockopt", "NET-dmacopy", "NET-msgsize", "DC-single",
+            "DC-zipf", "DC-clients", "PFS-concurrent", "PFS-streams"],
+    "001": ["NET-conns", "NET-txprofile", "FS-filebench"],
+    "002": ["FS-thinktime", "FS-clients", "FS-randread"],
+    "003": ["PFS-basic", "NET-b2b", "PFS-profile", "NET-latency", "PFS-iozone"],
+    "004": ["PFS-basic", "DC-classes", "DC-hybrid", "DC-disk-basic", "DC-disk-file",
+            "DC-cache-hit", "DC-disk-classes", "DC-placement", "NET-platform",
+            "DC-alpha-cache", "NET-csum", "NET-toe-est", "DC-static", "DC-dynamic", "DC-cpus",
+            "DC-worldcup"],
+}
+
+
+@pytest.mark.parametrize("sid", sorted(CATALOGUE))
+def test_each_study_lists_its_catalogue_rows_in_order_with_existing_experiments(
+        sid: str) -> None:
+    s = study.load(sid)
+    assert [r.id for r in s.rows] == CATALOGUE[sid]
+    for row in s.rows:
+        for name in row.experiments:
+            registry.load_experiment(name)  # exists and loads
+
+
+def test_every_shipped_experiment_but_quick_belongs_to_a_study() -> None:
+    named = {n for sid in study.names() for r in study.load(sid).rows for n in r.experiments}
+    shipped = {p.stem for p in Path("experiments").glob("*.yml")}
+    assert shipped - named == {"quick"}
+    assert len({i for ids in CATALOGUE.values() for i in ids}) == 36
+
+
+def test_the_study_plan_lists_every_experiment_and_their_total(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", "--study", "003"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    names = [n for r in study.load("003").rows for n in r.experiments]
+    for n in names:
+        assert any(f" {n} " in line for line in out), n
+    total = sum(runner.estimate_s(registry.load_experiment(n)) for n in names)
+    assert out[-1].startswith(f"estimated duration: {total / 60:.1f} min")
+    assert cli.main(["plan", "--study", "007"]) == 2
+    assert "no study '007'" in capsys.readouterr().err
+
+
+def test_scale_shortens_windows_counts_and_repetitions_down_to_their_floors() -> None:
+    exp = registry.with_scale(registry.load_experiment("dc-single"), 0.1)
+    load = exp.settings.load  # type: ignore[attr-defined]
+    assert load.measure_s == 4 and load.requests_per_client == 50
+    assert load.warmup_s == 1  # 2 x 0.1 is below the floor of 1 s
+    assert exp.repetitions == 2  # 4 x 0.1, at least 2
+    assert exp.scaled[0].startswith("scaled by 0.1 (--scale): load.measure_s 40 -> 4")
+    assert runner.resolved_of(exp)["scale"] == 0.1
+    assert runner.plan_lines(exp)[3] == exp.scaled[0]
+    with pytest.raises(ConfigError, match="--scale must be a number above 0"):
+        registry.with_scale(registry.load_experiment("dc-single"), -1)
+
+
+# --------------------------------------------------------------------------- a study run
+
+
+@pytest.fixture()
+def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A study of two rows of simulated experiments (and one that does not exist)."""
+    sim_kind.use(monkeypatch)
+    monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path / "state"))
+    paths = {}
+    for name, effect in (("sim-a", 0.2), ("sim-b", 0.0)):
+        path, modes = sim_kind.write_experiment(tmp_path / name, {"only": effect},
+                                                noise=0.01, repetitions=3)
+        paths[name] = (path, modes)
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    (studies / "999.yml").write_text(
+        "study: '999'\ntitle: a simulated study\nrows:\n"
+        "  - {id: SIM-a, figures: 'Fig. 1', experiments: [sim-a, sim-missing],\n"
+        "     fidelity: {same: the model, different: nothing, why: it is simulated}}\n"
+        "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b]}\n")
+    monkeypatch.setattr(study, "STUDIES_DIR", studies)
+
+    def load(name: str, scale: float | None) -> registry.Experiment:
+        if name not in paths:
+            raise ConfigError(f"no experiment {name!r}")
+        return registry.with_scale(registry.load_experiment(str(paths[name][0]),
+                                                            paths[name][1]), scale)
+
+    monkeypatch.setattr(study, "experiment", load)
+    return tmp_path
+
+
+def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
+        sim_study: Path) -> None:
+    folder = study.run(study.load("999"))
+    record = json.loads((folder / "study.json").read_text())
+    entries = {e["name"]: e for r in record["rows"] for e in r["experiments"]}
+    assert record["status"] == "complete"
+    assert entries["sim-a"]["status"] == entries["sim-b"]["status"] == "complete"
+    assert entries["sim-missing"]["status"] == "refused"
+    assert "no experiment 'sim-missing'" in entries["sim-missing"]["note"]
+    run_a = Path(entries["sim-a"]["run"])
+    assert (run_a / "report.html").is_file() and (run_a / "comparisons.csv").is_file()
+    html = (folder / "study.html").read_text()
+    assert html.index('id="SIM-a"') < html.index('id="SIM-b"')
+    assert "it is simulated" in html and "No fidelity row recorded" in html
+    assert "no experiment &#x27;sim-missing&#x27;" in html
+    assert f'href="../../sim/{run_a.name}/report.html"' in html
+    assert "sim-on vs sim-off: +" in html  # the comparison's sentence
+    listed = runs_list.runs(sim_study / "results")
+    assert sorted(r["experiment"] for r in listed) == ["sim", "sim", "study 999"]
+    assert [r["started"] for r in listed] == sorted((r["started"] for r in listed),
+                                                    reverse=True)
+    assert {r["status"] for r in listed} == {"complete"}
+    assert next(r for r in listed if r["experiment"] == "study 999")["points"] == \
+        "2/3 experiments"
+    assert "this host" in runs_list.table(listed)
+
+
+def test_an_interrupted_study_resumes_where_it_stopped(
+        sim_study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = sim_kind.SimKind.run_point
+    calls = {"n": 0}
+
+    def stop_in_the_second(self: sim_kind.SimKind, ctx: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 9:  # sim-a has 6 points: the third of sim-b
+            raise runner.RunInterrupted("SIGINT")
+        return real(self, ctx)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim_kind.SimKind, "run_point", stop_in_the_second)
+    with pytest.raises(runner.RunInterrupted):
+        study.run(study.load("999"))
+    folder = next((sim_study / "results" / "study-999").iterdir())
+    record = json.loads((folder / "study.json").read_text())
+    assert record["status"].startswith("interrupted")
+    monkeypatch.setattr(sim_kind.SimKind, "run_point", real)
+    first_b = next(e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b")
+    assert first_b["status"] == "interrupted" and first_b["run"]
+    study.run(study.load("999"), resume=folder)
+    record = json.loads((folder / "study.json").read_text())
+    b = next(e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b")
+    assert record["status"] == "complete" and b["status"] == "complete"
+    assert b["run"] == first_b["run"]  # the same run folder, resumed
+    with pytest.raises(ConfigError, match="ran with --scale 1; resume with the same"):
+        study.run(study.load("999"), scale=0.5, resume=folder)

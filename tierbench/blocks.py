@@ -1,0 +1,201 @@
+"""Precision runs: repetitions in blocks until every comparison is resolved.
+
+With a precision target (experiment key ``precision``, or ``tierbench run --precision``), a run
+measures every mode of every condition (the factors other than mode and repetition) once per
+block, in an order shuffled per block. Blocks 1 to ``min_repetitions`` run every condition;
+after each block, each condition's comparisons of a mode with the baseline on the target's
+metric are recomputed (paired within blocks, analysis.precision), and the condition gets
+another block only while one of them is wider than asked, up to ``max_repetitions`` blocks and
+within ``budget_min``. The report states the same intervals, from the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tierbench.kinds import registry
+from tierbench.kinds.contract import Experiment, Point
+
+
+def block_seed(exp: Experiment, block: int) -> int:
+    """The seed that shuffles one block (recorded in plan.json's design)."""
+    return exp.seed * 1000 + block
+
+
+def condition_of(point: Point) -> str:
+    """A point's condition: its factors other than mode and repetition, as one key."""
+    return json.dumps(point.factors, sort_keys=True, default=str)
+
+
+def block_points(exp: Experiment, block: int, conditions: set[str] | None,
+                 first_index: int) -> list[Point]:
+    """One block: every mode of each condition given (None: all) once, shuffled with the
+    block's seed and grouped by placement, numbered from ``first_index``."""
+    points = registry.kind(exp.kind).points(exp, block_seed(exp, block), repetitions=[block])
+    chosen = [p for p in points if conditions is None or condition_of(p) in conditions]
+    return [Point(first_index + i, p.mode, p.repetition, p.factors)
+            for i, p in enumerate(chosen)]
+
+
+def first_blocks(exp: Experiment) -> list[Point]:
+    """Blocks 1 to min_repetitions, which every condition runs."""
+    assert exp.precision is not None
+    out: list[Point] = []
+    for block in range(1, exp.precision.min_repetitions + 1):
+        out += block_points(exp, block, None, len(out) + 1)
+    return out
+
+
+def plan_lines(exp: Experiment, points: list[Point], per_point: float,
+               bring_up: str) -> list[str]:
+    """The plan's last lines: what is certain, and what depends on the spread measured."""
+    target = exp.precision
+    assert target is not None
+    block = len(points) // target.min_repetitions
+    least = per_point * len(points)
+    most = per_point * block * target.max_repetitions
+    lines = [f"precision target: {target.metric} of every mode against the baseline within "
+             f"±{target.half_width_pct:g} % (95 % interval, paired within blocks); blocks "
+             f"1-{target.min_repetitions} above run every condition, then up to "
+             f"{target.max_repetitions - target.min_repetitions} more blocks of at most {block} "
+             "points, each only for the conditions not yet resolved"]
+    budget = f"; budget {target.budget_min:g} min of measuring" if target.budget_min else ""
+    lines.append(f"estimated duration: {least / 60:.1f} to {most / 60:.1f} min plus "
+                 f"{bring_up}{budget}")
+    if target.budget_min and least > target.budget_min * 60:
+        lines.append(f"the budget ends before the minimum of {target.min_repetitions} blocks: "
+                     "comparisons will not be resolved; raise budget_min or lower "
+                     "min_repetitions")
+    return lines
+
+
+class Schedule:
+    """Which conditions need another block, from the rows measured so far."""
+
+    def __init__(self, exp: Experiment, points: list[Point], modes: list[str],
+                 baseline: str) -> None:
+        self.exp = exp
+        self.points = points  # the run's list: later blocks are appended to it
+        self.modes = modes
+        self.baseline = baseline
+        self.out_of_budget = False
+
+    def run(self, rows: list[dict[str, Any]], done: set[str], spent: Callable[[], float],
+            block_seconds: Callable[[list[Point]], float]) -> Iterator[tuple[int, list[Point]]]:
+        """The blocks to measure, one at a time: (block, its points not measured yet). The
+        caller measures them (their rows appended to ``rows``) before asking for the next;
+        a block after the planned ones is chosen from those rows and appended to the points.
+        Stops when no condition needs another block, or when the next would end after the
+        budget (``spent``: seconds of measuring so far)."""
+        target = self.exp.precision
+        assert target is not None
+        block = 1
+        while True:
+            points = [p for p in self.points if p.repetition == block]
+            if not points:
+                left = self.conditions_left(rows, block - 1)
+                if not left:
+                    return
+                points = block_points(self.exp, block, left, len(self.points) + 1)
+            todo = [p for p in points if p.id not in done]
+            if todo and block > 1 and target.budget_min is not None and \
+                    spent() + block_seconds(todo) > target.budget_min * 60:
+                self.out_of_budget = True
+                return
+            if points[-1].index > len(self.points):
+                self.points.extend(points)
+            yield block, todo
+            block += 1
+
+    def values(self, rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[int, float | None]]]:
+        """condition -> mode -> block -> the metric's value (None: the point failed)."""
+        assert self.exp.precision is not None
+        metric = self.exp.precision.metric
+        by_id = {p.id: p for p in self.points}
+        out: dict[str, dict[str, dict[int, float | None]]] = {}
+        for row in rows:
+            point = by_id.get(str(row.get("point")))
+            if point is None:
+                continue
+            value = row.get(metric)
+            ok = not row.get("error") and isinstance(value, (int, float))
+            out.setdefault(condition_of(point), {}).setdefault(point.mode, {})[
+                point.repetition] = float(value) if ok else None
+        return out
+
+    def changes(self, by_mode: dict[str, dict[int, float | None]]) -> dict[str, Any]:
+        """Each mode's paired change over the baseline in one condition."""
+        from analysis import precision  # scipy: loaded when a precision run needs it
+
+        assert self.exp.precision is not None
+        base = by_mode.get(self.baseline, {})
+        first = self.exp.precision.min_repetitions
+        return {m: precision.paired_change(by_mode.get(m, {}), base, first)
+                for m in self.modes if m != self.baseline}
+
+    def conditions_left(self, rows: list[dict[str, Any]], blocks: int) -> set[str]:
+        """The conditions that need block ``blocks + 1``."""
+        from analysis import precision
+
+        assert self.exp.precision is not None
+        target = self.target()
+        left = set()
+        for cond, by_mode in self.values(rows).items():
+            ran = max((b for v in by_mode.values() for b in v), default=0)
+            if ran < blocks:  # resolved earlier
+                continue
+            if not precision.verdict(self.changes(by_mode).values(), ran, target).done:
+                left.add(cond)
+        return left
+
+    def target(self) -> Any:
+        """The analysis side's Target for this experiment."""
+        from analysis import precision
+
+        p = self.exp.precision
+        assert p is not None
+        return precision.Target(p.metric, p.half_width_pct, p.min_repetitions,
+                                p.max_repetitions, p.budget_min)
+
+    def record(self, rows: list[dict[str, Any]], blocks: int, spent_s: float) -> dict[str, Any]:
+        """The manifest's `precision` section: the target, and per condition its blocks, state
+        and each comparison (effect, interval, method, whether resolved)."""
+        from analysis import precision
+
+        assert self.exp.precision is not None
+        target = self.target()
+        conditions = []
+        for cond, by_mode in self.values(rows).items():
+            ran = max((b for v in by_mode.values() for b in v), default=0)
+            changes = self.changes(by_mode)
+            state = precision.verdict(changes.values(), ran, target).state
+            if state == "continue":
+                state = "budget" if self.out_of_budget or ran < blocks else "running"
+            conditions.append({
+                "condition": json.loads(cond), "blocks": ran, "state": state,
+                "comparisons": [{
+                    "mode": m, "baseline": self.baseline, "method": c.method, "n": c.n,
+                    "effect_pct": c.effect_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,
+                    "half_width_pct": c.half_width_pct, "mde_pct": c.mde_pct(),
+                    "resolved": c.resolved(target.half_width_pct),
+                    "repetitions_needed": c.repetitions_for(target.half_width_pct)}
+                    for m, c in changes.items()]})
+        return {"target": self.exp.precision.model_dump(), "baseline": self.baseline,
+                "blocks": blocks, "spent_s": round(spent_s, 1),
+                "stopped": "budget" if self.out_of_budget else (
+                    "done" if all(c["state"] in ("resolved", "maximum") for c in conditions)
+                    else "running"),
+                "conditions": conditions}
+
+    @staticmethod
+    def summary_line(record: dict[str, Any]) -> str:
+        """One progress line at the end: how many conditions were resolved."""
+        conds = record["conditions"]
+        resolved = sum(c["state"] == "resolved" for c in conds)
+        why = {"budget": "the budget was spent", "done": "every condition stopped"}.get(
+            record["stopped"], record["stopped"])
+        return (f"tierbench: precision: {resolved} of {len(conds)} condition(s) resolved within "
+                f"±{record['target']['half_width_pct']:g} % after {record['blocks']} block(s) "
+                f"({why})")

@@ -1,0 +1,192 @@
+"""A whole study in one command: `tierbench study 000|001|002|003|004`.
+
+A study file (experiments/studies/<id>.yml) lists the catalogue rows of one paper in the
+paper's order, each with its figures, the experiment files that reproduce it and its fidelity
+(what is the same as the paper, what differs, why, and what would close the gap). A study run
+plans every experiment (``plan_lines``), runs them one after another (each an ordinary run in
+results/<experiment>/<run-id>/, with its own report), keeps going when one is refused or fails
+(the sentence is recorded), and writes results/study-<id>/<run-id>/ with study.json (which run
+holds which experiment) and study.html (analysis.study: each figure in the paper's order with
+the paper's numbers beside the measured ones, the fidelity row, what was resolved, links to each
+experiment's report). ``--resume`` continues an interrupted study: finished experiments are
+kept, an interrupted one resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tierbench import runner
+from tierbench.config.errors import ConfigError, TierbenchError
+from tierbench.config.files import EXPERIMENTS_DIR, read_text, read_yaml, results_root
+from tierbench.config.models import Model, text, validate
+from tierbench.kinds import registry
+from tierbench.kinds.contract import Experiment, log
+
+STUDIES_DIR = EXPERIMENTS_DIR / "studies"
+
+
+class Fidelity(Model):
+    """How a row's experiments differ from the paper's."""
+
+    same: str
+    different: str
+    why: str
+    to_close: str = ""
+
+
+class Row(Model):
+    """One catalogue row: its id, the paper's figures, the experiment files that run it."""
+
+    id: text(r"^[A-Z]+-[\w-]+$", "DC-single")
+    figures: str
+    experiments: list[text(r"^[\w.-]+$", "dc-single")]
+    fidelity: Fidelity | None = None
+
+
+class Study(Model):
+    """A study file: the paper's rows in the paper's order."""
+
+    study: text(r"^\d{3}$", "004")
+    title: str
+    rows: list[Row]
+
+
+def names() -> list[str]:
+    """The studies there are files for."""
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.yml"))
+
+
+def load(study_id: str) -> Study:
+    """The study file of that id (one sentence when there is none or it is malformed)."""
+    path = STUDIES_DIR / f"{study_id}.yml"
+    if not path.is_file():
+        raise ConfigError(f"no study {study_id!r} (studies: {', '.join(names())})")
+    return validate(Study, read_yaml(path, "study file"), str(path))
+
+
+def experiment(name: str, scale: float | None) -> Experiment:
+    """One of the study's experiments, scaled."""
+    return registry.with_scale(registry.load_experiment(name), scale)
+
+
+def plan_lines(study: Study, scale: float | None = None) -> list[str]:
+    """Every experiment of the study with its points and time, and the total."""
+    lines = [f"study {study.study}: {study.title}" + (f", scaled by {scale:g}" if scale and
+                                                      scale != 1 else "")]
+    total = 0.0
+    for row in study.rows:
+        if not row.experiments:
+            lines.append(f"  {row.id:<16} {row.figures:<22} documented only: nothing to run")
+        for name in row.experiments:
+            try:
+                exp = experiment(name, scale)
+                seconds = runner.estimate_s(exp)
+                points = len(runner.points_of(exp))
+            except TierbenchError as exc:
+                lines.append(f"  {row.id:<16} {row.figures:<22} {name}: refused: {exc}")
+                continue
+            total += seconds
+            lines.append(f"  {row.id:<16} {row.figures:<22} {name:<18} {points:>4} points  "
+                         f"{seconds / 60:6.1f} min")
+    lines.append(f"estimated duration: {total / 60:.1f} min ({total / 3600:.1f} h) of measuring, "
+                 "plus bring-ups, file sets and seeds")
+    return lines
+
+
+def new_dir(study: Study) -> Path:
+    """A fresh results/study-<id>/<run-id>/."""
+    base = results_root() / f"study-{study.study}"
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path, n = base / stamp, 1
+    while path.exists():
+        n += 1
+        path = base / f"{stamp}-{n}"
+    path.mkdir(parents=True)
+    return path
+
+
+def run(study: Study, scale: float | None = None, resume: Path | None = None) -> Path:
+    """Run every experiment of the study (on resume: those not complete); returns the study's
+    folder. A refused or failed experiment is recorded and the next one runs; an interrupt
+    ends the study (its record says where to resume)."""
+    if resume is not None:
+        folder = resume
+        record = json.loads(read_text(folder / "study.json", "study record")) \
+            if (folder / "study.json").is_file() else None
+        if not record or record.get("study") != study.study:
+            raise ConfigError(f"--resume {folder}: not a run of study {study.study}; give a "
+                              f"results/study-{study.study}/<run-id> folder")
+        if (record.get("scale") or 1) != (scale or 1):
+            raise ConfigError(f"--resume {folder}: the study ran with --scale "
+                              f"{record.get('scale') or 1:g}; resume with the same")
+    else:
+        folder = new_dir(study)
+        record = {"study": study.study, "title": study.title, "scale": scale or 1,
+                  "started": now(), "finished": None, "status": "running",
+                  "rows": [{"id": r.id, "figures": r.figures,
+                            "fidelity": r.fidelity.model_dump() if r.fidelity else None,
+                            "experiments": [{"name": n, "status": "planned", "run": None}
+                                            for n in r.experiments]} for r in study.rows]}
+    save(folder, record)
+    todo = [e for r in record["rows"] for e in r["experiments"] if e["status"] != "complete"]
+    log(f"tierbench: study {study.study}: {len(todo)} experiment(s) to run; record in {folder}")
+    try:
+        for n, entry in enumerate(todo, 1):
+            log(f"tierbench: study {study.study} [{n}/{len(todo)}]: {entry['name']}")
+            run_one(entry, scale)
+            save(folder, record)
+        record["status"] = "complete"
+    except runner.RunInterrupted as exc:
+        record["status"] = f"interrupted by {exc}"
+        raise
+    finally:
+        record["finished"] = now()
+        save(folder, record)
+        write_report(folder)
+    return folder
+
+
+def run_one(entry: dict[str, Any], scale: float | None) -> None:
+    """One experiment of a study, its outcome written into its entry."""
+    previous = Path(entry["run"]) if entry.get("run") else None
+    try:
+        exp = experiment(entry["name"], scale)
+        r = runner.Run(exp, previous if previous and previous.is_dir() else None)
+        try:
+            r.execute()
+            entry["status"] = "complete"
+        except runner.RunInterrupted:
+            entry["status"] = "interrupted"
+            raise
+        finally:
+            if r.dir is not None:
+                entry["run"] = str(r.dir)
+                if r.rows:
+                    runner.write_report(r.dir)
+    except runner.RunInterrupted:
+        raise
+    except TierbenchError as exc:
+        entry["status"] = "failed" if entry.get("run") else "refused"
+        entry["note"] = str(exc)
+        log(f"tierbench: {entry['name']}: {entry['status']}: {exc}")
+
+
+def now() -> str:
+    """The time as the records write it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def save(folder: Path, record: dict[str, Any]) -> None:
+    """study.json, written atomically."""
+    runner.write_json(folder / "study.json", record)
+
+
+def write_report(folder: Path) -> Path:
+    """study.html of a study's folder (analysis.study)."""
+    from analysis import study as report  # pandas and matplotlib: loaded when needed
+
+    return report.write_study_report(folder)
