@@ -22,21 +22,26 @@ have=$(cat "$stamp" 2>/dev/null || true)
 if [ "$have" = "$dev" ] || { [ "$mode" = runtime ] && [ "$have" = "$runtime" ]; }; then exit 0; fi
 
 if [ "$have" != "$runtime" ]; then
-  command -v "$python" >/dev/null \
-    || { echo "setup: there is no $python here: install Python 3.11 or newer with its venv module (Debian 12: apt-get install python3 python3-venv), or set PYTHON=/path/to/python3.11" >&2; exit 1; }
-  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-    || { echo "setup: tierbench needs Python 3.11 or newer and $python is $("$python" -V 2>&1 | cut -d' ' -f2): install python3.11 and python3.11-venv (on Ubuntu 22.04 from its universe archive) or newer, then run again with PYTHON=python3.11" >&2; exit 1; }
-  if ! "$python" -m venv --help >/dev/null 2>&1 || ! "$python" -c 'import ensurepip' 2>/dev/null; then
-    if [ "$python" = python3 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      echo "setup: installing python3-venv" >&2
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv >/dev/null
-    else
-      echo "setup: Python's venv module is missing for $python: install its venv package (python3-venv, or python3.X-venv for python3.X)" >&2; exit 1
+  if [ -x .venv/bin/python ] && .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    # updated in place, never removed: a run or a test using .venv meanwhile keeps working
+    echo "setup: updating .venv to the pinned requirements.txt" >&2
+  else
+    command -v "$python" >/dev/null \
+      || { echo "setup: there is no $python here: install Python 3.11 or newer with its venv module (Debian 12: apt-get install python3 python3-venv), or set PYTHON=/path/to/python3.11" >&2; exit 1; }
+    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+      || { echo "setup: tierbench needs Python 3.11 or newer and $python is $("$python" -V 2>&1 | cut -d' ' -f2): install python3.11 and python3.11-venv (on Ubuntu 22.04 from its universe archive) or newer, then run again with PYTHON=python3.11" >&2; exit 1; }
+    if ! "$python" -m venv --help >/dev/null 2>&1 || ! "$python" -c 'import ensurepip' 2>/dev/null; then
+      if [ "$python" = python3 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "setup: installing python3-venv" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv >/dev/null
+      else
+        echo "setup: Python's venv module is missing for $python: install its venv package (python3-venv, or python3.X-venv for python3.X)" >&2; exit 1
+      fi
     fi
+    echo "setup: creating .venv with the pinned requirements.txt" >&2
+    rm -rf .venv
+    "$python" -m venv .venv
   fi
-  echo "setup: creating .venv with the pinned requirements.txt" >&2
-  rm -rf .venv
-  "$python" -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
   .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
   echo "$runtime" >"$stamp"
