@@ -1,14 +1,15 @@
 # tierbench: `make run` runs the default experiment end to end, `make test` runs every test.
 # Variables can be overridden: make run EXP=experiments/quick.yml
 EXP ?= quick
-# make test leaves out the longer cluster-lab tests (marker lab_full; make test-cluster runs them).
+# make test leaves out the longer cluster-lab tests (marker lab_full) and the stack tests that repeat
+# what a faster one covers (marker full); make test-cluster runs them.
 # The tests that need neither Docker nor namespaces run on two processes (pytest-xdist); the
 # namespace and stack tests then one at a time (they share the engine, the stack and the host's
 # interfaces, and their timings must not compete). PYTEST_ARGS go to both, e.g. a file of tests:
 # a part with none of its tests selected passes (pytest's exit code 5).
 PYTEST_ARGS ?=
-UNIT_TESTS := -m "not lab_full and not stack and not netns" -n 2
-HOST_TESTS := -m "(stack or netns) and not lab_full"
+UNIT_TESTS := -m "not lab_full and not full and not stack and not netns" -n 2
+HOST_TESTS := -m "(stack or netns) and not lab_full and not full"
 # The shipped example run: the one folder under examples/quick/ (make example records it again).
 EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quick/*/summary.csv))))
 VENV := .venv/bin
@@ -28,10 +29,11 @@ test: setup images ## Lint, unit tests, namespace tests and the real stack end t
 	$(VENV)/pytest $(UNIT_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(VENV)/pytest $(HOST_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-test-cluster: setup images ## The cluster-lab tests in full (make test runs only the DC run and SIGKILL)
+test-cluster: setup images ## The cluster-lab tests in full and the stack tests make test leaves out as repeats (tests/README.md)
 	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
 	  tests/test_web_servers_cluster_lab.py
+	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
 	$(VENV)/tierbench plan $(EXP)

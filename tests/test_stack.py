@@ -142,6 +142,7 @@ def test_haproxy_overlay_serves_the_same_stack(env: dict[str, str], two_modes: P
     assert "HAProxy" in manifest["versions"]["proxy_server"]
 
 
+@pytest.mark.full  # repeats test_net_kind_stack's layered cases and test_knobs_veth's knobs
 def test_cumulative_sockopt_cases_hold_during_their_points(env: dict[str, str],
                                                            two_modes: Path) -> None:
     done = tierbench(env, "run", str(EXPERIMENTS / "sockopt-short.yml"))
@@ -227,7 +228,9 @@ def start_and_wait_for_load(env: dict[str, str]) -> tuple[subprocess.Popen, Path
     pytest.fail("the interrupt experiment never reached its measured window")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+# SIGTERM takes the same handler as SIGINT (runner.signals_raise), and test_knobs_veth restores
+# after both on veth pairs in seconds: the stack's SIGTERM run repeats them (make test-cluster)
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.full)])
 def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes: Path,
                                                  sig: signal.Signals) -> None:
     proc, run = start_and_wait_for_load(env)
