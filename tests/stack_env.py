@@ -45,6 +45,25 @@ def cli_env(base: Path, **extra: str) -> Iterator[dict[str, str]]:
         tierbench(env, "clean", timeout=300)
 
 
+TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
+NO_ORANGEFS_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
+
+
+def orangefs_image() -> None:
+    """The OrangeFS images built (setup/orangefs-image.sh --offline: from ORANGEFS_TARBALL or the
+    verified tarball a previous build cached; tests never download). Without a source the test
+    skips, saying so; where CI has built them (TIERBENCH_REQUIRE_ORANGEFS=1, .ci/run) it fails."""
+    done = subprocess.run([str(ROOT / "setup" / "orangefs-image.sh"), "--offline"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    if done.returncode == NO_ORANGEFS_SOURCE:
+        why = ("tierbench-orangefs cannot be built here: "
+               + done.stderr.strip().splitlines()[-1].removeprefix("setup: "))
+        if os.environ.get("TIERBENCH_REQUIRE_ORANGEFS") == "1":
+            pytest.fail(why + " (TIERBENCH_REQUIRE_ORANGEFS=1: the OrangeFS tests must run)")
+        pytest.skip(why)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def published_counters_rel(window_s: float) -> float:
     """How far a figure from PostgreSQL's counters may be from the load generator's over a
     window of `window_s` seconds, relative: a busy backend publishes its counters at most once a

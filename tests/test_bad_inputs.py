@@ -289,6 +289,20 @@ def test_a_missing_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, 
     refused(env, "plan", str(path), fragment="no-such-log.gz")
 
 
+def test_a_world_cup_log_outside_the_data_folder_is_refused_by_the_plan(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    # The log exists and decodes, but the stack's fileset job cannot read it (only the
+    # checkout's workloads/ is mounted into it): the run used to fail inside Compose (exit 2).
+    log = tmp_path / "wc_day46_1"
+    log.write_bytes(struct.pack(">IIIIBBBB", 894000000, 1, 2, 4096, 1, 1, 200, 1) * 3)
+    for name in (str(log), "../../" + str(log).lstrip("/")):
+        path = write(tmp_path, experiment(engine="wrk", traces=[
+            {"name": "wc", "kind": "worldcup", "log": name}]))
+        refused(env, "plan", str(path),
+                fragment="is not in workloads/data/, the only folder of logs the stack's "
+                         "fileset job can read")
+
+
 def test_a_damaged_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, str]) -> None:
     data = ROOT / "workloads" / "data"
     log = data / "tb-test-damaged.bin"

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_env import (EXPERIMENTS, TIERBENCH, ROOT, lab_cluster, lab_run, last_run, nic_state,
-                       published_counters_rel, summary_rows, tierbench)
+from stack_env import (EXPERIMENTS, TAG, TIERBENCH, ROOT, lab_cluster, lab_run, last_run,
+                       nic_state, orangefs_image, published_counters_rel, summary_rows, tierbench)
 
 from tierbench.placement import nodes
 
@@ -55,11 +55,10 @@ def test_dc_experiment_on_the_nodes(lab) -> None:
     # every tier on the node its role names, images shipped there with the controller's IDs
     assert manifest["cluster"]["services"] == {
         "fileset": ["node3"], "web": ["node3"], "proxy": ["node2"], "loadgen": ["node1"]}
-    local = nodes.image_ids(None, ["tierbench-web:0.1.0", "tierbench-loadgen:0.1.0"])
-    assert manifest["cluster"]["images"]["node3"]["tierbench-web:0.1.0"] == \
-        local["tierbench-web:0.1.0"]
-    assert manifest["cluster"]["images"]["node1"]["tierbench-loadgen:0.1.0"] == \
-        local["tierbench-loadgen:0.1.0"]
+    web, loadgen = f"tierbench-web:{TAG}", f"tierbench-loadgen:{TAG}"
+    local = nodes.image_ids(None, [web, loadgen])
+    assert manifest["cluster"]["images"]["node3"][web] == local[web]
+    assert manifest["cluster"]["images"]["node1"][loadgen] == local[loadgen]
     for name in ("node1", "node2", "node3", "node4"):
         prov = manifest["nodes"][name]
         assert prov["kernel"] == os.uname().release and prov["interfaces"]["eth0"]["driver"] \
@@ -289,9 +288,7 @@ def test_a_database_stopped_on_its_node_is_started_again_there(lab) -> None:
 
 @pytest.mark.lab_full
 def test_pfs_experiment_with_servers_and_clients_on_different_nodes(lab) -> None:
-    if sh("docker", "image", "inspect", "tierbench-orangefs:0.1.0").returncode != 0:
-        pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "
-                    "does not have: make orangefs-image ORANGEFS_TARBALL=...)")
+    orangefs_image()
     done = lab_run(lab, "pfs-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = last_run(lab, "pfs-short")

@@ -147,6 +147,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run Locust workers for a master on another node, again after every point, until Ctrl-C."""
     if args.processes < 1:
         raise engines.LoadgenError(f"--processes must be >= 1, got {args.processes}")
+    compose.require_image("tierbench-loadgen")  # built here the first time
     cmd = engines.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
                                     cpus=args.cpus, network=args.network,
                                     allow_foreign_target=args.allow_foreign_target)

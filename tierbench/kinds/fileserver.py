@@ -458,7 +458,7 @@ class FsKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """The images exist."""
+        """The images are built (the first time, or after their build context changed)."""
         if self.settings(exp).server == "orangefs":
             orangefs.check_image()
         else:

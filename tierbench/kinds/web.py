@@ -23,7 +23,7 @@ from typing import Annotated, Any, Union
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from tierbench.config.errors import ConfigError
-from tierbench.config.files import results_root
+from tierbench.config.files import ROOT, results_root
 from tierbench.config.models import (
     Model,
     choice,
@@ -66,6 +66,7 @@ TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
 DOCROOTS = ("disk", "tmpfs", "orangefs")
 HOT = "+hot-tmpfs"  # docroot suffix: the hot site's small files also on a tmpfs, served first
 MAPPINGS = tracelib.MAPPINGS
+STACK_DATA = ROOT / "workloads" / "data"  # World Cup logs: the folder the fileset job can read
 
 
 # --------------------------------------------------------------------------- settings
@@ -258,6 +259,20 @@ class WorldCup(Model):
     log: text(example="wc_day46_1.gz")
     requests: whole(0) | None = None
     skip: whole(0) | None = None
+
+    @model_validator(mode="after")
+    def _readable_by_the_stack(self) -> WorldCup:
+        # The stack's fileset job reads the log inside its container, where only the checkout's
+        # workloads/ is mounted (on a cluster node too): a log elsewhere (an absolute path, a
+        # link out of the folder, TIERBENCH_DATA elsewhere) would pass the plan and fail there.
+        inside = STACK_DATA.resolve()
+        path = worldcup.log_path({"log": self.log}).resolve()
+        if Path(self.log).is_absolute() or not path.is_relative_to(inside):
+            raise problem("the World Cup log {log} is not in workloads/data/, the only folder of "
+                          "logs the stack's fileset job can read: put the log (a copy, not a "
+                          "link) there and give its name relative to that folder", sub="log",
+                          log=repr(self.log))
+        return self
 
 
 class MixPart(Model):
@@ -749,14 +764,14 @@ class WebKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """Every image the run will need exists; disk systems can be built where they go (the
-        web node's tools and devices, asked there)."""
+        """Every image the run will need is built (the first time, or after its build context
+        changed); disk systems can be built where they go (the web node's tools and devices,
+        asked there)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         known = webdisks.names(s.disk_systems)
-        for docroot in s.stack.docroot:
-            base = compose.docroot_parts(docroot)[0]
-            compose.check_images(s.stack.proxy, "disk" if base in known else base,
-                                 has_dynamic(s))
+        bases = [compose.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
+        compose.ensure_images([name for base in bases for name in compose.stack_images(
+            s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = self.disk_plans(exp)
         try:

@@ -238,26 +238,50 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
 
 
 ORANGEFS_BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
-                  "where the upstream archive cannot be downloaded)")
+                  "and ORANGEFS_SHA256=<its sha256> where the upstream archive cannot be "
+                  "downloaded)")
+IMAGES_SH = ROOT / "setup" / "images.sh"
+_ensured: set[str] = set()  # images built or found up to date by this process
 
 
-def require_image(name: str, build: str = "`make images`") -> None:
-    """Fail with the command that builds it when image NAME:TAG does not exist."""
+def ensure_images(names: Iterable[str]) -> None:
+    """Build the images NAMES (tierbench-NAME:TAG, and what they build on) that are missing or
+    older than their build context, with setup/images.sh (seconds when they are up to date; its
+    progress goes to stderr): images are built when an experiment first needs them. Once per
+    image and process. The OrangeFS images are built only from a source at hand."""
+    todo = [n for n in dict.fromkeys(names) if n not in _ensured]
+    if not todo:
+        return
+    short = [n.removeprefix("tierbench-") for n in todo]
     try:
-        _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
-    except StackError:
-        raise StackError(f"image {name}:{TAG} is not built: run {build}") from None
+        done = subprocess.run([str(IMAGES_SH), *short], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              timeout=3600, check=False)
+    except subprocess.TimeoutExpired:
+        raise StackError(f"building {', '.join(todo)} took more than an hour: run `make images` "
+                         "to see why") from None
+    if done.returncode != 0:
+        how = ORANGEFS_BUILD if "orangefs" in short else "`make images`"
+        raise StackError(f"the image(s) {', '.join(f'{n}:{TAG}' for n in todo)} could not be "
+                         f"built (the lines above say why): fix that and run {how}")
+    _ensured.update(todo)
+
+
+def require_image(name: str) -> None:
+    """Image NAME:TAG built and up to date (ensure_images), or one sentence saying why not."""
+    ensure_images([name])
+
+
+def stack_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> list[str]:
+    """The images a web stack with these settings runs."""
+    return ["tierbench-loadgen", "tierbench-web",
+            "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
+            *(("tierbench-app", "tierbench-db") if app_db else ()),
+            *(("tierbench-orangefs",) if docroot == "orangefs" else ())]
 
 
 def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> None:
-    """Fail with the command to run when an image of the stack has not been built."""
-    for name in ("tierbench-loadgen", "tierbench-web",
-                 "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
-                 *(("tierbench-app", "tierbench-db") if app_db else ())):
-        require_image(name)
-    if docroot == "orangefs":
-        for name in ("tierbench-orangefs", "tierbench-web-pvfs"):
-            require_image(name, ORANGEFS_BUILD)
+    """The images of the stack built and up to date, or one sentence saying why not."""
+    ensure_images(stack_images(proxy, docroot, app_db))
 
 
 def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
