@@ -33,6 +33,7 @@ from tierbench.config.models import (
     number,
     one_or_many,
     problem,
+    safe_name,
     text,
     whole,
 )
@@ -220,7 +221,7 @@ class Dynamic(Model):
 class Single(Model):
     """Every request for one file of `size` bytes."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("single")
     size: whole(1)
     per_client: whole(1) | None = None
@@ -230,7 +231,7 @@ class Single(Model):
 class HitRatio(Model):
     """004 §5.2.2: a page-cache hit ratio made by mixing a hot file with files asked for once."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("hit-ratio")
     size: whole(1)
     hit_ratio: number(0, 1)
@@ -240,7 +241,7 @@ class HitRatio(Model):
 class Zipf(Model):
     """Zipf(alpha) popularity over a file set."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("zipf")
     alpha: number(0)
     requests: whole(1) = 10000
@@ -254,7 +255,7 @@ class Zipf(Model):
 class WorldCup(Model):
     """The successful GETs of a World Cup 98 log in workloads/data/."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("worldcup")
     log: text(example="wc_day46_1.gz")
     requests: whole(0) | None = None
@@ -275,7 +276,7 @@ class MixPart(Model):
 class Mix(Model):
     """Several sites at once, each replayed by its own clients (004 §4.4)."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("mix")
     parts: Annotated[list[MixPart], Field(min_length=2)]
     per_client: whole(1)
