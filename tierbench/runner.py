@@ -347,7 +347,17 @@ class Run:
             raise RunEnds(f"{exc}; results so far are in {self.dir}") from None
         finally:
             self._finish(status)
+            self._release(deployment)
         return self.dir
+
+    def _release(self, deployment: Deployment) -> None:
+        """The kind's services that admit whoever connects stopped (Kind.finish); a failure
+        is a line, not the run's end: the run's own outcome matters more."""
+        try:
+            for note in self.kind.finish(self.exp, deployment):
+                log(f"tierbench: {note}")
+        except TierbenchError as exc:
+            log(f"tierbench: {exc}")
 
     def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
         exp, kind = self.exp, self.kind

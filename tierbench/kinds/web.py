@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import threading
 import time
@@ -764,6 +765,10 @@ class WebKind(Kind):
             disks.preflight(plans, webdisks.host_of_web())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
+        if s.load.remote_workers and placer.current().cluster is None:
+            problem = compose.master_bind_problem({**compose.dotenv(), **os.environ})
+            if problem:
+                raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
@@ -841,6 +846,15 @@ class WebKind(Kind):
                 raise compose.StackError(str(exc)) from None
             dep.info["built"] = built
         return dep
+
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever
+        connects (any other stack stays up for the next run)."""
+        settings = deployment.info.get("settings") or {}
+        if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
+            return []
+        placer.current().down()
+        return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
 
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up (the application and database tiers
