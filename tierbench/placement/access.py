@@ -136,9 +136,9 @@ def _private_folder(path: Path) -> None:
     info = path.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() \
             or info.st_mode & 0o077:
-        raise AccessError(f"{path} must be a folder of user {os.geteuid()} that only it may use "
-                          f"(mode 0700; it is {stat.filemode(info.st_mode)}, owner "
-                          f"{info.st_uid}): remove it, tierbench makes it again")
+        raise AccessError(f"{path} must be a folder only user {os.geteuid()} may use (mode "
+                          f"0700), but it has mode {stat.S_IMODE(info.st_mode):04o} and is "
+                          f"owned by user {info.st_uid}: remove it (tierbench makes it again)")
 
 
 def database_password() -> str:
@@ -153,8 +153,9 @@ def database_password() -> str:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() \
                 or info.st_mode & 0o077:
             raise AccessError(f"{path} must be a file only user {os.geteuid()} may read (mode "
-                              f"0600; it is {stat.filemode(info.st_mode)}): remove it and the "
-                              "stack (`tierbench clean`)") from None
+                              f"0600), but it has mode {stat.S_IMODE(info.st_mode):04o} and is "
+                              f"owned by user {info.st_uid}: remove it and the stack "
+                              "(`tierbench clean`)") from None
         value = path.read_text().strip()
         if value:
             return value
