@@ -22,7 +22,7 @@ case $FS_BIND in *[!0-9A-Fa-f.:]*) fail "FS_BIND=$FS_BIND is not an IP address" 
 case $FS_CLIENTS in *[!0-9A-Fa-f.:,]*) fail "FS_CLIENTS=$FS_CLIENTS: only addresses, comma-separated" ;; esac
 brick_host=${FS_BRICK_HOST:-$(hostname)}
 mkdir -p "$FS_BRICK" /var/log/glusterfs
-vol=/etc/glusterfs/glusterd.vol
+vol=${GLUSTERD_VOL:-/etc/glusterfs/glusterd.vol}  # (another file: the unit tests)
 sed -i '/transport.socket.bind-address/d' "$vol"
 sed -i "s|^\(\s*option transport.socket.listen-port .*\)$|\1\n    option transport.socket.bind-address $FS_BIND|" "$vol"
 grep -q "bind-address $FS_BIND\$" "$vol" || fail "could not set glusterd's bind address in $vol"
