@@ -27,8 +27,9 @@ test: setup images ## Lint, unit tests, namespace tests and the real stack end t
 	$(VENV)/pytest $(UNIT_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(VENV)/pytest $(HOST_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-test-cluster: setup images ## The cluster-lab tests in full (make test runs only the DC run and SIGKILL)
-	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_fs_cluster_lab.py \
+test-cluster: setup images ## The cluster-lab tests in full (make test runs only the DC run, SIGKILL and the dynamic tiers' listeners)
+	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_rack_lab.py \
+	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
 	  tests/test_web_servers_cluster_lab.py
 
