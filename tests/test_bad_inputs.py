@@ -470,6 +470,24 @@ def test_a_control_folder_too_long_for_a_socket_is_one_sentence(tmp_path: Path,
     assert not folder.exists()
 
 
+@pytest.mark.parametrize("bind, fragment", [
+    (None, "load.remote_workers: workers on other nodes reach the Locust master at MASTER_BIND, "
+           "which is not set"),
+    ("0.0.0.0", "MASTER_BIND=0.0.0.0 would publish the Locust master, which admits any worker, "
+                "on every address of this host"),
+    ("192.0.2.77", "MASTER_BIND=192.0.2.77 is not an address of this host"),
+], ids=["unset", "every-address", "not-ours"])
+def test_remote_workers_on_one_host_need_one_address_of_it(
+        tmp_path: Path, env: dict[str, str], bind: str | None, fragment: str) -> None:
+    """Locust's master admits any worker: with load.remote_workers on one host it is published
+    on the one address MASTER_BIND names, never on every address."""
+    path = write(tmp_path, experiment(load={"remote_workers": 2}))
+    env = {k: v for k, v in env.items() if k != "MASTER_BIND"}
+    if bind is not None:
+        env["MASTER_BIND"] = bind
+    refused(env, "run", str(path), fragment=fragment)
+
+
 # --------------------------------------------------------------------------- the host
 
 
