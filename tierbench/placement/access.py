@@ -15,9 +15,9 @@ addresses they admit, and the database password.
   removes it (:func:`forget_database_password`), so the next bring-up makes a new one. It is in
   no image, no compose file, no result and no log.
 
-Services that cannot restrict their peers (Apache, HAProxy, the Locust master, iperf, iperf3,
-sockperf, OrangeFS) are only bound to their node's data-plane address; docs/security.md lists
-every port.
+The other services (Apache and HAProxy, the HTTP servers under test; the Locust master, iperf,
+iperf3, sockperf and OrangeFS, which cannot restrict their peers) are only bound to their node's
+data-plane address; docs/security.md lists every port.
 """
 
 from __future__ import annotations
@@ -116,7 +116,10 @@ def env(admitted: Mapping[str, list[str]]) -> dict[str, str]:
     out = {}
     for variable, addresses in admitted.items():
         for address in addresses:
-            ipaddress.ip_address(address)  # a cluster file's or compose file's address
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise AccessError(f"{variable}: {address!r} is not an IP address") from None
         out[variable] = ",".join(addresses)
     return out
 
