@@ -30,7 +30,8 @@ test: setup images ## Lint, unit tests, namespace tests and the real stack end t
 	$(VENV)/pytest $(HOST_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-cluster: setup images ## The cluster-lab tests in full and the stack tests make test leaves out as repeats (tests/README.md)
-	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_fs_cluster_lab.py \
+	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_rack_lab.py \
+	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
 	  tests/test_web_servers_cluster_lab.py
 	$(VENV)/pytest -m full

@@ -133,5 +133,7 @@ def test_basic_reads_back_what_each_file_system_wrote(env: dict[str, str]) -> No
     for fs, r in rows.items():
         assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
         assert float(r["write_mb_per_s"]) > 1 and float(r["read_mb_per_s"]) > 1
-    # the native client read what it wrote: pvfs2-cp was never pointed at /dev/null
-    assert client_sh("test -c /dev/null && echo ok").strip() == "ok"
+    # OrangeFS admits whoever connects: the run removed its cluster when it ended (so a client
+    # container, and its /dev, never outlives the run that used it)
+    assert "pvfs-" not in subprocess.run(["docker", "ps", "--format", "{{.Names}}"],
+                                         capture_output=True, text=True, check=True).stdout

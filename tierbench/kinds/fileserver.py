@@ -511,6 +511,14 @@ class FsKind(Kind):
                     where.stop(c, 2)
         return gluster_deployment(key)
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """An OrangeFS cluster removed (its servers admit whoever connects; the next run makes
+        a new one); the GlusterFS server stays up, admitting only the client's address."""
+        if deployment.info.get("server") != "orangefs":
+            return []
+        placer.current().down()
+        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
+
     def running(self) -> Deployment | None:
         """The file-server tier, when it is up."""
         found = {c.service for c in placer.current().replicas()}

@@ -547,6 +547,16 @@ class NetKind(Kind):
         deployment.info["ports"] = ports
         return deployment
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The receivers stopped: iperf, iperf3 and sockperf servers admit whoever connects, so
+        they listen only during the run (the next one brings the tier up anew)."""
+        where = placer.current()
+        stopped = [c for c in where.replicas() if c.service == RECEIVER]
+        for c in stopped:
+            where.stop(c)
+        return [f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf servers "
+                "admit whoever connects)"] if stopped else []
+
     def running(self) -> Deployment | None:
         """The network tier, when it is up."""
         found = [c for c in placer.current().replicas() if c.service in TIERS]

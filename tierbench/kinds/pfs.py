@@ -675,6 +675,12 @@ class PfsKind(Kind):
         servers, clients = orangefs.cluster_containers(where.replicas())
         return cluster_deployment(n, servers, clients)
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
+        a new cluster anyway)."""
+        placer.current().down()
+        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
+
     def running(self) -> Deployment | None:
         """The OrangeFS cluster, when one is up."""
         try:

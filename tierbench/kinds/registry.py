@@ -13,7 +13,8 @@ from typing import Any
 from tierbench import kinds as package
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import EXPERIMENTS_DIR, MODES_DIR, read_yaml, resolve_path
-from tierbench.config.models import Model, non_empty_list, number, text, validate, whole
+from tierbench.config.models import (Model, name_problem, non_empty_list, number, safe_name, text,
+                                     validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import load_mode_list
 
@@ -23,7 +24,7 @@ DEFAULT_KIND = "web"
 class Envelope(Model):
     """The keys every experiment file has, whatever its kind."""
 
-    name: text(r"^[\w.-]+$", "dc-single") | None = None
+    name: safe_name("dc-single") | None = None
     description: str = ""
     kind: text(r"^[a-z][a-z0-9-]*$", "web") | None = None
     seed: whole(0) = 1
@@ -86,6 +87,9 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
     if env.precision is not None and "repetitions" in data:
         raise ConfigError(f"{where}: repetitions: a precision target decides the repetitions "
                           "(precision.min_repetitions, max_repetitions): remove repetitions")
+    if env.name is None and name_problem(path.stem):  # the results folder is named after it
+        raise ConfigError(f"{where}: the file's name {path.stem!r} "
+                          f"{name_problem(path.stem)}: rename the file or give it a name: key")
     settings = validate(k.model, {key: v for key, v in data.items() if key in theirs}, where)
     exp = Experiment(
         name=env.name or path.stem,

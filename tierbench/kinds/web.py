@@ -12,6 +12,7 @@ summary's numbers all come from the samples that bracket the measured window.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -32,6 +33,7 @@ from tierbench.config.models import (
     number,
     one_or_many,
     problem,
+    safe_name,
     text,
     whole,
 )
@@ -220,7 +222,7 @@ class Dynamic(Model):
 class Single(Model):
     """Every request for one file of `size` bytes."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("single")
     size: whole(1)
     per_client: whole(1) | None = None
@@ -230,7 +232,7 @@ class Single(Model):
 class HitRatio(Model):
     """004 §5.2.2: a page-cache hit ratio made by mixing a hot file with files asked for once."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("hit-ratio")
     size: whole(1)
     hit_ratio: number(0, 1)
@@ -240,7 +242,7 @@ class HitRatio(Model):
 class Zipf(Model):
     """Zipf(alpha) popularity over a file set."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("zipf")
     alpha: number(0)
     requests: whole(1) = 10000
@@ -254,7 +256,7 @@ class Zipf(Model):
 class WorldCup(Model):
     """The successful GETs of a World Cup 98 log in workloads/data/."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("worldcup")
     log: text(example="wc_day46_1.gz")
     requests: whole(0) | None = None
@@ -289,7 +291,7 @@ class MixPart(Model):
 class Mix(Model):
     """Several sites at once, each replayed by its own clients (004 §4.4)."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("mix")
     parts: Annotated[list[MixPart], Field(min_length=2)]
     per_client: whole(1)
@@ -778,6 +780,10 @@ class WebKind(Kind):
             disks.preflight(plans, webdisks.host_of_web())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
+        if s.load.remote_workers and placer.current().cluster is None:
+            problem = compose.master_bind_problem({**compose.dotenv(), **os.environ})
+            if problem:
+                raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
@@ -855,6 +861,15 @@ class WebKind(Kind):
                 raise compose.StackError(str(exc)) from None
             dep.info["built"] = built
         return dep
+
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever
+        connects (any other stack stays up for the next run)."""
+        settings = deployment.info.get("settings") or {}
+        if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
+            return []
+        placer.current().down()
+        return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
 
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up (the application and database tiers

@@ -5,6 +5,7 @@ settings (a :class:`Services` spec, which a placement brings up: on this host wi
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
-from tierbench.placement import disks
+from tierbench.placement import access, disks
+from tierbench.placement.nodes import Cluster
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -284,6 +286,32 @@ def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> Non
     ensure_images(stack_images(proxy, docroot, app_db))
 
 
+def master_bind_problem(env: dict[str, str]) -> str | None:
+    """Why MASTER_BIND cannot publish the Locust master to workers on other nodes (it must name
+    the one address of this host they reach: compose/loadgen-master.yml), or None."""
+    value = (env.get("MASTER_BIND") or "").strip()
+    if not value:
+        return ("workers on other nodes reach the Locust master at MASTER_BIND, which is not "
+                "set: set it (in .env) to this host's address on the network they share")
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return f"MASTER_BIND={value!r} is not an IP address: set it to this host's address"
+    if address.is_unspecified:
+        return (f"MASTER_BIND={value} would publish the Locust master, which admits any worker, "
+                "on every address of this host: set it to the one address the workers reach")
+    done = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, timeout=30,
+                          check=False)
+    try:
+        mine = {a.get("local") for link in json.loads(done.stdout or "[]")
+                for a in link.get("addr_info", [])}
+    except ValueError:
+        mine = set()
+    if value not in mine:
+        return f"MASTER_BIND={value} is not an address of this host: set it to one of this host's"
+    return None
+
+
 def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     """`docker compose ARGS` in the checkout; StackError naming the failure."""
     return _run(["docker", "compose", *args], env=env, timeout=timeout)
@@ -377,17 +405,40 @@ def up_spec(spec: Services) -> None:
         down()
         for path, size in spec.tmpfs.items():
             mount_tmpfs(Path(path), size)
+    # every profile's services: those of the spec's profiles and any it names
+    env = {**spec.env, **access_env(config_of([*spec.args(), "--profile", "*"], spec.env))}
     scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
     _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
           *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
-          *(spec.services or [])], env=spec.env, timeout=spec.timeout)
+          *(spec.services or [])], env=env, timeout=spec.timeout)
+
+
+def config_of(args: list[str], env: dict[str, str]) -> dict:
+    """The resolved configuration of these compose arguments (`docker compose config`)."""
+    return json.loads(_run(["docker", "compose", *args, "config", "--format", "json"], env=env,
+                           timeout=60))
+
+
+def access_env(config: dict, cluster: Cluster | None = None) -> dict[str, str]:
+    """What the services that admit only their peers read at `compose up`: the addresses each
+    admits (on ``cluster``'s nodes by their roles, else on this host's Compose networks), and
+    the database password when a service of ``config`` takes it (made when the stack comes up
+    from nothing)."""
+    try:
+        out = access.env(access.cluster_admitted(cluster) if cluster is not None
+                         else access.host_admitted(config))
+        if any(access.PASSWORD_VARIABLE in (spec.get("environment") or {})
+               for spec in (config.get("services") or {}).values()):
+            out[access.PASSWORD_VARIABLE] = access.database_password()
+    except access.AccessError as exc:
+        raise StackError(str(exc)) from None
+    return out
 
 
 def stale_volumes(files: list[str], env: dict[str, str]) -> list[str]:
     """Volumes of the project that exist with another driver or options than these Compose
     files now define (Compose would silently keep using them)."""
-    wanted = json.loads(_run(["docker", "compose", *files, "config", "--format", "json"],
-                             env=env, timeout=60)).get("volumes") or {}
+    wanted = config_of(files, env).get("volumes") or {}
     stale = []
     for key, spec in wanted.items():
         name = (spec or {}).get("name") or f"{PROJECT}_{key}"
@@ -419,6 +470,7 @@ def down() -> None:
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
           "--profile", "pfs", "--profile", "net", "--profile", "fs", "--profile", "disk",
           "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
+    access.forget_database_password()
     unmount_tmpfs()
     try:
         disks.teardown({**dotenv(), **os.environ})
