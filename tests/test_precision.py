@@ -18,7 +18,7 @@ from analysis import precision, stats
 from tierbench import blocks, runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
-from tests import sim_kind
+import sim_kind
 
 T975 = scipy_stats.t.ppf(0.975, 3)
 

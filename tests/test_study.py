@@ -13,7 +13,7 @@ from analysis import runs as runs_list
 from tierbench import cli, runner, study
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
-from tests import sim_kind
+import sim_kind
 
 # The catalogue's rows (the brief's EXPERIMENTS.md), by study.
 CATALOGUE = {
