@@ -301,6 +301,9 @@ class Advisor:
         log(f"tierbench: advise: trial of {mode.name}: " + (f"refused ({result})" if result
                                                             else "applied and restored"))
         self.trials[key] = result
+        self.record.setdefault("trials", []).append({
+            "mode": mode.name, "endpoints": record.get("endpoints"), "refused": result,
+            "verified": record.get("mode_verified"), "restored": record.get("restored")})
         return result
 
 
