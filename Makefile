@@ -13,8 +13,8 @@ EXAMPLE ?= examples/quick/20261122T030944Z
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan study clean setup setup-venv images orangefs-image pfs-up lint bench \
-  report-example bench-scale test-cluster
+.PHONY: help run test plan study advise clean setup setup-venv images orangefs-image pfs-up lint \
+  bench report-example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,7 +30,7 @@ test: setup images ## Lint, unit tests, namespace tests and the real stack end t
 test-cluster: setup images ## The cluster-lab tests in full (make test runs only the DC run and SIGKILL)
 	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
-	  tests/test_web_servers_cluster_lab.py
+	  tests/test_web_servers_cluster_lab.py tests/test_advise_cluster_lab.py
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
 	$(VENV)/tierbench plan $(EXP)
@@ -39,6 +39,11 @@ STUDY ?= 004
 SCALE ?= 1
 study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens
 	$(VENV)/tierbench study $(STUDY) --scale $(SCALE)
+
+BUDGET ?= 30
+WORKLOADS ?=
+advise: setup images ## Which offloads help which workload on these interfaces, measured within BUDGET minutes (advice.html)
+	$(VENV)/tierbench advise --budget-min $(BUDGET) $(if $(WORKLOADS),--workloads $(WORKLOADS))
 
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean

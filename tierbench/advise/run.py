@@ -34,7 +34,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.modes import apply
 from tierbench.modes.model import Mode
-from tierbench.placement import placer
+from tierbench.placement import nodes, placer
 
 # A point's wall time over its kind's estimate before one was measured here: about 0.6 for
 # the web and net kinds' short points on the 2-core development host (the kinds' estimates
@@ -292,7 +292,8 @@ class Advisor:
         try:
             with apply.mode_applied(mode, eps, dep.watched(), netif.StateFile(), record, 0.0,
                                     lambda: None, dep.cpu_containers(mode)):
-                pass
+                if mode.nic.mtu is not None:
+                    path_check(mode.nic.mtu, eps)
             result = None
         except netif.NetifError as exc:
             if record.get("restored") is False:
@@ -305,6 +306,28 @@ class Advisor:
             "mode": mode.name, "endpoints": record.get("endpoints"), "refused": result,
             "verified": record.get("mode_verified"), "restored": record.get("restored")})
         return result
+
+
+def path_check(mtu: int, eps: list[netif.Endpoint]) -> None:
+    """On a cluster, that frames of ``mtu`` bytes pass between the endpoints' nodes as they
+    are (a switch, or a peer the advisor does not set, may carry less): a ping that must not
+    fragment, from each node to the next one's interface; NetifError when one does not pass
+    or cannot be sent. On one host every end of every veth is an endpoint: nothing to check."""
+    cluster = placer.current().cluster
+    names = list(dict.fromkeys(ep.node for ep in eps if ep.node))
+    if cluster is None or len(names) < 2:
+        return
+    for a, b in zip(names, names[1:] + names[:1]):
+        target = cluster.node(b).interface().ip
+        done = nodes.run_on_node(cluster.node(a), f"ping -M do -s {mtu - 28} -c 2 -W 2 "
+                                 f"{target}", timeout=30, check=False)
+        why = " ".join((done.stderr or done.stdout).split())[-200:] or f"exit {done.returncode}"
+        if done.returncode == 127 or "not found" in why:
+            raise netif.NetifError(f"cannot check that {mtu}-byte frames pass from {a} to {b}: "
+                                   f"ping is not installed on {a} (iputils-ping)")
+        if done.returncode != 0:
+            raise netif.NetifError(f"{mtu}-byte frames did not pass from {a} to {b} "
+                                   f"({target}) with the MTU set on both: {why}")
 
 
 def spent_s(run: runner.Run) -> float:
