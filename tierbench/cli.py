@@ -102,8 +102,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
         print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
               f"{advisor.folder}", file=sys.stderr)
         return 130
+    where = placer.current()
+    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: advice: {folder / 'advice.html'}\n"
-          f"tierbench: advice: {folder / 'advice.csv'}")
+          f"tierbench: advice: {folder / 'advice.csv'}\n"
+          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
     return 0
 
 
