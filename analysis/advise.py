@@ -196,13 +196,19 @@ def _fill(row: dict[str, Any], changes: Mapping[str, precision.Change],
                    target_half_width_pct=target)
 
 
-def workload_rows(entry: dict[str, Any], target: float | None) -> list[dict[str, Any]]:
-    """advice.csv's rows of one workload: one per knob of the catalogue, all-on against
-    all-off, and the 2 x 2's interaction."""
+def workload_rows(entry: dict[str, Any], target: float | None,
+                  catalogue: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """advice.csv's rows of one workload: one per knob of the catalogue (those of a workload
+    whose interfaces were not read: not measured, and why), all-on against all-off, and the
+    2 x 2's interaction."""
     metrics, primary = entry.get("metrics") or {}, str(entry.get("primary"))
     run = (entry.get("runs") or {}).get("knobs")
     values, spread = run_values(run) if run and Path(run, "summary.csv").is_file() else ({}, None)
     rows = []
+    if not entry.get("knobs"):
+        return [{"workload": entry["name"], "row": "knob", "knob": k["knob"],
+                 "label": k.get("label"), "recommendation": "not measured",
+                 "reason": str(entry.get("status"))} for k in catalogue or []]
     for knob in entry.get("knobs") or []:
         row: dict[str, Any] = {"workload": entry["name"], "row": "knob", "knob": knob["knob"],
                                "label": knob.get("label"), "current": _current(knob)}
@@ -276,7 +282,8 @@ def pair_rows(entry: dict[str, Any], target: float | None) -> list[dict[str, Any
 def rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every row of advice.csv."""
     target = markup.number(record.get("half_width_pct"))
-    return [r for w in record.get("workloads") or [] for r in workload_rows(w, target)]
+    return [r for w in record.get("workloads") or []
+            for r in workload_rows(w, target, record.get("catalogue"))]
 
 
 def _cell(value: Any) -> Any:

@@ -36,10 +36,11 @@ from tierbench.modes import apply
 from tierbench.modes.model import Mode
 from tierbench.placement import nodes, placer
 
-# A point's wall time over its kind's estimate before one was measured here: about 0.6 for
-# the web and net kinds' short points on the 2-core development host (the kinds' estimates
-# allow for slower start-ups); learnt from every run's measured points after that.
-PRIOR_RATIO = 0.6
+# A point's wall time over its kind's estimate before one was measured here: the kind's own
+# estimate (0.6 to 0.8 of it was measured for the suite's short points on the shared 2-core
+# development host; a lower prior left the first workload a share too small for its third
+# block); learnt from every run's measured points after that.
+PRIOR_RATIO = 1.0
 
 
 def now() -> str:
@@ -79,6 +80,7 @@ class Advisor:
         self.remaining_s = self.budget_s
         self.ratios: dict[str, float] = {}  # kind -> measured / estimated point time
         self.trials: dict[str, str | None] = {}  # (drivers, mode settings) -> refusal
+        self.modes_seen = 0  # the modes of the last workload discovered (for estimates)
         self.folder: Path | None = None
         self.record: dict[str, Any] = {}
 
@@ -114,6 +116,7 @@ class Advisor:
             "budget_min": self.budget_s / 60, "half_width_pct": self.half_width_pct,
             "suite": str(self.suite_path), "placement": placer.current().name,
             "cluster": placer.current().cluster.path if placer.current().cluster else None,
+            "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
             "workloads": [self.entry(w) for w in self.workloads]}
         save(self.folder, self.record)
         log(f"tierbench: advise: {len(self.workloads)} workload(s), budget "
@@ -152,6 +155,12 @@ class Advisor:
         where = str(self.suite_path)
         try:
             base = plan.experiment(self.suite, w, [knobs.baseline()], settle, where)
+            guess = plan.cost(self.point_s(base), self.modes_seen)
+            if self.modes_seen and plan.share(self.remaining_s, [guess]) is None:
+                # not worth a bring-up: the modes of the last workload's interfaces, estimated
+                entry["status"] = self.not_run(guess, self.modes_seen)
+                log(f"tierbench: advise: {w.name}: {entry['status']}")
+                return
             t0 = time.monotonic()
             dep = discovery_deployment(base, self.folder / "discovery" / w.name)
             snaps = [knobs.read_endpoint(ep, container_of(dep, ep)) for ep in dep.watched()]
@@ -170,6 +179,7 @@ class Advisor:
                 entry["status"] = "nothing to measure: no knob the interfaces can change"
                 return
             exp = plan.experiment(self.suite, w, modes, settle, where)
+            self.modes_seen = len(modes)
             self.measure(w, entry, exp, plans, later)
         except runner.RunInterrupted:
             entry["status"] = "interrupted"
@@ -197,9 +207,7 @@ class Advisor:
         entry["budget"] = {"point_s": round(point_s[w.name], 2), "share_s": share,
                            "remaining_s": round(self.remaining_s, 1)}
         if share is None:
-            entry["status"] = (f"not run: {self.remaining_s / 60:.1f} min of the budget were "
-                               f"left, {plan.MIN_BLOCKS} blocks of its {len(exp.modes)} modes "
-                               f"need about {mine.least * plan.MARGIN / 60:.1f} min")
+            entry["status"] = self.not_run(mine, len(exp.modes))
             log(f"tierbench: advise: {w.name}: {entry['status']}")
             return
         knob_s, pair_s = plan.split(share, mine)
@@ -226,6 +234,12 @@ class Advisor:
         entry["runs"]["pair"] = str(prun.dir) if prun.dir else None
         entry["pair"] = {**pair, "mode": modes[-1].name}
         entry["budget"]["pair_spent_s"] = spent_s(prun)
+
+    def not_run(self, c: plan.Cost, modes: int) -> str:
+        """Why a workload is not run: the budget left and what its least needs."""
+        return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left, "
+                f"{plan.MIN_BLOCKS} blocks of its {modes} modes need about "
+                f"{c.least * plan.MARGIN / 60:.1f} min")
 
     def run_one(self, exp: Experiment) -> runner.Run:
         """One precision run through the runner (its report written); the budget and the
