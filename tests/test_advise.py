@@ -231,11 +231,10 @@ def test_the_budget_goes_in_proportion_and_never_below_the_least_worth_running()
     assert small.minimum == 5.0 * 3 * 14
     # plenty: in proportion to the minimum costs (1 : 2)
     assert plan.share(3000, [small, big]) == pytest.approx(1000)
-    # scarce: shared by the workloads whose least fits, in order; the first its least at least
-    assert plan.share(400, [small, big]) == pytest.approx(400)  # big's 345 s do not fit too
-    assert plan.share(520, [big, small]) == pytest.approx(520 * 420 / 630)  # both fit
-    assert plan.share(350, [big, small]) == pytest.approx(350)  # only big fits: all of it
-    assert plan.share(150, [small, big]) is None  # 172.5 s do not fit
+    # scarce: raised to the least worth running (172.5 s), while it fits; else not run
+    assert plan.share(400, [small, big]) == pytest.approx(150 * plan.MARGIN)
+    assert plan.share(520, [big, small]) == pytest.approx(300 * plan.MARGIN)
+    assert plan.share(150, [small, big]) is None
     # the 2 x 2 is kept back only when the knob run still gets its least
     assert plan.split(1000, small) == pytest.approx((1000 - 60 * plan.MARGIN,
                                                      60 * plan.MARGIN))
@@ -429,9 +428,7 @@ def test_a_budget_too_small_for_the_second_workload_says_so(
     folder = advise_run.Advisor(None, (least + 0.3) / 60, 5.0, advisor_env["suite"]).run()
     record = json.loads((folder / "advise.json").read_text())
     first, second = record["workloads"]
-    # only the first's least fits: it gets the whole budget
-    assert first["status"] == "complete" and first["budget"]["share_s"] == pytest.approx(
-        least + 0.3)
+    assert first["status"] == "complete" and first["budget"]["share_s"] == pytest.approx(least)
     assert second["status"].startswith("not run: ") and "3 blocks of its 10 modes" in \
         second["status"]
     table = list(csv.DictReader((folder / "advice.csv").open()))

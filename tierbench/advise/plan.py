@@ -4,10 +4,10 @@ interfaces allow, and how the budget is split over the workloads.
 Each workload of the suite is an experiment of an existing kind (web, net) written without its
 modes; ``experiment`` adds the generated modes and validates it as an experiment file would be.
 The budget (minutes of measuring, as a precision run counts them) is split in the suite's order
-(``share``): among the workloads still to run whose least worth running (MIN_BLOCKS blocks of
-their modes) what remains holds, in order, a workload gets what remains in proportion to what
-its minimum costs; what a workload resolved early and did not spend goes to those after it; a
-workload whose least does not fit is not run.
+(``share``): a workload gets what remains in proportion to what its minimum costs against what
+the workloads still to run minimum cost, so that what a workload resolved early and did not
+spend goes to those after it; no less than its least worth running (MIN_BLOCKS blocks of its
+modes) while that fits, and nothing (the workload is not run) when it does not.
 """
 
 from __future__ import annotations
@@ -140,23 +140,19 @@ def cost(point_s: float, modes: int) -> Cost:
 
 
 def share(remaining_s: float, costs: list[Cost]) -> float | None:
-    """The budget of the first of ``costs`` (the workloads still to run, in order). The
-    workloads whose least worth running (MIN_BLOCKS blocks of their modes, with MARGIN) what
-    remains holds, in order, share it in proportion to their minimum costs; the first gets at
-    least its least. None when what remains does not hold the first's least (it is not run).
-    Called again before each workload: what one did not spend goes to those after it, and a
-    workload left out now may fit then."""
-    fit: list[Cost] = []
-    held = 0.0
-    for c in costs:
-        if held + c.least * MARGIN > remaining_s:
-            break
-        fit.append(c)
-        held += c.least * MARGIN
-    if not fit:
+    """The budget of the first of ``costs`` (the workloads still to run, in order): its part of
+    what remains in proportion to the minimum costs of all of them, raised to its least worth
+    running (MIN_BLOCKS blocks of its modes, with MARGIN) while what remains holds that; None
+    when it does not (the workload is not run). Called again before each workload: what one
+    did not spend goes to those after it. (Sharing among only the workloads whose least fits
+    gave the first all of a small budget on its first, uncalibrated estimate.)"""
+    total = sum(c.minimum for c in costs)
+    if not costs or total <= 0:
         return None
-    mine = remaining_s * fit[0].minimum / sum(c.minimum for c in fit)
-    return max(mine, fit[0].least * MARGIN)
+    least = costs[0].least * MARGIN
+    if remaining_s < least:
+        return None
+    return max(least, remaining_s * costs[0].minimum / total)
 
 
 def split(share_s: float, c: Cost) -> tuple[float, float]:
