@@ -173,6 +173,10 @@ def test_commands_set_each_state_where_the_user_can_run_them() -> None:
             "ssh": ["ssh", "-o", "BatchMode=yes", "root@198.18.9.12"]}
     assert knobs.command(node, {"rings": {"tcp-data-split": True}}) == \
         "ssh root@198.18.9.12 'ethtool -G eth0 tcp-data-split on'"
+    node["ssh"] = ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-l", "admin", "-T", "--",
+                   "198.18.9.12"]  # as nodes.ssh_prefix writes it
+    assert knobs.command(node, {"mtu": 1500}) == \
+        "ssh -p 2222 admin@198.18.9.12 'ip link set dev eth0 mtu 1500'"
 
 
 # --------------------------------------------------------------------------- the rule

@@ -421,8 +421,10 @@ def command(snap: dict, nic: dict[str, Any]) -> str:
     container's namespace on one host, over SSH on a cluster node."""
     body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic))
     if snap.get("node"):
-        dest = (snap.get("ssh") or [snap["node"]])[-1]
-        return f"ssh {dest} {shlex.quote(body)}"
+        argv = list(snap.get("ssh") or [snap["node"]])  # ssh and its options up to the address
+        dest = argv[-1] if "-l" not in argv else f"{argv[argv.index('-l') + 1]}@{argv[-1]}"
+        port = argv[argv.index("-p") + 1] if "-p" in argv else "22"
+        return f"ssh {'' if port == '22' else f'-p {port} '}{dest} {shlex.quote(body)}"
     if snap.get("netns_pid") is not None:
         who = snap.get("container") or f"the {snap.get('tier')} container"
         pid = f"\"$(docker inspect -f '{{{{.State.Pid}}}}' {who})\""
