@@ -15,8 +15,8 @@ EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quic
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan study clean setup setup-run setup-venv setup-dev images orangefs-image \
-  pfs-up lint bench report-example example bench-scale test-cluster
+.PHONY: help run test plan study advise clean setup setup-run setup-venv setup-dev images \
+  orangefs-image pfs-up lint bench report-example example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,7 +33,7 @@ test-cluster: setup images ## The cluster-lab tests in full and the stack tests 
 	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_rack_lab.py \
 	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
-	  tests/test_web_servers_cluster_lab.py
+	  tests/test_web_servers_cluster_lab.py tests/test_advise_cluster_lab.py
 	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
@@ -43,6 +43,11 @@ STUDY ?= 004
 SCALE ?= 1
 study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens
 	$(VENV)/tierbench study $(STUDY) --scale $(SCALE)
+
+BUDGET ?= 30
+WORKLOADS ?=
+advise: setup images ## Which offloads help which workload on these interfaces, measured within BUDGET minutes (advice.html)
+	$(VENV)/tierbench advise --budget-min $(BUDGET) $(if $(WORKLOADS),--workloads $(WORKLOADS))
 
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean
