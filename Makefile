@@ -1,25 +1,27 @@
 # tierbench: `make run` runs the default experiment end to end, `make test` runs every test.
 # Variables can be overridden: make run EXP=experiments/quick.yml
 EXP ?= quick
-# make test leaves out the longer cluster-lab tests (marker lab_full; make test-cluster runs them).
+# make test leaves out the longer cluster-lab tests (marker lab_full) and the stack tests that repeat
+# what a faster one covers (marker full); make test-cluster runs them.
 # The tests that need neither Docker nor namespaces run on two processes (pytest-xdist); the
 # namespace and stack tests then one at a time (they share the engine, the stack and the host's
 # interfaces, and their timings must not compete). PYTEST_ARGS go to both, e.g. a file of tests:
 # a part with none of its tests selected passes (pytest's exit code 5).
 PYTEST_ARGS ?=
-UNIT_TESTS := -m "not lab_full and not stack and not netns" -n 2
-HOST_TESTS := -m "(stack or netns) and not lab_full"
-EXAMPLE ?= examples/quick/20261122T030944Z
+UNIT_TESTS := -m "not lab_full and not full and not stack and not netns" -n 2
+HOST_TESTS := -m "(stack or netns) and not lab_full and not full"
+# The shipped example run: the one folder under examples/quick/ (make example records it again).
+EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quick/*/summary.csv))))
 VENV := .venv/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help run test plan study clean setup setup-venv images orangefs-image pfs-up lint bench \
-  report-example bench-scale test-cluster
+.PHONY: help run test plan study advise clean setup setup-run setup-venv setup-dev images \
+  orangefs-image pfs-up lint bench report-example example bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-run: setup images ## Build what is missing, bring the stack up, run EXP (default quick), write the report
+run: setup-run ## Set up what is missing, build the images EXP needs, bring the stack up, run EXP (default quick), write the report
 	$(VENV)/tierbench run $(EXP)
 
 test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
@@ -27,10 +29,12 @@ test: setup images ## Lint, unit tests, namespace tests and the real stack end t
 	$(VENV)/pytest $(UNIT_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(VENV)/pytest $(HOST_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-test-cluster: setup images ## The cluster-lab tests in full (make test runs only the DC run and SIGKILL)
-	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_fs_cluster_lab.py \
+test-cluster: setup images ## The cluster-lab tests in full and the stack tests make test leaves out as repeats (tests/README.md)
+	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_rack_lab.py \
+	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
-	  tests/test_web_servers_cluster_lab.py
+	  tests/test_web_servers_cluster_lab.py tests/test_advise_cluster_lab.py
+	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
 	$(VENV)/tierbench plan $(EXP)
@@ -40,10 +44,21 @@ SCALE ?= 1
 study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens
 	$(VENV)/tierbench study $(STUDY) --scale $(SCALE)
 
+BUDGET ?= 30
+WORKLOADS ?=
+advise: setup images ## Which offloads help which workload on these interfaces, measured within BUDGET minutes (advice.html)
+	$(VENV)/tierbench advise --budget-min $(BUDGET) $(if $(WORKLOADS),--workloads $(WORKLOADS))
+
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean
 
-setup: ## Docker engine and Compose v2, host tools, the Python environment (.venv)
+setup: ## Docker engine and Compose v2, host tools, the Python environment (.venv) with the test tools
+	setup/docker.sh
+	setup/host-tools.sh tests
+	setup/venv.sh dev
+
+# What make run needs: the engine, the host tools a run uses, .venv without the test tools.
+setup-run:
 	setup/docker.sh
 	setup/host-tools.sh
 	setup/venv.sh
@@ -51,10 +66,13 @@ setup: ## Docker engine and Compose v2, host tools, the Python environment (.ven
 setup-venv:
 	@setup/venv.sh
 
-images: ## Build the images (bootstraps a local Debian base when none can be pulled)
+setup-dev:
+	@setup/venv.sh dev
+
+images: ## Build every image that is missing or out of date (bootstraps a local Debian base when none can be pulled)
 	setup/images.sh
 
-orangefs-image: setup ## OrangeFS image from ORANGEFS_TARBALL, else the upstream archive of the pinned tag
+orangefs-image: setup-run ## OrangeFS image from ORANGEFS_TARBALL, else the upstream archive of the pinned tag, verified against ORANGEFS_SHA256
 	setup/orangefs-image.sh
 
 IO ?= 2
@@ -65,17 +83,23 @@ pfs-up: orangefs-image ## An OrangeFS cluster by hand: 1 metadata + IO I/O serve
 report-example: setup-venv ## Write the report of the shipped example run (no Docker, nothing is run)
 	$(VENV)/tierbench report $(EXAMPLE)
 
+example: setup-run ## Record the shipped example again: run quick, then replace examples/quick/ with that run, trimmed (python -m tierbench.example)
+	$(VENV)/tierbench run quick
+	$(VENV)/python -m tierbench.example
+
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin
+# e.g. BENCH_ARGS="--seconds 3 --rounds 1" for a short check (python -m tierbench.bench --help)
+BENCH_ARGS ?=
 bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
 	$(VENV)/python -m tierbench.bench --loadgen tierbench-loadgen-1 \
-	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH)
+	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH) $(BENCH_ARGS)
 
 SCALE_SIZES ?= 1,4,16
 bench-scale: setup-venv ## Scale benchmark: World Cup trace preparation, per-request records and the report at 1, 4 and 16 million records (time, peak memory, ratios)
 	$(VENV)/python -m tierbench.scale --sizes $(SCALE_SIZES)
 
-lint: setup-venv ## ruff over the Python code
+lint: setup-dev ## ruff over the Python code
 	$(VENV)/ruff check tierbench workloads analysis tests
 
 NODES ?= 2

@@ -166,7 +166,9 @@ def panels_for(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any]
         for key, name in zip(keys, names):
             rows = sub
             for c, v in zip(cols, key):
-                rows = rows[rows[c].map(lambda a, b=v: tables.same(a, b))]
+                # a boolean mask even when no row is left: pandas takes an empty object-typed
+                # Series as a list of columns and would return a frame without any
+                rows = rows[rows[c].map(lambda a, b=v: tables.same(a, b)).astype(bool)]
             if rows.empty:  # a series with no value on this x axis (a Zipf mix by size)
                 continue
             pts = []
@@ -365,7 +367,7 @@ def table_panel(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any
     for key in series_keys(ok, cols, spec, experiment):
         sub = ok
         for c, v in zip(cols, key):
-            sub = sub[sub[c].map(lambda a, b=v: tables.same(a, b))]
+            sub = sub[sub[c].map(lambda a, b=v: tables.same(a, b)).astype(bool)]
         if sub.empty:
             continue
         heads = tables.order_of(sub, ccol, spec, experiment)
@@ -390,6 +392,8 @@ def table_panel(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any
                      + '<div class="scroll"><table class="modes"><thead><tr>'
                      f'<th class="l">{html.escape(specs.label(rcol))}</th>{head}</tr></thead>'
                      f"<tbody>{''.join(body)}</tbody></table></div>")
+    if len(parts) == 1:  # no series had a row: say so, as the charts do
+        return "", [f"{title}: no values to draw"]
     return "".join(parts), []
 
 

@@ -154,6 +154,20 @@ def _all_scalars(values: list[Any]) -> bool:
     return all(isinstance(v, str | int | float | bool) or v is None for v in values)
 
 
+def provenance_items(manifest: dict[str, Any]) -> dict[str, Any]:
+    """manifest.json without the per-point entries and, of each image's Debian packages, only
+    their number (the list is in manifest.json)."""
+    items = {k: v for k, v in manifest.items() if k != "points"}
+    if isinstance(items.get("image_packages"), dict):
+        items["image_packages"] = {
+            image_id: {**entry, "debian_packages": (
+                f"{len(entry['debian_packages'])} packages (listed in manifest.json)"
+                if isinstance(entry.get("debian_packages"), dict) else None)}
+            if isinstance(entry, dict) else entry
+            for image_id, entry in items["image_packages"].items()}
+    return items
+
+
 TEMPLATES = Environment(loader=PackageLoader("analysis", "templates"),
                         autoescape=select_autoescape(default=True), trim_blocks=True,
                         lstrip_blocks=True)

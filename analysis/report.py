@@ -634,7 +634,7 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
             "figure": figure_card(ctx), "precision": precision_card(ctx),
             "comparison": comparison_card(ctx), "toc": toc, "sections": groups,
             "samples": samples_card(ctx, samples, recomputed), "points": points_tables(ctx),
-            "manifest": {k: v for k, v in manifest.items() if k != "points"},
+            "manifest": markup.provenance_items(manifest),
             "manifest_points": len(manifest["points"])
             if isinstance(manifest.get("points"), dict | list) else 0}
     return markup.render("report.html.j2", title=f"{ctx.name} — {text(manifest.get('run_id'))}",

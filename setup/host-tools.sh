@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Install the host tools the control program runs (ethtool, ip/tc, nsenter, losetup, mkfs), the
-# headless browser the report test opens the report in (chromium) and, where the distribution
-# packages it as linux-perf (Debian), perf for NET-txprofile's kernel profile, when missing.
+# Install the host tools the control program runs (ethtool, ip/tc, nsenter, losetup, mkfs) and,
+# where the distribution packages it as linux-perf (Debian), perf for NET-txprofile's kernel
+# profile, when missing; with `tests`, also the headless browser the report test opens the report
+# in (chromium).
+#   setup/host-tools.sh [tests]
 set -euo pipefail
+case ${1:-} in tests|"") ;; *) echo "usage: $0 [tests]" >&2; exit 2 ;; esac
 missing=()
 command -v ethtool >/dev/null || missing+=(ethtool)
 command -v tc >/dev/null && command -v ip >/dev/null || missing+=(iproute2)
@@ -13,7 +16,7 @@ command -v losetup >/dev/null || missing+=(util-linux)
 command -v mkfs.ext3 >/dev/null || missing+=(e2fsprogs)
 if [ -e /proc/mdstat ]; then command -v mdadm >/dev/null || missing+=(mdadm)
 else command -v mkfs.btrfs >/dev/null || missing+=(btrfs-progs); fi
-command -v chromium >/dev/null || missing+=(chromium)
+if [ "${1:-}" = tests ]; then command -v chromium >/dev/null || missing+=(chromium); fi
 if ! command -v perf >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-cache >/dev/null \
     && apt-cache show linux-perf >/dev/null 2>&1; then
   missing+=(linux-perf)

@@ -1,26 +1,103 @@
 #!/usr/bin/env bash
-# Build every image of the stack: choose or bootstrap the base image, fetch the load generator's
-# wheels, build the shared Apache base, then the Compose services. Docker's layer cache makes a
-# second run take seconds. Extra arguments go to `docker compose` (e.g. -f compose/haproxy.yml).
+# Build the stack's images: all of them (make images), or the ones named and what they build on
+# (tierbench builds what an experiment needs when it first needs it: setup/images.sh loadgen
+# proxy web). An image is rebuilt only when its build context, its base or the build settings
+# changed since it was built (label org.tierbench.context), so a second run takes seconds.
+# Independent images build in parallel (IMAGE_JOBS at a time, default 3), with BuildKit where
+# this machine's Docker can use it (setup/docker-build.sh), else with the legacy builder.
+#   setup/images.sh [IMAGE ...]   IMAGE: apache proxy web loadgen haproxy app db net disk fs
+#                                 orangefs (the OrangeFS images: only from a source at hand)
+# Settings: TIERBENCH_TAG (0.1.0), BASE_IMAGE, DEBIAN_SNAPSHOT and DEBIAN_SNAPSHOT_URL
+# (setup/base-image.sh), IMAGE_JOBS.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+tag=${TIERBENCH_TAG:-0.1.0}
+jobs_max=${IMAGE_JOBS:-3}
+ALL=(apache proxy web loadgen haproxy app db net disk fs orangefs)
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || die "IMAGE_JOBS=$jobs_max is not a whole number of at least 1"
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${ALL[@]}")
+for name in "${wanted[@]}"; do
+  [[ " ${ALL[*]} " == *" $name "* ]] || die "no image named $name: choose among ${ALL[*]}"
+done
+want() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
+# proxy and web build on apache
+if want proxy || want web; then want apache || wanted+=(apache); fi
+
+# One build at a time per tag: tierbench and make may both ask for the same images.
+lock="${TMPDIR:-/tmp}/tierbench-images-$tag.lock"
+exec 9>"$lock"
+flock 9
+
 BASE_IMAGE=$(setup/base-image.sh)
 export BASE_IMAGE
-tag=${TIERBENCH_TAG:-0.1.0}
-setup/wheelhouse.sh
-echo "setup: building images from $BASE_IMAGE" >&2
-docker build -q --force-rm -t "tierbench-apache:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/apache >/dev/null
-docker compose "$@" build -q
-# The network micro-benchmark tier (compose/net.yml, profile net): iperf 2, iperf3, sockperf.
-docker build -q --force-rm -t "tierbench-net:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/net >/dev/null
-# The disk-system benchmark (compose/disk.yml, profile disk): fio.
-docker build -q --force-rm -t "tierbench-disk:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/disk >/dev/null
-# The file-server tier (compose/fs.yml, profile fs): Samba, smbnetfs, dbench, fio, the CPU hog.
-docker build -q --force-rm -t "tierbench-fs:$tag" --build-arg BASE_IMAGE="$BASE_IMAGE" images/fs >/dev/null
-docker compose -f docker-compose.yml -f compose/haproxy.yml build -q proxy
-# The application and database tiers (compose/app-db.yml): PHP-FPM and PostgreSQL.
-docker compose -f docker-compose.yml -f compose/app-db.yml build -q app db
-# The OrangeFS tier's image, when a source tarball is at hand (never downloads here: that is
-# `make orangefs-image`).
-setup/orangefs-image.sh --offline --optional
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
+built_context() { docker image inspect -f '{{index .Config.Labels "org.tierbench.context"}}' "$1" 2>/dev/null || true; }
+# What an image is built from: its context's files (not the wheels: their list is
+# requirements.txt), the image it builds on and the build settings.
+context_of() {  # $1: name, $2: the ID of the image it builds FROM
+  { (cd "images/$1" && find . -path ./wheels -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum)
+    echo "from $2 snapshot ${DEBIAN_SNAPSHOT:-}"; } | sha256sum | cut -c1-16
+}
+
+build() {  # $1: name; builds tierbench-NAME:TAG unless it is up to date
+  local name=$1 image="tierbench-$1:$tag" from context args=()
+  case $name in
+    proxy|web) from=tierbench-apache:$tag; args=(--build-arg APACHE_IMAGE="$from") ;;
+    *) from=$BASE_IMAGE; args=(--build-arg BASE_IMAGE="$from") ;;
+  esac
+  context=$(context_of "$name" "$(image_id "$from")")
+  if [ "$(built_context "$image")" = "$context" ]; then return 0; fi
+  if [ "$name" = loadgen ]; then setup/wheelhouse.sh; fi
+  say "building $image"
+  if ! setup/docker-build.sh -q -t "$image" "${args[@]}" \
+      --label org.tierbench.context="$context" --label org.tierbench.base="$BASE_IMAGE" \
+      --label org.tierbench.debian-snapshot="${DEBIAN_SNAPSHOT:-}" \
+      "images/$name" >"$logs/$name.log" 2>&1; then
+    tail -n 25 "$logs/$name.log" >&2
+    say "building $image failed (the lines above are the end of its log)"
+    return 1
+  fi
+}
+
+# Build groups run in parallel, IMAGE_JOBS at a time; a group builds its images in order.
+group() {  # names...; records the group's exit code in $logs/NAME.rc
+  local name code=0
+  for name in "$@"; do
+    if want "$name"; then build "$name" || { code=1; break; }; fi
+  done
+  echo "$code" >"$logs/$1.rc"
+}
+groups=("apache proxy web" loadgen haproxy app db net disk fs)
+started=()
+for g in "${groups[@]}"; do
+  first=${g%% *}
+  todo=0
+  for name in $g; do if want "$name"; then todo=1; fi; done
+  [ "$todo" = 1 ] || continue
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  # shellcheck disable=SC2086
+  group $g &
+  started+=("$first")
+done
+wait || true
+failed=()
+for first in "${started[@]}"; do
+  [ "$(cat "$logs/$first.rc" 2>/dev/null || echo 1)" = 0 ] || failed+=("$first")
+done
+[ ${#failed[@]} -eq 0 ] || die "building failed: ${failed[*]} (make images shows every build)"
+
+# The OrangeFS tier's images, when a source is at hand (never downloads here: that is
+# `make orangefs-image`): named, they must be built; with every image, only when they can be.
+if want orangefs; then
+  if [ $# -gt 0 ]; then setup/orangefs-image.sh --offline
+  else setup/orangefs-image.sh --offline --optional; fi
+fi

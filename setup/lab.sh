@@ -94,11 +94,14 @@ check_resources() {  # $1: how many nodes will be created
 build_node_image() {
   local base mirror
   base=$(setup/base-image.sh)
-  mirror=$(setup/apt-mirror.sh 2>/dev/null || true)
+  # with a snapshot, Compose comes from the snapshot's trixie (the base's own apt sources)
+  mirror=
+  [ -n "${DEBIAN_SNAPSHOT:-}" ] || mirror=$(setup/apt-mirror.sh 2>/dev/null || true)
   say "building $NODE_IMAGE from $base (seconds when nothing changed)"
   mkdir -p "$LAB"; chmod 700 "$LAB"
-  docker build -q --force-rm -t "$NODE_IMAGE" --build-arg BASE_IMAGE="$base" \
-    --build-arg DEBIAN_MIRROR="$mirror" images/node >"$LAB/node-build.log" 2>&1 \
+  setup/docker-build.sh -q -t "$NODE_IMAGE" --build-arg BASE_IMAGE="$base" \
+    --build-arg DEBIAN_MIRROR="$mirror" --label org.tierbench.base="$base" \
+    --label org.tierbench.debian-snapshot="${DEBIAN_SNAPSHOT:-}" images/node >"$LAB/node-build.log" 2>&1 \
     || { tail -n 20 "$LAB/node-build.log" >&2; die "building $NODE_IMAGE failed (log: $LAB/node-build.log)"; }
 }
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +45,25 @@ def cli_env(base: Path, **extra: str) -> Iterator[dict[str, str]]:
         yield env
     finally:
         tierbench(env, "clean", timeout=300)
+
+
+TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
+NO_ORANGEFS_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
+
+
+def orangefs_image() -> None:
+    """The OrangeFS images built (setup/orangefs-image.sh --offline: from ORANGEFS_TARBALL or the
+    verified tarball a previous build cached; tests never download). Without a source the test
+    skips, saying so; where CI has built them (TIERBENCH_REQUIRE_ORANGEFS=1, .ci/run) it fails."""
+    done = subprocess.run([str(ROOT / "setup" / "orangefs-image.sh"), "--offline"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    if done.returncode == NO_ORANGEFS_SOURCE:
+        why = ("tierbench-orangefs cannot be built here: "
+               + done.stderr.strip().splitlines()[-1].removeprefix("setup: "))
+        if os.environ.get("TIERBENCH_REQUIRE_ORANGEFS") == "1":
+            pytest.fail(why + " (TIERBENCH_REQUIRE_ORANGEFS=1: the OrangeFS tests must run)")
+        pytest.skip(why)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def published_counters_rel(window_s: float) -> float:
@@ -142,3 +163,150 @@ def summary_rows(run_dir: Path) -> list[dict[str, str]]:
     """A run's summary.csv, one dict per row."""
     with (run_dir / "summary.csv").open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+# --------------------------------------------------------------------------- who listens where
+
+# Every listening TCP socket and bound UDP socket in a lab node's own network namespace (`ss
+# -ltnup` inside the node container), each marked by whether a process holding it runs in a
+# container of the tierbench project on that node (its cgroup names the container).
+_LISTENING = r"""
+ids=$(docker ps -q --no-trunc --filter label=com.docker.compose.project=tierbench)
+ss -Hltnup | while IFS= read -r line; do
+  ours=no
+  for pid in $(printf '%s\n' "$line" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+    cgroup=$(cat "/proc/$pid/cgroup" 2>/dev/null || true)
+    for id in $ids; do case $cgroup in *"$id"*) ours=yes ;; esac; done
+  done
+  printf '%s %s\n' "$ours" "$line"
+done
+"""
+
+
+def node_container(node: str) -> str:
+    """The lab's container of a node (node3: tierbench-node3)."""
+    return f"tierbench-{node}"
+
+
+def listening(node: str) -> list[dict]:
+    """What listens in a lab node's network namespace: [{"proto", "address", "port",
+    "processes", "tierbench"}] (``address`` without brackets; ``tierbench``: held by a process
+    of a tierbench container)."""
+    done = subprocess.run(["docker", "exec", node_container(node), "bash", "-c", _LISTENING],
+                          capture_output=True, text=True, timeout=60, check=True)
+    found = []
+    for line in done.stdout.splitlines():
+        ours, proto, _state, _recv, _send, local, *rest = line.split()
+        address, _, port = local.rpartition(":")
+        found.append({"proto": proto, "address": address.strip("[]"), "port": int(port),
+                      "processes": sorted(set(re.findall(r'\("([^"]+)",pid=', " ".join(rest)))),
+                      "tierbench": ours == "yes"})
+    return found
+
+
+class Listeners:
+    """Every node's listening sockets, read once a second while the block runs (a run's
+    services, and its Locust master, which listens only during a point) and once at its end:
+    ``seen`` holds each (node, proto, address, port, processes) of tierbench's processes."""
+
+    def __init__(self, cluster: clusterfile.Cluster) -> None:
+        self.cluster = cluster
+        self.seen: set[tuple[str, str, str, int, tuple[str, ...]]] = set()
+        self.readings = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def read(self) -> None:
+        for node in self.cluster.nodes:
+            for s in listening(node.name):
+                if s["tierbench"]:
+                    self.seen.add((node.name, s["proto"], s["address"], s["port"],
+                                   tuple(s["processes"])))
+        self.readings += 1
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.read()
+            except subprocess.SubprocessError:
+                pass  # a node busy for a moment: the next reading
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> Listeners:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        self.read()
+
+    def misplaced(self) -> list[str]:
+        """Every tierbench listener not on its node's data-plane address (first interface)."""
+        data_plane = {n.name: n.interface().ip for n in self.cluster.nodes}
+        return [f"{node}: {', '.join(procs)} on {proto} {address}:{port} (its data-plane "
+                f"address is {data_plane[node]})"
+                for node, proto, address, port, procs in sorted(self.seen)
+                if address != data_plane[node]]
+
+    def ports(self) -> set[tuple[str, int]]:
+        """(node, port) of every tierbench listener seen."""
+        return {(node, port) for node, _proto, _address, port, _procs in self.seen}
+
+    def processes(self) -> set[tuple[str, str]]:
+        """(node, process name) of every tierbench listener seen."""
+        return {(node, p) for node, *_rest, procs in self.seen for p in procs}
+
+
+# A FastCGI request for /dyn/none (dyn.php answers 404 at once, without the database), sent from
+# a node: prints how many bytes came back (0: the server closed the connection unanswered).
+_FASTCGI = r"""
+import socket, struct, sys
+def record(kind, body):
+    return struct.pack("!BBHHBx", 1, kind, 1, len(body), 0) + body
+def pair(k, v):
+    return bytes([len(k), len(v)]) + k.encode() + v.encode()
+params = b"".join(pair(k, v) for k, v in (
+    ("SCRIPT_FILENAME", "/srv/app/dyn.php"), ("SCRIPT_NAME", "/dyn"), ("REQUEST_METHOD", "GET"),
+    ("REQUEST_URI", "/dyn/none"), ("QUERY_STRING", ""), ("SERVER_PROTOCOL", "HTTP/1.0")))
+request = (record(1, struct.pack("!HB5x", 1, 0)) + record(4, params) + record(4, b"")
+           + record(5, b""))
+answer = b""
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as s:
+    try:
+        s.sendall(request)
+        while chunk := s.recv(65536):
+            answer += chunk
+    except OSError:
+        pass
+print(len(answer))
+"""
+
+# A PostgreSQL startup message for the tierbench role, sent from a node: prints the first
+# answer's type (R: the server asks for the password; E: an error) and its text.
+_POSTGRES = r"""
+import socket, struct, sys
+body = struct.pack("!I", 196608) + b"user\0tierbench\0database\0tierbench\0\0"
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as s:
+    s.sendall(struct.pack("!I", len(body) + 4) + body)
+    answer = s.recv(4096)
+print(answer[:1].decode(), answer[5:].replace(b"\0", b" ").decode(errors="replace"))
+"""
+
+
+def fastcgi_answer(node: str, address: str, port: int = 9000) -> int:
+    """Bytes a FastCGI request from ``node`` to address:port got back (0: refused)."""
+    done = subprocess.run(["docker", "exec", "-i", node_container(node), "python3", "-",
+                           address, str(port)], input=_FASTCGI, capture_output=True, text=True,
+                          timeout=60, check=True)
+    return int(done.stdout.strip())
+
+
+def postgres_answer(node: str, address: str, port: int = 5432) -> tuple[str, str]:
+    """(first answer's type, its text) of a PostgreSQL startup from ``node``: ("R", ...) when
+    the server goes on to ask for the password, ("E", why) when it refuses."""
+    done = subprocess.run(["docker", "exec", "-i", node_container(node), "python3", "-",
+                           address, str(port)], input=_POSTGRES, capture_output=True, text=True,
+                          timeout=60, check=True)
+    kind, _, text = done.stdout.strip().partition(" ")
+    return kind, text

@@ -18,7 +18,9 @@ from analysis import report
 import synthetic_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "quick" / "20261122T030944Z"
+# A real run of an earlier `quick` (Locust, 12 points; once the shipped example): the analysis
+# is checked against figures computed by hand from it.
+EXAMPLE = ROOT / "tests" / "data" / "quick-locust-run"
 WRAPPER = """<html><body><iframe id="f" src="report.html" style="width:1300px;height:3000px">
 </iframe><script>
 document.getElementById("f").addEventListener("load", () => {

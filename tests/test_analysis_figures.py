@@ -19,7 +19,9 @@ from tierbench.kinds import families
 
 import synthetic_runs
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quick" / "20261122T030944Z"
+# the shipped example run: the one folder under examples/quick/ (make example records it)
+(EXAMPLE,) = [p.parent for p in (Path(__file__).resolve().parent.parent / "examples" / "quick")
+              .glob("*/summary.csv")]
 
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
          "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",

@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,6 +100,13 @@ def write(tmp_path: Path, data: object, name: str = "exp.yml") -> Path:
 
 BAD_EXPERIMENTS = [
     (experiment(colour="blue"), "unknown key 'colour'"),
+    # names that become paths: the results folder, a trace's file
+    (experiment(name=".."), "name: may hold only letters, digits, '.', '_' and '-', and never '..'"),
+    (experiment(name="a/b"), "name: may hold only letters, digits"),
+    (experiment(traces=[{**GOOD_TRACE, "name": "../../x"}]),
+     "traces[0].name: may hold only letters, digits, '.', '_' and '-', and never '..'"),
+    (experiment(traces=[GOOD_TRACE, {**GOOD_TRACE, "name": ".hidden"}]),
+     "traces[1].name: may hold only"),
     (b"\x7fELF\x02\x01\x01\x00" * 8, "is a binary file"),
     ("name: caf\xe9\n".encode("latin-1"), "is not UTF-8 text"),
     ("name: [unclosed\n", "not valid YAML at line"),
@@ -289,6 +297,20 @@ def test_a_missing_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, 
     refused(env, "plan", str(path), fragment="no-such-log.gz")
 
 
+def test_a_world_cup_log_outside_the_data_folder_is_refused_by_the_plan(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    # The log exists and decodes, but the stack's fileset job cannot read it (only the
+    # checkout's workloads/ is mounted into it): the run used to fail inside Compose (exit 2).
+    log = tmp_path / "wc_day46_1"
+    log.write_bytes(struct.pack(">IIIIBBBB", 894000000, 1, 2, 4096, 1, 1, 200, 1) * 3)
+    for name in (str(log), "../../" + str(log).lstrip("/")):
+        path = write(tmp_path, experiment(engine="wrk", traces=[
+            {"name": "wc", "kind": "worldcup", "log": name}]))
+        refused(env, "plan", str(path),
+                fragment="is not in workloads/data/, the only folder of logs the stack's "
+                         "fileset job can read")
+
+
 def test_a_damaged_world_cup_log_is_one_sentence(tmp_path: Path, env: dict[str, str]) -> None:
     data = ROOT / "workloads" / "data"
     log = data / "tb-test-damaged.bin"
@@ -390,6 +412,94 @@ def test_runs_on_a_bad_cluster_are_refused_before_anything_changes(
     path = write(tmp_path, text, "cluster.yml")
     refused(env, command, str(ROOT / "tests" / "data" / "experiments" / "two-modes.yml"),
             "--cluster", str(path), fragment=fragment)
+
+
+@pytest.mark.parametrize("workdir, fragment", [
+    ("/", "workdir: / is the root folder"),
+    ("/etc/tierbench", "workdir: /etc/tierbench is inside the system folder /etc"),
+    ("/var", "workdir: /var is a system folder"),
+    ("/var/lib", "workdir: /var/lib is a system folder"),
+    ("/usr/local/tierbench", "inside the system folder /usr"),
+    ("/root", "workdir: /root is the system folder /root"),
+    ("/tmp/tb", "inside the system folder /tmp"),
+    ("//proc/", "workdir: /proc is the system folder /proc"),
+    ("/srv/../etc", "is not an absolute folder"),
+], ids=["root", "etc", "var", "var-lib", "usr", "root-home", "tmp", "proc", "dotdot"])
+def test_a_system_folder_as_workdir_is_refused_before_anything_runs(
+        tmp_path: Path, env: dict[str, str], workdir: str, fragment: str) -> None:
+    """`tierbench clean --cluster` runs rm -rf WORKDIR/results on every node: a workdir of / or a
+    system folder is refused by every command that reads the cluster file, before any node is
+    reached."""
+    path = write(tmp_path, ONE_NODE + f"workdir: {workdir}\nroles: {{loadgen: n1, proxy: n1, "
+                 "web: n1}\n", "cluster.yml")
+    line = refused(env, "check", str(path), fragment=fragment, argv=NODES)
+    assert "give it a folder of its own" in line or "absolute folder" in line
+    refused(env, "clean", "--cluster", str(path), fragment=fragment)
+    refused(env, "run", str(ROOT / "tests" / "data" / "experiments" / "two-modes.yml"),
+            "--cluster", str(path), fragment=fragment)
+
+
+def test_the_default_workdir_and_a_folder_of_its_own_are_accepted(tmp_path: Path) -> None:
+    from tierbench.placement import clusterfile
+
+    for workdir in ("/var/lib/tierbench", "/srv/tierbench", "/data/tb"):
+        path = write(tmp_path, ONE_NODE + f"workdir: {workdir}\n", "cluster.yml")
+        assert clusterfile.load_cluster(path).workdir == workdir
+
+
+@pytest.mark.parametrize("mode, owner, fragment", [
+    (0o755, 0, "has mode 0755"),
+    (0o700, 65534, "owned by user 65534"),
+], ids=["group-readable", "other-owner"])
+def test_an_ssh_control_folder_others_may_use_is_refused(
+        tmp_path: Path, env: dict[str, str], mode: int, owner: int, fragment: str) -> None:
+    """ssh's shared connections to the nodes are sockets in a private folder (root's
+    /run/tierbench/ssh, here TIERBENCH_SSH_DIR): one that another user owns, or others may
+    enter, is refused before any ssh runs."""
+    short = Path(tempfile.mkdtemp(prefix="tb-"))  # a socket's path is at most 107 bytes
+    folder = short / "ssh"
+    env = {**env, "TIERBENCH_SSH_DIR": str(folder)}
+    folder.mkdir()
+    folder.chmod(mode)
+    os.chown(folder, owner, owner)
+    path = write(tmp_path, ONE_NODE + "roles: {loadgen: n1, proxy: n1, web: n1}\n",
+                 "cluster.yml")
+    for argv, args in ((TIERBENCH, ["run", str(ROOT / "tests" / "data" / "experiments" /
+                                            "two-modes.yml"), "--cluster", str(path)]),
+                       (TIERBENCH, ["clean", "--cluster", str(path)]),
+                       (NODES, ["check", str(path)])):
+        line = refused(env, *args, argv=argv, fragment=f"the SSH control-socket folder {folder}")
+        assert fragment in line and "remove it" in line
+    assert sorted(folder.iterdir()) == []  # no socket: ssh never ran
+    shutil.rmtree(short)
+
+
+def test_a_control_folder_too_long_for_a_socket_is_one_sentence(tmp_path: Path,
+                                                               env: dict[str, str]) -> None:
+    folder = tmp_path / ("x" * 80) / "ssh"
+    path = write(tmp_path, ONE_NODE + "roles: {loadgen: n1, proxy: n1, web: n1}\n",
+                 "cluster.yml")
+    refused({**env, "TIERBENCH_SSH_DIR": str(folder)}, "check", str(path), argv=NODES,
+            fragment="is too long a path for a socket (at most 77 characters)")
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("bind, fragment", [
+    (None, "load.remote_workers: workers on other nodes reach the Locust master at MASTER_BIND, "
+           "which is not set"),
+    ("0.0.0.0", "MASTER_BIND=0.0.0.0 would publish the Locust master, which admits any worker, "
+                "on every address of this host"),
+    ("192.0.2.77", "MASTER_BIND=192.0.2.77 is not an address of this host"),
+], ids=["unset", "every-address", "not-ours"])
+def test_remote_workers_on_one_host_need_one_address_of_it(
+        tmp_path: Path, env: dict[str, str], bind: str | None, fragment: str) -> None:
+    """Locust's master admits any worker: with load.remote_workers on one host it is published
+    on the one address MASTER_BIND names, never on every address."""
+    path = write(tmp_path, experiment(load={"remote_workers": 2}))
+    env = {k: v for k, v in env.items() if k != "MASTER_BIND"}
+    if bind is not None:
+        env["MASTER_BIND"] = bind
+    refused(env, "run", str(path), fragment=fragment)
 
 
 # --------------------------------------------------------------------------- the host

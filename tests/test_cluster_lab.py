@@ -13,7 +13,10 @@ OrangeFS.
 - the web node's Docker daemon stopped mid-run: one sentence naming the node, every node's
   NIC as before;
 - a PFS experiment with servers and clients on different nodes (needs the OrangeFS image, which
-  CI cannot build: skipped there, saying so).
+  CI cannot build: skipped there, saying so);
+- safe on a rack, the dynamic tiers (also in `make test`): every tierbench listener on its node's
+  data-plane address during a run, PHP-FPM and PostgreSQL refusing the nodes they do not admit
+  (tests/test_rack_lab.py: the other tiers).
 
 Every node's interface settings are read over SSH (ethtool -k/-c/-g/-l, MTU, qdisc) before the
 module and compared after each test."""
@@ -28,8 +31,9 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_env import (EXPERIMENTS, TIERBENCH, ROOT, lab_cluster, lab_run, last_run, nic_state,
-                       published_counters_rel, summary_rows, tierbench)
+from stack_env import (EXPERIMENTS, TAG, TIERBENCH, ROOT, Listeners, fastcgi_answer,
+                       lab_cluster, lab_run, last_run, nic_state, orangefs_image,
+                       postgres_answer, published_counters_rel, summary_rows, tierbench)
 
 from tierbench.placement import nodes
 
@@ -55,11 +59,10 @@ def test_dc_experiment_on_the_nodes(lab) -> None:
     # every tier on the node its role names, images shipped there with the controller's IDs
     assert manifest["cluster"]["services"] == {
         "fileset": ["node3"], "web": ["node3"], "proxy": ["node2"], "loadgen": ["node1"]}
-    local = nodes.image_ids(None, ["tierbench-web:0.1.0", "tierbench-loadgen:0.1.0"])
-    assert manifest["cluster"]["images"]["node3"]["tierbench-web:0.1.0"] == \
-        local["tierbench-web:0.1.0"]
-    assert manifest["cluster"]["images"]["node1"]["tierbench-loadgen:0.1.0"] == \
-        local["tierbench-loadgen:0.1.0"]
+    web, loadgen = f"tierbench-web:{TAG}", f"tierbench-loadgen:{TAG}"
+    local = nodes.image_ids(None, [web, loadgen])
+    assert manifest["cluster"]["images"]["node3"][web] == local[web]
+    assert manifest["cluster"]["images"]["node1"][loadgen] == local[loadgen]
     for name in ("node1", "node2", "node3", "node4"):
         prov = manifest["nodes"][name]
         assert prov["kernel"] == os.uname().release and prov["interfaces"]["eth0"]["driver"] \
@@ -92,6 +95,39 @@ def test_dc_experiment_on_the_nodes(lab) -> None:
     assert all(b["t"] - a["t"] == pytest.approx(1.0, abs=0.2)
                for a, b in zip(ticks[:-2], ticks[1:-1]))
     assert len(samples) - len(ticks) == 2
+    assert nic_state(lab["cluster"]) == lab["before"]
+
+
+def test_the_dynamic_tiers_listen_on_their_nodes_and_admit_only_their_peers(lab) -> None:
+    """Safe on a rack (tests/test_rack_lab.py has the other tiers): during a dynamic point every
+    tierbench service on every node (read in the node's own network namespace) listens only on
+    that node's data-plane address; then the application tier (node3) answers FastCGI from the
+    web node only, and PostgreSQL (node4) goes on to the password only from the app and db nodes:
+    from every other node it closes the connection, or refuses naming pg_hba.conf."""
+    ip = {n.name: n.interface().ip for n in lab["cluster"].nodes}
+    with Listeners(lab["cluster"]) as listeners:
+        done = lab_run(lab, "rack-dynamic.yml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert listeners.readings >= 5
+    assert listeners.misplaced() == []
+    # and the listeners were seen: the proxy, the web tier, PHP-FPM and PostgreSQL
+    assert {("node2", 80), ("node3", 8080), ("node3", 9000), ("node4", 5432)} <= \
+        listeners.ports()
+    assert {("node3", "php-fpm8.2"), ("node4", "postgres")} <= listeners.processes()
+    assert fastcgi_answer("node3", ip["node3"]) > 0  # the web node: admitted
+    for other in ("node1", "node2", "node4"):
+        assert fastcgi_answer(other, ip["node3"]) == 0, other
+    for admitted in ("node3", "node4"):  # the app node; the db node (its seed job)
+        assert postgres_answer(admitted, ip["node4"])[0] == "R", admitted
+    for other in ("node1", "node2"):
+        kind, text = postgres_answer(other, ip["node4"])
+        assert kind == "E" and f'no pg_hba.conf entry for host "{ip[other]}"' in text, text
+    # nothing but the tiers' data-plane addresses was ever admitted: PHP-FPM said why it dropped
+    manifest = json.loads((last_run(lab, "rack-dynamic") / "manifest.json").read_text())
+    assert manifest["cluster"]["services"]["app"] == ["node3"]
+    logs = sh("docker", "--context", "tierbench-node3", "logs", "tierbench-app-1")
+    assert f"Connection disallowed: IP address '{ip['node1']}' has been dropped" in \
+        logs.stdout + logs.stderr
     assert nic_state(lab["cluster"]) == lab["before"]
 
 
@@ -289,9 +325,7 @@ def test_a_database_stopped_on_its_node_is_started_again_there(lab) -> None:
 
 @pytest.mark.lab_full
 def test_pfs_experiment_with_servers_and_clients_on_different_nodes(lab) -> None:
-    if sh("docker", "image", "inspect", "tierbench-orangefs:0.1.0").returncode != 0:
-        pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "
-                    "does not have: make orangefs-image ORANGEFS_TARBALL=...)")
+    orangefs_image()
     done = lab_run(lab, "pfs-short.yml")
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = last_run(lab, "pfs-short")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import stat
 import subprocess
 from pathlib import Path
 
@@ -135,6 +137,50 @@ def test_the_report_shows_the_new_tiers(wrk_run: Path) -> None:
     page = (wrk_run / "report.html").read_text()
     assert "cpu_s_app" in page and "db_tps" in page and "write_check" in page
     assert "Points with errors or missing values" not in page
+
+
+def test_the_password_is_in_no_result_log_or_image(env: dict[str, str], wrk_run: Path) -> None:
+    """Safe on a rack: the database password tierbench made for this bring-up is in a root-only
+    file of the run state, and in none of the run's files (manifest, summary, report, samples,
+    tool output), no container's log and no image; the PHP workers get only what dyn.php
+    reads, and the tiers listen on their addresses on the back network."""
+    path = Path(env["TIERBENCH_STATE_DIR"]) / "secrets" / "db-password"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.stat().st_uid == 0
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    password = path.read_text().strip()
+    assert len(password) >= 40 and password != "tierbench"
+    results = Path(env["TIERBENCH_RESULTS"])
+    files = [f for f in results.rglob("*") if f.is_file()]
+    assert wrk_run / "manifest.json" in files and wrk_run / "report.html" in files
+    assert [f for f in files if password.encode() in f.read_bytes()] == []
+    containers = compose.replicas()
+    assert {"app", "db"} <= {c.service for c in containers}
+    for c in containers:
+        logs = subprocess.run(["docker", "logs", c.id], capture_output=True, text=True, timeout=60)
+        assert password not in logs.stdout + logs.stderr, c.name
+    for image in ("tierbench-app", "tierbench-db"):
+        config = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Env}}",
+                                 f"{image}:{compose.TAG}"], capture_output=True, text=True,
+                                check=True).stdout
+        assert "PASSWORD" not in config, image
+    app = compose.service_containers(("app",))["app"]
+    # the workers are not dumpable (PHP-FPM's default): their environment is read from the host
+    workers = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if app.id in (proc / "cgroup").read_text() and \
+                    (proc / "cmdline").read_bytes().startswith(b"php-fpm: pool app"):
+                workers.append(sorted(v.split(b"=", 1)[0].decode()
+                                      for v in (proc / "environ").read_bytes().split(b"\0") if v))
+        except OSError:
+            continue  # not a process, or gone
+    assert len(workers) == 4  # app_workers: 4, each with only dyn.php's four variables
+    for names in workers:
+        assert names == ["DB_HOST", "DB_PASSWORD", "DB_PORT", "DB_ROWS"], names
+    listening = subprocess.run(["docker", "exec", app.id, "cat", "/proc/net/tcp"],
+                               capture_output=True, text=True, check=True).stdout
+    # 198.18.2.30:9000, as /proc/net/tcp writes it (little-endian address, hex port), listening
+    assert re.search(r"^\s*\d+: 1E0212C6:2328 00000000:0000 0A ", listening, re.M), listening
 
 
 def test_locust_counts_writes_from_its_log_and_range_reads_read_rows(env: dict[str, str],

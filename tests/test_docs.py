@@ -47,3 +47,34 @@ def test_every_folder_has_a_readme_and_is_in_the_layout_table() -> None:
     for folder in sorted(folders):
         assert (ROOT / folder / "README.md").is_file(), f"{folder}/ has no README.md"
         assert f"`{folder}/`" in README, f"{folder}/ is missing from the README's layout table"
+
+
+def studies_table() -> dict[str, str]:
+    """The README's table of studies: id -> its reference."""
+    return dict(re.findall(r"^\| (00\d) \| (.+) \|$", README, flags=re.M))
+
+
+def test_every_study_has_a_full_reference_in_the_readme_and_the_citation_file() -> None:
+    import yaml
+
+    studies = studies_table()
+    assert sorted(studies) == ["000", "001", "002", "003", "004"]
+    for ref in studies.values():
+        # authors and a title; a year, or the statement that the copy names none
+        assert re.search(r'"[^"]+"', ref) and (re.search(r"\b(19|20)\d\d\b", ref)), ref
+    assert "OSU-CISRC-2/07-TR13" in studies["000"] and "OSU-CISRC-5/04-TR25" in studies["004"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["title"] and citation["authors"]
+    titles = [r["title"] for r in citation["references"]]
+    for sid, ref in studies.items():
+        quoted = re.findall(r'"([^"]+)"', ref)
+        assert any(q in title for q in quoted for title in titles), (sid, quoted, titles)
+
+
+def test_the_license_is_the_one_the_citation_and_the_readme_name() -> None:
+    import yaml
+
+    license_text = (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("MIT License\n")
+    assert yaml.safe_load((ROOT / "CITATION.cff").read_text())["license"] == "MIT"
+    assert "[`LICENSE`](LICENSE)" in README and "MIT" in README.split("## License")[1]

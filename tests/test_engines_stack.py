@@ -1,8 +1,9 @@
 """Both engines for real, in standalone tbe- containers (never the lead's Compose project): wrk's
 replay checked against the web server's access log, Locust through the same run() API.
 
-Needs Docker and the images tierbench-web:0.1.0 and tierbench-loadgen:0.1.0 with wrk (override
-with TBE_WEB_IMAGE / TBE_LOADGEN_IMAGE). Creates its own containers and removes them."""
+Needs Docker and the images tierbench-web:TAG and tierbench-loadgen:TAG (TIERBENCH_TAG, default
+0.1.0) with wrk (override with TBE_WEB_IMAGE / TBE_LOADGEN_IMAGE). Creates its own containers and
+removes them."""
 
 import json
 import os
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.stack
 NETWORK, SUBNET = "tbe-net", "198.19.250.0/24"
 WEB_IP = "198.19.250.11"
 TARGET = f"http://{WEB_IP}"
-WEB_IMAGE = os.environ.get("TBE_WEB_IMAGE", "tierbench-web:0.1.0")
-LOADGEN_IMAGE = os.environ.get("TBE_LOADGEN_IMAGE", "tierbench-loadgen:0.1.0")
+TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
+WEB_IMAGE = os.environ.get("TBE_WEB_IMAGE", f"tierbench-web:{TAG}")
+LOADGEN_IMAGE = os.environ.get("TBE_LOADGEN_IMAGE", f"tierbench-loadgen:{TAG}")
 FILESET = {"kind": "uniform-log", "files": 40, "min_size": 1024, "max_size": 16384, "seed": 3}
 LOG_LINE = re.compile(r'"GET (\S+) HTTP/1\.1" (\d{3}) ')
 

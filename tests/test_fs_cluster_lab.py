@@ -18,11 +18,10 @@ test."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from stack_env import lab_cluster, lab_run, last_run, nic_state, summary_rows
+from stack_env import lab_cluster, lab_run, last_run, nic_state, orangefs_image, summary_rows
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -103,10 +102,7 @@ def test_fs_filebench_empties_and_fills_the_servers_cache_on_its_node(lab) -> No
 
 
 def test_pfs_iozone_on_orangefs_nodes(lab) -> None:
-    if subprocess.run(["docker", "image", "inspect", "tierbench-orangefs:0.1.0"],
-                      capture_output=True).returncode != 0:
-        pytest.skip("the OrangeFS image is not built (it needs the OrangeFS source, which CI "
-                    "does not have: make orangefs-image ORANGEFS_TARBALL=...)")
+    orangefs_image()
     run_dir = run(lab, "fs-iozone-short.yml")
     services = manifest(run_dir)["cluster"]["services"]
     assert services["pvfs-meta"] == ["node4"] and services["pvfs-io2"] == ["node4"]

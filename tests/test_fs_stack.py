@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from stack_env import ROOT, cli_env, tierbench
+from stack_env import ROOT, cli_env, orangefs_image, tierbench
 
 pytestmark = pytest.mark.stack
 
 EXPERIMENTS = ROOT / "tests" / "data" / "experiments"
-NO_SOURCE = 3  # setup/orangefs-image.sh: no source tarball could be had
 
 
 @pytest.fixture(scope="module")
@@ -123,12 +122,7 @@ def test_filebench_job_files(env: dict[str, str]) -> None:
 
 
 def test_iozone_sessions_on_orangefs(env: dict[str, str]) -> None:
-    done = subprocess.run(["setup/orangefs-image.sh", "--offline"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1200)
-    if done.returncode == NO_SOURCE:
-        pytest.skip("tierbench-orangefs cannot be built here: " + done.stderr.strip()
-                    .splitlines()[-1].removeprefix("setup: "))
-    assert done.returncode == 0, done.stderr[-2000:]
+    orangefs_image()
     done = tierbench(env, "run", str(EXPERIMENTS / "fs-iozone-short.yml"))
     assert done.returncode == 0, done.stderr[-3000:]
     run, rows = rows_of(env, "fs-iozone-short")

@@ -142,7 +142,7 @@ def test_a_family_file_that_is_no_mapping_is_one_sentence(
 
 
 def test_the_example_runs_report_section_is_the_kinds() -> None:
-    run = ROOT / "examples" / "quick" / "20261122T030944Z"
+    (run,) = [p.parent for p in (ROOT / "examples" / "quick").glob("*/summary.csv")]
     resolved = yaml.safe_load((run / "experiment.yml").read_text())
     manifest = json.loads((run / "manifest.json").read_text())
     assert registry.kind(registry.kind_of(resolved)).report(resolved) == manifest["report"]
@@ -150,13 +150,13 @@ def test_the_example_runs_report_section_is_the_kinds() -> None:
 
 def test_cli_report_and_compare_write_pages(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """`tierbench report` and `tierbench compare` on copies of the shipped example run."""
+    """`tierbench report` and `tierbench compare` on copies of a real run (an earlier quick's)."""
     import shutil
 
     from tierbench import cli
 
     a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(ROOT / "examples" / "quick" / "20261122T030944Z", a)
+    shutil.copytree(ROOT / "tests" / "data" / "quick-locust-run", a)
     shutil.copytree(a, b)
     (a / "report.html").unlink(missing_ok=True)
     assert cli.main(["report", str(a)]) == 0

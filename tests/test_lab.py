@@ -1,8 +1,8 @@
-"""The lab cluster for real (marker ``stack``, about a minute): `setup/lab.sh up 2` starts two node
-containers with their own dockerd and sshd; the node checks pass and measure the clocks; a NIC
-setting changed over SSH on one node reads back changed there and unchanged on the other; images
-ship with their IDs; checks of a broken cluster name every problem; `setup/lab.sh down` removes
-everything. Ships two tiny probe images (made here with docker import) instead of the stack's."""
+"""The lab cluster for real (marker ``stack``, about a minute): `make lab-up NODES=2` (setup,
+images, `setup/lab.sh up 2`) starts two node containers with their own dockerd and sshd; the node
+checks pass and measure the clocks; a NIC setting changed over SSH on one node reads back changed
+there and unchanged on the other; images ship with their IDs; checks of a broken cluster name
+every problem; `make lab-down` removes everything. Ships two tiny probe images (made here with docker import) instead of the stack's."""
 
 from __future__ import annotations
 
@@ -52,11 +52,12 @@ def lab():
     env = {**os.environ, "LAB_IMAGES": PROBES[0]}
     start = time.monotonic()
     try:
-        up = sh(str(LAB), "up", "2", env=env, timeout=900)
+        # the README's commands: make lab-up (setup, images, then setup/lab.sh up) and lab-down
+        up = sh("make", "lab-up", "NODES=2", env=env, cwd=ROOT, timeout=1800)
         assert up.returncode == 0, up.stderr[-3000:]
         yield {"ids": ids, "up_s": time.monotonic() - start, "up": up, "env": env}
     finally:
-        down = sh(str(LAB), "down", timeout=300)
+        down = sh("make", "lab-down", cwd=ROOT, timeout=300)
         for tag in PROBES:
             sh("docker", "image", "rm", tag)
         assert down.returncode == 0, down.stderr

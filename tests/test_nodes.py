@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -210,7 +211,8 @@ def test_example_file_is_valid_and_its_lab_block_too() -> None:
     assert [n.address for n in lab_cluster.nodes] == ["198.18.16.11", "198.18.16.12"]
 
 
-def test_argv_builders() -> None:
+def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERBENCH_SSH_DIR", str(tmp_path / "ssh"))
     c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
     n2 = c.node("node2")
     argv = nodes.ssh_argv(n2, ["ethtool", "-K", "ens1f0", "tso", "off"], connect_timeout=3)
@@ -219,8 +221,12 @@ def test_argv_builders() -> None:
     assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
     # one shared connection per node, in a folder only this user may enter
     assert "ControlMaster=auto" in argv and "ControlPersist=60" in argv
-    control = next(a for a in argv if a.startswith("ControlPath="))
-    assert control.endswith("/%C") and oct(Path(control[12:-3]).stat().st_mode)[-3:] == "700"
+    control = Path(next(a for a in argv if a.startswith("ControlPath="))[len("ControlPath="):])
+    assert control.parent == tmp_path / "ssh"
+    assert oct(control.parent.stat().st_mode)[-3:] == "700"
+    assert re.fullmatch(r"[0-9a-f]{12}", control.name)  # a socket per way of reaching a node
+    assert control.name != Path(next(a for a in nodes.ssh_argv(c.node("node1"), "true")
+                                     if a.startswith("ControlPath="))).name
     assert nodes.ssh_prefix(n2) + ["true"] == nodes.ssh_argv(n2, "true")
     assert argv[-2:] == ["node2.example.org", "ethtool -K ens1f0 tso off"]
     assert nodes.ssh_argv(n2, "echo 'a b'")[-1] == "echo 'a b'"

@@ -60,7 +60,8 @@ def test_genconfig_names_n_io_servers_strip_and_timeouts(fake_genconfig) -> None
     assert value["--protocol"] == "tcp" and value["--tcpport"] == "3334"
     # written to a file (genconfig on stdout adds a stray line), then moved into place
     assert args[-2].endswith("pvfs2.conf.new")
-    assert (tmp / "conf" / "pvfs2.conf").read_text() == "<Defaults>\n"
+    # every server listens only on its alias's address, not on every address of its host
+    assert (tmp / "conf" / "pvfs2.conf").read_text() == "<Defaults>\n\tTCPBindSpecific yes\n"
     assert (tmp / "conf" / "pvfs2tab").read_text().split()[:3] == [
         "tcp://pvfs-meta:3334/tierbench", "/mnt/orangefs", "pvfs2"]
 

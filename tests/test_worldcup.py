@@ -206,10 +206,12 @@ def test_a_log_of_millions_of_records_is_prepared_in_flat_memory(tmp_path: Path)
 
 
 def worldcup_experiment(tmp_path: Path, log: Path, engine: str = "wrk") -> Path:
+    """An experiment replaying LOG, named as it must be: relative to the data folder (the
+    caller points the stack's data folder at LOG's)."""
     path = tmp_path / "wc.yml"
     path.write_text(f"name: wc\nkind: web\nengine: {engine}\nrepetitions: 2\n"
                     "load: {users: 8, warmup_s: 1, measure_s: 4}\nmodes: [offloads-on]\n"
-                    f"traces: [{{name: wc, kind: worldcup, log: {log}}}]\n")
+                    f"traces: [{{name: wc, kind: worldcup, log: {log.name}}}]\n")
     return path
 
 
@@ -218,13 +220,15 @@ def test_the_plan_counts_the_trace_and_records_and_refuses_what_does_not_fit(
     from tierbench import runner
     from tierbench.config.errors import ConfigError
     from tierbench.kinds import registry
-    from tierbench.kinds.web import sizes
+    from tierbench.kinds.web import settings, sizes
     from tierbench.placement import space
 
     log = tmp_path / "wc_day97_1"
     random_log(log, 200_000, seed=5)
     spec = {"kind": "worldcup", "log": str(log)}
     monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(worldcup, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(settings, "STACK_DATA", tmp_path)
     wrk = registry.load_experiment(str(worldcup_experiment(tmp_path, log)))
     need = next(n for n in registry.kind("web").needs(wrk, runner.points_of(wrk))
                 if n.what.startswith("the results of"))

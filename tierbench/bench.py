@@ -28,6 +28,7 @@ from tierbench.config.files import results_root
 from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
 from tierbench.placement.compose import Container
+from workloads import traces
 
 BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""
 import os
@@ -56,6 +57,15 @@ def container(name: str) -> Container:
                      image_id=info["Image"], cpuset=info["HostConfig"].get("CpusetCpus") or "")
 
 
+def one_file_trace(work: Path, path: str) -> Path:
+    """A trace of one request for `path`, in the engines' format (with its index), which both
+    engines replay over and over."""
+    trace = work / "bench-trace.txt"
+    if not trace.exists():
+        traces.write_chunks(trace, [[path]], "bench: one file")
+    return trace
+
+
 def plain_wrk(gen: Container, url: str, connections: int, threads: int, seconds: int,
               log: Path) -> float:
     """Requests/s of wrk without any script against one URL."""
@@ -73,8 +83,7 @@ def plain_wrk(gen: Container, url: str, connections: int, threads: int, seconds:
 def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads: int,
               seconds: int, rounds: int, work: Path) -> dict:
     """Alternate plain wrk and the wrk engine; medians and their ratio."""
-    trace = work / "bench-trace.txt"
-    trace.write_text(f"# bench: one file\n{path}\n")
+    trace = one_file_trace(work, path)
     spec = load.LoadSpec("wrk", connections, 0.0, seconds, processes=threads, target=target)
     load.check_spec(spec)
     url = wrk.wrk_url(target).rstrip("/") + path
@@ -138,8 +147,7 @@ def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: in
                  rounds: int, work: Path) -> dict:
     """Requests per loadgen CPU-second, engine vs bare FastHttpUser, alternated; medians."""
     cg = CgroupCpu(gen.pid)
-    trace = work / "bench-trace.txt"
-    trace.write_text(f"# bench: one file\n{path}\n")
+    trace = one_file_trace(work, path)
     engine, bare = [], []
     for r in range(rounds):
         order = [("engine", engine, _locust_engine), ("bare", bare, _locust_bare)]

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from tierbench import runner, study
+from tierbench.advise import run as advise
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR, results_root
 from tierbench.kinds import registry
@@ -92,6 +93,24 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    """Measure which offloads help which workload on these interfaces; write the advice."""
+    advisor = advise.Advisor(args.workloads, args.budget_min, args.precision)
+    compose.preflight(cluster=placer.current().cluster is not None)
+    try:
+        folder = advisor.run()
+    except runner.RunInterrupted as exc:
+        print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
+              f"{advisor.folder}", file=sys.stderr)
+        return 130
+    where = placer.current()
+    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
+    print(f"tierbench: advice: {folder / 'advice.html'}\n"
+          f"tierbench: advice: {folder / 'advice.csv'}\n"
+          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the runs under the results folder, newest first."""
     from analysis import runs
@@ -148,6 +167,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run Locust workers for a master on another node, again after every point, until Ctrl-C."""
     if args.processes < 1:
         raise load.LoadgenError(f"--processes must be >= 1, got {args.processes}")
+    compose.require_image("tierbench-loadgen")  # built here the first time
     cmd = locust.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
                                     cpus=args.cpus, network=args.network,
                                     allow_foreign_target=args.allow_foreign_target)
@@ -282,6 +302,17 @@ def parser() -> argparse.ArgumentParser:
                     help="continue an interrupted study in results/study-ID/<run-id>")
     add_cluster_arg(st)
     st.set_defaults(func=cmd_study)
+    ad = sub.add_parser("advise", help="which offloads to turn on for which workload, measured "
+                        "on these interfaces (docs/advise.md)")
+    ad.add_argument("--budget-min", type=float, default=30.0, metavar="MIN",
+                    help="minutes of measuring over every workload (default 30)")
+    ad.add_argument("--workloads", nargs="+", metavar="NAME",
+                    help="only these workloads of experiments/advise/suite.yml")
+    ad.add_argument("--precision", type=float, default=5.0, metavar="PCT",
+                    help="half-width of each comparison's 95 %% interval asked for, in %% "
+                         "(default 5)")
+    add_cluster_arg(ad)
+    ad.set_defaults(func=cmd_advise)
     rs = sub.add_parser("runs", help="every run under the results folder, newest first")
     rs.add_argument("--results", metavar="DIR", help="results folder (default "
                     "$TIERBENCH_RESULTS, else results/)")

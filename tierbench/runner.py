@@ -348,7 +348,18 @@ class Run:
         finally:
             if self.manifest:
                 self._finish(status)
+            if self.deployment is not None:
+                self._release(self.deployment)
         return self.dir
+
+    def _release(self, deployment: Deployment) -> None:
+        """The kind's services that admit whoever connects stopped (Kind.finish); a failure
+        is a line, not the run's end: the run's own outcome matters more."""
+        try:
+            for note in self.kind.finish(self.exp, deployment):
+                log(f"tierbench: {note}")
+        except TierbenchError as exc:
+            log(f"tierbench: {exc}")
 
     def _deployed(self, point: Point) -> Deployment:
         """The deployment a point needs: brought up (the first time, with the manifest's

@@ -1,24 +1,40 @@
 #!/bin/bash
-# Start PostgreSQL in the foreground. On an empty data folder (a new db-data volume) the cluster
-# is created first, with the role and the database `tierbench` (password DB_PASSWORD, checked
-# with scram-sha-256 from the server's own networks: `samenet`). Settings come from the
+# Start PostgreSQL in the foreground, listening only on DB_LISTEN (the tier's address on the back
+# network, or its node's data-plane address) and the local socket. On an empty data folder (a new
+# db-data volume) the cluster is created first, with the role and the database `tierbench`. At
+# every start pg_hba.conf is written anew (db-hba.sh: one line per address of DB_CLIENTS) and the
+# role's password set to DB_PASSWORD, which tierbench makes per stack bring-up and hands over in
+# the environment: it is in no image, and nothing here prints it. Settings come from the
 # environment (DB_SHARED_BUFFERS, DB_MAX_CONNECTIONS, DB_SYNCHRONOUS_COMMIT, DB_MAX_WAL_SIZE,
 # DB_AUTOVACUUM); the runner records them, as the server reports them, in each run's manifest.
 # compose/app-db.yml turns autovacuum off (README, "The application and database tiers").
 set -euo pipefail
+fail() { echo "db: $*" >&2; exit 2; }
+[ -n "${DB_LISTEN:-}" ] || fail "DB_LISTEN is empty: set it to the address to listen on"
+[ -n "${DB_PASSWORD:-}" ] || fail "DB_PASSWORD is empty: tierbench makes one per bring-up; by hand, set it"
+case $DB_LISTEN in
+  *[!0-9A-Fa-f.:]*|'') fail "DB_LISTEN=$DB_LISTEN is not an IP address" ;;
+esac
+hba=$(db-hba.sh)
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   echo "db: creating the cluster in $PGDATA" >&2
   initdb -D "$PGDATA" --username=postgres --encoding=UTF8 --no-locale \
     --auth-local=peer --auth-host=scram-sha-256 >/dev/null
-  echo "host tierbench tierbench samenet scram-sha-256" >> "$PGDATA/pg_hba.conf"
-  password=${DB_PASSWORD//\'/\'\'}
   postgres --single -D "$PGDATA" postgres >/dev/null <<SQL
-CREATE ROLE tierbench LOGIN PASSWORD '$password';
+CREATE ROLE tierbench LOGIN;
 CREATE DATABASE tierbench OWNER tierbench;
 SQL
 fi
+printf '%s\n' "$hba" >"$PGDATA/pg_hba.conf"
+# The password goes in on standard input, never on a command line; the statement's output and
+# any error (which would quote it) are dropped.
+password=${DB_PASSWORD//\'/\'\'}
+if ! postgres --single -D "$PGDATA" -c password_encryption=scram-sha-256 postgres \
+    >/dev/null 2>&1 <<<"ALTER ROLE tierbench PASSWORD '$password';"; then
+  fail "setting the tierbench role's password failed (single-user mode)"
+fi
 exec postgres -D "$PGDATA" \
-  -c listen_addresses='*' \
+  -c listen_addresses="$DB_LISTEN" \
   -c unix_socket_directories=/run/postgresql \
   -c shared_buffers="$DB_SHARED_BUFFERS" \
   -c max_connections="$DB_MAX_CONNECTIONS" \

@@ -25,6 +25,12 @@ if [ "${PVFS_PORTS:-shared}" = distinct ]; then
     sed -i "s|tcp://pvfs-io$i:3334\b|tcp://pvfs-io$i:$((3334 + i))|g" "$conf.new"
   done
 fi
+# Each server listens only on its alias's address (its container's on one host, its node's
+# data-plane address on a cluster), not on every address of the host: TCPBindSpecific. OrangeFS
+# has no way to admit only some peers in this build (its TrustedNetwork option exists only
+# with the experimental --enable-trusted-connections; docs/security.md).
+sed -i 's|^<Defaults>$|<Defaults>\n\tTCPBindSpecific yes|' "$conf.new"
+grep -q '^[[:space:]]*TCPBindSpecific yes$' "$conf.new" || { echo "pvfs-genconfig: no <Defaults> in $conf.new" >&2; exit 2; }
 mv "$conf.new" "$conf"
 echo "tcp://pvfs-meta:3334/${PVFS_FSNAME:-tierbench} /mnt/orangefs pvfs2 defaults 0 0" > "$dir/pvfs2tab"
 echo "pvfs-genconfig: 1 metadata + $n I/O servers ($io), strip ${PVFS_STRIP_SIZE:-65536} B, job timeout ${PVFS_JOB_TIMEOUT:-15} s"

@@ -132,6 +132,36 @@ def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> 
     return Annotated[str, Field(min_length=min_length, **extra), BeforeValidator(check)]
 
 
+# A name that becomes part of a path (an experiment's results folder, a trace's file): letters,
+# digits, '_' and '-', in parts joined by single dots, so never '..', '/' or a leading dot.
+NAME = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"
+NAME_MAX = 100
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` cannot name a file (see NAME), or None."""
+    if len(value) > NAME_MAX:
+        return f"is longer than {NAME_MAX} characters"
+    if not re.match(NAME, value):
+        return ("may hold only letters, digits, '.', '_' and '-', and never '..' or a leading "
+                "or trailing '.' (it names files)")
+    return None
+
+
+def safe_name(example: str) -> Any:
+    """A name that becomes part of a path (NAME)."""
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise problem("must be a name like {example}, got {got}", example=example,
+                          got=_short(value))
+        value = str(value)
+        why = name_problem(value)
+        if why:
+            raise problem("{why}, got {got}", why=why, got=_short(value))
+        return value
+    return Annotated[str, Field(pattern=NAME, max_length=NAME_MAX), BeforeValidator(check)]
+
+
 def one_or_many(item: Any, what: str = "value") -> Any:
     """One value or a non-empty list of them (always a list after validation)."""
     def wrap(value: Any) -> Any:

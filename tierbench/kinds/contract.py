@@ -371,6 +371,12 @@ class Kind:
         """One line printed at the end of a run (e.g. how many points were client-bound)."""
         return None
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """At the end of a run, whatever ended it: stop the services it started that admit
+        whoever connects and that no later run reuses (the next run brings them up anew), so
+        that they listen only while points need them; notes of what was stopped."""
+        return []
+
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section as data (analysis/README.md: the report spec), from the resolved
         experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,10 @@ from typing import Any
 from tierbench import kinds as package
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import EXPERIMENTS_DIR, MODES_DIR, read_yaml, resolve_path
-from tierbench.config.models import Model, non_empty_list, number, text, validate, whole
+from tierbench.config.models import (Model, name_problem, non_empty_list, number, safe_name, text,
+                                     validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
-from tierbench.modes.model import load_mode_list
+from tierbench.modes.model import Mode, load_mode_list
 
 DEFAULT_KIND = "web"
 
@@ -24,7 +26,7 @@ DEFAULT_KIND = "web"
 class Envelope(Model):
     """The keys every experiment file has, whatever its kind."""
 
-    name: text(r"^[\w.-]+$", "dc-single") | None = None
+    name: safe_name("dc-single") | None = None
     description: str = ""
     kind: text(r"^[a-z][a-z0-9-]*$", "web") | None = None
     seed: whole(0) = 1
@@ -74,7 +76,15 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
     """Load and validate an experiment file (by name in experiments/, or by path)."""
     path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
     data = read_yaml(path, "experiment file")
-    where = str(path)
+    return experiment_from(data, str(path), path.stem,
+                           lambda where: load_mode_list(where, data.get("modes"), modes_dir))
+
+
+def experiment_from(data: dict[str, Any], where: str, default_name: str,
+                    modes: Callable[[str], list[Mode]]) -> Experiment:
+    """Validate an experiment's data (as an experiment file holds it) into an Experiment;
+    ``modes(where)`` gives its modes (the files its `modes:` names, or modes made in memory,
+    e.g. by `tierbench advise`, whose names `modes:` then lists)."""
     try:
         k = kind(kind_of(data))
     except ConfigError as exc:
@@ -89,17 +99,20 @@ def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
     if env.precision is not None and "repetitions" in data:
         raise ConfigError(f"{where}: repetitions: a precision target decides the repetitions "
                           "(precision.min_repetitions, max_repetitions): remove repetitions")
+    if env.name is None and name_problem(default_name):  # the results folder is named after it
+        raise ConfigError(f"{where}: the file's name {default_name!r} "
+                          f"{name_problem(default_name)}: rename the file or give it a name: key")
     settings = validate(k.model, {key: v for key, v in data.items() if key in theirs}, where)
     exp = Experiment(
-        name=env.name or path.stem,
+        name=env.name or default_name,
         description=" ".join(env.description.split()),
-        source=str(path),
+        source=where,
         kind=k.name,
         seed=env.seed,
         repetitions=env.precision.min_repetitions if env.precision else env.repetitions,
         settle_s=env.settle_s,
         variation_pct=env.variation_pct if env.variation_pct is not None else k.variation_pct,
-        modes=load_mode_list(where, data.get("modes"), modes_dir),
+        modes=modes(where),
         settings=settings,
         precision=env.precision,
         raw=data,

@@ -39,7 +39,7 @@ from tierbench.config.files import ROOT, results_root
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import clusterfile, compose, diskbuild, disks, nodes
+from tierbench.placement import access, clusterfile, compose, diskbuild, disks, nodes
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
@@ -310,6 +310,8 @@ class ClusterPlacer(Placer):
                         "an earlier run: removing the stack first")
             self.down()
             self.mount_tmpfs(spec.tmpfs, config, where)
+        # the peers each service admits, by the cluster file's roles; the database password
+        env.update(compose.access_env(config, self.cluster))
         self.placed = where
         self.roles = {name: (config["services"][name].get("labels") or {}).get(ROLE_LABEL)
                       for name in where}
@@ -463,6 +465,7 @@ class ClusterPlacer(Placer):
 
         problems = [str(r) for r in self.each([n.name for n in self.cluster.nodes], down).values()
                     if isinstance(r, Exception)]
+        access.forget_database_password()
         self.placed = {}
         if problems:
             raise StackError("; ".join(problems))

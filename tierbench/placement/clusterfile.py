@@ -72,6 +72,26 @@ _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
+# Folders a cluster file's workdir may not be, nor be inside: the system's own, and those every
+# user may write to. /var itself and its folders (/var/lib, /var/log) are refused too, but a
+# folder of tierbench's own below them (/var/lib/tierbench, the default) is not.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var/tmp")
+
+
+def system_folder(path: str) -> str | None:
+    """Why ``path`` (absolute, normalised) cannot be a cluster's workdir, or None."""
+    if path == "/":
+        return "is the root folder"
+    for tree in SYSTEM_TREES:
+        if path == tree or path.startswith(tree + "/"):
+            return f"is {'' if path == tree else 'inside '}the system folder {tree}"
+    parts = path.strip("/").split("/")
+    if parts[0] == "var" and len(parts) <= 2:
+        return "is a system folder (/var and the folders directly in it)"
+    return None
+
+
 class ClusterError(TierbenchError):
     """A cluster file that cannot be used, or nodes that are not ready: one sentence per problem,
     each naming the file and key (or the node)."""
@@ -217,10 +237,17 @@ class Cluster(_Model):
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, value: str) -> str:
-        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/":
+        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/" \
+                or "/./" in f"{value}/":
             raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
                              "(letters, digits, '_', '.', '-' and '/')")
-        return value.rstrip("/") or "/"
+        value = re.sub(r"/+", "/", value).rstrip("/") or "/"
+        why = system_folder(value)
+        if why:
+            raise ValueError(f"{value} {why}: tierbench empties folders in it on every node "
+                             "(`tierbench clean --cluster` removes WORKDIR/results); give it "
+                             "a folder of its own such as /var/lib/tierbench")
+        return value
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

@@ -5,6 +5,7 @@ settings (a :class:`Services` spec, which a placement brings up: on this host wi
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
-from tierbench.placement import diskbuild, disks
+from tierbench.placement import access, diskbuild, disks
+from tierbench.placement.clusterfile import Cluster
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
@@ -238,26 +240,76 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
 
 
 ORANGEFS_BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
-                  "where the upstream archive cannot be downloaded)")
+                  "and ORANGEFS_SHA256=<its sha256> where the upstream archive cannot be "
+                  "downloaded)")
+IMAGES_SH = ROOT / "setup" / "images.sh"
+_ensured: set[str] = set()  # images built or found up to date by this process
 
 
-def require_image(name: str, build: str = "`make images`") -> None:
-    """Fail with the command that builds it when image NAME:TAG does not exist."""
+def ensure_images(names: Iterable[str]) -> None:
+    """Build the images NAMES (tierbench-NAME:TAG, and what they build on) that are missing or
+    older than their build context, with setup/images.sh (seconds when they are up to date; its
+    progress goes to stderr): images are built when an experiment first needs them. Once per
+    image and process. The OrangeFS images are built only from a source at hand."""
+    todo = [n for n in dict.fromkeys(names) if n not in _ensured]
+    if not todo:
+        return
+    short = [n.removeprefix("tierbench-") for n in todo]
     try:
-        _run(["docker", "image", "inspect", f"{name}:{TAG}"], timeout=30)
-    except StackError:
-        raise StackError(f"image {name}:{TAG} is not built: run {build}") from None
+        done = subprocess.run([str(IMAGES_SH), *short], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              timeout=3600, check=False)
+    except subprocess.TimeoutExpired:
+        raise StackError(f"building {', '.join(todo)} took more than an hour: run `make images` "
+                         "to see why") from None
+    if done.returncode != 0:
+        how = ORANGEFS_BUILD if "orangefs" in short else "`make images`"
+        raise StackError(f"the image(s) {', '.join(f'{n}:{TAG}' for n in todo)} could not be "
+                         f"built (the lines above say why): fix that and run {how}")
+    _ensured.update(todo)
+
+
+def require_image(name: str) -> None:
+    """Image NAME:TAG built and up to date (ensure_images), or one sentence saying why not."""
+    ensure_images([name])
+
+
+def stack_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> list[str]:
+    """The images a web stack with these settings runs."""
+    return ["tierbench-loadgen", "tierbench-web",
+            "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
+            *(("tierbench-app", "tierbench-db") if app_db else ()),
+            *(("tierbench-orangefs",) if docroot == "orangefs" else ())]
 
 
 def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> None:
-    """Fail with the command to run when an image of the stack has not been built."""
-    for name in ("tierbench-loadgen", "tierbench-web",
-                 "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
-                 *(("tierbench-app", "tierbench-db") if app_db else ())):
-        require_image(name)
-    if docroot == "orangefs":
-        for name in ("tierbench-orangefs", "tierbench-web-pvfs"):
-            require_image(name, ORANGEFS_BUILD)
+    """The images of the stack built and up to date, or one sentence saying why not."""
+    ensure_images(stack_images(proxy, docroot, app_db))
+
+
+def master_bind_problem(env: dict[str, str]) -> str | None:
+    """Why MASTER_BIND cannot publish the Locust master to workers on other nodes (it must name
+    the one address of this host they reach: compose/loadgen-master.yml), or None."""
+    value = (env.get("MASTER_BIND") or "").strip()
+    if not value:
+        return ("workers on other nodes reach the Locust master at MASTER_BIND, which is not "
+                "set: set it (in .env) to this host's address on the network they share")
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return f"MASTER_BIND={value!r} is not an IP address: set it to this host's address"
+    if address.is_unspecified:
+        return (f"MASTER_BIND={value} would publish the Locust master, which admits any worker, "
+                "on every address of this host: set it to the one address the workers reach")
+    done = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, timeout=30,
+                          check=False)
+    try:
+        mine = {a.get("local") for link in json.loads(done.stdout or "[]")
+                for a in link.get("addr_info", [])}
+    except ValueError:
+        mine = set()
+    if value not in mine:
+        return f"MASTER_BIND={value} is not an address of this host: set it to one of this host's"
+    return None
 
 
 def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
@@ -353,17 +405,40 @@ def up_spec(spec: Services) -> None:
         down()
         for path, size in spec.tmpfs.items():
             mount_tmpfs(Path(path), size)
+    # every profile's services: those of the spec's profiles and any it names
+    env = {**spec.env, **access_env(config_of([*spec.args(), "--profile", "*"], spec.env))}
     scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
     _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
           *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
-          *(spec.services or [])], env=spec.env, timeout=spec.timeout)
+          *(spec.services or [])], env=env, timeout=spec.timeout)
+
+
+def config_of(args: list[str], env: dict[str, str]) -> dict:
+    """The resolved configuration of these compose arguments (`docker compose config`)."""
+    return json.loads(_run(["docker", "compose", *args, "config", "--format", "json"], env=env,
+                           timeout=60))
+
+
+def access_env(config: dict, cluster: Cluster | None = None) -> dict[str, str]:
+    """What the services that admit only their peers read at `compose up`: the addresses each
+    admits (on ``cluster``'s nodes by their roles, else on this host's Compose networks), and
+    the database password when a service of ``config`` takes it (made when the stack comes up
+    from nothing)."""
+    try:
+        out = access.env(access.cluster_admitted(cluster) if cluster is not None
+                         else access.host_admitted(config))
+        if any(access.PASSWORD_VARIABLE in (spec.get("environment") or {})
+               for spec in (config.get("services") or {}).values()):
+            out[access.PASSWORD_VARIABLE] = access.database_password()
+    except access.AccessError as exc:
+        raise StackError(str(exc)) from None
+    return out
 
 
 def stale_volumes(files: list[str], env: dict[str, str]) -> list[str]:
     """Volumes of the project that exist with another driver or options than these Compose
     files now define (Compose would silently keep using them)."""
-    wanted = json.loads(_run(["docker", "compose", *files, "config", "--format", "json"],
-                             env=env, timeout=60)).get("volumes") or {}
+    wanted = config_of(files, env).get("volumes") or {}
     stale = []
     for key, spec in wanted.items():
         name = (spec or {}).get("name") or f"{PROJECT}_{key}"
@@ -395,6 +470,7 @@ def down() -> None:
     _run(["docker", "compose", *(a for f in files for a in ("-f", str(ROOT / f))),
           "--profile", "pfs", "--profile", "net", "--profile", "fs", "--profile", "disk",
           "down", "-v", "--remove-orphans", "--timeout", "10"], timeout=300)
+    access.forget_database_password()
     unmount_tmpfs()
     try:
         diskbuild.teardown({**dotenv(), **os.environ})

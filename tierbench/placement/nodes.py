@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import threading
@@ -40,10 +42,55 @@ def _command_text(command: str | Sequence[str]) -> str:
     return command if isinstance(command, str) else shlex.join(command)
 
 
+# ssh's control socket for a node is FOLDER/NAME (NAME: 12 hex digits, control_name) plus a
+# 17-character suffix while it is made, and a socket's path holds at most 107 bytes.
+CONTROL_NAME_LENGTH = 12
+CONTROL_DIR_MAX = 107 - 1 - CONTROL_NAME_LENGTH - 17
+
+
+def control_name(node: Node) -> str:
+    """The name of the node's ssh control socket: a digest of how ssh reaches it (shorter than
+    ssh's own %C, so that the run state's folder may be a longer path)."""
+    how = f"{node.user}@{node.address}:{node.port} {node.ssh_config or ''}"
+    return hashlib.sha256(how.encode()).hexdigest()[:CONTROL_NAME_LENGTH]
+
+
 def control_dir() -> Path:
-    """Where ssh keeps its shared connections to the nodes (one per node, mode 0700)."""
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tierbench-ssh-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    """Where ssh keeps its shared connections to the nodes (one socket per node): a folder only
+    this user may use (0700), in a place only this user can create it: $TIERBENCH_SSH_DIR when
+    set, else root's /run/tierbench/ssh, another user's $XDG_RUNTIME_DIR/tierbench-ssh (the
+    user's own runtime folder) or ~/.cache/tierbench/ssh. NodeError, in one sentence, for a
+    folder that exists with another owner or wider permissions, or is too long a path for a
+    socket."""
+    if os.environ.get("TIERBENCH_SSH_DIR"):
+        path = Path(os.environ["TIERBENCH_SSH_DIR"])
+    elif os.geteuid() == 0:
+        path = Path("/run/tierbench/ssh")
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "tierbench-ssh"
+    else:
+        path = Path.home() / ".cache" / "tierbench" / "ssh"
+    if len(str(path)) > CONTROL_DIR_MAX:
+        raise NodeError(f"the SSH control-socket folder {path} is too long a path for a socket "
+                        f"(at most {CONTROL_DIR_MAX} characters): set TIERBENCH_SSH_DIR to a "
+                        "shorter folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise NodeError(f"the SSH control-socket folder {path} cannot be made "
+                        f"({exc.strerror or exc}): set TIERBENCH_SSH_DIR to a folder of "
+                        "yours") from None
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a folder"
+        raise NodeError(f"the SSH control-socket folder {path} must be a folder only user "
+                        f"{os.geteuid()} may use (mode 0700), but it is {what}, has mode "
+                        f"{stat.S_IMODE(info.st_mode):04o} and is owned by user {info.st_uid}: "
+                        "remove it (tierbench makes it again) or set TIERBENCH_SSH_DIR "
+                        "elsewhere")
     return path
 
 
@@ -56,7 +103,8 @@ def ssh_prefix(node: Node, *, connect_timeout: float = 10) -> list[str]:
         argv += ["-F", node.ssh_config]
     argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, round(connect_timeout))}",
              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-             "-o", "ControlMaster=auto", "-o", f"ControlPath={control_dir()}/%C",
+             "-o", "ControlMaster=auto",
+             "-o", f"ControlPath={control_dir()}/{control_name(node)}",
              "-o", "ControlPersist=60",
              "-p", str(node.port), "-l", node.user, "-T", "--", node.address]
     return argv
@@ -451,6 +499,7 @@ def check_nodes(cluster: Cluster, *, need_disk_bytes: int | Mapping[str, int] = 
     collected, one sentence each, in node order."""
     bound = clock_bound_s if clock_bound_s is not None else cluster.clock_bound_ms / 1000
     report = CheckReport(clock_bound_s=bound)
+    control_dir()  # a folder ssh may not use is one sentence, not one per node
 
     def need(value: int | Mapping[str, int], name: str) -> int:
         return int(value.get(name, 0)) if isinstance(value, Mapping) else int(value)
@@ -513,14 +562,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if args.command == "provenance":
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            out = list(pool.map(node_provenance, cluster.nodes))
-        print(json.dumps(out, indent=2))
-        return 0
     start = time.monotonic()
-    report = check_nodes(cluster, need_disk_bytes=int(args.disk_gb * 1e9),
-                         need_mem_bytes=int(args.mem_gb * 1e9))
+    try:
+        if args.command == "provenance":
+            control_dir()
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                out = list(pool.map(node_provenance, cluster.nodes))
+            print(json.dumps(out, indent=2))
+            return 0
+        report = check_nodes(cluster, need_disk_bytes=int(args.disk_gb * 1e9),
+                             need_mem_bytes=int(args.mem_gb * 1e9))
+    except NodeError as exc:
+        print(f"nodes: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

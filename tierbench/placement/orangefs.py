@@ -43,8 +43,8 @@ def server_services(io_servers: int) -> list[str]:
 
 
 def check_image() -> None:
-    """Fail with the command to run when the OrangeFS image has not been built."""
-    compose.require_image("tierbench-orangefs", compose.ORANGEFS_BUILD)
+    """The OrangeFS image built and up to date, or one sentence saying how to build it."""
+    compose.require_image("tierbench-orangefs")
 
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,

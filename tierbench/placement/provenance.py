@@ -1,11 +1,15 @@
 """Provenance of a run: source revision, host (kernel, CPU model, count and clock), software
-versions, and the images and cpusets of the containers that ran."""
+versions, the images and cpusets of the containers that ran, and the Debian packages installed in
+each image (the list its build wrote, with the base image and Debian snapshot it was built from)."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import platform
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +85,61 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
+# Written by every image's build (images/*/Dockerfile): `dpkg-query -W` as NAME=VERSION lines.
+PACKAGES_FILE = "/usr/share/tierbench/debian-packages.txt"
+
+
+def parse_packages(text: str) -> dict[str, str]:
+    """NAME=VERSION lines (the image's package list) as {name: version}."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def image_file(container: compose.Container, path: str) -> str | None:
+    """The text of a file in the container's image (read from a created, never started,
+    container; on a cluster node through its Docker context); None when there is none."""
+    docker = compose.docker_cmd(container)
+    created = _out([*docker, "create", container.image_id])
+    if not created:
+        return None
+    try:
+        done = subprocess.run([*docker, "cp", f"{created}:{path}", "-"], capture_output=True,
+                              timeout=60, check=False)
+        if done.returncode != 0:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member else None
+            return handle.read().decode() if handle else None
+    except (OSError, subprocess.TimeoutExpired, tarfile.TarError):
+        return None
+    finally:
+        _out([*docker, "rm", created])
+
+
+def image_packages(containers: dict[str, compose.Container]) -> dict[str, dict[str, Any]]:
+    """Per image ID of the containers: its name, the base image and Debian snapshot it was built
+    from (its labels) and the Debian packages installed in it ({name: version})."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in containers.values():
+        if c.image_id in out:
+            continue
+        labels = _out([*compose.docker_cmd(c), "image", "inspect", "-f",
+                       "{{json .Config.Labels}}", c.image_id])
+        try:
+            labels_of = (json.loads(labels) if labels else None) or {}
+        except ValueError:
+            labels_of = {}
+        text = image_file(c, PACKAGES_FILE)
+        out[c.image_id] = {
+            "image": c.image, "base": labels_of.get("org.tierbench.base"),
+            "debian_snapshot": labels_of.get("org.tierbench.debian-snapshot") or None,
+            "debian_packages": parse_packages(text) if text is not None else None}
+        if text is None:
+            out[c.image_id]["note"] = (f"no {PACKAGES_FILE} in the image: it was built before "
+                                       "tierbench recorded its packages (make images)")
+    return out
+
+
 def collect(containers: dict[str, compose.Container]) -> dict[str, Any]:
     """Everything the manifest records about the software and hardware of a run."""
     return {
@@ -88,5 +147,6 @@ def collect(containers: dict[str, compose.Container]) -> dict[str, Any]:
         "host": host(),
         "versions": tool_versions(),
         "images": {name: {"image": c.image, "id": c.image_id} for name, c in containers.items()},
+        "image_packages": image_packages(containers),
         "cpusets": {name: c.cpuset for name, c in containers.items()},
     }

@@ -216,7 +216,7 @@ class FsKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """The images exist."""
+        """The images are built (the first time, or after their build context changed)."""
         if self.settings(exp).server == "orangefs":
             orangefs.check_image()
         else:
@@ -237,6 +237,14 @@ class FsKind(Kind):
         """GlusterFS: server and client up (the hog too for a busy server); OrangeFS: a cluster
         of 1 metadata + N I/O servers and the clients."""
         return stack.deploy(self.settings(exp), key, prepared, previous)
+
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """An OrangeFS cluster removed (its servers admit whoever connects; the next run makes
+        a new one); the GlusterFS server stays up, admitting only the client's address."""
+        if deployment.info.get("server") != "orangefs":
+            return []
+        placer.current().down()
+        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
     def running(self) -> Deployment | None:
         """The file-server tier, when it is up."""

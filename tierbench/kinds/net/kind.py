@@ -217,6 +217,16 @@ class NetKind(Kind):
         """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
         return stack.deploy(self.settings(exp), key)
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The receivers stopped: iperf, iperf3 and sockperf servers admit whoever connects, so
+        they listen only during the run (the next one brings the tier up anew)."""
+        where = placer.current()
+        stopped = [c for c in where.replicas() if c.service == stack.RECEIVER]
+        for c in stopped:
+            where.stop(c)
+        return [f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf servers "
+                "admit whoever connects)"] if stopped else []
+
     def running(self) -> Deployment | None:
         """The network tier, when it is up."""
         return stack.running()

@@ -200,6 +200,12 @@ class PfsKind(Kind):
         """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
         return stack.deploy(self.settings(exp), key, previous)
 
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
+        a new cluster anyway)."""
+        placer.current().down()
+        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
+
     def running(self) -> Deployment | None:
         """The OrangeFS cluster, when one is up."""
         return stack.running()

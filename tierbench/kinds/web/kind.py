@@ -4,6 +4,7 @@ the module of the package that does it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
 from tierbench.kinds.web import plan, report, results, sequence, sizes, stack, webdisks
 from tierbench.kinds.web.stack import GENERATOR, TIERS
 from tierbench.kinds.web.load import stop
-from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
-                                          trace_dicts)
+from tierbench.kinds.web.settings import (StackSettings, WebSettings, has_dynamic, stack_for,
+                                          stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import prepare, workload_errors
 from tierbench.placement import compose, disks, placer, space
 
@@ -150,20 +151,24 @@ class WebKind(Kind):
 
     # -- run
     def preflight(self, exp: Experiment, points: list[Point]) -> None:
-        """Every image the run will need exists; disk systems can be built where they go (the
-        web node's tools and devices, asked there)."""
+        """Every image the run will need is built (the first time, or after its build context
+        changed); disk systems can be built where they go (the web node's tools and devices,
+        asked there)."""
         s: WebSettings = exp.settings  # type: ignore[assignment]
         known = webdisks.names(s.disk_systems)
-        for docroot in s.stack.docroot:
-            base = compose.docroot_parts(docroot)[0]
-            compose.check_images(s.stack.proxy, "disk" if base in known else base,
-                                 has_dynamic(s))
+        bases = [compose.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
+        compose.ensure_images([name for base in bases for name in compose.stack_images(
+            s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = sizes.disk_plans(exp)
         try:
             disks.preflight(plans, webdisks.host_of_web())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
+        if s.load.remote_workers and placer.current().cluster is None:
+            problem = compose.master_bind_problem({**compose.dotenv(), **os.environ})
+            if problem:
+                raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 
     def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
@@ -174,6 +179,16 @@ class WebKind(Kind):
         """The stack up with the key's settings (kinds.web.stack)."""
         return stack.deploy(exp.settings, exp.seed, key, prepared,  # type: ignore[arg-type]
                             previous, point)
+
+    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+        """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever
+        connects (any other stack stays up for the next run)."""
+        up: StackSettings | None = deployment.info.get("stack")
+        docroot = up.record.get("docroot", "disk") if up else "disk"
+        if compose.docroot_parts(str(docroot))[0] != "orangefs":
+            return []
+        placer.current().down()
+        return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
 
     def running(self) -> Deployment | None:
         """The stack's tiers, when its services are up."""

@@ -4,6 +4,7 @@ per-request records are the point's figures."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import subprocess
@@ -93,10 +94,16 @@ def expected_workers(spec: LoadSpec) -> int:
 
 def master_argv(spec: LoadSpec, point_dir: Path, duration_s: float) -> list[str]:
     """The Locust master's command line: headless, same statistics as a single run, waiting at
-    most worker_wait_s for every expected worker process."""
+    most worker_wait_s for every expected worker process. Where workers reach it at an address
+    (a cluster node's data-plane address), it listens only there: its protocol admits any
+    worker that connects."""
     argv = locust_argv(replace(spec, processes=1), point_dir, duration_s)
     user_class = argv.pop()
-    return argv + ["--master", "--master-bind-port", str(MASTER_PORT),
+    try:
+        bind = ["--master-bind-host", str(ipaddress.ip_address(spec.master))]
+    except ValueError:  # a service name: on one host, in the loadgen container's own networks
+        bind = []
+    return argv + ["--master", *bind, "--master-bind-port", str(MASTER_PORT),
                    "--expect-workers", str(expected_workers(spec)),
                    "--expect-workers-max-wait", f"{spec.worker_wait_s:g}", user_class]
 

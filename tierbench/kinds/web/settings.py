@@ -6,22 +6,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
+from tierbench.config.files import ROOT
 from tierbench.config.models import (Model, choice, flag, non_empty_list, number, one_or_many,
-                                     problem, text, whole)
+                                     problem, safe_name, text, whole)
 from tierbench.kinds.contract import Experiment
 from tierbench.kinds.web import webdisks
 from tierbench.kinds.web.load import ENGINES
 from tierbench.placement import compose, disks
 from workloads import target as target_guard
+from workloads import worldcup
 from workloads import traces as tracelib
 
 DOCROOTS = ("disk", "tmpfs", "orangefs")
 HOT = "+hot-tmpfs"  # docroot suffix: the hot site's small files also on a tmpfs, served first
 MAPPINGS = tracelib.MAPPINGS
+STACK_DATA = ROOT / "workloads" / "data"  # World Cup logs: the folder the fileset job can read
 
 
 class Think(Model):
@@ -172,7 +176,7 @@ class Dynamic(Model):
 class Single(Model):
     """Every request for one file of `size` bytes."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("single")
     size: whole(1)
     per_client: whole(1) | None = None
@@ -182,7 +186,7 @@ class Single(Model):
 class HitRatio(Model):
     """004 §5.2.2: a page-cache hit ratio made by mixing a hot file with files asked for once."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("hit-ratio")
     size: whole(1)
     hit_ratio: number(0, 1)
@@ -192,7 +196,7 @@ class HitRatio(Model):
 class Zipf(Model):
     """Zipf(alpha) popularity over a file set."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("zipf")
     alpha: number(0)
     requests: whole(1) = 10000
@@ -206,11 +210,25 @@ class Zipf(Model):
 class WorldCup(Model):
     """The successful GETs of a World Cup 98 log in workloads/data/."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("worldcup")
     log: text(example="wc_day46_1.gz")
     requests: whole(0) | None = None
     skip: whole(0) | None = None
+
+    @model_validator(mode="after")
+    def _readable_by_the_stack(self) -> WorldCup:
+        # The stack's fileset job reads the log inside its container, where only the checkout's
+        # workloads/ is mounted (on a cluster node too): a log elsewhere (an absolute path, a
+        # link out of the folder, TIERBENCH_DATA elsewhere) would pass the plan and fail there.
+        inside = STACK_DATA.resolve()
+        path = worldcup.log_path({"log": self.log}).resolve()
+        if Path(self.log).is_absolute() or not path.is_relative_to(inside):
+            raise problem("the World Cup log {log} is not in workloads/data/, the only folder of "
+                          "logs the stack's fileset job can read: put the log (a copy, not a "
+                          "link) there and give its name relative to that folder", sub="log",
+                          log=repr(self.log))
+        return self
 
 
 class MixPart(Model):
@@ -227,7 +245,7 @@ class MixPart(Model):
 class Mix(Model):
     """Several sites at once, each replayed by its own clients (004 §4.4)."""
 
-    name: text()
+    name: safe_name("single-4k")
     kind: choice("mix")
     parts: Annotated[list[MixPart], Field(min_length=2)]
     per_client: whole(1)

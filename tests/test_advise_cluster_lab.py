@@ -1,0 +1,55 @@
+"""The offload advisor on the lab cluster (markers ``stack`` and ``lab_full``: `make
+test-cluster`): `tierbench advise --cluster` on a 2-node lab (`setup/lab.sh up 2`: node1 the
+sender, node2 the receiver) for the bulk stream and request/response: the endpoints are the
+nodes' eth0 (veths into the lab's bridge), the knobs those can change are tried and measured
+there, coalescing, rings and header split are reported as not changeable, jumbo frames are
+refused (the lab's bridge ports stay at 1500), the commands are ssh lines, and every node's
+NIC is as before (ethtool -k/-c/-g/-l, MTU, qdisc: the lab fixture compares them)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from stack_env import lab_cluster, tierbench
+
+pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with lab_cluster(tmp_path_factory, size=2) as lab:
+        yield lab
+
+
+def test_the_advisor_measures_the_nodes_nics_and_restores_them(lab) -> None:
+    done = tierbench(lab["env"], "advise", "--cluster", str(lab["path"]), "--budget-min", "6",
+                     "--workloads", "bulk-stream", "request-response", timeout=2400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = sorted((lab["results"] / "advise").iterdir())[-1]
+    record = json.loads((folder / "advise.json").read_text())
+    assert record["status"] == "complete" and record["cluster"] == str(lab["path"])
+    stream = record["workloads"][0]
+    assert {e["label"] for e in stream["endpoints"]} == {"node1:eth0", "node2:eth0"}
+    assert {e["node"] for e in stream["endpoints"]} == {"node1", "node2"}
+    knobs = {k["knob"]: k for k in stream["knobs"]}
+    for name in ("coalescing", "rings", "header-split", "lro"):
+        assert not knobs[name]["changeable"], name
+    # the lab's bridge ports stay at 1500: frames of 9000 cannot pass, or ping cannot check
+    assert knobs["jumbo"]["why"].startswith("the driver refused it: ")
+    assert "from node1 to node2" in knobs["jumbo"]["why"]
+    assert knobs["tso"]["changeable"] and knobs["gro"]["changeable"]
+    assert all(c.startswith("ssh ") for c in knobs["tso"]["commands"]["on"])
+    assert all(t["restored"] for t in record["trials"])
+    for entry in record["workloads"]:
+        assert entry["status"] == "complete", entry["status"]
+        run = json.loads((Path(entry["runs"]["knobs"]) / "manifest.json").read_text())
+        assert all(p["restored"] and p["mode_verified"] for p in run["points"].values())
+    with (folder / "advice.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    measured = [r for r in rows if r["row"] == "knob" and r["recommendation"] not in
+                ("cannot change",)]
+    assert {r["workload"] for r in measured} == {"bulk-stream", "request-response"}
+    assert all(r["throughput_low_pct"] and r["recommendation"] for r in measured)

@@ -1,0 +1,462 @@
+"""What the interfaces that carry the tiers' traffic can change, and the modes that change it.
+
+For every endpoint (a container's veth and its host peer on one host; a node's data-plane NIC on
+a cluster) the advisor reads ``ethtool -k/-l/-c/-g`` and ``ip -d -j link`` (``read_endpoint``,
+through tierbench.interfaces) and decides per knob of the catalogue (``KNOBS``) whether the
+interface can change it, its current state, and the settings of its two states, "on" and "off"
+(``view``, pure: tested on captured output of real drivers). Across the endpoints a knob is
+planned only when every endpoint can change it (``plan``); its mode sets the state it is not in
+now, one knob at a time, over the current configuration (``modes``), beside a baseline that
+sets nothing, all-on and all-off.
+
+BIG TCP (``gso_max_size``/``gro_max_size``, and the IPv4 sizes of Linux 6.3+) is read and
+reported, but not varied: tierbench's modes cannot set those sizes yet (docs/advise.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces.netif import Endpoint, NicSettings
+from tierbench.modes.model import Knobs, Mode
+
+JUMBO_MTU = 9000
+STANDARD_MTU = 1500
+SMALL_RING = 64
+SOURCE = "tierbench advise"
+BASELINE = "baseline"
+
+# knob -> (what it is, its ethtool -k features); the order is the advice's
+FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "tso": ("TCP segmentation offload (TSO)", ("tcp-segmentation-offload",)),
+    "gso": ("generic segmentation offload (GSO)", ("generic-segmentation-offload",)),
+    "gro": ("generic receive offload (GRO)", ("generic-receive-offload",)),
+    "lro": ("large receive offload (LRO)", ("large-receive-offload",)),
+    "hw-gro": ("hardware GRO", ("rx-gro-hw",)),
+    "checksum": ("rx and tx checksum offload", ("rx-checksumming", "tx-checksumming")),
+    "sg": ("scatter-gather", ("scatter-gather",)),
+}
+OTHERS: dict[str, str] = {
+    "jumbo": "jumbo frames (MTU 9000)",
+    "coalescing": "interrupt coalescing",
+    "channels": "RSS channels (queues)",
+    "rings": "ring sizes",
+    "header-split": "header-data split",
+    "big-tcp": "BIG TCP (gso/gro_max_size)",
+}
+KNOBS: tuple[str, ...] = (*FEATURES, *OTHERS)
+SIZE_KEYS = ("gso_max_size", "gro_max_size", "tso_max_size", "gso_ipv4_max_size",
+             "gro_ipv4_max_size")
+
+
+def label(knob: str) -> str:
+    """What a knob is, in words."""
+    return FEATURES[knob][0] if knob in FEATURES else OTHERS[knob]
+
+
+@dataclass(frozen=True)
+class View:
+    """One knob on one endpoint: can it change, where is it now, what each state sets (a
+    mode file's `nic:` block), and each state in words."""
+
+    knob: str
+    changeable: bool
+    why: str = ""
+    state: str = ""  # on | off | other
+    current: str = ""
+    on: dict[str, Any] = field(default_factory=dict)
+    off: dict[str, Any] = field(default_factory=dict)
+    on_text: str = "on"
+    off_text: str = "off"
+
+
+@dataclass
+class Plan:
+    """One knob across every endpoint: planned when each can change it; the state it is in
+    (``mixed`` when the endpoints differ), the state its mode tests (the other one), the
+    settings of both states and the commands that set them on each endpoint."""
+
+    knob: str
+    changeable: bool
+    why: str = ""
+    state: str = ""
+    current: dict[str, str] = field(default_factory=dict)
+    on: dict[str, Any] = field(default_factory=dict)
+    off: dict[str, Any] = field(default_factory=dict)
+    on_text: str = "on"
+    off_text: str = "off"
+    mode: str | None = None
+    commands: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        """The state the knob's mode tests: the one it is not in now (on when mixed)."""
+        return "off" if self.state == "on" else "on"
+
+    def setting(self, state: str) -> dict[str, Any]:
+        """The `nic:` settings of a state."""
+        return self.on if state == "on" else self.off
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as the advice's record holds it."""
+        return {"knob": self.knob, "label": label(self.knob), "changeable": self.changeable,
+                "why": self.why, "state": self.state, "current": self.current,
+                "target": self.target if self.changeable else None, "mode": self.mode,
+                "on_text": self.on_text, "off_text": self.off_text, "on": self.on,
+                "off": self.off, "commands": self.commands}
+
+
+# --------------------------------------------------------------------------- one endpoint
+
+
+def _leaves(features: dict[str, dict], name: str) -> list[str]:
+    kids = [n for n, f in features.items() if f.get("parent") == name]
+    return kids or [name]
+
+
+def feature_view(snap: dict, knob: str) -> View:
+    """A feature knob: changeable when some kernel bit under each of its features is not
+    fixed; on when all of them are on."""
+    features = snap.get("features", {})
+    usable, reasons = [], []
+    for name in FEATURES[knob][1]:
+        feat = features.get(name)
+        if feat is None:
+            reasons.append(f"ethtool -k shows no {name}")
+        elif all(features[leaf].get("fixed") for leaf in _leaves(features, name)):
+            reasons.append(f"{name} is fixed {netif.onoff(feat['on'])}")
+        else:
+            usable.append(name)
+    shown = ", ".join(f"{n} {netif.onoff(features[n]['on'])}" for n in FEATURES[knob][1]
+                      if n in features)
+    if not usable:
+        return View(knob, False, "; ".join(reasons), current=shown)
+    ons = [bool(features[n]["on"]) for n in usable]
+    state = "on" if all(ons) else "off" if not any(ons) else "other"
+    return View(knob, True, state=state, current=shown,
+                on={"features": dict.fromkeys(usable, True)},
+                off={"features": dict.fromkeys(usable, False)})
+
+
+def mtu_view(snap: dict) -> View:
+    """Jumbo frames: MTU 9000 (or the largest below it the interface allows) against 1500."""
+    mtu, lo, hi = snap.get("mtu"), snap.get("min_mtu"), snap.get("max_mtu")
+    current = f"MTU {mtu}"
+    if hi is None or hi <= STANDARD_MTU:
+        return View("jumbo", False, f"the largest MTU is {hi if hi is not None else 'unknown'}",
+                    current=current)
+    if lo is not None and lo > STANDARD_MTU:
+        return View("jumbo", False, f"the smallest MTU is {lo}", current=current)
+    jumbo = min(JUMBO_MTU, hi)
+    state = "on" if mtu is not None and mtu >= jumbo else "off" if mtu == STANDARD_MTU \
+        else "other"
+    return View("jumbo", True, state=state, current=current, on={"mtu": jumbo},
+                off={"mtu": STANDARD_MTU}, on_text=f"MTU {jumbo}",
+                off_text=f"MTU {STANDARD_MTU}")
+
+
+def _error(part: Any) -> str | None:
+    if not isinstance(part, dict) or not part:
+        return "not read"
+    return str(part["error"]) if "error" in part else None
+
+
+def channels_view(snap: dict) -> View:
+    """RSS channels: the most the driver allows against one (combined, or rx and tx)."""
+    ch = snap.get("channels")
+    err = _error(ch)
+    if err:
+        return View("channels", False, f"ethtool -l: {err}")
+    assert isinstance(ch, dict)
+    top, now = ch.get("max", {}), ch.get("current", {})
+    keys = ["combined"] if top.get("combined") else [k for k in ("rx", "tx") if top.get(k)]
+    current = " ".join(f"{k} {now.get(k)}" for k in keys) or "n/a"
+    if not keys or all(int(top[k]) <= 1 for k in keys):
+        return View("channels", False, "the driver allows one channel only", current=current)
+    most = {k: int(top[k]) for k in keys}
+    state = "on" if all(now.get(k) == most[k] for k in keys) else \
+        "off" if all(now.get(k) == 1 for k in keys) else "other"
+    return View("channels", True, state=state, current=current, on={"channels": most},
+                off={"channels": dict.fromkeys(keys, 1)},
+                on_text=" ".join(f"{k} {v}" for k, v in most.items()),
+                off_text=" ".join(f"{k} 1" for k in keys))
+
+
+def coalescing_view(snap: dict) -> View:
+    """Interrupt coalescing: adaptive (where the driver has it) or the current rx-usecs,
+    against none (rx-usecs 0)."""
+    co = snap.get("coalesce")
+    err = _error(co)
+    if err:
+        return View("coalescing", False, f"ethtool -c: {err}")
+    assert isinstance(co, dict)
+    now = co.get("current", {})
+    usecs = now.get("rx-usecs")
+    if isinstance(now.get("adaptive-rx"), bool):
+        sides = [s for s in ("rx", "tx") if isinstance(now.get(f"adaptive-{s}"), bool)]
+        on = {f"adaptive-{s}": True for s in sides}
+        off: dict[str, Any] = {f"adaptive-{s}": False for s in sides}
+        if isinstance(usecs, int):
+            off["rx-usecs"] = 0
+        state = "on" if now["adaptive-rx"] else "off" if usecs == 0 else "other"
+        return View("coalescing", True, state=state,
+                    current=f"adaptive-rx {netif.onoff(now['adaptive-rx'])}, rx-usecs {usecs}",
+                    on={"coalesce": on}, off={"coalesce": off}, on_text="adaptive",
+                    off_text="adaptive off, rx-usecs 0" if "rx-usecs" in off else "adaptive off")
+    if isinstance(usecs, int):
+        value = usecs if usecs > 0 else 50
+        return View("coalescing", True, state="on" if usecs > 0 else "off",
+                    current=f"rx-usecs {usecs}", on={"coalesce": {"rx-usecs": value}},
+                    off={"coalesce": {"rx-usecs": 0}}, on_text=f"rx-usecs {value}",
+                    off_text="rx-usecs 0")
+    return View("coalescing", False, "ethtool -c shows neither adaptive-rx nor rx-usecs")
+
+
+def rings_view(snap: dict) -> View:
+    """Ring sizes: the largest the driver allows against the current (or a quarter of the
+    largest when they are at the largest already)."""
+    rg = snap.get("rings")
+    err = _error(rg)
+    if err:
+        return View("rings", False, f"ethtool -g: {err}")
+    assert isinstance(rg, dict)
+    top, now = rg.get("max", {}), rg.get("current", {})
+    keys = [k for k in ("rx", "tx") if isinstance(top.get(k), int) and
+            isinstance(now.get(k), int) and not isinstance(now.get(k), bool)]
+    current = " ".join(f"{k} {now.get(k)}" for k in keys) or "n/a"
+    if not keys:
+        return View("rings", False, "ethtool -g shows no rx or tx ring size", current=current)
+    big = {k: int(top[k]) for k in keys}
+    small = {k: int(now[k]) for k in keys} if any(now[k] < top[k] for k in keys) else \
+        {k: max(SMALL_RING, int(top[k]) // 4) for k in keys}
+    if big == small:
+        return View("rings", False, "the rings have one size only", current=current)
+    state = "on" if all(now[k] == big[k] for k in keys) else "off"
+    return View("rings", True, state=state, current=current, on={"rings": big},
+                off={"rings": small}, on_text=" ".join(f"{k} {v}" for k, v in big.items()),
+                off_text=" ".join(f"{k} {v}" for k, v in small.items()))
+
+
+def split_view(snap: dict) -> View:
+    """Header-data split (ethtool -G tcp-data-split), where the driver reports it on or off."""
+    rg = snap.get("rings")
+    err = _error(rg)
+    if err:
+        return View("header-split", False, f"ethtool -g: {err}")
+    assert isinstance(rg, dict)
+    now = rg.get("current", {}).get("tcp-data-split")
+    if not isinstance(now, bool):
+        shown = "no TCP data split" if now is None else f"TCP data split {now}"
+        return View("header-split", False, f"ethtool -g shows {shown}")
+    return View("header-split", True, state=netif.onoff(now),
+                current=f"tcp-data-split {netif.onoff(now)}",
+                on={"rings": {"tcp-data-split": True}}, off={"rings": {"tcp-data-split": False}})
+
+
+def big_tcp_view(snap: dict) -> View:
+    """BIG TCP: reported (sizes, and whether the driver allows packets above 64 KB), not
+    varied."""
+    sizes = snap.get("sizes") or {}
+    shown = ", ".join(f"{k} {sizes[k]}" for k in SIZE_KEYS if sizes.get(k) is not None)
+    tso = sizes.get("tso_max_size")
+    if tso is None:
+        why = "ip -d link shows no tso_max_size (iproute2 or kernel older than 6.2)"
+    elif tso <= 65536:
+        why = f"the driver builds packets of at most {tso} bytes (tso_max_size): no BIG TCP"
+    else:
+        v4 = "" if sizes.get("gso_ipv4_max_size") is not None else \
+            " (this ip shows no gso_ipv4_max_size: IPv4 BIG TCP needs Linux and iproute2 6.3+)"
+        why = (f"possible up to {tso} bytes, but not measured: tierbench's modes cannot set "
+               f"gso_max_size/gro_max_size yet{v4}")
+    return View("big-tcp", False, why, current=shown or "not shown")
+
+
+def view(snap: dict, knob: str) -> View:
+    """One knob on the endpoint of a snapshot (``read_endpoint``'s, or one made of captured
+    output)."""
+    if knob in FEATURES:
+        return feature_view(snap, knob)
+    return {"jumbo": mtu_view, "coalescing": coalescing_view, "channels": channels_view,
+            "rings": rings_view, "header-split": split_view,
+            "big-tcp": big_tcp_view}[knob](snap)
+
+
+# --------------------------------------------------------------------------- every endpoint
+
+
+def _common(parts: list[Any]) -> Any:
+    """What every endpoint's settings have in common: equal values kept, whole numbers the
+    smallest (a channel count or ring size every endpoint allows), mappings key by key; None
+    when nothing is common."""
+    first = parts[0]
+    if all(isinstance(p, dict) for p in parts):
+        keys = [k for k in first if all(k in p for p in parts)]
+        out = {k: _common([p[k] for p in parts]) for k in keys}
+        out = {k: v for k, v in out.items() if v is not None}
+        return out or None
+    if all(p == first for p in parts):
+        return first
+    if all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+        return min(parts)
+    return None
+
+
+def plan(snaps: list[dict]) -> list[Plan]:
+    """Every knob of the catalogue across the endpoints: planned when each endpoint can change
+    it, with settings all of them take; otherwise why not (per endpoint)."""
+    out = []
+    for knob in KNOBS:
+        views = [view(s, knob) for s in snaps]
+        current = {s.get("label", "?"): v.current for s, v in zip(snaps, views)}
+        blocked = [(s.get("label", "?"), v.why) for s, v in zip(snaps, views) if not v.changeable]
+        if blocked or not views:
+            whys = list(dict.fromkeys(w for _, w in blocked))
+            why = (f"every interface: {whys[0]}" if len(whys) == 1 and len(blocked) == len(views)
+                   else "; ".join(f"{lb}: {w}" for lb, w in blocked)) if views else \
+                "no interface carries the tiers' traffic"
+            out.append(Plan(knob, False, why, current=current))
+            continue
+        on, off = _common([v.on for v in views]), _common([v.off for v in views])
+        if not on or not off or on == off:
+            out.append(Plan(knob, False, "the interfaces allow no setting in common",
+                            current=current))
+            continue
+        states = {v.state for v in views}
+        texts = {v.on_text for v in views}, {v.off_text for v in views}
+        out.append(Plan(knob, True, state=states.pop() if len(states) == 1 else "mixed",
+                        current=current, on=on, off=off,
+                        on_text=texts[0].pop() if len(texts[0]) == 1 else "on",
+                        off_text=texts[1].pop() if len(texts[1]) == 1 else "off"))
+    for p in out:
+        if p.changeable:
+            p.commands = {state: [command(s, p.setting(state)) for s in snaps]
+                          for state in ("on", "off")}
+    return out
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several knobs' `nic:` settings as one (mappings merged key by key)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                out[key] = {**out.get(key, {}), **value}
+            else:
+                out[key] = value
+    return out
+
+
+def make_mode(name: str, description: str, nic: dict[str, Any]) -> Mode:
+    """A mode over every tier's interfaces that sets ``nic`` (a mode file's `nic:` block)."""
+    return Mode(name=name, description=description, tiers=(),
+                nic=NicSettings(features=dict(nic.get("features", {})), mtu=nic.get("mtu")),
+                source=SOURCE,
+                knobs=Knobs(channels=dict(nic.get("channels", {})),
+                            coalesce=dict(nic.get("coalesce", {})),
+                            rings=dict(nic.get("rings", {}))))
+
+
+def baseline() -> Mode:
+    """The current configuration: a mode that sets nothing."""
+    return make_mode(BASELINE, "the interfaces as they are: nothing is changed", {})
+
+
+def modes(plans: list[Plan]) -> tuple[list[Mode], dict[str, str]]:
+    """The baseline, one mode per planned knob (its other state, everything else as it is), and
+    all-on and all-off; a mode that would change what another already changes is left out.
+    Returns the modes and, for all-on and all-off, the mode that measures each (the baseline
+    or a knob's own mode when they change nothing more)."""
+    found = [baseline()]
+    changes: dict[frozenset[tuple[str, str]], str] = {frozenset(): BASELINE}
+    usable = [p for p in plans if p.changeable]
+    for p in usable:
+        name = f"{p.knob}-{p.target}"
+        p.mode = name
+        changes[frozenset({(p.knob, p.target)})] = name
+        found.append(make_mode(name, f"{label(p.knob)} {p.target} "
+                                     f"({p.on_text if p.target == 'on' else p.off_text}); "
+                                     "every other setting as it is", p.setting(p.target)))
+    ends: dict[str, str] = {}
+    for state in ("on", "off"):
+        differs = frozenset((p.knob, state) for p in usable if p.state != state)
+        if differs in changes:
+            ends[state] = changes[differs]
+            continue
+        name = f"all-{state}"
+        changes[differs] = ends[state] = name
+        found.append(make_mode(name, f"every knob the interfaces can change {state}",
+                               merged([p.setting(state) for p in usable])))
+    return found, ends
+
+
+def pair_mode(a: Plan, b: Plan) -> Mode:
+    """Two knobs' modes at once (the fourth corner of their 2 x 2)."""
+    return make_mode(f"{a.mode}_{b.mode}", f"{label(a.knob)} {a.target} and {label(b.knob)} "
+                     f"{b.target}; every other setting as it is",
+                     merged([a.setting(a.target), b.setting(b.target)]))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def ethtool_commands(ifname: str, nic: dict[str, Any]) -> list[str]:
+    """The ethtool and ip commands that set a `nic:` block on one interface."""
+    out = []
+    if nic.get("features"):
+        out.append(f"ethtool -K {ifname} " + ethtool.ethtool_args(nic["features"]))
+    if nic.get("mtu") is not None:
+        out.append(f"ip link set dev {ifname} mtu {nic['mtu']}")
+    for key, opt in (("channels", "-L"), ("coalesce", "-C"), ("rings", "-G")):
+        if nic.get(key):
+            out.append(f"ethtool {opt} {ifname} " + ethtool.ethtool_args(nic[key]))
+    return out
+
+
+def command(snap: dict, nic: dict[str, Any]) -> str:
+    """One line that sets ``nic`` on the endpoint of ``snap``, run where the user is: in the
+    container's namespace on one host, over SSH on a cluster node."""
+    body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic))
+    if snap.get("node"):
+        argv = list(snap.get("ssh") or [snap["node"]])  # ssh and its options up to the address
+        dest = argv[-1] if "-l" not in argv else f"{argv[argv.index('-l') + 1]}@{argv[-1]}"
+        port = argv[argv.index("-p") + 1] if "-p" in argv else "22"
+        return f"ssh {'' if port == '22' else f'-p {port} '}{dest} {shlex.quote(body)}"
+    if snap.get("netns_pid") is not None:
+        who = snap.get("container") or f"the {snap.get('tier')} container"
+        pid = f"\"$(docker inspect -f '{{{{.State.Pid}}}}' {who})\""
+        return f"nsenter -t {pid} -n sh -c {shlex.quote(body)}"
+    return body
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def parse_sizes(text: str) -> dict[str, int | None]:
+    """The GSO/GRO sizes of ``ip -d -j link show dev IF`` output."""
+    try:
+        links = json.loads(text or "[]")
+    except ValueError:
+        return {}
+    link = links[0] if isinstance(links, list) and links else {}
+    return {k: link.get(k) for k in SIZE_KEYS}
+
+
+def read_endpoint(ep: Endpoint, container: str | None = None) -> dict:
+    """Everything the catalogue looks at on one endpoint: its snapshot (features, MTU and its
+    range, driver), ethtool -l/-c/-g (or their error) and the GSO/GRO sizes."""
+    snap = netif.snapshot(ep)
+    for key, opt, parse in (("channels", "-l", ethtool.parse_channels),
+                            ("rings", "-g", ethtool.parse_rings)):
+        text, err = ethtool.try_run(ep, ["ethtool", opt, ep.ifname])
+        snap[key] = parse(text) if text is not None else {"error": err}
+    text, err = ethtool.try_run(ep, ["ethtool", "-c", ep.ifname])
+    snap["coalesce"] = {"current": ethtool.parse_coalesce(text)} if text is not None else {
+        "error": err}
+    text, err = ethtool.try_run(ep, ["ip", "-d", "-j", "link", "show", "dev", ep.ifname])
+    snap["sizes"] = parse_sizes(text) if text is not None else {}
+    snap["container"] = container
+    return snap

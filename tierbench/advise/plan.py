@@ -1,0 +1,184 @@
+"""The advisor's suite (experiments/advise/suite.yml), its experiments with the modes the
+interfaces allow, and how the budget is split over the workloads.
+
+Each workload of the suite is an experiment of an existing kind (web, net) written without its
+modes; ``experiment`` adds the generated modes and validates it as an experiment file would be.
+The budget (minutes of measuring, as a precision run counts them) is split in the suite's order
+(``share``): a workload gets what remains in proportion to what its minimum costs against what
+the workloads still to run minimum cost, so that what a workload resolved early and did not
+spend goes to those after it; no less than its least worth running (MIN_BLOCKS blocks of its
+modes) while that fits, and nothing (the workload is not run) when it does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
+
+from tierbench.config.errors import ConfigError
+from tierbench.config.files import EXPERIMENTS_DIR, read_yaml
+from tierbench.config.models import Model, choice, number, problem, text, validate, whole
+from tierbench.kinds import registry
+from tierbench.kinds.contract import Experiment
+from tierbench.modes.model import Mode
+
+SUITE = EXPERIMENTS_DIR / "advise" / "suite.yml"
+ROLES = ("throughput", "latency", "tail", "cpu")
+MIN_BLOCKS = 3  # blocks every mode runs: the least worth running (two blocks give intervals
+# with one degree of freedom, some ten times as wide as their spread: they decide nothing)
+PAIR_MODES = 4  # the 2 x 2: baseline, each knob, both
+MARGIN = 1.15  # a block may take this much longer than estimated
+MAX_BLOCKS = 20
+
+
+class Metric(Model):
+    """A summary column the advice weighs, and which way is better."""
+
+    column: text(r"^[\w.-]+$", "tps")
+    label: str
+    unit: str = ""
+    better: choice("higher", "lower")
+
+
+class Workload(Model):
+    """One class of traffic: an experiment of an existing kind without its modes."""
+
+    name: text(r"^[a-z][a-z0-9-]*$", "small-static")
+    description: str
+    primary: choice("throughput", "latency")
+    metrics: dict[str, Metric]
+    experiment: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _roles(self) -> Workload:
+        unknown = sorted(set(self.metrics) - set(ROLES))
+        if unknown:
+            raise problem("unknown metric {key} (allowed: {allowed})", sub="metrics",
+                          key=repr(unknown[0]), allowed=", ".join(ROLES))
+        if self.primary not in self.metrics:
+            raise problem("names {primary}, which metrics does not give", sub="primary",
+                          primary=self.primary)
+        for key in ("modes", "precision", "repetitions", "name"):
+            if key in self.experiment:
+                raise problem("the advisor sets {key}: remove it", sub="experiment", key=key)
+        return self
+
+
+class Suite(Model):
+    """The suite file."""
+
+    seed: whole(0) = 30
+    settle_s: number(0) = 0.2
+    cluster_settle_s: number(0) = 2
+    workloads: list[Workload]
+
+
+def load(path: Path = SUITE) -> Suite:
+    """The suite file, validated (one sentence per problem)."""
+    suite = validate(Suite, read_yaml(path, "suite file"), str(path))
+    names = [w.name for w in suite.workloads]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: workloads: a name is listed twice")
+    return suite
+
+
+def chosen(suite: Suite, names: list[str] | None) -> list[Workload]:
+    """The workloads asked for (all when none), in the suite's order."""
+    if not names:
+        return list(suite.workloads)
+    known = [w.name for w in suite.workloads]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"--workloads: no workload {unknown[0]!r} in the suite (workloads: "
+                          f"{', '.join(known)})")
+    return [w for w in suite.workloads if w.name in names]
+
+
+def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
+               where: str = str(SUITE)) -> Experiment:
+    """The workload's experiment with these modes (validated as its file would be); its
+    metrics must be summary columns of its kind."""
+    data = {**w.experiment, "name": f"advise-{w.name}", "description": w.description,
+            "seed": suite.seed, "settle_s": settle_s, "modes": [m.name for m in modes]}
+    exp = registry.experiment_from(data, f"{where}: {w.name}", data["name"], lambda _: modes)
+    columns = [c.name for c in registry.kind(exp.kind).columns(exp)]
+    for role, metric in w.metrics.items():
+        if metric.column not in columns:
+            raise ConfigError(f"{where}: {w.name}: metrics: {role}: {metric.column!r} is not a "
+                              f"summary column of a {exp.kind} experiment")
+    return exp
+
+
+def with_target(exp: Experiment, w: Workload, half_width_pct: float,
+                budget_s: float) -> Experiment:
+    """The experiment with its precision target: the primary metric within the half-width,
+    MIN_BLOCKS to MAX_BLOCKS blocks, within the budget."""
+    return registry.with_precision(exp, half_width_pct=half_width_pct,
+                                   metric=w.metrics[w.primary].column,
+                                   min_repetitions=MIN_BLOCKS, max_repetitions=MAX_BLOCKS,
+                                   budget_min=max(budget_s, 1.0) / 60)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a workload's runs cost at least, in seconds of measuring: ``minimum`` (MIN_BLOCKS
+    blocks of its modes and of the 2 x 2), the weight of its share; ``least`` (MIN_BLOCKS
+    blocks of its modes), the least worth running; ``pair`` (MIN_BLOCKS blocks of the 2 x 2)."""
+
+    minimum: float
+    least: float
+    pair: float
+
+
+def cost(point_s: float, modes: int) -> Cost:
+    """A workload's costs from the time of one point and its number of modes."""
+    return Cost(point_s * MIN_BLOCKS * (modes + PAIR_MODES), point_s * MIN_BLOCKS * modes,
+                point_s * MIN_BLOCKS * PAIR_MODES)
+
+
+def share(remaining_s: float, costs: list[Cost]) -> float | None:
+    """The budget of the first of ``costs`` (the workloads still to run, in order): its part of
+    what remains in proportion to the minimum costs of all of them, raised to its least worth
+    running (MIN_BLOCKS blocks of its modes, with MARGIN) while what remains holds that; None
+    when it does not (the workload is not run). Called again before each workload: what one
+    did not spend goes to those after it. (Sharing among only the workloads whose least fits
+    gave the first all of a small budget on its first, uncalibrated estimate.)"""
+    total = sum(c.minimum for c in costs)
+    if not costs or total <= 0:
+        return None
+    least = costs[0].least * MARGIN
+    if remaining_s < least:
+        return None
+    return max(least, remaining_s * costs[0].minimum / total)
+
+
+def split(share_s: float, c: Cost) -> tuple[float, float]:
+    """A workload's share over its knob run and its 2 x 2: the 2 x 2's least is kept back when
+    the knob run still gets its own; otherwise the knob run gets it all (and the 2 x 2 what it
+    leaves, if that is enough)."""
+    keep = c.pair * MARGIN
+    if share_s - keep >= c.least * MARGIN:
+        return share_s - keep, keep
+    return share_s, 0.0
+
+
+def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, float],
+               modes: int) -> list[str]:
+    """What the budget buys, before anything runs: per workload its estimated least cost, and
+    whether the budget holds the intervals of all of them."""
+    lines = [f"budget {budget_min:g} min of measuring over {len(workloads)} workload(s); "
+             f"about {modes} modes each on these interfaces (a baseline, one per knob, all-on, "
+             "all-off), every mode once per block"]
+    costs = [cost(point_s[w.name], modes) for w in workloads]
+    for w, c in zip(workloads, costs):
+        lines.append(f"  {w.name:<18} ~{point_s[w.name]:.1f} s a point; {MIN_BLOCKS} blocks "
+                     f"{c.least / 60:.1f} min, with the 2 x 2 {c.minimum / 60:.1f} min")
+    need = sum(c.least for c in costs) * MARGIN / 60
+    if need > budget_min:
+        lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "
+                     f"{need:.1f} min): workloads at the end of the list may not run; raise "
+                     "--budget-min or choose fewer --workloads")
+    return lines

@@ -1,0 +1,391 @@
+"""`tierbench advise`: discover the knobs, measure each workload with them, write the advice.
+
+For each workload of the suite, in order (results/advise/<run-id>/advise.json records it all):
+
+1. its deployment is brought up through its kind (as a run would) and every endpoint that
+   carries the tiers' traffic is read (knobs.read_endpoint); the knobs every endpoint can
+   change are planned;
+2. each knob's mode is tried once on the real interfaces (applied, verified, restored, as a
+   point does; once per set of drivers): a setting the driver refuses is reported as such,
+   and all-on and all-off are made of the knobs that held;
+3. one precision run measures the baseline (nothing changed), every knob's mode, all-on and
+   all-off, once per block, until every comparison is resolved or the workload's share of the
+   budget is spent (plan.share); then, when its share still holds two blocks of it, a 2 x 2
+   run of the two knobs with the largest effects on the primary metric;
+4. advice.csv and advice.html are written (analysis.advise).
+
+Every interface is restored after every point by the runner, and after every trial here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tierbench import runner
+from tierbench.advise import knobs, plan
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import results_root
+from tierbench.interfaces import netif
+from tierbench.kinds import registry
+from tierbench.kinds.contract import Deployment, Experiment, log
+from tierbench.modes import apply
+from tierbench.modes.model import Mode
+from tierbench.placement import nodes, placer
+
+# A point's wall time over its kind's estimate before one was measured here: the kind's own
+# estimate (0.6 to 0.8 of it was measured for the suite's short points on the shared 2-core
+# development host; a lower prior left the first workload a share too small for its third
+# block); learnt from every run's measured points after that.
+PRIOR_RATIO = 1.0
+
+
+def now() -> str:
+    """The time as the record writes it."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_dir() -> Path:
+    """A fresh results/advise/<run-id>/."""
+    base = results_root() / "advise"
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path, n = base / stamp, 1
+    while path.exists():
+        n += 1
+        path = base / f"{stamp}-{n}"
+    path.mkdir(parents=True)
+    return path
+
+
+def save(folder: Path, record: dict[str, Any]) -> None:
+    """advise.json, written atomically."""
+    runner.write_json(folder / "advise.json", record)
+
+
+class Advisor:
+    """One advise run: the suite's workloads one after another within one budget."""
+
+    def __init__(self, workloads: list[str] | None, budget_min: float,
+                 half_width_pct: float = 5.0, suite_path: Path = plan.SUITE) -> None:
+        if not budget_min > 0:
+            raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
+        self.suite = plan.load(suite_path)
+        self.suite_path = suite_path
+        self.workloads = plan.chosen(self.suite, workloads)
+        self.budget_s = budget_min * 60
+        self.half_width_pct = half_width_pct
+        self.remaining_s = self.budget_s
+        self.ratios: dict[str, float] = {}  # kind -> measured / estimated point time
+        self.trials: dict[str, str | None] = {}  # (drivers, mode settings) -> refusal
+        self.modes_seen = 0  # the modes of the last workload discovered (for estimates)
+        self.folder: Path | None = None
+        self.record: dict[str, Any] = {}
+
+    # -- estimates
+    def ratio(self, kind: str) -> float:
+        """Measured over estimated point time for a kind (another kind's, or the prior, until
+        one of its own was measured)."""
+        if kind in self.ratios:
+            return self.ratios[kind]
+        return sum(self.ratios.values()) / len(self.ratios) if self.ratios else PRIOR_RATIO
+
+    def point_s(self, exp: Experiment) -> float:
+        """The expected wall time of one point of an experiment on this host."""
+        return registry.kind(exp.kind).point_seconds(exp) * self.ratio(exp.kind)
+
+    def learn(self, exp: Experiment, times: list[float]) -> None:
+        """Calibrate the kind's ratio from the point times a run measured."""
+        if times:
+            est = registry.kind(exp.kind).point_seconds(exp)
+            self.ratios[exp.kind] = (sum(times) / len(times)) / est
+
+    def settle_s(self) -> float:
+        """How long a point waits after its mode is applied: a cluster's NICs may reset."""
+        cluster = placer.current().cluster is not None
+        return self.suite.cluster_settle_s if cluster else self.suite.settle_s
+
+    # -- the run
+    def run(self) -> Path:
+        """Every workload, then the advice; returns the results folder."""
+        self.folder = new_dir()
+        self.record = {
+            "started": now(), "finished": None, "status": "running",
+            "budget_min": self.budget_s / 60, "half_width_pct": self.half_width_pct,
+            "suite": str(self.suite_path), "placement": placer.current().name,
+            "cluster": placer.current().cluster.path if placer.current().cluster else None,
+            "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
+            "workloads": [self.entry(w) for w in self.workloads]}
+        save(self.folder, self.record)
+        log(f"tierbench: advise: {len(self.workloads)} workload(s), budget "
+            f"{self.budget_s / 60:g} min of measuring; record in {self.folder}")
+        try:
+            with runner.signals_raise():
+                for n, (w, entry) in enumerate(zip(self.workloads, self.record["workloads"])):
+                    log(f"tierbench: advise [{n + 1}/{len(self.workloads)}]: {w.name}")
+                    self.workload(w, entry, self.workloads[n + 1:])
+                    save(self.folder, self.record)
+            self.record["status"] = "complete"
+        except runner.RunInterrupted as exc:
+            self.record["status"] = f"interrupted by {exc}"
+            raise
+        finally:
+            self.record["finished"] = now()
+            self.record["spent_s"] = round(self.budget_s - self.remaining_s, 1)
+            save(self.folder, self.record)
+            write_advice(self.folder)
+        return self.folder
+
+    @staticmethod
+    def entry(w: plan.Workload) -> dict[str, Any]:
+        """A workload's part of the record, before it runs."""
+        return {"name": w.name, "description": w.description, "kind": w.experiment.get("kind"),
+                "primary": w.primary,
+                "metrics": {role: m.model_dump() for role, m in w.metrics.items()},
+                "status": "planned", "endpoints": [], "knobs": [], "all": {}, "runs": {},
+                "pair": None, "budget": {}}
+
+    def workload(self, w: plan.Workload, entry: dict[str, Any],
+                 later: list[plan.Workload]) -> None:
+        """Discover, try, measure one workload (its outcome written into ``entry``)."""
+        assert self.folder is not None
+        settle = self.settle_s()
+        where = str(self.suite_path)
+        try:
+            base = plan.experiment(self.suite, w, [knobs.baseline()], settle, where)
+            guess = plan.cost(self.point_s(base), self.modes_seen)
+            if self.modes_seen and plan.share(self.remaining_s, [guess]) is None:
+                # not worth a bring-up: the modes of the last workload's interfaces, estimated
+                entry["status"] = self.not_run(guess, self.modes_seen)
+                log(f"tierbench: advise: {w.name}: {entry['status']}")
+                return
+            t0 = time.monotonic()
+            dep = discovery_deployment(base, self.folder / "discovery" / w.name)
+            snaps = [knobs.read_endpoint(ep, container_of(dep, ep)) for ep in dep.watched()]
+            entry["endpoints"] = [endpoint_view(s) for s in snaps]
+            plans = knobs.plan(snaps)
+            self.try_knobs(plans, dep, snaps)
+            modes, ends = knobs.modes(plans)
+            refused = self.try_modes([m for m in modes if m.name.startswith("all-")], dep, snaps)
+            modes = [m for m in modes if m.name not in refused]
+            entry["all"] = {s: (None if ends[s] in refused else ends[s]) for s in ends}
+            entry["all_refused"] = refused
+            entry["knobs"] = [p.as_dict() for p in plans]
+            entry["discovery_s"] = round(time.monotonic() - t0, 1)
+            save(self.folder, self.record)
+            if len(modes) < 2:
+                entry["status"] = "nothing to measure: no knob the interfaces can change"
+                return
+            exp = plan.experiment(self.suite, w, modes, settle, where)
+            self.modes_seen = len(modes)
+            self.measure(w, entry, exp, plans, later)
+        except runner.RunInterrupted:
+            entry["status"] = "interrupted"
+            raise
+        except TierbenchError as exc:
+            entry["status"] = f"failed: {exc}"
+            log(f"tierbench: advise: {w.name}: {exc}")
+            if "could not be restored" in str(exc):
+                raise
+
+    def measure(self, w: plan.Workload, entry: dict[str, Any], exp: Experiment,
+                plans: list[knobs.Plan], later: list[plan.Workload]) -> None:
+        """The knob run within the workload's share, then the 2 x 2 when the share holds it."""
+        point_s = {w.name: self.point_s(exp)}
+        for lw in later:
+            point_s[lw.name] = self.point_s(plan.experiment(
+                self.suite, lw, [knobs.baseline()], exp.settle_s, str(self.suite_path)))
+        if not self.ratios:  # the first workload: what the budget buys, once the modes are known
+            for line in plan.plan_lines([w, *later], self.remaining_s / 60, point_s,
+                                        len(exp.modes)):
+                log(f"tierbench: advise: {line}")
+        costs = [plan.cost(point_s[x.name], len(exp.modes)) for x in [w, *later]]
+        mine = costs[0]
+        share = plan.share(self.remaining_s, costs)
+        entry["budget"] = {"point_s": round(point_s[w.name], 2), "share_s": share,
+                           "remaining_s": round(self.remaining_s, 1)}
+        if share is None:
+            entry["status"] = self.not_run(mine, len(exp.modes))
+            log(f"tierbench: advise: {w.name}: {entry['status']}")
+            return
+        knob_s, pair_s = plan.split(share, mine)
+        run = self.run_one(plan.with_target(exp, w, self.half_width_pct, knob_s))
+        entry["runs"]["knobs"] = str(run.dir) if run.dir else None
+        spent = spent_s(run)
+        entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent)
+        entry["status"] = "complete"
+        left = share - spent
+        pair = self.pair_for(w, entry, plans, run)
+        if pair is None:
+            return
+        if left < mine.pair * plan.MARGIN:
+            entry["pair"] = {**pair, "skipped": f"the workload's share had {left / 60:.1f} min "
+                             f"left, {plan.MIN_BLOCKS} blocks of the 2 x 2 need about "
+                             f"{mine.pair * plan.MARGIN / 60:.1f} min"}
+            return
+        a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
+        modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)),
+                 knobs.pair_mode(a, b)]
+        pexp = plan.experiment(self.suite, w, modes, exp.settle_s, str(self.suite_path))
+        pexp.name = f"advise-{w.name}-pair"
+        prun = self.run_one(plan.with_target(pexp, w, self.half_width_pct, left))
+        entry["runs"]["pair"] = str(prun.dir) if prun.dir else None
+        entry["pair"] = {**pair, "mode": modes[-1].name}
+        entry["budget"]["pair_spent_s"] = spent_s(prun)
+
+    def not_run(self, c: plan.Cost, modes: int) -> str:
+        """Why a workload is not run: the budget left and what its least needs."""
+        return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left, "
+                f"{plan.MIN_BLOCKS} blocks of its {modes} modes need about "
+                f"{c.least * plan.MARGIN / 60:.1f} min")
+
+    def run_one(self, exp: Experiment) -> runner.Run:
+        """One precision run through the runner (its report written); the budget and the
+        point time learnt from it."""
+        r = runner.Run(exp)
+        try:
+            r.execute()
+        finally:
+            self.remaining_s -= spent_s(r)
+            self.learn(exp, r.point_times)
+            if r.dir is not None and r.rows:
+                runner.write_report(r.dir)
+        return r
+
+    def pair_for(self, w: plan.Workload, entry: dict[str, Any], plans: list[knobs.Plan],
+                 run: runner.Run) -> dict[str, Any] | None:
+        """The two knobs with the largest effects on the primary metric, for the 2 x 2."""
+        from analysis import advise as advice  # pandas: loaded when a run needs it
+
+        if run.dir is None:
+            return None
+        column = w.metrics[w.primary].column
+        effects = advice.knob_effects(run.dir, column,
+                                      [p.mode for p in plans if p.changeable and p.mode])
+        ranked = [m for m, _ in sorted(effects.items(), key=lambda kv: -abs(kv[1]))]
+        if len(ranked) < 2:
+            entry["pair"] = {"skipped": "fewer than two knobs were measured"}
+            return None
+        by_mode = {p.mode: p.knob for p in plans if p.mode}
+        return {"a": by_mode[ranked[0]], "b": by_mode[ranked[1]],
+                "metric": column, "effects_pct": {by_mode[m]: effects[m] for m in ranked[:2]}}
+
+    # -- trials
+    def try_knobs(self, plans: list[knobs.Plan], dep: Deployment, snaps: list[dict]) -> None:
+        """Each planned knob's mode applied once, verified and restored: a knob the driver
+        refuses is no longer planned (its sentence says why)."""
+        for p in plans:
+            if not p.changeable:
+                continue
+            mode = knobs.make_mode(f"{p.knob}-{p.target}", f"trial of {p.knob}",
+                                   p.setting(p.target))
+            problem = self.trial(mode, dep, snaps)
+            if problem:
+                p.changeable, p.why = False, f"the driver refused it: {problem}"
+
+    def try_modes(self, modes: list[Mode], dep: Deployment, snaps: list[dict]) -> dict[str, str]:
+        """Trials of several modes; the refused ones with why."""
+        out = {}
+        for m in modes:
+            problem = self.trial(m, dep, snaps)
+            if problem:
+                out[m.name] = problem
+        return out
+
+    def trial(self, mode: Mode, dep: Deployment, snaps: list[dict]) -> str | None:
+        """Apply a mode to its endpoints, verify, restore (once per drivers and settings);
+        the refusal, or None. Interfaces that cannot be restored end the advisor."""
+        key = json.dumps([sorted({(s.get("node"), s.get("driver")) for s in snaps}),
+                          mode.as_dict()["nic"]], sort_keys=True, default=str)
+        if key in self.trials:
+            return self.trials[key]
+        record: dict[str, Any] = {"point": f"the trial of {mode.name}"}
+        eps = runner.mode_endpoints(mode, dep)
+        try:
+            with apply.mode_applied(mode, eps, dep.watched(), netif.StateFile(), record, 0.0,
+                                    lambda: None, dep.cpu_containers(mode)):
+                if mode.nic.mtu is not None:
+                    path_check(mode.nic.mtu, eps)
+            result = None
+        except netif.NetifError as exc:
+            if record.get("restored") is False:
+                raise
+            result = str(exc)
+        log(f"tierbench: advise: trial of {mode.name}: " + (f"refused ({result})" if result
+                                                            else "applied and restored"))
+        self.trials[key] = result
+        self.record.setdefault("trials", []).append({
+            "mode": mode.name, "endpoints": record.get("endpoints"), "refused": result,
+            "verified": record.get("mode_verified"), "restored": record.get("restored")})
+        return result
+
+
+def path_check(mtu: int, eps: list[netif.Endpoint]) -> None:
+    """On a cluster, that frames of ``mtu`` bytes pass between the endpoints' nodes as they
+    are (a switch, or a peer the advisor does not set, may carry less): a ping that must not
+    fragment, from each node to the next one's interface; NetifError when one does not pass
+    or cannot be sent. On one host every end of every veth is an endpoint: nothing to check."""
+    cluster = placer.current().cluster
+    names = list(dict.fromkeys(ep.node for ep in eps if ep.node))
+    if cluster is None or len(names) < 2:
+        return
+    for a, b in zip(names, names[1:] + names[:1]):
+        target = cluster.node(b).interface().ip
+        done = nodes.run_on_node(cluster.node(a), f"ping -M do -s {mtu - 28} -c 2 -W 2 "
+                                 f"{target}", timeout=30, check=False)
+        why = " ".join((done.stderr or done.stdout).split())[-200:] or f"exit {done.returncode}"
+        if done.returncode == 127 or "not found" in why:
+            raise netif.NetifError(f"cannot check that {mtu}-byte frames pass from {a} to {b}: "
+                                   f"ping is not installed on {a} (iputils-ping)")
+        if done.returncode != 0:
+            raise netif.NetifError(f"{mtu}-byte frames did not pass from {a} to {b} "
+                                   f"({target}) with the MTU set on both: {why}")
+
+
+def spent_s(run: runner.Run) -> float:
+    """Seconds of measuring a precision run spent (its manifest's account)."""
+    record = run.manifest.get("precision") if isinstance(run.manifest, dict) else None
+    return float(record.get("spent_s", 0.0)) if isinstance(record, dict) else 0.0
+
+
+def discovery_deployment(exp: Experiment, scratch: Path) -> Deployment:
+    """The experiment's deployment, brought up through its kind as a run brings it up (the
+    same checks first), for reading its interfaces."""
+    kind = registry.kind(exp.kind)
+    points = runner.points_of(exp)
+    runner.check_space(exp)
+    kind.preflight(exp, points)
+    where = placer.current()
+    if where.cluster is not None:
+        runner.cluster_lines(exp)
+        where.check(*runner.node_needs(exp, kind.needs(exp, points)))
+    scratch.mkdir(parents=True, exist_ok=True)
+    prepared = kind.prepare(exp, scratch)
+    return kind.deploy(exp, kind.placement(exp, points[0]), prepared, None, points[0])
+
+
+def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
+    """The name of the container whose namespace holds an endpoint (None: the host's or a
+    node's interface)."""
+    if ep.netns_pid is None:
+        return None
+    for tier in dep.tiers.values():
+        for c in tier.containers:
+            if getattr(c, "pid", None) == ep.netns_pid and getattr(c, "node", None) is None:
+                return str(c.name)
+    return None
+
+
+def endpoint_view(snap: dict) -> dict[str, Any]:
+    """What the advice shows of an endpoint."""
+    return {k: snap.get(k) for k in ("label", "tier", "ifname", "driver", "node", "container",
+                                     "mtu", "min_mtu", "max_mtu", "sizes")}
+
+
+def write_advice(folder: Path) -> tuple[Path, Path]:
+    """advice.csv and advice.html of an advise folder (analysis.advise)."""
+    from analysis import advise as advice
+
+    return advice.write_advice(folder)
