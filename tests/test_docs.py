@@ -1,4 +1,5 @@
-"""Documentation that cannot drift: every experiment, mode, Make target and folder is documented."""
+"""Documentation that cannot drift: every experiment, mode, Make target, folder and docs page is
+documented where a reader looks for it, and every relative link resolves."""
 
 import re
 import subprocess
@@ -8,6 +9,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
 
 
 def first_code_block(text: str) -> list[str]:
@@ -22,13 +28,15 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_second() -> None:
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.yml")), ids=lambda p: p.stem)
 def test_every_experiment_is_documented(path: Path) -> None:
-    assert f"experiments/{path.name}" in README
+    assert f"(../experiments/{path.name})" in page("experiments.md")
     assert path.name in (ROOT / "experiments" / "README.md").read_text()
+    if path.stem != "quick":  # the default short run, not a catalogue row
+        assert f"(../experiments/{path.name})" in page("fidelity.md"), path.name
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "modes").glob("*.yml")), ids=lambda p: p.stem)
 def test_every_mode_is_documented(path: Path) -> None:
-    assert f"| {path.stem} |" in README
+    assert f"| {path.stem} |" in page("modes.md")
     assert f"`{path.stem}`" in (ROOT / "modes" / "README.md").read_text()
 
 
@@ -78,3 +86,51 @@ def test_the_license_is_the_one_the_citation_and_the_readme_name() -> None:
     assert license_text.startswith("MIT License\n")
     assert yaml.safe_load((ROOT / "CITATION.cff").read_text())["license"] == "MIT"
     assert "[`LICENSE`](LICENSE)" in README and "MIT" in README.split("## License")[1]
+
+
+def test_every_docs_page_is_in_both_tables() -> None:
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md")
+    assert {"fidelity.md", "experiments.md", "modes.md", "cluster.md", "results.md"} <= set(pages)
+    index = page("README.md")
+    for name in pages:
+        assert f"]({name})" in index, f"docs/{name} is missing from docs/README.md's table"
+        assert f"](docs/{name})" in README, f"docs/{name} is missing from the README's table"
+    assert "](ARCHITECTURE.md)" in README
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+def relative_links(text: str) -> list[str]:
+    """Markdown link targets that are not URLs, outside code blocks."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", prose)
+            if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(doc: Path) -> None:
+    broken = []
+    for target in relative_links(doc.read_text()):
+        file, _, anchor = target.partition("#")
+        dest = (doc.parent / file).resolve() if file else doc
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(target)
+    assert not broken, f"{doc.relative_to(ROOT)}: links to nothing: {broken}"
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    doc = tmp_path / "page.md"
+    doc.write_text("# Title\n\n[a](missing.md) [b](#title) [c](#nowhere) [d](https://x.org)\n")
+    links = relative_links(doc.read_text())
+    assert links == ["missing.md", "#title", "#nowhere"]
+    assert "title" in anchors(doc) and "nowhere" not in anchors(doc)
