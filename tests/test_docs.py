@@ -134,3 +134,45 @@ def test_the_link_check_can_fail(tmp_path: Path) -> None:
     links = relative_links(doc.read_text())
     assert links == ["missing.md", "#title", "#nowhere"]
     assert "title" in anchors(doc) and "nowhere" not in anchors(doc)
+
+
+def study_rows() -> list[tuple[str, dict]]:
+    import yaml
+
+    return [(path.stem, row) for path in sorted((ROOT / "experiments" / "studies").glob("*.yml"))
+            for row in yaml.safe_load(path.read_text())["rows"]]
+
+
+def fidelity_sections() -> dict[str, str]:
+    """docs/fidelity.md's row sections: heading -> its text."""
+    parts = re.split(r"^### (.+)$", page("fidelity.md"), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_every_catalogue_row_has_its_fidelity_in_the_study_file_and_on_the_page() -> None:
+    rows = study_rows()
+    assert len({row["id"] for _, row in rows}) == 36  # the catalogue's ids (PFS-basic twice)
+    sections = fidelity_sections()
+    assert len(sections) == len(rows)
+    for sid, row in rows:
+        fidelity = row.get("fidelity") or {}
+        assert all(fidelity.get(k) for k in ("same", "different", "why", "to_close")), row["id"]
+        section = sections[f"{row['id']} ({sid} {row['figures']})"]
+        for key, label in (("same", "Same as the paper"), ("different", "Different"),
+                           ("why", "Why"), ("to_close", "To close the difference")):
+            assert f"- **{label}**: {fidelity[key]}\n" in section, (row["id"], key)
+        for name in row["experiments"]:
+            assert f"(../experiments/{name}.yml)" in section, (row["id"], name)
+
+
+def test_the_planned_durations_on_the_fidelity_page_are_the_plans() -> None:
+    """Each file's points and minutes as `tierbench plan` prints them (the stored plans, which
+    test_architecture checks against the real ones)."""
+    planned = re.findall(r"\[`([\w-]+)`\]\(\.\./experiments/[\w-]+\.yml\): (\d+) points, "
+                         r"(at most )?([\d.]+) min", page("fidelity.md"))
+    assert len({name for name, *_ in planned}) >= 39
+    for name, points, bound, minutes in planned:
+        plan = (ROOT / "tests" / "data" / "plans" / f"{name}.txt").read_text()
+        assert f": {points} points," in plan.splitlines()[0], name
+        assert f"estimated duration: {minutes} min" in plan, name
+        assert bool(bound) == ("upper bound" in plan), name
