@@ -68,7 +68,7 @@ def test_both_modes_measure_tps_and_cpu_of_every_tier(two_modes: Path) -> None:
 
 
 def test_large_transfers_cost_more_cpu_per_kb_without_offloads(two_modes: Path) -> None:
-    # Host CPU per KB counts softirq work too, wherever the kernel ran it (see README: Metrics).
+    # Host CPU per KB counts softirq work too, wherever the kernel ran it (see docs/measurement.md).
     by_mode = {r["mode"]: r for r in summary(two_modes)}
     on = float(by_mode["offloads-on"]["host_cpu_us_per_kb"])
     off = float(by_mode["offloads-off"]["host_cpu_us_per_kb"])
