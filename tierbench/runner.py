@@ -90,13 +90,16 @@ def plan_lines(exp: Experiment) -> list[str]:
     kind = registry.kind(exp.kind)
     points = points_of(exp)
     lines = kind.plan_header(exp, points) + exp.scaled
+    # where a mode sets CPUs, every point says which platform it runs on
+    platforms = any(m.cpu for m in exp.modes)
     current: Any = _NOTHING
     for p in points:
         key = kind.placement(exp, p)
         if key != current:
             lines.append(kind.placement_line(exp, p, current is _NOTHING))
             current = key
-        lines.append(kind.point_line(exp, p))
+        lines.append(kind.point_line(exp, p)
+                     + (f"  {exp.mode(p.mode).platform()}" if platforms else ""))
     total = kind.point_seconds(exp) * len(points)
     if exp.precision is not None:
         return lines + blocks.plan_lines(exp, points, kind.point_seconds(exp), kind.bring_up)
