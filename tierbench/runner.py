@@ -5,7 +5,8 @@ For every point: bring up what the point needs (the kind's deployment, re-used w
 placement key is the same), apply the mode to its endpoints (all or nothing, verified, the
 pre-change state on disk first), sample every counter at 1 Hz while the kind measures, restore
 the interfaces whatever happens, and write the point's files, its summary row and the manifest.
-The kinds know nothing of modes, sampling or results layout; see tierbench/kinds/contract.py.
+The runner starts the sampler; a kind marks its windows and stops it through the point context
+(tierbench/kinds/contract.py); the kinds know nothing of modes or the results layout.
 
 Results: results/<experiment>/<run-id>/ with experiment.yml (resolved), plan.json (the points in
 run order), manifest.json (provenance, per point the interfaces before/during/after, the report
