@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from analysis import load, markup, precision
-from analysis.markup import MISSING, esc
 
 ROLES = ("throughput", "latency", "tail", "cpu")
 BASELINE = "baseline"
@@ -307,58 +308,38 @@ def write_csv(path: Path, table: list[dict[str, Any]]) -> Path:
 # --------------------------------------------------------------------------- the page
 
 
-def _effect_cell(row: dict[str, Any], role: str) -> str:
+def _effect(row: dict[str, Any], role: str) -> Markup | None:
+    """A knob's effect on one metric with its interval, or None when it was not measured."""
     eff = row.get(f"{role}_effect_pct")
     if eff is None:
-        return f'<td class="muted">{MISSING}</td>'
-    return "<td>" + markup.ci_span(eff, row.get(f"{role}_low_pct"),
-                                   row.get(f"{role}_high_pct"), 1, 1.0, " %") + "</td>"
+        return None
+    return Markup(markup.ci_span(eff, row.get(f"{role}_low_pct"),
+                                 row.get(f"{role}_high_pct"), 1, 1.0, " %"))
 
 
-def workload_card(entry: dict[str, Any], table: list[dict[str, Any]], folder: Path) -> str:
-    """One workload: its knobs' effects and recommendations, the recommended configuration
-    with its commands, the knobs the interfaces cannot change, the 2 x 2, its runs."""
+def workload_view(entry: dict[str, Any], table: list[dict[str, Any]],
+                  folder: Path) -> dict[str, Any]:
+    """One workload's card: its knobs' effects and recommendations, the recommended
+    configuration with its commands, the knobs the interfaces cannot change, its runs."""
     metrics = entry.get("metrics") or {}
     mine = [r for r in table if r["workload"] == entry["name"]]
     head = [m for m in ROLES if m in metrics]
-    measured = [r for r in mine if r.get("recommendation") not in ("cannot change",)]
-    cols = "".join(f"<th>{esc(metrics[m]['label'])}<br><span class=\"muted\">"
-                   f"{esc(metrics[m]['column'])}, {esc(metrics[m]['better'])} is better"
-                   "</span></th>" for m in head)
-    body = "".join(
-        f"<tr><td><b>{esc(r['knob'])}</b><br><span class=\"muted\">{esc(r.get('label'))}"
-        f"</span></td><td>{esc(r.get('current'))}</td><td>{esc(r.get('tested'))}"
-        + (f" <span class=\"muted\">({esc(r.get('tested_settings'))})</span>"
-           if r.get("tested_settings") else "") + "</td>"
-        + "".join(_effect_cell(r, m) for m in head)
-        + f"<td><b>{esc(r.get('recommendation'))}</b><br><span class=\"muted\">"
-          f"{esc(r.get('reason'))}</span></td></tr>" for r in measured)
-    table_html = (f"<table><tr><th>knob</th><th>now</th><th>tested</th>{cols}"
-                  f"<th>recommendation</th></tr>{body}</table>") if measured else ""
-    fixed = [r for r in mine if r.get("recommendation") == "cannot change"]
-    fixed_html = ("<h3>What these interfaces cannot change</h3><ul>" + "".join(
-        f"<li><b>{esc(r['knob'])}</b> ({esc(r.get('label'))}): {esc(r.get('reason'))}</li>"
-        for r in fixed) + "</ul>") if fixed else ""
+    measured = [{**r, "effects": [_effect(r, m) for m in head]}
+                for r in mine if r.get("recommendation") != "cannot change"]
     change = [r for r in mine if r["row"] == "knob" and r.get("commands")]
-    config = ("<h3>Recommended configuration</h3>" + (
-        "<p>Change these knobs (every other one as it is now):</p><pre>" + esc("\n".join(
-            f"# {r['knob']}: {r['recommendation']} ({_settings_of(entry, r)})\n"
-            + r["commands"].replace(" ; ", "\n") for r in change)) + "</pre>"
-        if change else "<p>Keep the interfaces as they are: no knob measured better in its "
-                       "other state at this precision.</p>"))
-    runs = " · ".join(
-        f'<a href="{esc(os.path.relpath(Path(d) / "report.html", folder))}">{esc(k)} run</a>'
-        for k, d in (entry.get("runs") or {}).items() if d)
-    eps = ", ".join(f"{e.get('label')} ({e.get('driver')})"
-                    for e in entry.get("endpoints") or [])
     budget = entry.get("budget") or {}
-    spent = sum(float(budget.get(k) or 0) for k in ("knobs_spent_s", "pair_spent_s"))
-    return (f'<div class="card" id="{esc(entry["name"])}"><h2>{esc(entry["name"])}</h2>'
-            f"<p class=\"sub\">{esc(entry.get('description'))}</p>"
-            f"<p class=\"meta\">status: {esc(entry.get('status'))} · primary metric: "
-            f"{esc(entry.get('primary'))} · measured {spent / 60:.1f} min"
-            + (f" · {runs}" if runs else "") + f"</p><p class=\"meta\">interfaces: "
-            f"{esc(eps) or MISSING}</p>" + table_html + config + fixed_html + "</div>")
+    return {
+        "entry": entry, "metrics": [metrics[m] for m in head], "measured": measured,
+        "fixed": [r for r in mine if r.get("recommendation") == "cannot change"],
+        "config": "\n".join(f"# {r['knob']}: {r['recommendation']} ({_settings_of(entry, r)})\n"
+                            + r["commands"].replace(" ; ", "\n") for r in change),
+        "runs": [(k, os.path.relpath(Path(d) / "report.html", folder))
+                 for k, d in (entry.get("runs") or {}).items() if d],
+        "interfaces": ", ".join(f"{e.get('label')} ({e.get('driver')})"
+                                for e in entry.get("endpoints") or []),
+        "spent_min": sum(float(budget.get(k) or 0)
+                         for k in ("knobs_spent_s", "pair_spent_s")) / 60,
+    }
 
 
 def _settings_of(entry: dict[str, Any], row: dict[str, Any]) -> str:
@@ -367,22 +348,13 @@ def _settings_of(entry: dict[str, Any], row: dict[str, Any]) -> str:
 
 
 def render(record: dict[str, Any], table: list[dict[str, Any]], folder: Path) -> str:
-    """advice.html."""
-    names = [w["name"] for w in record.get("workloads") or []]
-    toc = " · ".join(f'<a href="#{esc(n)}">{esc(n)}</a>' for n in names)
-    spent = markup.number(record.get("spent_s")) or 0.0
-    head = (f"<h1>Offload advice</h1><p class=\"sub\">{esc(record.get('placement'))}"
-            + (f" (cluster {esc(record.get('cluster'))})" if record.get("cluster") else "")
-            + f" · started {esc(record.get('started'))} · {esc(record.get('status'))}</p>"
-            f"<div class=\"card\"><p>Budget {markup.number(record.get('budget_min')) or 0:g} "
-            f"min of measuring, {spent / 60:.1f} min spent; precision target ±"
-            f"{markup.number(record.get('half_width_pct')) or 0:g} % on each workload's "
-            f"primary metric. Workloads: {toc}.</p><p><b>The rule.</b> {esc(RULE)}</p>"
-            "<p class=\"meta\">Effects are the tested state against the current one, in % of "
-            "the current value, with 95 % intervals; every row of the tables is also in "
-            "advice.csv.</p></div>")
-    cards = "".join(workload_card(w, table, folder) for w in record.get("workloads") or [])
-    return markup.page("Offload advice", head + cards)
+    """advice.html (analysis/templates/advise.html.j2)."""
+    return markup.render(
+        "advise.html.j2", title="Offload advice", record=record, rule=RULE,
+        budget_min=markup.number(record.get("budget_min")) or 0.0,
+        spent_min=(markup.number(record.get("spent_s")) or 0.0) / 60,
+        half_width=markup.number(record.get("half_width_pct")) or 0.0,
+        workloads=[workload_view(w, table, folder) for w in record.get("workloads") or []])
 
 
 def write_advice(folder: Path | str) -> tuple[Path, Path]:

@@ -21,9 +21,12 @@ of the two modes' values, stated in % (``+12.1 %``: 1.121 times the baseline):
   with Welch-Satterthwaite degrees of freedom; for runs whose repetitions were not measured in
   blocks (every run without ``precision``).
 
-With a precision target (half-width of the 95 % interval, in percentage points of the effect),
-a comparison is *resolved* once its interval is at most that wide; otherwise the repetitions it
-would need at the observed spread are estimated. The *minimum detectable effect* is the effect
+With a precision target (half-width of the 95 % interval, in % of the estimated ratio: 5 means
+the interval lies within 0.95 and 1.05 times the ratio, so +12 % is resolved at [+6.4, +17.6]
+and +400 % at [+375, +425]), a comparison is *resolved* once its interval is at most that wide;
+otherwise the repetitions it would need at the observed spread are estimated. Near no effect
+the two readings agree (5 % of a ratio of 1.1 is 5.5 points); a large effect is resolved
+when it is known as precisely relative to its size. The *minimum detectable effect* is the effect
 the run could have told from none at 95 % confidence with 80 % power.
 
 The runner's stopping rule (tierbench.runner) and the report use these same functions.
@@ -53,7 +56,8 @@ MAX_REPETITIONS_ESTIMATE = 100_000  # "more needed" beyond this is stated as suc
 @dataclass(frozen=True)
 class Target:
     """What a run is asked to resolve: the 95 % interval of every comparison on ``metric`` at
-    most ``half_width_pct`` percentage points wide, within the repetition and time limits."""
+    most ``half_width_pct`` % of the estimated ratio wide on each side, within the repetition and
+    time limits."""
 
     metric: str = "tps"
     half_width_pct: float = 5.0
@@ -117,12 +121,17 @@ class Change:
 
     @property
     def half_width_pct(self) -> float | None:
-        """Half the interval's width, in percentage points (the precision reached)."""
-        lo, hi = self.low_pct, self.high_pct
-        return None if lo is None or hi is None else (hi - lo) / 2.0
+        """The precision reached: the interval's half-width in % of the estimated ratio (its
+        wider side: on the log scale the upper end, 100 (e^h - 1); Welch's 100 h)."""
+        return None if self.center is None else self._relative(self._half())
+
+    def _relative(self, h: float | None) -> float | None:
+        if h is None:
+            return None
+        return 100.0 * (math.expm1(h) if self.log_scale else h)
 
     def resolved(self, half_width_pct: float) -> bool:
-        """Whether the interval is at most ``half_width_pct`` points wide on each side."""
+        """Whether the interval is within ±``half_width_pct`` % of the estimated ratio."""
         h = self.half_width_pct
         return h is not None and h <= half_width_pct
 
@@ -145,8 +154,8 @@ class Change:
         return 100.0 * (math.expm1(t * self.se) if self.log_scale else t * self.se)
 
     def repetitions_for(self, half_width_pct: float) -> int | None:
-        """Repetitions (blocks, or per mode for Welch) the interval would need to be at most
-        ``half_width_pct`` points wide, at the spread observed so far (None: no spread yet;
+        """Repetitions (blocks, or per mode for Welch) the interval would need to be within
+        ±``half_width_pct`` % of the ratio, at the spread observed so far (None: no spread yet;
         MAX_REPETITIONS_ESTIMATE when even that many would not do)."""
         sd = self.unit_sd()
         if sd is None or self.center is None:
@@ -157,9 +166,8 @@ class Change:
         while n < MAX_REPETITIONS_ESTIMATE:
             df = (self.df if self.method == STEIN and self.df else
                   n - 1 if self.method == PAIRED else 2 * n - 2)
-            h = self._half(df, sd / math.sqrt(n))
-            lo, hi = self._pct(-h), self._pct(h)  # type: ignore[arg-type]
-            if lo is not None and hi is not None and (hi - lo) / 2.0 <= half_width_pct:
+            reached = self._relative(self._half(df, sd / math.sqrt(n)))
+            if reached is not None and reached <= half_width_pct:
                 return n
             n = n + 1 if n < 200 else int(n * 1.1)
         return MAX_REPETITIONS_ESTIMATE

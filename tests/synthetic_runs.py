@@ -56,7 +56,6 @@ ORDERS: dict[str, dict[str, list[Any]]] = {
     "net-txprofile": {"connections": [100, 4000], "write_size": [8192, 65536]},
     "net-dmacopy": {"message_size": [1024, 4096, 8192, 16384, 65536]},
     "pfs-profile": {"clients": [1, 2, 3, 4, 5, 6]},
-    "sockopt": {"case": [1, 2, 3, 4]},
 }
 WEB_BASE: dict[str, Any] = {
     "repetition": 1, "engine": "locust", "users": 16, "window_s": 3.0, "requests": 300,
@@ -96,7 +95,6 @@ FIRST_PANEL = {
                                                      "orangefs-native")]),
     "net-conns": ("lines", ["1", "100", "6,000"],
                   [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
-    "sockopt": ("bars", ["1", "2", "3", "4"], ["offload", "none"]),
     "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
                   ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
     "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
@@ -505,13 +503,6 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "connections_established": c + -(-c // 125)}
                 for w in (65536, 1024) for c in (1, 100, 6000) for m in onoff for r in reps]
         return rows, [], onoff, True
-    if name == "sockopt":
-        rows = [{"trace": t, "case": case, "mode": m, "repetition": r,
-                 "mb_per_s": 100.0 * case + r, "host_cpu_us_per_kb": 10.0 - case
-                 + (0 if m == "offload" else 3)}
-                for t in ("single-64k", "single-1m") for case in (1, 2, 3, 4)
-                for m in ("offload", "none") for r in reps]
-        return rows, [{"name": "single-64k"}, {"name": "single-1m"}], ("offload", "none"), True
     if name in ("fs-thinktime", "fs-clients", "fs-randread"):
         modes = ("servers-offloads-on", "servers-offloads-off")
         x, values = (("think_ms", (0, 0.5, 1, 2)) if name == "fs-thinktime"

@@ -24,7 +24,7 @@ import synthetic_runs
               .glob("*/summary.csv")]
 
 PAPER = {"dc-single": "9,754", "dc-zipf": "2,212", "dc-clients": "14,996",
-         "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792", "sockopt": "5,586",
+         "pfs-concurrent": "731", "pfs-basic": "775", "net-conns": "11,792",
          "dc-disk-basic": "147",
          "net-platform": "59", "net-platform-bw": "1,748", "net-txprofile": "5.28",
          "fs-filebench": "24,555"}

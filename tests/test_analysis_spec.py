@@ -41,14 +41,14 @@ def test_every_family_is_covered_and_paper_numbers_are_labelled() -> None:
     assert set(kinds.values()) == {"web", "pfs", "net", "fs", "disk"}
     assert {families.load(n)["family"] for n in kinds} == {
         "dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs", "net-conns",
-        "sockopt", "dc-worldcup", "dc-static", "dc-alpha-cache", "dc-cache-hit", "net-streams",
+        "dc-worldcup", "dc-static", "dc-alpha-cache", "dc-cache-hit", "net-streams",
         "net-latency", "net-csum", "net-bw", "net-msgsize", "dc-disk-basic", "dc-disk-file",
         "dc-disk-classes", "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
         "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
         "dc-dynamic", "dc-cpus", "fs-thinktime", "fs-clients", "fs-randread", "fs-filebench",
         "pfs-iozone"}
     numbers = {"dc-single": 9754, "dc-zipf": 2212, "dc-clients": 14996,
-               "pfs-concurrent": 731, "pfs-basic": 775, "net-conns": 11792, "sockopt": 5586,
+               "pfs-concurrent": 731, "pfs-basic": 775, "net-conns": 11792,
                "dc-disk-basic": 147,
                "fs-filebench": 24555}
     for name, value in numbers.items():

@@ -256,6 +256,20 @@ def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> 
     assert there == here
     with pytest.raises(netif.NetifError, match=r"^nodec: process 999999999 is gone"):
         cpu.read(999999999, "nodec")
+    # a platform (the parent cgroup) is read with the same code there, by its folders
+    there_info, here_info = cpu.platform_of(me, "nodec"), cpu.platform_info(me)
+    assert there_info == here_info and here_info["own"] in here_info["members"]
+    try:  # this process may be in the root cgroup (not a container): no parent to read
+        here = cpu.read_dirs(here_info["dirs"])
+    except netif.NetifError as exc:
+        here = str(exc)
+    try:
+        there = cpu.read_platform(here_info["dirs"], "nodec")
+    except netif.NetifError as exc:
+        there = str(exc).removeprefix("nodec: ")
+    assert there == here
+    assert cpu.platform_exists(here_info["dirs"], "nodec")
+    assert not cpu.platform_exists({**here_info["dirs"], "cpu": "/nonexistent"}, "nodec")
 
 
 def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> None:

@@ -8,7 +8,8 @@ OrangeFS.
 - a DC experiment with offloads on and off on the nodes' NICs: every tier on its node, the
   modes verified on the NICs and restored, CPU per tier and per node, provenance per node;
 - the network kind with two receivers on one node (each on its own ports); Locust workers on
-  the workers' node, started by tierbench; a cpu: mode on the web tier's cgroup on its node;
+  the workers' node, started by tierbench; a cpu: mode on the web tier's cgroup on its node; a
+  platform mode on each server node's common parent cgroup;
 - SIGINT, and SIGKILL followed by `tierbench clean --cluster`: every node's NIC as before;
 - the web node's Docker daemon stopped mid-run: one sentence naming the node, every node's
   NIC as before;
@@ -175,6 +176,24 @@ def test_a_cpu_mode_on_a_containers_cgroup_on_its_node(lab) -> None:
     assert point["mode_state_during"]["cpu"] == {"web": {"cpuset": "0-1", "limit": 0.5}}
     assert point["mode_state_after"]["cpu"] == point["mode_state_before"]["cpu"]
     assert point["mode_state_before"]["cpu"]["web"]["limit"] is None
+    assert nic_state(lab["cluster"]) == lab["before"]
+
+
+@pytest.mark.lab_full
+def test_a_platform_mode_on_each_nodes_servers_parent_cgroup(lab) -> None:
+    """cpu: {per: platform}: each node's server tiers under that node's own parent cgroup, its
+    cpuset and shared CPU limit written there, verified, restored; the load generator's node
+    has no platform."""
+    done = lab_run(lab, "platform.yml", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((last_run(lab, "platform") / "manifest.json").read_text())
+    for point in manifest["points"].values():
+        assert point["mode_verified"] and point["restored"], point["mode"]
+        limit = 1.0 if point["mode"] == "servers-2cpus-half" else None
+        assert point["mode_state_during"]["platform"] == {
+            "platform (node2)": {"cpuset": "0-1", "limit": limit, "tiers": ["proxy"]},
+            "platform (node3)": {"cpuset": "0-1", "limit": limit, "tiers": ["web"]}}
+        assert point["mode_state_after"]["platform"] == point["mode_state_before"]["platform"]
     assert nic_state(lab["cluster"]) == lab["before"]
 
 

@@ -67,13 +67,28 @@ def test_repetitions_for_a_target_are_the_fewest_that_reach_it() -> None:
     assert need is not None and need > c.n
     sd = c.unit_sd()
 
-    def half(n: int) -> float:
+    def half(n: int) -> float:  # the interval's upper side in % of the ratio
         h = scipy_stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        return 50 * (math.expm1(c.center + h) - math.expm1(c.center - h))
+        return 100 * math.expm1(h)
 
     assert half(need) <= 2.0 < half(need - 1)
+    assert c.half_width_pct == pytest.approx(half(c.n))
     assert "more repetitions would be needed" in precision.statement(c, 2.0)
     assert precision.statement(c, 50.0).startswith("resolved: +")
+
+
+def test_the_target_is_relative_to_the_ratio_so_a_large_effect_can_be_resolved() -> None:
+    """+400 % measured within +-2 % per block: resolved at 5 % of the ratio, although its
+    interval is about 20 percentage points wide on each side."""
+    rng = random.Random(5)
+    mode = {b: 5000 * math.exp(rng.gauss(0, 0.02)) for b in range(1, 11)}
+    base = {b: 1000 * math.exp(rng.gauss(0, 0.02)) for b in range(1, 11)}
+    c = precision.paired_change(mode, base)
+    assert c.high_pct - c.effect_pct > 5.0  # more than 5 points above
+    assert (100 + c.high_pct) / (100 + c.effect_pct) - 1 < 0.05  # within 5 % of the ratio
+    assert c.resolved(5.0)
+    small = precision.paired_change({b: v / 5 * 1.1 for b, v in mode.items()}, base)
+    assert small.half_width_pct == pytest.approx(c.half_width_pct)  # the same spread
 
 
 def test_the_stopping_rule_waits_for_the_minimum_and_stops_at_the_maximum() -> None:

@@ -68,7 +68,7 @@ def test_both_modes_measure_tps_and_cpu_of_every_tier(two_modes: Path) -> None:
 
 
 def test_large_transfers_cost_more_cpu_per_kb_without_offloads(two_modes: Path) -> None:
-    # Host CPU per KB counts softirq work too, wherever the kernel ran it (see README: Metrics).
+    # Host CPU per KB counts softirq work too, wherever the kernel ran it (see docs/measurement.md).
     by_mode = {r["mode"]: r for r in summary(two_modes)}
     on = float(by_mode["offloads-on"]["host_cpu_us_per_kb"])
     off = float(by_mode["offloads-off"]["host_cpu_us_per_kb"])
@@ -363,6 +363,56 @@ def test_a_cpu_mode_limits_the_tier_during_the_point_and_is_restored(env: dict[s
     assert row["count_mismatch"] == "false", row
     # half a CPU of time: the web tier used at most about half of the window's CPU seconds
     assert float(row["cpu_s_web"]) <= 0.6 * float(row["window_s"]), row
+
+
+def server_rates(point: Path) -> tuple[float, float]:
+    """From a point's recorded samples: the server tiers' summed CPU seconds per second over
+    the measured window, and the window's length."""
+    from tierbench.measure.counters import window
+
+    record = json.loads((point / "point.json").read_text())
+    samples = [json.loads(line) for line in (point / "samples.jsonl").read_text().splitlines()]
+    first, last = window(samples, record["window"]["start"], record["window"]["end"])
+    used = sum(last["cpu"][t]["usage_s"] - first["cpu"][t]["usage_s"] for t in ("proxy", "web"))
+    return used / (last["t"] - first["t"]), last["t"] - first["t"]
+
+
+def test_a_platform_shares_one_cpu_of_time_among_the_servers(env: dict[str, str]) -> None:
+    """servers-2cpus-half: proxy and web together at most one CPU-second per second; the same
+    load with servers-2cpus (same CPUs, no limit) takes more. Over the whole measured window
+    (the first and last samples in it): CFS hands out the quota per 100 ms period, so a window
+    that does not start and end on period boundaries may hold one period's quota more
+    (0.1 CPU-s), and each sample is stamped just after its reads (0.02 s more): at most
+    1 + 0.12 / window CPU-s per second. Single 1 s steps are not checked: on a loaded host the
+    sampler can be descheduled between its reads and its stamp, which moves a step's CPU
+    seconds into the next (steps of 1.7 were seen with the limit holding over the window)."""
+    from tierbench.interfaces import cpu
+
+    done = tierbench(env, "run", str(EXPERIMENTS / "platform.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "platform")
+    rates = {}
+    for point in sorted((run / "points").iterdir()):
+        record = json.loads((point / "point.json").read_text())
+        assert record["mode_verified"] and record["restored"], record["mode"]
+        during = record["mode_state_during"]["platform"]
+        assert [v["tiers"] for v in during.values()] == [["proxy", "web"]]
+        assert record["mode_state_after"]["platform"] == record["mode_state_before"]["platform"]
+        rates[record["mode"]] = server_rates(point)
+    half, seconds = rates["servers-2cpus-half"]
+    assert seconds >= 3, seconds
+    assert half <= 1 + 0.12 / seconds, rates
+    assert rates["servers-2cpus"][0] > 1 + 0.12 / rates["servers-2cpus"][1], rates
+    # the platform was the server tiers' parent cgroup, the load generator outside it on CPU 0;
+    # its settings were put back after the points
+    found = compose.service_containers(("loadgen", "proxy", "web"))
+    platform = cpu.platform_of(found["web"].pid)
+    assert cpu.platform_of(found["proxy"].pid)["dirs"] == platform["dirs"]
+    assert cpu.platform_of(found["loadgen"].pid)["dirs"] != platform["dirs"]
+    assert found["loadgen"].cpuset == "0"
+    assert sorted(platform["members"]) == sorted(
+        cpu.platform_of(c.pid)["own"] for c in (found["proxy"], found["web"]))
+    assert cpu.read_platform(platform["dirs"])["limit"] is None
 
 
 def test_hit_ratios_are_made_real_on_a_cold_page_cache_and_a_capped_web_tier(

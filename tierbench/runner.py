@@ -5,7 +5,8 @@ For every point: bring up what the point needs (the kind's deployment, re-used w
 deployment key is the same), apply the mode to its endpoints (all or nothing, verified, the
 pre-change state on disk first), sample every counter at 1 Hz while the kind measures, restore
 the interfaces whatever happens, and write the point's files, its summary row and the manifest.
-The kinds know nothing of modes, sampling or results layout; see tierbench/kinds/contract.py.
+The runner starts the sampler; a kind marks its windows and stops it through the point context
+(tierbench/kinds/contract.py); the kinds know nothing of modes or the results layout.
 
 Results: results/<experiment>/<run-id>/ with experiment.yml (resolved), plan.json (the points in
 run order), manifest.json (provenance, per point the interfaces before/during/after, the report
@@ -82,13 +83,16 @@ def plan_lines(exp: Experiment) -> list[str]:
     kind = registry.kind(exp.kind)
     points = points_of(exp)
     lines = kind.plan_header(exp, points) + exp.scaled
+    # where a mode sets CPUs, every point says which platform it runs on
+    platforms = any(m.cpu for m in exp.modes)
     current: Any = _NOTHING
     for p in points:
         key = kind.deployment_key(exp, p)
         if key != current:
             lines.append(kind.deployment_line(exp, p, current is _NOTHING))
             current = key
-        lines.append(kind.point_line(exp, p))
+        lines.append(kind.point_line(exp, p)
+                     + (f"  {exp.mode(p.mode).platform()}" if platforms else ""))
     total = kind.point_seconds(exp) * len(points)
     if exp.precision is not None:
         return lines + blocks.plan_lines(exp, points, kind.point_seconds(exp), kind.bring_up)

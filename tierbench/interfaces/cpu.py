@@ -8,6 +8,12 @@ controllers, or v2 cpuset.cpus and cpu.max) so that it changes between points wi
 restart, and read back to verify and to restore. For a container on a cluster node (``node``),
 this module's own code runs there with python3 over SSH (the node transport of netif), on the
 node's PID of the container.
+
+A platform is the parent cgroup of the server tiers' containers: they start under one common
+parent (Compose `cgroup_parent`), so a cpuset and a limit written there are shared by every tier
+it holds (one CPU of time for proxy and web together), while the load generator, outside it,
+keeps its own CPUs. It is named by its folders (``dirs``), so that it can be restored after the
+containers in it are gone.
 """
 
 from __future__ import annotations
@@ -58,9 +64,36 @@ def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
         write_cgroup(pid, cpuset, limit, set_limit=set_limit)
 
 
-def allowed(pid: int, node: str | None = None) -> set[int]:
-    """CPUs the process's cgroup may be given: its parent's cpuset."""
-    return set(on_node(node, f"sorted(allowed_cpus({int(pid)}))")) if node else allowed_cpus(pid)
+def platform_of(pid: int, node: str | None = None) -> dict[str, object]:
+    """The parent cgroup of a process: {"dirs": its folders, "own": the process's cgroup in it,
+    "members": the parent's child cgroups that hold processes}."""
+    return on_node(node, f"platform_info({int(pid)})") if node else platform_info(pid)
+
+
+def read_platform(dirs: dict[str, str], node: str | None = None) -> dict[str, object]:
+    """The cpuset and limit of a platform (as :func:`read`)."""
+    return on_node(node, f"read_dirs({dirs!r})") if node else read_dirs(dirs)
+
+
+def write_platform(dirs: dict[str, str], cpuset: str | None, limit: float | None, *,
+                   set_limit: bool, node: str | None = None) -> None:
+    """Set a platform's cpuset (when given) and limit (when set_limit; None: unlimited)."""
+    if node:
+        on_node(node, f"write_dirs({dirs!r}, {cpuset!r}, {limit!r}, set_limit={set_limit!r})")
+    else:
+        write_dirs(dirs, cpuset, limit, set_limit=set_limit)
+
+
+def platform_exists(dirs: dict[str, str], node: str | None = None) -> bool:
+    """Whether the platform's folders are still there."""
+    return on_node(node, f"dirs_exist({dirs!r})") if node else dirs_exist(dirs)
+
+
+def allowed(pid: int, node: str | None = None, *, platform: bool = False) -> set[int]:
+    """CPUs the process's cgroup (``platform``: its parent) may be given."""
+    if node:
+        return set(on_node(node, f"sorted(allowed_cpus({int(pid)}, {platform!r}))"))
+    return allowed_cpus(pid, platform)
 
 
 # ---------------------------------------- the code a node runs
@@ -100,9 +133,34 @@ def cgroup_dirs(pid: int) -> dict[str, Path]:
     return {"cpuset": d, "cpu": d, "version": Path("2")}
 
 
+def platform_info(pid: int) -> dict[str, object]:
+    """{"dirs": the parent cgroup's folders, "own": the process's cgroup folder in it,
+    "members": the parent's child cgroups that hold processes}."""
+    d = cgroup_dirs(pid)
+    parent = d["cpu"].parent
+    try:
+        members = sorted(c.name for c in parent.iterdir()
+                         if c.is_dir() and (c / "cgroup.procs").read_text().strip())
+    except OSError as exc:
+        raise NetifError(f"the cgroups beside process {pid}'s cannot be listed: {exc}") from None
+    return {"dirs": {"cpuset": str(d["cpuset"].parent), "cpu": str(parent),
+                     "version": str(d["version"])}, "own": d["cpu"].name, "members": members}
+
+
+def dirs_exist(dirs: dict[str, str]) -> bool:
+    """Whether a cgroup's folders are there."""
+    return Path(dirs["cpuset"]).is_dir() and Path(dirs["cpu"]).is_dir()
+
+
 def read_cgroup(pid: int) -> dict[str, object]:
     """{"cpuset": "0-1" ('' = the parent's), "limit": CPUs of time per period or None}."""
-    d = cgroup_dirs(pid)
+    return read_dirs(cgroup_dirs(pid), f"process {pid}")
+
+
+def read_dirs(dirs: dict, who: str | None = None) -> dict[str, object]:
+    """The cpuset and limit of the cgroup in these folders."""
+    d = {k: Path(v) for k, v in dirs.items()}
+    who = who or f"the cgroup {d['cpu']}"
     try:
         cpuset = (d["cpuset"] / "cpuset.cpus").read_text().strip()
         if str(d["version"]) == "1":
@@ -112,13 +170,20 @@ def read_cgroup(pid: int) -> dict[str, object]:
             q, p = (d["cpu"] / "cpu.max").read_text().split()
             quota, period = (-1 if q == "max" else int(q)), int(p)
     except OSError as exc:
-        raise NetifError(f"the CPU settings of process {pid} cannot be read: {exc}") from None
+        raise NetifError(f"the CPU settings of {who} cannot be read: {exc}") from None
     return {"cpuset": cpuset, "limit": None if quota < 0 else round(quota / period, 4)}
 
 
 def write_cgroup(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool) -> None:
     """Set the cpuset (when given) and the limit (when set_limit: None means unlimited)."""
-    d = cgroup_dirs(pid)
+    write_dirs(cgroup_dirs(pid), cpuset, limit, set_limit=set_limit, who=f"process {pid}")
+
+
+def write_dirs(dirs: dict, cpuset: str | None, limit: float | None, *, set_limit: bool,
+               who: str | None = None) -> None:
+    """Set the cpuset and limit of the cgroup in these folders (as :func:`write_cgroup`)."""
+    d = {k: Path(v) for k, v in dirs.items()}
+    who = who or f"the cgroup {d['cpu']}"
     try:
         if cpuset is not None:
             (d["cpuset"] / "cpuset.cpus").write_text(cpuset)
@@ -131,15 +196,17 @@ def write_cgroup(pid: int, cpuset: str | None, limit: float | None, *, set_limit
                 (d["cpu"] / "cpu.max").write_text(
                     f"{'max' if quota < 0 else quota} {PERIOD_US}")
     except OSError as exc:
-        raise NetifError(f"the CPU settings of process {pid} cannot be written "
+        raise NetifError(f"the CPU settings of {who} cannot be written "
                          f"(cpuset {cpuset}, limit {limit}): {exc.strerror or exc}") from None
 
 
-def allowed_cpus(pid: int) -> set[int]:
-    """CPUs the process's cgroup may be given: its parent's cpuset."""
+def allowed_cpus(pid: int, platform: bool = False) -> set[int]:
+    """CPUs the process's cgroup (``platform``: its parent) may be given: the cpuset of the
+    cgroup above."""
     d = cgroup_dirs(pid)
+    above = d["cpuset"].parent.parent if platform else d["cpuset"].parent
     try:
-        return parse((d["cpuset"].parent / "cpuset.cpus").read_text().strip()
+        return parse((above / "cpuset.cpus").read_text().strip()
                      or Path("/sys/devices/system/cpu/online").read_text().strip())
     except OSError as exc:
         raise NetifError(f"the parent cpuset of process {pid} cannot be read: {exc}") from None

@@ -78,8 +78,8 @@ class Point:
 class Precision(Model):
     """A precision target (experiment key `precision`, or `tierbench run --precision`): run
     repetitions in blocks (every mode of a condition once per block) until every comparison of
-    a mode with the baseline on ``metric`` has a 95 % interval at most ``half_width_pct``
-    points wide on each side, or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+    a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
+    the estimated ratio (analysis.precision), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
     metric: text(r"^[\w.-]+$", "tps") = "tps"
     half_width_pct: number(0.1, 100) = 5.0

@@ -140,7 +140,35 @@ def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
         state["cpu"] = _cpu_state(endpoints, containers)
         for target in state["cpu"].values():
             target["values"] = cpu.read(target["pid"], target.get("node"))
+        if per_platform(mode):
+            state["platform"] = _platform_state(state["cpu"])
     return state
+
+
+def per_platform(mode: Mode) -> bool:
+    """Whether the mode's cpu: is one platform's, shared by the server tiers."""
+    return mode.cpu.get("per") == "platform"
+
+
+def _platform_state(targets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The platforms a per-platform cpu: mode sets: the parent cgroup of the covered
+    containers, one per node (or this host), with the containers it must hold ("own") and
+    those it does ("members")."""
+    out: dict[str, dict[str, Any]] = {}
+    for target in targets.values():
+        node = target.get("node")
+        info = cpu.platform_of(target["pid"], node)
+        key = f"{node or 'host'}:{info['dirs']['cpu']}"
+        entry = out.setdefault(key, {
+            "node": node, **({"ssh": target["ssh"]} if node else {}), "dirs": info["dirs"],
+            "label": f"platform ({node or 'this host'})", "members": info["members"],
+            "own": [], "tiers": [], "pid": target["pid"]})
+        entry["own"].append(info["own"])
+        entry["tiers"].append(target["label"])
+        target["platform"] = key
+    for entry in out.values():
+        entry["values"] = cpu.read_platform(entry["dirs"], entry["node"])
+    return out
 
 
 def _cpu_state(endpoints: list[Endpoint],
@@ -162,23 +190,43 @@ def _cpu_targets(endpoints: list[Endpoint]) -> dict[int, str]:
     return out
 
 
-def _cpu_reads(state: dict, read: Callable[[int, str | None], Any],
-               problems: list[str]) -> Iterator[tuple[dict, Any]]:
-    """(target, what ``read`` gives of its process) for each container a cpu: mode covers; a
-    target that cannot be read adds its sentence to ``problems``."""
-    for target in state.get("cpu", {}).values():
-        try:
-            yield target, read(target["pid"], target.get("node"))
-        except NetifError as exc:
-            problems.append(str(exc))
+def _platform_problems(mode: Mode, state: dict) -> list[str]:
+    """A platform must hold the covered server tiers and nothing else (the load generator
+    outside it), one per node."""
+    problems = []
+    platforms = state.get("platform") or _platform_state(state.get("cpu", {}))
+    per_node: dict[str | None, list[str]] = {}
+    for key, entry in platforms.items():
+        per_node.setdefault(entry["node"], []).append(key)
+        others = sorted(set(entry["members"]) - set(entry["own"]))
+        if others:
+            problems.append(
+                f"mode {mode.name} sets one platform for the server tiers "
+                f"({', '.join(entry['tiers'])}), and their parent cgroup {entry['dirs']['cpu']} "
+                f"on {entry['node'] or 'this host'} also holds {len(others)} other container(s) "
+                f"({', '.join(o[:12] for o in others)}): bring the stack up with tierbench, which "
+                "starts only the server tiers under their own parent (compose setting "
+                "SERVERS_CGROUP), and leave SERVERS_CGROUP unset")
+    for node, keys in per_node.items():
+        if len(keys) > 1:
+            problems.append(f"mode {mode.name} sets one platform for the server tiers, and on "
+                            f"{node or 'this host'} they are under {len(keys)} parent cgroups: "
+                            "bring the stack up again with tierbench (tierbench clean, then run)")
+    return problems
 
 
 def _cpu_problems(mode: Mode, state: dict) -> list[str]:
+    problems = _platform_problems(mode, state) if per_platform(mode) else []
     want = mode.cpu.get("cpuset")
     if not want:
-        return []
-    problems: list[str] = []
-    for target, allowed in _cpu_reads(state, cpu.allowed, problems):
+        return problems
+    for target in state.get("cpu", {}).values():
+        try:
+            allowed = cpu.allowed(target["pid"], target.get("node"),
+                                  platform=per_platform(mode))
+        except NetifError as exc:
+            problems.append(str(exc))
+            continue
         extra = sorted(cpu.parse(want) - allowed)
         if extra:
             problems.append(f"cpu.cpuset {want} of mode {mode.name} names CPU {extra[0]}, which "
@@ -188,12 +236,28 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
 
 
 def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
-    out: list[str] = []
-    for target, have in _cpu_reads(state, cpu.read, out):
-        want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
+    out = []
+    want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
+    for entry in state.get("platform", {}).values():
+        try:
+            have = cpu.read_platform(entry["dirs"], entry["node"])
+        except NetifError as exc:
+            out.append(str(exc))
+            continue
+        if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
+            out.append(f"{entry['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
+        if "limit" in mode.cpu and have["limit"] != round(want_limit, 4):
+            out.append(f"{entry['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
+    for target in state.get("cpu", {}).values():
+        try:
+            have = cpu.read(target["pid"], target.get("node"))
+        except NetifError as exc:
+            out.append(str(exc))
+            continue
         if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
             out.append(f"{target['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
-        if "limit" in mode.cpu and have["limit"] != round(want_limit, 4):
+        if "limit" in mode.cpu and not per_platform(mode) and have["limit"] != round(
+                want_limit, 4):
             out.append(f"{target['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
     return out
 
@@ -386,6 +450,32 @@ def _set_sysctls(mode: Mode, state: dict) -> None:
                                  info.get("node"))
 
 
+def _set_cpu(mode: Mode, state: dict) -> None:
+    """Each container's cpuset and limit; with a platform, its cpuset first widened to hold
+    both the old and the new CPUs (cgroup v1 refuses a parent narrower than its children), the
+    containers' cpusets, then the platform's cpuset and the limit they share."""
+    want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
+    platforms = state.get("platform", {})
+    for entry in platforms.values():
+        _widen(entry, want_set)
+    for target in state.get("cpu", {}).values():
+        cpu.write(target["pid"], want_set, want_limit,
+                  set_limit="limit" in mode.cpu and not platforms, node=target.get("node"))
+    for entry in platforms.values():
+        cpu.write_platform(entry["dirs"], want_set, want_limit, set_limit="limit" in mode.cpu,
+                           node=entry["node"])
+
+
+def _widen(entry: dict, cpuset: str | None) -> None:
+    """A platform's cpuset made the union of what it has and ``cpuset`` ('' = every CPU)."""
+    if not cpuset:
+        return
+    have = str(cpu.read_platform(entry["dirs"], entry["node"])["cpuset"])
+    if have:
+        both = ",".join(str(c) for c in sorted(cpu.parse(have) | cpu.parse(cpuset)))
+        cpu.write_platform(entry["dirs"], both, None, set_limit=False, node=entry["node"])
+
+
 def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
     """Check, apply, read back; on any failure restore ``state`` and raise NetifError."""
     problems = check_mode(mode, endpoints, state)
@@ -399,9 +489,7 @@ def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
             for ep in endpoints:
                 _set_endpoint(ep, state["endpoints"][ep.label], mode)
             _set_sysctls(mode, state)
-            for target in state.get("cpu", {}).values():
-                cpu.write(target["pid"], mode.cpu.get("cpuset"), mode.cpu.get("limit"),
-                          set_limit="limit" in mode.cpu, node=target.get("node"))
+            _set_cpu(mode, state)
         except NetifError as exc:
             failure = str(exc)
             ep_snap = next((s for s in state["endpoints"].values()
@@ -640,9 +728,37 @@ def restore_state(state: dict) -> list[str]:
             problems += _restore_sysctls(target, info)
         except Exception as exc:  # noqa: BLE001
             problems.append(f"{target}: restore failed unexpectedly: {exc}")
+    platforms = state.get("platform", {})
+    for entry in platforms.values():
+        try:
+            if cpu.platform_exists(entry["dirs"], entry["node"]):
+                _widen(entry, str(entry["values"]["cpuset"]))
+        except NetifError as exc:
+            problems.append(str(exc))
     for target, info in state.get("cpu", {}).items():
         problems += _restore_cpu(target, info)
+    for entry in platforms.values():
+        problems += _restore_platform(entry)
     return problems
+
+
+def _restore_platform(entry: dict) -> list[str]:
+    """A platform's saved cpuset and limit, even when its containers are gone (the parent
+    cgroup outlives them, and the next bring-up would inherit what it holds)."""
+    node, saved = entry["node"], entry["values"]
+    if node and entry.get("ssh"):
+        netif.add_node(node, entry["ssh"])
+    try:
+        if not cpu.platform_exists(entry["dirs"], node):
+            return [f"{entry['label']} ({entry['dirs']['cpu']}): gone, nothing to restore"]
+        cpu.write_platform(entry["dirs"], saved["cpuset"] or None, saved["limit"],
+                           set_limit=True, node=node)
+        have = cpu.read_platform(entry["dirs"], node)
+    except NetifError as exc:
+        return [str(exc)]
+    if have != saved:
+        return [f"{entry['label']}: CPU settings are {have}, snapshot had {saved}"]
+    return []
 
 
 def _restore_cpu(target: str, info: dict) -> list[str]:
@@ -688,6 +804,9 @@ def state_view(state: dict) -> dict[str, Any]:
     view = {"endpoints": eps, "sysctls": sysctls}
     if "cpu" in state:
         view["cpu"] = {i.get("label", t): dict(i["values"]) for t, i in state["cpu"].items()}
+    if "platform" in state:
+        view["platform"] = {i["label"]: {**i["values"], "tiers": list(i["tiers"])}
+                            for i in state["platform"].values()}
     return view
 
 
@@ -759,4 +878,4 @@ def _endpoints_subset(after: dict, before: dict) -> bool:
     """The mode's state after equals the state before wherever it could still be read (an
     endpoint or netns whose container stopped has nothing left to compare)."""
     return all({k: before.get(part, {}).get(k) for k in after.get(part, {})} == after.get(part, {})
-               for part in ("endpoints", "sysctls", "cpu"))
+               for part in ("endpoints", "sysctls", "cpu", "platform"))

@@ -222,10 +222,13 @@ Sysctls = Annotated[dict[str, str], BeforeValidator(_sysctls),
 
 class Cpu(Model):
     """The CPUs of the covered tiers' containers: which ones (a cpuset) and how much of their
-    time (a limit in CPUs, CFS quota), as `docker update --cpuset-cpus --cpus` would set them."""
+    time (a limit in CPUs, CFS quota), as `docker update --cpuset-cpus --cpus` would set them;
+    per container (each its own limit), or per platform: one cpuset and one limit shared by
+    every server tier (their common parent cgroup), as one host holds them."""
 
     cpuset: text(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", "0-1 or 1 or 0,2") | None = None
     limit: number(0.01, 1024) | None = None
+    per: choice("container", "platform") | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Cpu:
@@ -330,6 +333,19 @@ class Mode:
             return f"{role}s" in self.roles
         return True
 
+    def platform(self) -> str:
+        """The CPUs the mode gives, in words (the plan prints it for every point)."""
+        if not self.cpu:
+            return "platform=the stack's cpusets (.env *_CPUS), no CPU limit"
+        cpus = f"CPUs {self.cpu['cpuset']}" if "cpuset" in self.cpu else "the stack's cpusets"
+        limit = self.cpu.get("limit")
+        if self.cpu.get("per") == "platform":
+            time = "no limit" if limit is None else f"{limit:g} CPU of time in all"
+            return f"platform={cpus}, {time}, shared by the server tiers"
+        who = ", ".join(self.tiers or self.roles) or "every tier, load generator included"
+        time = "no limit" if limit is None else f"{limit:g} CPU of time each"
+        return f"platform={cpus}, {time} ({who}; per container)"
+
     def as_dict(self) -> dict[str, Any]:
         """The mode as it will be recorded in the manifest."""
         k = self.knobs
@@ -425,6 +441,10 @@ def _mode(name: str, data: dict[str, Any], parents: tuple[str, ...], where: str)
     if m.cpu is not None and m.host_interfaces:
         raise ConfigError(f"{where}: cpu: sets the CPUs of containers; a mode with "
                           "host_interfaces has none (drop one of them)")
+    if m.cpu is not None and m.cpu.per == "platform" and list(m.roles or []) != ["servers"]:
+        raise ConfigError(f"{where}: cpu.per: platform is the CPUs every server tier shares (their "
+                          "common parent cgroup); give the mode roles: [servers], or per: "
+                          "container for some tiers")
     n = m.nic
     knobs = Knobs(
         channels={k: v for k, v in n.channels.model_dump().items() if v is not None},

@@ -330,8 +330,11 @@ class ClusterPlacer(Placer):
     def start_on(self, node: Node, level: list[str], where: dict[str, dict[str, int]],
                  files: list[str], env: dict[str, str], spec: Services, config: dict[str, Any],
                  wanted: list[str]) -> None:
-        """The services of one dependency level that go on ``node``."""
+        """The services of one dependency level that go on ``node``; its server tiers under the
+        node's own common parent cgroup (a platform per node)."""
         base = self.compose_argv(node, files, ["*"])
+        env = {compose.SERVERS_CGROUP: compose.servers_cgroup(
+            compose.cgroup_driver(nodes.docker_argv(node)), node.name), **env}
         for name in level:
             count = where[name].get(node.name)
             if not count:

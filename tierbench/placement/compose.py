@@ -38,6 +38,10 @@ WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.ym
 WORKER_SERVICE = "loadgen-worker"
 CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
+# The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
+# platform's CPUs and CPU time can be set once for the tiers it holds (modes with
+# `cpu: {per: platform}`, tierbench/modes/apply.py); the load generator stays outside it.
+SERVERS_CGROUP = "SERVERS_CGROUP"
 APP_TIERS = ("app", "db")  # compose/app-db.yml: the application and database tiers
 # Stack settings of the app-db overlay -> the environment variables compose/app-db.yml reads.
 APP_DB_ENV = {"db_rows": "DB_ROWS", "db_row_bytes": "DB_ROW_BYTES", "db_seed": "DB_SEED",
@@ -317,6 +321,26 @@ def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     return _run(["docker", "compose", *args], env=env, timeout=timeout)
 
 
+def servers_cgroup(driver: str, node: str | None = None) -> str:
+    """The servers' common parent cgroup for an engine with this cgroup driver (`docker info`'s
+    CgroupDriver): a slice for systemd, a folder below the hierarchy's root for cgroupfs; one per
+    tag, and on a cluster one per node (the lab's nodes share the machine's cgroup tree)."""
+    name = "-".join(["tierbench", TAG.replace(".", "_"), *([node] if node else []), "servers"])
+    if driver == "systemd":
+        # a dash in a slice's name nests it (a-b.slice is in a.slice): the name keeps none
+        return name.replace("-", "_") + ".slice"
+    if driver == "cgroupfs":
+        return "/" + name
+    raise StackError(f"the Docker engine uses cgroup driver {driver!r}, and tierbench knows "
+                     "cgroupfs and systemd only: configure the engine with one of them")
+
+
+def cgroup_driver(docker: list[str] | None = None) -> str:
+    """The cgroup driver of an engine (``docker``: the argv that reaches it; this host's)."""
+    return _run([*(docker or ["docker"]), "info", "--format", "{{.CgroupDriver}}"],
+                timeout=30).strip()
+
+
 def check_cpusets(env: dict[str, str]) -> None:
     """Refuse a CPU layout that names cores this host does not have."""
     ncpu = os.cpu_count() or 1
@@ -405,8 +429,9 @@ def up_spec(spec: Services) -> None:
         down()
         for path, size in spec.tmpfs.items():
             mount_tmpfs(Path(path), size)
-    # every profile's services: those of the spec's profiles and any it names
-    env = {**spec.env, **access_env(config_of([*spec.args(), "--profile", "*"], spec.env))}
+    # every profile's services: those of the spec's profiles and any it names; the server
+    # tiers under their common parent cgroup
+    env = {SERVERS_CGROUP: servers_cgroup(cgroup_driver()), **spec.env, **access_env(config_of([*spec.args(), "--profile", "*"], spec.env))}
     scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
     _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
           *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
