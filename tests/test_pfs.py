@@ -299,3 +299,26 @@ def test_a_docroot_on_orangefs_stores_on_tmpfs_or_on_volumes() -> None:
             compose.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
     assert "pvfs-disk.yml" not in tmpfs and "pvfs-disk.yml" in disk
     assert {"pvfs.yml", "docroot-pvfs.yml"} <= set(tmpfs) & set(disk)
+
+
+def test_orangefs_on_a_disk_system_puts_its_mounts_over_the_volumes_and_caps_memory() -> None:
+    from tierbench.placement import compose
+
+    base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3,
+            "pvfs_storage": "ide"}
+    files = [f.rsplit("/", 1)[-1] for f in compose.stack_files(base, extra=[Path("/s/c.yml")])]
+    assert files.index("pvfs-disk.yml") < files.index("c.yml")  # the disks' binds win
+    assert "pvfs-memory.yml" not in files
+    capped = {**base, "pvfs_memory": "512m"}
+    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in compose.stack_files(capped)]
+    assert compose.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
+                              "web_mmap": True}, [])["PVFS_SERVER_MEMORY"] == "512m"
+
+
+def test_memory_overlay_caps_each_io_server() -> None:
+    services = compose_config("compose/pvfs.yml", "compose/pvfs-memory.yml",
+                              env={"PVFS_SERVER_MEMORY": "512m"})["services"]
+    for i in range(1, 9):
+        assert services[f"pvfs-io{i}"]["mem_limit"] in ("536870912", 536870912)
+        assert services[f"pvfs-io{i}"]["memswap_limit"] in ("536870912", 536870912)
+    assert "mem_limit" not in services["pvfs-meta"]

@@ -27,6 +27,7 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
+            "pvfs-memory": "compose/pvfs-memory.yml",
             "app-db": "compose/app-db.yml"}
 # Three web servers (stack.web_servers, stack.placement); on a cluster with
 # compose/host-web-servers.yml (over disk systems only with one web node: kinds/web.py).
@@ -118,8 +119,11 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
         files.append(OVERLAYS["tmpfs"])
     if base == "orangefs":
         files += [OVERLAYS["pvfs"], OVERLAYS["docroot-pvfs"]]
-        if settings.get("pvfs_storage") == "disk":
+        if settings.get("pvfs_storage") not in (None, "tmpfs"):
+            # volumes (disk), or under a disk system's mounts bound over them (`extra`)
             files.append(OVERLAYS["pvfs-disk"])
+        if settings.get("pvfs_memory"):
+            files.append(OVERLAYS["pvfs-memory"])
     if hot:
         files.append(OVERLAYS["hot-tmpfs"])
     if settings.get("web_memory"):
@@ -233,6 +237,8 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     })
     if settings.get("web_memory"):
         env["WEB_MEMORY"] = str(settings["web_memory"])
+    if settings.get("pvfs_memory"):
+        env["PVFS_SERVER_MEMORY"] = str(settings["pvfs_memory"])
     if settings.get("access_log"):
         env["ACCESS_LOG"] = "on"
     env.update({var: str(settings[key]) for key, var in APP_DB_ENV.items() if key in settings})
