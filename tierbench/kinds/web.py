@@ -891,6 +891,9 @@ class WebKind(Kind):
                 raise compose.StackError(str(exc)) from None
             dep.info["built"] = built
             dep.probes["storage"] = webdisks.StorageReads(built)
+        dropped = drop_written_files(dep, settings)
+        if dropped is not None:
+            dep.info["dropped_after_bring_up"] = dropped
         return dep
 
     def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
@@ -962,6 +965,11 @@ class WebKind(Kind):
             empty_proxy_cache(dep.containers["proxy"])
         if "disk" in dep.info:
             ctx.record["disk"] = dep.info["disk"]
+        if "dropped_after_bring_up" in dep.info:
+            ctx.record["dropped_after_bring_up"] = (
+                f"{dep.info['dropped_after_bring_up']} docroot files dropped from the page "
+                "cache after the bring-up (written there by its one-shot jobs, outside the "
+                "memory caps)")
         if dep.info["settings"].get("page_cache") == "cold":
             if "built" in dep.info:
                 dropped = disks.evict(dep.info["built"])
@@ -1243,6 +1251,23 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int,
     probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
     return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
                       probes=probes)
+
+
+def drop_written_files(dep: Deployment, settings: dict[str, Any]) -> int | None:
+    """Under a memory cap (web_memory, pvfs_memory), drop the docroot's files from the page
+    cache once the stack is up: the fileset job wrote them, so they sit in the host's page cache
+    charged to that job, outside any cap (a cgroup is charged for the pages it brings in first),
+    and a capped tier would read them from memory however large the working set. After this,
+    what a capped tier reads is charged to it, and its cap decides what stays cached. Returns
+    how many files were dropped (None: no cap, or nothing the testbed can drop: tmpfs)."""
+    if not (settings.get("web_memory") or settings.get("pvfs_memory")):
+        return None
+    if "built" in dep.info:
+        return disks.evict(dep.info["built"])
+    if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] == "disk":
+        webs = {c.node: c for c in dep.tiers["web"].containers}
+        return sum(placer.current().evict_docroot(c) for c in webs.values())
+    return None
 
 
 def close_probes(deployment: Deployment) -> None:

@@ -801,7 +801,10 @@ def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
                 host.run(["mdadm", "--stop", md], f"stop {md}")
             except DiskError as exc:
                 problems.append(str(exc))
-    for lp in sorted(loops):
+    # a loop device may have gone meanwhile (detached on unmount, or by another clean): only
+    # those still attached are detached
+    attached = {name for f in folders for name, _ in _loops_of(host, f)}
+    for lp in sorted(lp for lp in loops if lp in attached):
         try:
             host.run(["losetup", "--detach", lp], f"detach {lp}")
         except DiskError as exc:
