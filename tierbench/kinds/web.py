@@ -459,6 +459,9 @@ def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> 
     if s.engine == "locust":
         procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
         records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        if ld.requests_per_client:  # a request-count run: its requests and the warm-up's
+            records = min(records, ld.requests_per_client * max(ld.users) + int(
+                LOCUST_RPS_PER_PROCESS * procs * (ld.warmup_s + POINT_OVERHEAD_S)))
         total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
     return int(total)
 
@@ -537,6 +540,13 @@ def used_systems(settings: WebSettings) -> dict[str, Any]:
                 "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
                 "raid0": disks.raid_words(webdisks.host_of_web()) if system.raid0 else None}
     return out
+
+
+def counted_total(load: Load) -> str:
+    """The requests a point of a request-count run sends, per users value ('64 clients:
+    640,000 a point'; 004 §3.2 sent 640,000: 8 hosts x 8 threads x 10,000)."""
+    n = load.requests_per_client or 0
+    return ", ".join(f"{u} client{'s' if u > 1 else ''}: {u * n:,} a point" for u in load.users)
 
 
 def settings_text(settings: dict) -> str:
@@ -690,8 +700,8 @@ class WebKind(Kind):
                    f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                    else ""),
                 f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-                + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
-                   f"{ld.measure_s:g} s, so times are upper bounds)"
+                + (f"until every client has sent {ld.requests_per_client:,} requests "
+                   f"({counted_total(ld)}; at most {ld.measure_s:g} s, so times are upper bounds)"
                    if ld.requests_per_client else f"{ld.measure_s:g} s")
                 + f" + about {POINT_OVERHEAD_S:g} s overhead "
                 "(mode switch, snapshots, load generator start/stop)",
