@@ -32,6 +32,11 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
 # Three web servers (stack.web_servers, stack.placement); on a cluster with
 # compose/host-web-servers.yml (over disk systems only with one web node: kinds/web.py).
 WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
+# what the overlays below change on web, given to web2 and web3 too (they extend the base file's
+# web): by overlay name -> its web-servers companion
+WEB_SERVERS_COMPANIONS = {"docroot-pvfs": "compose/web-servers-pvfs.yml",
+                          "hot-tmpfs": "compose/web-servers-hot.yml",
+                          "app-db": "compose/web-servers-app.yml"}
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FS_OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
@@ -137,8 +142,16 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
         files.append(OVERLAYS["workers"])
     if remote_workers:
         files.append(OVERLAYS["master"])
+    if int(settings.get("web_servers") or 1) > 1:  # each overlay of web, then web2 and web3's
+        files = [f for name in files
+                 for f in (name, WEB_SERVERS_COMPANIONS.get(_overlay_name(name) or "")) if f]
     files += [str(p) for p in extra or []]
     return [str(ROOT / f) for f in files]
+
+
+def _overlay_name(path: str) -> str | None:
+    """The OVERLAYS name of a compose file path, or None."""
+    return next((k for k, v in OVERLAYS.items() if v == path), None)
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
