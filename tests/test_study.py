@@ -169,7 +169,7 @@ def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> N
         assert "64 clients: 640,000 a point" in runner.plan_lines(exp)[1], name
     quick = registry.with_scale(registry.load_experiment("dc-classes"), 0.01)
     assert quick.settings.load.requests_per_client == 100  # type: ignore[attr-defined]
-    assert quick.settings.load.measure_s == 72  # type: ignore[attr-defined]
+    assert quick.settings.load.measure_s == 216  # type: ignore[attr-defined]
     lines = runner.plan_lines(quick)
-    assert "64 clients: 6,400 a point; at most 72 s" in lines[1]
+    assert "64 clients: 6,400 a point; at most 216 s" in lines[1]
     assert "load.requests_per_client 10000 -> 100" in lines[3]
