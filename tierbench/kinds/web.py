@@ -1116,7 +1116,8 @@ class WebKind(Kind):
         # and sampler use them.
         deployment.tiers, deployment.counters = fresh.tiers, fresh.counters
         deployment.ifaces, deployment.containers = fresh.ifaces, fresh.containers
-        deployment.probes = fresh.probes
+        deployment.probes = {**fresh.probes, **{k: v for k, v in deployment.probes.items()
+                                                if k == "storage"}}  # the disks stay the same
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
