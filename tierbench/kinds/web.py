@@ -131,6 +131,14 @@ def _system_name(value: Any) -> Any:
     return value
 
 
+def _system_or_storage(value: Any) -> Any:
+    # tmpfs, disk or a disk system's name (checked against them in WebSettings)
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", value):
+        raise problem("must be tmpfs, disk or a disk system such as ide, got {got}",
+                      got=repr(value))
+    return value
+
+
 class Database(Model):
     """The database tier's data set and memory (compose/app-db.yml): `rows` rows of
     `row_bytes` bytes generated from `seed` (default: the experiment's)."""
@@ -150,12 +158,16 @@ class Stack(Model):
     web_mmap: flag() = True
     docroot: one_or_many(Docroot, "docroot") = ["disk"]
     pvfs_io_servers: whole(1, 8) | None = None
-    pvfs_storage: choice("tmpfs", "disk") | None = None
+    # where the OrangeFS I/O servers store: tmpfs, disk (Docker volumes) or a disk system's name
+    # (each server on its own device(s): 004 §4.1's ext3 on an IDE disk per I/O server)
+    pvfs_storage: Annotated[str, BeforeValidator(_system_or_storage)] | None = None
     hot_site: str | None = None
     hot_below: whole(1) | None = None
     # the web tier's memory limit (Docker's, e.g. 512m or 1g): its page cache lives inside it,
     # so a working set larger than this cannot stay cached (004's servers had 512 MB-1 GB)
     web_memory: text(r"^[1-9][0-9]*[mMgG]$", "1g") | None = None
+    # each OrangeFS I/O server's memory limit (its page cache over its storage is charged to it)
+    pvfs_memory: text(r"^[1-9][0-9]*[mMgG]$", "512m") | None = None
     # cold: the docroot's files are dropped from the page cache before every point, so that
     # the first read of each file comes from the disk (the disk docroot only)
     page_cache: choice("warm", "cold") = "warm"
@@ -375,10 +387,20 @@ class WebSettings(Model):
                                           self.stack.web_servers, self.stack.proxy)
         if wrong:
             raise problem("{msg}", msg=wrong)
+        wrong = webdisks.pvfs_storage_problem(self.stack.pvfs_storage, known)
+        if wrong:
+            raise problem("{msg}", msg=wrong)
+        on_disks = known.get(str(self.stack.pvfs_storage)) is not None  # OrangeFS on a system
+        if self.stack.pvfs_memory is not None and not any(
+                d.startswith("orangefs") for d in docroots):
+            raise problem("stack.pvfs_memory: limits the OrangeFS I/O servers, which run only "
+                          "with a docroot on orangefs: remove it or add that docroot")
         if self.stack.page_cache == "cold" and any(
-                d != "disk" and webdisks.system_of(d, known) is None for d in docroots):
-            raise problem("stack.page_cache: cold needs docroot: disk or a disk system (files "
-                          "on tmpfs are memory, OrangeFS has its own caches), got {got}",
+                d != "disk" and webdisks.system_of(d, known) is None
+                and not (on_disks and d.startswith("orangefs")) for d in docroots):
+            raise problem("stack.page_cache: cold needs docroot: disk or a disk system, or "
+                          "orangefs with pvfs_storage a disk system (files on tmpfs are "
+                          "memory), got {got}",
                           got=", ".join(docroots))
         dynamic = any(getattr(t, "dynamic", None) is not None for t in self.traces)
         for key in ("db", "app_workers"):
@@ -437,6 +459,9 @@ def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> 
     if s.engine == "locust":
         procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
         records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        if ld.requests_per_client:  # a request-count run: its requests and the warm-up's
+            records = min(records, ld.requests_per_client * max(ld.users) + int(
+                LOCUST_RPS_PER_PROCESS * procs * (ld.warmup_s + POINT_OVERHEAD_S)))
         total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
     return int(total)
 
@@ -479,6 +504,8 @@ def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
         out["pvfs_io_servers"] = s.pvfs_io_servers or 3  # 004 ran PVFS with 3 I/O servers
         # the papers' PVFS servers stored on ramfs (000) or ext3 disks (004): tmpfs or volumes
         out["pvfs_storage"] = s.pvfs_storage or "tmpfs"
+        if s.pvfs_memory is not None:
+            out["pvfs_memory"] = s.pvfs_memory.lower()
     if any(d.endswith(HOT) for d in s.docroot) or s.hot_site is not None:
         out["hot_site"] = s.hot_site
         out["hot_below"] = s.hot_below or 1048576
@@ -513,6 +540,13 @@ def used_systems(settings: WebSettings) -> dict[str, Any]:
                 "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
                 "raid0": disks.raid_words(webdisks.host_of_web()) if system.raid0 else None}
     return out
+
+
+def counted_total(load: Load) -> str:
+    """The requests a point of a request-count run sends, per users value ('64 clients:
+    640,000 a point'; 004 §3.2 sent 640,000: 8 hosts x 8 threads x 10,000)."""
+    n = load.requests_per_client or 0
+    return ", ".join(f"{u} client{'s' if u > 1 else ''}: {u * n:,} a point" for u in load.users)
 
 
 def settings_text(settings: dict) -> str:
@@ -571,6 +605,11 @@ class WebKind(Kind):
                               "docroot on OrangeFS does not run on a cluster yet (only web "
                               "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
                               "--cluster")
+        if cluster is not None and known.get(str(s.stack.pvfs_storage)) is not None:
+            raise ConfigError(f"{exp.source}: stack.pvfs_storage: {s.stack.pvfs_storage} (the "
+                              "OrangeFS servers on a disk system) does not run on a cluster yet "
+                              "(disk systems are built on the web node): use pvfs_storage disk "
+                              "or tmpfs there, or run it without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)
@@ -661,8 +700,8 @@ class WebKind(Kind):
                    f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                    else ""),
                 f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-                + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
-                   f"{ld.measure_s:g} s, so times are upper bounds)"
+                + (f"until every client has sent {ld.requests_per_client:,} requests "
+                   f"({counted_total(ld)}; at most {ld.measure_s:g} s, so times are upper bounds)"
                    if ld.requests_per_client else f"{ld.measure_s:g} s")
                 + f" + about {POINT_OVERHEAD_S:g} s overhead "
                 "(mode switch, snapshots, load generator start/stop)",
@@ -710,7 +749,9 @@ class WebKind(Kind):
         if "orangefs" in bases:
             n = stack_settings(s).get("pvfs_io_servers", 3)
             per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
-            if stack_settings(s).get("pvfs_storage") == "disk":
+            if webdisks.names(s.disk_systems).get(stack_settings(s)["pvfs_storage"]):
+                pass  # on a disk system's devices: their images are counted below
+            elif stack_settings(s).get("pvfs_storage") == "disk":
                 out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
                                          per_server * n, space.docker_root(),
                                          "Docker's data folder", f"{shrink} or free space there",
@@ -855,11 +896,14 @@ class WebKind(Kind):
         dep = discover(key, settings, s.load.workers)
         if built is not None and made is not None:
             try:
-                dep.info["disk"] = webdisks.verify(built, made[0].system,
-                                                   dep.tiers["web"].containers)
+                dep.info["disk"] = webdisks.verify(built, made[0].system, where.replicas())
             except disks.DiskError as exc:
                 raise compose.StackError(str(exc)) from None
             dep.info["built"] = built
+            dep.probes["storage"] = webdisks.StorageReads(built)
+        dropped = drop_written_files(dep, settings)
+        if dropped is not None:
+            dep.info["dropped_after_bring_up"] = dropped
         return dep
 
     def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
@@ -931,6 +975,11 @@ class WebKind(Kind):
             empty_proxy_cache(dep.containers["proxy"])
         if "disk" in dep.info:
             ctx.record["disk"] = dep.info["disk"]
+        if "dropped_after_bring_up" in dep.info:
+            ctx.record["dropped_after_bring_up"] = (
+                f"{dep.info['dropped_after_bring_up']} docroot files dropped from the page "
+                "cache after the bring-up (written there by its one-shot jobs, outside the "
+                "memory caps)")
         if dep.info["settings"].get("page_cache") == "cold":
             if "built" in dep.info:
                 dropped = disks.evict(dep.info["built"])
@@ -995,6 +1044,7 @@ class WebKind(Kind):
             row.update(webmetrics.page_cache_figures(
                 first, last, engines.served_between(result, first["t"], last["t"]),
                 point["trace"]))
+            row.update(webmetrics.memory_figures(samples, first, last))
             if dep.info["settings"].get("access_log"):  # 004 Fig. 11-12: per file
                 row.update(webdisks.per_file(webdisks.read_logs(logged), ctx.prepared["sizes"],
                                              first["t"], last["t"], ctx.dir / "per_file.csv"))
@@ -1066,7 +1116,8 @@ class WebKind(Kind):
         # and sampler use them.
         deployment.tiers, deployment.counters = fresh.tiers, fresh.counters
         deployment.ifaces, deployment.containers = fresh.ifaces, fresh.containers
-        deployment.probes = fresh.probes
+        deployment.probes = {**fresh.probes, **{k: v for k, v in deployment.probes.items()
+                                                if k == "storage"}}  # the disks stay the same
 
     # -- results
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
@@ -1211,6 +1262,23 @@ def discover(key: Hashable, settings: dict[str, Any], expected: int,
     probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
     return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
                       probes=probes)
+
+
+def drop_written_files(dep: Deployment, settings: dict[str, Any]) -> int | None:
+    """Under a memory cap (web_memory, pvfs_memory), drop the docroot's files from the page
+    cache once the stack is up: the fileset job wrote them, so they sit in the host's page cache
+    charged to that job, outside any cap (a cgroup is charged for the pages it brings in first),
+    and a capped tier would read them from memory however large the working set. After this,
+    what a capped tier reads is charged to it, and its cap decides what stays cached. Returns
+    how many files were dropped (None: no cap, or nothing the testbed can drop: tmpfs)."""
+    if not (settings.get("web_memory") or settings.get("pvfs_memory")):
+        return None
+    if "built" in dep.info:
+        return disks.evict(dep.info["built"])
+    if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] == "disk":
+        webs = {c.node: c for c in dep.tiers["web"].containers}
+        return sum(placer.current().evict_docroot(c) for c in webs.values())
+    return None
 
 
 def close_probes(deployment: Deployment) -> None:
