@@ -133,6 +133,14 @@ def header(ctx: Context) -> dict[str, Any]:
         sub.append({"kind": "seed", "value": text(ctx.experiment.get("seed"))})
     if ctx.experiment.get("scale") not in (None, 1):
         sub.append({"kind": "text", "value": f"scaled by {ctx.experiment['scale']:g} (--scale)"})
+    load_ = ctx.experiment.get("load") if isinstance(ctx.experiment.get("load"), dict) else {}
+    if load_.get("requests_per_client"):
+        users = load_.get("users") if isinstance(load_.get("users"), list) else [load_.get("users")]
+        sub.append({"kind": "text", "value": "request-count run: "
+                    f"{load_['requests_per_client']:,} requests per client ("
+                    + ", ".join(f"{u} client{'' if u == 1 else 's'}: "
+                                f"{int(u) * int(load_['requests_per_client']):,}"
+                                for u in users if isinstance(u, int)) + " a point)"})
     if git.get("revision"):
         sub.append({"kind": "git", "value": str(git["revision"])[:12],
                     "dirty": bool(git.get("dirty"))})

@@ -25,9 +25,9 @@ ORDERS: dict[str, dict[str, list[Any]]] = {
     "dc-single": {"trace": ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"]},
     "dc-zipf": {"trace": ["zipf-0.95", "zipf-0.9", "zipf-0.75", "zipf-0.5"]},
     "dc-classes": {"trace": ["class-0", "class-1", "class-2", "class-3", "class-4"],
-                   "docroot": ["tmpfs", "disk", "orangefs"]},
+                   "docroot": ["tmpfs", "ide", "orangefs"]},
     "dc-hybrid": {"trace": ["bg-class-1", "bg-class-2"],
-                  "docroot": ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]},
+                  "docroot": ["ide", "ide+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]},
     "dc-cache-hit": {"trace": [f"{s}-hit{h}" for s in ("4k", "64k", "1m") for h in (100, 50, 0)],
                      "docroot": ["ide", "scsi", "raid0"]},
     "dc-disk-file": {"trace": [f"{s}-{c}" for s in ("4k", "64k", "1m", "4m")
@@ -84,9 +84,9 @@ FIRST_PANEL = {
     "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
     "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
     "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
-    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "disk", "orangefs"]),
+    "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "ide", "orangefs"]),
     "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
-                  ["disk", "disk+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
+                  ["ide", "ide+hot-tmpfs", "orangefs", "orangefs+hot-tmpfs"]),
     "pfs-concurrent": ("lines", ["1", "2", "4", "6"],
                        [f"N={n} · {m}" for n in (5, 6) for m in ON_OFF]),
     "pfs-streams": ("lines", ["1", "2", "4", "8", "16", "32", "64"], ON_OFF),
@@ -368,14 +368,14 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
     if name == "dc-classes":
         rows = [{"trace": f"class-{c}", "mode": "offloads-on", "docroot": d, "repetition": r,
                  "tps": 100.0 * (c + 1) + r + 10 * j}
-                for c in range(5) for j, d in enumerate(("tmpfs", "disk", "orangefs"))
+                for c in range(5) for j, d in enumerate(("tmpfs", "ide", "orangefs"))
                 for r in reps]
         return rows, [], ("offloads-on",), True
     if name == "dc-hybrid":
         rows = [{"trace": f"bg-class-{c}", "mode": "offloads-on", "docroot": d,
                  "repetition": r, "tps": 300.0 + r, "p50_ms_foreground": 10.0,
                  "tps_foreground": 100.0 * (c + 1) + (50 if "hot" in d else 0) + r}
-                for c in (1, 2) for d in ("disk", "disk+hot-tmpfs", "orangefs",
+                for c in (1, 2) for d in ("ide", "ide+hot-tmpfs", "orangefs",
                                           "orangefs+hot-tmpfs") for r in reps]
         return rows, [], ("offloads-on",), True
     if name == "pfs-concurrent":

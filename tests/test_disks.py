@@ -18,7 +18,7 @@ from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
-from tierbench.placement import disks, placer
+from tierbench.placement import diskbuild, disks, placer
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster
 from workloads import filesets, spread, traces
@@ -317,3 +317,94 @@ def test_three_web_servers_run_on_a_cluster_but_not_over_orangefs(tmp_path: Path
         registry.kind("web").cluster_roles(registry.load_experiment(str(path)))
     assert registry.kind("web").cluster_roles(registry.load_experiment("dc-single")) == \
         ["loadgen", "proxy", "web"]
+
+
+# --------------------------------------------------------------------------- OrangeFS on disks
+
+
+def test_orangefs_stores_on_one_disk_of_the_system_per_io_server() -> None:
+    fs = {"kind": "class", "class": 2, "seed": 1}  # 450 MiB
+    total = filesets.total_bytes(fs)
+    known = disks.resolve()
+    settings = {"docroot": "orangefs", "pvfs_io_servers": 3, "pvfs_storage": "ide"}
+    alone = webdisks.plan_for({"docroot": "ide"}, known, [fs], {}, 1)[0]  # one disk holds all
+    p, lines = webdisks.plan_for(settings, known, [fs], {}, 1)
+    assert p.servers == ("pvfs-io1", "pvfs-io2", "pvfs-io3") and lines == []
+    assert p.system.name == "ide" and p.layout == disks.Layout(3, 1, False)
+    assert total / 3 * 1.1 <= p.device_bytes < alone.device_bytes - total / 2  # a third each
+    assert p.image_bytes() == 3 * p.device_bytes
+    for other in ({**settings, "pvfs_storage": "tmpfs"}, {**settings, "pvfs_storage": "disk"}):
+        assert webdisks.plan_for(other, known, [fs], {}, 1) is None
+    # the web tier's own docroot on ide ignores pvfs_storage (its servers are web's)
+    assert webdisks.plan_for({**settings, "docroot": "ide"}, known, [fs], {}, 1)[0].servers == \
+        ("web",)
+
+
+def test_orangefs_storage_settings_and_words() -> None:
+    known = disks.resolve()
+    assert webdisks.pvfs_storage_problem("ide", known) is None
+    assert webdisks.pvfs_storage_problem("tmpfs", known) is None
+    assert "stack.pvfs_storage: must be tmpfs, disk" in webdisks.pvfs_storage_problem("nfs", known)
+    words = {d: webdisks.label({"docroot": d, "pvfs_io_servers": 3, "pvfs_storage": st}, known)
+             for d, st in (("tmpfs", None), ("disk", None), ("orangefs", "tmpfs"),
+                           ("orangefs", "ide"), ("ide+hot-tmpfs", None))}
+    assert "tmpfs (memory: never evicted" in words["tmpfs"]
+    assert "Docker volume on the host's disk" in words["disk"]
+    assert "OrangeFS over 3 I/O servers storing on disk system ide" in words["orangefs"] or \
+        "storing on tmpfs" in words["orangefs"]
+    assert "storing on disk system ide (emulated" in webdisks.label(
+        {"docroot": "orangefs", "pvfs_io_servers": 3, "pvfs_storage": "ide"}, known)
+    assert "35/39 MB/s" in words["ide+hot-tmpfs"] and "small files also on tmpfs" in \
+        words["ide+hot-tmpfs"]
+
+
+def test_orangefs_servers_mount_their_disks_at_data_throttled() -> None:
+    built = diskbuild.Built(key={}, servers=[
+        diskbuild.Server(f"pvfs-io{i}", f"/state/disks/pvfs-io{i}", [f"/dev/loop{i}"],
+                         [f"/state/disks/pvfs-io{i}"]) for i in (1, 2)])
+    services = webdisks.pvfs_services(built, disks.BUILTIN["ide"])
+    assert set(services) == {"pvfs-io1", "pvfs-io2"}  # no fileset job: the copy job fills it
+    assert services["pvfs-io2"]["volumes"] == [
+        {"type": "bind", "source": "/state/disks/pvfs-io2", "target": "/data"}]
+    assert services["pvfs-io1"]["blkio_config"]["device_read_bps"] == [
+        {"path": "/dev/loop1", "rate": 35_000_000}]
+
+
+def test_storage_reads_count_the_devices_sectors(tmp_path: Path) -> None:
+    for name, sectors in (("loop1", 8), ("loop2", 2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stat").write_text(f"  5 0 {sectors} 1 0 0 0 0 0 0 0\n")
+    built = diskbuild.Built(key={}, servers=[
+        diskbuild.Server("pvfs-io1", "/x", ["/dev/loop1"], []),
+        diskbuild.Server("pvfs-io2", "/y", ["/dev/loop2"], [])])
+    assert diskbuild.device_read_bytes(built, str(tmp_path)) == 10 * 512
+    built.servers[1].devices.append("/dev/loop9")  # no counter: nothing rather than a part
+    assert diskbuild.device_read_bytes(built, str(tmp_path)) is None
+
+
+def test_orangefs_on_a_disk_system_may_start_cold(tmp_path: Path) -> None:
+    path = tmp_path / "x.yml"
+    path.write_text(json.dumps({
+        "name": "x", "kind": "web", "modes": ["offloads-on"],
+        "traces": [{"name": "a", "kind": "single", "size": 4096}],
+        "stack": {"docroot": "orangefs", "pvfs_storage": "ide", "page_cache": "cold",
+                  "pvfs_memory": "512m"}}))
+    exp = registry.load_experiment(str(path))
+    assert exp.settings.stack.pvfs_memory == "512m"
+    assert exp.settings.stack.page_cache == "cold"
+
+
+def test_folders_on_one_file_system_add_up(tmp_path: Path) -> None:
+    from tierbench.placement import space
+
+    (tmp_path / "a").mkdir()
+    room = space.disk_room(tmp_path)
+    half = max(room // 2 + 1, 1)
+    images = space.on_disk("images", half, tmp_path / "a", "the images' folder", "fix a")
+    volumes = space.on_disk("file sets", half, tmp_path / "b" / "not-yet", "Docker's", "fix b",
+                            role="web")
+    assert images.device == volumes.device == os.stat(tmp_path).st_dev
+    assert space.problems([images]) == [] and space.problems([volumes]) == []
+    both = space.problems([images, volumes])  # each fits alone, together they do not
+    assert len(both) == 1 and "images" in both[0] and "file sets" in both[0]
+    assert "fix a; fix b" in both[0]

@@ -135,3 +135,21 @@ def test_page_cache_hit_ratio_from_the_web_tiers_disk_reads() -> None:
     assert set(metrics.page_cache_figures(first, last, 400, {"kind": "single"})) == \
         {"web_disk_read_mb"}
     assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, 400, trace) == {}
+
+
+def test_memory_figures_say_whether_the_cap_held_and_what_storage_read() -> None:
+    def at(t: float, cache: int, storage: int | None) -> dict:
+        sample = {"t": t, "cpu": {"web": {"usage_s": t, "file_bytes": cache,
+                                          "mem_limit_bytes": 512_000_000}}}
+        if storage is not None:
+            sample["probes"] = {"storage": {"read_bytes": storage}}
+        return sample
+
+    samples = [at(0, 900_000_000, 0), at(1, 100_000_000, 1_000_000),
+               at(2, 300_000_000, 4_000_000), at(3, 200_000_000, 9_000_000),
+               at(4, 800_000_000, 20_000_000)]
+    got = metrics.memory_figures(samples, samples[1], samples[3])
+    # the largest cache inside the window (not the 900 MB before it, nor the 800 MB after)
+    assert got == {"web_cache_mb": 300.0, "web_memory_mb": 512.0, "storage_read_mb": 8.0}
+    bare = [{"t": t, "cpu": {"web": {"usage_s": t}}} for t in (0, 1)]
+    assert metrics.memory_figures(bare, bare[0], bare[1]) == {}

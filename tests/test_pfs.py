@@ -300,3 +300,59 @@ def test_a_docroot_on_orangefs_stores_on_tmpfs_or_on_volumes() -> None:
             compose.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
     assert "pvfs-disk.yml" not in tmpfs and "pvfs-disk.yml" in disk
     assert {"pvfs.yml", "docroot-pvfs.yml"} <= set(tmpfs) & set(disk)
+
+
+def test_orangefs_on_a_disk_system_puts_its_mounts_over_the_volumes_and_caps_memory() -> None:
+    from tierbench.placement import compose
+
+    base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3,
+            "pvfs_storage": "ide"}
+    files = [f.rsplit("/", 1)[-1] for f in compose.stack_files(base, extra=[Path("/s/c.yml")])]
+    assert files.index("pvfs-disk.yml") < files.index("c.yml")  # the disks' binds win
+    assert "pvfs-memory.yml" not in files
+    capped = {**base, "pvfs_memory": "512m"}
+    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in compose.stack_files(capped)]
+    assert compose.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
+                              "web_mmap": True}, [])["PVFS_SERVER_MEMORY"] == "512m"
+
+
+def test_memory_overlay_caps_each_io_server() -> None:
+    services = compose_config("compose/pvfs.yml", "compose/pvfs-memory.yml",
+                              env={"PVFS_SERVER_MEMORY": "512m"})["services"]
+    for i in range(1, 9):
+        assert services[f"pvfs-io{i}"]["mem_limit"] in ("536870912", 536870912)
+        assert services[f"pvfs-io{i}"]["memswap_limit"] in ("536870912", 536870912)
+    assert "mem_limit" not in services["pvfs-meta"]
+
+
+def test_three_web_servers_get_what_the_overlays_give_web() -> None:
+    from tierbench.placement import compose
+
+    def names(settings: dict) -> list[str]:
+        return [f.rsplit("/", 1)[-1] for f in compose.stack_files(settings)]
+
+    assert names({"docroot": "orangefs+hot-tmpfs", "web_servers": 3, "db_rows": 10}) == [
+        "docker-compose.yml", "web-servers.yml", "pvfs.yml", "docroot-pvfs.yml",
+        "web-servers-pvfs.yml", "hot-tmpfs.yml", "web-servers-hot.yml", "app-db.yml",
+        "web-servers-app.yml"]
+    assert not any(n.startswith("web-servers") for n in names(
+        {"docroot": "orangefs+hot-tmpfs", "db_rows": 10}))
+    services = compose_config(*[f"compose/{n}" for n in names(
+        {"docroot": "orangefs+hot-tmpfs", "web_servers": 3})[1:]],
+        env={"WEB_MEMORY": "512m"})["services"]
+    for web in ("web", "web2", "web3"):
+        s = services[web]
+        assert s["image"].startswith("tierbench-web-pvfs:"), web
+        assert [v["target"] for v in s["volumes"]] == ["/srv/hot"], web  # no plain docroot
+        assert "pfs" in s["networks"] and "SYS_ADMIN" in s["cap_add"], web
+        assert s["depends_on"]["pvfs-docroot"]["condition"] == \
+            "service_completed_successfully", web
+        assert s["environment"]["WEB_HOT"] == "on", web
+    assert services["web2"]["networks"]["back"]["ipv4_address"] == "198.18.2.11"
+    app = compose_config("compose/web-servers.yml", "compose/app-db.yml",
+                         "compose/web-servers-app.yml",
+                         env={"DB_PASSWORD": "x", "APP_CLIENTS": "198.18.2.10",
+                              "DB_CLIENTS": "198.18.2.30"})["services"]
+    for web in ("web", "web2", "web3"):
+        assert app[web]["environment"]["WEB_APP"] == "on", web
+        assert app[web]["depends_on"]["app"]["condition"] == "service_healthy", web

@@ -270,3 +270,14 @@ def test_a_cluster_runs_cpu_per_node_is_a_table_per_section(rows, manifest) -> N
     assert "97.0" in table and "65.0" in table
     assert "CPU per node" not in sections(render_report(load.read_summary_rows(
         FIXTURE / "summary.csv"), manifest))[0]
+
+
+def test_a_request_count_run_says_so_in_the_header(rows: list[dict], manifest: dict) -> None:
+    head = lambda page: page[:page.index("</header>")]  # noqa: E731
+    assert "request-count run" not in head(render_report(rows, manifest))
+    manifest["experiment"]["load"] = {"users": [1, 64], "requests_per_client": 10000}
+    manifest["experiment"]["scale"] = 0.5
+    page = head(render_report(rows, manifest))
+    assert "request-count run: 10,000 requests per client (1 client: 10,000, 64 clients: " \
+        "640,000 a point)" in page
+    assert "scaled by 0.5 (--scale)" in page

@@ -122,3 +122,40 @@ def test_a_container_that_stops_is_left_out_and_sampling_goes_on(tmp_path: Path)
     samples = s.stop()
     assert s.error is None and len(samples) >= 3
     assert all(set(x["cpu"]) == {"me"} and x["gone"] == ["db"] for x in samples)
+
+
+def test_memory_counters_read_the_page_cache_and_the_limit(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    v1.mkdir(), v2.mkdir()
+    (v1 / "memory.stat").write_text("cache 999\nrss 5\ntotal_cache 4096\ntotal_rss 7\n")
+    (v1 / "memory.limit_in_bytes").write_text("536870912\n")
+    (v2 / "memory.stat").write_text("anon 12\nfile 8192\nkernel 3\n")
+    (v2 / "memory.max").write_text("max\n")
+    assert sampler.memory_counters((1, v1)) == {"file_bytes": 4096, "mem_limit_bytes": 1 << 29}
+    assert sampler.memory_counters((2, v2)) == {"file_bytes": 8192}  # no limit: left out
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "unlimited"
+    assert sampler.memory_counters((1, v1)) == {"file_bytes": 4096}
+    assert sampler.memory_counters((1, tmp_path / "gone")) == {}
+    assert sampler.memory_counters(None) == {}
+
+
+def test_this_process_cgroup_reports_its_page_cache() -> None:
+    got = sampler.CgroupCpu(os.getpid()).read()
+    assert got["file_bytes"] >= 0 and isinstance(got["file_bytes"], int)
+
+
+def test_a_tiers_memory_is_the_sum_of_its_servers() -> None:
+    class Fixed:
+        def __init__(self, **values: float) -> None:
+            self.values = values
+
+        def read(self) -> dict:
+            return {"usage_s": 1.0, "user_s": 0.5, "system_s": 0.5, **self.values}
+
+    group = sampler.CgroupGroup({"web": Fixed(file_bytes=10, mem_limit_bytes=100),
+                                 "web2": Fixed(file_bytes=5, mem_limit_bytes=100)})
+    got = group.read()
+    assert (got["file_bytes"], got["mem_limit_bytes"], got["usage_s"]) == (15, 200, 2.0)
+    one_unlimited = sampler.CgroupGroup({"web": Fixed(file_bytes=1, mem_limit_bytes=100),
+                                         "web2": Fixed(file_bytes=1)})
+    assert "mem_limit_bytes" not in one_unlimited.read()

@@ -159,3 +159,17 @@ def test_an_interrupted_study_resumes_where_it_stopped(
     assert b["run"] == first_b["run"]  # the same run folder, resumed
     with pytest.raises(ConfigError, match="ran with --scale 1; resume with the same"):
         study.run(study.load("999"), scale=0.5, resume=folder)
+
+
+def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> None:
+    for name in ("dc-classes", "dc-classes-large", "dc-alpha-cache", "dc-disk-classes",
+                 "dc-placement", "dc-static", "dc-dynamic", "dc-cpus", "dc-worldcup"):
+        exp = registry.load_experiment(name)
+        assert exp.settings.load.requests_per_client == 10000, name  # type: ignore[attr-defined]
+        assert "64 clients: 640,000 a point" in runner.plan_lines(exp)[1], name
+    quick = registry.with_scale(registry.load_experiment("dc-classes"), 0.01)
+    assert quick.settings.load.requests_per_client == 100  # type: ignore[attr-defined]
+    assert quick.settings.load.measure_s == 216  # type: ignore[attr-defined]
+    lines = runner.plan_lines(quick)
+    assert "64 clients: 6,400 a point; at most 216 s" in lines[1]
+    assert "load.requests_per_client 10000 -> 100" in lines[3]

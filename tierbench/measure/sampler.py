@@ -1,5 +1,6 @@
-"""1 Hz sampling of CPU per container (cgroup v1 cpuacct or v2 cpu.stat) and the bytes its
-processes read from storage (page-cache misses, /proc/PID/io), of the host (/proc/stat), of
+"""1 Hz sampling of CPU per container (cgroup v1 cpuacct or v2 cpu.stat), the bytes its
+processes read from storage (page-cache misses, /proc/PID/io) and its page cache and memory limit
+(the memory controller's memory.stat and limit), of the host (/proc/stat), of
 interface byte counters and of a kind's own probes (a server's cumulative counters, e.g. the
 database's transactions), written as JSON lines of raw cumulative counters."""
 
@@ -54,9 +55,46 @@ def disk_read_bytes(procs: Path, proc: Path = Path("/proc")) -> int | None:
     return total if seen else None
 
 
+def memory_dir(lines: list[str]) -> tuple[int, Path] | None:
+    """(cgroup version, folder) of the memory controller of a process, from its
+    /proc/PID/cgroup lines; None where it cannot be found."""
+    v1 = [ln.split(":", 2) for ln in lines
+          if ln.count(":") >= 2 and "memory" in ln.split(":", 2)[1].split(",")]
+    if v1:
+        mount = _mountpoint("cgroup", "memory")
+        return (1, mount / v1[0][2].lstrip("/")) if mount is not None else None
+    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+    mount = _mountpoint("cgroup2")
+    return (2, mount / path.lstrip("/")) if path is not None and mount is not None else None
+
+
+UNLIMITED = 1 << 62  # cgroup v1 reports "no limit" as a page-rounded 2^63 - 1
+
+
+def memory_counters(found: tuple[int, Path] | None) -> dict[str, int]:
+    """The cgroup's page cache ("file_bytes": memory.stat `file` in v2, `total_cache` in v1) and
+    its memory limit ("mem_limit_bytes", left out when unlimited); {} where they cannot be read."""
+    if found is None:
+        return {}
+    version, folder = found
+    try:
+        stat = dict(ln.split()[:2] for ln in (folder / "memory.stat").read_text().splitlines()
+                    if len(ln.split()) >= 2)
+        limit = (folder / ("memory.limit_in_bytes" if version == 1 else "memory.max")
+                 ).read_text().strip()
+    except OSError:
+        return {}
+    key = "total_cache" if version == 1 else "file"
+    out = {"file_bytes": int(stat[key])} if key in stat else {}
+    if limit.isdigit() and int(limit) < UNLIMITED:
+        out["mem_limit_bytes"] = int(limit)
+    return out
+
+
 class CgroupCpu:
-    """Cumulative CPU seconds (total, user, system) of the cgroup a process lives in, and the
-    bytes it read from block devices where the kernel counts them."""
+    """Cumulative CPU seconds (total, user, system) of the cgroup a process lives in, the
+    bytes it read from block devices where the kernel counts them, and its page cache and
+    memory limit now."""
 
     def __init__(self, pid: int) -> None:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
@@ -74,6 +112,7 @@ class CgroupCpu:
                 raise SamplerError(f"no cpuacct (v1) or cgroup2 hierarchy for pid {pid}")
             self.version = 2
             self.dir = mount / path.lstrip("/")
+        self.memory = memory_dir(lines)
         self.read()  # fail now, not in the sampling thread
 
     def read(self) -> dict[str, float]:
@@ -92,6 +131,7 @@ class CgroupCpu:
         read = disk_read_bytes(self.dir / "cgroup.procs")
         if read is not None:
             out["read_bytes"] = read
+        out.update(memory_counters(self.memory))
         return out
 
     def cpus(self) -> str:
@@ -122,8 +162,10 @@ class CgroupGroup:
     def read(self) -> dict:
         each = {name: cg.read() for name, cg in self.parts.items()}
         total = {k: sum(v[k] for v in each.values()) for k in ("usage_s", "user_s", "system_s")}
-        if all("read_bytes" in v for v in each.values()):  # several web servers' storage reads
-            total["read_bytes"] = sum(v["read_bytes"] for v in each.values())
+        # several web servers' storage reads, page caches and memory limits: the tier's
+        for key in ("read_bytes", "file_bytes", "mem_limit_bytes"):
+            if all(key in v for v in each.values()):
+                total[key] = sum(v[key] for v in each.values())
         return {**total, "parts": {name: v["usage_s"] for name, v in each.items()}}
 
     def cpus(self) -> str:

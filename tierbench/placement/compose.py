@@ -27,10 +27,16 @@ OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.ym
             "master": "compose/loadgen-master.yml", "pvfs": "compose/pvfs.yml",
             "pvfs-disk": "compose/pvfs-disk.yml", "docroot-pvfs": "compose/docroot-pvfs.yml",
             "hot-tmpfs": "compose/hot-tmpfs.yml", "web-memory": "compose/web-memory.yml",
+            "pvfs-memory": "compose/pvfs-memory.yml",
             "app-db": "compose/app-db.yml"}
 # Three web servers (stack.web_servers, stack.placement); on a cluster with
 # compose/host-web-servers.yml (over disk systems only with one web node: kinds/web/kind.py).
 WEB_SERVERS_OVERLAY = "compose/web-servers.yml"
+# what the overlays below change on web, given to web2 and web3 too (they extend the base file's
+# web): by overlay name -> its web-servers companion
+WEB_SERVERS_COMPANIONS = {"docroot-pvfs": "compose/web-servers-pvfs.yml",
+                          "hot-tmpfs": "compose/web-servers-hot.yml",
+                          "app-db": "compose/web-servers-app.yml"}
 NET_OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 DISK_OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FS_OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
@@ -122,8 +128,11 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
         files.append(OVERLAYS["tmpfs"])
     if base == "orangefs":
         files += [OVERLAYS["pvfs"], OVERLAYS["docroot-pvfs"]]
-        if settings.get("pvfs_storage") == "disk":
+        if settings.get("pvfs_storage") not in (None, "tmpfs"):
+            # volumes (disk), or under a disk system's mounts bound over them (`extra`)
             files.append(OVERLAYS["pvfs-disk"])
+        if settings.get("pvfs_memory"):
+            files.append(OVERLAYS["pvfs-memory"])
     if hot:
         files.append(OVERLAYS["hot-tmpfs"])
     if settings.get("web_memory"):
@@ -137,8 +146,16 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
         files.append(OVERLAYS["workers"])
     if remote_workers:
         files.append(OVERLAYS["master"])
+    if int(settings.get("web_servers") or 1) > 1:  # each overlay of web, then web2 and web3's
+        files = [f for name in files
+                 for f in (name, WEB_SERVERS_COMPANIONS.get(_overlay_name(name) or "")) if f]
     files += [str(p) for p in extra or []]
     return [str(ROOT / f) for f in files]
+
+
+def _overlay_name(path: str) -> str | None:
+    """The OVERLAYS name of a compose file path, or None."""
+    return next((k for k, v in OVERLAYS.items() if v == path), None)
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -237,6 +254,8 @@ def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     })
     if settings.get("web_memory"):
         env["WEB_MEMORY"] = str(settings["web_memory"])
+    if settings.get("pvfs_memory"):
+        env["PVFS_SERVER_MEMORY"] = str(settings["pvfs_memory"])
     if settings.get("access_log"):
         env["ACCESS_LOG"] = "on"
     env.update({var: str(settings[key]) for key, var in APP_DB_ENV.items() if key in settings})

@@ -340,7 +340,10 @@ def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
                 host.run(["mdadm", "--stop", md], f"stop {md}")
             except DiskError as exc:
                 problems.append(str(exc))
-    for lp in sorted(loops):
+    # a loop device may have gone meanwhile (detached on unmount, or by another clean): only
+    # those still attached are detached
+    attached = {name for f in folders for name, _ in _loops_of(host, f)}
+    for lp in sorted(lp for lp in loops if lp in attached):
         try:
             host.run(["losetup", "--detach", lp], f"detach {lp}")
         except DiskError as exc:
@@ -421,6 +424,30 @@ def evict(built: Built) -> int:
                        "dropping the disk systems from the page cache", 600)
         count += int(out.strip() or 0)
     return count
+
+
+def device_read_bytes(built: Built, root: str = "/sys/class/block") -> int | None:
+    """Bytes read from the built system's block devices since they were made (sectors read in
+    ROOT/NAME/stat, x 512), summed over every server and host: what reached the (emulated)
+    disks, page-cache hits left out. None where a device's counter cannot be read."""
+    total = 0
+    for s in built.servers:
+        host = s.on()
+        for dev in s.devices:
+            path = f"{root}/{Path(dev).name}/stat"
+            text_ = host.read(path) if host.node else _read_local(path)
+            fields_ = (text_ or "").split()
+            if len(fields_) < 3 or not fields_[2].isdigit():
+                return None
+            total += int(fields_[2]) * 512
+    return total
+
+
+def _read_local(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
 
 
 def _blkio_dir(pid: int, host: Host = LOCAL) -> tuple[int, Path] | None:

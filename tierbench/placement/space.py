@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from tierbench.placement import compose
@@ -35,6 +36,8 @@ class Need:
     setting: str
     medium: str = ""
     role: str | None = None
+    # the file system a disk folder is on (st_dev): folders on one file system add up
+    device: int | None = None
 
     def line(self) -> str:
         """One line of the plan."""
@@ -102,11 +105,20 @@ def memory_room() -> int:
     return info["MemAvailable"] - max(GIB, info["MemTotal"] // 10)
 
 
+def file_system(path: Path) -> int:
+    """The device number of the file system a folder is (or would be) on."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return os.stat(p).st_dev
+
+
 def on_disk(what: str, nbytes: int, path: Path, label: str, setting: str,
             role: str | None = None) -> Need:
     """A need on a disk folder (Docker's data folder, the results folder); on a cluster, on the
     nodes of ``role``."""
-    return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting, "disk", role)
+    return Need(what, nbytes, f"{label} ({path})", disk_room(path), setting, "disk", role,
+                file_system(path))
 
 
 def on_tmpfs(what: str, nbytes: int, size_setting: str, default: str, setting: str,
@@ -129,12 +141,14 @@ def in_memory(what: str, nbytes: int, setting: str, role: str | None = None) -> 
 
 def problems(needs: list[Need]) -> list[str]:
     """Every place that would not hold what goes there, one sentence each (needs that share a
-    place add up: the file sets and the results on one disk, several tmpfs in one memory)."""
-    places: dict[str, list[Need]] = {}
+    place add up: the file sets and the results on one disk, folders on one file system, several
+    tmpfs in one memory)."""
+    places: dict[Any, list[Need]] = {}
     for n in needs:
-        places.setdefault(n.where, []).append(n)
+        places.setdefault(n.device if n.device is not None else n.where, []).append(n)
     out = []
-    for where, group in places.items():
+    for group in places.values():
+        where = " and ".join(dict.fromkeys(n.where for n in group))
         known = [n.free for n in group if n.free is not None]
         total = sum(n.bytes for n in group)
         if not known or total <= min(known):

@@ -68,6 +68,11 @@ class WebKind(Kind):
                               "docroot on OrangeFS does not run on a cluster yet (only web "
                               "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
                               "--cluster")
+        if cluster is not None and known.get(str(s.stack.pvfs_storage)) is not None:
+            raise ConfigError(f"{exp.source}: stack.pvfs_storage: {s.stack.pvfs_storage} (the "
+                              "OrangeFS servers on a disk system) does not run on a cluster yet "
+                              "(disk systems are built on the web node): use pvfs_storage disk "
+                              "or tmpfs there, or run it without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(compose.APP_TIERS)

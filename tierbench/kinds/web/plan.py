@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tierbench.kinds.contract import Experiment, Point
 from tierbench.kinds.web import webdisks
-from tierbench.kinds.web.settings import StackSettings, WebSettings, stack_for
+from tierbench.kinds.web.settings import Load, StackSettings, WebSettings, stack_for
 from tierbench.kinds.web.sizes import POINT_OVERHEAD_S
 
 
@@ -25,14 +25,21 @@ def header(exp: Experiment, points: list[Point]) -> list[str]:
                f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                else ""),
             f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
-            + (f"until every client has sent {ld.requests_per_client:,} requests (at most "
-               f"{ld.measure_s:g} s, so times are upper bounds)"
+            + (f"until every client has sent {ld.requests_per_client:,} requests "
+               f"({counted_total(ld)}; at most {ld.measure_s:g} s, so times are upper bounds)"
                if ld.requests_per_client else f"{ld.measure_s:g} s")
             + f" + about {POINT_OVERHEAD_S:g} s overhead "
             "(mode switch, snapshots, load generator start/stop)",
             "NIC modes switch without restarting containers; server options restart the "
             "services whose settings change (points are grouped to restart as rarely as "
             "possible)"]
+
+
+def counted_total(load: Load) -> str:
+    """The requests a point of a request-count run sends, per users value ('64 clients:
+    640,000 a point'; 004 §3.2 sent 640,000: 8 hosts x 8 threads x 10,000)."""
+    n = load.requests_per_client or 0
+    return ", ".join(f"{u} client{'s' if u > 1 else ''}: {u * n:,} a point" for u in load.users)
 
 
 def placement_line(exp: Experiment, point: Point, first: bool) -> str:

@@ -83,7 +83,7 @@ def run(ctx: PointContext, s: WebSettings) -> PointResult:
         # The samples that bracket the numbers above: analysis recomputes from these.
         first, last = window(samples, start, end)
         ctx.record["window"].update({"start": first["t"], "end": last["t"]})
-        measured = Measured(result, first, last)
+        measured = Measured(result, first, last, samples)
         for step in steps:
             row.update(step.after(ctx, measured))
         return PointResult(row, engines.per_second_rows(samples, result), (start, end))

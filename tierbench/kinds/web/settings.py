@@ -85,6 +85,14 @@ def _system_name(value: Any) -> Any:
     return value
 
 
+def _system_or_storage(value: Any) -> Any:
+    # tmpfs, disk or a disk system's name (checked against them in WebSettings)
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9-]*", value):
+        raise problem("must be tmpfs, disk or a disk system such as ide, got {got}",
+                      got=repr(value))
+    return value
+
+
 class Database(Model):
     """The database tier's data set and memory (compose/app-db.yml): `rows` rows of
     `row_bytes` bytes generated from `seed` (default: the experiment's)."""
@@ -104,12 +112,16 @@ class Stack(Model):
     web_mmap: flag() = True
     docroot: one_or_many(Docroot, "docroot") = ["disk"]
     pvfs_io_servers: whole(1, 8) | None = None
-    pvfs_storage: choice("tmpfs", "disk") | None = None
+    # where the OrangeFS I/O servers store: tmpfs, disk (Docker volumes) or a disk system's name
+    # (each server on its own device(s): 004 §4.1's ext3 on an IDE disk per I/O server)
+    pvfs_storage: Annotated[str, BeforeValidator(_system_or_storage)] | None = None
     hot_site: str | None = None
     hot_below: whole(1) | None = None
     # the web tier's memory limit (Docker's, e.g. 512m or 1g): its page cache lives inside it,
     # so a working set larger than this cannot stay cached (004's servers had 512 MB-1 GB)
     web_memory: text(r"^[1-9][0-9]*[mMgG]$", "1g") | None = None
+    # each OrangeFS I/O server's memory limit (its page cache over its storage is charged to it)
+    pvfs_memory: text(r"^[1-9][0-9]*[mMgG]$", "512m") | None = None
     # cold: the docroot's files are dropped from the page cache before every point, so that
     # the first read of each file comes from the disk (the disk docroot only)
     page_cache: choice("warm", "cold") = "warm"
@@ -329,10 +341,20 @@ class WebSettings(Model):
                                           self.stack.web_servers, self.stack.proxy)
         if wrong:
             raise problem("{msg}", msg=wrong)
+        wrong = webdisks.pvfs_storage_problem(self.stack.pvfs_storage, known)
+        if wrong:
+            raise problem("{msg}", msg=wrong)
+        on_disks = known.get(str(self.stack.pvfs_storage)) is not None  # OrangeFS on a system
+        if self.stack.pvfs_memory is not None and not any(
+                d.startswith("orangefs") for d in docroots):
+            raise problem("stack.pvfs_memory: limits the OrangeFS I/O servers, which run only "
+                          "with a docroot on orangefs: remove it or add that docroot")
         if self.stack.page_cache == "cold" and any(
-                d != "disk" and webdisks.system_of(d, known) is None for d in docroots):
-            raise problem("stack.page_cache: cold needs docroot: disk or a disk system (files "
-                          "on tmpfs are memory, OrangeFS has its own caches), got {got}",
+                d != "disk" and webdisks.system_of(d, known) is None
+                and not (on_disks and d.startswith("orangefs")) for d in docroots):
+            raise problem("stack.page_cache: cold needs docroot: disk or a disk system, or "
+                          "orangefs with pvfs_storage a disk system (files on tmpfs are "
+                          "memory), got {got}",
                           got=", ".join(docroots))
         dynamic = any(getattr(t, "dynamic", None) is not None for t in self.traces)
         for key in ("db", "app_workers"):
@@ -380,6 +402,8 @@ def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
         out["pvfs_io_servers"] = s.pvfs_io_servers or 3  # 004 ran PVFS with 3 I/O servers
         # the papers' PVFS servers stored on ramfs (000) or ext3 disks (004): tmpfs or volumes
         out["pvfs_storage"] = s.pvfs_storage or "tmpfs"
+        if s.pvfs_memory is not None:
+            out["pvfs_memory"] = s.pvfs_memory.lower()
     if any(d.endswith(HOT) for d in s.docroot) or s.hot_site is not None:
         out["hot_site"] = s.hot_site
         out["hot_below"] = s.hot_below or 1048576
@@ -432,6 +456,17 @@ class StackSettings:
     def proxy_cache(self) -> bool:
         """The Apache proxy caches (mod_cache_disk)."""
         return bool(self.record.get("proxy_cache")) and self.proxy == "apache"
+
+    @property
+    def docroot(self) -> str:
+        """The point's docroot (disk, tmpfs, orangefs or a disk system, +hot-tmpfs or not)."""
+        return str(self.record.get("docroot", "disk"))
+
+    @property
+    def memory_capped(self) -> bool:
+        """The web tier or the OrangeFS I/O servers run under a memory cap (web_memory,
+        pvfs_memory)."""
+        return bool(self.record.get("web_memory") or self.record.get("pvfs_memory"))
 
     @property
     def cold(self) -> bool:

@@ -47,6 +47,9 @@ def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> 
     if s.engine == "locust":
         procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
         records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        if ld.requests_per_client:  # a request-count run: its requests and the warm-up's
+            records = min(records, ld.requests_per_client * max(ld.users) + int(
+                LOCUST_RPS_PER_PROCESS * procs * (ld.warmup_s + POINT_OVERHEAD_S)))
         total += points * records * RECORD_BYTES + records * (CSV_RECORD_BYTES + 60)
     return int(total)
 
@@ -71,7 +74,9 @@ def needs(exp: Experiment, points: int) -> list[space.Need]:
     if "orangefs" in bases:
         n = stack_settings(s).get("pvfs_io_servers", 3)
         per_server = total // n + total // n // 10  # strips spread evenly, plus metadata
-        if stack_settings(s).get("pvfs_storage") == "disk":
+        if webdisks.names(s.disk_systems).get(stack_settings(s)["pvfs_storage"]):
+            pass  # on a disk system's devices: their images are counted below
+        elif stack_settings(s).get("pvfs_storage") == "disk":
             out.append(space.on_disk(f"{what} on {n} OrangeFS I/O servers' volumes",
                                      per_server * n, space.docker_root(),
                                      "Docker's data folder", f"{shrink} or free space there",

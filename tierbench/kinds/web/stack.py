@@ -23,8 +23,9 @@ TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
 def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
            previous: Deployment | None, point: Point) -> Deployment:
     """compose up with the key's settings (down first when the docroot changes); a disk system
-    built first (anew when it changes), its limits read back from the web tier; the steps of
-    the deployment's points chosen."""
+    built first (anew when it changes), its limits read back from the containers that use it
+    and its devices' reads sampled (the `storage` probe); under a memory cap, the files the
+    bring-up wrote dropped from the page cache; the steps of the deployment's points chosen."""
     stack = StackSettings(dict(key))  # type: ignore[call-overload]
     made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared["filesets"],
                              prepared["popularity"], seed)
@@ -56,11 +57,32 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
     disk = None
     if built is not None and made is not None:
         try:
-            disk = webdisks.verify(built, made[0].system, dep.tiers["web"].containers)
+            # the web servers', or the OrangeFS I/O servers' (pvfs_storage a disk system)
+            disk = webdisks.verify(built, made[0].system, where.replicas())
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
-    dep.info["steps"] = steps.chosen(stack, s, disk, built)
+        dep.probes["storage"] = webdisks.StorageReads(built)
+    dropped = drop_written_files(dep, stack, built)
+    dep.info["steps"] = steps.chosen(stack, s, disk, built, dropped)
     return dep
+
+
+def drop_written_files(dep: Deployment, stack: StackSettings,
+                       built: diskbuild.Built | None) -> int | None:
+    """Under a memory cap (web_memory, pvfs_memory), drop the docroot's files from the page
+    cache once the stack is up: the fileset job wrote them, so they sit in the host's page cache
+    charged to that job, outside any cap (a cgroup is charged for the pages it brings in first),
+    and a capped tier would read them from memory however large the working set. After this,
+    what a capped tier reads is charged to it, and its cap decides what stays cached. Returns
+    how many files were dropped (None: no cap, or nothing the testbed can drop: tmpfs)."""
+    if not stack.memory_capped:
+        return None
+    if built is not None:
+        return diskbuild.evict(built)
+    if compose.docroot_parts(stack.docroot)[0] == "disk":
+        webs = {c.node: c for c in dep.tiers["web"].containers}
+        return sum(placer.current().evict_docroot(c) for c in webs.values())
+    return None
 
 
 def running() -> Deployment | None:
@@ -182,4 +204,5 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> No
     # sampler use them.
     deployment.tiers, deployment.counters = fresh.tiers, fresh.counters
     deployment.ifaces, deployment.containers = fresh.ifaces, fresh.containers
-    deployment.probes = fresh.probes
+    deployment.probes = {**fresh.probes, **{k: v for k, v in deployment.probes.items()
+                                            if k == "storage"}}  # the disks stay the same

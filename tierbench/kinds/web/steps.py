@@ -20,12 +20,13 @@ from workloads import traces as tracelib
 
 @dataclass
 class Measured:
-    """What a point's figures are taken over: the engine's result and the two samples that
-    bracket its measured window."""
+    """What a point's figures are taken over: the engine's result, the two samples that
+    bracket its measured window and every sample of the point."""
 
     result: LoadResult
     first: dict[str, Any]
     last: dict[str, Any]
+    samples: list[dict[str, Any]]
 
 
 class Step:
@@ -81,6 +82,14 @@ class PageCacheFigures(Step):
             ctx.point["trace"])
 
 
+class MemoryFigures(Step):
+    """Whether the web tier's memory cap held and what the docroot's storage read (every point;
+    each figure left out where it was not counted)."""
+
+    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+        return webmetrics.memory_figures(measured.samples, measured.first, measured.last)
+
+
 class DiskSystem(Step):
     """A docroot on a disk system: the point records the system and its limits read back."""
 
@@ -89,6 +98,19 @@ class DiskSystem(Step):
 
     def before(self, ctx: PointContext) -> None:
         ctx.record["disk"] = self.record
+
+
+class DroppedAfterBringUp(Step):
+    """Under a memory cap: the point records how many docroot files were dropped from the page
+    cache after the bring-up (kinds.web.stack.drop_written_files)."""
+
+    def __init__(self, dropped: int) -> None:
+        self.dropped = dropped
+
+    def before(self, ctx: PointContext) -> None:
+        ctx.record["dropped_after_bring_up"] = (
+            f"{self.dropped} docroot files dropped from the page cache after the bring-up "
+            "(written there by its one-shot jobs, outside the memory caps)")
 
 
 class ColdPageCache(Step):
@@ -232,14 +254,17 @@ class Fault(Step):
 
 
 def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
-           built: diskbuild.Built | None) -> list[Step]:
+           built: diskbuild.Built | None, dropped: int | None = None) -> list[Step]:
     """The steps of a deployment's points, in the order they run: from its stack settings,
-    the experiment's settings and the disk system it was built on (``disk``: its record)."""
+    the experiment's settings, the disk system it was built on (``disk``: its record) and the
+    files dropped from the page cache after its bring-up (``dropped``, under a memory cap)."""
     dynamic = stack.app_db
     steps: list[Step] = [ProxyCache()] if stack.proxy_cache else []
-    steps.append(PageCacheFigures())
+    steps += [PageCacheFigures(), MemoryFigures()]
     if disk is not None:
         steps.append(DiskSystem(disk))
+    if dropped is not None:
+        steps.append(DroppedAfterBringUp(dropped))
     if stack.cold:
         steps.append(ColdPageCache(built))
     if stack.access_log:

@@ -6,6 +6,10 @@ A point's stack settings name the disk system (`docroot`), the strategy (`placem
 web servers; from them and the experiment's file sets this module makes the disk plan (devices
 and their sizes), builds it, writes the map of a spread server and the Compose overlay that binds
 each server's disks into its web container and throttles them, and reads the limits back.
+
+A docroot on OrangeFS may store on a disk system too (`pvfs_storage: ide`, 004 §4.1: each PVFS
+I/O server's ext3 on an IDE disk): then the plan's servers are the I/O servers, each with its own
+device(s), bound at the server's /data and throttled in its container.
 """
 
 from __future__ import annotations
@@ -122,10 +126,48 @@ def assignment(sets: list[dict], pops: dict[str, list[int]], strategy: str, ndis
     return lines, per_disk
 
 
+PVFS_IO = "pvfs-io"  # the OrangeFS I/O servers' services: pvfs-io1 .. pvfs-ioN
+PVFS_STORAGES = ("tmpfs", "disk")  # pvfs_storage besides a disk system's name
+
+
+def pvfs_system(settings: Mapping[str, Any],
+                known: Mapping[str, disks.System]) -> disks.System | None:
+    """The disk system the OrangeFS I/O servers store on (a docroot on OrangeFS with
+    pvfs_storage naming a disk system), or None."""
+    if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
+        return None
+    return known.get(str(settings.get("pvfs_storage") or "tmpfs"))
+
+
+def pvfs_storage_problem(storage: str | None, known: Mapping[str, disks.System]) -> str | None:
+    """What is wrong with stack.pvfs_storage (one sentence), or None."""
+    if storage is None or storage in PVFS_STORAGES or storage in known:
+        return None
+    return (f"stack.pvfs_storage: must be tmpfs, disk (a Docker volume on the host's disk) or a "
+            f"disk system ({', '.join(known)}, or one of disk_systems), got {storage!r}")
+
+
+def pvfs_bytes(total: int, io_servers: int) -> int:
+    """Bytes of the file sets on each OrangeFS I/O server: the strips spread evenly, plus a
+    tenth for the storage's own records."""
+    return total // io_servers + total // io_servers // 10
+
+
+def pvfs_plan(settings: Mapping[str, Any], system: disks.System, total: int) -> disks.Plan:
+    """The disk plan of OrangeFS I/O servers each storing on the system's devices."""
+    n = int(settings.get("pvfs_io_servers") or 3)
+    lay = disks.Layout(n, system.devices, system.raid0)
+    return disks.plan(system, lay, [f"{PVFS_IO}{i}" for i in range(1, n + 1)],
+                      disks.per_disk_bytes(lay, pvfs_bytes(total, n)))
+
+
 def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], sets: list[dict],
              pops: dict[str, list[int]], seed: int) -> tuple[disks.Plan, list[str]] | None:
     """The disk plan of a point's stack settings (None without a disk system) and the map of
-    its spread servers ([] when not spread)."""
+    its spread servers ([] when not spread); for a docroot on OrangeFS, its I/O servers'."""
+    pvfs = pvfs_system(settings, known)
+    if pvfs is not None:
+        return pvfs_plan(settings, pvfs, sum(filesets.total_bytes(fs) for fs in sets)), []
     system = system_of(str(settings.get("docroot", "disk")), known)
     if system is None:
         return None
@@ -141,17 +183,43 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     return disks.plan(system, lay, servers, per_disk), lines
 
 
+STORAGE_WORDS = {
+    "disk": "a Docker volume on the host's disk (page-cached, unthrottled)",
+    "tmpfs": "tmpfs (memory: never evicted, never read from a disk)",
+}
+
+
+def storage_words(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
+    """Where a point's docroot stores its files, in the plan's words."""
+    base = compose.docroot_parts(str(settings.get("docroot", "disk")))[0]
+    if base == "orangefs":
+        n = int(settings.get("pvfs_io_servers") or 3)
+        storage = str(settings.get("pvfs_storage") or "tmpfs")
+        system = known.get(storage)
+        where = (f"disk system {system.describe()}, one per server" if system is not None
+                 else STORAGE_WORDS.get(storage, storage))
+        return f"OrangeFS over {n} I/O servers storing on {where}"
+    system = system_of(base, known)
+    if system is not None:
+        return f"disk system {system.describe()}"
+    return STORAGE_WORDS.get(base, base)
+
+
 def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
-    """The plan's words for a point's disk system ('' without one)."""
-    system = system_of(str(settings.get("docroot", "disk")), known)
+    """The plan's words for a point's storage: its disk system, or where its files are (and
+    the hot site's small files on tmpfs, with +hot-tmpfs)."""
+    docroot = str(settings.get("docroot", "disk"))
+    hot = "; the hot site's small files also on tmpfs" if compose.docroot_parts(docroot)[1] else ""
+    system = system_of(docroot, known)
     if system is None:
-        return ""
+        return f" [storage: {storage_words(settings, known)}{hot}]"
     strategy = settings.get("placement")
     what = system.describe()
     if strategy:
-        return f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}]"
+        return f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{hot}]"
     servers = int(settings.get("web_servers") or 1)
-    return f" [disk {what}" + (f" on each of {servers} web servers]" if servers > 1 else "]")
+    return f" [disk {what}" + (f" on each of {servers} web servers" if servers > 1 else "") \
+        + f"{hot}]"
 
 
 WEB_ROLE = "web"
@@ -192,6 +260,9 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
     """The disk system built (or kept) on each server's host, maps written, and its Compose
     overlay (bind sources: paths on those hosts)."""
     built = diskbuild.ensure(p, env, log, hosts)
+    if p.servers[0].startswith(PVFS_IO):
+        diskbuild.write_overlay(pvfs_services(built, p.system))
+        return built
     if lines:
         for s in built.servers:
             diskbuild.write_map(built, s.name, lines)
@@ -209,6 +280,26 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
                                                      for s in built.servers])}}
     diskbuild.write_overlay(services)
     return built
+
+
+def pvfs_services(built: diskbuild.Built, system: disks.System) -> dict[str, dict[str, Any]]:
+    """The overlay's services for OrangeFS I/O servers on a disk system: each server's mount
+    at its /data (over compose/pvfs-disk.yml's volume, which the stack files put first), its
+    devices throttled in its container."""
+    return {s.name: {"volumes": [{"type": "bind", "source": s.root, "target": "/data"}],
+                     "blkio_config": diskbuild.throttles(s, system)} for s in built.servers}
+
+
+class StorageReads:
+    """The bytes the docroot's disk system (a web server's, or the OrangeFS I/O servers') read
+    from its devices, as a sampler probe: {"read_bytes": N}, {} where they cannot be read."""
+
+    def __init__(self, built: diskbuild.Built) -> None:
+        self.built = built
+
+    def __call__(self) -> dict[str, int]:
+        read = diskbuild.device_read_bytes(self.built)
+        return {} if read is None else {"read_bytes": read}
 
 
 def verify(built: diskbuild.Built, system: disks.System,

@@ -247,6 +247,29 @@ def page_cache_figures(first: dict, last: dict, served: float, trace: dict) -> d
     return out
 
 
+def memory_figures(samples: list[dict], first: dict, last: dict) -> dict[str, float]:
+    """Whether the web tier's memory cap held over a window and what its docroot's storage read:
+    `web_memory_mb` (the tier's memory limit read back from its cgroups, summed over its
+    servers), `web_cache_mb` (its page cache, memory.stat's file, the largest of the window's
+    samples), `storage_read_mb` (bytes read from the docroot's disk-system devices between the
+    two samples, its `storage` probe). Each left out where it was not counted (no limit, no
+    disk system)."""
+    inside = [s for s in samples if first["t"] <= s["t"] <= last["t"]] or [first, last]
+    out: dict[str, float] = {}
+    caches = [s["cpu"]["web"]["file_bytes"] for s in inside
+              if "file_bytes" in s.get("cpu", {}).get("web", {})]
+    if caches:
+        out["web_cache_mb"] = max(caches) / 1e6
+    limit = last.get("cpu", {}).get("web", {}).get("mem_limit_bytes")
+    if limit is not None:
+        out["web_memory_mb"] = limit / 1e6
+    a = (first.get("probes") or {}).get("storage") or {}
+    b = (last.get("probes") or {}).get("storage") or {}
+    if "read_bytes" in a and "read_bytes" in b:
+        out["storage_read_mb"] = (b["read_bytes"] - a["read_bytes"]) / 1e6
+    return out
+
+
 def site_figures(requests: RequestLog, sites: dict[str, str], start: float,
                  end: float) -> dict[str, float]:
     """Per site of a mix trace (name -> URL prefix): TPS (successful requests ending in
