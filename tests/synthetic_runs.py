@@ -24,6 +24,7 @@ FAMILIES = families.names()
 ORDERS: dict[str, dict[str, list[Any]]] = {
     "dc-single": {"trace": ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"]},
     "dc-zipf": {"trace": ["zipf-0.95", "zipf-0.9", "zipf-0.75", "zipf-0.5"]},
+    "net-csum-dc": {"trace": ["single-4k", "single-16k", "single-64k"]},
     "dc-classes": {"trace": ["class-0", "class-1", "class-2", "class-3", "class-4"],
                    "docroot": ["tmpfs", "ide", "orangefs"]},
     "dc-hybrid": {"trace": ["bg-class-1", "bg-class-2"],
@@ -128,6 +129,7 @@ FIRST_PANEL = {
                 "bi · offloads-off"]),
     "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
     "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
+    "net-csum-dc": ("lines", ["4,096", "16,384", "65,536"], ["offloads-on", "checksum-off"]),
     "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
     "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
     "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
@@ -257,6 +259,15 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for i, s in enumerate(sizes) for j, m in enumerate(platforms) for u in (1, 64)
                 for r in reps]
         return rows, traces, platforms, True
+    if name == "net-csum-dc":
+        sizes = (4096, 16384, 65536)
+        csum = ("offloads-on", "checksum-off")
+        traces = [{"name": f"single-{s // 1024}k", "kind": "single", "size": s} for s in sizes]
+        rows = [{"trace": f"single-{s // 1024}k", "mode": m, "repetition": r,
+                 "tps": 3000.0 / (1 + i) + r, "mean_ms": 2.0 * (1 + i) + (0.3 if j else 0),
+                 "server_cpu_us_per_kb": 4.0 + (2.0 if j else 0) + 0.1 * r}
+                for i, s in enumerate(sizes) for j, m in enumerate(csum) for r in reps]
+        return rows, traces, csum, True
     if name == "dc-dynamic":
         sizes = (4096, 65536, 262144)
         traces = [{"name": f"{c}-{s // 1024}k", "kind": "single", "size": s,

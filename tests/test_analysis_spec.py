@@ -42,8 +42,8 @@ def test_every_family_is_covered_and_paper_numbers_are_labelled() -> None:
     assert {families.load(n)["family"] for n in kinds} == {
         "dc-single", "dc-zipf", "dc-clients", "dc-classes", "dc-hybrid", "pfs", "net-conns",
         "dc-worldcup", "dc-static", "dc-alpha-cache", "dc-cache-hit", "net-streams",
-        "net-latency", "net-csum", "net-bw", "net-msgsize", "dc-disk-basic", "dc-disk-file",
-        "dc-disk-classes", "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
+        "net-latency", "net-csum", "net-csum-dc", "net-bw", "net-msgsize", "dc-disk-basic",
+        "dc-disk-file", "dc-disk-classes", "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
         "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
         "dc-dynamic", "dc-cpus", "fs-thinktime", "fs-clients", "fs-randread", "fs-filebench",
         "pfs-iozone"}

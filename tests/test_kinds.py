@@ -77,10 +77,11 @@ def test_shipped_experiments_keep_the_contract(name: str) -> None:
 
 
 def test_families_are_found_by_kind_and_by_name() -> None:
-    assert len(families.names()) == 37
+    assert len(families.names()) == 38
     assert families.names("disk") == ["dc-disk-basic"]
     assert set(families.names("pfs")) == {"pfs-basic", "pfs-concurrent", "pfs-streams"}
     assert "pfs-profile" in families.names("net") and "dc-single" in families.names("web")
+    assert families.by_name("web", "net-csum-dc", "dc-single") == "net-csum-dc"
     assert families.by_name("net", "net-platform-bw-short", "net-streams") == "net-platform-bw"
     assert families.by_name("net", "net-platform-1", "net-streams") == "net-platform"
     assert families.by_name("web", "mine", "dc-single") == "dc-single"

@@ -271,3 +271,18 @@ def test_a_cpu_mode_on_one_host_goes_to_the_processes_behind_the_endpoints() -> 
     state = apply._cpu_state(eps, None)
     assert list(state) == [f"pid:{pid}"]
     assert state[f"pid:{pid}"]["label"] == "web" and state[f"pid:{pid}"]["pid"] == pid
+
+
+def test_a_setting_refused_on_every_veth_is_said_once() -> None:
+    """A refusal repeated for each interface is one clause naming the first and the count;
+    different refusals stay apart."""
+    said = ("header-data split (ethtool -G tcp-data-split on) is not supported by {} (driver "
+            "veth); drop it from mode header-split")
+    labels = ["net-client:eth0", "host:veth1a", "net-server-1:eth0", "host:veth1"]
+    problems = [said.format(x) for x in labels] + ["qdisc netem is not available"]
+    assert runner.once_per_setting(problems, labels) == [
+        said.format("net-client:eth0") + " (and the same on 3 more interfaces)",
+        "qdisc netem is not available"]
+    assert runner.once_per_setting(problems[:2], labels) == [
+        said.format("net-client:eth0") + " (and the same on 1 more interface)"]
+    assert runner.once_per_setting(problems[:1], []) == problems[:1]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import signal
 import time
@@ -269,11 +270,27 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
-    problems = [p for m in registry.kind(exp.kind).modes(exp)
-                for p in apply.check_mode(m, mode_endpoints(m, deployment),
-                                          containers=deployment.cpu_containers(m))]
+    problems = []
+    for m in registry.kind(exp.kind).modes(exp):
+        eps = mode_endpoints(m, deployment)
+        problems += once_per_setting(apply.check_mode(m, eps,
+                                                      containers=deployment.cpu_containers(m)),
+                                     [ep.label for ep in eps])
     if problems:
         raise netif.NetifError("; ".join(problems))
+
+
+def once_per_setting(problems: list[str], labels: list[str]) -> list[str]:
+    """The problems that differ only in the interface they name, said once with the number of
+    the others (a setting veth lacks fails on every veth of the deployment the same way)."""
+    pattern = re.compile("|".join(re.escape(x) for x in sorted(labels, key=len, reverse=True))
+                         ) if labels else None
+    groups: dict[str, list[str]] = {}
+    for p in problems:
+        groups.setdefault(pattern.sub("<interface>", p) if pattern else p, []).append(p)
+    return [same[0] + (f" (and the same on {len(same) - 1} more interface"
+                       f"{'s' if len(same) > 2 else ''})" if len(same) > 1 else "")
+            for same in groups.values()]
 
 
 class Run:

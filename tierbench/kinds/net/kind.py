@@ -144,6 +144,12 @@ class NetKind(Kind):
         if n.profile:
             head.append(f"  perf samples the senders' CPUs at {profile.PROFILE_HZ} Hz (cpu-clock, call "
                         "graphs) over the measured window")
+        split = [m.name for m in exp.modes if "tcp-data-split" in m.knobs.rings]
+        if split:
+            head.append(f"  modes {', '.join(split)} set header-data split (ethtool -G "
+                        "tcp-data-split), which veth lacks: on one host the run is refused "
+                        "before its first point; run it with --cluster on NICs that have it "
+                        "(000's DMA copy engine has no mode at all: Linux dropped NET_DMA in 3.19)")
         return head
 
     def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
