@@ -153,3 +153,63 @@ def test_memory_figures_say_whether_the_cap_held_and_what_storage_read() -> None
     assert got == {"web_cache_mb": 300.0, "web_memory_mb": 512.0, "storage_read_mb": 8.0}
     bare = [{"t": t, "cpu": {"web": {"usage_s": t}}} for t in (0, 1)]
     assert metrics.memory_figures(bare, bare[0], bare[1]) == {}
+
+
+def test_under_a_memory_cap_the_files_the_bring_up_wrote_leave_the_page_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tierbench.kinds.web import stack
+    from tierbench.kinds.web.settings import StackSettings
+    from tierbench.placement import diskbuild, placer
+
+    built = diskbuild.Built(key={}, servers=[])
+    monkeypatch.setattr(diskbuild, "evict", lambda b: 7 if b is built else -1)
+    evicted: list = []
+
+    class Where:
+        def evict_docroot(self, c: SimpleNamespace) -> int:
+            evicted.append(c.name)
+            return 3
+
+    monkeypatch.setattr(placer, "current", lambda: Where())
+    # three web servers on one host share the docroot volume: dropped once
+    webs = [SimpleNamespace(node=None, name=n) for n in ("web", "web2", "web3")]
+    dep = SimpleNamespace(tiers={"web": SimpleNamespace(containers=webs)})
+
+    def dropped(record: dict, on: diskbuild.Built | None = None) -> int | None:
+        return stack.drop_written_files(dep, StackSettings(record), on)  # type: ignore[arg-type]
+
+    assert dropped({"docroot": "disk"}) is None  # no cap: left as the bring-up wrote them
+    assert dropped({"docroot": "ide", "web_memory": "512m"}, built) == 7  # the disk system's
+    assert dropped({"docroot": "orangefs", "pvfs_storage": "ide", "pvfs_memory": "512m"},
+                   built) == 7  # the I/O servers' disks
+    assert dropped({"docroot": "disk+hot-tmpfs", "web_memory": "512m"}) == 3
+    assert evicted == ["web3"]
+    assert dropped({"docroot": "tmpfs", "web_memory": "1g"}) is None  # memory: nothing to drop
+    assert dropped({"docroot": "orangefs", "pvfs_memory": "512m"}) is None  # on tmpfs
+
+
+def test_every_point_has_the_memory_figures_and_says_what_the_bring_up_dropped() -> None:
+    from types import SimpleNamespace
+
+    from tierbench.kinds import registry
+    from tierbench.kinds.web import steps
+    from tierbench.kinds.web.settings import StackSettings
+
+    s = registry.load_experiment("dc-single").settings
+    capped = StackSettings({"docroot": "disk", "web_memory": "512m"})
+    chosen = steps.chosen(capped, s, None, None, 12)
+    names = [type(st).__name__ for st in chosen]
+    assert names[:3] == ["PageCacheFigures", "MemoryFigures", "DroppedAfterBringUp"]
+    assert "DroppedAfterBringUp" not in [type(st).__name__ for st in steps.chosen(
+        StackSettings({"docroot": "disk"}), s, None, None)]
+    ctx = SimpleNamespace(record={})
+    chosen[2].before(ctx)  # type: ignore[arg-type]
+    assert ctx.record["dropped_after_bring_up"].startswith(
+        "12 docroot files dropped from the page cache after the bring-up")
+    samples = [{"t": t, "cpu": {"web": {"usage_s": t, "file_bytes": int(t * 1e6),
+                                        "mem_limit_bytes": 512_000_000}}} for t in (0, 1, 2, 3)]
+    measured = steps.Measured(None, samples[1], samples[2], samples)  # type: ignore[arg-type]
+    assert chosen[1].after(ctx, measured) == {  # type: ignore[arg-type]
+        "web_cache_mb": 2.0, "web_memory_mb": 512.0}
