@@ -25,7 +25,7 @@ def lab(tmp_path_factory):
 
 
 def test_the_advisor_measures_the_nodes_nics_and_restores_them(lab) -> None:
-    done = tierbench(lab["env"], "advise", "--cluster", str(lab["path"]), "--budget-min", "6",
+    done = tierbench(lab["env"], "advise", "--cluster", str(lab["path"]), "--budget-min", "15",
                      "--workloads", "bulk-stream", "request-response", timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = sorted((lab["results"] / "advise").iterdir())[-1]

@@ -170,7 +170,9 @@ def test_make_bench_prints_both_ratios_on_the_running_stack(env: dict[str, str])
 @pytest.mark.stack
 def test_tierbench_worker_serves_a_runs_master_from_outside_the_stack(
         env: dict[str, str]) -> None:
-    # the master (loadgen container, port 5557 published) waits for one remote worker process
+    # the master (loadgen container, port 5557 published on MASTER_BIND: one address of this
+    # host, here its loopback, never every address) waits for one remote worker process
+    env = {**env, "MASTER_BIND": "127.0.0.1"}
     worker = subprocess.Popen([sys.executable, "-m", "tierbench.cli", "worker", "--master",
                                "127.0.0.1", "--runs", "1"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -132,8 +132,8 @@ def test_cases_are_layered_under_the_compared_modes(env: dict[str, str]) -> None
 def test_a_mode_that_changes_nothing_changes_nothing_beyond_noise(env: dict[str, str]) -> None:
     """offloads-on against itself plus a switch TCP never uses (UDP segmentation off): the CPU
     per KB on both sides and the throughput stay within their 99.9 % intervals of no change,
-    while offloads-off, run in the same shuffled sequence, moves the CPU per KB clearly (so the
-    check can fail)."""
+    while offloads-off, run in the same shuffled sequence, moves the client's CPU per KB clearly
+    (so the check can fail)."""
     from analysis import stats
 
     done = tierbench(env, "run", str(EXPERIMENTS / "net-noop.yml"))
@@ -148,8 +148,10 @@ def test_a_mode_that_changes_nothing_changes_nothing_beyond_noise(env: dict[str,
     for col in ("server_cpu_us_per_kb", "client_cpu_us_per_kb", "mb_per_s"):
         r = stats.ratio_of_means(noop[col], on[col], level=0.999)
         assert r.low is not None and r.low <= 1.0 <= r.high, (col, r, noop[col], on[col])
-    r = stats.ratio_of_means(off["client_cpu_us_per_kb"], on["client_cpu_us_per_kb"])
-    assert r.low is not None and r.low > 1.0, (r, off, on)
+    # every offloads-off repetition costs the client more per KB than every offloads-on one
+    # (a rank test: 1 chance in 70 under no effect); a mean-based interval over 4 + 4 samples
+    # is too wide when one repetition is slow (CI once saw on = 0.86, 0.52, 0.48 us/KB)
+    assert min(off["client_cpu_us_per_kb"]) > max(on["client_cpu_us_per_kb"]), (off, on)
     # the no-op mode did switch the feature on the interfaces
     manifest = json.loads((run / "manifest.json").read_text())
     noop_points = [rec for rec in manifest["points"].values() if rec["mode"] == "udp-gso-off"]

@@ -34,7 +34,7 @@ import yaml
 
 from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import read_text, results_root
+from tierbench.config.files import fresh_run_dir, read_text, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
@@ -191,15 +191,8 @@ _NOTHING = object()
 
 def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     """A fresh results/<experiment>/<run-id>/ (never an existing one)."""
-    base = results_root() / exp.name
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run_id, n = stamp, 1
-    while (base / run_id).exists():
-        n += 1
-        run_id = f"{stamp}-{n}"
-    path = base / run_id
-    path.mkdir(parents=True)
-    return run_id, path
+    path = fresh_run_dir(results_root() / exp.name)
+    return path.name, path
 
 
 @contextmanager

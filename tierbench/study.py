@@ -21,7 +21,8 @@ from typing import Any
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import EXPERIMENTS_DIR, read_text, read_yaml, results_root
+from tierbench.config.files import (EXPERIMENTS_DIR, fresh_run_dir, read_text, read_yaml,
+                                    results_root)
 from tierbench.config.models import Model, text, validate
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, log
@@ -99,14 +100,7 @@ def plan_lines(study: Study, scale: float | None = None) -> list[str]:
 
 def new_dir(study: Study) -> Path:
     """A fresh results/study-<id>/<run-id>/."""
-    base = results_root() / f"study-{study.study}"
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path, n = base / stamp, 1
-    while path.exists():
-        n += 1
-        path = base / f"{stamp}-{n}"
-    path.mkdir(parents=True)
-    return path
+    return fresh_run_dir(results_root() / f"study-{study.study}")
 
 
 def run(study: Study, scale: float | None = None, resume: Path | None = None) -> Path:

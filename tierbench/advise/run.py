@@ -28,7 +28,7 @@ from typing import Any
 from tierbench import runner
 from tierbench.advise import knobs, plan
 from tierbench.config.errors import TierbenchError
-from tierbench.config.files import results_root
+from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
@@ -50,14 +50,7 @@ def now() -> str:
 
 def new_dir() -> Path:
     """A fresh results/advise/<run-id>/."""
-    base = results_root() / "advise"
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path, n = base / stamp, 1
-    while path.exists():
-        n += 1
-        path = base / f"{stamp}-{n}"
-    path.mkdir(parents=True)
-    return path
+    return fresh_run_dir(results_root() / "advise")
 
 
 def save(folder: Path, record: dict[str, Any]) -> None:

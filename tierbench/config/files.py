@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,18 @@ MAX_FILE_BYTES = 16 * 1024 * 1024  # an experiment, mode or cluster file is a fe
 def results_root() -> Path:
     """Where runs are written: $TIERBENCH_RESULTS or results/ in the checkout."""
     return Path(os.environ.get("TIERBENCH_RESULTS", ROOT / "results")).resolve()
+
+
+def fresh_run_dir(base: Path) -> Path:
+    """A new folder base/<UTC time stamp> (base/<stamp>-2, -3, ... when that exists), made
+    with its parents; its name is the run's id."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path, n = base / stamp, 1
+    while path.exists():
+        n += 1
+        path = base / f"{stamp}-{n}"
+    path.mkdir(parents=True)
+    return path
 
 
 def state_dir() -> Path:
