@@ -356,7 +356,7 @@ def discovery_deployment(exp: Experiment, scratch: Path) -> Deployment:
         where.check(*runner.node_needs(exp, kind.needs(exp, points)))
     scratch.mkdir(parents=True, exist_ok=True)
     prepared = kind.prepare(exp, scratch)
-    return kind.deploy(exp, kind.placement(exp, points[0]), prepared, None, points[0])
+    return kind.deploy(exp, kind.deployment_key(exp, points[0]), prepared, None, points[0])
 
 
 def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
