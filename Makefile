@@ -24,8 +24,9 @@ help: ## List the targets
 run: setup-run ## Set up what is missing, build the images EXP needs, bring the stack up, run EXP (default quick), write the report
 	$(VENV)/tierbench run $(EXP)
 
-test: setup images ## Lint, unit tests, namespace tests and the real stack end to end
+test: setup images ## Lint (ruff, mypy), unit tests, namespace tests and the real stack end to end
 	$(VENV)/ruff check tierbench workloads analysis tests
+	$(VENV)/mypy
 	$(VENV)/pytest $(UNIT_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(VENV)/pytest $(HOST_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
@@ -99,8 +100,9 @@ SCALE_SIZES ?= 1,4,16
 bench-scale: setup-venv ## Scale benchmark: World Cup trace preparation, per-request records and the report at 1, 4 and 16 million records (time, peak memory, ratios)
 	$(VENV)/python -m tierbench.scale --sizes $(SCALE_SIZES)
 
-lint: setup-dev ## ruff over the Python code
+lint: setup-dev ## ruff over the Python code, then mypy over tierbench/ and analysis/ (pyproject.toml)
 	$(VENV)/ruff check tierbench workloads analysis tests
+	$(VENV)/mypy
 
 NODES ?= 2
 .PHONY: lab-up lab-down

@@ -108,11 +108,12 @@ def interaction(values: Values, a: str, b: str, both: str, name: str,
     both x baseline / (a x b), paired against 1 (log scale: the interaction contrast)."""
     ratios: dict[int, float | None] = {}
     for block in values.get(BASELINE, {}):
-        parts = [values.get(m, {}).get(block, {}).get(name) for m in (both, BASELINE, a, b)]
-        if any(p is None or p <= 0 for p in parts):
+        found = [values.get(m, {}).get(block, {}).get(name) for m in (both, BASELINE, a, b)]
+        parts = [p for p in found if p is not None and p > 0]
+        if len(parts) < len(found):
             ratios[block] = None
             continue
-        ratios[block] = parts[0] * parts[1] / (parts[2] * parts[3])  # type: ignore[operator]
+        ratios[block] = parts[0] * parts[1] / (parts[2] * parts[3])
     return precision.paired_change(ratios, dict.fromkeys(ratios, 1.0), spread)
 
 
@@ -343,7 +344,8 @@ def workload_view(entry: dict[str, Any], table: list[dict[str, Any]],
 
 
 def _settings_of(entry: dict[str, Any], row: dict[str, Any]) -> str:
-    knob = next((k for k in entry.get("knobs") or [] if k["knob"] == row["knob"]), {})
+    knob: dict[str, Any] = next((k for k in entry.get("knobs") or []
+                                 if k["knob"] == row["knob"]), {})
     return _settings(knob, row.get("recommended_state"))
 
 

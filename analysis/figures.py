@@ -33,7 +33,7 @@ REF_COLORS = ("#8a96a3", "#c5ccd3")
 CI_NOTE = "Bars/points: mean over repetitions; whiskers: 95 % confidence interval (t, df = n − 1)."
 RANGE_NOTE = "Bars: mean over repetitions; whiskers: min–max over repetitions."
 PANEL_SIZE = (5.0, 3.5)  # inches per panel
-RC = {"svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9.5, "axes.labelsize": 8.5,
+RC: dict[Any, Any] = {"svg.fonttype": "none", "font.size": 8.5, "axes.titlesize": 9.5, "axes.labelsize": 8.5,
       "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 7.5,
       "axes.spines.top": False, "axes.spines.right": False, "axes.edgecolor": "#9aa5b1",
       "axes.grid": True, "axes.grid.axis": "y", "grid.color": "#e6eaef",
@@ -182,7 +182,7 @@ def panels_for(points: pd.DataFrame, panel: dict[str, Any], spec: dict[str, Any]
         if logx == "auto":
             nums = [c for c in cats if isinstance(c, int | float)]
             logx = bool(nums) and min(nums) > 0 and max(nums) / min(nums) >= 8
-        ftitle = title if fv is None else f"{title} — {specs.label(facet)} {tables.label(fv)}"
+        ftitle = title if fv is None else f"{title} — {specs.label(str(facet))} {tables.label(fv)}"
         unit = spec["primary"]["unit"] if y == spec["primary"]["column"] else ""
         ylabel = panel.get("ylabel") or (f"{specs.label(y)} ({unit})" if unit
                                          else specs.label(y))

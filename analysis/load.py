@@ -127,7 +127,7 @@ def trace_facts(spec: dict[str, Any] | None) -> dict[str, Any]:
     the factors it names (never guessed from its name). Runs since the runner writes these
     into summary.csv take them from there; this fills them in for older ones."""
     spec = spec or {}
-    fileset = spec.get("fileset") if isinstance(spec.get("fileset"), dict) else {}
+    fileset = got if isinstance(got := spec.get("fileset"), dict) else {}
     out: dict[str, Any] = {"trace_kind": spec.get("kind"), "size_bytes": spec.get("size"),
                            "alpha": spec.get("alpha"),
                            "class": spec.get("class", fileset.get("class")),
@@ -238,15 +238,15 @@ def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
     order = {p: i for i, p in enumerate(dict.fromkeys(df["point"]), 1)}
     df["order"] = df["point"].map(order)  # summary.csv is written in run (shuffled) order
     if "trace" in df:
-        exp = manifest.get("experiment") if isinstance(manifest.get("experiment"), dict) else {}
+        exp = got if isinstance(got := manifest.get("experiment"), dict) else {}
         tspecs = trace_specs(exp)
         recorded = pd.DataFrame([trace_facts(tspecs.get(t)) for t in df["trace"]],
                                 index=df.index)
-        for col in recorded:
-            if col not in df:
-                df[col] = recorded[col]
-            elif df[col].isna().any():  # a fact a summary row leaves empty (older runs)
-                df[col] = df[col].where(df[col].notna(), recorded[col])
+        for fact in recorded:
+            if fact not in df:
+                df[fact] = recorded[fact]
+            elif df[fact].isna().any():  # a fact a summary row leaves empty (older runs)
+                df[fact] = df[fact].where(df[fact].notna(), recorded[fact])
     derive(df, manifest)
     return df
 
@@ -280,7 +280,7 @@ def derive(df: pd.DataFrame, manifest: dict[str, Any]) -> None:
             df["host_cpu_us_per_req"] = df["host_cpu_s"] * 1e6 / reqs
     if "cpu_s_servers" in df and "window_s" in df:
         df["server_cpu_util"] = df["cpu_s_servers"] / df["window_s"].where(df["window_s"] > 0)
-    host = manifest.get("host") if isinstance(manifest.get("host"), dict) else {}
+    host = got if isinstance(got := manifest.get("host"), dict) else {}
     clk = stats.clock(host.get("cpu_model"), host.get("cpu_mhz"))
     counted, estimated = [], []
     for source, target in CYCLE_COUNTERS.items():
@@ -298,7 +298,7 @@ def derive(df: pd.DataFrame, manifest: dict[str, Any]) -> None:
     parts = []
     if counted:
         parts.append(stats.HARDWARE_COUNTERS)
-    if estimated:
+    if estimated and clk:
         parts.append(f"{stats.ESTIMATE}, {clk.hz / 1e9:.2f} GHz from {clk.source}"
                      + (f" ({', '.join(estimated)})" if counted else ""))
     if parts:
@@ -430,7 +430,7 @@ def count_requests(path: Path, samples: list[dict[str, Any]]) -> RequestCounts:
 
 def _setting(run: Run, key: str, default: float) -> float:
     exp = run.experiment
-    load = exp.get("load") if isinstance(exp.get("load"), dict) else {}
+    load = got if isinstance(got := exp.get("load"), dict) else {}
     value = load.get(key, exp.get(key))
     if value is None and key == "measure_s":
         value = exp.get("window_s")

@@ -103,6 +103,8 @@ class RunView:
         if len(self.modes) < 2:
             return None
         baseline = tables.baseline_mode(self.modes, self.run.experiment, self.spec)
+        if baseline is None:  # no modes
+            return None
         return tables.compare_modes(self.sorted_points(), baseline, self.groups, self.primary,
                                     self.spec["benefit"], self.modes)
 

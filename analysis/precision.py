@@ -37,8 +37,11 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from analysis import stats
+
+Block = TypeVar("Block", bound=Hashable)  # what labels a block: its number, a name
 
 LEVEL = 0.95
 POWER = 0.80
@@ -184,8 +187,8 @@ def _logs(values: Iterable[float | None]) -> tuple[list[float], int]:
     return out, dropped
 
 
-def paired_change(mode: Mapping[Hashable, float | None],
-                  baseline: Mapping[Hashable, float | None],
+def paired_change(mode: Mapping[Block, float | None],
+                  baseline: Mapping[Block, float | None],
                   spread_from: int | None = None) -> Change:
     """The paired effect of ``mode`` over ``baseline``: both map a block to the value measured
     in it; blocks missing either value (a failed point) are left out. ``spread_from``: take

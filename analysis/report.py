@@ -112,7 +112,7 @@ def point_ref(row: Row, cols: list[str]) -> dict[str, str]:
 def header(ctx: Context) -> dict[str, Any]:
     """Title, run id, times, status, counts, seed, git, description and the spec's settings."""
     m = ctx.manifest
-    git = m.get("git") if isinstance(m.get("git"), dict) else {}
+    git = got if isinstance(got := m.get("git"), dict) else {}
     sub: list[dict[str, Any]] = [{"kind": "run", "value": text(m.get("run_id"))}]
     if m.get("started") or m.get("finished"):
         sub.append({"kind": "times", "started": text(m.get("started")),
@@ -133,9 +133,9 @@ def header(ctx: Context) -> dict[str, Any]:
         sub.append({"kind": "seed", "value": text(ctx.experiment.get("seed"))})
     if ctx.experiment.get("scale") not in (None, 1):
         sub.append({"kind": "text", "value": f"scaled by {ctx.experiment['scale']:g} (--scale)"})
-    load_ = ctx.experiment.get("load") if isinstance(ctx.experiment.get("load"), dict) else {}
+    load_ = got if isinstance(got := ctx.experiment.get("load"), dict) else {}
     if load_.get("requests_per_client"):
-        users = load_.get("users") if isinstance(load_.get("users"), list) else [load_.get("users")]
+        users = got if isinstance(got := load_.get("users"), list) else [got]
         sub.append({"kind": "text", "value": "request-count run: "
                     f"{load_['requests_per_client']:,} requests per client ("
                     + ", ".join(f"{u} client{'' if u == 1 else 's'}: "
@@ -332,23 +332,23 @@ def comparison_card(ctx: Context) -> dict[str, Any] | None:
 def precision_card(ctx: Context) -> dict[str, Any] | None:
     """What a precision run resolved: per condition and mode, the stated interval or what it
     would take, and the smallest effect the run could have detected."""
-    if ctx.target is None:
+    target = ctx.target
+    if target is None:
         return None
     cmp = ctx.comparisons()
-    metric = str(ctx.target.get("metric"))
+    metric = str(target.get("metric"))
     cmp = cmp[cmp["metric"] == metric]
     if cmp.empty:
         return None
-    record = ctx.manifest.get("precision") if isinstance(ctx.manifest.get("precision"),
-                                                         dict) else {}
+    record = got if isinstance(got := ctx.manifest.get("precision"), dict) else {}
     why = {"budget": "the budget was spent before every comparison was resolved",
            "done": "every condition stopped (resolved, or at the maximum of "
-                   f"{ctx.target.get('max_repetitions')} blocks)"}.get(
+                   f"{target.get('max_repetitions')} blocks)"}.get(
         str(record.get("stopped")), "the run did not finish")
-    budget = ctx.target.get("budget_min")
+    budget = target.get("budget_min")
     return {"baseline": text(ctx.baseline), "metric": metric,
-            "target": f"{float(ctx.target.get('half_width_pct') or 0):g}",
-            "min": ctx.target.get("min_repetitions"), "max": ctx.target.get("max_repetitions"),
+            "target": f"{float(target.get('half_width_pct') or 0):g}",
+            "min": target.get("min_repetitions"), "max": target.get("max_repetitions"),
             "budget": f"{budget:g}" if budget else "", "why": why,
             "method": precision.METHODS[precision.STEIN],
             "rows": [{"condition": r["condition"], "mode": r["mode"], "baseline": r["baseline"],
@@ -443,7 +443,7 @@ def cost_table(ctx: Context, entries: list[tuple[str, str, pd.DataFrame]]
                           Markup('{}<br><span class="pm">± {}</span>').format(mean,
                                                                              f"{e.half:,.1f}"))
         rows.append({"color": ctx.colors[mode], "name": name, "cells": values})
-    src = ctx.points["cycles_source"].dropna() if "cycles_source" in ctx.points else []
+    src: Any = ctx.points["cycles_source"].dropna() if "cycles_source" in ctx.points else []
     source = src.iloc[0] if len(src) else \
         "no clock known (host.cpu_mhz or a clock in the CPU model): cycles not computed"
     return {"groups": [(g, sum(1 for x in cols if x[0] == g)) for g in groups],

@@ -24,11 +24,11 @@ def runs(root: Path) -> list[dict[str, str]]:
     out = []
     for manifest in Path(root).glob("*/*/manifest.json"):
         m = _json(manifest)
-        exp = m.get("experiment") if isinstance(m.get("experiment"), dict) else {}
-        host = m.get("host") if isinstance(m.get("host"), dict) else {}
-        git = m.get("git") if isinstance(m.get("git"), dict) else {}
-        cluster = m.get("cluster") if isinstance(m.get("cluster"), dict) else {}
-        points = m.get("points") if isinstance(m.get("points"), dict) else {}
+        exp = got if isinstance(got := m.get("experiment"), dict) else {}
+        host = got if isinstance(got := m.get("host"), dict) else {}
+        git = got if isinstance(got := m.get("git"), dict) else {}
+        cluster = got if isinstance(got := m.get("cluster"), dict) else {}
+        points = got if isinstance(got := m.get("points"), dict) else {}
         done = sum(1 for p in points.values() if isinstance(p, dict) and p.get("complete"))
         out.append({
             "started": str(m.get("started") or ""),

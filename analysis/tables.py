@@ -109,7 +109,7 @@ def given_order(column: str, spec: dict[str, Any] | None,
         return [m.get("name") if isinstance(m, dict) else m for m in experiment["modes"]]
     if column == "phase" and spec.get("phases"):
         return list(spec["phases"])
-    stack = experiment.get("stack") if isinstance(experiment.get("stack"), dict) else {}
+    stack = got if isinstance(got := experiment.get("stack"), dict) else {}
     if column in stack and isinstance(stack[column], list):
         return list(stack[column])
     return None

@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
@@ -38,19 +38,19 @@ BASELINE, TREATMENT = "sim-off", "sim-on"
 class Condition(Model):
     """One condition and its true effect (a fraction: 0.1 = +10 %)."""
 
-    name: text(r"^[\w.-]+$", "small")
-    effect: number(-0.9, 10) = 0.1
+    name: Annotated[str, text(r"^[\w.-]+$", "small")]
+    effect: Annotated[float, number(-0.9, 10)] = 0.1
 
 
 class SimSettings(Model):
     """The `sim:` block."""
 
     conditions: list[Condition]
-    noise: number(0, 2) = 0.05
-    drift: number(0, 0.9) = 0.3
-    drift_points: whole(1) = 100
-    level: number(1) = 1000.0
-    sleep_s: number(0, 1) = 0  # wall time of a point (for budgets)
+    noise: Annotated[float, number(0, 2)] = 0.05
+    drift: Annotated[float, number(0, 0.9)] = 0.3
+    drift_points: Annotated[int, whole(1)] = 100
+    level: Annotated[float, number(1)] = 1000.0
+    sleep_s: Annotated[float, number(0, 1)] = 0  # wall time of a point (for budgets)
 
 
 class Sim(Model):

@@ -80,6 +80,7 @@ def test_the_python_floor_is_the_same_wherever_it_is_stated() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["requires-python"] == ">=3.11"
     assert pyproject["tool"]["ruff"]["target-version"] == "py311"
+    assert pyproject["tool"]["mypy"]["python_version"] == "3.11"
     assert "sys.version_info < (3, 11)" in (ROOT / "setup" / "venv.sh").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "Python >= 3.11" in readme and "Python >= 3.10" not in readme

@@ -286,10 +286,10 @@ def test_each_file_set_counts_the_points_that_read_it(tmp_path: Path) -> None:
     """A set is removed from the share after the last point that reads it."""
     exp = registry.load_experiment("fs-filebench")
     prepared = registry.kind("fs").prepare(exp, tmp_path / "20260101T000000Z")
-    assert prepared["run_id"] == "20260101T000000Z" and prepared["sets"] == set()
+    assert prepared.run_id == "20260101T000000Z" and prepared.sets == set()
     # modes x repetitions x the workloads that read each set (2, 2, 2, 3)
     per_workload = len(exp.modes) * exp.repetitions
-    assert prepared["uses"] == {"a": 2 * per_workload, "b": 2 * per_workload,
+    assert prepared.uses == {"a": 2 * per_workload, "b": 2 * per_workload,
                                 "w": 2 * per_workload, "c": 3 * per_workload}
     dbench = registry.load_experiment("fs-clients")
-    assert registry.kind("fs").prepare(dbench, tmp_path / "x")["uses"] == {}
+    assert registry.kind("fs").prepare(dbench, tmp_path / "x").uses == {}

@@ -192,7 +192,7 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     assert [ep.label for ep in d.tiers["fs-server"].endpoints] == ["node2:eth0"]
     assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
     assert d.ifaces == {"node2:eth0": "eth0", "node3:eth0": "eth0"}
-    assert d.info["server_net"] == ["node2:eth0"]
+    assert d.info.server_net == ["node2:eth0"]
     assert {t: (c.node, c.pid) for t, c in d.counters.items()} == {
         "fs-server": ("node2", 11), "fs-client": ("node3", 13), "fs-hog": ("node2", 12)}
     # the server's network figure from its node's NIC only
@@ -203,7 +203,7 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     last["t"] = 2.0
     last["net"]["node2:eth0"] = {"rx_bytes": 1_000_000, "tx_bytes": 3_000_000}
     last["net"]["node3:eth0"] = {"rx_bytes": 9_000_000, "tx_bytes": 9_000_000}
-    values = figures.cpu_figures(first, last, 0, "", d.info["server_net"])
+    values = figures.cpu_figures(first, last, 0, "", d.info.server_net)
     assert values["server_net_mb_per_s"] == pytest.approx(2.0)
     # on one host: the host-side veths whose labels start with the server tier
     first["net"] = {"fs-server:veth1": {"rx_bytes": 0, "tx_bytes": 0},

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tierbench.config.files import results_root
@@ -104,6 +105,7 @@ def wrk_ratio(gen: Container, target: str, path: str, connections: int, threads:
             rdir.mkdir(exist_ok=True)
             res = engines.run(spec, gen, rdir, trace)
             cpu = cg.read()["usage_s"] - c0
+            assert res.aggregate is not None  # the engine's counts of a finished run
             engine.append(res.aggregate["requests"] / (res.window[1] - res.window[0]))
             engine_eff.append(res.aggregate["requests"] / max(cpu, 1e-9))
     return {"plain_tps": plain, "engine_tps": engine,
@@ -148,9 +150,11 @@ def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: in
     """Requests per loadgen CPU-second, engine vs bare FastHttpUser, alternated; medians."""
     cg = CgroupCpu(gen.pid)
     trace = one_file_trace(work, path)
-    engine, bare = [], []
+    engine: list[tuple[int, float]] = []
+    bare: list[tuple[int, float]] = []
     for r in range(rounds):
-        order = [("engine", engine, _locust_engine), ("bare", bare, _locust_bare)]
+        order: list[tuple[str, list[tuple[int, float]], Callable[..., tuple[int, float]]]] = [
+            ("engine", engine, _locust_engine), ("bare", bare, _locust_bare)]
         for name, runs, fn in (order if r % 2 == 0 else order[::-1]):
             rdir = work / f"locust-{name}-{r}"
             rdir.mkdir(exist_ok=True)

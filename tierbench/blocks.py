@@ -122,7 +122,7 @@ class Schedule:
             value = row.get(metric)
             ok = not row.get("error") and isinstance(value, (int, float))
             out.setdefault(condition_of(point), {}).setdefault(point.mode, {})[
-                point.repetition] = float(value) if ok else None
+                point.repetition] = float(value) if ok and value is not None else None
         return out
 
     def changes(self, by_mode: dict[str, dict[int, float | None]]) -> dict[str, Any]:

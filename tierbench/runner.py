@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -43,6 +43,7 @@ from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import placer, provenance, space
+from tierbench.placement.cluster import ClusterPlacer
 
 
 class RunInterrupted(Exception):
@@ -318,7 +319,7 @@ class Run:
             cluster_lines(exp)
             disk, mem = node_needs(exp, kind.needs(exp, self.points))
             log(f"tierbench: checking {len(where.cluster.nodes)} node(s) of {where.name}")
-            where.check(disk, mem)
+            cast(ClusterPlacer, where).check(disk, mem)
         if self.resume is not None:
             self._open_for_resume(self.resume)
         else:
@@ -575,6 +576,7 @@ class Run:
         """The cluster: file, roles, and per node its provenance (NICs before the run)."""
         if where.cluster is None:
             return {}
+        where = cast(ClusterPlacer, where)
         return {"cluster": {"file": where.cluster.path, "workdir": where.cluster.workdir,
                             "roles": where.cluster.placement(),
                             "services": {s: list(h) for s, h in where.placed.items()},
@@ -598,7 +600,7 @@ class Run:
         assert self.dir is not None
         write_json(self.dir / "manifest.json", self.manifest)
         order = {p.id: i for i, p in enumerate(self.points)}
-        rows = sorted(self.rows, key=lambda r: order.get(r.get("point"), len(order)))
+        rows = sorted(self.rows, key=lambda r: order.get(str(r.get("point")), len(order)))
         write_summary(self.dir / "summary.csv", rows,
                       [c.name for c in self.kind.columns(self.exp)])
 

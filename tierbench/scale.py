@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -77,7 +78,7 @@ def synthetic_point(run_dir: Path, requests: int, seconds: int = 60, seed: int =
     pdir = run_dir / "points" / "p001"
     pdir.mkdir(parents=True)
     t0, rate = 1_800_000_000.0, requests / seconds
-    samples = []
+    samples: list[dict[str, Any]] = []
     for i in range(seconds + 3):
         t = t0 + i
         busy = 0.9 * i
@@ -91,11 +92,11 @@ def synthetic_point(run_dir: Path, requests: int, seconds: int = 60, seed: int =
     (pdir / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     with pq.ParquetWriter(pdir / webmetrics.RECORDS, webmetrics.SCHEMA,
                           compression="zstd") as writer:
-        for start in range(0, requests, MILLION):
-            n = min(MILLION, requests - start)
-            end = t0 + 1 + (start + np.arange(n)) / rate
+        for first_request in range(0, requests, MILLION):
+            n = min(MILLION, requests - first_request)
+            ends = t0 + 1 + (first_request + np.arange(n)) / rate
             writer.write_batch(pa.record_batch({
-                "end_s": end, "latency_ms": np.round(rng.exponential(3.0, n), 3),
+                "end_s": ends, "latency_ms": np.round(rng.exponential(3.0, n), 3),
                 "bytes": np.full(n, 4096), "path": pa.array(["/single-4096/file.bin"] * n),
                 "status": np.where(rng.random(n) < 0.999, 200, 503).astype(np.int32),
                 "late_ms": np.zeros(n), "worker": np.full(n, -1, np.int32)},

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
@@ -42,16 +42,16 @@ class Fidelity(Model):
 class Row(Model):
     """One catalogue row: its id, the paper's figures, the experiment files that run it."""
 
-    id: text(r"^[A-Z]+-[\w-]+$", "DC-single")
+    id: Annotated[str, text(r"^[A-Z]+-[\w-]+$", "DC-single")]
     figures: str
-    experiments: list[text(r"^[\w.-]+$", "dc-single")]
+    experiments: list[Annotated[str, text(r"^[\w.-]+$", "dc-single")]]
     fidelity: Fidelity | None = None
 
 
 class Study(Model):
     """A study file: the paper's rows in the paper's order."""
 
-    study: text(r"^\d{3}$", "004")
+    study: Annotated[str, text(r"^\d{3}$", "004")]
     title: str
     rows: list[Row]
 

@@ -188,7 +188,7 @@ def facts(spec: dict) -> dict:
     """What the analysis needs to know of a trace, written into every summary row (so that it
     never guesses from the trace's name): its kind, file size (single-file and hit-ratio
     traces), Zipf alpha, workload class (004 Table 2) and hit ratio, where they apply."""
-    fileset = spec.get("fileset") if isinstance(spec.get("fileset"), dict) else {}
+    fileset = got if isinstance(got := spec.get("fileset"), dict) else {}
     return {"trace_kind": spec.get("kind"),
             "size_bytes": spec.get("size"),
             "alpha": spec.get("alpha"),

@@ -29,7 +29,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -91,7 +91,7 @@ def encode(rec: Record) -> bytes:
 def _open(path: Path) -> BinaryIO:
     with path.open("rb") as fh:
         magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else path.open("rb")
+    return cast(BinaryIO, gzip.open(path, "rb")) if magic == b"\x1f\x8b" else path.open("rb")
 
 
 def chunks(path: Path, progress: Progress | None = None) -> Iterator[np.ndarray]:

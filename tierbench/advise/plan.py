@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import model_validator
 
@@ -37,18 +37,18 @@ MAX_BLOCKS = 20
 class Metric(Model):
     """A summary column the advice weighs, and which way is better."""
 
-    column: text(r"^[\w.-]+$", "tps")
+    column: Annotated[str, text(r"^[\w.-]+$", "tps")]
     label: str
     unit: str = ""
-    better: choice("higher", "lower")
+    better: Annotated[str, choice("higher", "lower")]
 
 
 class Workload(Model):
     """One class of traffic: an experiment of an existing kind without its modes."""
 
-    name: text(r"^[a-z][a-z0-9-]*$", "small-static")
+    name: Annotated[str, text(r"^[a-z][a-z0-9-]*$", "small-static")]
     description: str
-    primary: choice("throughput", "latency")
+    primary: Annotated[str, choice("throughput", "latency")]
     metrics: dict[str, Metric]
     experiment: dict[str, Any]
 
@@ -70,9 +70,9 @@ class Workload(Model):
 class Suite(Model):
     """The suite file."""
 
-    seed: whole(0) = 30
-    settle_s: number(0) = 0.2
-    cluster_settle_s: number(0) = 2
+    seed: Annotated[int, whole(0)] = 30
+    settle_s: Annotated[float, number(0)] = 0.2
+    cluster_settle_s: Annotated[float, number(0)] = 2
     workloads: list[Workload]
 
 

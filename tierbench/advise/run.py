@@ -23,7 +23,7 @@ import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tierbench import runner
 from tierbench.advise import knobs, plan
@@ -35,6 +35,7 @@ from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.modes import apply
 from tierbench.modes.model import Mode
 from tierbench.placement import nodes, placer
+from tierbench.placement.cluster import ClusterPlacer
 
 # A point's wall time over its kind's estimate before one was measured here: the kind's own
 # estimate (0.6 to 0.8 of it was measured for the suite's short points on the shared 2-core
@@ -353,10 +354,10 @@ def discovery_deployment(exp: Experiment, scratch: Path) -> Deployment:
     where = placer.current()
     if where.cluster is not None:
         runner.cluster_lines(exp)
-        where.check(*runner.node_needs(exp, kind.needs(exp, points)))
+        cast(ClusterPlacer, where).check(*runner.node_needs(exp, kind.needs(exp, points)))
     scratch.mkdir(parents=True, exist_ok=True)
     prepared = kind.prepare(exp, scratch)
-    return kind.deploy(exp, kind.placement(exp, points[0]), prepared, None, points[0])
+    return kind.deploy(exp, kind.deployment_key(exp, points[0]), prepared, None, points[0])
 
 
 def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:

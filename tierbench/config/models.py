@@ -3,12 +3,17 @@
 Every model forbids unknown keys and every field type below checks its value itself, so a
 problem reads "FILE: load.users: must be a whole number >= 1, got 0", one sentence naming the
 file and key, and the same models give the JSON Schema users can point their editor at.
+
+A field names its type twice, for the type checker and for the file: ``seed: Annotated[int,
+whole(0)] = 1`` is an int to mypy, and pydantic validates it (and shows it in the JSON Schema)
+as the type ``whole(0)`` makes (a :class:`Rule`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -16,12 +21,13 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from tierbench.config.errors import ConfigError
 
@@ -56,6 +62,30 @@ class Model(BaseModel):
         return data
 
 
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """How a field's value is checked, as the metadata of its ``Annotated`` type (its only
+    metadata): ``runtime``, the type pydantic validates the value as (the annotated type is
+    what the type checker sees: int for whole(), float for number(), str for text())."""
+
+    runtime: Any
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> CoreSchema:
+        return handler.generate_schema(self.runtime)
+
+
+def runtime(item: Any) -> Any:
+    """The type pydantic validates as: a Rule's, else the type itself."""
+    return item.runtime if isinstance(item, Rule) else item
+
+
+def made(form: Any, *args: Any) -> Any:
+    """``form[args]``, a type made at run time from values (a Literal of given strings, a list
+    of a Rule's type), which a type checker cannot read as a type."""
+    return form[args if len(args) > 1 else args[0]]
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -69,7 +99,7 @@ def _bound(lo: float | None, hi: float | None) -> str:
     return f"<= {hi:g}" if hi is not None else ""
 
 
-def whole(lo: int | None = None, hi: int | None = None) -> Any:
+def whole(lo: int | None = None, hi: int | None = None) -> Rule:
     """A whole number (not a bool) within [lo, hi]."""
     def check(value: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -77,10 +107,10 @@ def whole(lo: int | None = None, hi: int | None = None) -> Any:
             raise problem("must be a whole number {bound}, got {got}",
                           bound=_bound(lo, hi), got=_short(value))
         return value
-    return Annotated[int, Field(ge=lo, le=hi), BeforeValidator(check)]
+    return Rule(Annotated[int, Field(ge=lo, le=hi), BeforeValidator(check)])
 
 
-def number(lo: float | None = None, hi: float | None = None) -> Any:
+def number(lo: float | None = None, hi: float | None = None) -> Rule:
     """A number (int or float, not a bool) within [lo, hi]."""
     def check(value: Any) -> Any:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -93,29 +123,29 @@ def number(lo: float | None = None, hi: float | None = None) -> Any:
         schema["minimum"] = lo
     if hi is not None:
         schema["maximum"] = hi
-    return Annotated[int | float, BeforeValidator(check), WithJsonSchema(schema)]
+    return Rule(Annotated[int | float, BeforeValidator(check), WithJsonSchema(schema)])
 
 
-def choice(*values: str) -> Any:
+def choice(*values: str) -> Rule:
     """One of the given strings."""
     def check(value: Any) -> Any:
         if value not in values:
             raise problem("must be one of {values}, got {got}", values=", ".join(values),
                           got=_short(value))
         return value
-    return Annotated[Literal[values], BeforeValidator(check)]  # type: ignore[valid-type]
+    return Rule(made(Annotated, made(Literal, *values), BeforeValidator(check)))
 
 
-def flag() -> Any:
+def flag() -> Rule:
     """on/off (YAML booleans)."""
     def check(value: Any) -> Any:
         if not isinstance(value, bool):
             raise problem("must be on or off, got {got}", got=_short(value))
         return value
-    return Annotated[bool, BeforeValidator(check)]
+    return Rule(Annotated[bool, BeforeValidator(check)])
 
 
-def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> Any:
+def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> Rule:
     """A string (matching pattern when given)."""
     compiled = re.compile(pattern) if pattern else None
 
@@ -128,8 +158,8 @@ def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> 
             raise problem("must look like {example}, got {got}", example=example or pattern,
                           got=_short(value))
         return value
-    extra = {"pattern": pattern} if pattern else {}
-    return Annotated[str, Field(min_length=min_length, **extra), BeforeValidator(check)]
+    extra: dict[str, Any] = {"pattern": pattern} if pattern else {}
+    return Rule(Annotated[str, Field(min_length=min_length, **extra), BeforeValidator(check)])
 
 
 # A name that becomes part of a path (an experiment's results folder, a trace's file): letters,
@@ -148,7 +178,7 @@ def name_problem(value: str) -> str | None:
     return None
 
 
-def safe_name(example: str) -> Any:
+def safe_name(example: str) -> Rule:
     """A name that becomes part of a path (NAME)."""
     def check(value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -159,29 +189,31 @@ def safe_name(example: str) -> Any:
         if why:
             raise problem("{why}, got {got}", why=why, got=_short(value))
         return value
-    return Annotated[str, Field(pattern=NAME, max_length=NAME_MAX), BeforeValidator(check)]
+    return Rule(Annotated[str, Field(pattern=NAME, max_length=NAME_MAX), BeforeValidator(check)])
 
 
-def one_or_many(item: Any, what: str = "value") -> Any:
-    """One value or a non-empty list of them (always a list after validation)."""
+def one_or_many(item: Any, what: str = "value") -> Rule:
+    """One value or a non-empty list of them (always a list after validation); ``item`` a type
+    or a Rule."""
     def wrap(value: Any) -> Any:
         if isinstance(value, list):
             if not value:
                 raise problem("must be a {what} or a non-empty list of them", what=what)
             return value
         return [value]
+    item = runtime(item)
     one = TypeAdapter(item).json_schema()
     schema = {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
-    return Annotated[list[item], BeforeValidator(wrap), WithJsonSchema(schema)]
+    return Rule(made(Annotated, made(list, item), BeforeValidator(wrap), WithJsonSchema(schema)))
 
 
-def non_empty_list(item: Any, what: str) -> Any:
-    """A non-empty list (of `what`)."""
+def non_empty_list(item: Any, what: str) -> Rule:
+    """A non-empty list (of `what`); ``item`` a type or a Rule."""
     def check(value: Any) -> Any:
         if not isinstance(value, list) or not value:
             raise problem("must be a non-empty list of {what}", what=what)
         return value
-    return Annotated[list[item], BeforeValidator(check)]
+    return Rule(made(Annotated, made(list, runtime(item)), BeforeValidator(check)))
 
 
 def location(loc: tuple[Any, ...]) -> str:

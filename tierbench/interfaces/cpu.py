@@ -64,7 +64,7 @@ def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
         write_cgroup(pid, cpuset, limit, set_limit=set_limit)
 
 
-def platform_of(pid: int, node: str | None = None) -> dict[str, object]:
+def platform_of(pid: int, node: str | None = None) -> dict[str, Any]:
     """The parent cgroup of a process: {"dirs": its folders, "own": the process's cgroup in it,
     "members": the parent's child cgroups that hold processes}."""
     return on_node(node, f"platform_info({int(pid)})") if node else platform_info(pid)
@@ -126,10 +126,10 @@ def cgroup_dirs(pid: int) -> dict[str, Path]:
         return {"cpuset": cpuset / v1["cpuset"].lstrip("/"), "cpu": cpu / v1["cpu"].lstrip("/"),
                 "version": Path("1")}
     root = _mount("cgroup2")
-    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
-    if root is None or path is None:
+    own = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+    if root is None or own is None:
         raise NetifError(f"no cgroup with a cpuset and a CPU quota for process {pid}")
-    d = root / path.lstrip("/")
+    d = root / own.lstrip("/")
     return {"cpuset": d, "cpu": d, "version": Path("2")}
 
 

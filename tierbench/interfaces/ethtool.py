@@ -274,7 +274,7 @@ def write_sysctl(pid: int | None, key: str, value: str, who: str,
 
 
 @lru_cache(maxsize=64)
-def probe_qdisc(args: tuple[str, ...], node: str | None = None) -> str | None:
+def probe_qdisc(args: tuple[tuple[str, Any], ...], node: str | None = None) -> str | None:
     """Try a qdisc on a veth inside a throw-away ``unshare -n`` (on this machine or on a cluster
     node); return tc's error or None."""
     cmds = qdisc_commands("tbmprobe0", dict(args))

@@ -632,13 +632,13 @@ def restore_endpoint(snap: dict) -> list[str]:
         except NetifError as exc:
             return [f"{ep.label}: could not re-read the settings while restoring: {exc}"]
         plan = restore_plan(snap, current)
-        mtu = snap.get("mtu")
+        mtu: int | None = snap.get("mtu")
         mtu_differs = mtu is not None and current.get("mtu") != mtu
         if not plan and not mtu_differs:
             if not restore_differences(snap, current):
                 return []
             break  # differences remain that no ethtool -K argument can fix
-        if mtu_differs:
+        if mtu is not None and mtu_differs:
             try:
                 set_mtu(ep, int(mtu))
             except NetifError as exc:

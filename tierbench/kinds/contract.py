@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, model_validator
 
@@ -35,9 +35,17 @@ from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
+from tierbench.placement.compose import Container
+from tierbench.placement.placer import Placer
 from tierbench.placement.space import Need
 
 CLIENT, SERVER = "client", "server"
+
+# A kind's three types (see Kind): its settings model, its deployment's handles, what its
+# prepare() returns.
+S = TypeVar("S", bound=BaseModel)
+I = TypeVar("I")  # noqa: E741 (the deployment's Info)
+P = TypeVar("P")
 
 
 class RunEnds(TierbenchError):
@@ -81,11 +89,11 @@ class Precision(Model):
     a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
     the estimated ratio (analysis.precision), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
-    metric: text(r"^[\w.-]+$", "tps") = "tps"
-    half_width_pct: number(0.1, 100) = 5.0
-    min_repetitions: whole(3, 1000) = 5
-    max_repetitions: whole(2, 1000) = 30
-    budget_min: number(0.01) | None = None
+    metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
+    half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
+    min_repetitions: Annotated[int, whole(3, 1000)] = 5
+    max_repetitions: Annotated[int, whole(2, 1000)] = 30
+    budget_min: Annotated[float, number(0.01)] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Precision:
@@ -96,7 +104,7 @@ class Precision(Model):
 
 
 @dataclass
-class Experiment:
+class Experiment(Generic[S]):
     """A resolved experiment file: the common envelope and the kind's validated settings."""
 
     name: str
@@ -107,7 +115,7 @@ class Experiment:
     repetitions: int
     settle_s: float
     modes: list[Mode]
-    settings: BaseModel
+    settings: S
     variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
@@ -127,23 +135,25 @@ class Tier:
     name: str
     role: str
     endpoints: list[Endpoint]
-    containers: list[Any] = field(default_factory=list)
+    containers: list[Container] = field(default_factory=list)
 
 
 @dataclass
-class Deployment:
+class Deployment(Generic[I]):
     """What is up for a deployment key: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
-    handles (``info``). ``placer`` is the placement it runs on (tierbench.placement.placer;
-    None: this host), which makes the sampler: on a cluster, an agent per node."""
+    handles (``info``: a dataclass of the kind's, e.g. kinds.web.stack.WebInfo). ``placer`` is
+    the placement it runs on (None: this host), which makes the sampler: on a cluster, an
+    agent per node."""
 
     key: Hashable
     tiers: dict[str, Tier]
     counters: dict[str, CgroupCpu | CgroupGroup | Any]
     ifaces: dict[str, str]
-    containers: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    placer: Any = None
+    containers: dict[str, Container] = field(default_factory=dict)
+    # None only where I is None (a kind that keeps no handles, e.g. the tests' kinds)
+    info: I = cast(Any, None)
+    placer: Placer | None = None
     probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler | Any:
@@ -168,7 +178,7 @@ class Deployment:
         if self.placer is None or self.placer.cluster is None:
             return None
         return [(t.name, c.node, c.pid) for t in self.tiers.values()
-                if mode.covers(t.name, t.role) for c in t.containers]
+                if mode.covers(t.name, t.role) for c in t.containers if c.node is not None]
 
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
         """A host-scope mode's interfaces where this deployment runs (None: this host's)."""
@@ -179,17 +189,17 @@ class Deployment:
 
 
 @dataclass
-class PointContext:
+class PointContext(Generic[S, I, P]):
     """What a kind gets to run one point: the point's folder, the manifest entry it may add to,
     the running sampler, what prepare() returned, and a logger for progress."""
 
-    exp: Experiment
+    exp: Experiment[S]
     point: Point
-    deployment: Deployment
+    deployment: Deployment[I]
     dir: Path
     record: dict[str, Any]
     sampler: Sampler
-    prepared: Any
+    prepared: P
     log: Callable[[str], None]
 
 
@@ -204,7 +214,7 @@ class PointResult:
     error: str | None = None
 
 
-def refuse_server_modes(exp: Experiment, experiment: str) -> None:
+def refuse_server_modes(exp: Experiment[Any], experiment: str) -> None:
     """One sentence for a mode that sets web or proxy server options in a kind that runs no
     such servers (``experiment`` names the kind's experiments, e.g. "a network experiment")."""
     for m in exp.modes:
@@ -213,8 +223,12 @@ def refuse_server_modes(exp: Experiment, experiment: str) -> None:
                               f"servers, which {experiment} does not run")
 
 
-class Kind:
-    """One kind of work. Subclasses set ``name`` and implement the methods below."""
+class Kind(Generic[S, I, P]):
+    """One kind of work. Subclasses set ``name`` and implement the methods below, and name their
+    three types: ``class WebKind(Kind[WebSettings, WebInfo, WebPrepared])``: ``S`` the settings
+    model (``model``; what ``exp.settings`` holds), ``I`` the deployment's handles
+    (``Deployment.info``, a dataclass of the kind's), ``P`` what :meth:`prepare` returns (and
+    :meth:`deploy` and ``PointContext.prepared`` get); None where a kind has none."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -239,18 +253,18 @@ class Kind:
 
     # -- experiment -----------------------------------------------------------------------
 
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[S]) -> None:
         """Cross-checks between settings and modes after validation (raise ConfigError)."""
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[S]) -> dict[str, Any]:
         """The experiment with every default filled in and modes inlined, for the manifest."""
         raise NotImplementedError
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[S]) -> list[tuple[str, list[Any]]]:
         """The cross product's axes in order, including "mode" (names) and "repetition"."""
         raise NotImplementedError
 
-    def points(self, exp: Experiment, seed: int,
+    def points(self, exp: Experiment[S], seed: int,
                repetitions: list[int] | None = None) -> list[Point]:
         """Every combination of the axes, shuffled with the seed, then ordered so that points
         needing the same deployment run together (see :meth:`order`). ``repetitions`` replaces
@@ -268,94 +282,95 @@ class Kind:
         """A point's factor values from one combination of the axes."""
         return {k: v for k, v in combo.items() if k not in ("mode", "repetition")}
 
-    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(self, exp: Experiment[S], combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled combinations grouped by deployment, groups in order of first appearance."""
         groups: dict[Hashable, list[dict[str, Any]]] = {}
         for c in combos:
             groups.setdefault(self.deployment_key(exp, c), []).append(c)
         return [c for g in groups.values() for c in g]
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[S], combo: dict[str, Any] | Point) -> Hashable:
         """What must be up for a point (hashable); points with equal keys share a deployment."""
         return None
 
-    def modes(self, exp: Experiment) -> list[Mode]:
+    def modes(self, exp: Experiment[S]) -> list[Mode]:
         """Every mode a point may apply (checked against the deployment before the first
         point): the experiment's, unless the kind layers them over others (`point_mode`)."""
         return exp.modes
 
-    def point_mode(self, exp: Experiment, point: Point) -> Mode:
+    def point_mode(self, exp: Experiment[S], point: Point) -> Mode:
         """The mode the runner applies for a point: the one it names, unless the kind layers it
         over another (the net kind's cases: 000 §4.3's cumulative socket options under it)."""
         return exp.mode(point.mode)
 
     # -- plan -----------------------------------------------------------------------------
 
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[S]) -> float:
         """Estimated wall time of one point."""
         raise NotImplementedError
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[S], points: list[Point]) -> list[str]:
         """The plan's first lines: what runs and how long a point takes."""
         raise NotImplementedError
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[S], point: Point, first: bool) -> str:
         """The plan line before a point whose deployment differs from the previous one."""
         return f"  -- {self.deployment_key(exp, point)}"
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[S], point: Point) -> str:
         """One plan line per point."""
         raise NotImplementedError
 
     # -- run ------------------------------------------------------------------------------
 
-    def needs(self, exp: Experiment, points: list[Point]) -> list[Need]:
+    def needs(self, exp: Experiment[S], points: list[Point]) -> list[Need]:
         """What the run will write where (file sets, seeds, storage, scratch), checked against
         free space and memory at plan and at run, before anything is written."""
         return []
 
-    def cluster_roles(self, exp: Experiment) -> list[str]:
+    def cluster_roles(self, exp: Experiment[S]) -> list[str]:
         """The cluster roles this experiment's services run on (its kind's ``roles``)."""
         return list(self.roles)
 
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[S], points: list[Point]) -> None:
         """Refuse before anything is written or started (sizes vs free space, images,
         host features), one sentence per problem."""
 
-    def prepare(self, exp: Experiment, run_dir: Path) -> Any:
-        """Write what the points need (traces, file-set specs, seeds) under run_dir."""
-        return None
+    def prepare(self, exp: Experiment[S], run_dir: Path) -> P:
+        """Write what the points need (traces, file-set specs, seeds) under run_dir (a kind
+        whose P is None keeps this one)."""
+        return cast(P, None)
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[S], key: Hashable, prepared: P,
+               previous: Deployment[I] | None, point: Point) -> Deployment[I]:
         """Bring up what ``key`` needs for ``point`` (the first point that needs it), replacing
         ``previous`` when there is one."""
         raise NotImplementedError
 
-    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+    def provenance(self, exp: Experiment[S], deployment: Deployment[I]) -> dict[str, Any]:
         """Versions and settings of this kind's software, for the manifest."""
         return {}
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[S, I, P]) -> PointResult:
         """Measure one point (the mode is applied and the sampler runs)."""
         raise NotImplementedError
 
-    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
-                    deployment: Deployment) -> None:
+    def after_point(self, exp: Experiment[S], point: Point, row: dict[str, Any],
+                    deployment: Deployment[I]) -> None:
         """Raise RunEnds when the run cannot go on after this point."""
 
     # -- results --------------------------------------------------------------------------
 
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[S], point: Point) -> dict[str, Any]:
         """The values that identify a point in the summary: point, factors, mode, repetition."""
         raise NotImplementedError
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[S]) -> list[Column]:
         """summary.csv's columns in order (identity ones first); values a point has beyond
         them follow, sorted by name, then `error`."""
         raise NotImplementedError
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[S], point: Point) -> str:
         """How the progress line names a point."""
         return f"{point.id} {point.mode} rep {point.repetition}"
 
@@ -371,7 +386,7 @@ class Kind:
         """One line printed at the end of a run (e.g. how many points were client-bound)."""
         return None
 
-    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+    def finish(self, exp: Experiment[S], deployment: Deployment[I]) -> list[str]:
         """At the end of a run, whatever ended it: stop the services it started that admit
         whoever connects and that no later run reuses (the next run brings them up anew), so
         that they listen only while points need them; notes of what was stopped."""
@@ -382,7 +397,7 @@ class Kind:
         experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
         raise NotImplementedError
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[I] | None:
         """What of this kind is up right now (for `tierbench modes check`), or None."""
         return None
 

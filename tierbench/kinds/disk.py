@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 from collections.abc import Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,10 +61,10 @@ Name = Annotated[str, BeforeValidator(_name)]
 class DiskBlock(Model):
     """The `disk:` block of an experiment file."""
 
-    systems: one_or_many(Name, "disk system name") = ["ide", "scsi", "raid0"]
-    block_size: whole(4096, 64 * MIB) = MIB
-    file_mb: number(1, 1 << 20) = 512
-    runtime_s: number(1, 3600) = 10
+    systems: Annotated[list[Name], one_or_many(Name, "disk system name")] = ["ide", "scsi", "raid0"]
+    block_size: Annotated[int, whole(4096, 64 * MIB)] = MIB
+    file_mb: Annotated[float, number(1, 1 << 20)] = 512
+    runtime_s: Annotated[float, number(1, 3600)] = 10
 
 
 class DiskSettings(Model):
@@ -109,7 +110,7 @@ def parse_fio(text_: str, phase: str) -> dict[str, float]:
 
 
 def phase_cpu(before: dict, after: dict, host0: dict, host1: dict, seconds: float,
-              nbytes: int) -> dict[str, float]:
+              nbytes: float) -> dict[str, float]:
     """The container's CPU (% of one core, µs per KB) and the host's iowait and idle shares."""
     if "usage_s" not in after or "usage_s" not in before:
         used = float("nan")  # the container's counter could not be read
@@ -123,8 +124,20 @@ def phase_cpu(before: dict, after: dict, host0: dict, host1: dict, seconds: floa
             "host_idle_pct": 100 * ticks["idle"] / total}
 
 
-class DiskKind(Kind):
-    """Sequential fio write and read on each disk system (004 Table 3)."""
+@dataclass
+class DiskInfo:
+    """The disk system a point runs on: as built, as declared, the limits read back from the
+    benchmark container (by device), and its manifest record."""
+
+    built: diskbuild.Built
+    system: disks.System
+    limits: dict[str, Any]
+    record: dict[str, Any]
+
+
+class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
+    """Sequential fio write and read on each disk system (004 Table 3). The deployment's info
+    is None while nothing is built (``running``: the container as `modes check` finds it)."""
 
     name = "disk"
     description = "disk systems (real or emulated): sequential write and read with fio"
@@ -137,11 +150,11 @@ class DiskKind(Kind):
     variation_pct = 3.0
 
     # -- experiment
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[DiskSettings]) -> None:
         """No server options (there are no web servers); named devices exist (here; a cluster
         node's are checked there at preflight)."""
         refuse_server_modes(exp, "a disk-system experiment")
-        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         known = disks.resolve(s.disk_systems)
         if placer.current().cluster is not None:
             return
@@ -156,13 +169,13 @@ class DiskKind(Kind):
         """Where the disk systems are built: this host, or the `disk` role's node."""
         return placer.current().disk_host(ROLE)
 
-    def systems(self, exp: Experiment) -> dict[str, disks.System]:
+    def systems(self, exp: Experiment[DiskSettings]) -> dict[str, disks.System]:
         """Every system the experiment can name."""
-        return disks.resolve(exp.settings.disk_systems)  # type: ignore[attr-defined]
+        return disks.resolve(exp.settings.disk_systems)
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[DiskSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
-        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         known = self.systems(exp)
         b = s.disk
         return {"name": exp.name, "kind": self.name, "description": exp.description,
@@ -179,67 +192,67 @@ class DiskKind(Kind):
                                      else None}
                                  for n in b.systems}}
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[DiskSettings]) -> list[tuple[str, list[Any]]]:
         """system x mode x repetition."""
-        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         return [("system", list(s.disk.systems)), ("mode", [m.name for m in exp.modes]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[DiskSettings], combo: dict[str, Any] | Point) -> Hashable:
         """The disk system: a new one is built for each."""
         return combo["system"] if isinstance(combo, dict) else combo["system"]
 
-    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(self, exp: Experiment[DiskSettings], combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled within each system, systems in the order listed."""
-        listed = list(exp.settings.disk.systems)  # type: ignore[attr-defined]
+        listed = list(exp.settings.disk.systems)
         return sorted(combos, key=lambda c: listed.index(c["system"]))
 
-    def plan_of(self, exp: Experiment, name: str) -> disks.Plan:
+    def plan_of(self, exp: Experiment[DiskSettings], name: str) -> disks.Plan:
         """The disk plan of one system: one server (the benchmark container), the file."""
-        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         system = self.systems(exp)[name]
         lay = disks.layout(system, None, 1)
         per_disk = disks.per_disk_bytes(lay, int(s.disk.file_mb * MIB))
         return disks.plan(system, lay, [SERVICE], per_disk)
 
     # -- plan
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[DiskSettings]) -> float:
         """settle, the write phase at the slowest system's rate, the read phase, overhead."""
-        s: DiskSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         known = self.systems(exp)
-        rates = [known[n].write_bps * (known[n].devices if known[n].raid0 else 1)
-                 for n in s.disk.systems if known[n].write_bps]
+        rates = [bps * (known[n].devices if known[n].raid0 else 1)
+                 for n in s.disk.systems if (bps := known[n].write_bps)]
         write_s = s.disk.file_mb * MIB / min(rates) if rates else 5.0
         return exp.settle_s + write_s + s.disk.runtime_s + POINT_OVERHEAD_S
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[str]:
         """What runs and how."""
-        b = exp.settings.disk  # type: ignore[attr-defined]
+        b = exp.settings.disk
         return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
                 f"with seed {exp.seed}; fio in the {SERVICE} container",
                 f"per point: sequential direct write of {b.file_mb:g} MB, then sequential "
                 f"direct read for {b.runtime_s:g} s, {b.block_size} B per call (about "
                 f"{self.point_seconds(exp):.0f} s at the slowest system)"]
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[DiskSettings], point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
         raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[DiskSettings], point: Point) -> str:
         """system, mode, repetition."""
         return (f"  {point.id}  system={point['system']:<10} mode={point.mode:<16} "
                 f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[DiskSettings], point: Point) -> str:
         """How the progress line names a point."""
         return f"{point.id} {point['system']} {point.mode} rep {point.repetition}"
 
-    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+    def needs(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[space.Need]:
         """The largest system's images (one is built at a time)."""
-        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
+        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         emulated = [p for p in plans if p.system.emulated]
         if not emulated:
             return []
@@ -252,18 +265,19 @@ class DiskKind(Kind):
                               "with room", role=ROLE if host.node else None)]
 
     # -- run
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[DiskSettings], points: list[Point]) -> None:
         """The image exists; the systems can be built where they go (tools, devices: asked
         there)."""
         compose.require_image("tierbench-disk")
-        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
+        plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         try:
             disks.preflight(plans, self.host())
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[DiskSettings], key: Hashable, prepared: None,
+               previous: Deployment[DiskInfo | None] | None,
+               point: Point) -> Deployment[DiskInfo | None]:
         """The disk system built on the node of the `disk` role (this host without a cluster;
         whatever used the disks before is removed first), the benchmark container up on it,
         its limits read back there."""
@@ -299,12 +313,12 @@ class DiskKind(Kind):
             raise compose.StackError(f"the {SERVICE} container's block-I/O limits are not the "
                                      f"disk system's: {problems[0]}")
         dep.key = key
-        dep.info.update({"built": built, "system": p.system, "limits": limits,
-                         "record": {**built.record(), "description": p.system.describe(),
-                                    "throttles_read_back": {SERVICE: limits}}})
+        dep.info = DiskInfo(built, p.system, limits,
+                            {**built.record(), "description": p.system.describe(),
+                             "throttles_read_back": {SERVICE: limits}})
         return dep
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[DiskInfo | None] | None:
         """The benchmark container, when it runs (here, or on the disk role's node)."""
         where = placer.current()
         found = where.containers()
@@ -314,18 +328,19 @@ class DiskKind(Kind):
         eps = where.endpoints(TIER, c)
         tier = Tier(TIER, SERVER, eps, [c])
         return Deployment(None, {TIER: tier}, {TIER: where.counter(c)}, where.ifaces(eps),
-                          containers={SERVICE: c}, info={}, placer=where)
+                          containers={SERVICE: c}, info=None, placer=where)
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[DiskSettings, DiskInfo | None, None]) -> PointResult:
         """fio's write phase, then its read phase; CPU per phase."""
-        s: DiskSettings = ctx.exp.settings  # type: ignore[assignment]
+        s = ctx.exp.settings
         dep = ctx.deployment
+        assert dep.info is not None  # deploy() built the disk system
         container = dep.containers[SERVICE]
         where = placer.current()
-        ctx.record["disk"] = dep.info["record"]
-        system: disks.System = dep.info["system"]
-        row: dict[str, Any] = {"filesystem": dep.info["built"].filesystem}
-        limits = dep.info["limits"]
+        ctx.record["disk"] = dep.info.record
+        system = dep.info.system
+        row: dict[str, Any] = {"filesystem": dep.info.built.filesystem}
+        limits = dep.info.limits
         reads = [v["read_bps"] for v in limits.values() if v.get("read_bps")]
         writes = [v["write_bps"] for v in limits.values() if v.get("write_bps")]
         row["throttle_read_mb_s"] = min(reads) / 1e6 if reads else None
@@ -359,15 +374,15 @@ class DiskKind(Kind):
         return PointResult(row, error=error)
 
     # -- results
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[DiskSettings], point: Point) -> dict[str, Any]:
         """point, system, emulated, mode, repetition, block size, file size."""
-        b = exp.settings.disk  # type: ignore[attr-defined]
+        b = exp.settings.disk
         system = self.systems(exp)[point["system"]]
         return {"point": point.id, "system": system.name, "emulated": system.emulated,
                 "mode": point.mode, "repetition": point.repetition, "block_size": b.block_size,
                 "file_mb": b.file_mb}
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[DiskSettings]) -> list[Column]:
         """Identity, then write_* and read_* figures, then the limits read back."""
         return [Column(c) for c in SUMMARY_COLUMNS]
 

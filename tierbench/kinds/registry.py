@@ -10,7 +10,7 @@ import pkgutil
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from tierbench import kinds as package
 from tierbench.config.errors import ConfigError
@@ -26,15 +26,15 @@ DEFAULT_KIND = "web"
 class Envelope(Model):
     """The keys every experiment file has, whatever its kind."""
 
-    name: safe_name("dc-single") | None = None
+    name: Annotated[str, safe_name("dc-single")] | None = None
     description: str = ""
-    kind: text(r"^[a-z][a-z0-9-]*$", "web") | None = None
-    seed: whole(0) = 1
-    repetitions: whole(1) = 1
-    settle_s: number(0) = 1
-    variation_pct: number(0.1, 100) | None = None
+    kind: Annotated[str, text(r"^[a-z][a-z0-9-]*$", "web")] | None = None
+    seed: Annotated[int, whole(0)] = 1
+    repetitions: Annotated[int, whole(1)] = 1
+    settle_s: Annotated[float, number(0)] = 1
+    variation_pct: Annotated[float, number(0.1, 100)] | None = None
     precision: Precision | None = None
-    modes: non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")
+    modes: Annotated[list[str], non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")]
 
 
 @lru_cache(maxsize=1)

@@ -314,7 +314,7 @@ class MergedSampler:
         """Every node's sample of tick ``key`` merged; None when a node that still runs missed
         it (a partial tick would sum part of the cluster). A node whose agent ended is left
         out, and the sampler's error names it."""
-        parts = {}
+        parts: dict[str, Any] = {}
         late = False
         for name, stream in self.streams.items():
             got = stream.wait_for(key, deadline)

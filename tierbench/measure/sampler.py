@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +138,9 @@ class CgroupCpu:
         """The cgroup's cpuset (e.g. '0-1'), or '' where it cannot be read."""
         mount = _mountpoint("cgroup", "cpuset")
         candidates = []
-        if self.version == 1 and mount is not None:
-            candidates.append(mount / self.dir.relative_to(_mountpoint("cgroup", "cpuacct")) / "cpuset.cpus")
+        cpuacct = _mountpoint("cgroup", "cpuacct")
+        if self.version == 1 and mount is not None and cpuacct is not None:
+            candidates.append(mount / self.dir.relative_to(cpuacct) / "cpuset.cpus")
         candidates += [self.dir / "cpuset.cpus.effective", self.dir / "cpuset.cpus"]
         for path in candidates:
             try:
@@ -156,7 +157,7 @@ class CgroupGroup:
     three web servers): read() sums their counters and adds each one's CPU seconds under
     "parts"."""
 
-    def __init__(self, parts: dict[str, CgroupCpu]) -> None:
+    def __init__(self, parts: Mapping[str, CgroupCpu | CgroupGroup]) -> None:
         self.parts = parts
 
     def read(self) -> dict:
@@ -226,7 +227,8 @@ def marks_at(sampler: Any, instants: Sequence[float]) -> Callable[[], None]:
 class Sampler:
     """Samples every second in a background thread; `stop()` takes a last sample and closes."""
 
-    def __init__(self, out: Path, cgroups: dict[str, CgroupCpu], ifaces: dict[str, str],
+    def __init__(self, out: Path, cgroups: Mapping[str, CgroupCpu | CgroupGroup],
+                 ifaces: dict[str, str],
                  interval: float = 1.0,
                  probes: dict[str, Callable[[], dict]] | None = None) -> None:
         self.out, self.cgroups, self.ifaces, self.interval = out, cgroups, ifaces, interval
@@ -249,7 +251,7 @@ class Sampler:
                 cpu[name] = cg.read()
             except OSError:
                 gone.append(name)
-        sample = {"t": time.time(), "host": host_cpu(), "cpu": cpu, "net": {}}
+        sample: dict[str, Any] = {"t": time.time(), "host": host_cpu(), "cpu": cpu, "net": {}}
         if gone:
             sample["gone"] = gone
         for label, ifname in self.ifaces.items():

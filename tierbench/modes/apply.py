@@ -246,7 +246,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
             continue
         if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
             out.append(f"{entry['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
-        if "limit" in mode.cpu and have["limit"] != round(want_limit, 4):
+        if "limit" in mode.cpu and have["limit"] != round(mode.cpu["limit"], 4):
             out.append(f"{entry['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
     for target in state.get("cpu", {}).values():
         try:
@@ -257,7 +257,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
         if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
             out.append(f"{target['label']}: cpuset is {have['cpuset']}, wanted {want_set}")
         if "limit" in mode.cpu and not per_platform(mode) and have["limit"] != round(
-                want_limit, 4):
+                mode.cpu["limit"], 4):
             out.append(f"{target['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
     return out
 
@@ -374,7 +374,7 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
             continue
         problems += endpoint_problems(snap, mode)
     nodes = _nodes(endpoints)
-    for node in nodes or [None]:
+    for node in [*nodes] if nodes else [None]:
         qp = _qdisc_problem(mode, node)
         if qp and qp not in problems:
             problems.append(qp)

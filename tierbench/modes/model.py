@@ -20,6 +20,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.config.files import MODES_DIR, read_yaml, resolve_path
 from tierbench.config.models import (
     Model,
+    Rule,
     choice,
     flag,
     non_empty_list,
@@ -76,7 +77,7 @@ IFNAME = r"^[\w.:@-]{1,15}$"
 # --------------------------------------------------------------------------- file schema
 
 
-def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -> Any:
+def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -> Rule:
     """An ethtool settings mapping (-C, -G): known keys, on/off or whole-number values."""
     def check(value: Any) -> Any:
         if value is None:
@@ -97,7 +98,7 @@ def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -
     schema = {"type": "object", "additionalProperties": False, "properties": {
         k: {"type": "boolean"} if k in bool_keys else {"type": "integer", "minimum": minimum}
         for k in keys}}
-    return Annotated[dict[str, Any], BeforeValidator(check), WithJsonSchema(schema)]
+    return Rule(Annotated[dict[str, Any], BeforeValidator(check), WithJsonSchema(schema)])
 
 
 def _features(value: Any) -> Any:
@@ -120,18 +121,18 @@ Features = Annotated[dict[str, bool], BeforeValidator(_features)]
 class Channels(Model):
     """ethtool -L counts."""
 
-    rx: whole(1) | None = None
-    tx: whole(1) | None = None
-    other: whole(0) | None = None
-    combined: whole(1) | None = None
+    rx: Annotated[int, whole(1)] | None = None
+    tx: Annotated[int, whole(1)] | None = None
+    other: Annotated[int, whole(0)] | None = None
+    combined: Annotated[int, whole(1)] | None = None
 
 
 class Rss(Model):
     """ethtool -X: spread equally over N queues, by weights, or the driver default."""
 
-    equal: whole(1) | None = None
-    weights: non_empty_list(whole(0), "whole numbers") | None = None
-    default: flag() | None = None
+    equal: Annotated[int, whole(1)] | None = None
+    weights: Annotated[list[int], non_empty_list(whole(0), "whole numbers")] | None = None
+    default: Annotated[bool, flag()] | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Rss:
@@ -147,28 +148,28 @@ class Nic(Model):
     """Link settings of every interface in the mode's scope."""
 
     features: Features = {}
-    mtu: whole(68) | None = None
+    mtu: Annotated[int, whole(68)] | None = None
     channels: Channels = Channels()
     rss: Rss = Rss()
-    rps_cpus: text(MASK, "all, or a hex CPU mask such as 3 or ff") | None = None
-    xps_cpus: text(MASK, "all, or a hex CPU mask such as 3 or ff") | None = None
-    rps_flow_cnt: whole(0) | None = None
-    coalesce: _settings(COALESCE_KEYS, COALESCE_BOOL_KEYS, 0) = {}
-    rings: _settings(RING_KEYS, RING_BOOL_KEYS, 1) = {}
+    rps_cpus: Annotated[str, text(MASK, "all, or a hex CPU mask such as 3 or ff")] | None = None
+    xps_cpus: Annotated[str, text(MASK, "all, or a hex CPU mask such as 3 or ff")] | None = None
+    rps_flow_cnt: Annotated[int, whole(0)] | None = None
+    coalesce: Annotated[dict[str, Any], _settings(COALESCE_KEYS, COALESCE_BOOL_KEYS, 0)] = {}
+    rings: Annotated[dict[str, Any], _settings(RING_KEYS, RING_BOOL_KEYS, 1)] = {}
 
 
 class Qdisc(Model):
     """A root qdisc: tbf or htb rate shaping, or netem delay/loss."""
 
-    kind: choice("tbf", "htb", "netem")
-    rate: text(RATE, "1gbit or 10gbit") | None = None
-    ceil: text(RATE, "1gbit or 10gbit") | None = None
-    burst: text(SIZE, "256kb") | None = None
-    latency: text(TIME, "10ms") | None = None
-    delay: text(TIME, "10ms") | None = None
-    jitter: text(TIME, "10ms") | None = None
-    loss: text(PERCENT, "0.1%") | None = None
-    limit: whole(1) | None = None
+    kind: Annotated[str, choice("tbf", "htb", "netem")]
+    rate: Annotated[str, text(RATE, "1gbit or 10gbit")] | None = None
+    ceil: Annotated[str, text(RATE, "1gbit or 10gbit")] | None = None
+    burst: Annotated[str, text(SIZE, "256kb")] | None = None
+    latency: Annotated[str, text(TIME, "10ms")] | None = None
+    delay: Annotated[str, text(TIME, "10ms")] | None = None
+    jitter: Annotated[str, text(TIME, "10ms")] | None = None
+    loss: Annotated[str, text(PERCENT, "0.1%")] | None = None
+    limit: Annotated[int, whole(1)] | None = None
 
     @model_validator(mode="after")
     def _per_kind(self) -> Qdisc:
@@ -226,9 +227,9 @@ class Cpu(Model):
     per container (each its own limit), or per platform: one cpuset and one limit shared by
     every server tier (their common parent cgroup), as one host holds them."""
 
-    cpuset: text(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", "0-1 or 1 or 0,2") | None = None
-    limit: number(0.01, 1024) | None = None
-    per: choice("container", "platform") | None = None
+    cpuset: Annotated[str, text(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", "0-1 or 1 or 0,2")] | None = None
+    limit: Annotated[float, number(0.01, 1024)] | None = None
+    per: Annotated[str, choice("container", "platform")] | None = None
 
     @model_validator(mode="after")
     def _some(self) -> Cpu:
@@ -240,9 +241,9 @@ class Cpu(Model):
 class Server(Model):
     """Server options; changing one restarts the services it concerns."""
 
-    web_sendfile: flag() | None = None
-    web_mmap: flag() | None = None
-    proxy_cache: flag() | None = None
+    web_sendfile: Annotated[bool, flag()] | None = None
+    web_mmap: Annotated[bool, flag()] | None = None
+    proxy_cache: Annotated[bool, flag()] | None = None
 
 
 def _names(value: Any) -> Any:
@@ -257,13 +258,13 @@ class ModeFile(Model):
     """One mode file as written (before ``extends:`` is merged in)."""
 
     description: str = ""
-    extends: Annotated[list[text(r"^[\w.-]+$", "a mode name")], BeforeValidator(_names),
+    extends: Annotated[list[Annotated[str, text(r"^[\w.-]+$", "a mode name")]], BeforeValidator(_names),
                        WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array",
                                                                       "items": {"type": "string"}}],
                                        "description": "mode(s) this one builds on"})] = []
-    tiers: non_empty_list(text(r"^[a-z][a-z0-9-]*$", "proxy"), "tier names") | None = None
-    roles: non_empty_list(choice(*ROLES), "roles (servers, clients)") | None = None
-    host_interfaces: non_empty_list(text(IFNAME, "eth0"), "interface names") | None = None
+    tiers: Annotated[list[str], non_empty_list(text(r"^[a-z][a-z0-9-]*$", "proxy"), "tier names")] | None = None
+    roles: Annotated[list[str], non_empty_list(choice(*ROLES), "roles (servers, clients)")] | None = None
+    host_interfaces: Annotated[list[str], non_empty_list(text(IFNAME, "eth0"), "interface names")] | None = None
     nic: Nic = Nic()
     qdisc: Qdisc | None = None
     sysctls: Sysctls = {}

@@ -100,12 +100,12 @@ def host_admitted(config: Mapping[str, Any]) -> dict[str, list[str]]:
             networks = services[client].get("networks") or {}
             fixed = [(n or {}).get("ipv4_address") for n in networks.values()
                      if isinstance(n, Mapping)] if isinstance(networks, Mapping) else []
-            fixed = [f for f in fixed if f]
-            if not fixed:
+            addresses = [str(f) for f in fixed if f]
+            if not addresses:
                 raise AccessError(f"service {client} connects to {a.service} but has no fixed "
                                   f"address on the stack's networks, so {a.what} cannot name "
                                   "it: give it an ipv4_address in its compose file")
-            found += fixed
+            found += addresses
         out[a.variable] = list(dict.fromkeys(found))
     return out
 

@@ -32,6 +32,7 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,7 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
 
 
 def _named_volumes(spec: dict[str, Any]) -> set[str]:
-    return {v.get("source") for v in spec.get("volumes") or []
+    return {v["source"] for v in spec.get("volumes") or []
             if isinstance(v, dict) and v.get("type") == "volume" and v.get("source")}
 
 
@@ -245,7 +246,8 @@ class ClusterPlacer(Placer):
                 out[n] = exc
         return out
 
-    def compose_argv(self, node: Node, files: list[str], profiles: list[str] = ()) -> list[str]:
+    def compose_argv(self, node: Node, files: list[str],
+                     profiles: Sequence[str] = ()) -> list[str]:
         return nodes.docker_argv(node, "compose", "-p", PROJECT,
                                  *(a for f in files for a in ("-f", f)),
                                  *(a for p in profiles for a in ("--profile", p)))
@@ -731,14 +733,14 @@ done
 def nic_settings(node: Node) -> dict[str, dict[str, str]]:
     """``ethtool -k/-c/-g/-l`` of each data-plane interface of the node, as the tool printed."""
     names = " ".join(shlex.quote(i.name) for i in node.interfaces)
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, list[str]]] = {}
     current: list[str] | None = None
     for line in nodes.run_on_node(node, _NIC % names, timeout=60).stdout.splitlines():
         if line.startswith("== "):
             itf, opt = line[3:].rsplit(" ", 1)
             current = []
-            out.setdefault(itf, {})[f"ethtool {opt}"] = current  # type: ignore[assignment]
+            out.setdefault(itf, {})[f"ethtool {opt}"] = current
         elif current is not None:
             current.append(line)
-    return {itf: {k: "\n".join(v).strip() for k, v in opts.items()}  # type: ignore[misc]
+    return {itf: {k: "\n".join(v).strip() for k, v in opts.items()}
             for itf, opts in out.items()}

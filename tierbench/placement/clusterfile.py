@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -345,7 +345,7 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
     """Checks across entries, on the raw data so that they run even when some entries are
     malformed (those are reported by the schema)."""
     problems: list[str] = []
-    nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
+    nodes = got if isinstance(got := data.get("nodes"), list) else []
     names: dict[str, int] = {}
     addresses: dict[tuple[str, Any], int] = {}
     contexts: dict[str, int] = {}
@@ -387,7 +387,7 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
                                     "listed twice on this node")
                 seen_if.add(itf["name"])
             try:
-                ip = str(ipaddress.ip_interface(itf.get("address")).ip)
+                ip = str(ipaddress.ip_interface(cast(str, itf.get("address"))).ip)
             except ValueError:
                 continue
             key = f"nodes[{i}].interfaces[{j}]"

@@ -8,7 +8,7 @@ from the page cache; the limits read back from a container's cgroup; and teardow
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -286,7 +286,7 @@ def _images_in(host: Host, folder: Path) -> list[str]:
     return [ln for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else []
 
 
-def teardown(env: Mapping[str, str], hosts: list[Host] = ()) -> list[str]:
+def teardown(env: Mapping[str, str], hosts: Sequence[Host] = ()) -> list[str]:
     """Remove every disk system tierbench built (recorded, or found on this host, the hosts the
     state names and ``hosts``: mounts under its folder, loop devices of its images): unmount,
     stop RAID sets, detach, delete the images, on each host. The containers using them must be

@@ -123,11 +123,11 @@ class DiskSystemSpec(Model):
     ones at other bandwidths. A name of a built-in system (ide, scsi, raid0) replaces it."""
 
     devices: Devices = 1
-    read_mb_s: number(0.1) | None = None
-    write_mb_s: number(0.1) | None = None
-    raid0: flag() | None = None
-    wipe: flag() = False
-    note: text() | None = None
+    read_mb_s: Annotated[float, number(0.1)] | None = None
+    write_mb_s: Annotated[float, number(0.1)] | None = None
+    raid0: Annotated[bool, flag()] | None = None
+    wipe: Annotated[bool, flag()] = False
+    note: Annotated[str, text()] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> DiskSystemSpec:

@@ -200,7 +200,11 @@ def ship_images(node: Node, images: Sequence[str], *,
                             stderr=subprocess.PIPE)
     load = subprocess.Popen(docker_argv(node, "load", "-q"), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    timer = threading.Timer(timeout, lambda: (save.kill(), load.kill()))
+    def kill_both() -> None:
+        save.kill()
+        load.kill()
+
+    timer = threading.Timer(timeout, kill_both)
     timer.start()
     sent, last = 0, start
     try:
@@ -352,7 +356,8 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
         pass
     finally:
         try:
-            proc.stdin.close()  # the remote loop ends; ssh exits
+            if proc.stdin is not None:
+                proc.stdin.close()  # the remote loop ends; ssh exits
         except OSError:
             pass
         err = proc.stderr.read() if proc.stderr else ""  # the timer still bounds this wait
@@ -434,19 +439,19 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
             problems.append(f"{node.name}: Docker Compose v2 does not answer on the node (`docker "
                             f"compose version` gave {compose or 'nothing'}): install the "
                             "docker-compose-plugin package")
-    for itf in node.interfaces:
-        text = links.get(itf.name, "")
+    for nic in node.interfaces:
+        text = links.get(nic.name, "")
         try:
             info = json.loads(text)[0]
         except (ValueError, IndexError, KeyError, TypeError):
-            problems.append(f"{node.name}: data-plane interface {itf.name} does not exist "
+            problems.append(f"{node.name}: data-plane interface {nic.name} does not exist "
                             f"({_tail(text) or 'no answer from ip'})")
             continue
         addrs = [f"{a.get('local')}" for a in info.get("addr_info", [])]
-        facts.setdefault("interfaces", {})[itf.name] = {
+        facts.setdefault("interfaces", {})[nic.name] = {
             "state": info.get("operstate"), "mtu": info.get("mtu"), "addresses": addrs}
-        if itf.ip not in addrs:
-            problems.append(f"{node.name}: {itf.name} does not carry {itf.ip} (it has "
+        if nic.ip not in addrs:
+            problems.append(f"{node.name}: {nic.name} does not carry {nic.ip} (it has "
                             f"{', '.join(addrs) or 'no address'})")
     try:
         facts["docker"] = run_docker(node, "version", "--format", "{{.Server.Version}}",

@@ -14,10 +14,11 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
                                       PointResult, refuse_server_modes)
 from tierbench.kinds.fs import sequence, stack, tools
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings
+from tierbench.kinds.fs.stack import FsInfo, FsPrepared
 from tierbench.placement import compose, orangefs, placer, space
 
 
-class FsKind(Kind):
+class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     """File-server benchmarks: dbench and fio clients against GlusterFS or OrangeFS."""
 
     name = "fs"
@@ -31,22 +32,22 @@ class FsKind(Kind):
     variation_pct = 5.0
     roles = ("fs_server", "fs_client")
 
-    def cluster_roles(self, exp: Experiment) -> list[str]:
+    def cluster_roles(self, exp: Experiment[FsSettings]) -> list[str]:
         """GlusterFS: the server (and its hog) on the fs_server node, the client on the
         fs_client node; OrangeFS: the pfs kind's roles (compose/host-pvfs.yml)."""
         if self.settings(exp).server == "orangefs":
             return ["pfs_meta", "pfs_io", "pfs_clients"]
         return list(self.roles)
 
-    def settings(self, exp: Experiment) -> Fs:
+    def settings(self, exp: Experiment[FsSettings]) -> Fs:
         """The experiment's `fs:` block."""
-        return exp.settings.fs  # type: ignore[attr-defined, no-any-return]
+        return exp.settings.fs
 
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[FsSettings]) -> None:
         """No web or proxy servers here for a mode's server options."""
         refuse_server_modes(exp, "a file-server experiment")
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[FsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         f = self.settings(exp)
         block: dict[str, Any] = {"test": f.test, "server": f.server, "measure_s": f.measure_s}
@@ -71,9 +72,10 @@ class FsKind(Kind):
                 "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
                 "fs": block}
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[FsSettings]) -> list[tuple[str, list[Any]]]:
         """(load x) the test's factors x mode x repetition."""
         f = self.settings(exp)
+        factors: list[tuple[str, list[Any]]]
         if f.test == "dbench":
             factors = [("load", list(f.load)), ("programs", list(f.programs)),
                        ("think_ms", list(f.think_ms))]
@@ -86,7 +88,7 @@ class FsKind(Kind):
         return factors + [("mode", [m.name for m in exp.modes]),
                           ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[FsSettings], combo: dict[str, Any] | Point) -> Hashable:
         """GlusterFS with the server idle or busy; or an OrangeFS cluster of N I/O servers."""
         f = self.settings(exp)
         if f.server == "orangefs":
@@ -94,7 +96,7 @@ class FsKind(Kind):
         factors = combo if isinstance(combo, dict) else combo.factors
         return ("gluster", factors.get("load", "idle"))
 
-    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(self, exp: Experiment[FsSettings], combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled within each server load, loads in the order listed."""
         f = self.settings(exp)
         if "load" not in combos[0]:
@@ -103,7 +105,7 @@ class FsKind(Kind):
         return sorted(combos, key=lambda c: listed.index(c["load"]))
 
     # -- plan
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[FsSettings]) -> float:
         """settle + the tool's time (dbench: warm-up of a fifth, timed part, clean-up) + set-up."""
         f = self.settings(exp)
         if f.test == "dbench":
@@ -117,7 +119,7 @@ class FsKind(Kind):
             prep = 6 + sum(f.programs) / len(f.programs) * f.file_mb / 8
         return exp.settle_s + sequence.START_DELAY_S + f.warmup_s + f.measure_s + prep
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[FsSettings], points: list[Point]) -> list[str]:
         """The test, its tool, the server and what a point takes."""
         f = self.settings(exp)
         tool = {"dbench": f"dbench 4.0 (NetBench's Disk Mix), {tools.dbench_warmup_s(f.measure_s)}"
@@ -138,7 +140,7 @@ class FsKind(Kind):
                 f"with seed {exp.seed}; test {f.test}: {tool}",
                 f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[FsSettings], point: Point, first: bool) -> str:
         """The deployment from this point on."""
         f = self.settings(exp)
         if f.server == "orangefs":
@@ -151,7 +153,7 @@ class FsKind(Kind):
         net = "198.18.12.0/24" if where.cluster is None else "their nodes"
         return f"  -- file server (GlusterFS) and 1 client on {net}, {load}"
 
-    def what(self, exp: Experiment, point: Point) -> str:
+    def what(self, exp: Experiment[FsSettings], point: Point) -> str:
         """A point's factors in a few words."""
         p = point.factors
         test = self.settings(exp).test
@@ -163,16 +165,16 @@ class FsKind(Kind):
             return f"{p['load']} {p['workload']}"
         return f"sessions={p['sessions']}"
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[FsSettings], point: Point) -> str:
         """Factors, mode and repetition."""
         return (f"  {point.id}  {self.what(exp, point):<36} mode={point.mode:<20} "
                 f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[FsSettings], point: Point) -> str:
         """How the progress line names a point."""
         return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
-    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+    def needs(self, exp: Experiment[FsSettings], points: list[Point]) -> list[space.Need]:
         """What the largest point writes on the server (the share's volume on the host's disk,
         or the OrangeFS servers' storage) and the think-time load file in the client's /tmp."""
         f = self.settings(exp)
@@ -215,14 +217,14 @@ class FsKind(Kind):
                                     role="fs_server")]
 
     # -- run
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[FsSettings], points: list[Point]) -> None:
         """The images are built (the first time, or after their build context changed)."""
         if self.settings(exp).server == "orangefs":
             orangefs.check_image()
         else:
             compose.require_image(stack.IMAGE)
 
-    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+    def prepare(self, exp: Experiment[FsSettings], run_dir: Path) -> FsPrepared:
         """Per-run state: the run id (folder names on the share), the file sets laid out, and
         how many points still read each set (a set is removed after its last one)."""
         uses: dict[str, int] = {}
@@ -230,64 +232,65 @@ class FsKind(Kind):
             for point in self.points(exp, exp.seed):
                 fileset = FILEBENCH[point["workload"]].fileset
                 uses[fileset] = uses.get(fileset, 0) + 1
-        return {"run_id": run_dir.name, "sets": set(), "uses": uses}
+        return FsPrepared(run_dir.name, set(), uses)
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[FsSettings], key: Hashable, prepared: FsPrepared,
+               previous: Deployment[FsInfo] | None, point: Point) -> Deployment[FsInfo]:
         """GlusterFS: server and client up (the hog too for a busy server); OrangeFS: a cluster
         of 1 metadata + N I/O servers and the clients."""
         return stack.deploy(self.settings(exp), key, prepared, previous)
 
-    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+    def finish(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo]) -> list[str]:
         """An OrangeFS cluster removed (its servers admit whoever connects; the next run makes
         a new one); the GlusterFS server stays up, admitting only the client's address."""
-        if deployment.info.get("server") != "orangefs":
+        if deployment.info.server != "orangefs":
             return []
         placer.current().down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[FsInfo] | None:
         """The file-server tier, when it is up."""
         return stack.running()
 
-    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+    def provenance(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo],
+                   ) -> dict[str, Any]:
         """The tools' and the server's versions as the containers report them."""
-        client = deployment.info["clients"][0]
+        client = deployment.info.clients[0]
         out: dict[str, Any] = {}
         versions = [("fio", ["fio", "--version"])]
-        if deployment.info["server"] == "gluster":  # the OrangeFS clients have no dbench
+        if deployment.info.server == "gluster":  # the OrangeFS clients have no dbench
             versions.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
         for tool, argv in versions:
             done = compose.exec_in(client, argv, timeout=30)
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
-        if deployment.info["server"] == "gluster":
-            done = compose.exec_in(deployment.info["servers"][0], ["glusterfsd", "--version"],
+        if deployment.info.server == "gluster":
+            done = compose.exec_in(deployment.info.servers[0], ["glusterfsd", "--version"],
                                  timeout=30)
             lines = done.stdout.strip().splitlines()
             out["glusterfs"] = lines[0] if lines else "unknown"
         else:
-            done = compose.exec_in(deployment.info["servers"][0], ["cat", "/opt/orangefs/SOURCE"],
+            done = compose.exec_in(deployment.info.servers[0], ["cat", "/opt/orangefs/SOURCE"],
                                  timeout=30)
             out["orangefs"] = done.stdout.strip()
         return {"tools": out}
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[FsSettings, FsInfo, FsPrepared]) -> PointResult:
         """The test's tool, then the figures over the samples bracketing its timed part."""
         return sequence.run(ctx, self.settings(ctx.exp))
 
-    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
-                    deployment: Deployment) -> None:
+    def after_point(self, exp: Experiment[FsSettings], point: Point, row: dict[str, Any],
+                    deployment: Deployment[FsInfo]) -> None:
         """A server or client container that stopped ends the run with one sentence."""
         stack.after_point(point, row, deployment)
 
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[FsSettings], point: Point) -> dict[str, Any]:
         """point, test, server, the factors, mode, repetition."""
         f = self.settings(exp)
         return {"point": point.id, "test": f.test, "server": f.server, **point.factors,
                 "mode": point.mode, "repetition": point.repetition}
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[FsSettings]) -> list[Column]:
         """Identity, then the test's figures and the CPU figures (per phase for iozone)."""
         f = self.settings(exp)
         ident = [name for name, _ in self.axes(exp) if name not in ("mode", "repetition")]

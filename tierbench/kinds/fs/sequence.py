@@ -13,8 +13,8 @@ from typing import Any
 from tierbench.kinds.contract import PointContext, PointResult
 from tierbench.kinds.fs import tools
 from tierbench.kinds.fs.figures import cpu_figures, fio_figures
-from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs
-from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE
+from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs, FsSettings
+from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPrepared
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose, placer
@@ -22,8 +22,10 @@ from tierbench.placement.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
 
+FsContext = PointContext[FsSettings, FsInfo, FsPrepared]
 
-def run(ctx: PointContext, f: Fs) -> PointResult:
+
+def run(ctx: FsContext, f: Fs) -> PointResult:
     """The test's tool, then the figures over the samples bracketing its timed part."""
     runner = {"dbench": dbench, "randread": randread, "filebench": filebench,
               "iozone": iozone}[f.test]
@@ -44,17 +46,17 @@ def run(ctx: PointContext, f: Fs) -> PointResult:
         except MeasureError as exc:
             return PointResult(values, per_second, error=error or str(exc))
         values.update(cpu_figures(first, last, nbytes, prefix,
-                                  ctx.deployment.info.get("server_net")))
+                                  ctx.deployment.info.server_net))
         ctx.record[f"{prefix}window"] = {"start": start, "end": end,
                                          "first_sample": first["t"], "last_sample": last["t"]}
     span = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
     return PointResult(values, per_second, span, error=error)
 
-def dbench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """dbench with the point's programs and think time; its lines stamped as they arrive."""
     p = ctx.point.factors
-    client = ctx.deployment.info["clients"][0]
-    folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+    client = ctx.deployment.info.clients[0]
+    folder = f"{SHARE}/{ctx.prepared.run_id}-{ctx.point.id}"
     loadfile = tools.DBENCH_LOADFILE
     us = think_us(p["think_ms"])
     if us:
@@ -102,11 +104,11 @@ def dbench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
     ctx.record["operations"] = report["operations"]
     return values, {"": (start, end, nbytes)}, per_second
 
-def randread(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+def randread(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """fio: each program reads `block` bytes at random places of its own file."""
     p = ctx.point.factors
-    client = ctx.deployment.info["clients"][0]
-    folder = f"{SHARE}/{ctx.prepared['run_id']}-{ctx.point.id}"
+    client = ctx.deployment.info.clients[0]
+    folder = f"{SHARE}/{ctx.prepared.run_id}-{ctx.point.id}"
     argv = tools.fio_command(name="randread", directory=folder, rw="randread",
                                block=f.block, size=int(f.file_mb * MIB),
                                jobs=p["programs"], runtime_s=f.measure_s,
@@ -124,22 +126,22 @@ def randread(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
         values["error"] = f"fio: {report['errors'][0]}"
     return values, {"": (begin, begin + f.measure_s, report["read"]["bytes"])}, []
 
-def filebench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """One of the nine workloads: its set laid out once per run, the server's cache emptied
     (uncached) or filled (cached) on the host, then fio on its job file."""
     w = FILEBENCH[ctx.point["workload"]]
-    client = ctx.deployment.info["clients"][0]
-    folder = f"{SHARE}/{ctx.prepared['run_id']}-filebench"
+    client = ctx.deployment.info.clients[0]
+    folder = f"{SHARE}/{ctx.prepared.run_id}-filebench"
     env = filebench_env(f, folder, f.warmup_s, f.measure_s)
     checked(client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
-    if w.fileset != "w" and w.fileset not in ctx.prepared["sets"]:
+    if w.fileset != "w" and w.fileset not in ctx.prepared.sets:
         ctx.log(f"tierbench: laying out file set {w.fileset} ({f.set_mb} MiB) on the share")
         checked(client, [*tools.filebench_command(LAYOUT[w.fileset], env),
                          "--create_only=1"], f"lay out file set {w.fileset}", 3600)
-        ctx.prepared["sets"].add(w.fileset)
+        ctx.prepared.sets.add(w.fileset)
     if w.cache:
-        server = ctx.deployment.info["servers"][0]
-        brick = f"{BRICK_PATH}/{ctx.prepared['run_id']}-filebench"
+        server = ctx.deployment.info.servers[0]
+        brick = f"{BRICK_PATH}/{ctx.prepared.run_id}-filebench"
         checked(server, ["sh", "-c", server_cache(w.cache, [
             f"{brick}/{name}" for name in set_files(w.fileset)])],
                 f"{'empty' if w.cache == 'uncached' else 'fill'} the server's page cache",
@@ -149,13 +151,13 @@ def filebench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
         report, start = fio_at(ctx, f, [(client, tools.filebench_command(w.name, env))],
                                     "fio")
     finally:
-        uses = ctx.prepared["uses"]
+        uses = ctx.prepared.uses
         uses[w.fileset] = uses.get(w.fileset, 1) - 1
         if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
             files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
                 if w.fileset != "w" else f"{folder}/write.*"
             compose.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
-            ctx.prepared["sets"].discard(w.fileset)
+            ctx.prepared.sets.discard(w.fileset)
     direction = w.direction
     begin = start + f.warmup_s
     values = fio_figures(report, direction)
@@ -166,14 +168,14 @@ def filebench(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
         values["error"] = f"fio: {report['errors'][0]}"
     return values, {"": (begin, begin + f.measure_s, report[direction]["bytes"])}, []
 
-def iozone(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
+def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """Sessions spread over the client containers write, then read, their own files at the
     same time (fio, sequential, `block`-byte records)."""
     sessions = ctx.point["sessions"]
-    clients = ctx.deployment.info["clients"]
-    mount = SHARE if ctx.deployment.info["server"] == "gluster" else PVFS_MOUNT
+    clients = ctx.deployment.info.clients
+    mount = SHARE if ctx.deployment.info.server == "gluster" else PVFS_MOUNT
     spread = sessions_per_client(sessions, len(clients))
-    folders = [f"{mount}/{ctx.prepared['run_id']}-{ctx.point.id}-c{i + 1}"
+    folders = [f"{mount}/{ctx.prepared.run_id}-{ctx.point.id}-c{i + 1}"
                for i in range(len(spread))]
     values: dict[str, Any] = {}
     windows: dict[str, tuple[float, float, float]] = {}
@@ -199,7 +201,7 @@ def iozone(ctx: PointContext, f: Fs) -> tuple[dict, dict, list]:
     values["client_containers_used"] = len(spread)
     return values, windows, []
 
-def fio_at(ctx: PointContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
+def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
            name: str) -> tuple[dict[str, Any], float]:
     """fio in each container at once, all starting at the same wall-clock instant; their
     reports (kept as NAME-K.json) summed."""

@@ -4,6 +4,7 @@ its load, and each test's factors and sizes; 001's nine Filebench workloads as d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from pydantic import model_validator
 
@@ -56,32 +57,32 @@ SET_B_FILES = 20
 class Fs(Model):
     """The `fs:` block of a file-server experiment."""
 
-    test: choice(*TESTS)
-    server: choice(*SERVERS) = "gluster"
+    test: Annotated[str, choice(*TESTS)]
+    server: Annotated[str, choice(*SERVERS)] = "gluster"
     # 002's server load: idle, or busy with an MPEG decoder running all the time
-    load: one_or_many(choice(*LOADS), "server load") = ["idle"]
+    load: Annotated[list[str], one_or_many(choice(*LOADS), "server load")] = ["idle"]
     # dbench and randread: client programs on the client machine
-    programs: one_or_many(whole(1, 64), "whole number") = [1]
+    programs: Annotated[list[int], one_or_many(whole(1, 64), "whole number")] = [1]
     # dbench: think time before every request, in ms
-    think_ms: one_or_many(number(0, 1000), "number") = [0]
+    think_ms: Annotated[list[float], one_or_many(number(0, 1000), "number")] = [0]
     # randread: each program's file; iozone: each session's file
-    file_mb: whole(1, 65536) = 16
+    file_mb: Annotated[int, whole(1, 65536)] = 16
     # randread: the read size; iozone: the record size
-    block: whole(512, 64 * MIB) = 1024
+    block: Annotated[int, whole(512, 64 * MIB)] = 1024
     # filebench
-    workloads: one_or_many(choice(*FILEBENCH), "workload") = list(FILEBENCH)
-    set_mb: whole(16, 1 << 20) = 2048
-    write_mb: whole(1, 1 << 20) = 128
+    workloads: Annotated[list[str], one_or_many(choice(*FILEBENCH), "workload")] = list(FILEBENCH)
+    set_mb: Annotated[int, whole(16, 1 << 20)] = 2048
+    write_mb: Annotated[int, whole(1, 1 << 20)] = 128
     # iozone
-    sessions: one_or_many(whole(1, 256), "whole number") = [1, 2, 4]
-    io_servers: whole(1, MAX_IO_SERVERS) = 4
-    client_containers: whole(1, 16) = 4
-    strip_size: whole(4096) = 65536
-    storage: choice(*STORAGE) = "tmpfs"
-    job_timeout_s: whole(2, 300) = 15
+    sessions: Annotated[list[int], one_or_many(whole(1, 256), "whole number")] = [1, 2, 4]
+    io_servers: Annotated[int, whole(1, MAX_IO_SERVERS)] = 4
+    client_containers: Annotated[int, whole(1, 16)] = 4
+    strip_size: Annotated[int, whole(4096)] = 65536
+    storage: Annotated[str, choice(*STORAGE)] = "tmpfs"
+    job_timeout_s: Annotated[int, whole(2, 300)] = 15
     # fio's time not counted, then counted (dbench: the time limit; it warms up a fifth more)
-    warmup_s: whole(0, 600) = 2
-    measure_s: whole(2, 3600) = 10
+    warmup_s: Annotated[int, whole(0, 600)] = 2
+    measure_s: Annotated[int, whole(2, 3600)] = 10
 
     @model_validator(mode="after")
     def _per_test(self) -> Fs:

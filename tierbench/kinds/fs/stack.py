@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from tierbench.config.files import ROOT
 from tierbench.interfaces import netif
@@ -25,11 +26,32 @@ BRICK = "brick"  # the brick's folder in it
 BRICK_PATH = "/srv/share/brick"  # the brick in fs-server (FS_BRICK)
 
 
-def deploy(f: Fs, key: Hashable, prepared: dict[str, Any],
-           previous: Deployment | None) -> Deployment:
+@dataclass
+class FsInfo:
+    """A file-server deployment's own handles: which server runs (gluster or orangefs), its
+    server and client containers, and the labels of the servers' sampled interfaces."""
+
+    server: str
+    servers: list[compose.Container]
+    clients: list[compose.Container]
+    server_net: list[str]
+
+
+@dataclass
+class FsPrepared:
+    """A file-server run's state: its id (folder names on the share), the file sets laid out
+    now, and how many points still read each set (a set is removed after its last one)."""
+
+    run_id: str
+    sets: set[str]
+    uses: dict[str, int]
+
+
+def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
+           previous: Deployment[FsInfo] | None) -> Deployment[FsInfo]:
     """GlusterFS: server and client up (the hog too for a busy server; only the hog changes
     between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
-    server, arg = key  # type: ignore[misc]
+    server, arg = cast(tuple[str, Any], key)  # deployment_key's
     where = placer.current()
     if server == "orangefs":
         log(f"tierbench: bringing the OrangeFS cluster up on {where.name} (1 metadata + "
@@ -45,11 +67,11 @@ def deploy(f: Fs, key: Hashable, prepared: dict[str, Any],
     spec = compose.Services(fs_paths(), fs_env(),
                             services=[SERVER_TIER, CLIENT_TIER, *([HOG] if busy else [])],
                             timeout=300)
-    if previous is None or previous.info.get("server") != "gluster":
+    if previous is None or previous.info.server != "gluster":
         log(f"tierbench: bringing the file-server tier up on {where.name} (GlusterFS "
             "server, 1 client" + (", the CPU hog" if busy else "") + ")")
         where.down()
-        prepared["sets"].clear()
+        prepared.sets.clear()
         where.up(spec)
     elif busy:
         log("tierbench: starting the CPU hog on the file server's CPUs")
@@ -61,7 +83,7 @@ def deploy(f: Fs, key: Hashable, prepared: dict[str, Any],
                 where.stop(c, 2)
     return gluster_deployment(key)
 
-def running() -> Deployment | None:
+def running() -> Deployment[FsInfo] | None:
     """The file-server tier, when it is up."""
     found = {c.service for c in placer.current().replicas()}
     if {SERVER_TIER, CLIENT_TIER} <= found:
@@ -69,10 +91,10 @@ def running() -> Deployment | None:
     return None
 
 
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment[FsInfo]) -> None:
     """A server or client container that stopped ends the run with one sentence."""
     running = {c.id for c in placer.current().replicas()}
-    everyone = deployment.info["servers"] + deployment.info["clients"]
+    everyone = deployment.info.servers + deployment.info.clients
     down = [c.name for c in everyone if c.id not in running]
     down_services = [c.service for c in everyone if c.id not in running]
     if down:
@@ -105,7 +127,7 @@ def tier_ifaces(where: placer.Placer, groups: dict[str, list[netif.Endpoint]],
 def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
                     servers: list[compose.Container], clients: list[compose.Container],
                     labels: dict[str, str], extra: dict[str, compose.Container],
-                    grouped: bool) -> Deployment:
+                    grouped: bool) -> Deployment[FsInfo]:
     """Client and server tiers wherever the placement runs them: their interfaces for modes,
     CPU counters (one per tier, or a group of the tier's containers when ``grouped``) and
     sampled interfaces, with the server's named for its network figures."""
@@ -130,11 +152,11 @@ def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
     server_ifaces = tier_ifaces(where, named(SERVER_TIER, servers))
     ifaces = {**tier_ifaces(where, named(CLIENT_TIER, clients)), **server_ifaces}
     return Deployment(key, tiers, cpus, ifaces, containers=containers,
-                      info={"server": server_kind, "servers": servers, "clients": clients,
-                            "server_net": list(server_ifaces)}, placer=where)
+                      info=FsInfo(server_kind, servers, clients, list(server_ifaces)),
+                      placer=where)
 
 
-def gluster_deployment(key: Hashable) -> Deployment:
+def gluster_deployment(key: Hashable) -> Deployment[FsInfo]:
     """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
     runs."""
     where = placer.current()
@@ -151,7 +173,7 @@ def gluster_deployment(key: Hashable) -> Deployment:
 
 
 def pvfs_deployment(key: Hashable, servers: list[compose.Container],
-                    clients: list[compose.Container]) -> Deployment:
+                    clients: list[compose.Container]) -> Deployment[FsInfo]:
     """The running OrangeFS cluster as the fs kind's client and server tiers."""
     labels = {c.id: orangefs.label(c) for c in servers + clients}
     return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},

@@ -5,7 +5,7 @@ run handed to the module of the package that does it."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families
@@ -13,11 +13,12 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
                                       PointResult, refuse_server_modes)
 from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
 from tierbench.kinds.net.settings import Net, NetSettings
+from tierbench.kinds.net.stack import NetInfo
 from tierbench.modes.model import Mode, load_layered, load_mode
 from tierbench.placement import compose, placer, space
 
 
-class NetKind(Kind):
+class NetKind(Kind[NetSettings, NetInfo, None]):
     """TCP micro-benchmarks between containers: bulk throughput and request/response latency."""
 
     name = "net"
@@ -31,7 +32,7 @@ class NetKind(Kind):
     bring_up = "the network tier's bring-up (seconds)"
     variation_pct = 5.0
 
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[NetSettings]) -> None:
         """No web or proxy servers here for a mode's server options; the cases load."""
         refuse_server_modes(exp, "a network experiment")
         try:
@@ -39,24 +40,24 @@ class NetKind(Kind):
         except ConfigError as exc:
             raise ConfigError(f"{exp.source}: net.cases: {exc}") from None
 
-    def settings(self, exp: Experiment) -> Net:
-        return exp.settings.net  # type: ignore[attr-defined, no-any-return]
+    def settings(self, exp: Experiment[NetSettings]) -> Net:
+        return exp.settings.net
 
-    def modes(self, exp: Experiment) -> list[Mode]:
+    def modes(self, exp: Experiment[NetSettings]) -> list[Mode]:
         """The experiment's modes, each layered over every case when there are cases."""
         cases = self.settings(exp).cases
         if not cases:
             return exp.modes
         return [load_layered([case, m.source]) for case in cases for m in exp.modes]
 
-    def point_mode(self, exp: Experiment, point: Point) -> Mode:
+    def point_mode(self, exp: Experiment[NetSettings], point: Point) -> Mode:
         """The point's mode, layered over its case when there are cases."""
         mode = exp.mode(point.mode)
         if "case" not in point.factors:
             return mode
         return load_layered([point.factors["case"], mode.source])
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[NetSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         n = self.settings(exp)
         block: dict[str, Any] = {"test": n.test, "receivers": list(n.receivers),
@@ -78,7 +79,7 @@ class NetKind(Kind):
                 "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
                 "net": block}
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[NetSettings]) -> list[tuple[str, list[Any]]]:
         """receivers x clients x (stream: write size x direction x connections; latency:
         message size) x case x mode x repetition."""
         n = self.settings(exp)
@@ -94,23 +95,23 @@ class NetKind(Kind):
         return factors + [("mode", [m.name for m in exp.modes]),
                           ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[NetSettings], combo: dict[str, Any] | Point) -> Hashable:
         """The numbers of receivers and senders: each pair is one deployment."""
         return (combo["receivers"], combo["clients"])
 
-    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(self, exp: Experiment[NetSettings], combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled within each deployment, deployments in the order listed."""
         n = self.settings(exp)
         rx, cl = list(n.receivers), list(n.clients)
         return sorted(combos, key=lambda c: (rx.index(c["receivers"]), cl.index(c["clients"])))
 
     # -- plan
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[NetSettings]) -> float:
         """settle + common start + warm-up + measured + start, stop and counting."""
         n = self.settings(exp)
         return exp.settle_s + sequence.start_delay() + n.warmup_s + n.measure_s + 4
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[NetSettings], points: list[Point]) -> list[str]:
         """The test, the tool and the time per point."""
         n = self.settings(exp)
         tool = ({"iperf2": "iperf 2", "iperf3": f"iperf3, {flows.IPERF3_STREAMS} connections per "
@@ -152,7 +153,7 @@ class NetKind(Kind):
                         "(000's DMA copy engine has no mode at all: Linux dropped NET_DMA in 3.19)")
         return head
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[NetSettings], point: Point, first: bool) -> str:
         """The network tier."""
         if self.settings(exp).test == "dmacopy":
             return "  -- no containers: the host's DMA copy engine and CPU"
@@ -160,12 +161,12 @@ class NetKind(Kind):
         return (f"  -- network tier: {c} sender{'s' if c > 1 else ''} ({stack.SENDER}), "
                 f"{point['receivers']} receiver(s) ({stack.RECEIVER}) on 198.18.4.0/24")
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[NetSettings], point: Point) -> str:
         """Factors, mode and repetition."""
         return (f"  {point.id}  {self.what(exp, point):<34} mode={point.mode:<16} "
                 f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
 
-    def what(self, exp: Experiment, point: Point) -> str:
+    def what(self, exp: Experiment[NetSettings], point: Point) -> str:
         f = point.factors
         n = self.settings(exp)
         head = f"rx={f['receivers']}" + (f" clients={f['clients']}" if n.clients != [1] else "")
@@ -178,12 +179,12 @@ class NetKind(Kind):
                     f"dir={f['direction']}")
         return f"{head} message={f['message_size']} B"
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[NetSettings], point: Point) -> str:
         """How the progress line names a point."""
         return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     # -- run
-    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+    def needs(self, exp: Experiment[NetSettings], points: list[Point]) -> list[space.Need]:
         """Socket buffers of the flows.largest point, against free memory."""
         n = self.settings(exp)
         most = max(((r, c) for r in n.receivers for c in n.clients),
@@ -195,7 +196,7 @@ class NetKind(Kind):
                            nbytes, "memory (socket buffers)", space.memory_room(),
                            "lower net.connections or net.window")]
 
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[NetSettings], points: list[Point]) -> None:
         """The image; the containers' limits hold the flows.largest point; perf, for a profile; a DMA
         copy engine, for dmacopy."""
         n = self.settings(exp)
@@ -218,12 +219,14 @@ class NetKind(Kind):
         if n.profile and (placer.current().cluster is None or profile.sender_node() is not None):
             profile.perf_check(exp.source, profile.sender_node())
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[NetSettings], key: Hashable, prepared: None,
+               previous: Deployment[NetInfo] | None, point: Point) -> Deployment[NetInfo]:
         """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
-        return stack.deploy(self.settings(exp), key)
+        receivers, clients = cast(tuple[int, int], key)  # deployment_key's
+        return stack.deploy(self.settings(exp), receivers, clients)
 
-    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+    def finish(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
+               ) -> list[str]:
         """The receivers stopped: iperf, iperf3 and sockperf servers admit whoever connects, so
         they listen only during the run (the next one brings the tier up anew)."""
         where = placer.current()
@@ -233,13 +236,14 @@ class NetKind(Kind):
         return [f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf servers "
                 "admit whoever connects)"] if stopped else []
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[NetInfo] | None:
         """The network tier, when it is up."""
         return stack.running()
 
-    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+    def provenance(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
+                   ) -> dict[str, Any]:
         """The tools' versions as the sender's image reports them."""
-        sender = deployment.info["senders"][0]
+        sender = deployment.info.senders[0]
         out = {}
         for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
                            ("sockperf", ["sockperf", "--version"])):
@@ -250,22 +254,22 @@ class NetKind(Kind):
             out["perf"] = profile.version(bool(sender.node))
         return {"tools": out}
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[NetSettings, NetInfo, None]) -> PointResult:
         """Run the tool(s), then the figures over the samples bracketing the measured window."""
         return sequence.run(ctx, self.settings(ctx.exp))
 
-    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
-                    deployment: Deployment) -> None:
+    def after_point(self, exp: Experiment[NetSettings], point: Point, row: dict[str, Any],
+                    deployment: Deployment[NetInfo]) -> None:
         """A receiver that stopped ends the run with one sentence naming it."""
         stack.after_point(point, row, deployment)
 
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[NetSettings], point: Point) -> dict[str, Any]:
         """point, test, factors, mode, repetition."""
         n = self.settings(exp)
         return {"point": point.id, "test": n.test, **point.factors, "mode": point.mode,
                 "repetition": point.repetition}
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[NetSettings]) -> list[Column]:
         """Identity, then the figures of the test."""
         n = self.settings(exp)
         ident = (["connections", "write_size", "direction"] if n.test == "stream"

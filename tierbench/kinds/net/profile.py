@@ -155,6 +155,7 @@ def profile_texts(ctx: PointContext, profiler: Profiler) -> tuple[str, str]:
                                 check=False)
         return script.stdout, report.stdout
     node, remote = profiler.node, profiler.remote
+    assert remote is not None  # start() gives a node's profiler its folder there
     script_argv, report_argv = perf_text_argvs(f"{remote}/perf.data")
     try:
         script = nodes.run_on_node(node, shlex.join(script_argv) + " 2>/dev/null", timeout=600,

@@ -14,9 +14,9 @@ from typing import IO, Any
 
 from tierbench.kinds.contract import PointContext, PointResult
 from tierbench.kinds.net import profile, tools
-from tierbench.kinds.net.flows import PORTS_PER_RECEIVER, commands, flows
-from tierbench.kinds.net.settings import Net, total_connections, window_for
-from tierbench.kinds.net.stack import RECEIVER, SENDER
+from tierbench.kinds.net.flows import commands, flows
+from tierbench.kinds.net.settings import Net, NetSettings, total_connections, window_for
+from tierbench.kinds.net.stack import RECEIVER, SENDER, NetInfo
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose, placer
@@ -95,7 +95,10 @@ class AtOnce:
         return parts
 
 
-def run(ctx: PointContext, n: Net) -> PointResult:
+NetContext = PointContext[NetSettings, NetInfo, None]
+
+
+def run(ctx: NetContext, n: Net) -> PointResult:
     """Run the tool(s), then the figures over the samples bracketing the measured window."""
     started = time.time() + start_delay()
     try:
@@ -124,16 +127,15 @@ def run(ctx: PointContext, n: Net) -> PointResult:
     return PointResult(values, None, (start, end))
 
 
-def stream(ctx: PointContext, n: Net, started: float) -> dict[str, Any]:
+def stream(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
     """The tool from every sender to the receivers' ports, all processes at once; connections
     counted, TCP counters read, the senders' CPUs profiled when asked."""
     f = ctx.point.factors
     info = ctx.deployment.info
-    senders = info["senders"]
+    senders = info.senders
     conns = total_connections(n, f["connections"], f["receivers"])
     window = window_for(n, conns)
-    plan = flows(n, info["addresses"], conns, f["clients"],
-                 info.get("ports", PORTS_PER_RECEIVER), info.get("shift"))
+    plan = flows(n, info.addresses, conns, f["clients"], info.ports, info.shift)
     ports = {flow.port for flow in plan}
     argvs = commands(n, plan, f["write_size"], f["direction"], window)
     measure_end = started + n.warmup_s + n.measure_s
@@ -187,13 +189,13 @@ def stream(ctx: PointContext, n: Net, started: float) -> dict[str, Any]:
     return values
 
 
-def latency(ctx: PointContext, n: Net, started: float) -> dict[str, Any]:
+def latency(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
     """sockperf ping-pong from every sender, one session to the first receiver or one to each,
     all at once, for warm-up + measured seconds."""
     f = ctx.point.factors
-    senders = ctx.deployment.info["senders"]
-    addresses = ctx.deployment.info["addresses"]
-    shift = ctx.deployment.info.get("shift") or [0] * len(addresses)
+    senders = ctx.deployment.info.senders
+    addresses = ctx.deployment.info.addresses
+    shift = ctx.deployment.info.shift or [0] * len(addresses)
     targets = list(zip(addresses, shift))
     targets = targets if n.per_receiver else targets[:1]
     sessions = [(c, a, d) for c in range(len(senders)) for a, d in targets]

@@ -5,6 +5,8 @@ sentence per problem."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import model_validator
 
 from tierbench.config.models import (Model, choice, flag, non_empty_list, one_or_many, problem,
@@ -23,33 +25,33 @@ MAX_CLIENTS = 8
 class WindowAbove(Model):
     """001's window rule: above `connections` connections, every socket gets `window` bytes."""
 
-    connections: whole(1, MAX_CONNECTIONS)
-    window: whole(4096)
+    connections: Annotated[int, whole(1, MAX_CONNECTIONS)]
+    window: Annotated[int, whole(4096)]
 
 
 class Net(Model):
     """The `net:` block of a network experiment."""
 
-    test: choice(*TESTS)
-    tool: choice(*TOOLS) = "iperf2"
+    test: Annotated[str, choice(*TESTS)]
+    tool: Annotated[str, choice(*TOOLS)] = "iperf2"
     # receivers (000's links: one receiver per port of the sender); a list is a factor
-    receivers: one_or_many(whole(1, 15), "whole number") = [1]
+    receivers: Annotated[list[int], one_or_many(whole(1, 15), "whole number")] = [1]
     # senders (003's concurrent client hosts), each running the whole set of connections
-    clients: one_or_many(whole(1, MAX_CLIENTS), "whole number") = [1]
-    connections: one_or_many(whole(1, MAX_CONNECTIONS), "whole number") = [1]
+    clients: Annotated[list[int], one_or_many(whole(1, MAX_CLIENTS), "whole number")] = [1]
+    connections: Annotated[list[int], one_or_many(whole(1, MAX_CONNECTIONS), "whole number")] = [1]
     # connections (stream) or sessions (latency) per receiver (000 NET-bw: one connection per
     # link and direction; 003: one session from every client to each server)
-    per_receiver: flag() = False
-    write_size: one_or_many(whole(1, 16 * 1024 * 1024), "whole number") = [131072]
-    direction: one_or_many(choice("uni", "bi"), "direction") = ["uni"]
-    window: whole(4096) | None = None
+    per_receiver: Annotated[bool, flag()] = False
+    write_size: Annotated[list[int], one_or_many(whole(1, 16 * 1024 * 1024), "whole number")] = [131072]
+    direction: Annotated[list[str], one_or_many(choice("uni", "bi"), "direction")] = ["uni"]
+    window: Annotated[int, whole(4096)] | None = None
     window_above: WindowAbove | None = None
     # latency: bytes per message; dmacopy: bytes per copy
-    message_size: one_or_many(whole(tools.SOCKPERF_MIN_MESSAGE, 65536), "whole number") = [64]
-    cases: non_empty_list(text(r"^[\w./-]+$", "sockopt-1-default"), "mode names") | None = None
-    profile: flag() = False
-    warmup_s: whole(0, 60) = 2
-    measure_s: whole(1, 600) = 10
+    message_size: Annotated[list[int], one_or_many(whole(tools.SOCKPERF_MIN_MESSAGE, 65536), "whole number")] = [64]
+    cases: Annotated[list[str], non_empty_list(text(r"^[\w./-]+$", "sockopt-1-default"), "mode names")] | None = None
+    profile: Annotated[bool, flag()] = False
+    warmup_s: Annotated[int, whole(0, 60)] = 2
+    measure_s: Annotated[int, whole(1, 600)] = 10
 
     @model_validator(mode="after")
     def _fits(self) -> Net:

@@ -5,13 +5,14 @@ that stopped during a point."""
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from tierbench.config.files import ROOT
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.net import tools
-from tierbench.kinds.net.flows import PORT_STRIDE, iperf3_servers, iperf_servers
+from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_servers,
+                                       iperf_servers)
 from tierbench.kinds.net.settings import Net
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.placement import compose, placer
@@ -21,9 +22,21 @@ TIERS = (SENDER, RECEIVER)
 IMAGE = "tierbench-net"
 
 
-def deploy(n: Net, key: Hashable) -> Deployment:
+@dataclass
+class NetInfo:
+    """The network tier's own handles: its sender and receiver containers, the receivers'
+    addresses and port shifts (receivers sharing one node's ports, PORT_STRIDE apart), and the
+    iperf 2 servers each receiver runs."""
+
+    senders: list[compose.Container]
+    receivers: list[compose.Container]
+    addresses: list[str]
+    shift: list[int]
+    ports: int = PORTS_PER_RECEIVER
+
+
+def deploy(n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
     """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
-    receivers, clients = key  # type: ignore[misc]
     ports = iperf_servers(n, receivers, clients)
     ports3 = iperf3_servers(n, receivers, clients)
     where = placer.current()
@@ -43,11 +56,11 @@ def deploy(n: Net, key: Hashable) -> Deployment:
                                                                    clients)},
                               timeout=300))
     deployment = discover(receivers, clients)
-    deployment.info["ports"] = ports
+    deployment.info.ports = ports
     return deployment
 
 
-def running() -> Deployment | None:
+def running() -> Deployment[NetInfo] | None:
     """The network tier, when it is up."""
     found = [c for c in placer.current().replicas() if c.service in TIERS]
     receivers = sum(1 for c in found if c.service == RECEIVER)
@@ -55,14 +68,14 @@ def running() -> Deployment | None:
     return discover(receivers, clients) if receivers and clients else None
 
 
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment[NetInfo]) -> None:
     """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
     node whose Docker engine stopped answering)."""
     try:
         running = {c.id for c in placer.current().replicas()}
     except compose.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
-    down = [c.name for c in deployment.info["receivers"] if c.id not in running]
+    down = [c.name for c in deployment.info.receivers if c.id not in running]
     if down:
         raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
                       + (f" ({row['error']})" if row.get("error") else "")
@@ -83,7 +96,7 @@ def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[
              "NET_SOCKPERF_SERVERS": str(clients)} for i in range(receivers)]
 
 
-def discover(receivers: int, clients: int = 1) -> Deployment:
+def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     """The running network tier wherever it runs: senders and receivers, their CPU counters
     and interfaces."""
     where = placer.current()
@@ -110,5 +123,4 @@ def discover(receivers: int, clients: int = 1) -> Deployment:
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment((receivers, clients), tiers, cpus, ifaces,
                       containers={SENDER: senders[0], RECEIVER: servers[0]},
-                      info={"sender": senders[0], "senders": senders, "receivers": servers,
-                            "addresses": addresses, "shift": shift}, placer=where)
+                      info=NetInfo(senders, servers, addresses, shift), placer=where)

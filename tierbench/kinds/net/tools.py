@@ -605,7 +605,7 @@ def parse_perf_script(text: str, commands: tuple[str, ...] = ()) -> dict:
         close(comm, frames)
     if samples == 0:
         raise NetParseError("perf recorded no samples (is cpu-clock sampling allowed here?)")
-    pct = {f"{cat}_pct": 100.0 * n / samples for cat, n in hits.items()}
+    pct: dict[str, float | None] = {f"{cat}_pct": 100.0 * n / samples for cat, n in hits.items()}
     pct.update({f"{cat}_sender_pct": 100.0 * n / sender if sender else None
                 for cat, n in own.items()})
     top = sorted(by_comm.items(), key=lambda kv: -kv[1])[:15]

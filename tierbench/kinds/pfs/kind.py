@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
@@ -15,6 +15,7 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
 from tierbench.kinds.pfs import stack
 from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
+from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import PointFactors
 from tierbench.placement import compose, orangefs, placer, space
 from tierbench.placement.orangefs import PfsError
@@ -32,7 +33,7 @@ SUMMARY_COLUMNS = [
 
 
 
-class PfsKind(Kind):
+class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     """Parallel file system benchmarks on the OrangeFS tier (000 §6.2, 004 §4.1)."""
 
     name = "pfs"
@@ -44,15 +45,15 @@ class PfsKind(Kind):
     roles = ("pfs_meta", "pfs_io", "pfs_clients")
     bring_up = "cluster bring-up (about 10 s each)"
 
-    def settings(self, exp: Experiment) -> Pfs:
+    def settings(self, exp: Experiment[PfsSettings]) -> Pfs:
         """The experiment's `pfs:` block."""
-        return exp.settings.pfs  # type: ignore[attr-defined, no-any-return]
+        return exp.settings.pfs
 
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[PfsSettings]) -> None:
         """A PFS run has no web or proxy servers whose options a mode could set."""
         refuse_server_modes(exp, "a parallel file system experiment")
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[PfsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         p = self.settings(exp)
         pfs: dict[str, Any] = {"test": p.test, "io_servers": list(p.io_servers),
@@ -73,9 +74,10 @@ class PfsKind(Kind):
                 "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
                 "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[PfsSettings]) -> list[tuple[str, list[Any]]]:
         """I/O servers x the test's factor x mode x repetition."""
         p = self.settings(exp)
+        factors: list[dict[str, Any]]
         if p.test == "concurrent":
             factors = [{"clients": c, "streams": c} for c in p.clients]
         elif p.test == "streams":
@@ -93,23 +95,23 @@ class PfsKind(Kind):
                "filesystem": "orangefs", "buffer": MIB}
         return out | combo["factor"]
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[PfsSettings], combo: dict[str, Any] | Point) -> Hashable:
         """The number of I/O servers: a different N is a new cluster."""
         return combo["io_servers"] if isinstance(combo, dict) else combo["io_servers"]
 
-    def order(self, exp: Experiment, combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def order(self, exp: Experiment[PfsSettings], combos: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Shuffled within each cluster size, cluster sizes in the order listed."""
         listed = list(self.settings(exp).io_servers)
         return sorted(combos, key=lambda c: listed.index(c["io_servers"]))
 
     # -- plan
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[PfsSettings]) -> float:
         """settle, the timed phases, set-up and checksums."""
         p = self.settings(exp)
         lead = START_DELAY_S + placer.current().exec_lead_s
         return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""
         p = self.settings(exp)
         return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
@@ -118,13 +120,13 @@ class PfsKind(Kind):
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
                 "and checksums"]
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[PfsSettings], point: Point, first: bool) -> str:
         """The cluster from this point on."""
         p = self.settings(exp)
         return (f"  -- cluster: 1 metadata + {point['io_servers']} I/O servers, "
                 f"{cluster_clients(p)} client container(s)" + ("" if first else " (new cluster)"))
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[PfsSettings], point: Point) -> str:
         """The factor values, mode and repetition."""
         p = self.settings(exp)
         f = point.factors
@@ -133,14 +135,14 @@ class PfsKind(Kind):
         return (f"  {point.id}  {what}  mode={point.mode:<16} rep={point.repetition}  "
                 f"~{self.point_seconds(exp):.0f} s")
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[PfsSettings], point: Point) -> str:
         """How the progress line names a point."""
         f = point.factors
         what = (f"{f['filesystem']} {f['buffer']} B" if self.settings(exp).test == "basic" else
                 f"N={f['io_servers']} {f['streams']} stream(s)")
         return f"{point.id} {what} {point.mode} rep {point.repetition}"
 
-    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+    def needs(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[space.Need]:
         """The largest point's files: on the I/O servers' storage, in a client's scratch
         tmpfs (the source data and what is read back), on the clients' disk volume."""
         p = self.settings(exp)
@@ -187,43 +189,45 @@ class PfsKind(Kind):
         return out
 
     # -- run
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[PfsSettings], points: list[Point]) -> None:
         """The OrangeFS image exists."""
         orangefs.check_image()
 
-    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+    def prepare(self, exp: Experiment[PfsSettings], run_dir: Path) -> PfsPrepared:
         """Per-run state: the run id (file names) and whether the fault fired."""
-        return {"run_id": run_dir.name, "fault_done": False}
+        return PfsPrepared(run_dir.name)
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
-        """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
-        return stack.deploy(self.settings(exp), key, previous)
+    def deploy(self, exp: Experiment[PfsSettings], key: Hashable, prepared: PfsPrepared,
+               previous: Deployment[PfsInfo] | None, point: Point) -> Deployment[PfsInfo]:
+        """A new cluster of 1 metadata + N I/O servers (the key: deployment_key's io_servers)
+        and the clients the test needs."""
+        return stack.deploy(self.settings(exp), cast(int, key), previous)
 
-    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+    def finish(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo]) -> list[str]:
         """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
         a new cluster anyway)."""
         placer.current().down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[PfsInfo] | None:
         """The OrangeFS cluster, when one is up."""
         return stack.running()
 
-    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+    def provenance(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo],
+                   ) -> dict[str, Any]:
         """The OrangeFS source the image was built from (tarball and sha256)."""
-        server = deployment.info["servers"][0]
+        server = deployment.info.servers[0]
         done = compose.exec_in(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
         return {"orangefs": done.stdout.strip()}
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[PfsSettings, PfsInfo, PfsPrepared]) -> PointResult:
         """Streams, timed phases and checks; the figures are per phase."""
         p = self.settings(ctx.exp)
         f = ctx.point.factors
         point = PointFactors(ctx.point.id, ctx.point.mode, ctx.point.repetition, f["io_servers"],
                          f["clients"], f["streams"], f["filesystem"], f["buffer"])
         ctx.record["io_servers"] = point.io_servers
-        phases = Phases(p, ctx.exp.seed, ctx.prepared["run_id"], ctx.deployment, ctx.prepared,
+        phases = Phases(p, ctx.exp.seed, ctx.prepared.run_id, ctx.deployment, ctx.prepared,
                         ctx.sampler)
         row: dict[str, Any] = {}
         try:
@@ -235,13 +239,13 @@ class PfsKind(Kind):
         error = row.pop("error", None)
         return PointResult(row, window=phases.window, error=error)
 
-    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
-                    deployment: Deployment) -> None:
+    def after_point(self, exp: Experiment[PfsSettings], point: Point, row: dict[str, Any],
+                    deployment: Deployment[PfsInfo]) -> None:
         """A stopped server ends the run with one sentence naming it."""
         stack.after_point(point, row, deployment)
 
     # -- results
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[PfsSettings], point: Point) -> dict[str, Any]:
         """point, test, mode, repetition, cluster size, clients, streams, fs, buffer, access."""
         p = self.settings(exp)
         f = point.factors
@@ -255,7 +259,7 @@ class PfsKind(Kind):
             row.update(access=p.access, buffer=MIB)
         return row
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[PfsSettings]) -> list[Column]:
         """Identity, then read_* and write_* figures, then integrity."""
         return [Column(c) for c in SUMMARY_COLUMNS]
 

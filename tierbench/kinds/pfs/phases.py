@@ -18,6 +18,7 @@ from typing import Any
 
 from tierbench.kinds.contract import Deployment, log
 from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
+from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
                                          parse_io_line, phase_cpu, sha256)
 from tierbench.placement import compose, orangefs, placer
@@ -30,13 +31,13 @@ START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far
 class Phases:
     """One point's streams, timed phases and checks on the running cluster."""
 
-    def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment,
-                 prepared: dict[str, Any], sampler: Any) -> None:
+    def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment[PfsInfo],
+                 prepared: PfsPrepared, sampler: Any) -> None:
         self.settings, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
-        self.servers: list[compose.Container] = deployment.info["servers"]
-        self.clients: list[compose.Container] = deployment.info["clients"]
+        self.servers: list[compose.Container] = deployment.info.servers
+        self.clients: list[compose.Container] = deployment.info.clients
         self.sampler = sampler  # the point's running sampler: its now() reads every counter
-        self.io_servers = int(deployment.key)  # type: ignore[arg-type]
+        self.io_servers = deployment.info.io_servers
         self.window: tuple[float, float] | None = None  # first phase start .. last phase end
 
     def _streams(self, point: PointFactors, row: dict) -> list[Stream]:
@@ -169,7 +170,7 @@ class Phases:
             for s in group:
                 line = next((ln for ln in text.splitlines() if ln.startswith(f"stream={s.number} ")),
                             "")
-                r = parse_io_line(line) if line else {
+                r: dict[str, Any] = parse_io_line(line) if line else {
                     "status": "error", "error": f"no result within {timeout:.0f} s"}
                 r.update(stream=s.number, client=label(s.client))
                 results.append(r)
@@ -209,9 +210,9 @@ class Phases:
     def _arm_fault(self, start: float) -> threading.Thread | None:
         """The experiment's fault, once per run: stop a server `after_s` into a timed phase."""
         fault = self.settings.fault.model_dump() if self.settings.fault else None
-        if not fault or self.prepared["fault_done"]:
+        if not fault or self.prepared.fault_done:
             return None
-        self.prepared["fault_done"] = True
+        self.prepared.fault_done = True
         target = next((c for c in self.servers if c.service == fault["stop"]), None)
         if target is None:
             log(f"tierbench: fault: {fault['stop']} is not part of this cluster; nothing stopped")

@@ -4,6 +4,8 @@ sentence per problem."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import model_validator
 
 from tierbench.config.models import Model, choice, flag, number, one_or_many, problem, whole
@@ -20,30 +22,30 @@ MIB = 1 << 20
 class Fault(Model):
     """Stop one server `after_s` seconds into the first timed phase of the run."""
 
-    stop: choice(*orangefs.server_services(MAX_IO_SERVERS))
-    after_s: number(0) = 1
+    stop: Annotated[str, choice(*orangefs.server_services(MAX_IO_SERVERS))]
+    after_s: Annotated[float, number(0)] = 1
 
 
 class Pfs(Model):
     """The `pfs:` block of an experiment file."""
 
-    test: choice(*TESTS)
-    io_servers: one_or_many(whole(1, MAX_IO_SERVERS), "whole number") = [2]
-    strip_size: whole(4096) = 65536
-    storage: choice(*STORAGE) = "tmpfs"
-    measure_s: number(0.5) = 10
-    job_timeout_s: whole(2, 300) = 15
+    test: Annotated[str, choice(*TESTS)]
+    io_servers: Annotated[list[int], one_or_many(whole(1, MAX_IO_SERVERS), "whole number")] = [2]
+    strip_size: Annotated[int, whole(4096)] = 65536
+    storage: Annotated[str, choice(*STORAGE)] = "tmpfs"
+    measure_s: Annotated[float, number(0.5)] = 10
+    job_timeout_s: Annotated[int, whole(2, 300)] = 15
     fault: Fault | None = None
-    clients: one_or_many(whole(1, 16), "whole number") = [1, 2]
-    streams: one_or_many(whole(1, 256), "whole number") = [1, 4]
-    client_containers: whole(1, 16) = 4
-    access: choice(*ACCESS) = "native"
-    region_mb_per_server: number(0.0625) = 2
-    regions_per_stream: whole(1, 1024) = 16
-    filesystems: one_or_many(choice(*FILESYSTEMS), "file system") = ["tmpfs", "disk", "orangefs"]
-    buffers: one_or_many(whole(512, 64 * MIB), "whole number") = [4096, 65536, MIB]
-    file_mb: number(1, 4096) = 256
-    drop_caches: flag() = False
+    clients: Annotated[list[int], one_or_many(whole(1, 16), "whole number")] = [1, 2]
+    streams: Annotated[list[int], one_or_many(whole(1, 256), "whole number")] = [1, 4]
+    client_containers: Annotated[int, whole(1, 16)] = 4
+    access: Annotated[str, choice(*ACCESS)] = "native"
+    region_mb_per_server: Annotated[float, number(0.0625)] = 2
+    regions_per_stream: Annotated[int, whole(1, 1024)] = 16
+    filesystems: Annotated[list[str], one_or_many(choice(*FILESYSTEMS), "file system")] = ["tmpfs", "disk", "orangefs"]
+    buffers: Annotated[list[int], one_or_many(whole(512, 64 * MIB), "whole number")] = [4096, 65536, MIB]
+    file_mb: Annotated[float, number(1, 4096)] = 256
+    drop_caches: Annotated[bool, flag()] = False
 
     @model_validator(mode="after")
     def _per_test(self) -> Pfs:

@@ -4,7 +4,7 @@ stopped during a point."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
@@ -15,9 +15,26 @@ from tierbench.placement.orangefs import PfsError, label
 TIERS = ("pfs-client", "pfs-server")
 
 
-def deploy(p: Pfs, key: Hashable, previous: Deployment | None) -> Deployment:
-    """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
-    n = int(key)  # type: ignore[arg-type]
+@dataclass
+class PfsInfo:
+    """An OrangeFS cluster's own handles: its number of I/O servers, its server (metadata
+    first) and client containers."""
+
+    io_servers: int
+    servers: list[compose.Container]
+    clients: list[compose.Container]
+
+
+@dataclass
+class PfsPrepared:
+    """A pfs run's state: its id (file names) and whether the experiment's fault fired."""
+
+    run_id: str
+    fault_done: bool = False
+
+
+def deploy(p: Pfs, n: int, previous: Deployment[PfsInfo] | None) -> Deployment[PfsInfo]:
+    """A new cluster of 1 metadata + ``n`` I/O servers and the clients the test needs."""
     if previous is None:
         log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {n} I/O servers)")
     else:
@@ -29,7 +46,7 @@ def deploy(p: Pfs, key: Hashable, previous: Deployment | None) -> Deployment:
     servers, clients = orangefs.cluster_containers(where.replicas())
     return cluster_deployment(n, servers, clients)
 
-def running() -> Deployment | None:
+def running() -> Deployment[PfsInfo] | None:
     """The OrangeFS cluster, when one is up."""
     try:
         servers, clients = orangefs.cluster_containers(placer.current().replicas())
@@ -38,21 +55,21 @@ def running() -> Deployment | None:
     return cluster_deployment(len(servers) - 1, servers, clients)
 
 
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment[PfsInfo]) -> None:
     """A stopped server ends the run with one sentence naming it."""
     if row.get("error"):
         try:
             found = placer.current().replicas()
         except compose.StackError as exc:
             raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
-        down = orangefs.stopped_servers(int(deployment.key), found)  # type: ignore[arg-type]
+        down = orangefs.stopped_servers(deployment.info.io_servers, found)
         if down:
             raise RunEnds(f"OrangeFS server {', '.join(down)} stopped during {point.id}: "
                           f"{row['error']}; the run ends here")
 
 
 def cluster_deployment(n: int, servers: list[compose.Container],
-                       clients: list[compose.Container]) -> Deployment:
+                       clients: list[compose.Container]) -> Deployment[PfsInfo]:
     """The running cluster as a deployment: a client tier and a server tier."""
     where = placer.current()
     everyone = servers + clients
@@ -64,5 +81,5 @@ def cluster_deployment(n: int, servers: list[compose.Container],
                                 [ep for c in servers for ep in eps[label(c)]], servers)}
     ifaces = where.ifaces([ep for c in everyone for ep in eps[label(c)]])
     return Deployment(n, tiers, counters, ifaces, containers={label(c): c for c in everyone},
-                      info={"servers": servers, "clients": clients}, placer=where)
+                      info=PfsInfo(n, servers, clients), placer=where)
 

@@ -247,7 +247,7 @@ def db_figures(first: dict, last: dict) -> dict[str, float]:
             "db_blocks_read": delta("blks_read")}
 
 
-def write_check(writes_ok: int | None, rows: int | None, in_flight: int) -> str:
+def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> str:
     """"ok" when the rows the write requests inserted are the successful write requests (up to
     `in_flight` more: requests the engine stopped waiting for, which the database still
     completed), else one sentence saying what differs."""

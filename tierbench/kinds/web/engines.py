@@ -25,7 +25,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path,
 
 
 def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
-                bytes_label: str | list[str]) -> dict:
+                bytes_label: str | list[str] | list[tuple[str, str]]) -> dict:
     """The point's summary row (webmetrics.SUMMARY_COLUMNS) for either engine's result.
 
     With per-request records (Locust) this is webmetrics.summarize over the result's window. With

@@ -13,15 +13,15 @@ from tierbench.config.errors import ConfigError
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult)
 from tierbench.kinds.web import plan, report, results, sequence, sizes, stack, webdisks
-from tierbench.kinds.web.stack import GENERATOR, TIERS
+from tierbench.kinds.web.stack import GENERATOR, TIERS, WebInfo
 from tierbench.kinds.web.load import stop
-from tierbench.kinds.web.settings import (StackSettings, WebSettings, has_dynamic, stack_for,
-                                          stack_settings, trace_dicts)
-from tierbench.kinds.web.prepare import prepare, workload_errors
+from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
+                                          trace_dicts)
+from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.placement import compose, disks, placer, space
 
 
-class WebKind(Kind):
+class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     """Traces replayed through the proxy -> web stack."""
 
     name = "web"
@@ -33,24 +33,24 @@ class WebKind(Kind):
     bring_up = "stack bring-up (seconds when images are built)"
 
     # -- experiment
-    def check(self, exp: Experiment) -> None:
+    def check(self, exp: Experiment[WebSettings]) -> None:
         """A real device the experiment names must exist (sizes and use: at preflight; a
         cluster node's devices are checked there at preflight)."""
-        s: WebSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         if placer.current().cluster is not None:
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
             raise ConfigError(f"{exp.source}: {wrong}")
 
-    def cluster_roles(self, exp: Experiment) -> list[str]:
+    def cluster_roles(self, exp: Experiment[WebSettings]) -> list[str]:
         """loadgen, proxy and web (web, web2 and web3 round the web nodes with
         stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
         load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
         system is built on the node of the web server it serves. Refused in one sentence: several
         web servers over disk systems on more than one node, and several web servers over
         OrangeFS (only web mounts it)."""
-        s: WebSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         known = webdisks.names(s.disk_systems)
         on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
         servers = s.stack.web_servers or (3 if s.stack.placement else 1)
@@ -82,9 +82,9 @@ class WebKind(Kind):
             roles += ["pfs_meta", "pfs_io"]
         return roles
 
-    def resolved(self, exp: Experiment) -> dict[str, Any]:
+    def resolved(self, exp: Experiment[WebSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
-        s: WebSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         ld = s.load
         systems = used_systems(s)
         return {
@@ -112,12 +112,12 @@ class WebKind(Kind):
             **({"disk_systems": systems} if systems else {}),
         }
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[WebSettings]) -> list[tuple[str, list[Any]]]:
         """trace x mode x users x docroot x placement (004 Table 4) x repetition."""
-        s: WebSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
                 ("users", list(s.load.users)), ("docroot", list(s.stack.docroot)),
-                ("placement", list(s.stack.placement or [None])),
+                ("placement", list(s.stack.placement) if s.stack.placement else [None]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
     def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
@@ -127,39 +127,40 @@ class WebKind(Kind):
             out.pop("placement", None)
         return out
 
-    def deployment_key(self, exp: Experiment, combo: dict[str, Any] | Point) -> Hashable:
+    def deployment_key(self, exp: Experiment[WebSettings],
+                       combo: dict[str, Any] | Point) -> Hashable:
         """The stack settings, as a hashable key."""
         c = combo.factors | {"mode": combo.mode} if isinstance(combo, Point) else combo
         return tuple(sorted(stack_for(exp, c["mode"], c["docroot"], c.get("placement")).items()))
 
     # -- plan
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[WebSettings]) -> float:
         """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
         return plan.point_seconds(exp)
 
-    def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
+    def plan_header(self, exp: Experiment[WebSettings], points: list[Point]) -> list[str]:
         """What runs, how, and what a point costs."""
         return plan.header(exp, points)
 
-    def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
+    def deployment_line(self, exp: Experiment[WebSettings], point: Point, first: bool) -> str:
         """The stack settings from this point on."""
         return plan.placement_line(exp, point, first)
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
+    def point_line(self, exp: Experiment[WebSettings], point: Point) -> str:
         """trace, mode, repetition, users, time."""
         return plan.point_line(exp, point)
 
-    def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
+    def needs(self, exp: Experiment[WebSettings], points: list[Point]) -> list[space.Need]:
         """The file sets on each docroot the experiment uses, the hot site's small files."""
         with workload_errors(exp):
             return sizes.needs(exp, len(points))
 
     # -- run
-    def preflight(self, exp: Experiment, points: list[Point]) -> None:
+    def preflight(self, exp: Experiment[WebSettings], points: list[Point]) -> None:
         """Every image the run will need is built (the first time, or after its build context
         changed); disk systems can be built where they go (the web node's tools and devices,
         asked there)."""
-        s: WebSettings = exp.settings  # type: ignore[assignment]
+        s = exp.settings
         known = webdisks.names(s.disk_systems)
         bases = [compose.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
         compose.ensure_images([name for base in bases for name in compose.stack_images(
@@ -175,49 +176,48 @@ class WebKind(Kind):
             if problem:
                 raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 
-    def prepare(self, exp: Experiment, run_dir: Path) -> dict[str, Any]:
+    def prepare(self, exp: Experiment[WebSettings], run_dir: Path) -> WebPrepared:
         """Every trace written into run_dir/traces; the file sets and hot sets they need."""
-        return prepare(exp, exp.settings, run_dir)  # type: ignore[arg-type]
+        return prepare(exp, run_dir)
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[WebSettings], key: Hashable, prepared: WebPrepared,
+               previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
         """The stack up with the key's settings (kinds.web.stack)."""
-        return stack.deploy(exp.settings, exp.seed, key, prepared,  # type: ignore[arg-type]
-                            previous, point)
+        return stack.deploy(exp.settings, exp.seed, key, prepared, previous, point)
 
-    def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
+    def finish(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo]) -> list[str]:
         """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever
         connects (any other stack stays up for the next run)."""
-        up: StackSettings | None = deployment.info.get("stack")
-        docroot = up.record.get("docroot", "disk") if up else "disk"
+        docroot = deployment.info.stack.record.get("docroot", "disk")
         if compose.docroot_parts(str(docroot))[0] != "orangefs":
             return []
         placer.current().down()
         return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
 
-    def running(self) -> Deployment | None:
+    def running(self) -> Deployment[WebInfo] | None:
         """The stack's tiers, when its services are up."""
         return stack.running()
 
-    def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
+    def provenance(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo],
+                   ) -> dict[str, Any]:
         """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
         return stack.provenance(deployment)
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[WebSettings, WebInfo, WebPrepared]) -> PointResult:
         """Replay the point's trace (kinds.web.sequence)."""
-        return sequence.run(ctx, ctx.exp.settings)  # type: ignore[arg-type]
+        return sequence.run(ctx, ctx.exp.settings)
 
-    def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
-                    deployment: Deployment) -> None:
+    def after_point(self, exp: Experiment[WebSettings], point: Point, row: dict[str, Any],
+                    deployment: Deployment[WebInfo]) -> None:
         """A stopped proxy or web tier ends the run; a stopped app or db tier starts again."""
         stack.after_point(point, row, deployment)
 
     # -- results
-    def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
+    def identity(self, exp: Experiment[WebSettings], point: Point) -> dict[str, Any]:
         """point, trace, mode, repetition, engine, users, docroot, the trace's facts."""
         return results.identity(exp, point)
 
-    def columns(self, exp: Experiment) -> list[Column]:
+    def columns(self, exp: Experiment[WebSettings]) -> list[Column]:
         """webmetrics.SUMMARY_COLUMNS with the dynamic requests' columns when they run."""
         return results.columns(exp)
 
@@ -225,7 +225,7 @@ class WebKind(Kind):
         """TPS, MB/s, server CPU per KB, generator CPU."""
         return results.brief(row)
 
-    def point_title(self, exp: Experiment, point: Point) -> str:
+    def point_title(self, exp: Experiment[WebSettings], point: Point) -> str:
         """How the progress line names a point."""
         return results.point_title(exp, point)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +135,7 @@ def exec_argv(argv: list[str], env: dict[str, str], container: Container) -> lis
 
 
 def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-          timeout: float, what: str, also: list[Container] = (),
+          timeout: float, what: str, also: Sequence[Container] = (),
           fetch: Callable[[], None] | None = None) -> int:
     """docker exec argv in the loadgen container, output to log_path; stops it on any exit
     (and any engine in the `also` containers); then ``fetch`` brings back what it wrote."""
@@ -146,7 +146,7 @@ def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_pa
 
 
 def _exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-                 timeout: float, what: str, also: list[Container] = ()) -> int:
+                 timeout: float, what: str, also: Sequence[Container] = ()) -> int:
     with log_path.open("w") as log:
         # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
         proc = subprocess.Popen(exec_argv(argv, env, loadgen), stdout=log,

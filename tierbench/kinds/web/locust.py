@@ -179,11 +179,11 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
     procs = []
     try:
         for n, w in enumerate(workers, 1):
-            log = (point_dir / f"locust-worker-{n}.log").open("w")
+            worker_log = (point_dir / f"locust-worker-{n}.log").open("w")
             procs.append(subprocess.Popen(
                 exec_argv(worker_argv(spec.master, spec.processes), worker_env, w),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-            log.close()
+                stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True))
+            worker_log.close()
         log = point_dir / "locust.log"
         code = exec_engine(master_argv(spec, point_dir, duration), env, loadgen, log,
                      spec.worker_wait_s + duration + FLUSH_TIMEOUT_S + 60, "Locust master",

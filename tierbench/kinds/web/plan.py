@@ -9,15 +9,15 @@ from tierbench.kinds.web.settings import Load, StackSettings, WebSettings, stack
 from tierbench.kinds.web.sizes import POINT_OVERHEAD_S
 
 
-def point_seconds(exp: Experiment) -> float:
+def point_seconds(exp: Experiment[WebSettings]) -> float:
     """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
-    ld = exp.settings.load  # type: ignore[attr-defined]
+    ld = exp.settings.load
     return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
 
 
-def header(exp: Experiment, points: list[Point]) -> list[str]:
+def header(exp: Experiment[WebSettings], points: list[Point]) -> list[str]:
     """What runs, how, and what a point costs."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     ld = s.load
     return [f"experiment {exp.name} ({exp.source}): {len(points)} points, "
             f"order shuffled with seed {exp.seed}; engine {s.engine}, target {s.target}"
@@ -42,17 +42,17 @@ def counted_total(load: Load) -> str:
     return ", ".join(f"{u} client{'s' if u > 1 else ''}: {u * n:,} a point" for u in load.users)
 
 
-def placement_line(exp: Experiment, point: Point, first: bool) -> str:
+def placement_line(exp: Experiment[WebSettings], point: Point, first: bool) -> str:
     """The stack settings from this point on."""
     record = stack_for(exp, point.mode, point["docroot"], point.factors.get("placement"))
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     return (f"  -- stack: {StackSettings(record).text()}" + ("" if first else " (restart)")
             + webdisks.label(record, webdisks.names(s.disk_systems)))
 
 
-def point_line(exp: Experiment, point: Point) -> str:
+def point_line(exp: Experiment[WebSettings], point: Point) -> str:
     """trace, mode, repetition, users, time (at most that, in a request-count run)."""
-    about = "<=" if exp.settings.load.requests_per_client else "~"  # type: ignore[attr-defined]
+    about = "<=" if exp.settings.load.requests_per_client else "~"
     return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
             f"rep={point.repetition}  users={point['users']}  "
             f"{about}{point_seconds(exp):.0f} s")

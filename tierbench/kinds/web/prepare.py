@@ -8,8 +8,8 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tierbench.config.errors import ConfigError
 from tierbench.kinds.contract import Experiment, log
@@ -17,6 +17,21 @@ from tierbench.kinds.web import webdisks
 from tierbench.kinds.web.settings import WebSettings, stack_settings, trace_dicts
 from workloads import filesets, worldcup
 from workloads import traces as tracelib
+
+
+@dataclass
+class WebPrepared:
+    """What a web run's points need of its traces: each trace's file (by name), the file sets
+    and the hot site's sets they need, each set's files by popularity rank (a docroot spread by
+    popularity, 004 Table 4), every file's size (per-file figures from access logs), and
+    whether the experiment's fault has fired (once per run)."""
+
+    traces: dict[str, Path]
+    filesets: list[dict]
+    hot_sets: list[dict]
+    popularity: dict[str, list[int]]
+    sizes: dict[str, int]
+    fault_done: bool = False
 
 
 @contextmanager
@@ -54,8 +69,9 @@ def hot_sets(specs: list[dict], site: str | None) -> list[dict]:
             for part in t["parts"] if part["site"] == site]
 
 
-def prepare(exp: Experiment, s: WebSettings, run_dir: Path) -> dict[str, Any]:
+def prepare(exp: Experiment[WebSettings], run_dir: Path) -> WebPrepared:
     """Every trace written into run_dir/traces; the file sets and hot sets they need."""
+    s = exp.settings
     with workload_errors(exp):
         folder = run_dir / "traces"
         folder.mkdir(exist_ok=True)  # a resumed run writes the same traces again
@@ -74,8 +90,8 @@ def prepare(exp: Experiment, s: WebSettings, run_dir: Path) -> dict[str, Any]:
                     f"{worldcup.log_path(spec).name} in {time.monotonic() - t0:.1f} s")
             paths[spec["name"]] = path
         sets = filesets_of(specs)
-        return {"traces": paths, "filesets": sets,
-                "hot_sets": hot_sets(specs, stack_settings(s).get("hot_site")),
-                "fault_done": False,
-                "popularity": webdisks.popularity(specs, exp.seed) if s.stack.placement else {},
-                "sizes": webdisks.sizes_of(sets) if s.stack.access_log else {}}
+        return WebPrepared(
+            traces=paths, filesets=sets,
+            hot_sets=hot_sets(specs, stack_settings(s).get("hot_site")),
+            popularity=webdisks.popularity(specs, exp.seed) if s.stack.placement else {},
+            sizes=webdisks.sizes_of(sets) if s.stack.access_log else {})

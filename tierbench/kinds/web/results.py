@@ -17,12 +17,12 @@ APP_DB_COLUMNS = ["dyn_tps", "db_tps", "db_rows_read", "db_rows_written", "db_bl
                   "writes_ok", "rows_written", "write_check"]
 
 
-def identity(exp: Experiment, point: Point) -> dict[str, Any]:
+def identity(exp: Experiment[WebSettings], point: Point) -> dict[str, Any]:
     """point, trace, mode, repetition, engine, users, docroot, what the trace is (its kind,
     size, alpha, class, hit ratio: tracelib.facts); with dynamic requests what
     the trace asks for (content, dynamic_share, query); with CPU modes the platform the
     mode gives the tiers it covers (cpus, cpu_time: CPUs of time, the limit or the count)."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     out = {"point": point.id, "trace": point["trace"]["name"], "mode": point.mode,
            "repetition": point.repetition, "engine": s.engine,
            "users": point["users"], "docroot": point["docroot"],
@@ -38,10 +38,10 @@ def identity(exp: Experiment, point: Point) -> dict[str, Any]:
         out.update(platform(exp.mode(point.mode)))
     return out
 
-def columns(exp: Experiment) -> list[Column]:
+def columns(exp: Experiment[WebSettings]) -> list[Column]:
     """webmetrics.SUMMARY_COLUMNS (docroot and per-site columns follow, sorted), with the
     dynamic requests' and the application and database tiers' columns when they run."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     names = list(webmetrics.SUMMARY_COLUMNS)
 
     def after(column: str, new: list[str]) -> None:
@@ -70,9 +70,9 @@ def brief(row: dict[str, Any]) -> str:
             f"{row['server_cpu_us_per_kb']:.2f} us/KB, generator "
             f"{row['generator_cpu_pct']:.0f} %{db}{errors}{flag_}{check}")
 
-def point_title(exp: Experiment, point: Point) -> str:
+def point_title(exp: Experiment[WebSettings], point: Point) -> str:
     """How the progress line names a point (users and docroot when they vary)."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     extra = (f" {point['users']} users" if len(s.load.users) > 1 else "") + \
         (f" on {point['docroot']}" if len(s.stack.docroot) > 1 else "") + \
         (f" placed {point.factors['placement']}" if "placement" in point.factors else "")

@@ -8,18 +8,23 @@ from __future__ import annotations
 import time
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines, locust
+from tierbench.kinds.web import engines
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
+from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import WebSettings
-from tierbench.kinds.web.steps import Measured, Step
+from tierbench.kinds.web.stack import WebInfo
+from tierbench.kinds.web.steps import Measured
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import marks_at
 from tierbench.placement import placer
 from workloads import traces as tracelib
 
 
-def load_spec(ctx: PointContext, s: WebSettings) -> LoadSpec:
+WebContext = PointContext[WebSettings, WebInfo, WebPrepared]
+
+
+def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
     """The load of the point: the experiment's, with the point's users, the target as the load
     generator reaches it (recorded when it differs) and its files fetched back from its node."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
@@ -34,26 +39,26 @@ def load_spec(ctx: PointContext, s: WebSettings) -> LoadSpec:
                     rate=ld.rate, target=target, allow_foreign_target=s.allow_foreign_target,
                     workers=ld.workers, remote_workers=ld.remote_workers,
                     worker_wait_s=ld.worker_wait_s,
-                    master=dep.info.get("master", locust.MASTER_HOST),
+                    master=dep.info.master,
                     own=tuple(where.own_addresses()),
                     fetch=lambda: where.pull(loadgen, ctx.dir),
                     requests_per_client=ld.requests_per_client,
                     dynamic=tracelib.content(point["trace"]) != "static")
 
 
-def run(ctx: PointContext, s: WebSettings) -> PointResult:
+def run(ctx: WebContext, s: WebSettings) -> PointResult:
     """Replay the point's trace; the summary over the samples bracketing the window."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
     where = placer.current()
-    steps: list[Step] = dep.info["steps"]
+    steps = dep.info.steps
     ctx.record["trace"] = point["trace"]["name"]
-    ctx.record["stack"] = dep.info["stack"].record
+    ctx.record["stack"] = dep.info.stack.record
     loadgen = dep.containers[GENERATOR]
     # Bytes delivered to the clients: what the host ends of the generator's veths transmit
     # (on a cluster, what its node's NIC receives).
     client_ifaces = where.received(dep.tiers[GENERATOR].endpoints)
     spec = load_spec(ctx, s)
-    trace = ctx.prepared["traces"][point["trace"]["name"]]
+    trace = ctx.prepared.traces[point["trace"]["name"]]
     index = tracelib.index_path(trace)  # the engines read the trace through it
     where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
     for step in steps:
@@ -65,7 +70,7 @@ def run(ctx: PointContext, s: WebSettings) -> PointResult:
     try:
         try:
             result = engines.run(spec, loadgen, ctx.dir, trace,
-                                 list(dep.info["workers"]) if ld.workers else None)
+                                 list(dep.info.workers) if ld.workers else None)
         finally:
             unmark()
             samples = ctx.sampler.stop()

@@ -31,26 +31,26 @@ STACK_DATA = ROOT / "workloads" / "data"  # World Cup logs: the folder the files
 class Think(Model):
     """Think time between a client's requests (closed loop)."""
 
-    kind: choice("fixed", "exponential")
-    mean_ms: number(0)
+    kind: Annotated[str, choice("fixed", "exponential")]
+    mean_ms: Annotated[float, number(0)]
 
 
 class Load(Model):
     """How the engine loads the stack."""
 
-    users: one_or_many(whole(1), "whole number >= 1") = [16]
-    processes: whole(1) = 1
+    users: Annotated[list[int], one_or_many(whole(1), "whole number >= 1")] = [16]
+    processes: Annotated[int, whole(1)] = 1
     think: Think | None = None
-    rate: number(0.001) | None = None
-    warmup_s: number(0) = 5
-    measure_s: number(2) = 15
-    workers: whole(0) = 0
-    remote_workers: whole(0) = 0
-    worker_wait_s: number(1) = 60
+    rate: Annotated[float, number(0.001)] | None = None
+    warmup_s: Annotated[float, number(0)] = 5
+    measure_s: Annotated[float, number(2)] = 15
+    workers: Annotated[int, whole(0)] = 0
+    remote_workers: Annotated[int, whole(0)] = 0
+    worker_wait_s: Annotated[float, number(1)] = 60
     # a request-count run (000 §5.2.1, 004 §3.2): after the warm-up each client sends the first
     # N requests of its sequence and stops; TPS over the window until the last one finished.
     # measure_s is then the window's time limit, and must be given.
-    requests_per_client: whole(1) | None = None
+    requests_per_client: Annotated[int, whole(1)] | None = None
 
     @model_validator(mode="after")
     def _counted(self) -> Load:
@@ -97,54 +97,54 @@ class Database(Model):
     """The database tier's data set and memory (compose/app-db.yml): `rows` rows of
     `row_bytes` bytes generated from `seed` (default: the experiment's)."""
 
-    rows: whole(1, 1_000_000_000) = 100_000
-    row_bytes: whole(1, 1 << 20) = 256
-    seed: whole(0) | None = None
-    shared_buffers: text(r"^[1-9][0-9]*(kB|MB|GB)$", "128MB") = "128MB"
+    rows: Annotated[int, whole(1, 1_000_000_000)] = 100_000
+    row_bytes: Annotated[int, whole(1, 1 << 20)] = 256
+    seed: Annotated[int, whole(0)] | None = None
+    shared_buffers: Annotated[str, text(r"^[1-9][0-9]*(kB|MB|GB)$", "128MB")] = "128MB"
 
 
 class Stack(Model):
     """Server options of the stack (a mode's `server:` overrides them per point)."""
 
-    proxy: choice("apache", "haproxy") = "apache"
-    proxy_cache: flag() = False
-    web_sendfile: flag() = True
-    web_mmap: flag() = True
-    docroot: one_or_many(Docroot, "docroot") = ["disk"]
-    pvfs_io_servers: whole(1, 8) | None = None
+    proxy: Annotated[str, choice("apache", "haproxy")] = "apache"
+    proxy_cache: Annotated[bool, flag()] = False
+    web_sendfile: Annotated[bool, flag()] = True
+    web_mmap: Annotated[bool, flag()] = True
+    docroot: Annotated[list[Docroot], one_or_many(Docroot, "docroot")] = ["disk"]
+    pvfs_io_servers: Annotated[int, whole(1, 8)] | None = None
     # where the OrangeFS I/O servers store: tmpfs, disk (Docker volumes) or a disk system's name
     # (each server on its own device(s): 004 §4.1's ext3 on an IDE disk per I/O server)
     pvfs_storage: Annotated[str, BeforeValidator(_system_or_storage)] | None = None
     hot_site: str | None = None
-    hot_below: whole(1) | None = None
+    hot_below: Annotated[int, whole(1)] | None = None
     # the web tier's memory limit (Docker's, e.g. 512m or 1g): its page cache lives inside it,
     # so a working set larger than this cannot stay cached (004's servers had 512 MB-1 GB)
-    web_memory: text(r"^[1-9][0-9]*[mMgG]$", "1g") | None = None
+    web_memory: Annotated[str, text(r"^[1-9][0-9]*[mMgG]$", "1g")] | None = None
     # each OrangeFS I/O server's memory limit (its page cache over its storage is charged to it)
-    pvfs_memory: text(r"^[1-9][0-9]*[mMgG]$", "512m") | None = None
+    pvfs_memory: Annotated[str, text(r"^[1-9][0-9]*[mMgG]$", "512m")] | None = None
     # cold: the docroot's files are dropped from the page cache before every point, so that
     # the first read of each file comes from the disk (the disk docroot only)
-    page_cache: choice("warm", "cold") = "warm"
+    page_cache: Annotated[str, choice("warm", "cold")] = "warm"
     # 004 §5.2.4 Table 4: how files lie on 3 disks per web server (a factor; the docroot names
     # the disk system each disk is); each strategy sets its web servers
-    placement: one_or_many(choice(*disks.STRATEGIES), "strategy") | None = None
+    placement: Annotated[list[str], one_or_many(choice(*disks.STRATEGIES), "strategy")] | None = None
     # 1 or 3 web servers behind the proxy (compose/web-servers.yml; 004's data center had 3)
-    web_servers: whole(1, 3) | None = None
+    web_servers: Annotated[int, whole(1, 3)] | None = None
     # the proxy and web tiers log every request with its time: per-file figures (004 Fig. 11-12)
-    access_log: flag() = False
+    access_log: Annotated[bool, flag()] = False
     # the application and database tiers (with dynamic requests in the traces)
     db: Database | None = None
-    app_workers: whole(1, 1024) | None = None
+    app_workers: Annotated[int, whole(1, 1024)] | None = None
 
 
 class UniformLog(Model):
     """A file set of `files` files with sizes uniform in log between min_size and max_size."""
 
-    kind: choice("uniform-log")
-    files: whole(1)
-    min_size: whole(1)
-    max_size: whole(1)
-    seed: whole(0) | None = None
+    kind: Annotated[str, choice("uniform-log")]
+    files: Annotated[int, whole(1)]
+    min_size: Annotated[int, whole(1)]
+    max_size: Annotated[int, whole(1)]
+    seed: Annotated[int, whole(0)] | None = None
 
     @model_validator(mode="after")
     def _range(self) -> UniformLog:
@@ -156,9 +156,9 @@ class UniformLog(Model):
 class ClassSet(Model):
     """One of 004's workload classes (Table 2)."""
 
-    kind: choice("class")
-    class_: whole(0) = Field(alias="class")
-    seed: whole(0) | None = None
+    kind: Annotated[str, choice("class")]
+    class_: Annotated[int, whole(0)] = Field(alias="class")
+    seed: Annotated[int, whole(0)] | None = None
 
 
 def _tag(value: Any) -> str | None:
@@ -178,55 +178,55 @@ class Dynamic(Model):
     """A share of a trace's requests made dynamic (workloads/traces.py): served by the
     application tier, which runs a database query and `work` passes of SHA-256 over the body."""
 
-    share: number(0, 1) = 1.0
-    query: choice(*tracelib.QUERIES) = "point"
-    work: whole(0, 100_000) = 1
-    range_rows: whole(1, 100_000) = 10
-    requests: whole(1) = 1000
+    share: Annotated[float, number(0, 1)] = 1.0
+    query: Annotated[str, choice(*tracelib.QUERIES)] = "point"
+    work: Annotated[int, whole(0, 100_000)] = 1
+    range_rows: Annotated[int, whole(1, 100_000)] = 10
+    requests: Annotated[int, whole(1)] = 1000
 
 
 class Single(Model):
     """Every request for one file of `size` bytes."""
 
-    name: safe_name("single-4k")
-    kind: choice("single")
-    size: whole(1)
-    per_client: whole(1) | None = None
+    name: Annotated[str, safe_name("single-4k")]
+    kind: Annotated[str, choice("single")]
+    size: Annotated[int, whole(1)]
+    per_client: Annotated[int, whole(1)] | None = None
     dynamic: Dynamic | None = None
 
 
 class HitRatio(Model):
     """004 §5.2.2: a page-cache hit ratio made by mixing a hot file with files asked for once."""
 
-    name: safe_name("single-4k")
-    kind: choice("hit-ratio")
-    size: whole(1)
-    hit_ratio: number(0, 1)
-    requests: whole(1)
+    name: Annotated[str, safe_name("single-4k")]
+    kind: Annotated[str, choice("hit-ratio")]
+    size: Annotated[int, whole(1)]
+    hit_ratio: Annotated[float, number(0, 1)]
+    requests: Annotated[int, whole(1)]
 
 
 class Zipf(Model):
     """Zipf(alpha) popularity over a file set."""
 
-    name: safe_name("single-4k")
-    kind: choice("zipf")
-    alpha: number(0)
-    requests: whole(1) = 10000
+    name: Annotated[str, safe_name("single-4k")]
+    kind: Annotated[str, choice("zipf")]
+    alpha: Annotated[float, number(0)]
+    requests: Annotated[int, whole(1)] = 10000
     fileset: Fileset
-    mapping: choice(*MAPPINGS) = "random"
-    per_client: whole(1) | None = None
-    subsets: whole(1) | None = None
+    mapping: Annotated[str, choice(*MAPPINGS)] = "random"
+    per_client: Annotated[int, whole(1)] | None = None
+    subsets: Annotated[int, whole(1)] | None = None
     dynamic: Dynamic | None = None
 
 
 class WorldCup(Model):
     """The successful GETs of a World Cup 98 log in workloads/data/."""
 
-    name: safe_name("single-4k")
-    kind: choice("worldcup")
-    log: text(example="wc_day46_1.gz")
-    requests: whole(0) | None = None
-    skip: whole(0) | None = None
+    name: Annotated[str, safe_name("single-4k")]
+    kind: Annotated[str, choice("worldcup")]
+    log: Annotated[str, text(example="wc_day46_1.gz")]
+    requests: Annotated[int, whole(0)] | None = None
+    skip: Annotated[int, whole(0)] | None = None
 
     @model_validator(mode="after")
     def _readable_by_the_stack(self) -> WorldCup:
@@ -246,22 +246,22 @@ class WorldCup(Model):
 class MixPart(Model):
     """One site of a mix trace."""
 
-    site: text(r"^[A-Za-z_]\w*$", "foreground")
-    weight: whole(1) = 1
-    kind: choice("zipf")
-    alpha: number(0)
+    site: Annotated[str, text(r"^[A-Za-z_]\w*$", "foreground")]
+    weight: Annotated[int, whole(1)] = 1
+    kind: Annotated[str, choice("zipf")]
+    alpha: Annotated[float, number(0)]
     fileset: Fileset
-    mapping: choice(*MAPPINGS) = "random"
+    mapping: Annotated[str, choice(*MAPPINGS)] = "random"
 
 
 class Mix(Model):
     """Several sites at once, each replayed by its own clients (004 §4.4)."""
 
-    name: safe_name("single-4k")
-    kind: choice("mix")
+    name: Annotated[str, safe_name("single-4k")]
+    kind: Annotated[str, choice("mix")]
     parts: Annotated[list[MixPart], Field(min_length=2)]
-    per_client: whole(1)
-    subsets: whole(1)
+    per_client: Annotated[int, whole(1)]
+    subsets: Annotated[int, whole(1)]
 
     @model_validator(mode="after")
     def _sites(self) -> Mix:
@@ -295,19 +295,19 @@ class Fault(Model):
     run with one sentence, a stopped application or database tier is started again after the
     point and the run goes on."""
 
-    stop: choice("web", "proxy", *compose.APP_TIERS)
-    after_s: number(0) = 1
+    stop: Annotated[str, choice("web", "proxy", *compose.APP_TIERS)]
+    after_s: Annotated[float, number(0)] = 1
 
 
 class WebSettings(Model):
     """The keys of a web experiment file besides the common ones."""
 
-    engine: choice(*ENGINES) = "locust"
+    engine: Annotated[str, choice(*ENGINES)] = "locust"
     load: Load = Load()
-    traces: non_empty_list(Trace, "traces")
+    traces: Annotated[list[Trace], non_empty_list(Trace, "traces")]
     stack: Stack = Stack()
-    target: text(example="http://proxy") = "http://proxy"
-    allow_foreign_target: flag() = False
+    target: Annotated[str, text(example="http://proxy")] = "http://proxy"
+    allow_foreign_target: Annotated[bool, flag()] = False
     fault: Fault | None = None
     # disk systems of the experiment's own (real devices, other bandwidths) beside the built-in
     # ide, scsi and raid0 of 004 Table 3; a docroot names one (tierbench/placement/disks.py)
@@ -365,11 +365,11 @@ class WebSettings(Model):
         if self.fault is not None and self.fault.stop in compose.APP_TIERS and not dynamic:
             raise problem("fault.stop: the {tier} tier runs only with dynamic requests (a "
                           "trace's dynamic:)", tier=self.fault.stop)
-        known = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
+        sites = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
         if any(d.endswith(HOT) for d in docroots) or self.stack.hot_site is not None:
-            if self.stack.hot_site not in known:
+            if self.stack.hot_site not in sites:
                 raise problem("stack.hot_site: must name a site of a mix trace ({sites}), got "
-                              "{got}", sites=", ".join(sorted(known)) or "there is none",
+                              "{got}", sites=", ".join(sorted(sites)) or "there is none",
                               got=repr(self.stack.hot_site))
         return self
 
@@ -424,12 +424,12 @@ def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
 
 
 
-def stack_for(exp: Experiment, mode: str, docroot: str,
+def stack_for(exp: Experiment[WebSettings], mode: str, docroot: str,
               placement: str | None = None) -> dict[str, Any]:
     """The stack settings a point runs with: the experiment's, its docroot and placement
     strategy (which sets the web servers), then the mode's server options (which need a service
     restart when they change)."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     out = {**stack_settings(s, exp.seed), "docroot": docroot}
     if placement is not None:
         out["placement"] = placement

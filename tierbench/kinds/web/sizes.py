@@ -36,11 +36,11 @@ def trace_bytes(spec: dict[str, Any], seed: int) -> int:
     return sum(len(p) + 1 for chunk in tracelib.chunks(spec, seed) for p in chunk)
 
 
-def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> int:
+def results_bytes(exp: Experiment[WebSettings], specs: list[dict[str, Any]], points: int) -> int:
     """An upper estimate of what a run writes into its results folder: the traces, Locust's
     per-request records (Parquet for every point, the CSV log of one point at a time) and the
     points' samples and logs."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     ld = s.load
     seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
     total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
@@ -54,10 +54,10 @@ def results_bytes(exp: Experiment, specs: list[dict[str, Any]], points: int) -> 
     return int(total)
 
 
-def needs(exp: Experiment, points: int) -> list[space.Need]:
+def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
     """The file sets on each docroot the experiment uses, the disk systems' images, the
     results, the hot site's small files, the database."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     specs = trace_dicts(s)
     sets = filesets_of(specs)
     total = sum(filesets.total_bytes(fs) for fs in sets)
@@ -105,16 +105,16 @@ def needs(exp: Experiment, points: int) -> list[space.Need]:
     return out
 
 
-def disk_plans(exp: Experiment) -> list[disks.Plan]:
+def disk_plans(exp: Experiment[WebSettings]) -> list[disks.Plan]:
     """The disk systems the points need (one per docroot and placement strategy)."""
-    s: WebSettings = exp.settings  # type: ignore[assignment]
+    s = exp.settings
     known = webdisks.names(s.disk_systems)
     specs = trace_dicts(s)
     sets = filesets_of(specs)
     pops = webdisks.popularity(specs, exp.seed) if s.stack.placement else {}
     out = []
     for docroot in s.stack.docroot:
-        for strategy in s.stack.placement or [None]:
+        for strategy in list(s.stack.placement) if s.stack.placement else [None]:
             made = webdisks.plan_for(stack_for(exp, exp.modes[0].name, docroot, strategy),
                                      known, sets, pops, exp.seed)
             if made is not None:

@@ -5,13 +5,16 @@ when a tier stops during a point."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
-from tierbench.kinds.web import appdb, load, steps, webdisks
+from tierbench.kinds.web import appdb, load, locust, steps, webdisks
+from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
+from tierbench.kinds.web.steps import Step
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
 from tierbench.placement import compose, diskbuild, disks, placer, space
 
@@ -20,22 +23,34 @@ STACK_TIERS = ("loadgen", "proxy", "web")  # always up
 TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
 
 
-def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
-           previous: Deployment | None, point: Point) -> Deployment:
+@dataclass
+class WebInfo:
+    """A web deployment's own handles: the stack settings it is up with, its Locust worker
+    containers, the steps of its points (chosen once it is up), and the address the workers
+    reach the master at (host networking: its node's)."""
+
+    stack: StackSettings
+    workers: list[compose.Container]
+    steps: list[Step] = field(default_factory=list)
+    master: str = locust.MASTER_HOST
+
+
+def deploy(s: WebSettings, seed: int, key: Hashable, prepared: WebPrepared,
+           previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
     """compose up with the key's settings (down first when the docroot changes); a disk system
     built first (anew when it changes), its limits read back from the containers that use it
     and its devices' reads sampled (the `storage` probe); under a memory cap, the files the
     bring-up wrote dropped from the page cache; the steps of the deployment's points chosen."""
-    stack = StackSettings(dict(key))  # type: ignore[call-overload]
-    made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared["filesets"],
-                             prepared["popularity"], seed)
+    stack = StackSettings(dict(cast(tuple[tuple[str, Any], ...], key)))  # deployment_key's
+    made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared.filesets,
+                             prepared.popularity, seed)
     where = placer.current()
     downed = False
     if previous is None:
         log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
     else:
         log(f"tierbench: restarting services for {point.mode}: {stack.text()}")
-        if stack.rebuilds(previous.info["stack"]):
+        if stack.rebuilds(previous.info.stack):
             where.down()  # a volume's driver cannot change in place: the docroot anew
             downed = True
     overlays: list[Path] = []
@@ -51,8 +66,8 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
         overlays.append(disks.overlay_path())
     if previous is not None:
         close_probes(previous)
-    where.up(compose.stack_spec(stack.record, prepared["filesets"], s.target, s.load.workers,
-                                s.load.remote_workers, prepared["hot_sets"], overlays))
+    where.up(compose.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
+                                s.load.remote_workers, prepared.hot_sets, overlays))
     dep = discover(key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:
@@ -63,11 +78,11 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: dict[str, Any],
             raise compose.StackError(str(exc)) from None
         dep.probes["storage"] = webdisks.StorageReads(built)
     dropped = drop_written_files(dep, stack, built)
-    dep.info["steps"] = steps.chosen(stack, s, disk, built, dropped)
+    dep.info.steps = steps.chosen(stack, s, disk, built, dropped)
     return dep
 
 
-def drop_written_files(dep: Deployment, stack: StackSettings,
+def drop_written_files(dep: Deployment[WebInfo], stack: StackSettings,
                        built: diskbuild.Built | None) -> int | None:
     """Under a memory cap (web_memory, pvfs_memory), drop the docroot's files from the page
     cache once the stack is up: the fileset job wrote them, so they sit in the host's page cache
@@ -85,7 +100,7 @@ def drop_written_files(dep: Deployment, stack: StackSettings,
     return None
 
 
-def running() -> Deployment | None:
+def running() -> Deployment[WebInfo] | None:
     """The stack's tiers, when its services are up (the application and database tiers too
     when they are)."""
     found = placer.current().replicas()
@@ -98,7 +113,7 @@ def running() -> Deployment | None:
 
 
 def discover(key: Hashable, stack: StackSettings, expected: int,
-             app_db: bool | None = None) -> Deployment:
+             app_db: bool | None = None) -> Deployment[WebInfo]:
     """The running stack's tiers (containers, CPU counters, interfaces) wherever they run; the
     loadgen tier includes its `expected` Locust worker containers; the application and
     database tiers when the settings have them (or `app_db` says so), with the database's
@@ -136,15 +151,16 @@ def discover(key: Hashable, stack: StackSettings, expected: int,
             tiers["web"].containers.append(c)
             found = {**found, c.service: c}
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
-    info: dict[str, Any] = {"stack": stack, "workers": workers, "steps": []}
+    info = WebInfo(stack, workers)
     if where.shares_ports():  # host networking: workers reach the master at its node
-        info["master"] = where.address(found[GENERATOR])
-    probes = {"db": appdb.PgStats(found["db"])} if "db" in found else {}
+        info.master = where.address(found[GENERATOR])
+    probes: dict[str, Callable[[], dict]] = \
+        {"db": appdb.PgStats(found["db"])} if "db" in found else {}
     return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
                       probes=probes)
 
 
-def close_probes(deployment: Deployment) -> None:
+def close_probes(deployment: Deployment[WebInfo]) -> None:
     """End the probes' sessions (the database's psql)."""
     for probe in deployment.probes.values():
         close = getattr(probe, "close", None)
@@ -152,7 +168,7 @@ def close_probes(deployment: Deployment) -> None:
             close()
 
 
-def provenance(deployment: Deployment) -> dict[str, Any]:
+def provenance(deployment: Deployment[WebInfo]) -> dict[str, Any]:
     """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
     found = deployment.containers
     versions = {"locust": load.version(found[GENERATOR]),
@@ -171,7 +187,7 @@ def provenance(deployment: Deployment) -> dict[str, Any]:
     return out
 
 
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
+def after_point(point: Point, row: dict[str, Any], deployment: Deployment[WebInfo]) -> None:
     """A proxy or web tier that stopped ends the run with one sentence naming it (on a cluster,
     a node whose Docker engine stopped answering); a stopped application or database tier is
     started again (one sentence) and the run goes on."""
@@ -182,7 +198,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> No
     failed = row.get("errors")
     what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
             else f" ({row['error']})" if row.get("error") else "")
-    stack: StackSettings = deployment.info["stack"]
+    stack = deployment.info.stack
     down = [t for t in ("proxy", *compose.WEB_SERVICES[:stack.web_servers]) if t not in running]
     if down:
         raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
@@ -199,7 +215,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> No
         raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
                       f"not be started again ({exc})") from None
     close_probes(deployment)
-    fresh = discover(deployment.key, stack, len(deployment.info["workers"]))
+    fresh = discover(deployment.key, stack, len(deployment.info.workers))
     # The restarted containers have new processes and interfaces: the next point's mode and
     # sampler use them.
     deployment.tiers, deployment.counters = fresh.tiers, fresh.counters

@@ -13,9 +13,14 @@ from typing import Any
 from tierbench.kinds.contract import PointContext
 from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
+from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
 from tierbench.placement import compose, diskbuild, placer
 from workloads import traces as tracelib
+
+# A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,
+# holds the steps: they do not read it).
+StepContext = PointContext[WebSettings, Any, WebPrepared]
 
 
 @dataclass
@@ -32,13 +37,13 @@ class Measured:
 class Step:
     """One optional part of a web point."""
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         """Before the load starts."""
 
     def end(self) -> None:
         """After the load, whatever happened."""
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         """Figures over the measured window, for the point's row."""
         return {}
 
@@ -49,13 +54,13 @@ class ProxyCache(Step):
     hits and misses in the measured window, from that log (one line per request: epoch second
     and mod_cache's verdict; whole seconds at the edges)."""
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         proxy = ctx.deployment.containers["proxy"]
         compose.exec_in(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
                         user="www-data", timeout=120)
         compose.exec_in(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         start, end = measured.first["t"], measured.last["t"]
         script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
                   "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
@@ -75,7 +80,7 @@ class PageCacheFigures(Step):
     """How much of what was served the web tier read from its disk, and so from its page cache
     (every point)."""
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         first, last = measured.first, measured.last
         return webmetrics.page_cache_figures(
             first, last, served_between(measured.result, first["t"], last["t"]),
@@ -86,7 +91,7 @@ class MemoryFigures(Step):
     """Whether the web tier's memory cap held and what the docroot's storage read (every point;
     each figure left out where it was not counted)."""
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         return webmetrics.memory_figures(measured.samples, measured.first, measured.last)
 
 
@@ -96,7 +101,7 @@ class DiskSystem(Step):
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         ctx.record["disk"] = self.record
 
 
@@ -107,7 +112,7 @@ class DroppedAfterBringUp(Step):
     def __init__(self, dropped: int) -> None:
         self.dropped = dropped
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         ctx.record["dropped_after_bring_up"] = (
             f"{self.dropped} docroot files dropped from the page cache after the bring-up "
             "(written there by its one-shot jobs, outside the memory caps)")
@@ -121,7 +126,7 @@ class ColdPageCache(Step):
     def __init__(self, built: diskbuild.Built | None) -> None:
         self.built = built
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         if self.built is not None:
             dropped = diskbuild.evict(self.built)
             what = "files of the disk system"
@@ -140,23 +145,23 @@ class AccessLogs(Step):
     def __init__(self, target: str) -> None:
         self.target = target
 
-    def logged(self, ctx: PointContext) -> list[compose.Container]:
+    def logged(self, ctx: StepContext) -> list[compose.Container]:
         dep = ctx.deployment
         return webdisks.logging_tier(dep.containers, self.target, dep.tiers["web"].containers)
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         webdisks.reset_logs(self.logged(ctx))
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         first, last = measured.first["t"], measured.last["t"]
-        return webdisks.per_file(webdisks.read_logs(self.logged(ctx)), ctx.prepared["sizes"],
+        return webdisks.per_file(webdisks.read_logs(self.logged(ctx)), ctx.prepared.sizes,
                                  first, last, ctx.dir / "per_file.csv")
 
 
 class MixedSites(Step):
     """A mix trace: each site's TPS and latency (004 §4.4: the foreground's)."""
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         sites = tracelib.sites(ctx.point["trace"])
         if not sites:
             return {}
@@ -172,7 +177,7 @@ class AppIdleWait(Step):
     requests (still in the proxy or the application tier when its load stopped) write their
     rows during this wait, not after the table was emptied for this point."""
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         busy, waited = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
         ctx.record["app_idle_wait_s"] = round(waited, 1)
         if busy:
@@ -186,9 +191,10 @@ class DynamicFigures(Step):
     """Dynamic requests per second over the window, and for a trace with writes the write check
     (the rows the database holds against the writes answered)."""
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         result, first, last = measured.result, measured.first, measured.last
         dyn = ctx.point["trace"].get("dynamic") or {}
+        counts: dict[str, Any]
         if result.requests is not None:
             counts = webmetrics.dynamic_figures(result.requests, first["t"], last["t"],
                                                 tracelib.DYNAMIC_PREFIX, tracelib.WRITE_PREFIX)
@@ -211,7 +217,7 @@ class DatabaseCounters(Step):
     its sessions are idle), its writes table emptied; its transactions per second and rows
     read and written over the window."""
 
-    def before(self, ctx: PointContext) -> None:
+    def before(self, ctx: StepContext) -> None:
         db = ctx.deployment.containers["db"]
         waited = appdb.wait_for_published_counters(db)
         if waited:
@@ -219,7 +225,7 @@ class DatabaseCounters(Step):
         if not appdb.empty_writes(db):
             ctx.record["db"] = "the database did not answer before the point"
 
-    def after(self, ctx: PointContext, measured: Measured) -> dict[str, Any]:
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         return appdb.db_figures(measured.first, measured.last)
 
 
@@ -231,10 +237,10 @@ class Fault(Step):
         self.stop, self.after_s, self.warmup_s = stop, after_s, warmup_s
         self.thread: threading.Thread | None = None
 
-    def before(self, ctx: PointContext) -> None:
-        if ctx.prepared["fault_done"]:
+    def before(self, ctx: StepContext) -> None:
+        if ctx.prepared.fault_done:
             return
-        ctx.prepared["fault_done"] = True
+        ctx.prepared.fault_done = True
         target = ctx.deployment.containers[self.stop]
         delay = self.warmup_s + self.after_s
         ctx.record["fault"] = {"stop": self.stop, "after_s": self.after_s}

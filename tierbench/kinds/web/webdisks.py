@@ -79,7 +79,9 @@ def device_problem(docroots: list[str], known: Mapping[str, disks.System]) -> st
 
     for d in docroots:
         s = system_of(d, known)
-        for dev in s.paths if s else ():
+        if s is None:
+            continue
+        for dev in s.paths:
             try:
                 mode = os.stat(dev).st_mode
             except FileNotFoundError:
