@@ -283,14 +283,17 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "cpu_s_db": 0.2 if c == "dynamic" else 0.0,
                  "dyn_tps": 120.0 if c == "dynamic" else 0.0,
                  "db_tps": 120.0 if c == "dynamic" else 0.0, "db_rows_read": 360,
-                 "db_rows_written": 0, "db_blocks_read": 0}
+                 "db_rows_written": 0, "db_blocks_read": 0,
+                 **({"db_rows_read_per_dyn": 1.0, "db_statements_per_dyn": 2.0}
+                    if c == "dynamic" else {})}
                 for i, s in enumerate(sizes) for c in ("static", "dynamic") for m in onoff
                 for u in (1, 64) for r in reps]
         rows += [{"trace": "zipf-writes-20", "mode": m, "users": u, "repetition": r,
                   "content": "mixed", "dynamic_share": 0.2, "query": "write", "tps": 900.0 + r,
                   "p50_ms": 1.0, "cpu_s_app": 0.3, "cpu_s_db": 0.3, "dyn_tps": 180.0,
                   "db_tps": 180.0, "db_rows_read": 0, "db_rows_written": 540,
-                  "db_blocks_read": 0, "writes_ok": 600, "rows_written": 600,
+                  "db_blocks_read": 0, "db_rows_read_per_dyn": 0.0,
+                  "db_statements_per_dyn": 2.0, "writes_ok": 600, "rows_written": 600,
                   "write_check": "ok"}
                  for m in onoff for u in (1, 64) for r in reps]
         traces.append({"name": "zipf-writes-20", "kind": "zipf", "alpha": 0.9,
