@@ -505,9 +505,9 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, [], onoff, True
     if name == "net-dmacopy":
         rows = [{"trace": "", "message_size": c, "mode": "offloads-on", "repetition": r,
-                 "dma_us_per_copy": 2.0 + c / 4096 + 0.1 * r, "dma_setup_us": 1.0,
-                 "memcpy_hot_us": c / 8192, "memcpy_cold_us": c / 2048,
-                 "overlap_pct": min(93.0, c / 700)}
+                 "memcpy_hot_us": c / 8192 + 0.01 * r, "memcpy_cold_us": c / 2048 + 0.01 * r,
+                 "memcpy_hot_mb_per_s": 8192.0, "memcpy_cold_mb_per_s": 2048.0,
+                 "memcpy_cold_cycles_est": 2600 * c / 2048}
                 for c in (1024, 4096, 8192, 16384, 65536) for r in reps]
         return rows, [], ("offloads-on",), True
     if name == "net-conns":

@@ -47,12 +47,27 @@ def deploy(n: Net, key: Hashable) -> Deployment:
     return deployment
 
 
+def deploy_sender(key: Hashable) -> Deployment:
+    """compose/net.yml up with one sender and no receiver (NET-dmacopy copies in it); the
+    deployment keeps the point's key."""
+    where = placer.current()
+    log(f"tierbench: bringing one sender of the network tier up on {where.name} (no receiver)")
+    where.down()
+    env = {**compose.dotenv(), **os.environ}
+    # the receivers scaled to none: the sender's dependency on them is then not started
+    where.up(compose.Services(net_files(), env, services=[SENDER],
+                              scale={RECEIVER: 0, SENDER: 1}, timeout=300))
+    deployment = discover(0, 1)
+    deployment.key = key
+    return deployment
+
+
 def running() -> Deployment | None:
-    """The network tier, when it is up."""
+    """The network tier, when it is up (a sender without receivers: NET-dmacopy's)."""
     found = [c for c in placer.current().replicas() if c.service in TIERS]
     receivers = sum(1 for c in found if c.service == RECEIVER)
     clients = sum(1 for c in found if c.service == SENDER)
-    return discover(receivers, clients) if receivers and clients else None
+    return discover(receivers, clients) if clients else None
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
@@ -98,6 +113,8 @@ def discover(receivers: int, clients: int = 1) -> Deployment:
     tiers = {}
     cpus: dict[str, CgroupCpu | CgroupGroup] = {}
     for service, role, group in ((SENDER, CLIENT, senders), (RECEIVER, SERVER, servers)):
+        if not group:
+            continue  # no receiver (NET-dmacopy)
         eps, parts = [], {}
         for i, c in enumerate(group, 1):
             label = f"{service}-{i}" if len(group) > 1 else service
@@ -109,6 +126,6 @@ def discover(receivers: int, clients: int = 1) -> Deployment:
     shift = [i * PORT_STRIDE if where.shares_ports() else 0 for i in range(len(servers))]
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment((receivers, clients), tiers, cpus, ifaces,
-                      containers={SENDER: senders[0], RECEIVER: servers[0]},
+                      containers={SENDER: senders[0], **({RECEIVER: servers[0]} if servers else {})},
                       info={"sender": senders[0], "senders": senders, "receivers": servers,
                             "addresses": addresses, "shift": shift}, placer=where)
