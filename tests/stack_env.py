@@ -66,12 +66,13 @@ def orangefs_image() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def published_counters_rel(window_s: float) -> float:
-    """How far a figure from PostgreSQL's counters may be from the load generator's over a
-    window of `window_s` seconds, relative: a busy backend publishes its counters at most once a
-    second, so each end of the window may miss up to a second's worth (1 / window_s), plus 10 %
-    for requests that cross the window's edges. Fails when the window is too short for the
-    figure to tell one transaction per request from two."""
+def db_window_rel(window_s: float) -> float:
+    """How far a figure from the database's counters over the sampled window of `window_s`
+    seconds may be from the same figure from wrk's rate over its whole measured run, relative:
+    the window is the whole seconds of samples inside the run, whose rate changes from second to
+    second (a second's worth: 1 / window_s), plus 10 % for requests that cross the window's
+    edges. Fails when the window is too short for the figure to tell one transaction per request
+    from two."""
     rel = 1 / window_s + 0.1
     assert rel < 0.4, f"a {window_s:.1f} s window cannot tell 1 transaction per request from 2"
     return rel

@@ -283,14 +283,17 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "cpu_s_db": 0.2 if c == "dynamic" else 0.0,
                  "dyn_tps": 120.0 if c == "dynamic" else 0.0,
                  "db_tps": 120.0 if c == "dynamic" else 0.0, "db_rows_read": 360,
-                 "db_rows_written": 0, "db_blocks_read": 0}
+                 "db_rows_written": 0, "db_blocks_read": 0,
+                 **({"db_rows_read_per_dyn": 1.0, "db_statements_per_dyn": 2.0}
+                    if c == "dynamic" else {})}
                 for i, s in enumerate(sizes) for c in ("static", "dynamic") for m in onoff
                 for u in (1, 64) for r in reps]
         rows += [{"trace": "zipf-writes-20", "mode": m, "users": u, "repetition": r,
                   "content": "mixed", "dynamic_share": 0.2, "query": "write", "tps": 900.0 + r,
                   "p50_ms": 1.0, "cpu_s_app": 0.3, "cpu_s_db": 0.3, "dyn_tps": 180.0,
                   "db_tps": 180.0, "db_rows_read": 0, "db_rows_written": 540,
-                  "db_blocks_read": 0, "writes_ok": 600, "rows_written": 600,
+                  "db_blocks_read": 0, "db_rows_read_per_dyn": 0.0,
+                  "db_statements_per_dyn": 2.0, "writes_ok": 600, "rows_written": 600,
                   "write_check": "ok"}
                  for m in onoff for u in (1, 64) for r in reps]
         traces.append({"name": "zipf-writes-20", "kind": "zipf", "alpha": 0.9,
@@ -502,9 +505,9 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, [], onoff, True
     if name == "net-dmacopy":
         rows = [{"trace": "", "message_size": c, "mode": "offloads-on", "repetition": r,
-                 "dma_us_per_copy": 2.0 + c / 4096 + 0.1 * r, "dma_setup_us": 1.0,
-                 "memcpy_hot_us": c / 8192, "memcpy_cold_us": c / 2048,
-                 "overlap_pct": min(93.0, c / 700)}
+                 "memcpy_hot_us": c / 8192 + 0.01 * r, "memcpy_cold_us": c / 2048 + 0.01 * r,
+                 "memcpy_hot_mb_per_s": 8192.0, "memcpy_cold_mb_per_s": 2048.0,
+                 "memcpy_cold_cycles_est": 2600 * c / 2048}
                 for c in (1024, 4096, 8192, 16384, 65536) for r in reps]
         return rows, [], ("offloads-on",), True
     if name == "net-conns":

@@ -239,6 +239,30 @@ def test_io_script_writes_and_reads_regions_of_a_shared_file(tmp_path: Path) -> 
         assert hashlib.sha256(out.read_bytes()).hexdigest() == streams.sha256(s, n, 9)
 
 
+def test_a_duration_of_zero_moves_the_file_once(tmp_path: Path) -> None:
+    """single_pass (004 Fig. 4b): the phases give pfs-io.sh a duration of 0, one transfer."""
+    n = 4 * 65536
+    source = tmp_path / "src"
+    subprocess.run(["sh", "-c", streams.make_source_cmd(1, n, 9, str(source))], check=True)
+    w = io(tmp_path, "write", tmp_path / "file", 0, n, 65536, source, duration=0)
+    r = io(tmp_path, "read", tmp_path / "file", 0, n, 65536, tmp_path / "in", duration=0)
+    assert (w["iterations"], w["bytes"], r["iterations"], r["bytes"]) == (1, n, 1, n)
+    # and with a duration the transfer repeats (a 256 KB file takes far less than 0.3 s)
+    assert io(tmp_path, "read", tmp_path / "file", 0, n, 65536, tmp_path / "in")["iterations"] > 1
+
+
+def test_the_uncached_16mb_experiment_reads_once_after_dropping_the_caches() -> None:
+    exp = registry.load_experiment("pfs-basic-16mb-uncached")
+    p = exp.settings.pfs
+    assert (p.single_pass, p.drop_caches, p.storage, p.file_mb) == (True, True, "disk", 16)
+    kind = registry.kind("pfs")
+    header = kind.plan_header(exp, kind.points(exp, exp.seed))
+    assert "each phase moves the file once, the page caches dropped before the read" in \
+        header[-1]
+    cached = registry.load_experiment("pfs-basic-16mb")
+    assert not any("moves the file once" in line for line in kind.plan_header(cached, []))
+
+
 def test_io_script_reports_a_failing_transfer(tmp_path: Path) -> None:
     r = io(tmp_path, "read", tmp_path / "missing", 0, 4096, 4096, tmp_path / "out")
     assert r["status"] == "error" and r["iterations"] == 0 and r["bytes"] == 0

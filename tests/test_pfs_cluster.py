@@ -137,3 +137,25 @@ def test_basic_reads_back_what_each_file_system_wrote(env: dict[str, str]) -> No
     # container, and its /dev, never outlives the run that used it)
     assert "pvfs-" not in subprocess.run(["docker", "ps", "--format", "{{.Names}}"],
                                          capture_output=True, text=True, check=True).stdout
+
+
+def test_basic_uncached_moves_the_file_once_and_reads_it_after_dropping_the_caches(
+        env: dict[str, str]) -> None:
+    """004 Fig. 4b: one write and one read of the 16 MB file (single_pass), the page caches
+    dropped before the read (drop_caches), on the disk volume and on OrangeFS storing on the
+    host's disk; the data read back intact."""
+    done = tierbench(env, "run", str(DATA / "pfs-basic-uncached-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((Path(env["TIERBENCH_RESULTS"]) / "pfs-basic-uncached-short").iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["filesystem"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"disk", "orangefs", "orangefs-native"}
+    for fs, r in rows.items():
+        assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
+        for phase in ("write", "read"):
+            with (run / "points" / r["point"] / f"{phase}.csv").open(newline="") as fh:
+                [stream] = list(csv.DictReader(fh))
+            assert (stream["iterations"], stream["bytes"]) == ("1", str(16 << 20)), (fs, stream)
+    manifest = json.loads((run / "manifest.json").read_text())
+    pfs = manifest["experiment"]["pfs"]
+    assert (pfs["single_pass"], pfs["drop_caches"], pfs["storage"]) == (True, True, "disk")

@@ -95,7 +95,7 @@ class AtOnce:
         return parts
 
 
-NetContext = PointContext[NetSettings, NetInfo, None]
+NetContext = PointContext[NetSettings, NetInfo, Any]
 
 
 def run(ctx: NetContext, n: Net) -> PointResult:

@@ -5,12 +5,14 @@ that stopped during a point."""
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from tierbench.config.files import ROOT
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.net import tools
+from tierbench.kinds.net.dmacopy import CopyPlan
 from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_servers,
                                        iperf_servers)
 from tierbench.kinds.net.settings import Net
@@ -33,6 +35,7 @@ class NetInfo:
     addresses: list[str]
     shift: list[int]
     ports: int = PORTS_PER_RECEIVER
+    copies: CopyPlan | None = None  # NET-dmacopy: the pools and the DMA engine (kind.prepare)
 
 
 def deploy(n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
@@ -60,12 +63,27 @@ def deploy(n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
     return deployment
 
 
+def deploy_sender(key: Hashable) -> Deployment[NetInfo]:
+    """compose/net.yml up with one sender and no receiver (NET-dmacopy copies in it); the
+    deployment keeps the point's key."""
+    where = placer.current()
+    log(f"tierbench: bringing one sender of the network tier up on {where.name} (no receiver)")
+    where.down()
+    env = {**compose.dotenv(), **os.environ}
+    # the receivers scaled to none: the sender's dependency on them is then not started
+    where.up(compose.Services(net_files(), env, services=[SENDER],
+                              scale={RECEIVER: 0, SENDER: 1}, timeout=300))
+    deployment = discover(0, 1)
+    deployment.key = key
+    return deployment
+
+
 def running() -> Deployment[NetInfo] | None:
-    """The network tier, when it is up."""
+    """The network tier, when it is up (a sender without receivers: NET-dmacopy's)."""
     found = [c for c in placer.current().replicas() if c.service in TIERS]
     receivers = sum(1 for c in found if c.service == RECEIVER)
     clients = sum(1 for c in found if c.service == SENDER)
-    return discover(receivers, clients) if receivers and clients else None
+    return discover(receivers, clients) if clients else None
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment[NetInfo]) -> None:
@@ -111,6 +129,8 @@ def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     tiers = {}
     cpus: dict[str, CgroupCpu | CgroupGroup] = {}
     for service, role, group in ((SENDER, CLIENT, senders), (RECEIVER, SERVER, servers)):
+        if not group:
+            continue  # no receiver (NET-dmacopy)
         eps, parts = [], {}
         for i, c in enumerate(group, 1):
             label = f"{service}-{i}" if len(group) > 1 else service
@@ -122,5 +142,6 @@ def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     shift = [i * PORT_STRIDE if where.shares_ports() else 0 for i in range(len(servers))]
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment((receivers, clients), tiers, cpus, ifaces,
-                      containers={SENDER: senders[0], RECEIVER: servers[0]},
+                      containers={SENDER: senders[0],
+                                  **({RECEIVER: servers[0]} if servers else {})},
                       info=NetInfo(senders, servers, addresses, shift), placer=where)

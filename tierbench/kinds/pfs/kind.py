@@ -69,7 +69,8 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                        regions_per_stream=p.regions_per_stream)
         else:
             pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
-                       file_mb=p.file_mb, drop_caches=p.drop_caches)
+                       file_mb=p.file_mb, drop_caches=p.drop_caches,
+                       single_pass=p.single_pass)
         return {"name": exp.name, "kind": self.name, "description": exp.description,
                 "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
                 "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
@@ -118,7 +119,12 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                 f"with seed {exp.seed}; test {p.test}, storage {p.storage}, strip "
                 f"{p.strip_size} B, job timeout {p.job_timeout_s} s",
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
-                "and checksums"]
+                "and checksums"] + ([
+                    "  each phase moves the file once"
+                    + (", the page caches dropped before the read (the file not in cache)"
+                       if p.drop_caches else "")
+                    + f"; {p.measure_s:g} s per phase is its bound in the estimate"]
+                    if p.test == "basic" and p.single_pass else [])
 
     def deployment_line(self, exp: Experiment[PfsSettings], point: Point, first: bool) -> str:
         """The cluster from this point on."""

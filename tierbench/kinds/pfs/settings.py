@@ -46,6 +46,9 @@ class Pfs(Model):
     buffers: Annotated[list[int], one_or_many(whole(512, 64 * MIB), "whole number")] = [4096, 65536, MIB]
     file_mb: Annotated[float, number(1, 4096)] = 256
     drop_caches: Annotated[bool, flag()] = False
+    # basic: each phase moves the file once instead of repeating it until measure_s has passed
+    # (with drop_caches, the read is then one pass of a file not in the page cache: 004 Fig. 4b)
+    single_pass: Annotated[bool, flag()] = False
 
     @model_validator(mode="after")
     def _per_test(self) -> Pfs:
@@ -53,7 +56,8 @@ class Pfs(Model):
                                    "regions_per_stream"},
                     "streams": {"streams", "client_containers", "access",
                                 "region_mb_per_server", "regions_per_stream"},
-                    "basic": {"filesystems", "buffers", "file_mb", "drop_caches"}}
+                    "basic": {"filesystems", "buffers", "file_mb", "drop_caches",
+                              "single_pass"}}
         common = {"test", "io_servers", "strip_size", "storage", "measure_s", "job_timeout_s",
                   "fault"}
         allowed = common | per_test[self.test]

@@ -3,21 +3,17 @@ uses them: the database's own counters read every second, the write check, the s
 memory the seeded data set takes, the server settings for the manifest, and a stopped tier
 started again.
 
-PostgreSQL's counters come from pg_stat_database (row `tierbench`), read through one psql
-session that stays open in the db container and is connected to the `postgres` database, so
-that reading them costs one query a second and adds no transaction to the counted database.
-PostgreSQL 15 publishes a busy backend's counters at most once a second, so figures over a
-window of a few seconds can lag by up to a second at each end; what a backend counted in its
-last second before going idle is published only after it has been idle for 10 s
-(PGSTAT_IDLE_INTERVAL), so before each point the web kind waits until the application tier's
-sessions have been idle that long (`wait_for_published_counters`): otherwise the previous
-point's last second would be counted in the next point's window (measured: 77-167 transactions
-a second in static points that followed dynamic ones). Before that wait, the application tier
-must serve no request of the previous point any more (`wait_until_app_idle`): after the
-database was stopped and started again, a request the load generator had given up on can
-connect to the new server and insert its row seconds later, after the writes table was
-emptied for the next point (a CI run counted 4 rows more than the write check allows in
-the point after a database restart).
+The database's counters come from pg_stat_statements (the statements of the application's role
+`tierbench` in the database `tierbench`), read through one psql session that stays open in the
+db container and is connected to the `postgres` database, so that reading them costs one query a
+second and is not counted. A statement's calls, rows and blocks are added to shared memory when
+it ends, so the counters are exact at the end of each query (pg_stat_database, which a busy
+backend publishes at most once a second and an idle one 10 s late, is not). Before the load the
+web kind reads them once the application tier serves no request of the previous point
+(`wait_until_app_idle`): after the database was stopped and started again, a request the load
+generator had given up on can connect to the new server and insert its row seconds later, after
+the writes table was emptied for the next point (a CI run counted 4 rows more than the write
+check allows in the point after a database restart); after the load, once it is idle again.
 
 Every command reaches the containers through their node's Docker engine (`docker --context
 NODE` on a cluster: compose.docker_cmd), so the tiers run on this host or on cluster nodes.
@@ -35,10 +31,19 @@ from typing import Any
 from tierbench.placement import compose, space
 
 DATABASE = "tierbench"
-STAT_FIELDS = ("xact_commit", "xact_rollback", "tup_returned", "tup_fetched", "tup_inserted",
-               "tup_updated", "tup_deleted", "blks_read", "blks_hit")
-STATS_QUERY = (f"SELECT {', '.join(STAT_FIELDS)} FROM pg_stat_database "
-               f"WHERE datname = '{DATABASE}';\n")
+ROLE = "tierbench"  # the application tier's role (images/db/db-start.sh)
+# Summed over the application role's statements in the tierbench database: every statement
+# (dyn.php sends no BEGIN: each is a transaction of its own), rows SELECTs returned, rows
+# INSERT, UPDATE and DELETE changed, shared blocks read from storage.
+STAT_FIELDS = ("statements", "rows_read", "rows_written", "blocks_read")
+STATS_QUERY = ("SELECT coalesce(sum(s.calls), 0), "
+               "coalesce(sum(s.rows) FILTER (WHERE s.query ~* '^\\s*select\\M'), 0), "
+               "coalesce(sum(s.rows) FILTER (WHERE s.query ~* "
+               "'^\\s*(insert|update|delete)\\M'), 0), "
+               "coalesce(sum(s.shared_blks_read), 0) "
+               "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+               f"JOIN pg_roles r ON r.oid = s.userid WHERE d.datname = '{DATABASE}' "
+               f"AND r.rolname = '{ROLE}';\n")
 # What PostgreSQL runs with (read back from the server, for the manifest).
 SETTINGS = ("server_version", "shared_buffers", "max_connections", "synchronous_commit",
             "fsync", "wal_level", "max_wal_size", "work_mem", "effective_cache_size",
@@ -66,12 +71,6 @@ def sql(container: compose.Container, statement: str, timeout: float = 60) -> st
     except subprocess.TimeoutExpired:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-IDLE_PUBLISH_S = 10.5  # PostgreSQL 15's PGSTAT_IDLE_INTERVAL (10 s) and a margin
-SESSIONS_IDLE_QUERY = ("SELECT coalesce(min(extract(epoch FROM now() - state_change)), -1) "
-                       f"FROM pg_stat_activity WHERE datname = '{DATABASE}' AND state = 'idle' "
-                       "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
 
 
 APP_PORT = 9000  # PHP-FPM's FastCGI port (images/app/conf/pool.conf)
@@ -121,26 +120,8 @@ def wait_until_app_idle(app: compose.Container,
         time.sleep(0.5)
 
 
-def publish_wait(idle_s: float) -> float:
-    """Seconds to wait until sessions idle for `idle_s` (the least idle one; < 0: none) have
-    published their counters."""
-    return 0.0 if idle_s < 0 else max(0.0, IDLE_PUBLISH_S - idle_s)
-
-
-def wait_for_published_counters(db: compose.Container) -> float:
-    """Wait until every idle session of the application tier has published its counters (the
-    module docstring); the seconds waited (0 when the database does not answer)."""
-    answer = sql(db, SESSIONS_IDLE_QUERY, 30)
-    try:
-        wait = publish_wait(float(answer)) if answer is not None else 0.0
-    except ValueError:
-        wait = 0.0
-    time.sleep(wait)
-    return wait
-
-
 class PgStats:
-    """pg_stat_database's counters of the tierbench database as a sampler probe: read()
+    """The application role's pg_stat_statements counters (STAT_FIELDS) as a sampler probe: read()
     returns them ({} when the database does not answer within `timeout`), through one psql
     session kept open in the db container and started again after a failure. A new session's
     first answer may take up to `open_timeout` (on a cluster, `docker --context` opens an SSH
@@ -228,23 +209,40 @@ class PgStats:
             self.proc = None
 
 
+def counted_between(a: dict[str, int], b: dict[str, int]) -> dict[str, int] | None:
+    """What the database counted between two readings of the probe; None when either is
+    missing (the database did not answer) or the counters went down (it was started again:
+    pg_stat_statements starts from zero, images/db/db-start.sh)."""
+    if not a or not b or any(name not in a or name not in b for name in STAT_FIELDS):
+        return None
+    delta = {name: b[name] - a[name] for name in STAT_FIELDS}
+    return None if any(v < 0 for v in delta.values()) else delta
+
+
 def db_figures(first: dict, last: dict) -> dict[str, float]:
-    """The database's figures between two samples: transactions per second, rows read and
-    written, blocks read from storage; {} when either sample lacks the counters (the database
-    was down)."""
-    a = (first.get("probes") or {}).get("db") or {}
-    b = (last.get("probes") or {}).get("db") or {}
+    """The database's figures between two samples: transactions (statements) per second,
+    rows read and written, blocks read from storage; {} when the database did not answer at
+    either sample or was started again between them."""
     span = last["t"] - first["t"]
-    if not a or not b or span <= 0:
+    delta = counted_between((first.get("probes") or {}).get("db") or {},
+                            (last.get("probes") or {}).get("db") or {})
+    if delta is None or span <= 0:
         return {}
+    return {"db_tps": delta["statements"] / span, "db_rows_read": delta["rows_read"],
+            "db_rows_written": delta["rows_written"], "db_blocks_read": delta["blocks_read"]}
 
-    def delta(*names: str) -> int:
-        return sum(b[n] - a[n] for n in names)
 
-    return {"db_tps": delta("xact_commit", "xact_rollback") / span,
-            "db_rows_read": delta("tup_returned"),
-            "db_rows_written": delta("tup_inserted", "tup_updated", "tup_deleted"),
-            "db_blocks_read": delta("blks_read")}
+def per_dynamic_request(before: dict[str, int], after: dict[str, int],
+                        answered: int) -> dict[str, float]:
+    """Rows read and statements per dynamic request answered, over a whole load: the counters
+    read before it and after it (each exact: nothing of the application tier running) against
+    the dynamic requests the load generator had answered; {} without both readings or without
+    an answered request."""
+    delta = counted_between(before, after)
+    if delta is None or answered <= 0:
+        return {}
+    return {"db_rows_read_per_dyn": delta["rows_read"] / answered,
+            "db_statements_per_dyn": delta["statements"] / answered}
 
 
 def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> str:

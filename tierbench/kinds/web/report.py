@@ -34,4 +34,5 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
 # write check on traces without writes, the query of a static trace, the database's counters
 # of a point during which it was down.
 APP_DB_OPTIONAL = ["query", "writes_ok", "rows_written", "write_check", "db_tps", "db_rows_read",
-                   "db_rows_written", "db_blocks_read"]
+                   "db_rows_written", "db_blocks_read", "db_rows_read_per_dyn",
+                   "db_statements_per_dyn"]

@@ -188,8 +188,15 @@ class AppIdleWait(Step):
 
 
 class DynamicFigures(Step):
-    """Dynamic requests per second over the window, and for a trace with writes the write check
-    (the rows the database holds against the writes answered)."""
+    """Dynamic requests per second over the window, the dynamic requests answered over the
+    whole load (warm-up included: `answered`, for DatabaseCounters), and for a trace with writes
+    the write check (the rows the database holds against the writes answered)."""
+
+    def __init__(self) -> None:
+        self.answered: int | None = None
+
+    def before(self, ctx: StepContext) -> None:
+        self.answered = None
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         result, first, last = measured.result, measured.first, measured.last
@@ -202,8 +209,11 @@ class DynamicFigures(Step):
         else:
             span = float(result.extra.get("wrk_duration_s") or 0)
             counts = {"dyn_tps": result.extra.get("dynamic_ok", 0) / span if span > 0 else 0.0,
-                      "writes_ok": result.extra.get("writes_ok")}
+                      "writes_ok": result.extra.get("writes_ok"),
+                      "dynamic_answered": result.extra.get("dynamic_answered")}
             in_flight = ctx.point["users"] * int(result.extra.get("runs", 1))
+        answered = counts["dynamic_answered"]
+        self.answered = None if answered is None else int(answered)
         out: dict[str, Any] = {"dyn_tps": counts["dyn_tps"]}
         if dyn.get("query") == "write" and dyn.get("share", 0) > 0:
             rows = appdb.rows_written(ctx.deployment.containers["db"])
@@ -213,20 +223,41 @@ class DynamicFigures(Step):
 
 
 class DatabaseCounters(Step):
-    """The database's own counters: published before the point (PostgreSQL publishes them when
-    its sessions are idle), its writes table emptied; its transactions per second and rows
-    read and written over the window."""
+    """The database's own counters (pg_stat_statements: exact at the end of each query): its
+    writes table emptied before the point; its transactions per second and rows read and
+    written over the window; and over the whole load, from readings before it and after it
+    with nothing of the application tier running, rows read and statements per dynamic request
+    answered (`dynamic`: the point's DynamicFigures, which counts them)."""
+
+    def __init__(self, dynamic: DynamicFigures) -> None:
+        self.dynamic = dynamic
+        self.before_load: dict[str, int] = {}
 
     def before(self, ctx: StepContext) -> None:
         db = ctx.deployment.containers["db"]
-        waited = appdb.wait_for_published_counters(db)
-        if waited:
-            ctx.record["db_counters_wait_s"] = round(waited, 1)
         if not appdb.empty_writes(db):
             ctx.record["db"] = "the database did not answer before the point"
+        # AppIdleWait ran first: no request of the previous point is in the application tier
+        # (when some still were, no reading before the load is exact)
+        busy = "app_busy_before_point" in ctx.record
+        self.before_load = {} if busy else ctx.deployment.probes["db"]()
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
-        return appdb.db_figures(measured.first, measured.last)
+        out: dict[str, Any] = appdb.db_figures(measured.first, measured.last)
+        busy, _ = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
+        if busy:
+            ctx.record["db_after_load"] = ("not read: " + (
+                f"{busy} requests still in the application tier after "
+                f"{appdb.APP_IDLE_WAIT_S:g} s" if busy > 0
+                else "its connections could not be read"))
+            return out
+        after_load = ctx.deployment.probes["db"]()
+        answered = self.dynamic.answered
+        if answered is not None:
+            counted = appdb.counted_between(self.before_load, after_load)
+            ctx.record["db_over_load"] = {"dynamic_answered": answered, **(counted or {})}
+            out.update(appdb.per_dynamic_request(self.before_load, after_load, answered))
+        return out
 
 
 class Fault(Step):
@@ -278,7 +309,8 @@ def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
     if any(t.kind == "mix" for t in s.traces):
         steps.append(MixedSites())
     if dynamic:
-        steps += [AppIdleWait(), DynamicFigures(), DatabaseCounters()]
+        dynamic_figures = DynamicFigures()
+        steps += [AppIdleWait(), dynamic_figures, DatabaseCounters(dynamic_figures)]
     if s.fault is not None:
         steps.append(Fault(s.fault.stop, s.fault.after_s, s.load.warmup_s))
     return steps

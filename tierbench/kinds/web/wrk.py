@@ -199,9 +199,11 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
              **agg["counts"], **count_extra(spec)}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
-    # Dynamic requests answered in the measured run, and write requests answered in both runs
-    # (the rows they inserted are counted after the point: the write check).
+    # Dynamic requests answered in the measured run and in both runs (against the database's
+    # counters over the whole load), and write requests answered in both runs (the rows they
+    # inserted are counted after the point: the write check).
     extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
