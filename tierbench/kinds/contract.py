@@ -35,7 +35,9 @@ from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
+from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
+from tierbench.transport import Transport
 
 CLIENT, SERVER = "client", "server"
 
@@ -113,6 +115,8 @@ class Experiment:
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # where it runs: this host, or the cluster given on the command line (made once per run)
+    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
 
     def mode(self, name: str) -> Mode:
         """The mode of that name."""
@@ -162,12 +166,12 @@ class Deployment:
         """Every endpoint of every tier (recorded before, during and after each point)."""
         return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
 
-    def cpu_containers(self, mode: Mode) -> list[tuple[str, str, int]] | None:
-        """On a cluster, (tier, node, PID there) of the containers a cpu: mode covers (None on
-        one host: those behind the endpoints' namespaces)."""
+    def cpu_containers(self, mode: Mode) -> list[tuple[str, Transport, int]] | None:
+        """On a cluster, (tier, its node's transport, PID there) of the containers a cpu: mode
+        covers (None on one host: those behind the endpoints' namespaces)."""
         if self.placer is None or self.placer.cluster is None:
             return None
-        return [(t.name, c.node, c.pid) for t in self.tiers.values()
+        return [(t.name, self.placer.transport(c), c.pid) for t in self.tiers.values()
                 if mode.covers(t.name, t.role) for c in t.containers]
 
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
@@ -363,8 +367,9 @@ class Kind:
         """One progress line of a measured point."""
         raise NotImplementedError
 
-    def clean(self) -> list[str]:
-        """Stop whatever of this kind a crashed run left running (`tierbench clean`); notes."""
+    def clean(self, where: Placer) -> list[str]:
+        """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
+        clean`); notes."""
         return []
 
     def end_note(self, rows: list[dict[str, Any]]) -> str | None:
@@ -382,8 +387,9 @@ class Kind:
         experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
         raise NotImplementedError
 
-    def running(self) -> Deployment | None:
-        """What of this kind is up right now (for `tierbench modes check`), or None."""
+    def running(self, where: Placer) -> Deployment | None:
+        """What of this kind is up right now on ``where`` (for `tierbench modes check`), or
+        None."""
         return None
 
 

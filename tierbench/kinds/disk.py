@@ -35,6 +35,7 @@ SERVICE = "disk-bench"
 TIER = "disk"
 ROLE = "disk"  # the cluster file's role: the node the disk system and the benchmark are on
 MOUNT = "/mnt/disk"
+OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FILE = f"{MOUNT}/fio.dat"
 MIB = 1 << 20
 PHASES = ("write", "read")
@@ -143,7 +144,7 @@ class DiskKind(Kind):
         refuse_server_modes(exp, "a disk-system experiment")
         s: DiskSettings = exp.settings  # type: ignore[assignment]
         known = disks.resolve(s.disk_systems)
-        if placer.current().cluster is not None:
+        if exp.placer.cluster is not None:
             return
         for name in s.disk.systems:
             for dev in known[name].paths:
@@ -152,9 +153,9 @@ class DiskKind(Kind):
                                       "not exist on this host: name one of its block devices "
                                       "(lsblk lists them)")
 
-    def host(self) -> disks.Host:
+    def host(self, exp: Experiment) -> disks.Host:
         """Where the disk systems are built: this host, or the `disk` role's node."""
-        return placer.current().disk_host(ROLE)
+        return exp.placer.disk_host(ROLE)
 
     def systems(self, exp: Experiment) -> dict[str, disks.System]:
         """Every system the experiment can name."""
@@ -175,7 +176,7 @@ class DiskKind(Kind):
                                      "devices": list(known[n].paths) or known[n].devices,
                                      "read_mb_s": (known[n].read_bps or 0) / 1e6 or None,
                                      "write_mb_s": (known[n].write_bps or 0) / 1e6 or None,
-                                     "raid0": disks.raid_words(self.host()) if known[n].raid0
+                                     "raid0": disks.raid_words(self.host(exp)) if known[n].raid0
                                      else None}
                                  for n in b.systems}}
 
@@ -224,7 +225,7 @@ class DiskKind(Kind):
     def deployment_line(self, exp: Experiment, point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
-        raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
+        raid = f"; RAID-0 with {disks.raid_words(self.host(exp))}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
@@ -244,7 +245,7 @@ class DiskKind(Kind):
         if not emulated:
             return []
         biggest = max(emulated, key=lambda p: p.image_bytes())
-        host = self.host()
+        host = self.host(exp)
         return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}",
                               biggest.image_bytes(), host.image_dir(space.settings()),
                               "the disk images' folder",
@@ -258,7 +259,7 @@ class DiskKind(Kind):
         compose.require_image("tierbench-disk")
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]  # type: ignore
         try:
-            disks.preflight(plans, self.host())
+            disks.preflight(plans, self.host(exp))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
@@ -268,8 +269,8 @@ class DiskKind(Kind):
         whatever used the disks before is removed first), the benchmark container up on it,
         its limits read back there."""
         p = self.plan_of(exp, str(key))
-        where = placer.current()
-        host = where.disk_host(ROLE)
+        where = exp.placer
+        host = self.host(exp)
         log(f"tierbench: disk system {p.system.describe()}{host.where}")
         if diskbuild.current(p, host) is None:
             where.down()  # containers let go of the disks built before; they go too
@@ -281,11 +282,11 @@ class DiskKind(Kind):
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
-        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", compose.DISK_OVERLAY)]
+        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
         where.up(compose.Services(files=[*files, str(disks.overlay_path())],
                                   env={**compose.dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
-        dep = self.running()
+        dep = self.running(where)
         if dep is None:
             raise compose.StackError(f"the {SERVICE} container is not running"
                                      f"{where.where(SERVICE)}: see `docker"
@@ -304,9 +305,8 @@ class DiskKind(Kind):
                                     "throttles_read_back": {SERVICE: limits}}})
         return dep
 
-    def running(self) -> Deployment | None:
+    def running(self, where: placer.Placer) -> Deployment | None:
         """The benchmark container, when it runs (here, or on the disk role's node)."""
-        where = placer.current()
         found = where.containers()
         if SERVICE not in found:
             return None
@@ -321,7 +321,7 @@ class DiskKind(Kind):
         s: DiskSettings = ctx.exp.settings  # type: ignore[assignment]
         dep = ctx.deployment
         container = dep.containers[SERVICE]
-        where = placer.current()
+        where = dep.placer
         ctx.record["disk"] = dep.info["record"]
         system: disks.System = dep.info["system"]
         row: dict[str, Any] = {"filesystem": dep.info["built"].filesystem}
@@ -378,7 +378,7 @@ class DiskKind(Kind):
         return ", ".join(f"{ph} {row[f'{ph}_mb_per_s']:.1f} MB/s" for ph in PHASES
                          if f"{ph}_mb_per_s" in row) + f" (limits {row.get('throttle')})"
 
-    def clean(self) -> list[str]:
+    def clean(self, where: placer.Placer) -> list[str]:
         """Nothing runs between points (fio runs in the foreground of a point)."""
         return []
 

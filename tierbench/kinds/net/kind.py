@@ -108,7 +108,7 @@ class NetKind(Kind):
     def point_seconds(self, exp: Experiment) -> float:
         """settle + common start + warm-up + measured + start, stop and counting."""
         n = self.settings(exp)
-        return exp.settle_s + sequence.start_delay() + n.warmup_s + n.measure_s + 4
+        return exp.settle_s + sequence.start_delay(exp.placer) + n.warmup_s + n.measure_s + 4
 
     def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
         """The test, the tool and the time per point."""
@@ -126,7 +126,7 @@ class NetKind(Kind):
                 f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
-                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay():g} s + "
+                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay(exp.placer):g} s + "
                 f"warm-up {n.warmup_s} s + measured {n.measure_s} s + about 4 s to start and "
                 "stop the tools"
                 + ("; connections per receiver" if n.per_receiver and n.test == "stream"
@@ -215,27 +215,28 @@ class NetKind(Kind):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         compose.require_image(stack.IMAGE)
-        if n.profile and (placer.current().cluster is None or profile.sender_node() is not None):
-            profile.perf_check(exp.source, profile.sender_node())
+        if n.profile and (exp.placer.cluster is None
+                          or profile.sender_node(exp.placer) is not None):
+            profile.perf_check(exp.source, profile.sender_node(exp.placer))
 
     def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
                previous: Deployment | None, point: Point) -> Deployment:
         """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
-        return stack.deploy(self.settings(exp), key)
+        return stack.deploy(exp.placer, self.settings(exp), key)
 
     def finish(self, exp: Experiment, deployment: Deployment) -> list[str]:
         """The receivers stopped: iperf, iperf3 and sockperf servers admit whoever connects, so
         they listen only during the run (the next one brings the tier up anew)."""
-        where = placer.current()
+        where = exp.placer
         stopped = [c for c in where.replicas() if c.service == stack.RECEIVER]
         for c in stopped:
             where.stop(c)
         return [f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf servers "
                 "admit whoever connects)"] if stopped else []
 
-    def running(self) -> Deployment | None:
+    def running(self, where: placer.Placer) -> Deployment | None:
         """The network tier, when it is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
         """The tools' versions as the sender's image reports them."""
@@ -243,11 +244,11 @@ class NetKind(Kind):
         out = {}
         for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
                            ("sockperf", ["sockperf", "--version"])):
-            done = compose.exec_in(sender, argv, timeout=30)
+            done = deployment.placer.exec(sender, argv, timeout=30)
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines else "unknown"
         if self.settings(exp).profile:
-            out["perf"] = profile.version(bool(sender.node))
+            out["perf"] = profile.version(deployment.placer, bool(sender.node))
         return {"tools": out}
 
     def run_point(self, ctx: PointContext) -> PointResult:

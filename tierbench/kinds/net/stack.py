@@ -19,14 +19,14 @@ from tierbench.placement import compose, placer
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
 IMAGE = "tierbench-net"
+OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 
 
-def deploy(n: Net, key: Hashable) -> Deployment:
+def deploy(where: placer.Placer, n: Net, key: Hashable) -> Deployment:
     """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
     receivers, clients = key  # type: ignore[misc]
     ports = iperf_servers(n, receivers, clients)
     ports3 = iperf3_servers(n, receivers, clients)
-    where = placer.current()
     log(f"tierbench: bringing the network tier up on {where.name} ({clients} sender(s), "
         f"{receivers} receiver(s), {ports} iperf and {ports3} iperf3 servers each)")
     if where.shares_ports() and receivers > 1 and \
@@ -42,24 +42,24 @@ def deploy(n: Net, key: Hashable) -> Deployment:
                               replica_env={RECEIVER: receiver_env(receivers, ports, ports3,
                                                                    clients)},
                               timeout=300))
-    deployment = discover(receivers, clients)
+    deployment = discover(where, receivers, clients)
     deployment.info["ports"] = ports
     return deployment
 
 
-def running() -> Deployment | None:
+def running(where: placer.Placer) -> Deployment | None:
     """The network tier, when it is up."""
-    found = [c for c in placer.current().replicas() if c.service in TIERS]
+    found = [c for c in where.replicas() if c.service in TIERS]
     receivers = sum(1 for c in found if c.service == RECEIVER)
     clients = sum(1 for c in found if c.service == SENDER)
-    return discover(receivers, clients) if receivers and clients else None
+    return discover(where, receivers, clients) if receivers and clients else None
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
     """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
     node whose Docker engine stopped answering)."""
     try:
-        running = {c.id for c in placer.current().replicas()}
+        running = {c.id for c in deployment.placer.replicas()}
     except compose.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
     down = [c.name for c in deployment.info["receivers"] if c.id not in running]
@@ -71,7 +71,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> No
 
 def net_files() -> list[str]:
     """The network tier's compose files (the base file names the project's networks)."""
-    return [str(ROOT / "docker-compose.yml"), str(ROOT / compose.NET_OVERLAY)]
+    return [str(ROOT / "docker-compose.yml"), str(ROOT / OVERLAY)]
 
 
 def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[dict[str, str]]:
@@ -83,10 +83,9 @@ def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[
              "NET_SOCKPERF_SERVERS": str(clients)} for i in range(receivers)]
 
 
-def discover(receivers: int, clients: int = 1) -> Deployment:
+def discover(where: placer.Placer, receivers: int, clients: int = 1) -> Deployment:
     """The running network tier wherever it runs: senders and receivers, their CPU counters
     and interfaces."""
-    where = placer.current()
     found = [c for c in where.replicas() if c.service in TIERS]
     senders = [c for c in found if c.service == SENDER]
     servers = [c for c in found if c.service == RECEIVER]

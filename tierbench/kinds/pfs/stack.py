@@ -15,34 +15,34 @@ from tierbench.placement.orangefs import PfsError, label
 TIERS = ("pfs-client", "pfs-server")
 
 
-def deploy(p: Pfs, key: Hashable, previous: Deployment | None) -> Deployment:
+def deploy(where: placer.Placer, p: Pfs, key: Hashable,
+           previous: Deployment | None) -> Deployment:
     """A new cluster of 1 metadata + N I/O servers and the clients the test needs."""
     n = int(key)  # type: ignore[arg-type]
     if previous is None:
         log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {n} I/O servers)")
     else:
         log(f"tierbench: new cluster with {n} I/O servers")
-    where = placer.current()
     where.down()
     where.up(orangefs.cluster_spec(n, cluster_clients(p), strip_size=p.strip_size,
                                    storage=p.storage, job_timeout_s=p.job_timeout_s))
     servers, clients = orangefs.cluster_containers(where.replicas())
-    return cluster_deployment(n, servers, clients)
+    return cluster_deployment(where, n, servers, clients)
 
-def running() -> Deployment | None:
+def running(where: placer.Placer) -> Deployment | None:
     """The OrangeFS cluster, when one is up."""
     try:
-        servers, clients = orangefs.cluster_containers(placer.current().replicas())
+        servers, clients = orangefs.cluster_containers(where.replicas())
     except PfsError:
         return None
-    return cluster_deployment(len(servers) - 1, servers, clients)
+    return cluster_deployment(where, len(servers) - 1, servers, clients)
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> None:
     """A stopped server ends the run with one sentence naming it."""
     if row.get("error"):
         try:
-            found = placer.current().replicas()
+            found = deployment.placer.replicas()
         except compose.StackError as exc:
             raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = orangefs.stopped_servers(int(deployment.key), found)  # type: ignore[arg-type]
@@ -51,10 +51,9 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment) -> No
                           f"{row['error']}; the run ends here")
 
 
-def cluster_deployment(n: int, servers: list[compose.Container],
+def cluster_deployment(where: placer.Placer, n: int, servers: list[compose.Container],
                        clients: list[compose.Container]) -> Deployment:
     """The running cluster as a deployment: a client tier and a server tier."""
-    where = placer.current()
     everyone = servers + clients
     counters = {label(c): where.counter(c) for c in everyone}
     eps = {label(c): where.endpoints(label(c), c) for c in everyone}
