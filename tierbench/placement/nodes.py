@@ -402,6 +402,19 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
 
 
+def _docker_problem(node: Node, args: tuple[str, ...], detail: str) -> str:
+    """What a failed `docker --context NODE ARGS` on the controller says of the node."""
+    why = detail.split(": ", 2)[-1]
+    if args[0] == "compose":
+        return (f"{node.name}: `docker --context {node.docker_context} compose version` fails "
+                f"on the controller: {why}")
+    if "context" in detail and "not found" in detail:
+        return (f"{node.name}: there is no Docker context {node.docker_context}: docker context "
+                f"create {node.docker_context} --docker host=ssh://{node.ssh_target}")
+    return (f"{node.name}: the Docker engine does not answer through context "
+            f"{node.docker_context}: {why}")
+
+
 def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeout: float,
                 ) -> tuple[list[str], dict[str, Any], ClockReading | None]:
     problems: list[str] = []
@@ -456,24 +469,12 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
         if itf.ip not in addrs:
             problems.append(f"{node.name}: {itf.name} does not carry {itf.ip} (it has "
                             f"{', '.join(addrs) or 'no address'})")
-    try:
-        facts["docker"] = run_docker(node, "version", "--format", "{{.Server.Version}}",
-                                     timeout=timeout).stdout.strip()
-    except NodeError as exc:
-        detail = str(exc)
-        if "context" in detail and "not found" in detail:
-            problems.append(f"{node.name}: there is no Docker context {node.docker_context}: "
-                            f"docker context create {node.docker_context} --docker "
-                            f"host=ssh://{node.ssh_target}")
-        else:
-            problems.append(f"{node.name}: the Docker engine does not answer through context "
-                            f"{node.docker_context}: {detail.split(': ', 2)[-1]}")
-    try:
-        facts["compose_controller"] = run_docker(node, "compose", "version", "--short",
-                                                 timeout=timeout).stdout.strip()
-    except NodeError as exc:
-        problems.append(f"{node.name}: `docker --context {node.docker_context} compose version` "
-                        f"fails on the controller: {str(exc).split(': ', 2)[-1]}")
+    for fact, args in (("docker", ("version", "--format", "{{.Server.Version}}")),
+                       ("compose_controller", ("compose", "version", "--short"))):
+        try:
+            facts[fact] = run_docker(node, *args, timeout=timeout).stdout.strip()
+        except NodeError as exc:
+            problems.append(_docker_problem(node, args, str(exc)))
     clock = None
     try:
         clock = measure_clock(node, timeout=timeout)
