@@ -5,16 +5,20 @@ experiments."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tierbench.kinds import registry
 from tierbench.kinds.web import appdb
 from tierbench.measure.sampler import Sampler
-from tierbench.placement import compose, space
+from tierbench.kinds.web import services
+from tierbench.placement import compose, placer, space
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,8 +107,8 @@ def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> lis
     with the nth settings, later ones with none); returns one entry per process started."""
     starts: list[int] = []
 
-    def argv(container: object, database: str, *, interactive: bool = False) -> list[str]:
-        assert database == "postgres" and interactive  # never the counted database
+    def argv(database: str) -> list[str]:
+        assert database == "postgres"  # never the counted database
         env = sessions[len(starts)] if len(starts) < len(sessions) else {}
         starts.append(1)
         return ["sh", "-c", "".join(f"{k}={v}\n" for k, v in env.items()) + FAKE_PSQL]
@@ -116,10 +120,21 @@ def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> lis
 DB = compose.Container("db", "id", "tierbench-db-1", 1, "img", "sha256:x", "1")
 
 
+class Here(placer.LocalPlacer):
+    """Runs the db container's psql session on this host as it is (the fake psql is a shell
+    loop), checking it is asked for as the postgres user with its input open."""
+
+    def popen(self, container: compose.Container, argv: list[str], *,
+              env: dict[str, str] | None = None, user: str | None = None,
+              interactive: bool = False, **kwargs: Any) -> subprocess.Popen:
+        assert container is DB and user == "postgres" and interactive
+        return subprocess.Popen(argv, **kwargs)
+
+
 def test_the_probe_keeps_one_session_and_reads_every_counter(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch)
-    probe = appdb.PgStats(DB)
+    probe = appdb.PgStats(Here(), DB)
     try:
         first, second = probe(), probe()
     finally:
@@ -132,7 +147,7 @@ def test_the_probe_keeps_one_session_and_reads_every_counter(
 def test_the_sampling_thread_and_a_mark_read_the_probe_at_once_each_getting_its_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch)
-    probe = appdb.PgStats(DB, timeout=5)
+    probe = appdb.PgStats(Here(), DB, timeout=5)
     got: list[dict] = []
 
     def reads() -> None:
@@ -155,7 +170,7 @@ def test_the_sampling_thread_and_a_mark_read_the_probe_at_once_each_getting_its_
 def test_a_database_that_does_not_answer_gives_no_counters_then_a_new_session(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch, {"SLOW_AT": "2"}, {"QUIT_AT": "2"})
-    probe = appdb.PgStats(DB, timeout=0.5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.5)
     try:
         assert probe()["statements"] == 100
         t0 = time.monotonic()
@@ -176,7 +191,7 @@ def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
     """On a cluster `docker --context` connects to the node before psql starts: the first
     answer of a session gets open_timeout, the later ones the sampler's timeout."""
     starts = fake_psql(monkeypatch, {"SLOW_START": "1", "SLOW_AT": "2"})
-    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.3, open_timeout=5)
     try:
         assert probe()["statements"] == 100  # after 1 s: longer than timeout, within open
         assert probe() == {}  # a later answer 2 s late is not waited for
@@ -184,7 +199,7 @@ def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
     finally:
         probe.close()
     starts = fake_psql(monkeypatch, {"SLOW_START": "2"})
-    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=0.5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.3, open_timeout=0.5)
     try:
         t0 = time.monotonic()
         assert probe() == {}  # nor a first answer later than open_timeout
@@ -193,17 +208,22 @@ def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
         probe.close()
 
 
-def test_commands_reach_the_db_container_through_its_nodes_engine() -> None:
-    """psql runs through the Docker context of the node the db container is on (this host's
-    engine when it has none)."""
-    on_node = compose.Container("db", "abc", "tierbench-db-1", 7, "img", "sha256:x", "",
-                                node="node4", context="tierbench-node4")
-    assert appdb.psql_argv(on_node, "tierbench")[:5] == ["docker", "--context",
-                                                         "tierbench-node4", "exec", "-u"]
-    assert appdb.psql_argv(DB, "postgres", interactive=True)[:4] == ["docker", "exec", "-i",
-                                                                     "-u"]
-    assert appdb.psql_argv(on_node, "tierbench")[6:] == ["abc", "psql", "-X", "-q", "-A", "-t",
-                                                         "-d", "tierbench"]
+def test_commands_reach_the_db_container_through_its_nodes_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """psql runs in the db container through the placer: through the Docker context of the
+    node the container is on (this host's engine when it has none)."""
+    class OnNode(placer.LocalPlacer):
+        def transport(self, container: compose.Container) -> Transport:
+            return Transport("node4", ("ssh",), "tierbench-node4")
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(placer.subprocess, "run", lambda argv, **kw: seen.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "1\n", ""))
+    assert appdb.sql(OnNode(), DB, "SELECT 1") == "1"
+    assert seen[-1] == ["docker", "--context", "tierbench-node4", "exec", "-u", "postgres", "id",
+                        "psql", "-X", "-q", "-A", "-t", "-d", "tierbench", "-c", "SELECT 1"]
+    assert appdb.sql(placer.LocalPlacer(), DB, "SELECT 1") == "1"
+    assert seen[-1][:5] == ["docker", "exec", "-u", "postgres", "id"]
 
 
 def test_the_sampler_records_probes_beside_the_counters(tmp_path: Path) -> None:
@@ -232,13 +252,13 @@ def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None
     kind = registry.kind("web")
     [settings] = {kind.deployment_key(exp, p) for p in kind.points(exp, exp.seed)}
     settings = dict(settings)
-    assert compose.has_app_db(settings)
-    assert {k: settings[k] for k in compose.APP_DB_ENV} == {
+    assert services.has_app_db(settings)
+    assert {k: settings[k] for k in services.APP_DB_ENV} == {
         "db_rows": 100000, "db_row_bytes": 256, "db_seed": 20, "db_shared_buffers": "128MB",
         "app_workers": 16}
-    files = compose.compose_files(settings)
+    files = services.compose_files(settings)
     assert str(ROOT / "compose" / "app-db.yml") in files
-    env = compose.stack_env(settings, [])
+    env = services.stack_env(settings, [])
     assert (env["DB_ROWS"], env["DB_SEED"], env["APP_WORKERS"]) == ("100000", "20", "16")
     columns = [c.name for c in kind.columns(exp)]
     for name in ("content", "dynamic_share", "query", "cpu_s_app", "cpu_s_db", "db_tps",
@@ -251,7 +271,7 @@ def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None
     assert kind.identity(exp, static)["content"] == "static"
     # a static experiment has none of it
     quick = registry.load_experiment("quick")
-    assert not any(compose.has_app_db(dict(kind.deployment_key(quick, p)))
+    assert not any(services.has_app_db(dict(kind.deployment_key(quick, p)))
                    for p in kind.points(quick, quick.seed))
     assert "cpu_s_app" not in [c.name for c in kind.columns(quick)]
 

@@ -20,9 +20,10 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
-from tierbench.placement import cluster, clusterfile, compose, diskbuild, nodes, placer
+from tierbench.placement import cluster, clusterfile, diskbuild, nodes, placer
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,17 +54,12 @@ def fs_config(**env: str) -> dict:
 
 
 @pytest.fixture
-def on_cluster():
-    where = cluster.ClusterPlacer(lab())
-    placer.use(where)
-    try:
-        yield where
-    finally:
-        placer.use(placer.LocalPlacer())
+def on_cluster() -> cluster.ClusterPlacer:
+    return cluster.ClusterPlacer(lab())
 
 
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
-    assert cluster.HOST_OVERLAYS[compose.FS_OVERLAY] == "compose/host-fs.yml"
+    assert cluster.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
     assert "fs_server" in cluster.SERVER_ROLES
     assert {"fs_server", "fs_client"} <= set(clusterfile.SINGLE_ROLES)
 
@@ -105,37 +101,36 @@ def test_a_missing_role_is_one_sentence() -> None:
 def test_each_server_asks_for_its_roles(on_cluster) -> None:
     kind = registry.kind("fs")
     for name in ("fs-clients", "fs-randread", "fs-thinktime", "fs-filebench"):
-        exp = registry.load_experiment(name)
+        exp = registry.load_experiment(name, placer=on_cluster)
         assert kind.cluster_roles(exp) == ["fs_server", "fs_client"], name
         lines = runner.cluster_lines(exp)
         assert "  role fs_server: node2 (eth0 198.18.16.12)" in lines
         assert "  role fs_client: node3 (eth0 198.18.16.13)" in lines
-    iozone = registry.load_experiment("pfs-iozone")
+    iozone = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert kind.cluster_roles(iozone) == ["pfs_meta", "pfs_io", "pfs_clients"]
     assert "on their nodes" in "\n".join(runner.plan_lines(iozone))
-    placer.use(cluster.ClusterPlacer(lab(fs_client=None)))
+    without = cluster.ClusterPlacer(lab(fs_client=None))
     with pytest.raises(ClusterError, match="roles.fs_client: not placed"):
-        runner.cluster_lines(registry.load_experiment("fs-clients"))
+        runner.cluster_lines(registry.load_experiment("fs-clients", placer=without))
 
 
 def test_space_is_checked_on_the_nodes_that_write(tmp_path: Path, on_cluster) -> None:
     kind = registry.kind("fs")
-    exp = registry.load_experiment("fs-filebench")
+    exp = registry.load_experiment("fs-filebench", placer=on_cluster)
     [share] = kind.needs(exp, runner.points_of(exp))
     assert (share.medium, share.role) == ("disk", "fs_server")
     disk, _ = runner.node_needs(exp, [share])
     assert disk == {"node2": share.bytes}
-    exp = registry.load_experiment("fs-thinktime")
+    exp = registry.load_experiment("fs-thinktime", placer=on_cluster)
     assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {
         "fs_server", "fs_client"}
-    exp = registry.load_experiment("pfs-iozone")
+    exp = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {"pfs_io"}
     # too big for the nodes is not refused here (the nodes are checked when the run starts)
     big = tmp_path / "big.yml"
     big.write_text("name: big\nkind: fs\nmodes: [offloads-on]\nfs: {test: filebench, "
                    "set_mb: 500000}\n")
-    runner.check_space(registry.load_experiment(str(big)))
-    placer.use(placer.LocalPlacer())
+    runner.check_space(registry.load_experiment(str(big), placer=on_cluster))
     with pytest.raises(ConfigError, match="lower fs.set_mb"):
         runner.check_space(registry.load_experiment(str(big)))
 
@@ -166,7 +161,7 @@ class FakeCluster(placer.Placer):
         return self.found
 
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
-        return [Endpoint(container.node or "", "eth0", None, container.node)]
+        return [Endpoint(container.node or "", "eth0", None, Transport(container.node))]
 
     def counter(self, container: Container) -> Any:
         return cluster.NodeCgroup(container.node or "", container.pid)
@@ -183,11 +178,7 @@ def box(service: str, node: str, pid: int) -> Container:
 def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     found = [box("fs-server", "node2", 11), box("fs-hog", "node2", 12),
              box("fs-client", "node3", 13)]
-    placer.use(FakeCluster(found))
-    try:
-        d = stack.gluster_deployment(("gluster", "busy"))
-    finally:
-        placer.use(placer.LocalPlacer())
+    d = stack.gluster_deployment(FakeCluster(found), ("gluster", "busy"))
     assert d.placer is not None
     assert [ep.label for ep in d.tiers["fs-server"].endpoints] == ["node2:eth0"]
     assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
@@ -213,11 +204,20 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     assert figures.cpu_figures(first, last, 0)["server_net_mb_per_s"] == pytest.approx(1.0)
 
 
-def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatch) -> None:
+def test_removing_the_stack_on_the_nodes_removes_whatever_the_project_runs(monkeypatch) -> None:
+    """`down` on every node: the project's containers (the file-server tier's among them, with
+    whatever overlay and profile brought them up), networks and volumes, found by Compose's
+    project label through the node's Docker context."""
     where = cluster.ClusterPlacer(lab())
-    seen: list[list[str]] = []
-    monkeypatch.setattr(where, "run_compose", lambda node, argv, env, timeout, what:
-                        seen.append(argv) or "")
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    listed = {"ps": "c1\nc2\n", "network": "n1\n", "volume": "v1\n"}
+
+    def docker(node: clusterfile.Node, *args: str, **kw: Any) -> subprocess.CompletedProcess:
+        calls.append((node.name, args))
+        out = listed[args[0]] if args[1] in ("-aq", "ls") else ""
+        return subprocess.CompletedProcess(args, 0, out, "")
+
+    monkeypatch.setattr(nodes, "run_docker", docker)
     monkeypatch.setattr(nodes, "run_on_node", lambda *a, **k: None)
     # the disk systems' teardown reads every node's mounts over SSH: the lab's nodes are not up,
     # and waiting out each one's SSH time-out cost this test 160 s (it is about the fs tier)
@@ -225,8 +225,10 @@ def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatc
     monkeypatch.setattr(diskbuild, "teardown", lambda env, hosts: torn.append([h.node for h in hosts]))
     where.down()
     assert torn == [[n.name for n in where.cluster.nodes]]
-    assert len(seen) == 4
-    argv = seen[0]
-    assert str(ROOT / "compose" / "host-fs.yml") in argv and str(ROOT / "compose" / "fs.yml") \
-        in argv
-    assert ["--profile", "fs"] in [argv[i:i + 2] for i in range(len(argv))]
+    label = "label=com.docker.compose.project=tierbench"
+    for node in where.cluster.nodes:
+        assert [a for n, a in calls if n == node.name] == [
+            ("ps", "-aq", "--filter", label), ("stop", "-t", "10", "c1", "c2"),
+            ("rm", "-f", "-v", "c1", "c2"), ("network", "ls", "-q", "--filter", label),
+            ("network", "rm", "n1"), ("volume", "ls", "-q", "--filter", label),
+            ("volume", "rm", "-f", "v1")]

@@ -204,7 +204,7 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("tierbench: no mode named 'no-such-mode'") and err.count("\n") == 1
 
 
-def fake_stack() -> Deployment:
+def fake_stack(where: object = None) -> Deployment:
     tiers = {t: Tier(t, "client" if t == "loadgen" else "server",
                      [Endpoint(t, "eth0", 100 + i), Endpoint("host", f"veth{100 + i}", None)])
              for i, t in enumerate(("loadgen", "proxy", "web"))}
@@ -222,7 +222,7 @@ def test_cli_check_uses_endpoints_and_reports_problems(
         return ["coalescing is not supported by web:eth0 (driver veth)"]
 
     for kind in registry.kinds().values():  # whatever else the engine runs is not looked at
-        monkeypatch.setattr(kind, "running", lambda: None)
+        monkeypatch.setattr(kind, "running", lambda where: None)
     monkeypatch.setattr(registry.kind("web"), "running", fake_stack)
     monkeypatch.setattr(apply, "check_mode", fake_check)
     assert cli.main(["modes", "check", "sockopt-5-coalescing"]) == 1
@@ -243,7 +243,7 @@ def test_cli_check_without_stack_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for k in registry.kinds().values():
-        monkeypatch.setattr(k, "running", lambda: None)
+        monkeypatch.setattr(k, "running", lambda where: None)
     assert cli.main(["modes", "check", "tso-off"]) == 2
     err = capsys.readouterr().err
     assert err == ("tierbench: mode tso-off: nothing of tierbench is running; start the stack "

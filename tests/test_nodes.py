@@ -215,7 +215,7 @@ def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_SSH_DIR", str(tmp_path / "ssh"))
     c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
     n2 = c.node("node2")
-    argv = nodes.ssh_argv(n2, ["ethtool", "-K", "ens1f0", "tso", "off"], connect_timeout=3)
+    argv = nodes.transport(n2, connect_timeout=3).argv(["ethtool", "-K", "ens1f0", "tso", "off"])
     assert argv[0] == "ssh" and "-F" not in argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "bench"
     assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
@@ -225,15 +225,21 @@ def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert control.parent == tmp_path / "ssh"
     assert oct(control.parent.stat().st_mode)[-3:] == "700"
     assert re.fullmatch(r"[0-9a-f]{12}", control.name)  # a socket per way of reaching a node
-    assert control.name != Path(next(a for a in nodes.ssh_argv(c.node("node1"), "true")
+    assert control.name != Path(next(a for a in nodes.transport(c.node("node1")).argv("true")
                                      if a.startswith("ControlPath="))).name
-    assert nodes.ssh_prefix(n2) + ["true"] == nodes.ssh_argv(n2, "true")
+    assert nodes.ssh_prefix(n2) + ["true"] == nodes.transport(n2).argv("true")
     assert argv[-2:] == ["node2.example.org", "ethtool -K ens1f0 tso off"]
-    assert nodes.ssh_argv(n2, "echo 'a b'")[-1] == "echo 'a b'"
+    assert nodes.transport(n2).argv("echo 'a b'")[-1] == "echo 'a b'"
     n2.ssh_config = "/x/ssh_config"
-    assert nodes.ssh_argv(n2, "true")[1:3] == ["-F", "/x/ssh_config"]
-    assert nodes.docker_argv(n2, "compose", "ps") == ["docker", "--context", "tierbench-node2",
-                                                      "compose", "ps"]
+    assert nodes.transport(n2).argv("true")[1:3] == ["-F", "/x/ssh_config"]
+    assert nodes.transport(n2).docker("compose", "ps") == [
+        "docker", "--context", "tierbench-node2", "compose", "ps"]
+    # a container on the node: docker exec through the node's context
+    assert nodes.transport(n2).exec_argv("cid", ["ls", "/"], env={"A": "1"}, user="u") == [
+        "docker", "--context", "tierbench-node2", "exec", "-e", "A=1", "-u", "u", "cid", "ls",
+        "/"]
+    # in a network namespace there: nsenter, quoted for the node's shell
+    assert nodes.transport(n2).argv(["ip", "link"], netns=42)[-1] == "nsenter -t 42 -n ip link"
 
 
 def fake_run(results: dict[str, subprocess.CompletedProcess | Exception]):

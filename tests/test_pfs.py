@@ -316,27 +316,27 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
 
 
 def test_a_docroot_on_orangefs_stores_on_tmpfs_or_on_volumes() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services
 
     base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3}
-    tmpfs = [f.rsplit("/", 1)[-1] for f in compose.compose_files(base)[1::2]]
+    tmpfs = [f.rsplit("/", 1)[-1] for f in services.compose_files(base)[1::2]]
     disk = [f.rsplit("/", 1)[-1] for f in
-            compose.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
+            services.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
     assert "pvfs-disk.yml" not in tmpfs and "pvfs-disk.yml" in disk
     assert {"pvfs.yml", "docroot-pvfs.yml"} <= set(tmpfs) & set(disk)
 
 
 def test_orangefs_on_a_disk_system_puts_its_mounts_over_the_volumes_and_caps_memory() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services
 
     base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3,
             "pvfs_storage": "ide"}
-    files = [f.rsplit("/", 1)[-1] for f in compose.stack_files(base, extra=[Path("/s/c.yml")])]
+    files = [f.rsplit("/", 1)[-1] for f in services.stack_files(base, extra=[Path("/s/c.yml")])]
     assert files.index("pvfs-disk.yml") < files.index("c.yml")  # the disks' binds win
     assert "pvfs-memory.yml" not in files
     capped = {**base, "pvfs_memory": "512m"}
-    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in compose.stack_files(capped)]
-    assert compose.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
+    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in services.stack_files(capped)]
+    assert services.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
                               "web_mmap": True}, [])["PVFS_SERVER_MEMORY"] == "512m"
 
 
@@ -350,10 +350,10 @@ def test_memory_overlay_caps_each_io_server() -> None:
 
 
 def test_three_web_servers_get_what_the_overlays_give_web() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services as web_stack
 
     def names(settings: dict) -> list[str]:
-        return [f.rsplit("/", 1)[-1] for f in compose.stack_files(settings)]
+        return [f.rsplit("/", 1)[-1] for f in web_stack.stack_files(settings)]
 
     assert names({"docroot": "orangefs+hot-tmpfs", "web_servers": 3, "db_rows": 10}) == [
         "docker-compose.yml", "web-servers.yml", "pvfs.yml", "docroot-pvfs.yml",

@@ -36,8 +36,9 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
 from tierbench.placement.compose import Container
-from tierbench.placement.placer import Placer
+from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
+from tierbench.transport import Transport
 
 CLIENT, SERVER = "client", "server"
 
@@ -121,6 +122,8 @@ class Experiment(Generic[S]):
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # where it runs: this host, or the cluster given on the command line (made once per run)
+    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
 
     def mode(self, name: str) -> Mode:
         """The mode of that name."""
@@ -143,7 +146,7 @@ class Deployment(Generic[I]):
     """What is up for a deployment key: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
     handles (``info``: a dataclass of the kind's, e.g. kinds.web.stack.WebInfo). ``placer`` is
-    the placement it runs on (None: this host), which makes the sampler: on a cluster, an
+    the placement it runs on (by default this host), which makes the sampler: on a cluster, an
     agent per node."""
 
     key: Hashable
@@ -153,14 +156,12 @@ class Deployment(Generic[I]):
     containers: dict[str, Container] = field(default_factory=dict)
     # None only where I is None (a kind that keeps no handles, e.g. the tests' kinds)
     info: I = cast(Any, None)
-    placer: Placer | None = None
+    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
     probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler | Any:
         """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
-        if self.placer is not None:
-            return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
-        return Sampler(out, self.counters, self.ifaces, probes=self.probes)
+        return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
 
     def endpoints(self, mode: Mode) -> list[Endpoint]:
         """The endpoints a container-scope mode covers here (its tiers, roles or all; an
@@ -172,18 +173,16 @@ class Deployment(Generic[I]):
         """Every endpoint of every tier (recorded before, during and after each point)."""
         return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
 
-    def cpu_containers(self, mode: Mode) -> list[tuple[str, str, int]] | None:
-        """On a cluster, (tier, node, PID there) of the containers a cpu: mode covers (None on
-        one host: those behind the endpoints' namespaces)."""
-        if self.placer is None or self.placer.cluster is None:
+    def cpu_containers(self, mode: Mode) -> list[tuple[str, Transport, int]] | None:
+        """On a cluster, (tier, its node's transport, PID there) of the containers a cpu: mode
+        covers (None on one host: those behind the endpoints' namespaces)."""
+        if self.placer.cluster is None:
             return None
-        return [(t.name, c.node, c.pid) for t in self.tiers.values()
-                if mode.covers(t.name, t.role) for c in t.containers if c.node is not None]
+        return [(t.name, self.placer.transport(c), c.pid) for t in self.tiers.values()
+                if mode.covers(t.name, t.role) for c in t.containers]
 
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
-        """A host-scope mode's interfaces where this deployment runs (None: this host's)."""
-        if self.placer is None:
-            return None
+        """A host-scope mode's interfaces where this deployment runs."""
         return self.placer.host_endpoints(mode.host_interfaces,
                                           [c for t in self.tiers.values() for c in t.containers])
 
@@ -378,8 +377,9 @@ class Kind(Generic[S, I, P]):
         """One progress line of a measured point."""
         raise NotImplementedError
 
-    def clean(self) -> list[str]:
-        """Stop whatever of this kind a crashed run left running (`tierbench clean`); notes."""
+    def clean(self, where: Placer) -> list[str]:
+        """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
+        clean`); notes."""
         return []
 
     def end_note(self, rows: list[dict[str, Any]]) -> str | None:
@@ -397,8 +397,9 @@ class Kind(Generic[S, I, P]):
         experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
         raise NotImplementedError
 
-    def running(self) -> Deployment[I] | None:
-        """What of this kind is up right now (for `tierbench modes check`), or None."""
+    def running(self, where: Placer) -> Deployment[I] | None:
+        """What of this kind is up right now on ``where`` (for `tierbench modes check`), or
+        None."""
         return None
 
 

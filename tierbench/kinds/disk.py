@@ -36,6 +36,7 @@ SERVICE = "disk-bench"
 TIER = "disk"
 ROLE = "disk"  # the cluster file's role: the node the disk system and the benchmark are on
 MOUNT = "/mnt/disk"
+OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FILE = f"{MOUNT}/fio.dat"
 MIB = 1 << 20
 PHASES = ("write", "read")
@@ -156,7 +157,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         refuse_server_modes(exp, "a disk-system experiment")
         s = exp.settings
         known = disks.resolve(s.disk_systems)
-        if placer.current().cluster is not None:
+        if exp.placer.cluster is not None:
             return
         for name in s.disk.systems:
             for dev in known[name].paths:
@@ -165,9 +166,9 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                                       "not exist on this host: name one of its block devices "
                                       "(lsblk lists them)")
 
-    def host(self) -> disks.Host:
+    def host(self, exp: Experiment) -> disks.Host:
         """Where the disk systems are built: this host, or the `disk` role's node."""
-        return placer.current().disk_host(ROLE)
+        return exp.placer.disk_host(ROLE)
 
     def systems(self, exp: Experiment[DiskSettings]) -> dict[str, disks.System]:
         """Every system the experiment can name."""
@@ -188,7 +189,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                                      "devices": list(known[n].paths) or known[n].devices,
                                      "read_mb_s": (known[n].read_bps or 0) / 1e6 or None,
                                      "write_mb_s": (known[n].write_bps or 0) / 1e6 or None,
-                                     "raid0": disks.raid_words(self.host()) if known[n].raid0
+                                     "raid0": disks.raid_words(self.host(exp)) if known[n].raid0
                                      else None}
                                  for n in b.systems}}
 
@@ -237,7 +238,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def deployment_line(self, exp: Experiment[DiskSettings], point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
-        raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
+        raid = f"; RAID-0 with {disks.raid_words(self.host(exp))}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
@@ -257,7 +258,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         if not emulated:
             return []
         biggest = max(emulated, key=lambda p: p.image_bytes())
-        host = self.host()
+        host = self.host(exp)
         return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}",
                               biggest.image_bytes(), host.image_dir(space.settings()),
                               "the disk images' folder",
@@ -271,7 +272,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         compose.require_image("tierbench-disk")
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         try:
-            disks.preflight(plans, self.host())
+            disks.preflight(plans, self.host(exp))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
@@ -282,8 +283,8 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         whatever used the disks before is removed first), the benchmark container up on it,
         its limits read back there."""
         p = self.plan_of(exp, str(key))
-        where = placer.current()
-        host = where.disk_host(ROLE)
+        where = exp.placer
+        host = self.host(exp)
         log(f"tierbench: disk system {p.system.describe()}{host.where}")
         if diskbuild.current(p, host) is None:
             where.down()  # containers let go of the disks built before; they go too
@@ -295,11 +296,11 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
-        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", compose.DISK_OVERLAY)]
+        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
         where.up(compose.Services(files=[*files, str(disks.overlay_path())],
                                   env={**compose.dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
-        dep = self.running()
+        dep = self.running(where)
         if dep is None:
             raise compose.StackError(f"the {SERVICE} container is not running"
                                      f"{where.where(SERVICE)}: see `docker"
@@ -318,9 +319,8 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                              "throttles_read_back": {SERVICE: limits}})
         return dep
 
-    def running(self) -> Deployment[DiskInfo | None] | None:
+    def running(self, where: placer.Placer) -> Deployment[DiskInfo | None] | None:
         """The benchmark container, when it runs (here, or on the disk role's node)."""
-        where = placer.current()
         found = where.containers()
         if SERVICE not in found:
             return None
@@ -336,7 +336,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         dep = ctx.deployment
         assert dep.info is not None  # deploy() built the disk system
         container = dep.containers[SERVICE]
-        where = placer.current()
+        where = dep.placer
         ctx.record["disk"] = dep.info.record
         system = dep.info.system
         row: dict[str, Any] = {"filesystem": dep.info.built.filesystem}
@@ -393,7 +393,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         return ", ".join(f"{ph} {row[f'{ph}_mb_per_s']:.1f} MB/s" for ph in PHASES
                          if f"{ph}_mb_per_s" in row) + f" (limits {row.get('throttle')})"
 
-    def clean(self) -> list[str]:
+    def clean(self, where: placer.Placer) -> list[str]:
         """Nothing runs between points (fio runs in the foreground of a point)."""
         return []
 

@@ -19,6 +19,7 @@ from tierbench.config.models import (Model, name_problem, non_empty_list, number
                                      validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import Mode, load_mode_list
+from tierbench.placement.placer import LocalPlacer, Placer
 
 DEFAULT_KIND = "web"
 
@@ -72,19 +73,24 @@ def kind_of(data: dict[str, Any]) -> str:
     return DEFAULT_KIND
 
 
-def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
-    """Load and validate an experiment file (by name in experiments/, or by path)."""
+def load_experiment(name: str, modes_dir: Path = MODES_DIR,
+                    placer: Placer | None = None) -> Experiment:
+    """Load and validate an experiment file (by name in experiments/, or by path), to run on
+    ``placer`` (None: this host)."""
     path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
     data = read_yaml(path, "experiment file")
     return experiment_from(data, str(path), path.stem,
-                           lambda where: load_mode_list(where, data.get("modes"), modes_dir))
+                           lambda where: load_mode_list(where, data.get("modes"), modes_dir),
+                           placer)
 
 
 def experiment_from(data: dict[str, Any], where: str, default_name: str,
-                    modes: Callable[[str], list[Mode]]) -> Experiment:
-    """Validate an experiment's data (as an experiment file holds it) into an Experiment;
-    ``modes(where)`` gives its modes (the files its `modes:` names, or modes made in memory,
-    e.g. by `tierbench advise`, whose names `modes:` then lists)."""
+                    modes: Callable[[str], list[Mode]],
+                    placer: Placer | None = None) -> Experiment:
+    """Validate an experiment's data (as an experiment file holds it) into an Experiment that
+    runs on ``placer`` (None: this host); ``modes(where)`` gives its modes (the files its
+    `modes:` names, or modes made in memory, e.g. by `tierbench advise`, whose names `modes:`
+    then lists)."""
     try:
         k = kind(kind_of(data))
     except ConfigError as exc:
@@ -116,6 +122,7 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
         settings=settings,
         precision=env.precision,
         raw=data,
+        placer=placer or LocalPlacer(),
     )
     for m in exp.modes:
         unknown_tiers = [t for t in m.tiers if t not in k.tiers]

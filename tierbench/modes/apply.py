@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tierbench import transport
 from tierbench.interfaces import cpu, ethtool, netif
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Mode
+from tierbench.transport import Transport
 
 __all__ = [
     "STATE_KIND",
@@ -39,9 +41,19 @@ STATE_KIND = "tierbench-mode-state"
 APPLY_PASSES = 2
 
 
-def _nodes(endpoints: list[Endpoint]) -> list[str]:
+def _nodes(endpoints: list[Endpoint]) -> list[Transport]:
     """The cluster nodes the endpoints are on (in order; none on a single host)."""
-    return list(dict.fromkeys(ep.node for ep in endpoints if ep.node is not None))
+    return list(dict.fromkeys(ep.via for ep in endpoints if ep.via.remote))
+
+
+def _node(record: dict[str, Any]) -> Transport | None:
+    """The node a state record names, as a transport (None: this host)."""
+    return transport.of(record) if record.get("node") else None
+
+
+def _ep_node(ep: Endpoint) -> Transport | None:
+    """The node an endpoint is on (None: this host)."""
+    return ep.via if ep.via.remote else None
 
 
 def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
@@ -50,8 +62,8 @@ def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str
     the ssh command that reaches it."""
     nodes = _nodes(endpoints)
     if nodes:
-        return {f"node:{n}": {"pid": None, "netns_ino": None, "node": n,
-                              "ssh": netif.node_argv(n), "keys": list(mode.knobs.sysctls)}
+        return {f"node:{n.name}": {"pid": None, "netns_ino": None, **n.record(),
+                                   "keys": list(mode.knobs.sysctls)}
                 for n in nodes if mode.knobs.sysctls}
     pids: dict[int, int] = {}
     for ep in endpoints:
@@ -73,7 +85,7 @@ def _sysctl_targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str
     return targets
 
 
-def _qdisc_problem(mode: Mode, node: str | None = None) -> str | None:
+def _qdisc_problem(mode: Mode, node: Transport | None = None) -> str | None:
     q = mode.knobs.qdisc
     if not q:
         return None
@@ -84,7 +96,7 @@ def _qdisc_problem(mode: Mode, node: str | None = None) -> str | None:
     if err is None:
         return None
     if "kind is unknown" in err or "No such file" in err:
-        where = f"the kernel of {node}" if node else "this kernel"
+        where = f"the kernel of {node.name}" if node else "this kernel"
         return (f"qdisc {q['kind']} is not available in {where} (module sch_{q['kind']} "
                 f"missing): use a kernel with CONFIG_NET_SCH_{q['kind'].upper()} or drop "
                 f"{q['kind']} from mode {mode.name}")
@@ -118,7 +130,7 @@ def _snapshot_endpoint(ep: Endpoint, mode: Mode) -> dict[str, Any]:
 
 
 def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
-                  containers: list[tuple[str, str, int]] | None = None) -> dict[str, Any]:
+                  containers: list[tuple[str, Transport, int]] | None = None) -> dict[str, Any]:
     """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON);
     ``containers`` (label, node, PID on the node): on a cluster, the containers a cpu: mode
     covers (on one host they are those behind the endpoints' namespaces)."""
@@ -128,18 +140,18 @@ def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
         state["endpoints"][ep.label] = _snapshot_endpoint(ep, mode)
     for target, info in _sysctl_targets(mode, endpoints).items():
         values = {}
-        node = info.get("node")
+        node = _node(info)
         for key in info["keys"]:
             scope = ethtool.sysctl_on_node(key, node) if node else ethtool.sysctl_scope(key)
             if scope != "missing":
                 values[key] = ethtool.read_sysctl(info["pid"], key, target, node)
-        where = {"node": node, "ssh": info["ssh"]} if node else {}
+        where = node.record() if node else {}
         state["sysctls"][target] = {"pid": info["pid"], "netns_ino": info["netns_ino"],
                                     **where, "values": values}
     if mode.cpu:
         state["cpu"] = _cpu_state(endpoints, containers)
         for target in state["cpu"].values():
-            target["values"] = cpu.read(target["pid"], target.get("node"))
+            target["values"] = cpu.read(target["pid"], _node(target))
         if per_platform(mode):
             state["platform"] = _platform_state(state["cpu"])
     return state
@@ -157,7 +169,7 @@ def _platform_state(targets: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     out: dict[str, dict[str, Any]] = {}
     for target in targets.values():
         node = target.get("node")
-        info = cpu.platform_of(target["pid"], node)
+        info = cpu.platform_of(target["pid"], _node(target))
         key = f"{node or 'host'}:{info['dirs']['cpu']}"
         entry = out.setdefault(key, {
             "node": node, **({"ssh": target["ssh"]} if node else {}), "dirs": info["dirs"],
@@ -167,16 +179,17 @@ def _platform_state(targets: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
         entry["tiers"].append(target["label"])
         target["platform"] = key
     for entry in out.values():
-        entry["values"] = cpu.read_platform(entry["dirs"], entry["node"])
+        entry["values"] = cpu.read_platform(entry["dirs"], _node(entry))
     return out
 
 
 def _cpu_state(endpoints: list[Endpoint],
-               containers: list[tuple[str, str, int]] | None) -> dict[str, dict[str, Any]]:
+               containers: list[tuple[str, Transport, int]] | None
+               ) -> dict[str, dict[str, Any]]:
     """Where a cpu: mode's settings go: each covered container's process (on its node)."""
     if containers:
-        return {f"{node}:pid:{pid}": {"pid": pid, "node": node, "ssh": netif.node_argv(node),
-                                      "label": label} for label, node, pid in containers}
+        return {f"{node.name}:pid:{pid}": {"pid": pid, **node.record(), "label": label}
+                for label, node, pid in containers}
     return {f"pid:{pid}": {"pid": pid, "netns_ino": netif.netns_inode(pid), "label": label}
             for pid, label in _cpu_targets(endpoints).items()}
 
@@ -222,7 +235,7 @@ def _cpu_problems(mode: Mode, state: dict) -> list[str]:
         return problems
     for target in state.get("cpu", {}).values():
         try:
-            allowed = cpu.allowed(target["pid"], target.get("node"),
+            allowed = cpu.allowed(target["pid"], _node(target),
                                   platform=per_platform(mode))
         except NetifError as exc:
             problems.append(str(exc))
@@ -240,7 +253,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
     want_set, want_limit = mode.cpu.get("cpuset"), mode.cpu.get("limit")
     for entry in state.get("platform", {}).values():
         try:
-            have = cpu.read_platform(entry["dirs"], entry["node"])
+            have = cpu.read_platform(entry["dirs"], _node(entry))
         except NetifError as exc:
             out.append(str(exc))
             continue
@@ -250,7 +263,7 @@ def _cpu_mismatches(mode: Mode, state: dict) -> list[str]:
             out.append(f"{entry['label']}: CPU limit is {have['limit']}, wanted {want_limit}")
     for target in state.get("cpu", {}).values():
         try:
-            have = cpu.read(target["pid"], target.get("node"))
+            have = cpu.read(target["pid"], _node(target))
         except NetifError as exc:
             out.append(str(exc))
             continue
@@ -338,9 +351,9 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
                             f"(kernel without CONFIG_RPS/CONFIG_XPS?); {fix}")
         elif key.endswith("_cpus") and value != "all" and (
                 ethtool.mask_int(str(value))
-                & ~ethtool.mask_int(ethtool.online_cpu_mask(snap.get("node")))):
+                & ~ethtool.mask_int(ethtool.online_cpu_mask(_node(snap)))):
             problems.append(f"{key} {value} names CPUs that are not online (online mask "
-                            f"{ethtool.online_cpu_mask(snap.get('node'))}); change mode "
+                            f"{ethtool.online_cpu_mask(_node(snap))}); change mode "
                             f"{mode.name}")
     if k.qdisc:
         root = snap.get("qdisc_root", {})
@@ -352,7 +365,7 @@ def endpoint_problems(snap: dict, mode: Mode) -> list[str]:
 
 
 def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
-               containers: list[tuple[str, str, int]] | None = None) -> list[str]:
+               containers: list[tuple[str, Transport, int]] | None = None) -> list[str]:
     """Every reason ``mode`` cannot be applied to ``endpoints`` ([] = ok); changes nothing.
 
     ``state`` is a snapshot from :func:`snapshot_mode`; without one a snapshot is taken.
@@ -393,7 +406,7 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
                 problems.append(str(exc))
                 continue
             if missing:
-                problems.append(f"sysctl {key} does not exist on the kernel of {node} (no "
+                problems.append(f"sysctl {key} does not exist on the kernel of {node.name} (no "
                                 f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
         if nodes:
             continue
@@ -435,7 +448,7 @@ def _set_endpoint(ep: Endpoint, snap: dict, mode: Mode) -> None:
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         # re-read: a channel change above may have added queues the snapshot did not have
         writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus,
-                                     k.rps_flow_cnt, ep.node)
+                                     k.rps_flow_cnt, _ep_node(ep))
     if writes:
         ethtool.write_masks(ep, writes)
     if k.qdisc:
@@ -447,7 +460,7 @@ def _set_sysctls(mode: Mode, state: dict) -> None:
     for target, info in state.get("sysctls", {}).items():
         for key in info["values"]:
             ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target,
-                                 info.get("node"))
+                                 _node(info))
 
 
 def _set_cpu(mode: Mode, state: dict) -> None:
@@ -460,20 +473,20 @@ def _set_cpu(mode: Mode, state: dict) -> None:
         _widen(entry, want_set)
     for target in state.get("cpu", {}).values():
         cpu.write(target["pid"], want_set, want_limit,
-                  set_limit="limit" in mode.cpu and not platforms, node=target.get("node"))
+                  set_limit="limit" in mode.cpu and not platforms, node=_node(target))
     for entry in platforms.values():
         cpu.write_platform(entry["dirs"], want_set, want_limit, set_limit="limit" in mode.cpu,
-                           node=entry["node"])
+                           node=_node(entry))
 
 
 def _widen(entry: dict, cpuset: str | None) -> None:
     """A platform's cpuset made the union of what it has and ``cpuset`` ('' = every CPU)."""
     if not cpuset:
         return
-    have = str(cpu.read_platform(entry["dirs"], entry["node"])["cpuset"])
+    have = str(cpu.read_platform(entry["dirs"], _node(entry))["cpuset"])
     if have:
         both = ",".join(str(c) for c in sorted(cpu.parse(have) | cpu.parse(cpuset)))
-        cpu.write_platform(entry["dirs"], both, None, set_limit=False, node=entry["node"])
+        cpu.write_platform(entry["dirs"], both, None, set_limit=False, node=_node(entry))
 
 
 def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
@@ -537,7 +550,7 @@ def _endpoint_mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[st
     if k.rps_cpus is not None or k.xps_cpus is not None or k.rps_flow_cnt is not None:
         queues = ethtool.read_queues(ep)
         for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
-                                              ep.node).items():
+                                              _ep_node(ep)).items():
             q, f = path.split("/")
             have = queues[q][f]
             if have == "unreadable" or ethtool.queue_value(f, have) != ethtool.queue_value(f, want):
@@ -560,7 +573,8 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
         except NetifError as exc:
             out.append(f"{ep.label}: could not re-read the settings: {exc}")
     targets = (state or {}).get("sysctls") or {
-        t: {"pid": i["pid"], "node": i.get("node"), "values": dict.fromkeys(i["keys"])}
+        t: {"pid": i["pid"], "node": i.get("node"), "ssh": i.get("ssh"),
+            "values": dict.fromkeys(i["keys"])}
         for t, i in _sysctl_targets(mode, endpoints).items()}
     for target, info in targets.items():
         for key in info["values"]:
@@ -568,7 +582,7 @@ def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None
             if want is None:
                 continue
             try:
-                have = ethtool.read_sysctl(info["pid"], key, target, info.get("node"))
+                have = ethtool.read_sysctl(info["pid"], key, target, _node(info))
             except NetifError as exc:
                 out.append(f"{target}: could not re-read {key}: {exc}")
                 continue
@@ -693,9 +707,7 @@ def _restore_sysctls(target: str, info: dict) -> list[str]:
         if not os.path.exists(f"/proc/{pid}") or (
                 ino is not None and netif.netns_inode(pid) != ino):
             return [f"{target}: gone, nothing to restore"]
-    node = info.get("node")
-    if node and info.get("ssh"):
-        netif.add_node(node, info["ssh"])
+    node = _node(info)
     problems: list[str] = []
     for key, value in info.get("values", {}).items():
         try:
@@ -731,7 +743,7 @@ def restore_state(state: dict) -> list[str]:
     platforms = state.get("platform", {})
     for entry in platforms.values():
         try:
-            if cpu.platform_exists(entry["dirs"], entry["node"]):
+            if cpu.platform_exists(entry["dirs"], _node(entry)):
                 _widen(entry, str(entry["values"]["cpuset"]))
         except NetifError as exc:
             problems.append(str(exc))
@@ -745,9 +757,7 @@ def restore_state(state: dict) -> list[str]:
 def _restore_platform(entry: dict) -> list[str]:
     """A platform's saved cpuset and limit, even when its containers are gone (the parent
     cgroup outlives them, and the next bring-up would inherit what it holds)."""
-    node, saved = entry["node"], entry["values"]
-    if node and entry.get("ssh"):
-        netif.add_node(node, entry["ssh"])
+    node, saved = _node(entry), entry["values"]
     try:
         if not cpu.platform_exists(entry["dirs"], node):
             return [f"{entry['label']} ({entry['dirs']['cpu']}): gone, nothing to restore"]
@@ -762,13 +772,11 @@ def _restore_platform(entry: dict) -> list[str]:
 
 
 def _restore_cpu(target: str, info: dict) -> list[str]:
-    pid, node = info["pid"], info.get("node")
+    pid, node = info["pid"], _node(info)
     gone = [f"{info.get('label', target)} ({target}): gone, nothing to restore"]
     if node is None and (not os.path.exists(f"/proc/{pid}")
                          or netif.netns_inode(pid) != info.get("netns_ino")):
         return gone
-    if node and info.get("ssh"):
-        netif.add_node(node, info["ssh"])
     saved = info["values"]
     try:
         cpu.write(pid, saved["cpuset"] or None, saved["limit"], set_limit=True, node=node)
@@ -814,7 +822,7 @@ def state_view(state: dict) -> dict[str, Any]:
 def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
                  state_file: netif.StateFile, record: dict, settle_s: float,
                  save: Callable[[], None],
-                 containers: list[tuple[str, str, int]] | None = None) -> Iterator[None]:
+                 containers: list[tuple[str, Transport, int]] | None = None) -> Iterator[None]:
     """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
     whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
     settings before, during and after; the pre-change state is on disk (``state_file``) before

@@ -109,29 +109,40 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _matching(pattern: re.Pattern[str], what: str) -> Any:
+    """A validator of a name field: the value when ``pattern`` matches it, else "... is not
+    WHAT" (None passes: the field is optional)."""
+    def check(cls: type, value: str | None) -> str | None:
+        if value is not None and not pattern.match(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+    return classmethod(check)
+
+
+def _ip(value: str) -> str | None:
+    """An IP address (with a /prefix: an interface's address) in its canonical form, or None."""
+    try:
+        return str(ipaddress.ip_interface(value) if "/" in value else ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
 class Interface(_Model):
     """A data-plane interface of a node and its address on it."""
 
     name: str = Field(description="interface name on the node, e.g. eth0 or ens1f0")
     address: str = Field(description="its IP address, with or without /prefix")
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _IFNAME.match(value):
-            raise ValueError(f"{value!r} is not an interface name (1-15 characters, no spaces "
-                             "or '/')")
-        return value
+    _name = field_validator("name")(_matching(
+        _IFNAME, "an interface name (1-15 characters, no spaces or '/')"))
 
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        try:
-            if "/" in value:
-                return str(ipaddress.ip_interface(value))
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IP address such as 198.18.16.11/24") from None
+        ip = _ip(value)
+        if ip is None:
+            raise ValueError(f"{value!r} is not an IP address such as 198.18.16.11/24")
+        return ip
 
     @property
     def ip(self) -> str:
@@ -150,38 +161,19 @@ class Node(_Model):
     ssh_config: str | None = Field(default=None, description="ssh -F FILE for this node")
     interfaces: list[Interface] = Field(min_length=1)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _NODE_NAME.match(value):
-            raise ValueError(f"{value!r} is not a node name (lower case letters, digits and '-', "
-                             "at most 32, starting and ending with a letter or digit)")
-        return value
+    _name = field_validator("name")(_matching(
+        _NODE_NAME, "a node name (lower case letters, digits and '-', at most 32, starting and "
+        "ending with a letter or digit)"))
+    _user = field_validator("user")(_matching(_USER, "a user name"))
+    _context = field_validator("context")(_matching(_CONTEXT, "a Docker context name"))
 
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        try:
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            pass
-        if not _HOSTNAME.match(value):
+        ip = _ip(value) if "/" not in value else None
+        if ip is None and not _HOSTNAME.match(value):
             raise ValueError(f"{value!r} is neither an IP address nor a host name")
-        return value
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, value: str) -> str:
-        if not _USER.match(value):
-            raise ValueError(f"{value!r} is not a user name")
-        return value
-
-    @field_validator("context")
-    @classmethod
-    def _context(cls, value: str | None) -> str | None:
-        if value is not None and not _CONTEXT.match(value):
-            raise ValueError(f"{value!r} is not a Docker context name")
-        return value
+        return ip or value
 
     @property
     def docker_context(self) -> str:

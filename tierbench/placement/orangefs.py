@@ -11,6 +11,8 @@ from tierbench.placement import compose
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")
+OVERLAY = "compose/pvfs.yml"  # the OrangeFS tier (profile pfs)
+DISK_OVERLAY = "compose/pvfs-disk.yml"  # its storage on volumes (or disk systems bound over them)
 
 
 class PfsError(TierbenchError):
@@ -25,9 +27,9 @@ def compose_args(storage: str) -> list[str]:
 
 def compose_files(storage: str) -> list[str]:
     """The OrangeFS tier's compose files: the base file, pvfs.yml, and pvfs-disk.yml for disk."""
-    files = ["docker-compose.yml", compose.OVERLAYS["pvfs"]]
+    files = ["docker-compose.yml", OVERLAY]
     if storage == "disk":
-        files.append(compose.OVERLAYS["pvfs-disk"])
+        files.append(DISK_OVERLAY)
     return [str(compose.ROOT / f) for f in files]
 
 

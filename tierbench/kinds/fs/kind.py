@@ -144,13 +144,12 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         """The deployment from this point on."""
         f = self.settings(exp)
         if f.server == "orangefs":
-            net = "198.18.3.0/24" if placer.current().cluster is None else "their nodes"
+            net = "198.18.3.0/24" if exp.placer.cluster is None else "their nodes"
             return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
                     f"{f.client_containers} client container(s) on {net}")
         load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
-        where = placer.current()
-        net = "198.18.12.0/24" if where.cluster is None else "their nodes"
+        net = "198.18.12.0/24" if exp.placer.cluster is None else "their nodes"
         return f"  -- file server (GlusterFS) and 1 client on {net}, {load}"
 
     def what(self, exp: Experiment[FsSettings], point: Point) -> str:
@@ -238,40 +237,40 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                previous: Deployment[FsInfo] | None, point: Point) -> Deployment[FsInfo]:
         """GlusterFS: server and client up (the hog too for a busy server); OrangeFS: a cluster
         of 1 metadata + N I/O servers and the clients."""
-        return stack.deploy(self.settings(exp), key, prepared, previous)
+        return stack.deploy(exp.placer, self.settings(exp), key, prepared, previous)
 
     def finish(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo]) -> list[str]:
         """An OrangeFS cluster removed (its servers admit whoever connects; the next run makes
         a new one); the GlusterFS server stays up, admitting only the client's address."""
         if deployment.info.server != "orangefs":
             return []
-        placer.current().down()
+        exp.placer.down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment[FsInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[FsInfo] | None:
         """The file-server tier, when it is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo],
                    ) -> dict[str, Any]:
         """The tools' and the server's versions as the containers report them."""
-        client = deployment.info.clients[0]
+        client, where = deployment.info.clients[0], deployment.placer
         out: dict[str, Any] = {}
         versions = [("fio", ["fio", "--version"])]
         if deployment.info.server == "gluster":  # the OrangeFS clients have no dbench
             versions.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
         for tool, argv in versions:
-            done = compose.exec_in(client, argv, timeout=30)
+            done = where.exec(client, argv, timeout=30)
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
         if deployment.info.server == "gluster":
-            done = compose.exec_in(deployment.info.servers[0], ["glusterfsd", "--version"],
-                                 timeout=30)
+            done = where.exec(deployment.info.servers[0], ["glusterfsd", "--version"],
+                              timeout=30)
             lines = done.stdout.strip().splitlines()
             out["glusterfs"] = lines[0] if lines else "unknown"
         else:
-            done = compose.exec_in(deployment.info.servers[0], ["cat", "/opt/orangefs/SOURCE"],
-                                 timeout=30)
+            done = where.exec(deployment.info.servers[0], ["cat", "/opt/orangefs/SOURCE"],
+                              timeout=30)
             out["orangefs"] = done.stdout.strip()
         return {"tools": out}
 

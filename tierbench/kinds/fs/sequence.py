@@ -17,7 +17,7 @@ from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs,
 from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPrepared
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import compose, placer
+from tierbench.placement import compose
 from tierbench.placement.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
@@ -61,17 +61,16 @@ def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     us = think_us(p["think_ms"])
     if us:
         loadfile = f"/tmp/think-{us}.txt"
-        checked(client, ["sh", "-c", tools.think_loadfile(us, loadfile)],
+        checked(ctx, client, ["sh", "-c", tools.think_loadfile(us, loadfile)],
                 "write the think-time load file", 120)
-    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    checked(ctx, client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
     argv = tools.dbench_command(p["programs"], f.measure_s, loadfile, folder)
     timed: list[tuple[float, str]] = []
     limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
     try:
         with (ctx.dir / "dbench.txt").open("w") as raw:
-            proc = subprocess.Popen([*compose.docker_cmd(client), "exec", client.id, *argv],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True)
+            proc = ctx.deployment.placer.popen(client, argv, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True)
             killer = threading.Timer(limit, proc.kill)
             killer.start()
             try:
@@ -83,8 +82,8 @@ def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
             finally:
                 killer.cancel()
     finally:
-        compose.exec_in(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
-                      timeout=300)
+        ctx.deployment.placer.exec(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
+                                   timeout=300)
     text = "".join(line + "\n" for _, line in timed)
     report = tools.parse_dbench(text)
     start, end = tools.dbench_window(timed)
@@ -113,13 +112,13 @@ def randread(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
                                block=f.block, size=int(f.file_mb * MIB),
                                jobs=p["programs"], runtime_s=f.measure_s,
                                ramp_s=f.warmup_s, direct=True)
-    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    checked(ctx, client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
     try:
-        checked(client, [*argv, "--create_only=1"], "lay out the programs' files",
+        checked(ctx, client, [*argv, "--create_only=1"], "lay out the programs' files",
                 600)
         report, start = fio_at(ctx, f, [(client, argv)], "fio")
     finally:
-        compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+        ctx.deployment.placer.exec(client, ["rm", "-rf", folder], timeout=300)
     begin = start + f.warmup_s
     values = fio_figures(report, "read")
     if report["errors"]:
@@ -133,16 +132,16 @@ def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     client = ctx.deployment.info.clients[0]
     folder = f"{SHARE}/{ctx.prepared.run_id}-filebench"
     env = filebench_env(f, folder, f.warmup_s, f.measure_s)
-    checked(client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
+    checked(ctx, client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
     if w.fileset != "w" and w.fileset not in ctx.prepared.sets:
         ctx.log(f"tierbench: laying out file set {w.fileset} ({f.set_mb} MiB) on the share")
-        checked(client, [*tools.filebench_command(LAYOUT[w.fileset], env),
+        checked(ctx, client, [*tools.filebench_command(LAYOUT[w.fileset], env),
                          "--create_only=1"], f"lay out file set {w.fileset}", 3600)
         ctx.prepared.sets.add(w.fileset)
     if w.cache:
         server = ctx.deployment.info.servers[0]
         brick = f"{BRICK_PATH}/{ctx.prepared.run_id}-filebench"
-        checked(server, ["sh", "-c", server_cache(w.cache, [
+        checked(ctx, server, ["sh", "-c", server_cache(w.cache, [
             f"{brick}/{name}" for name in set_files(w.fileset)])],
                 f"{'empty' if w.cache == 'uncached' else 'fill'} the server's page cache",
                 1800)
@@ -156,7 +155,7 @@ def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
         if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
             files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
                 if w.fileset != "w" else f"{folder}/write.*"
-            compose.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
+            ctx.deployment.placer.exec(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
             ctx.prepared.sets.discard(w.fileset)
     direction = w.direction
     begin = start + f.warmup_s
@@ -181,7 +180,7 @@ def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     windows: dict[str, tuple[float, float, float]] = {}
     try:
         for folder, client in zip(folders, clients):
-            checked(client, ["mkdir", "-p", folder], "make the session folder", 60)
+            checked(ctx, client, ["mkdir", "-p", folder], "make the session folder", 60)
         for phase in ("write", "read"):
             jobs = [(client, tools.fio_command(
                 name=phase, directory=folder, rw=phase, block=f.block,
@@ -197,7 +196,7 @@ def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
                 break
     finally:
         for folder, client in zip(folders, clients):
-            compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+            ctx.deployment.placer.exec(client, ["rm", "-rf", folder], timeout=300)
     values["client_containers_used"] = len(spread)
     return values, windows, []
 
@@ -205,14 +204,15 @@ def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]
            name: str) -> tuple[dict[str, Any], float]:
     """fio in each container at once, all starting at the same wall-clock instant; their
     reports (kept as NAME-K.json) summed."""
-    lead = START_DELAY_S + placer.current().exec_lead_s
+    lead = START_DELAY_S + ctx.deployment.placer.exec_lead_s
     start = time.time() + lead
     limit = lead + f.warmup_s + f.measure_s + 600
     outputs: list[str] = [""] * len(jobs)
 
     def one(k: int) -> None:
         container, argv = jobs[k]
-        done = compose.exec_in(container, tools.at_start(start, argv), timeout=limit)
+        done = ctx.deployment.placer.exec(container, tools.at_start(start, argv),
+                                          timeout=limit)
         outputs[k] = done.stdout + done.stderr
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(jobs))]
@@ -254,9 +254,10 @@ def set_files(fileset: str) -> list[str]:
     return [f"set-{fileset}"]
 
 
-def checked(container: compose.Container, argv: list[str], what: str, timeout: float) -> str:
+def checked(ctx: PointContext, container: compose.Container, argv: list[str], what: str,
+            timeout: float) -> str:
     """A command in a container that must succeed; StackError naming what failed otherwise."""
-    done = compose.exec_in(container, argv, timeout=timeout)
+    done = ctx.deployment.placer.exec(container, argv, timeout=timeout)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise compose.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")

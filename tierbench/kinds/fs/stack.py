@@ -19,6 +19,7 @@ from tierbench.placement import compose, orangefs, placer
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
 IMAGE = "tierbench-fs"
+OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
 SHARE = "/mnt/share"  # the GlusterFS volume in fs-client
 PVFS_MOUNT = "/mnt/orangefs"
 VOLUME = "fs-share"  # the brick's Docker volume
@@ -47,12 +48,11 @@ class FsPrepared:
     uses: dict[str, int]
 
 
-def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
+def deploy(where: placer.Placer, f: Fs, key: Hashable, prepared: FsPrepared,
            previous: Deployment[FsInfo] | None) -> Deployment[FsInfo]:
     """GlusterFS: server and client up (the hog too for a busy server; only the hog changes
     between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
     server, arg = cast(tuple[str, Any], key)  # deployment_key's
-    where = placer.current()
     if server == "orangefs":
         log(f"tierbench: bringing the OrangeFS cluster up on {where.name} (1 metadata + "
             f"{arg} I/O servers, {f.client_containers} clients)")
@@ -61,7 +61,7 @@ def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
                                        strip_size=f.strip_size, storage=f.storage,
                                        job_timeout_s=f.job_timeout_s))
         servers, clients = orangefs.cluster_containers(where.replicas())
-        return pvfs_deployment(key, servers, clients)
+        return pvfs_deployment(where, key, servers, clients)
     busy = arg == "busy"
     # the server and the client (and the hog when busy): services already up as asked stay
     spec = compose.Services(fs_paths(), fs_env(),
@@ -81,33 +81,34 @@ def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
         for c in where.replicas():
             if c.service == HOG:
                 where.stop(c, 2)
-    return gluster_deployment(key)
+    return gluster_deployment(where, key)
 
-def running() -> Deployment[FsInfo] | None:
+def running(where: placer.Placer) -> Deployment[FsInfo] | None:
     """The file-server tier, when it is up."""
-    found = {c.service for c in placer.current().replicas()}
+    found = {c.service for c in where.replicas()}
     if {SERVER_TIER, CLIENT_TIER} <= found:
-        return gluster_deployment(("gluster", "busy" if HOG in found else "idle"))
+        return gluster_deployment(where, ("gluster", "busy" if HOG in found else "idle"))
     return None
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment[FsInfo]) -> None:
     """A server or client container that stopped ends the run with one sentence."""
-    running = {c.id for c in placer.current().replicas()}
+    where = deployment.placer
+    running = {c.id for c in where.replicas()}
     everyone = deployment.info.servers + deployment.info.clients
     down = [c.name for c in everyone if c.id not in running]
     down_services = [c.service for c in everyone if c.id not in running]
     if down:
         raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
                       + (f" ({row['error']})" if row.get("error") else "")
-                      + f": see `docker{placer.current().context_arg(down_services[0])} logs "
+                      + f": see `docker{where.context_arg(down_services[0])} logs "
                       f"{down[0]}`; the run ends here")
 
 # -- results
 
 def fs_paths() -> list[str]:
     """The file-server tier's compose files (the base file names the project's networks)."""
-    return [str(ROOT / "docker-compose.yml"), str(ROOT / compose.FS_OVERLAY)]
+    return [str(ROOT / "docker-compose.yml"), str(ROOT / OVERLAY)]
 
 
 def fs_env() -> dict[str, str]:
@@ -156,10 +157,9 @@ def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
                       placer=where)
 
 
-def gluster_deployment(key: Hashable) -> Deployment[FsInfo]:
+def gluster_deployment(where: placer.Placer, key: Hashable) -> Deployment[FsInfo]:
     """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
     runs."""
-    where = placer.current()
     found = where.containers()
     missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
     if missing:
@@ -172,9 +172,9 @@ def gluster_deployment(key: Hashable) -> Deployment[FsInfo]:
                            {HOG: found[HOG]} if HOG in found else {}, grouped=False)
 
 
-def pvfs_deployment(key: Hashable, servers: list[compose.Container],
+def pvfs_deployment(where: placer.Placer, key: Hashable, servers: list[compose.Container],
                     clients: list[compose.Container]) -> Deployment[FsInfo]:
     """The running OrangeFS cluster as the fs kind's client and server tiers."""
     labels = {c.id: orangefs.label(c) for c in servers + clients}
-    return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},
+    return tier_deployment(key, where, "orangefs", servers, clients, labels, {},
                            grouped=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.placement import compose, space
+from tierbench.placement import space
 
 DMA_CLASS = Path("/sys/class/dma")
 DMATEST = Path("/sys/module/dmatest/parameters")
@@ -214,11 +214,10 @@ def run_point(ctx: PointContext[Any, Any, CopyPlan | None], seconds: int) -> Poi
     if plan is None:
         raise ValueError("NET-dmacopy's points need the run's CopyPlan (NetKind.prepare)")
     size, pool = int(ctx.point.factors["message_size"]), plan.pool
-    sender = ctx.deployment.info.senders[0]
+    sender, where = ctx.deployment.info.senders[0], ctx.deployment.placer
     started = time.time()
     try:
-        done = compose.exec_in(sender, copybench_argv(size, seconds, pool),
-                               timeout=seconds + 120)
+        done = where.exec(sender, copybench_argv(size, seconds, pool), timeout=seconds + 120)
     except subprocess.TimeoutExpired:
         ctx.sampler.stop()
         return PointResult(error=f"copybench did not finish within {seconds + 120} s and was "
@@ -229,7 +228,7 @@ def run_point(ctx: PointContext[Any, Any, CopyPlan | None], seconds: int) -> Poi
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return PointResult(error=f"copybench exited with code {done.returncode}: {why}")
-    cpuinfo = compose.exec_in(sender, ["cat", "/proc/cpuinfo"], timeout=30).stdout
+    cpuinfo = where.exec(sender, ["cat", "/proc/cpuinfo"], timeout=30).stdout
     try:
         values = copy_figures(done.stdout, cpu_mhz(cpuinfo))
     except ValueError as exc:

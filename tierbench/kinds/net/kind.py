@@ -114,7 +114,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         n = self.settings(exp)
         if n.test == "dmacopy":
             return exp.settle_s + n.measure_s + 4
-        return exp.settle_s + sequence.start_delay() + n.warmup_s + n.measure_s + 4
+        return exp.settle_s + sequence.start_delay(exp.placer) + n.warmup_s + n.measure_s + 4
 
     def plan_header(self, exp: Experiment[NetSettings], points: list[Point]) -> list[str]:
         """The test, the tool and the time per point."""
@@ -137,7 +137,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                 f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
-                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay():g} s + "
+                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay(exp.placer):g} s + "
                 f"warm-up {n.warmup_s} s + measured {n.measure_s} s + about 4 s to start and "
                 "stop the tools"
                 + ("; connections per receiver" if n.per_receiver and n.test == "stream"
@@ -230,15 +230,16 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         compose.require_image(stack.IMAGE)
-        if n.profile and (placer.current().cluster is None or profile.sender_node() is not None):
-            profile.perf_check(exp.source, profile.sender_node())
+        if n.profile and (exp.placer.cluster is None
+                          or profile.sender_node(exp.placer) is not None):
+            profile.perf_check(exp.source, profile.sender_node(exp.placer))
 
     def prepare(self, exp: Experiment[NetSettings], run_dir: Path) -> CopyPlan | None:
         """dmacopy: the copy pools' size, and the DMA copy engine it copies on (dmatest loaded
         for it) or the sentence saying why the DMA half is left out."""
         if self.settings(exp).test != "dmacopy":
             return None
-        channel, said = dmacopy.dma_engine(placer.current().cluster is not None)
+        channel, said = dmacopy.dma_engine(exp.placer.cluster is not None)
         loaded = False
         if channel:
             loaded, problem = dmacopy.load_dmatest()
@@ -252,11 +253,11 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         """compose/net.yml up: the senders and the receivers (the web stack goes first);
         dmacopy: one sender."""
         if self.settings(exp).test == "dmacopy":
-            deployment = stack.deploy_sender(key)
+            deployment = stack.deploy_sender(exp.placer, key)
             deployment.info.copies = prepared
             return deployment
         receivers, clients = cast(tuple[int, int], key)  # deployment_key's
-        return stack.deploy(self.settings(exp), receivers, clients)
+        return stack.deploy(exp.placer, self.settings(exp), receivers, clients)
 
     def finish(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
                ) -> list[str]:
@@ -267,16 +268,16 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         if deployment.info.copies and deployment.info.copies.loaded_dmatest:
             dmacopy.unload_dmatest()
             notes.append("unloaded the kernel's dmatest module")
-        where = placer.current()
+        where = exp.placer
         stopped = [c for c in where.replicas() if c.service == stack.RECEIVER]
         for c in stopped:
             where.stop(c)
         return notes + ([f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf "
                          "servers admit whoever connects)"] if stopped else [])
 
-    def running(self) -> Deployment[NetInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[NetInfo] | None:
         """The network tier, when it is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
                    ) -> dict[str, Any]:
@@ -285,11 +286,11 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         out = {}
         for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
                            ("sockperf", ["sockperf", "--version"])):
-            done = compose.exec_in(sender, argv, timeout=30)
+            done = deployment.placer.exec(sender, argv, timeout=30)
             lines = (done.stdout + done.stderr).strip().splitlines()
             out[tool] = lines[0] if lines else "unknown"
         if self.settings(exp).profile:
-            out["perf"] = profile.version(bool(sender.node))
+            out["perf"] = profile.version(deployment.placer, bool(sender.node))
         if self.settings(exp).test == "dmacopy":
             copies = deployment.info.copies
             return {"tools": out, "dma_engine": copies.dma_engine if copies else ""}

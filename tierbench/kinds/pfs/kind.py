@@ -17,7 +17,7 @@ from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import PointFactors
-from tierbench.placement import compose, orangefs, placer, space
+from tierbench.placement import orangefs, placer, space
 from tierbench.placement.orangefs import PfsError
 
 PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
@@ -109,7 +109,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     def point_seconds(self, exp: Experiment[PfsSettings]) -> float:
         """settle, the timed phases, set-up and checksums."""
         p = self.settings(exp)
-        lead = START_DELAY_S + placer.current().exec_lead_s
+        lead = START_DELAY_S + exp.placer.exec_lead_s
         return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
 
     def plan_header(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[str]:
@@ -207,23 +207,23 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                previous: Deployment[PfsInfo] | None, point: Point) -> Deployment[PfsInfo]:
         """A new cluster of 1 metadata + N I/O servers (the key: deployment_key's io_servers)
         and the clients the test needs."""
-        return stack.deploy(self.settings(exp), cast(int, key), previous)
+        return stack.deploy(exp.placer, self.settings(exp), cast(int, key), previous)
 
     def finish(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo]) -> list[str]:
         """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
         a new cluster anyway)."""
-        placer.current().down()
+        exp.placer.down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment[PfsInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[PfsInfo] | None:
         """The OrangeFS cluster, when one is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo],
                    ) -> dict[str, Any]:
         """The OrangeFS source the image was built from (tarball and sha256)."""
         server = deployment.info.servers[0]
-        done = compose.exec_in(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
+        done = deployment.placer.exec(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
         return {"orangefs": done.stdout.strip()}
 
     def run_point(self, ctx: PointContext[PfsSettings, PfsInfo, PfsPrepared]) -> PointResult:

@@ -21,7 +21,7 @@ from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
                                          parse_io_line, phase_cpu, sha256)
-from tierbench.placement import compose, orangefs, placer
+from tierbench.placement import compose, orangefs
 from tierbench.placement.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
@@ -38,6 +38,7 @@ class Phases:
         self.clients: list[compose.Container] = deployment.info.clients
         self.sampler = sampler  # the point's running sampler: its now() reads every counter
         self.io_servers = deployment.info.io_servers
+        self.where = deployment.placer  # commands in the containers go through it
         self.window: tuple[float, float] | None = None  # first phase start .. last phase end
 
     def _streams(self, point: PointFactors, row: dict) -> list[Stream]:
@@ -83,7 +84,7 @@ class Phases:
         try:
             for phase in phases:
                 if phase == "read" and exp.test == "basic" and exp.drop_caches:
-                    placer.current().drop_caches(self.clients + self.servers)
+                    self.where.drop_caches(self.clients + self.servers)
                 # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
                 active = [dc_replace(s, file=written[s.number]) if s.access == "native"
                           and written.get(s.number) else s for s in streams]
@@ -125,7 +126,7 @@ class Phases:
         timeout = self.settings.job_timeout_s * 3 + 60
         outputs = []
         for s in streams:
-            done = compose.exec_in(s.client, ["sh", "-c", cmd(s)], timeout=timeout)
+            done = self.where.exec(s.client, ["sh", "-c", cmd(s)], timeout=timeout)
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
                 raise PfsError(f"{what} failed in {label(s.client)}: {lines[-1][:300]}")
@@ -135,7 +136,7 @@ class Phases:
     def _run_phase(self, phase: str, streams: list[Stream], sources: dict[int, str],
                    pdir: Path) -> dict:
         exp = self.settings
-        lead = START_DELAY_S + placer.current().exec_lead_s
+        lead = START_DELAY_S + self.where.exec_lead_s
         start = time.time() + lead + 0.02 * len(streams)
         by_client: dict[str, list[Stream]] = {}
         for s in streams:
@@ -164,7 +165,7 @@ class Phases:
                              f"| sed 's/^/stream={s.number} /') &")
             script = " ".join(parts) + " wait"
             try:
-                done = compose.exec_in(group[0].client, ["sh", "-c", script], timeout=timeout)
+                done = self.where.exec(group[0].client, ["sh", "-c", script], timeout=timeout)
                 text = done.stdout + done.stderr
             except subprocess.TimeoutExpired:
                 text = ""
@@ -223,7 +224,7 @@ class Phases:
         def stop() -> None:
             time.sleep(max(0.0, start + fault["after_s"] - time.time()))
             log(f"tierbench: fault: stopping {fault['stop']} as the experiment asks")
-            placer.current().stop(target, 5)
+            self.where.stop(target, 5)
 
         thread = threading.Thread(target=stop, name="fault", daemon=True)
         thread.start()
@@ -264,11 +265,12 @@ class Phases:
         paths = sorted({s.file for s in streams})
         script = " ".join(f"rm -f {shlex.quote(p)} {shlex.quote(p)}.*;" for p in paths)
         # rm on the mount would hang for the job timeout
-        if orangefs.stopped_servers(self.io_servers, placer.current().replicas()):
+        if orangefs.stopped_servers(self.io_servers, self.where.replicas()):
             script = ""
         script += " rm -f /scratch/io-* /scratch/check-*"
         for c in {s.client.id: s.client for s in streams}.values():
             try:
-                compose.exec_in(c, ["sh", "-c", script], timeout=self.settings.job_timeout_s * 2 + 10)
+                self.where.exec(c, ["sh", "-c", script],
+                                timeout=self.settings.job_timeout_s * 2 + 10)
             except subprocess.TimeoutExpired:
                 log(f"tierbench: removing the files of the point in {label(c)} timed out")

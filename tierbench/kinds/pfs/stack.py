@@ -33,33 +33,34 @@ class PfsPrepared:
     fault_done: bool = False
 
 
-def deploy(p: Pfs, n: int, previous: Deployment[PfsInfo] | None) -> Deployment[PfsInfo]:
+def deploy(where: placer.Placer, p: Pfs, n: int,
+           previous: Deployment[PfsInfo] | None) -> Deployment[PfsInfo]:
     """A new cluster of 1 metadata + ``n`` I/O servers and the clients the test needs."""
     if previous is None:
         log(f"tierbench: bringing the OrangeFS cluster up (1 metadata + {n} I/O servers)")
     else:
         log(f"tierbench: new cluster with {n} I/O servers")
-    where = placer.current()
     where.down()
     where.up(orangefs.cluster_spec(n, cluster_clients(p), strip_size=p.strip_size,
                                    storage=p.storage, job_timeout_s=p.job_timeout_s))
     servers, clients = orangefs.cluster_containers(where.replicas())
-    return cluster_deployment(n, servers, clients)
+    return cluster_deployment(where, n, servers, clients)
 
-def running() -> Deployment[PfsInfo] | None:
+
+def running(where: placer.Placer) -> Deployment[PfsInfo] | None:
     """The OrangeFS cluster, when one is up."""
     try:
-        servers, clients = orangefs.cluster_containers(placer.current().replicas())
+        servers, clients = orangefs.cluster_containers(where.replicas())
     except PfsError:
         return None
-    return cluster_deployment(len(servers) - 1, servers, clients)
+    return cluster_deployment(where, len(servers) - 1, servers, clients)
 
 
 def after_point(point: Point, row: dict[str, Any], deployment: Deployment[PfsInfo]) -> None:
     """A stopped server ends the run with one sentence naming it."""
     if row.get("error"):
         try:
-            found = placer.current().replicas()
+            found = deployment.placer.replicas()
         except compose.StackError as exc:
             raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = orangefs.stopped_servers(deployment.info.io_servers, found)
@@ -68,10 +69,9 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[PfsInf
                           f"{row['error']}; the run ends here")
 
 
-def cluster_deployment(n: int, servers: list[compose.Container],
+def cluster_deployment(where: placer.Placer, n: int, servers: list[compose.Container],
                        clients: list[compose.Container]) -> Deployment[PfsInfo]:
     """The running cluster as a deployment: a client tier and a server tier."""
-    where = placer.current()
     everyone = servers + clients
     counters = {label(c): where.counter(c) for c in everyone}
     eps = {label(c): where.endpoints(label(c), c) for c in everyone}

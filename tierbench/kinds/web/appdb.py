@@ -15,8 +15,8 @@ generator had given up on can connect to the new server and insert its row secon
 the writes table was emptied for the next point (a CI run counted 4 rows more than the write
 check allows in the point after a database restart); after the load, once it is idle again.
 
-Every command reaches the containers through their node's Docker engine (`docker --context
-NODE` on a cluster: compose.docker_cmd), so the tiers run on this host or on cluster nodes.
+Every command reaches the containers through the placer (`docker --context NODE` on a
+cluster: its node's transport), so the tiers run on this host or on cluster nodes.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from tierbench.placement import compose, space
+from tierbench.placement.placer import Placer
 
 DATABASE = "tierbench"
 ROLE = "tierbench"  # the application tier's role (images/db/db-start.sh)
@@ -54,20 +55,19 @@ ROW_OVERHEAD = 100  # tuple header, line pointer, varlena header, primary-key in
 HEALTHY_WAIT_S = 120.0
 
 
-def psql_argv(container: compose.Container, database: str, *, interactive: bool = False
-              ) -> list[str]:
-    """docker exec of psql in the db container (on its node) as the postgres user (peer
-    authentication on the local socket): unaligned, tuples only, no .psqlrc."""
-    return [*compose.docker_cmd(container), "exec", *(["-i"] if interactive else []),
-            "-u", "postgres", container.id, "psql", "-X", "-q", "-A", "-t", "-d", database]
+def psql_argv(database: str) -> list[str]:
+    """psql, run in the db container as the postgres user (peer authentication on the local
+    socket): unaligned, tuples only, no .psqlrc."""
+    return ["psql", "-X", "-q", "-A", "-t", "-d", database]
 
 
-def sql(container: compose.Container, statement: str, timeout: float = 60) -> str | None:
+def sql(where: Placer, container: compose.Container, statement: str,
+        timeout: float = 60) -> str | None:
     """One statement in the tierbench database; its output, or None when the database does
     not answer."""
     try:
-        done = subprocess.run([*psql_argv(container, DATABASE), "-c", statement],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = where.exec(container, [*psql_argv(DATABASE), "-c", statement], user="postgres",
+                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -96,7 +96,7 @@ def requests_in(proc_net_tcp: str, port: int = APP_PORT) -> int:
     return count
 
 
-def wait_until_app_idle(app: compose.Container,
+def wait_until_app_idle(where: Placer, app: compose.Container,
                         limit_s: float = APP_IDLE_WAIT_S) -> tuple[int, float]:
     """Wait until the application tier serves no request (none at two readings 0.5 s apart),
     at most `limit_s`: requests of the previous point may still be in it (after a database
@@ -109,8 +109,8 @@ def wait_until_app_idle(app: compose.Container,
     idle_readings, busy = 0, -1
     while True:
         try:  # /proc/net/tcp6 is missing where IPv6 is off: cat fails, tcp is still read
-            out = compose.exec_in(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
-                                  timeout=30).stdout
+            out = where.exec(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
+                             timeout=30).stdout
             busy = requests_in(out) if "local_address" in out else -1
         except subprocess.TimeoutExpired:
             busy = -1
@@ -127,9 +127,10 @@ class PgStats:
     first answer may take up to `open_timeout` (on a cluster, `docker --context` opens an SSH
     connection to the node first)."""
 
-    def __init__(self, container: compose.Container, timeout: float = 0.8,
+    def __init__(self, where: Placer, container: compose.Container, timeout: float = 0.8,
                  open_timeout: float = 10.0) -> None:
         self.container, self.timeout, self.open_timeout = container, timeout, open_timeout
+        self.where = where
         self.proc: subprocess.Popen | None = None
         self.buffer = b""
         self.answered = False  # whether the open session has answered once
@@ -177,9 +178,10 @@ class PgStats:
         """Start the psql session (its own session: a Ctrl-C reaches tierbench, not psql)."""
         self.close()
         self.buffer, self.answered = b"", False
-        self.proc = subprocess.Popen(psql_argv(self.container, "postgres", interactive=True),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = self.where.popen(self.container, psql_argv("postgres"), user="postgres",
+                                     interactive=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
 
     def line(self, timeout: float) -> str:
         """The next line psql prints, within `timeout` seconds."""
@@ -262,37 +264,37 @@ def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> st
     return "ok"
 
 
-def empty_writes(db: compose.Container) -> bool:
+def empty_writes(where: Placer, db: compose.Container) -> bool:
     """Empty the writes table before a point (its rows are counted after it)."""
-    return sql(db, "TRUNCATE writes") is not None
+    return sql(where, db, "TRUNCATE writes") is not None
 
 
-def rows_written(db: compose.Container, settle_s: float = 5.0) -> int | None:
+def rows_written(where: Placer, db: compose.Container, settle_s: float = 5.0) -> int | None:
     """Rows in the writes table once no query of the application tier is running any more
     (at most `settle_s` of waiting); None when the database does not answer."""
     deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline:
-        busy = sql(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+        busy = sql(where, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
                        f"'{DATABASE}' AND state = 'active' AND pid <> pg_backend_pid()", 30)
         if busy is None:
             return None
         if busy == "0":
             break
         time.sleep(0.2)
-    count = sql(db, "SELECT count(*) FROM writes")
+    count = sql(where, db, "SELECT count(*) FROM writes")
     return int(count) if count is not None and count.isdigit() else None
 
 
-def server_settings(db: compose.Container) -> dict[str, Any]:
+def server_settings(where: Placer, db: compose.Container) -> dict[str, Any]:
     """PostgreSQL's settings as the server reports them, and the seeded data set."""
     names = ", ".join(f"'{n}'" for n in SETTINGS)
     out: dict[str, Any] = {}
-    text = sql(db, f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
+    text = sql(where, db, f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
                    f"({names}) ORDER BY name")
     for line in (text or "").splitlines():
         name, _, value = line.partition("|")
         out[name] = value
-    seed = sql(db, "SELECT rows, row_bytes, seed, pg_total_relation_size('items') "
+    seed = sql(where, db, "SELECT rows, row_bytes, seed, pg_total_relation_size('items') "
                    "FROM seed_info")
     if seed:
         rows, row_bytes, seed_, size = seed.split("|")
@@ -318,15 +320,10 @@ def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[spa
                             "lower stack.db.shared_buffers", role="db")]
 
 
-def start_again(container: compose.Container) -> None:
+def start_again(where: Placer, container: compose.Container) -> None:
     """Start a stopped container of the stack again (on its node) and wait until it is
     healthy."""
-    docker = compose.docker_cmd(container)
-    try:
-        done = subprocess.run([*docker, "start", container.id], capture_output=True, text=True,
-                              timeout=120, check=False)
-    except subprocess.TimeoutExpired:
-        done = subprocess.CompletedProcess([], 1, "", "docker start did not finish in 120 s")
+    done = where.start(container, timeout=120)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["it is gone"])[-1]
         raise compose.StackError(f"the {container.service} tier's container {container.name} "
@@ -334,15 +331,12 @@ def start_again(container: compose.Container) -> None:
                                  "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
     while time.monotonic() < deadline:
-        try:
-            health = subprocess.run([*docker, "inspect", "-f", "{{.State.Health.Status}}",
-                                     container.id], capture_output=True, text=True,
-                                    timeout=30, check=False).stdout.strip()
-        except subprocess.TimeoutExpired:
-            health = ""
+        health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
+                              container.id, timeout=30).stdout.strip()
         if health == "healthy":
             return
         time.sleep(1)
     raise compose.StackError(f"the {container.service} tier did not become healthy within "
                              f"{HEALTHY_WAIT_S:.0f} s of starting again: see "
-                             f"`{' '.join(docker)} logs {container.name}`")
+                             f"`{' '.join(where.transport(container).docker('logs'))} "
+                             f"{container.name}`")

@@ -17,7 +17,6 @@ from tierbench.kinds.web.stack import WebInfo
 from tierbench.kinds.web.steps import Measured
 from tierbench.measure.counters import MeasureError, window
 from tierbench.measure.sampler import marks_at
-from tierbench.placement import placer
 from workloads import traces as tracelib
 
 
@@ -28,7 +27,7 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
     """The load of the point: the experiment's, with the point's users, the target as the load
     generator reaches it (recorded when it differs) and its files fetched back from its node."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
-    where = placer.current()
+    where = dep.placer
     loadgen = dep.containers[GENERATOR]
     target = where.url(s.target)
     if target != s.target:
@@ -43,13 +42,13 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
                     own=tuple(where.own_addresses()),
                     fetch=lambda: where.pull(loadgen, ctx.dir),
                     requests_per_client=ld.requests_per_client,
-                    dynamic=tracelib.content(point["trace"]) != "static")
+                    dynamic=tracelib.content(point["trace"]) != "static", where=where)
 
 
 def run(ctx: WebContext, s: WebSettings) -> PointResult:
     """Replay the point's trace; the summary over the samples bracketing the window."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
-    where = placer.current()
+    where = dep.placer
     steps = dep.info.steps
     ctx.record["trace"] = point["trace"]["name"]
     ctx.record["stack"] = dep.info.stack.record

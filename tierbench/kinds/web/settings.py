@@ -15,9 +15,9 @@ from tierbench.config.files import ROOT
 from tierbench.config.models import (Model, choice, flag, non_empty_list, number, one_or_many,
                                      problem, safe_name, text, whole)
 from tierbench.kinds.contract import Experiment
-from tierbench.kinds.web import webdisks
+from tierbench.kinds.web import services, webdisks
 from tierbench.kinds.web.load import ENGINES
-from tierbench.placement import compose, disks
+from tierbench.placement import disks
 from workloads import target as target_guard
 from workloads import worldcup
 from workloads import traces as tracelib
@@ -295,7 +295,7 @@ class Fault(Model):
     run with one sentence, a stopped application or database tier is started again after the
     point and the run goes on."""
 
-    stop: Annotated[str, choice("web", "proxy", *compose.APP_TIERS)]
+    stop: Annotated[str, choice("web", "proxy", *services.APP_TIERS)]
     after_s: Annotated[float, number(0)] = 1
 
 
@@ -362,7 +362,7 @@ class WebSettings(Model):
                 raise problem("stack.{key}: the application and database tiers run only with "
                               "dynamic requests (a trace's dynamic:); remove it or add them",
                               key=key)
-        if self.fault is not None and self.fault.stop in compose.APP_TIERS and not dynamic:
+        if self.fault is not None and self.fault.stop in services.APP_TIERS and not dynamic:
             raise problem("fault.stop: the {tier} tier runs only with dynamic requests (a "
                           "trace's dynamic:)", tier=self.fault.stop)
         sites = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
@@ -486,7 +486,7 @@ class StackSettings:
     @property
     def app_db(self) -> bool:
         """The application and database tiers run (dynamic requests)."""
-        return compose.has_app_db(self.record)
+        return services.has_app_db(self.record)
 
     def text(self) -> str:
         """key=value pairs, booleans as on/off (the plan's and the progress lines')."""

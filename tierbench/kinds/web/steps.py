@@ -15,7 +15,7 @@ from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
-from tierbench.placement import compose, diskbuild, placer
+from tierbench.placement import compose, diskbuild
 from workloads import traces as tracelib
 
 # A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,
@@ -55,18 +55,18 @@ class ProxyCache(Step):
     and mod_cache's verdict; whole seconds at the edges)."""
 
     def before(self, ctx: StepContext) -> None:
-        proxy = ctx.deployment.containers["proxy"]
-        compose.exec_in(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
-                        user="www-data", timeout=120)
-        compose.exec_in(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+        proxy, where = ctx.deployment.containers["proxy"], ctx.deployment.placer
+        where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                   user="www-data", timeout=120)
+        where.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         start, end = measured.first["t"], measured.last["t"]
         script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
                   "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
                   "/var/log/apache2/cache.log 2>/dev/null || echo 0 0")
-        done = compose.exec_in(ctx.deployment.containers["proxy"], ["sh", "-c", script],
-                               timeout=60)
+        done = ctx.deployment.placer.exec(ctx.deployment.containers["proxy"],
+                                          ["sh", "-c", script], timeout=60)
         try:
             hits, misses = (int(x) for x in done.stdout.split()[:2])
         except ValueError:
@@ -133,7 +133,7 @@ class ColdPageCache(Step):
         else:
             # each web server's node (on one host, or one node, they share the volume)
             webs = {c.node: c for c in ctx.deployment.tiers["web"].containers}
-            dropped = sum(placer.current().evict_docroot(c) for c in webs.values())
+            dropped = sum(ctx.deployment.placer.evict_volume(c, "docroot") for c in webs.values())
             what = "docroot files"
         ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
 
@@ -150,11 +150,12 @@ class AccessLogs(Step):
         return webdisks.logging_tier(dep.containers, self.target, dep.tiers["web"].containers)
 
     def before(self, ctx: StepContext) -> None:
-        webdisks.reset_logs(self.logged(ctx))
+        webdisks.reset_logs(ctx.deployment.placer, self.logged(ctx))
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         first, last = measured.first["t"], measured.last["t"]
-        return webdisks.per_file(webdisks.read_logs(self.logged(ctx)), ctx.prepared.sizes,
+        return webdisks.per_file(webdisks.read_logs(ctx.deployment.placer, self.logged(ctx)),
+                                 ctx.prepared.sizes,
                                  first, last, ctx.dir / "per_file.csv")
 
 
@@ -178,7 +179,8 @@ class AppIdleWait(Step):
     rows during this wait, not after the table was emptied for this point."""
 
     def before(self, ctx: StepContext) -> None:
-        busy, waited = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
+        busy, waited = appdb.wait_until_app_idle(ctx.deployment.placer,
+                                                 ctx.deployment.containers["app"])
         ctx.record["app_idle_wait_s"] = round(waited, 1)
         if busy:
             ctx.record["app_busy_before_point"] = (
@@ -216,7 +218,7 @@ class DynamicFigures(Step):
         self.answered = None if answered is None else int(answered)
         out: dict[str, Any] = {"dyn_tps": counts["dyn_tps"]}
         if dyn.get("query") == "write" and dyn.get("share", 0) > 0:
-            rows = appdb.rows_written(ctx.deployment.containers["db"])
+            rows = appdb.rows_written(ctx.deployment.placer, ctx.deployment.containers["db"])
             out.update({"writes_ok": counts["writes_ok"], "rows_written": rows,
                         "write_check": appdb.write_check(counts["writes_ok"], rows, in_flight)})
         return out
@@ -234,8 +236,8 @@ class DatabaseCounters(Step):
         self.before_load: dict[str, int] = {}
 
     def before(self, ctx: StepContext) -> None:
-        db = ctx.deployment.containers["db"]
-        if not appdb.empty_writes(db):
+        db, where = ctx.deployment.containers["db"], ctx.deployment.placer
+        if not appdb.empty_writes(where, db):
             ctx.record["db"] = "the database did not answer before the point"
         # AppIdleWait ran first: no request of the previous point is in the application tier
         # (when some still were, no reading before the load is exact)
@@ -244,7 +246,7 @@ class DatabaseCounters(Step):
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         out: dict[str, Any] = appdb.db_figures(measured.first, measured.last)
-        busy, _ = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
+        busy, _ = appdb.wait_until_app_idle(ctx.deployment.placer, ctx.deployment.containers["app"])
         if busy:
             ctx.record["db_after_load"] = ("not read: " + (
                 f"{busy} requests still in the application tier after "
@@ -279,7 +281,7 @@ class Fault(Step):
         def stop() -> None:
             time.sleep(delay)
             ctx.log(f"tierbench: fault: stopping the {self.stop} tier as the experiment asks")
-            placer.current().stop(target, 2)
+            ctx.deployment.placer.stop(target, 2)
 
         self.thread = threading.Thread(target=stop, name="fault", daemon=True)
         self.thread.start()

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tierbench.kinds.web import services
 from tierbench.placement import compose, diskbuild, disks, placer, space
 from workloads import filesets
 from workloads import spread
@@ -42,14 +43,14 @@ def names(custom: Mapping[str, Any] | None) -> dict[str, disks.System]:
 
 def system_of(docroot: str, known: Mapping[str, disks.System]) -> disks.System | None:
     """The disk system a docroot names, or None (disk, tmpfs, orangefs)."""
-    return known.get(compose.docroot_parts(docroot)[0])
+    return known.get(services.docroot_parts(docroot)[0])
 
 
 def settings_problem(docroots: list[str], fixed: tuple[str, ...], known: Mapping[str, disks.System],
             strategies: list[str] | None, web_servers: int | None, proxy: str) -> str | None:
     """What is wrong with a stack's disk settings (one sentence naming the key), or None."""
     for i, d in enumerate(docroots):
-        base = compose.docroot_parts(d)[0]
+        base = services.docroot_parts(d)[0]
         if base not in fixed and base not in known:
             return (f"stack.docroot[{i}]: must be one of {', '.join(fixed)} or a disk system "
                     f"({', '.join(known)}, or one of disk_systems), each optionally with "
@@ -136,7 +137,7 @@ def pvfs_system(settings: Mapping[str, Any],
                 known: Mapping[str, disks.System]) -> disks.System | None:
     """The disk system the OrangeFS I/O servers store on (a docroot on OrangeFS with
     pvfs_storage naming a disk system), or None."""
-    if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
+    if services.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
         return None
     return known.get(str(settings.get("pvfs_storage") or "tmpfs"))
 
@@ -181,7 +182,7 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     if lay.spread is not None and lay.disks > 1:
         lines, spread_bytes = assignment(sets, pops, lay.spread, lay.disks, seed)
     per_disk = disks.per_disk_bytes(lay, total, spread_bytes)
-    servers = list(compose.WEB_SERVICES[:lay.servers])
+    servers = list(services.WEB_SERVICES[:lay.servers])
     return disks.plan(system, lay, servers, per_disk), lines
 
 
@@ -193,7 +194,7 @@ STORAGE_WORDS = {
 
 def storage_words(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
     """Where a point's docroot stores its files, in the plan's words."""
-    base = compose.docroot_parts(str(settings.get("docroot", "disk")))[0]
+    base = services.docroot_parts(str(settings.get("docroot", "disk")))[0]
     if base == "orangefs":
         n = int(settings.get("pvfs_io_servers") or 3)
         storage = str(settings.get("pvfs_storage") or "tmpfs")
@@ -211,7 +212,7 @@ def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str
     """The plan's words for a point's storage: its disk system, or where its files are (and
     the hot site's small files on tmpfs, with +hot-tmpfs)."""
     docroot = str(settings.get("docroot", "disk"))
-    hot = "; the hot site's small files also on tmpfs" if compose.docroot_parts(docroot)[1] else ""
+    hot = "; the hot site's small files also on tmpfs" if services.docroot_parts(docroot)[1] else ""
     system = system_of(docroot, known)
     if system is None:
         return f" [storage: {storage_words(settings, known)}{hot}]"
@@ -227,16 +228,16 @@ def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str
 WEB_ROLE = "web"
 
 
-def host_of_web(service: str = "web") -> disks.Host:
+def host_of_web(where: placer.Placer, service: str = "web") -> disks.Host:
     """Where a web server's disk system is built: this host, or the node of its role (the web
     role's; a service of another role would name its own here)."""
-    return placer.current().disk_host(WEB_ROLE)
+    return where.disk_host(WEB_ROLE)
 
 
-def hosts_for(p: disks.Plan) -> dict[str, disks.Host]:
+def hosts_for(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
     """Each web server of the plan -> the host its disks are built on (the node its
     container runs on: a bind mount and a device throttle name paths there)."""
-    return {s: host_of_web(s) for s in p.servers}
+    return {s: host_of_web(where, s) for s in p.servers}
 
 
 def image_needs(plans: list[disks.Plan], env: Mapping[str, str],
@@ -338,10 +339,10 @@ def logging_tier(containers: Mapping[str, compose.Container], target: str,
     return webs
 
 
-def reset_logs(containers: list[compose.Container]) -> None:
+def reset_logs(where: placer.Placer, containers: list[compose.Container]) -> None:
     """Empty the access logs (each point reads its own requests)."""
     for c in containers:
-        compose.exec_in(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
+        where.exec(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
 
 
 def parse_line(line: str) -> tuple[float, str, int, int, float] | None:
@@ -386,11 +387,11 @@ def per_file(lines: list[str], sizes: Mapping[str, int], start: float, end: floa
     return summary
 
 
-def read_logs(containers: list[compose.Container]) -> list[str]:
+def read_logs(where: placer.Placer, containers: list[compose.Container]) -> list[str]:
     """The access log lines of these containers."""
     lines: list[str] = []
     for c in containers:
-        done = compose.exec_in(c, ["cat", ACCESS_LOG], timeout=120)
+        done = where.exec(c, ["cat", ACCESS_LOG], timeout=120)
         lines += done.stdout.splitlines()
     return lines
 

@@ -71,8 +71,8 @@ def run_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, n
     if spec.dynamic:
         env["DYNAMIC"] = "1"
     log = point_dir / f"wrk-{name}.txt"
-    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk",
-                       fetch=spec.fetch)
+    code = exec_engine(spec.where, wrk_argv(spec, duration_s), env, loadgen, log,
+                       duration_s + 60, "wrk", fetch=spec.fetch)
     if code != 0 or not out.exists():
         raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: "
                            f"{log_tail(log)}")
