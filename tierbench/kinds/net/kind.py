@@ -10,7 +10,8 @@ from typing import Any
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, end_if_stopped, failed,
+                                      tool_versions)
 from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
 from tierbench.kinds.net.settings import Net, NetSettings
 from tierbench.modes.model import Mode, load_layered, load_mode
@@ -33,7 +34,7 @@ class NetKind(Kind):
 
     def check(self, exp: Experiment) -> None:
         """No web or proxy servers here for a mode's server options; the cases load."""
-        refuse_server_modes(exp, "a network experiment")
+        super().check(exp)
         try:
             self.modes(exp)
         except ConfigError as exc:
@@ -73,10 +74,7 @@ class NetKind(Kind):
         if n.cases:
             block["cases"] = list(n.cases)
             block["case_modes"] = [load_mode(c).as_dict() for c in n.cases]
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
-                "net": block}
+        return {**self.envelope(exp), "net": block}
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
         """receivers x clients x (stream: write size x direction x connections; latency:
@@ -117,13 +115,11 @@ class NetKind(Kind):
                  "process"}[n.tool] if n.test == "stream" else "sockperf ping-pong"
                 if n.test == "latency" else "a DMA copy engine against memcpy")
         if n.test == "dmacopy":
-            return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order "
-                    f"shuffled with seed {exp.seed}; test dmacopy ({tool})",
+            return [f"{self.plan_head(exp, points)}; test dmacopy ({tool})",
                     "  runs only where the host has a DMA copy engine (an ioatdma or idxd "
                     "channel in /sys/class/dma); elsewhere the run is refused before it starts"]
         senders = "/".join(map(str, n.clients))
-        head = [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
+        head = [f"{self.plan_head(exp, points)}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
                 f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay():g} s + "
@@ -160,12 +156,8 @@ class NetKind(Kind):
         return (f"  -- network tier: {c} sender{'s' if c > 1 else ''} ({stack.SENDER}), "
                 f"{point['receivers']} receiver(s) ({stack.RECEIVER}) on 198.18.4.0/24")
 
-    def point_line(self, exp: Experiment, point: Point) -> str:
-        """Factors, mode and repetition."""
-        return (f"  {point.id}  {self.what(exp, point):<34} mode={point.mode:<16} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
     def what(self, exp: Experiment, point: Point) -> str:
+        """receivers, senders, case and the test's factors."""
         f = point.factors
         n = self.settings(exp)
         head = f"rx={f['receivers']}" + (f" clients={f['clients']}" if n.clients != [1] else "")
@@ -177,10 +169,6 @@ class NetKind(Kind):
             return (f"{head} conns={f['connections']} write={f['write_size']} "
                     f"dir={f['direction']}")
         return f"{head} message={f['message_size']} B"
-
-    def point_title(self, exp: Experiment, point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     # -- run
     def needs(self, exp: Experiment, points: list[Point]) -> list[space.Need]:
@@ -240,12 +228,8 @@ class NetKind(Kind):
     def provenance(self, exp: Experiment, deployment: Deployment) -> dict[str, Any]:
         """The tools' versions as the sender's image reports them."""
         sender = deployment.info["senders"][0]
-        out = {}
-        for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
-                           ("sockperf", ["sockperf", "--version"])):
-            done = compose.exec_in(sender, argv, timeout=30)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            out[tool] = lines[0] if lines else "unknown"
+        out = tool_versions(sender, {"iperf": ["iperf", "-v"], "iperf3": ["iperf3", "--version"],
+                                     "sockperf": ["sockperf", "--version"]})
         if self.settings(exp).profile:
             out["perf"] = profile.version(bool(sender.node))
         return {"tools": out}
@@ -256,8 +240,9 @@ class NetKind(Kind):
 
     def after_point(self, exp: Experiment, point: Point, row: dict[str, Any],
                     deployment: Deployment) -> None:
-        """A receiver that stopped ends the run with one sentence naming it."""
-        stack.after_point(point, row, deployment)
+        """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
+        node whose Docker engine stopped answering)."""
+        end_if_stopped(point, row, deployment.info["receivers"], "receiver ")
 
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
         """point, test, factors, mode, repetition."""
@@ -282,8 +267,8 @@ class NetKind(Kind):
 
     def brief(self, row: dict[str, Any]) -> str:
         """Throughput or latency, and CPU per KB on each side."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
+        if note := failed(row):
+            return note
         head = (f"{row['mbit_per_s']:.0f} Mb/s over {row['connections_established']} "
                 "connections" if "mbit_per_s" in row else
                 f"p50 {row['p50_us']:.1f} us, {row['messages_per_s']:.0f} messages/s")
@@ -297,11 +282,9 @@ class NetKind(Kind):
         name = str(resolved.get("name", ""))
         spec = families.load(families.by_name(
             "net", name, "net-latency" if block.get("test") == "latency" else "net-streams"))
-        order = {k: list(block[k]) for k in ("receivers", "clients", "connections",
-                                             "write_size", "direction", "message_size", "cases")
-                 if isinstance(block.get(k), list)}
-        if "cases" in order:
-            order["case"] = order.pop("cases")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "receivers": "receivers", "clients": "clients", "connections": "connections",
+            "write_size": "write_size", "direction": "direction",
+            "message_size": "message_size", "case": "cases"})
         return spec
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, failed)
 from tierbench.kinds.pfs import stack
 from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
@@ -48,10 +48,6 @@ class PfsKind(Kind):
         """The experiment's `pfs:` block."""
         return exp.settings.pfs  # type: ignore[attr-defined, no-any-return]
 
-    def check(self, exp: Experiment) -> None:
-        """A PFS run has no web or proxy servers whose options a mode could set."""
-        refuse_server_modes(exp, "a parallel file system experiment")
-
     def resolved(self, exp: Experiment) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         p = self.settings(exp)
@@ -69,9 +65,7 @@ class PfsKind(Kind):
         else:
             pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
                        file_mb=p.file_mb, drop_caches=p.drop_caches)
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
+        return {**self.envelope(exp), "pfs": pfs}
 
     def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
         """I/O servers x the test's factor x mode x repetition."""
@@ -112,8 +106,7 @@ class PfsKind(Kind):
     def plan_header(self, exp: Experiment, points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""
         p = self.settings(exp)
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {p.test}, storage {p.storage}, strip "
+        return [f"{self.plan_head(exp, points)}; test {p.test}, storage {p.storage}, strip "
                 f"{p.strip_size} B, job timeout {p.job_timeout_s} s",
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
                 "and checksums"]
@@ -267,20 +260,16 @@ class PfsKind(Kind):
         """The report section of the experiment's test, factors in the file's order."""
         block = resolved.get("pfs") or {}
         spec = families.load(f"pfs-{block.get('test', 'concurrent')}")
-        order = {k: list(block[k]) for k in ("io_servers", "clients", "streams", "filesystems",
-                                             "buffers") if isinstance(block.get(k), list)}
-        if "filesystems" in order:
-            order["filesystem"] = order.pop("filesystems")
-        if "buffers" in order:
-            order["buffer"] = order.pop("buffers")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "io_servers": "io_servers", "clients": "clients", "streams": "streams",
+            "filesystem": "filesystems", "buffer": "buffers"})
         return spec
 
 
 def brief(row: dict) -> str:
     """One progress line of a point."""
-    if row.get("error"):
-        return f"FAILED ({row['error']})"
+    if note := failed(row):
+        return note
     parts = []
     for phase in ("write", "read"):
         if f"{phase}_mb_per_s" in row:
