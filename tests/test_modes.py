@@ -11,7 +11,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Tier
-from tierbench.modes import apply
+from tierbench.modes import apply, cpus
 from tierbench.modes import model as modes
 from tierbench.modes.model import load_mode
 
@@ -268,7 +268,7 @@ def test_a_cpu_mode_on_one_host_goes_to_the_processes_behind_the_endpoints() -> 
     pid = os.getpid()
     eps = [Endpoint("web", "eth0", pid), Endpoint("host", "veth1", None),
            Endpoint("web", "eth1", pid)]
-    state = apply._cpu_state(eps, None)
+    state = cpus.targets(eps, None)
     assert list(state) == [f"pid:{pid}"]
     assert state[f"pid:{pid}"]["label"] == "web" and state[f"pid:{pid}"]["pid"] == pid
 

@@ -36,12 +36,18 @@ def experiment(args: argparse.Namespace) -> registry.Experiment:
         max_repetitions=args.max_repetitions, budget_min=args.budget_min)
 
 
+def resume_folder(args: argparse.Namespace, what: str) -> Path | None:
+    """The folder --resume names (None without it); refused when it is not a folder."""
+    resume = Path(args.resume) if args.resume else None
+    if resume is not None and not resume.is_dir():
+        raise ConfigError(f"--resume {resume}: no such {what} folder")
+    return resume
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
     exp = experiment(args)
-    resume = Path(args.resume) if args.resume else None
-    if resume is not None and not resume.is_dir():
-        raise ConfigError(f"--resume {resume}: no such run folder")
+    resume = resume_folder(args, "run")
     compose.preflight(cluster=args.where.cluster is not None)
     run = runner.Run(exp, resume)
     try:
@@ -54,12 +60,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if run.dir is not None and run.rows:
             runner.write_report(run.dir)
-    where = args.where
-    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: done: {run_dir / 'summary.csv'}\n"
-          f"tierbench: report: {run_dir / 'report.html'}\n"
-          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
+          f"tierbench: report: {run_dir / 'report.html'}\n{still_up(args.where)}")
     return 0
+
+
+def still_up(where: placer.Placer) -> str:
+    """The line that ends a run: the stack stays up, and the command that removes it."""
+    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
+    return f"tierbench: the stack is still up on {where.name}; {clean} removes it"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -80,9 +89,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     """Run every experiment of a study and write the study's report."""
     chosen = study.load(args.study)
-    resume = Path(args.resume) if args.resume else None
-    if resume is not None and not resume.is_dir():
-        raise ConfigError(f"--resume {resume}: no such study folder")
+    resume = resume_folder(args, "study")
     compose.preflight(cluster=args.where.cluster is not None)
     try:
         folder = study.run(chosen, args.scale, resume, args.where)
@@ -105,11 +112,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
         print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
               f"{advisor.folder}", file=sys.stderr)
         return 130
-    where = args.where
-    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: advice: {folder / 'advice.html'}\n"
-          f"tierbench: advice: {folder / 'advice.csv'}\n"
-          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
+          f"tierbench: advice: {folder / 'advice.csv'}\n{still_up(args.where)}")
     return 0
 
 

@@ -112,6 +112,11 @@ class Transport:
 LOCAL = Transport()
 
 
+def node_of(record: Mapping[str, Any] | None) -> Transport | None:
+    """The cluster node a state record names, as a transport (None: this machine)."""
+    return of(record) if record and record.get("node") else None
+
+
 def of(record: Mapping[str, Any] | None) -> Transport:
     """The transport a state record names (``node`` and ``ssh``; this machine without them)."""
     if not record or not record.get("node"):

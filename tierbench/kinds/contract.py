@@ -33,8 +33,10 @@ from pydantic import BaseModel, model_validator
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
+from tierbench.kinds import families
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
+from tierbench.placement import compose
 from tierbench.placement.compose import Container
 from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
@@ -213,19 +215,14 @@ class PointResult:
     error: str | None = None
 
 
-def refuse_server_modes(exp: Experiment[Any], experiment: str) -> None:
-    """One sentence for a mode that sets web or proxy server options in a kind that runs no
-    such servers (``experiment`` names the kind's experiments, e.g. "a network experiment")."""
-    for m in exp.modes:
-        if m.server:
-            raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and proxy "
-                              f"servers, which {experiment} does not run")
-
-
 class Kind(Generic[S, I, P]):
-    """One kind of work. Subclasses set ``name`` and implement the methods below, and name their
-    three types: ``class WebKind(Kind[WebSettings, WebInfo, WebPrepared])``: ``S`` the settings
-    model (``model``; what ``exp.settings`` holds), ``I`` the deployment's handles
+    """One kind of work. Subclasses set ``name``, ``model`` and ``tiers`` and implement
+    ``axes``, ``point_seconds``, ``deploy`` and ``run_point``; every other method has a default
+    (the plan's and progress lines from the axes, the resolved experiment from the settings,
+    the summary's identity columns, the report section from the family file named after the
+    kind) that a kind overrides where it knows better. A kind names its three types:
+    ``class WebKind(Kind[WebSettings, WebInfo, WebPrepared])``: ``S`` the settings model
+    (``model``; what ``exp.settings`` holds), ``I`` the deployment's handles
     (``Deployment.info``, a dataclass of the kind's), ``P`` what :meth:`prepare` returns (and
     :meth:`deploy` and ``PointContext.prepared`` get); None where a kind has none."""
 
@@ -249,15 +246,31 @@ class Kind(Generic[S, I, P]):
     # The cluster file's roles the kind's services run on (tierbench.placement.clusterfile.ROLES);
     # a kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
+    # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
+    plan_widths: ClassVar[tuple[int, int]] = (34, 16)
 
     # -- experiment -----------------------------------------------------------------------
 
     def check(self, exp: Experiment[S]) -> None:
-        """Cross-checks between settings and modes after validation (raise ConfigError)."""
+        """Cross-checks between settings and modes after validation (raise ConfigError): a
+        mode that sets options of the web and proxy servers is refused, unless the kind runs
+        them (and says so by a check of its own)."""
+        for m in exp.modes:
+            if m.server:
+                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
+                                  f"proxy servers, which the {self.name} kind does not run")
 
     def resolved(self, exp: Experiment[S]) -> dict[str, Any]:
-        """The experiment with every default filled in and modes inlined, for the manifest."""
-        raise NotImplementedError
+        """The experiment with every default filled in and modes inlined, for the manifest:
+        the envelope, then the kind's settings as validated."""
+        return {**self.envelope(exp), **exp.settings.model_dump(mode="json")}
+
+    def envelope(self, exp: Experiment[S]) -> dict[str, Any]:
+        """The keys every resolved experiment starts with: name, kind, description, source,
+        seed, repetitions, settle time and the modes inlined."""
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes]}
 
     def axes(self, exp: Experiment[S]) -> list[tuple[str, list[Any]]]:
         """The cross product's axes in order, including "mode" (names) and "repetition"."""
@@ -310,15 +323,27 @@ class Kind(Generic[S, I, P]):
 
     def plan_header(self, exp: Experiment[S], points: list[Point]) -> list[str]:
         """The plan's first lines: what runs and how long a point takes."""
-        raise NotImplementedError
+        return [f"{self.plan_head(exp, points)}; {self.description}",
+                f"per point: about {self.point_seconds(exp):.0f} s"]
+
+    def plan_head(self, exp: Experiment[S], points: list[Point]) -> str:
+        """The start of the plan's first line: the experiment, its points and their order."""
+        return (f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}")
 
     def deployment_line(self, exp: Experiment[S], point: Point, first: bool) -> str:
         """The plan line before a point whose deployment differs from the previous one."""
         return f"  -- {self.deployment_key(exp, point)}"
 
     def point_line(self, exp: Experiment[S], point: Point) -> str:
-        """One plan line per point."""
-        raise NotImplementedError
+        """One plan line per point: its factors, mode, repetition and time."""
+        what, mode = self.plan_widths
+        return (f"  {point.id}  {self.what(exp, point):<{what}} mode={point.mode:<{mode}} "
+                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
+
+    def what(self, exp: Experiment[S], point: Point) -> str:
+        """A point's factors in a few words (plan and progress lines)."""
+        return " ".join(f"{name}={value}" for name, value in point.factors.items())
 
     # -- run ------------------------------------------------------------------------------
 
@@ -362,20 +387,23 @@ class Kind(Generic[S, I, P]):
 
     def identity(self, exp: Experiment[S], point: Point) -> dict[str, Any]:
         """The values that identify a point in the summary: point, factors, mode, repetition."""
-        raise NotImplementedError
+        return {"point": point.id, **point.factors, "mode": point.mode,
+                "repetition": point.repetition}
 
     def columns(self, exp: Experiment[S]) -> list[Column]:
         """summary.csv's columns in order (identity ones first); values a point has beyond
         them follow, sorted by name, then `error`."""
-        raise NotImplementedError
+        factors = [name for name, _ in self.axes(exp) if name not in ("mode", "repetition")]
+        return [Column(c) for c in ("point", *factors, "mode", "repetition")]
 
     def point_title(self, exp: Experiment[S], point: Point) -> str:
         """How the progress line names a point."""
-        return f"{point.id} {point.mode} rep {point.repetition}"
+        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def brief(self, row: dict[str, Any]) -> str:
-        """One progress line of a measured point."""
-        raise NotImplementedError
+        """One progress line of a measured point: its error, else its first figures."""
+        return failed(row) or ", ".join(
+            f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
 
     def clean(self, where: Placer) -> list[str]:
         """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
@@ -394,13 +422,55 @@ class Kind(Generic[S, I, P]):
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section as data (analysis/README.md: the report spec), from the resolved
-        experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
-        raise NotImplementedError
+        experiment (so that `tierbench report` can give it to runs whose manifest lacks it):
+        the kind's family file (the longest family name the experiment's name starts with,
+        else the one named after the kind), its factors in the experiment file's order."""
+        spec = families.load(families.by_name(self.name, str(resolved.get("name", "")),
+                                              self.name))
+        block = resolved.get(self.block) if self.block else resolved
+        spec["order"] = families.order(block if isinstance(block, dict) else {},
+                                       {f: f for f in spec.get("factors", [])})
+        return spec
 
     def running(self, where: Placer) -> Deployment[I] | None:
         """What of this kind is up right now on ``where`` (for `tierbench modes check`), or
         None."""
         return None
+
+
+def tool_versions(where: Placer, container: Container, tools: dict[str, list[str]],
+                  missing: str = "unknown") -> dict[str, str]:
+    """Each tool's version as a container reports it, for the manifest: the first line its
+    command prints (some print it with a non-zero status: iperf -v), or ``missing`` when the
+    command could not be started (status 126 or 127) or printed nothing."""
+    out = {}
+    for tool, argv in tools.items():
+        done = where.exec(container, argv, timeout=30)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        out[tool] = lines[0] if lines and done.returncode not in (126, 127) else missing
+    return out
+
+
+def end_if_stopped(where: Placer, point: Point, row: dict[str, Any],
+                   containers: list[Container], what: str = "") -> None:
+    """End the run (RunEnds, one sentence) when any of ``containers`` stopped during the point
+    (``what`` says what they are: "receiver "), with the point's error and where their logs
+    are; on a cluster, a node whose Docker engine stopped answering ends it too."""
+    try:
+        running = {c.id for c in where.replicas()}
+    except compose.StackError as exc:
+        raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
+    down = [c for c in containers if c.id not in running]
+    if down:
+        raise RunEnds(f"{what}{', '.join(c.name for c in down)} stopped during {point.id}"
+                      + (f" ({row['error']})" if row.get("error") else "")
+                      + f": see `docker{where.context_arg(down[0].service)} logs "
+                      f"{down[0].name}`; the run ends here")
+
+
+def failed(row: dict[str, Any]) -> str | None:
+    """The progress line of a point that failed (None: it did not)."""
+    return f"FAILED ({row['error']})" if row.get("error") else None
 
 
 def log(msg: str) -> None:

@@ -28,7 +28,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, number, one_or_many, problem, whole
 from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
-                                      PointContext, PointResult, Tier, log, refuse_server_modes)
+                                      PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, placer, space
 
@@ -148,13 +148,14 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     tiers = (TIER,)
     roles = (ROLE,)
     bring_up = "disk system and container bring-up (seconds to a minute each)"
+    plan_widths = (17, 16)  # "system=" and the name in 10
     variation_pct = 3.0
 
     # -- experiment
     def check(self, exp: Experiment[DiskSettings]) -> None:
         """No server options (there are no web servers); named devices exist (here; a cluster
         node's are checked there at preflight)."""
-        refuse_server_modes(exp, "a disk-system experiment")
+        super().check(exp)
         s = exp.settings
         known = disks.resolve(s.disk_systems)
         if exp.placer.cluster is not None:
@@ -179,9 +180,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         s = exp.settings
         known = self.systems(exp)
         b = s.disk
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
+        return {**self.envelope(exp),
                 "disk": {"systems": list(b.systems), "block_size": b.block_size,
                          "file_mb": b.file_mb, "runtime_s": b.runtime_s, "direct": True},
                 "disk_systems": {n: {"description": known[n].describe(),
@@ -229,8 +228,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def plan_header(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[str]:
         """What runs and how."""
         b = exp.settings.disk
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; fio in the {SERVICE} container",
+        return [f"{self.plan_head(exp, points)}; fio in the {SERVICE} container",
                 f"per point: sequential direct write of {b.file_mb:g} MB, then sequential "
                 f"direct read for {b.runtime_s:g} s, {b.block_size} B per call (about "
                 f"{self.point_seconds(exp):.0f} s at the slowest system)"]
@@ -242,14 +240,9 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
-    def point_line(self, exp: Experiment[DiskSettings], point: Point) -> str:
-        """system, mode, repetition."""
-        return (f"  {point.id}  system={point['system']:<10} mode={point.mode:<16} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
-    def point_title(self, exp: Experiment[DiskSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {point['system']} {point.mode} rep {point.repetition}"
+    def what(self, exp: Experiment[DiskSettings], point: Point) -> str:
+        """The disk system."""
+        return f"system={point['system']}"
 
     def needs(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[space.Need]:
         """The largest system's images (one is built at a time)."""
@@ -388,14 +381,10 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """MB/s per phase."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
+        if note := failed(row):
+            return note
         return ", ".join(f"{ph} {row[f'{ph}_mb_per_s']:.1f} MB/s" for ph in PHASES
                          if f"{ph}_mb_per_s" in row) + f" (limits {row.get('throttle')})"
-
-    def clean(self, where: placer.Placer) -> list[str]:
-        """Nothing runs between points (fio runs in the foreground of a point)."""
-        return []
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section, systems in the experiment's order."""

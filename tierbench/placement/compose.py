@@ -25,7 +25,7 @@ CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORK
            ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
 # The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
 # platform's CPUs and CPU time can be set once for the tiers it holds (modes with
-# `cpu: {per: platform}`, tierbench/modes/apply.py); the load generator stays outside it.
+# `cpu: {per: platform}`, tierbench/modes/cpus.py); the load generator stays outside it.
 SERVERS_CGROUP = "SERVERS_CGROUP"
 class StackError(TierbenchError):
     """The stack cannot be brought up or inspected; the message says what to do."""

@@ -11,7 +11,8 @@ from typing import Any
 
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, end_if_stopped, failed,
+                                      tool_versions)
 from tierbench.kinds.fs import sequence, stack, tools
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
@@ -31,6 +32,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
     variation_pct = 5.0
     roles = ("fs_server", "fs_client")
+    plan_widths = (36, 20)
 
     def cluster_roles(self, exp: Experiment[FsSettings]) -> list[str]:
         """GlusterFS: the server (and its hog) on the fs_server node, the client on the
@@ -42,10 +44,6 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     def settings(self, exp: Experiment[FsSettings]) -> Fs:
         """The experiment's `fs:` block."""
         return exp.settings.fs
-
-    def check(self, exp: Experiment[FsSettings]) -> None:
-        """No web or proxy servers here for a mode's server options."""
-        refuse_server_modes(exp, "a file-server experiment")
 
     def resolved(self, exp: Experiment[FsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
@@ -67,10 +65,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                 block.update(io_servers=f.io_servers, client_containers=f.client_containers,
                              strip_size=f.strip_size, storage=f.storage,
                              job_timeout_s=f.job_timeout_s)
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
-                "fs": block}
+        return {**self.envelope(exp), "fs": block}
 
     def axes(self, exp: Experiment[FsSettings]) -> list[tuple[str, list[Any]]]:
         """(load x) the test's factors x mode x repetition."""
@@ -136,8 +131,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                   if f.server == "gluster" else
                   f"OrangeFS, 1 metadata + {f.io_servers} I/O servers ({f.storage} storage), "
                   f"{f.client_containers} client containers")
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {f.test}: {tool}",
+        return [f"{self.plan_head(exp, points)}; test {f.test}: {tool}",
                 f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
 
     def deployment_line(self, exp: Experiment[FsSettings], point: Point, first: bool) -> str:
@@ -163,15 +157,6 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         if test == "filebench":
             return f"{p['load']} {p['workload']}"
         return f"sessions={p['sessions']}"
-
-    def point_line(self, exp: Experiment[FsSettings], point: Point) -> str:
-        """Factors, mode and repetition."""
-        return (f"  {point.id}  {self.what(exp, point):<36} mode={point.mode:<20} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
-    def point_title(self, exp: Experiment[FsSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def needs(self, exp: Experiment[FsSettings], points: list[Point]) -> list[space.Need]:
         """What the largest point writes on the server (the share's volume on the host's disk,
@@ -254,15 +239,12 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     def provenance(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo],
                    ) -> dict[str, Any]:
         """The tools' and the server's versions as the containers report them."""
-        client, where = deployment.info.clients[0], deployment.placer
-        out: dict[str, Any] = {}
-        versions = [("fio", ["fio", "--version"])]
+        where = deployment.placer
+        tools = {"fio": ["fio", "--version"]}
         if deployment.info.server == "gluster":  # the OrangeFS clients have no dbench
-            versions.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
-        for tool, argv in versions:
-            done = where.exec(client, argv, timeout=30)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
+            tools["dbench"] = ["sh", "-c", "dbench --help 2>&1 | head -1"]
+        out: dict[str, Any] = tool_versions(where, deployment.info.clients[0], tools,
+                                            "not installed")
         if deployment.info.server == "gluster":
             done = where.exec(deployment.info.servers[0], ["glusterfsd", "--version"],
                               timeout=30)
@@ -281,7 +263,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     def after_point(self, exp: Experiment[FsSettings], point: Point, row: dict[str, Any],
                     deployment: Deployment[FsInfo]) -> None:
         """A server or client container that stopped ends the run with one sentence."""
-        stack.after_point(point, row, deployment)
+        end_if_stopped(deployment.placer, point, row,
+                       deployment.info.servers + deployment.info.clients)
 
     def identity(self, exp: Experiment[FsSettings], point: Point) -> dict[str, Any]:
         """point, test, server, the factors, mode, repetition."""
@@ -309,8 +292,6 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """Throughput and the server's CPU."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
         parts = []
         for prefix in ("", "write_", "read_"):
             if row.get(f"{prefix}mb_per_s") is None:
@@ -321,7 +302,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                          + (f" ({iops:.0f} IOPS)" if iops else "")
                          + (f", server CPU {row[f'{prefix}server_cpu_pct']:.0f} %"
                             if row.get(f"{prefix}server_cpu_pct") is not None else ""))
-        return "; ".join(parts)
+        return failed(row) or "; ".join(parts)
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The family of the experiment (by name, else by test), factors in the file's order."""
@@ -331,12 +312,10 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                    "filebench": "fs-filebench", "iozone": "pfs-iozone"}
         spec = families.load(families.by_name(
             "fs", name, by_test.get(str(block.get("test")), "fs-clients")))
-        order = {k: list(block[key]) for k, key in (("load", "load"), ("programs", "programs"),
-                                                    ("think_ms", "think_ms"),
-                                                    ("workload", "workloads"),
-                                                    ("sessions", "sessions"))
-                 if isinstance(block.get(key), list)}
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1 and k in spec["factors"]}
+        keys = {"load": "load", "programs": "programs", "think_ms": "think_ms",
+                "workload": "workloads", "sessions": "sessions"}
+        spec["order"] = families.order(block, {k: v for k, v in keys.items()
+                                               if k in spec["factors"]})
         return spec
 
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from tierbench.config.files import ROOT
 from tierbench.interfaces import netif
-from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.fs.settings import Fs
 from tierbench.measure.sampler import CgroupGroup
 from tierbench.placement import compose, orangefs, placer
@@ -90,21 +90,6 @@ def running(where: placer.Placer) -> Deployment[FsInfo] | None:
         return gluster_deployment(where, ("gluster", "busy" if HOG in found else "idle"))
     return None
 
-
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment[FsInfo]) -> None:
-    """A server or client container that stopped ends the run with one sentence."""
-    where = deployment.placer
-    running = {c.id for c in where.replicas()}
-    everyone = deployment.info.servers + deployment.info.clients
-    down = [c.name for c in everyone if c.id not in running]
-    down_services = [c.service for c in everyone if c.id not in running]
-    if down:
-        raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
-                      + (f" ({row['error']})" if row.get("error") else "")
-                      + f": see `docker{where.context_arg(down_services[0])} logs "
-                      f"{down[0]}`; the run ends here")
-
-# -- results
 
 def fs_paths() -> list[str]:
     """The file-server tier's compose files (the base file names the project's networks)."""

@@ -11,7 +11,8 @@ from typing import Any, cast
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, log, refuse_server_modes)
+                                      PointResult, end_if_stopped, failed, log,
+                                      tool_versions)
 from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
 from tierbench.kinds.net.settings import Net, NetSettings
 from tierbench.kinds.net.dmacopy import CopyPlan
@@ -36,7 +37,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
 
     def check(self, exp: Experiment[NetSettings]) -> None:
         """No web or proxy servers here for a mode's server options; the cases load."""
-        refuse_server_modes(exp, "a network experiment")
+        super().check(exp)
         try:
             self.modes(exp)
         except ConfigError as exc:
@@ -76,10 +77,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         if n.cases:
             block["cases"] = list(n.cases)
             block["case_modes"] = [load_mode(c).as_dict() for c in n.cases]
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
-                "net": block}
+        return {**self.envelope(exp), "net": block}
 
     def axes(self, exp: Experiment[NetSettings]) -> list[tuple[str, list[Any]]]:
         """receivers x clients x (stream: write size x direction x connections; latency:
@@ -123,8 +121,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                  "process"}[n.tool] if n.test == "stream" else "sockperf ping-pong"
                 if n.test == "latency" else "memcpy by copy size, and a DMA copy engine")
         if n.test == "dmacopy":
-            return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order "
-                    f"shuffled with seed {exp.seed}; test dmacopy ({tool})",
+            return [f"{self.plan_head(exp, points)}; test dmacopy ({tool})",
                     f"per point: settle {exp.settle_s:g} s + copybench in the sender for "
                     f"{n.measure_s} s (half the same buffers again and again, in the cache; half "
                     f"a new pair each copy from two pools of {dmacopy.POOL_CACHE_FACTOR}x the "
@@ -133,8 +130,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                     "ioatdma or idxd channel in /sys/class/dma, where this host has one; "
                     "elsewhere, and on a cluster, it is left out with one sentence"]
         senders = "/".join(map(str, n.clients))
-        head = [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
+        head = [f"{self.plan_head(exp, points)}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
                 f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay(exp.placer):g} s + "
@@ -171,12 +167,8 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         return (f"  -- network tier: {c} sender{'s' if c > 1 else ''} ({stack.SENDER}), "
                 f"{point['receivers']} receiver(s) ({stack.RECEIVER}) on 198.18.4.0/24")
 
-    def point_line(self, exp: Experiment[NetSettings], point: Point) -> str:
-        """Factors, mode and repetition."""
-        return (f"  {point.id}  {self.what(exp, point):<34} mode={point.mode:<16} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
     def what(self, exp: Experiment[NetSettings], point: Point) -> str:
+        """receivers, senders, case and the test's factors."""
         f = point.factors
         n = self.settings(exp)
         head = f"rx={f['receivers']}" + (f" clients={f['clients']}" if n.clients != [1] else "")
@@ -188,10 +180,6 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
             return (f"{head} conns={f['connections']} write={f['write_size']} "
                     f"dir={f['direction']}")
         return f"{head} message={f['message_size']} B"
-
-    def point_title(self, exp: Experiment[NetSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     # -- run
     def needs(self, exp: Experiment[NetSettings], points: list[Point]) -> list[space.Need]:
@@ -283,12 +271,9 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                    ) -> dict[str, Any]:
         """The tools' versions as the sender's image reports them."""
         sender = deployment.info.senders[0]
-        out = {}
-        for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
-                           ("sockperf", ["sockperf", "--version"])):
-            done = deployment.placer.exec(sender, argv, timeout=30)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            out[tool] = lines[0] if lines else "unknown"
+        out = tool_versions(deployment.placer, sender,
+                            {"iperf": ["iperf", "-v"], "iperf3": ["iperf3", "--version"],
+                             "sockperf": ["sockperf", "--version"]})
         if self.settings(exp).profile:
             out["perf"] = profile.version(deployment.placer, bool(sender.node))
         if self.settings(exp).test == "dmacopy":
@@ -307,8 +292,9 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
 
     def after_point(self, exp: Experiment[NetSettings], point: Point, row: dict[str, Any],
                     deployment: Deployment[NetInfo]) -> None:
-        """A receiver that stopped ends the run with one sentence naming it."""
-        stack.after_point(point, row, deployment)
+        """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
+        node whose Docker engine stopped answering)."""
+        end_if_stopped(deployment.placer, point, row, deployment.info.receivers, "receiver ")
 
     def identity(self, exp: Experiment[NetSettings], point: Point) -> dict[str, Any]:
         """point, test, factors, mode, repetition."""
@@ -336,8 +322,8 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """Throughput or latency, and CPU per KB on each side."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
+        if note := failed(row):
+            return note
         if "memcpy_hot_us" in row:
             dma = (f", DMA {row['dma_us_per_copy']:.2f} us" if row.get("dma_us_per_copy")
                    else "")
@@ -356,11 +342,9 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         name = str(resolved.get("name", ""))
         spec = families.load(families.by_name(
             "net", name, "net-latency" if block.get("test") == "latency" else "net-streams"))
-        order = {k: list(block[k]) for k in ("receivers", "clients", "connections",
-                                             "write_size", "direction", "message_size", "cases")
-                 if isinstance(block.get(k), list)}
-        if "cases" in order:
-            order["case"] = order.pop("cases")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "receivers": "receivers", "clients": "clients", "connections": "connections",
+            "write_size": "write_size", "direction": "direction",
+            "message_size": "message_size", "case": "cases"})
         return spec
 

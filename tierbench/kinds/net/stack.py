@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 from tierbench.config.files import ROOT
-from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.net import tools
 from tierbench.kinds.net.dmacopy import CopyPlan
 from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_servers,
@@ -83,20 +82,6 @@ def running(where: placer.Placer) -> Deployment[NetInfo] | None:
     receivers = sum(1 for c in found if c.service == RECEIVER)
     clients = sum(1 for c in found if c.service == SENDER)
     return discover(where, receivers, clients) if clients else None
-
-
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment[NetInfo]) -> None:
-    """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
-    node whose Docker engine stopped answering)."""
-    try:
-        running = {c.id for c in deployment.placer.replicas()}
-    except compose.StackError as exc:
-        raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
-    down = [c.name for c in deployment.info.receivers if c.id not in running]
-    if down:
-        raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
-                      + (f" ({row['error']})" if row.get("error") else "")
-                      + f": see `docker logs {down[0]}`; the run ends here")
 
 
 def net_files() -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, failed)
 from tierbench.kinds.pfs import stack
 from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
@@ -49,10 +49,6 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         """The experiment's `pfs:` block."""
         return exp.settings.pfs
 
-    def check(self, exp: Experiment[PfsSettings]) -> None:
-        """A PFS run has no web or proxy servers whose options a mode could set."""
-        refuse_server_modes(exp, "a parallel file system experiment")
-
     def resolved(self, exp: Experiment[PfsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
         p = self.settings(exp)
@@ -71,9 +67,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
             pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
                        file_mb=p.file_mb, drop_caches=p.drop_caches,
                        single_pass=p.single_pass)
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
+        return {**self.envelope(exp), "pfs": pfs}
 
     def axes(self, exp: Experiment[PfsSettings]) -> list[tuple[str, list[Any]]]:
         """I/O servers x the test's factor x mode x repetition."""
@@ -115,8 +109,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     def plan_header(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""
         p = self.settings(exp)
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {p.test}, storage {p.storage}, strip "
+        return [f"{self.plan_head(exp, points)}; test {p.test}, storage {p.storage}, strip "
                 f"{p.strip_size} B, job timeout {p.job_timeout_s} s",
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
                 "and checksums"] + ([
@@ -277,20 +270,16 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         """The report section of the experiment's test, factors in the file's order."""
         block = resolved.get("pfs") or {}
         spec = families.load(f"pfs-{block.get('test', 'concurrent')}")
-        order = {k: list(block[k]) for k in ("io_servers", "clients", "streams", "filesystems",
-                                             "buffers") if isinstance(block.get(k), list)}
-        if "filesystems" in order:
-            order["filesystem"] = order.pop("filesystems")
-        if "buffers" in order:
-            order["buffer"] = order.pop("buffers")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "io_servers": "io_servers", "clients": "clients", "streams": "streams",
+            "filesystem": "filesystems", "buffer": "buffers"})
         return spec
 
 
 def brief(row: dict) -> str:
     """One progress line of a point."""
-    if row.get("error"):
-        return f"FAILED ({row['error']})"
+    if note := failed(row):
+        return note
     parts = []
     for phase in ("write", "read"):
         if f"{phase}_mb_per_s" in row:
