@@ -22,6 +22,7 @@ from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes import cpus, endpoint, sysctls
 from tierbench.modes.cpus import Containers
 from tierbench.modes.model import Mode
+from tierbench.transport import Transport
 
 __all__ = [
     "STATE_KIND",
@@ -78,7 +79,8 @@ def check_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
             continue
         problems += endpoint.problems(snap, mode)
     nodes = sysctls.nodes(endpoints)
-    for node in nodes or [None]:
+    kernels: list[Transport | None] = [*nodes] if nodes else [None]  # or this host's
+    for node in kernels:
         qp = endpoint.qdisc_problem(mode, node)
         if qp and qp not in problems:
             problems.append(qp)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tierbench.interfaces import cpu, netif
@@ -152,11 +153,12 @@ def mismatches(mode: Mode, state: dict) -> list[str]:
     per-platform limit is the platform's, not its containers')."""
     out: list[str] = []
     for entry in state.get("platform", {}).values():
-        out += differences(mode, entry["label"], lambda e=entry: cpu.read_platform(
-            e["dirs"], node_of(e)), with_limit=True)
+        out += differences(mode, entry["label"], partial(cpu.read_platform, entry["dirs"],
+                                                         node_of(entry)), with_limit=True)
     for target in state.get("cpu", {}).values():
-        out += differences(mode, target["label"], lambda t=target: cpu.read(
-            t["pid"], node_of(t)), with_limit=not per_platform(mode))
+        out += differences(mode, target["label"], partial(cpu.read, target["pid"],
+                                                          node_of(target)),
+                           with_limit=not per_platform(mode))
     return out
 
 
@@ -171,7 +173,7 @@ def differences(mode: Mode, label: str, read: Callable[[], dict[str, Any]],
     out = []
     if want_set and cpu.parse(str(have["cpuset"])) != cpu.parse(want_set):
         out.append(f"{label}: cpuset is {have['cpuset']}, wanted {want_set}")
-    if "limit" in mode.cpu and with_limit and have["limit"] != round(want_limit, 4):
+    if "limit" in mode.cpu and with_limit and have["limit"] != round(mode.cpu["limit"], 4):
         out.append(f"{label}: CPU limit is {have['limit']}, wanted {want_limit}")
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Hashable
-from typing import Any
+from typing import Annotated, Any
 
 from tierbench.config.models import Model, number, one_or_many
 from tierbench.kinds.contract import (SERVER, Deployment, Experiment, Kind, Point, PointContext,
@@ -25,7 +25,7 @@ from tierbench.measure.counters import busy_pct
 class SleepBlock(Model):
     """The `sleep:` block: how long each point sleeps (a factor)."""
 
-    seconds: one_or_many(number(0.1, 60), "number of seconds") = [1.0]
+    seconds: Annotated[list[float], one_or_many(number(0.1, 60), "number of seconds")] = [1.0]
 
 
 class SleepSettings(Model):
@@ -34,7 +34,7 @@ class SleepSettings(Model):
     sleep: SleepBlock
 
 
-class SleepKind(Kind):
+class SleepKind(Kind[SleepSettings, None, None]):
     """`sleep` on this host while its CPU is sampled."""
 
     name = "sleep"
@@ -43,22 +43,22 @@ class SleepKind(Kind):
     block = "sleep"
     tiers = ("sleep",)
 
-    def axes(self, exp: Experiment) -> list[tuple[str, list[Any]]]:
+    def axes(self, exp: Experiment[SleepSettings]) -> list[tuple[str, list[Any]]]:
         """seconds x mode x repetition."""
-        return [("seconds", list(exp.settings.sleep.seconds)),  # type: ignore[attr-defined]
+        return [("seconds", list(exp.settings.sleep.seconds)),
                 ("mode", [m.name for m in exp.modes]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
-    def point_seconds(self, exp: Experiment) -> float:
+    def point_seconds(self, exp: Experiment[SleepSettings]) -> float:
         """settle, the longest sleep, a second of start and stop."""
-        return exp.settle_s + max(exp.settings.sleep.seconds) + 1  # type: ignore[attr-defined]
+        return exp.settle_s + max(exp.settings.sleep.seconds) + 1
 
-    def deploy(self, exp: Experiment, key: Hashable, prepared: Any,
-               previous: Deployment | None, point: Point) -> Deployment:
+    def deploy(self, exp: Experiment[SleepSettings], key: Hashable, prepared: None,
+               previous: Deployment[None] | None, point: Point) -> Deployment[None]:
         """Nothing to bring up: the tier is this host (no interfaces, no containers)."""
         return Deployment(key, {"sleep": Tier("sleep", SERVER, [])}, {}, {})
 
-    def run_point(self, ctx: PointContext) -> PointResult:
+    def run_point(self, ctx: PointContext[SleepSettings, None, None]) -> PointResult:
         """`sleep` between two marks of the sampler: the time slept and the host's busy CPU."""
         first = ctx.sampler.mark()
         subprocess.run(["sleep", f"{ctx.point['seconds']:g}"], check=True)
