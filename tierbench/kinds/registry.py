@@ -5,6 +5,7 @@ decided."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import pkgutil
 from collections.abc import Callable
@@ -40,16 +41,20 @@ class Envelope(Model):
 
 @lru_cache(maxsize=1)
 def kinds() -> dict[str, Kind]:
-    """Every kind, by name (found by importing each module and subpackage of tierbench.kinds:
-    a kind's class is defined in the module, or in a module of the subpackage that exports
-    it)."""
+    """Every kind, by name (found by importing each module of tierbench.kinds, and for a
+    subpackage its module ``kind``: a kind's class is defined there; the subpackage's
+    ``__init__`` imports nothing, so its modules import each other without a cycle)."""
     found: dict[str, Kind] = {}
     for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        name = f"{package.__name__}.{info.name}"
+        if info.ispkg:
+            if importlib.util.find_spec(f"{name}.kind") is None:
+                continue  # a package of helpers (families), no kind
+            name += ".kind"
+        module = importlib.import_module(name)
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Kind) and value is not Kind \
-                    and value.name and (value.__module__ == module.__name__
-                                        or value.__module__.startswith(module.__name__ + ".")):
+                    and value.name and value.__module__ == module.__name__:
                 found[value.name] = value()
     return dict(sorted(found.items()))
 

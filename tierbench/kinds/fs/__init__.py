@@ -31,7 +31,3 @@ The package: ``settings`` (the `fs:` block), ``kind`` (the contract), ``stack`` 
 and clients brought up), ``sequence`` (one point: the four tests), ``figures`` (CPU, network
 and fio figures) and ``tools`` (dbench's and fio's commands and parsers).
 """
-
-from tierbench.kinds.fs.kind import FsKind
-
-__all__ = ["FsKind"]
