@@ -243,6 +243,9 @@ def up_spec(spec: Services) -> None:
         log(f"tierbench: volume(s) {', '.join(stale)} were made for other settings by an earlier "
             "run: removing the stack first")
         down()
+        # by name too: a volume made by hand or by another tool has no Compose project label,
+        # so removing the project's labelled volumes leaves it, and Compose would use it again
+        _run(["docker", "volume", "rm", "-f", *stale], timeout=120)
         for path, size in spec.tmpfs.items():
             mount_tmpfs(Path(path), size)
     # every profile's services: those of the spec's profiles and any it names; the server
