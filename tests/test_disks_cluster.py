@@ -111,10 +111,12 @@ def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
     p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "/proc/mdstat" in a[2],
                          "/sbin/mdadm\n", 0))
-    diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
+    built = diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
     node = fake.on("node3")
-    assert any(a[0] == "mdadm" and a[1] == "--create" for a in node)
+    # md stripes at 004 §3.2's 4 KB, not md's default 512 KiB chunk
+    assert any(a[0] == "mdadm" and a[1] == "--create" and "--chunk=4" in a for a in node)
     assert not any(a[0] == "mkfs.btrfs" for a in node)
+    assert built.filesystem == "ext3 on md RAID-0, 4 KiB chunk"
     assert disks.raid_kind(NODE) == "md" and disks.raid_kind(disks.LOCAL) == "btrfs"
     assert "node3" in disks.raid_words(NODE)  # the plan does not ask the node
 
@@ -227,4 +229,4 @@ def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "  role disk: web1 (ens1f0 10.20.0.3)" in done.stdout
-    assert "md or btrfs (as web1 has md or not)" in done.stdout
+    assert "md with a 4 KiB chunk (004 §3.2's stripe), or btrfs with its fixed 64 KiB stripe if web1's kernel has no md" in done.stdout

@@ -286,3 +286,18 @@ def test_a_setting_refused_on_every_veth_is_said_once() -> None:
     assert runner.once_per_setting(problems[:2], labels) == [
         said.format("net-client:eth0") + " (and the same on 1 more interface)"]
     assert runner.once_per_setting(problems[:1], []) == problems[:1]
+
+
+def test_a_plus_b_applies_one_mode_over_another_as_two_factors_in_one_list() -> None:
+    """dc-dynamic's platform x offloads: `a+b` is mode b over mode a (b's keys win, the scopes
+    merge, so the offloads apply to the servers only), named a+b in the plan and results."""
+    both = modes.load_mode("servers-2cpus-half+servers-offloads-off")
+    assert both.name == "servers-2cpus-half+servers-offloads-off"
+    assert both.cpu == {"cpuset": "0-1", "limit": 1.0, "per": "platform"}
+    assert both.roles == ("servers",)
+    assert both.as_dict()["nic"]["features"]["tso"] is False
+    with pytest.raises(ConfigError, match=r"no mode named 'no-such-mode'"):
+        modes.load_mode("servers-1cpu+no-such-mode")
+    exp = registry.load_experiment("dc-dynamic")
+    assert len(exp.modes) == 6 and {m.name.split("+")[0] for m in exp.modes} == {
+        "servers-1cpu", "servers-2cpus-half", "servers-2cpus"}

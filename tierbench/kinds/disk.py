@@ -236,7 +236,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def deployment_line(self, exp: Experiment[DiskSettings], point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
-        raid = f"; RAID-0 with {disks.raid_words(self.host(exp))}" if system.raid0 else ""
+        raid = f"; RAID-0 by {disks.raid_words(self.host(exp))}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 

@@ -36,7 +36,9 @@ class Envelope(Model):
     settle_s: Annotated[float, number(0)] = 1
     variation_pct: Annotated[float, number(0.1, 100)] | None = None
     precision: Precision | None = None
-    modes: Annotated[list[str], non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")]
+    # a mode's name, or a+b: modes applied one over another (a platform and an offload setting)
+    modes: Annotated[list[str], non_empty_list(text(r"^[\w./-]+(\+[\w./-]+)*$", "offloads-on"),
+                                               "mode names")]
 
 
 @lru_cache(maxsize=1)

@@ -423,7 +423,11 @@ def _resolved(path: Path, modes_dir: Path, chain: tuple[Path, ...]) -> tuple[dic
 
 
 def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
-    """Load and validate one mode file (by name in modes/, or by path), resolving extends."""
+    """Load and validate one mode file (by name in modes/, or by path), resolving extends;
+    `a+b` names modes applied one over another (:func:`load_layered`), e.g. a platform and an
+    offload setting as the two factors of one experiment."""
+    if "+" in name and not Path(name).suffix and not Path(name).exists():
+        return load_layered(name.split("+"), modes_dir)
     path = resolve_path(name, modes_dir, "mode")
     data, parents = _resolved(path, modes_dir, (path.resolve(),))
     return _mode(path.stem, data, parents, str(path))

@@ -394,10 +394,25 @@ def raid_kind(host: Host = LOCAL) -> str:
     return "md" if has_md(host) else "btrfs"
 
 
+# 004 §3.2 striped its RAID-0 in 4 KB units: md is told that chunk (which decides which files
+# span several disks, the very thing 004 Fig. 13 compares); btrfs' raid0 stripe is fixed at
+# 64 KiB and cannot be set, so where the kernel has no md the stripe is 16 times 004's.
+MD_CHUNK_KIB = 4
+BTRFS_STRIPE_KIB = 64
+STRIPE_WORDS = {
+    "md": f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe)",
+    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has no md, "
+             f"which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
+}
+
+
 def raid_words(host: Host = LOCAL) -> str:
-    """How RAID-0 will be made, for the plan: this host's tool, or the node's without asking
-    it (decided on the node when the system is built)."""
-    return f"md or btrfs (as {host.node} has md or not)" if host.node else raid_kind(host)
+    """How RAID-0 will be made and with which stripe, for the plan and the manifest: this
+    host's tool, or the node's without asking it (decided on the node when it is built)."""
+    if host.node:
+        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or btrfs with its "
+                f"fixed {BTRFS_STRIPE_KIB} KiB stripe if {host.node}'s kernel has no md")
+    return STRIPE_WORDS[raid_kind(host)]
 
 
 TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",

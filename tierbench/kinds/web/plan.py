@@ -47,7 +47,8 @@ def placement_line(exp: Experiment[WebSettings], point: Point, first: bool) -> s
     record = stack_for(exp, point.mode, point["docroot"], point.factors.get("placement"))
     s = exp.settings
     return (f"  -- stack: {StackSettings(record).text()}" + ("" if first else " (restart)")
-            + webdisks.label(record, webdisks.names(s.disk_systems)))
+            + webdisks.label(record, webdisks.names(s.disk_systems),
+                             webdisks.host_of_web(exp.placer)))
 
 
 def point_line(exp: Experiment[WebSettings], point: Point) -> str:

@@ -26,7 +26,8 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
              "users": listed((resolved.get("load") or {}).get("users")),
              "docroot": listed((resolved.get("stack") or {}).get("docroot")),
              "placement": listed((resolved.get("stack") or {}).get("placement"))}
-    spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+    # the family's own order (e.g. static content before dynamic) for what the file does not list
+    spec["order"] = {**spec.get("order", {}), **{k: v for k, v in order.items() if len(v) > 1}}
     return spec
 
 

@@ -208,9 +208,11 @@ def storage_words(settings: Mapping[str, Any], known: Mapping[str, disks.System]
     return STORAGE_WORDS.get(base, base)
 
 
-def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
+def label(settings: Mapping[str, Any], known: Mapping[str, disks.System],
+          host: disks.Host = disks.LOCAL) -> str:
     """The plan's words for a point's storage: its disk system, or where its files are (and
-    the hot site's small files on tmpfs, with +hot-tmpfs)."""
+    the hot site's small files on tmpfs, with +hot-tmpfs); for RAID-0, the tool and stripe
+    the web servers' host gives it."""
     docroot = str(settings.get("docroot", "disk"))
     hot = "; the hot site's small files also on tmpfs" if services.docroot_parts(docroot)[1] else ""
     system = system_of(docroot, known)
@@ -218,11 +220,14 @@ def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str
         return f" [storage: {storage_words(settings, known)}{hot}]"
     strategy = settings.get("placement")
     what = system.describe()
+    striped = disks.layout(system, strategy).raid0
+    raid = f"; RAID-0 by {disks.raid_words(host)}" if striped else ""
     if strategy:
-        return f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{hot}]"
+        return (f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{raid}"
+                f"{hot}]")
     servers = int(settings.get("web_servers") or 1)
     return f" [disk {what}" + (f" on each of {servers} web servers" if servers > 1 else "") \
-        + f"{hot}]"
+        + f"{raid}{hot}]"
 
 
 WEB_ROLE = "web"
