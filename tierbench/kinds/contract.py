@@ -37,6 +37,7 @@ from tierbench.kinds import families
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
+from tierbench.placement.clusterfile import Role
 from tierbench.placement.compose import Container
 from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
@@ -243,8 +244,12 @@ class Kind(Generic[S, I, P]):
     # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
     # samples; a count at least a few requests).
     scalable: ClassVar[dict[str, float]] = {}
-    # The cluster file's roles the kind's services run on (tierbench.placement.clusterfile.ROLES);
-    # a kind with none does not run on a cluster (its services have no host overlay yet).
+    # The cluster file's roles the kind brings (name, what runs there, one node or a list,
+    # server or client): the registry hands every kind's to the placement, which names none. A
+    # role several kinds' services run on is declared by one of them (OrangeFS's by pfs).
+    declared_roles: ClassVar[tuple[Role, ...]] = ()
+    # The cluster file's roles the kind's services run on (declared by it or another kind); a
+    # kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
     # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
     plan_widths: ClassVar[tuple[int, int]] = (34, 16)

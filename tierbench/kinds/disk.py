@@ -31,6 +31,7 @@ from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Ki
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.placement.clusterfile import Role
 
 SERVICE = "disk-bench"
 TIER = "disk"
@@ -146,6 +147,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     scalable = {"disk.runtime_s": 2, "disk.file_mb": 64}
     block = "disk"
     tiers = (TIER,)
+    declared_roles = (Role(ROLE, "the disk-system benchmark (fio) and its disk systems"),)
     roles = (ROLE,)
     bring_up = "disk system and container bring-up (seconds to a minute each)"
     plan_widths = (17, 16)  # "system=" and the name in 10

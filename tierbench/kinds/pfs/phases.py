@@ -21,8 +21,9 @@ from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
                                          parse_io_line, phase_cpu, sha256)
-from tierbench.placement import compose, orangefs
-from tierbench.placement.orangefs import PfsError, label
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose
+from tierbench.kinds.pfs.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
 START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far ahead
