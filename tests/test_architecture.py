@@ -229,6 +229,31 @@ def test_the_kind_name_check_can_fail(tmp_path: Path) -> None:
     assert named_strings(module, {"web", "proxy", "pvfs-io1"}) == [(2, "web"), (6, "proxy")]
 
 
+# Kinds that still reach the point's sampler directly, until their branch moves them to the
+# point context's calls (PointContext.close_window).
+SAMPLER_USERS = {"tierbench.kinds.fs.sequence"}
+
+
+def sampler_uses(path: Path) -> list[int]:
+    """Lines where a module reaches an object's ``sampler`` attribute."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "sampler"]
+
+
+def test_only_the_runner_drives_the_sampler(tmp_path: Path) -> None:
+    """The runner starts and stops a point's sampler; a kind marks, reads counters and closes
+    its window through the point context (PointContext.mark, marks_at, now, close_window),
+    never the sampler itself."""
+    bad = [f"{name}:{line} uses the sampler" for name, path in MODULES.items()
+           if name.startswith("tierbench.kinds.") and name != "tierbench.kinds.contract"
+           and name not in SAMPLER_USERS for line in sampler_uses(path)]
+    assert not bad, "\n".join(bad)
+    module = tmp_path / "m.py"
+    module.write_text("def run(ctx):\n    ctx.mark()\n    return ctx.sampler.stop()\n")
+    assert sampler_uses(module) == [3]
+
+
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "tests" / "data" / "plans").glob("*.txt"))
 
 

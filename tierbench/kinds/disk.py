@@ -344,10 +344,10 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         error = None
         try:
             for phase in PHASES:
-                first = ctx.sampler.mark()  # the container's and its host's CPU, there
+                first = ctx.mark()  # the container's and its host's CPU, there
                 done = where.exec(container, fio_argv(phase, s.disk),
                                   timeout=s.disk.runtime_s + 3600)
-                last = ctx.sampler.mark()
+                last = ctx.mark()
                 (ctx.dir / f"fio-{phase}.json").write_text(done.stdout)
                 if done.returncode != 0:
                     tail = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
@@ -365,7 +365,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                 ctx.log(f"tierbench: {ctx.point.id} {phase}: {figures['mb_per_s']:.1f} MB/s")
         finally:
             where.exec(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
-            ctx.sampler.stop()
+            ctx.close_window()
         return PointResult(row, error=error)
 
     # -- results

@@ -230,14 +230,14 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                          f["clients"], f["streams"], f["filesystem"], f["buffer"])
         ctx.record["io_servers"] = point.io_servers
         phases = Phases(p, ctx.exp.seed, ctx.prepared.run_id, ctx.deployment, ctx.prepared,
-                        ctx.sampler)
+                        ctx.now)
         row: dict[str, Any] = {}
         try:
             row.update(phases.run(point, row, ctx.dir, ctx.record))
         except PfsError as exc:  # a set-up or checksum step failed
             row["error"] = str(exc)
         finally:
-            ctx.sampler.stop()
+            ctx.close_window()
         error = row.pop("error", None)
         return PointResult(row, window=phases.window, error=error)
 
