@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tierbench.kinds import registry
 from tierbench.placement import clusterfile, nodes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +134,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
             data = yaml.safe_load(LAB_CLUSTER.read_text())
             data["roles"].update(roles)
             path.write_text(yaml.safe_dump(data))
-        cluster = clusterfile.load_cluster(path)
+        cluster = clusterfile.load_cluster(path, registry.roles())
         before = nic_state(cluster)
         yield {"env": env, "cluster": cluster, "path": path, "before": before,
                "results": results}

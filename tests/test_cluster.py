@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tierbench.interfaces import netif
+from tierbench.kinds import registry
 from tierbench.measure import agent
 from tierbench.kinds.web import services
 from tierbench.placement import cluster, clusterfile
@@ -39,7 +40,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def config(files: list[str], profiles: list[str] = ()) -> dict:
@@ -113,7 +114,7 @@ def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
         role = (spec.get("labels") or {}).get(cluster.ROLE_LABEL)
         wanted = list(conf["services"])
         assert spec.get("network_mode") == "host", f"{name} has no host overlay"
-        assert role in clusterfile.ROLES or (role is None and cluster.is_job(name, conf, wanted)), \
+        assert role in registry.roles() or (role is None and cluster.is_job(name, conf, wanted)), \
             f"service {name} has no role ({cluster.ROLE_LABEL}) in its host overlay"
     # each file that defines services has its overlay beside it, named after it
     assert cluster.host_overlay("docker-compose.yml") == "compose/host.yml"
@@ -319,7 +320,6 @@ def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> Non
 def test_dynamic_requests_place_the_app_and_db_roles() -> None:
     """Dynamic requests need the app and db roles on a cluster (their commands reach the
     containers through their nodes' engines); a static experiment needs neither."""
-    from tierbench.kinds import registry
 
     exp = registry.load_experiment("dc-dynamic")
     assert registry.kind(exp.kind).cluster_roles(exp) == ["loadgen", "proxy", "web", "app", "db"]

@@ -293,11 +293,11 @@ def test_several_web_servers_over_disk_systems_need_one_web_node(
         {"name": f"node{n}", "address": f"198.18.16.1{n}",
          "interfaces": [{"name": "eth0", "address": f"198.18.16.1{n}/24"}]} for n in (1, 2, 3)],
         "roles": {"loadgen": "node1", "proxy": "node1", "web": ["node2", "node3"]}}
-    exp.placer = ClusterPlacer(parse_cluster(data, "c.yml"))
+    exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
     with pytest.raises(ConfigError, match=rf"{name}\.yml: {sentence}"):
         registry.kind("web").cluster_roles(exp)
     data["roles"]["web"] = "node2"
-    exp.placer = ClusterPlacer(parse_cluster(data, "c.yml"))
+    exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
     assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
     for other in ("dc-cache-hit", "dc-disk-file"):
         assert registry.kind("web").cluster_roles(registry.load_experiment(other)) == \

@@ -41,7 +41,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def fs_config(**env: str) -> dict:
@@ -60,8 +60,8 @@ def on_cluster() -> cluster.ClusterPlacer:
 
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
     assert cluster.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
-    assert "fs_server" in cluster.SERVER_ROLES
-    assert {"fs_server", "fs_client"} <= set(clusterfile.SINGLE_ROLES)
+    assert "fs_server" in registry.roles().servers
+    assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == ["one", "one"]
 
 
 def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:

@@ -35,7 +35,7 @@ KALLSYMS_HIDDEN = "0000000000000000 T _stext\n0000000000000000 T tcp_sendmsg\n"
 @pytest.fixture
 def on_lab() -> Any:
     """A ClusterPlacer over two nodes (none reachable): the placement experiments run on."""
-    return cluster.ClusterPlacer(parse_cluster(copy.deepcopy(LAB), "lab.yml"))
+    return cluster.ClusterPlacer(parse_cluster(copy.deepcopy(LAB), registry.roles(), "lab.yml"))
 
 
 class Node:

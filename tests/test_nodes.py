@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tierbench.placement import clusterfile, nodes
+from tierbench.kinds import registry
+from tierbench.placement import nodes
 from tierbench.placement.clusterfile import ClusterError, load_cluster, parse_cluster
 from tierbench.placement.nodes import ClockReading, NodeError
 
@@ -35,12 +36,12 @@ GOOD: dict[str, Any] = {
 
 def problems_of(data: Any, where: str = "c.yml") -> list[str]:
     with pytest.raises(ClusterError) as info:
-        parse_cluster(data, where)
+        parse_cluster(data, registry.roles(), where)
     return info.value.problems
 
 
 def test_good_cluster_parses() -> None:
-    c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
+    c = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml")
     assert [n.name for n in c.nodes] == ["node1", "node2"]
     assert c.node("node2").user == "bench" and c.node("node2").port == 2222
     assert c.node("node1").user == "root" and c.node("node1").port == 22
@@ -164,7 +165,7 @@ def test_every_problem_at_once() -> None:
 def test_same_address_twice_only_on_another_port() -> None:
     data = copy.deepcopy(GOOD)
     data["nodes"][1]["address"] = "198.18.16.11"
-    parse_cluster(data, "c.yml")  # port 2222: another sshd on the same machine
+    parse_cluster(data, registry.roles(), "c.yml")  # port 2222: another sshd on the same machine
     data["nodes"][1]["port"] = 22
     assert problems_of(data) == ["c.yml: nodes[1].address: 198.18.16.11 is already the address "
                                  "of nodes[0] (one entry per machine)"]
@@ -178,28 +179,28 @@ def test_top_level_must_be_a_mapping(data: Any) -> None:
 
 def test_files(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"nope.yml: no such file"):
-        load_cluster(tmp_path / "nope.yml")
+        load_cluster(tmp_path / "nope.yml", registry.roles())
     bad = tmp_path / "bad.yml"
     bad.write_text("nodes: [\n")
     with pytest.raises(ClusterError, match=r"bad.yml: not valid YAML"):
-        load_cluster(bad)
+        load_cluster(bad, registry.roles())
     # ssh_config paths are relative to the cluster file and must exist
     path = tmp_path / "c.yml"
     path.write_text(json.dumps({**GOOD, "ssh_config": "ssh_config"}))
     with pytest.raises(ClusterError) as info:
-        load_cluster(path)
+        load_cluster(path, registry.roles())
     assert info.value.problems == [f"{path}: ssh_config: no such file {tmp_path / 'ssh_config'}"]
     (tmp_path / "ssh_config").write_text("Host *\n")
-    c = load_cluster(path)
+    c = load_cluster(path, registry.roles())
     assert c.ssh_config == str(tmp_path / "ssh_config")
     assert {n.ssh_config for n in c.nodes} == {str(tmp_path / "ssh_config")}
     assert c.path == str(path)
 
 
 def test_example_file_is_valid_and_its_lab_block_too() -> None:
-    c = load_cluster(EXAMPLE)
+    c = load_cluster(EXAMPLE, registry.roles())
     assert [n.name for n in c.nodes] == ["client1", "proxy1", "web1", "store1"]
-    assert set(c.placement()) == set(clusterfile.ROLES)
+    assert set(c.placement()) == set(registry.roles().names)
     text = EXAMPLE.read_text().split("(its shape")[0]
     assert "lab/cluster.yml" in text
     lab_lines = EXAMPLE.read_text().split("# version: 1", 1)[1].splitlines()
@@ -207,13 +208,13 @@ def test_example_file_is_valid_and_its_lab_block_too() -> None:
     import yaml
     data = yaml.safe_load(lab)
     data.pop("ssh_config")
-    lab_cluster = parse_cluster(data, "lab block")
+    lab_cluster = parse_cluster(data, registry.roles(), "lab block")
     assert [n.address for n in lab_cluster.nodes] == ["198.18.16.11", "198.18.16.12"]
 
 
 def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_SSH_DIR", str(tmp_path / "ssh"))
-    c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
+    c = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml")
     n2 = c.node("node2")
     argv = nodes.transport(n2, connect_timeout=3).argv(["ethtool", "-K", "ens1f0", "tso", "off"])
     assert argv[0] == "ssh" and "-F" not in argv
@@ -265,7 +266,7 @@ def done(rc: int = 0, out: str = "", err: str = "") -> subprocess.CompletedProce
 
 
 def test_run_on_node_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    node = parse_cluster(copy.deepcopy(GOOD), "c.yml").node("node1")
+    node = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml").node("node1")
     run, _ = fake_run({"unreachable": done(255, err="ssh: connect to host 198.18.16.11 port 22: "
                                                      "No route to host\n"),
                        "ethtool -K": done(1, err="line 1\nline 2\nCannot change tcp-segmentation"
@@ -298,7 +299,7 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     data = copy.deepcopy(GOOD)
     data["nodes"].append({"name": "node3", "address": "198.18.16.13",
                           "interfaces": [{"name": "eth0", "address": "198.18.16.13/24"}]})
-    cluster = parse_cluster(data, "c.yml")
+    cluster = parse_cluster(data, registry.roles(), "c.yml")
     probe_node2 = ("missing ethtool\ncompose \ndocker_root /var/lib/docker\ndisk_free 1000000000\n"
                    "mem_available 500000000\n"
                    'link ens1f0 [{"ifname":"ens1f0","operstate":"UP","mtu":9000,"addr_info":'

@@ -17,7 +17,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.pfs import settings, streams
 from tierbench.kinds.contract import Experiment
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import orangefs
+from tierbench.kinds.pfs import orangefs
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_DIR = ROOT / "images" / "orangefs"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tierbench.kinds import registry
 from tierbench.kinds.web import services
 from tierbench.placement import cluster
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
@@ -33,7 +34,7 @@ LAB = {
 def lab(**roles: object) -> object:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def config(env: dict[str, str] | None = None) -> dict:

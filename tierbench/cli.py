@@ -21,7 +21,8 @@ from tierbench.kinds import registry
 from tierbench.kinds.web import load, locust
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.placement import clusterfile, compose, orangefs, placer
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import clusterfile, compose, nodes, placer
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -230,6 +231,12 @@ def cmd_modes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """Check a cluster's nodes or print their provenance (tierbench.placement.nodes), the
+    cluster file validated against every kind's roles."""
+    return nodes.main(args, registry.roles())
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of an experiment file (of one kind) or of a mode file."""
     if args.what == "mode":
@@ -353,6 +360,10 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--runs", type=int, default=0,
                    help="stop after this many worker runs (points); 0: until Ctrl-C")
     w.set_defaults(func=cmd_worker)
+    nd = sub.add_parser("nodes", help="check a cluster's nodes, or print their provenance "
+                        "(changes nothing)")
+    nodes.add_arguments(nd)
+    nd.set_defaults(func=cmd_nodes)
     sc = sub.add_parser("schema", help="the JSON Schema of experiment or mode files (for editors)")
     sc.add_argument("what", choices=("experiment", "mode"))
     sc.add_argument("--kind", default="web", help="workload kind of the experiment (default web)")
@@ -370,7 +381,7 @@ def placement(args: argparse.Namespace) -> placer.Placer:
     a command that takes it, else this host. Made once, and handed to what the command runs."""
     path = clusterfile.cluster_path(args.cluster) if hasattr(args, "cluster") else None
     if path is not None:
-        return ClusterPlacer(clusterfile.load_cluster(path))
+        return ClusterPlacer(clusterfile.load_cluster(path, registry.roles()))
     return placer.LocalPlacer()
 
 

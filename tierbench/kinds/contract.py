@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, TypeVar, cast
@@ -34,9 +34,10 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import families
-from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
+from tierbench.placement.clusterfile import Role
 from tierbench.placement.compose import Container
 from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
@@ -192,16 +193,46 @@ class Deployment(Generic[I]):
 @dataclass
 class PointContext(Generic[S, I, P]):
     """What a kind gets to run one point: the point's folder, the manifest entry it may add to,
-    the running sampler, what prepare() returned, and a logger for progress."""
+    what prepare() returned, a logger for progress, and its window on the point's sampling.
+    The runner alone starts the sampler (before run_point) and stops it (after); a kind asks
+    for a sample now (:meth:`mark`, :meth:`marks_at`), reads every counter (:meth:`now`),
+    closes its window when the measured part is over (:meth:`close_window`) and reads why
+    sampling stopped (:attr:`sampling_error`) through the context, never the sampler itself."""
 
     exp: Experiment[S]
     point: Point
     deployment: Deployment[I]
     dir: Path
     record: dict[str, Any]
-    sampler: Sampler
+    sampler: Sampler  # the runner's: kinds go through the methods below
     prepared: P
     log: Callable[[str], None]
+
+    def mark(self) -> dict[str, Any]:
+        """A sample taken now, kept in time order with the 1 Hz ticks: a kind marks the start
+        and the middle of a measured window, so that it holds two samples even when a loaded
+        host delays the ticks by a second or more."""
+        return self.sampler.mark()
+
+    def marks_at(self, instants: Sequence[float]) -> Callable[[], None]:
+        """A mark at each wall-clock instant, from a thread, while the kind runs the load in one
+        blocking call; returns the function that cancels those not yet due."""
+        return marks_at(self.sampler, instants)
+
+    def now(self) -> dict[str, Any]:
+        """Every counter read now (not kept as a sample), stamped with the wall clock."""
+        return self.sampler.now()
+
+    def close_window(self) -> list[dict[str, Any]]:
+        """The measured part is over: sampling stops after one last sample (the runner's stop
+        after run_point then does nothing more); every sample taken."""
+        return self.sampler.stop()
+
+    @property
+    def sampling_error(self) -> str | None:
+        """Why sampling stopped before the window closed (a counter that could not be read),
+        or None."""
+        return self.sampler.error
 
 
 @dataclass
@@ -243,8 +274,12 @@ class Kind(Generic[S, I, P]):
     # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
     # samples; a count at least a few requests).
     scalable: ClassVar[dict[str, float]] = {}
-    # The cluster file's roles the kind's services run on (tierbench.placement.clusterfile.ROLES);
-    # a kind with none does not run on a cluster (its services have no host overlay yet).
+    # The cluster file's roles the kind brings (name, what runs there, one node or a list,
+    # server or client): the registry hands every kind's to the placement, which names none. A
+    # role several kinds' services run on is declared by one of them (OrangeFS's by pfs).
+    declared_roles: ClassVar[tuple[Role, ...]] = ()
+    # The cluster file's roles the kind's services run on (declared by it or another kind); a
+    # kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
     # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
     plan_widths: ClassVar[tuple[int, int]] = (34, 16)
@@ -376,7 +411,8 @@ class Kind(Generic[S, I, P]):
         return {}
 
     def run_point(self, ctx: PointContext[S, I, P]) -> PointResult:
-        """Measure one point (the mode is applied and the sampler runs)."""
+        """Measure one point (the mode is applied and the runner's sampler runs: marks and the
+        window's end go through ``ctx``)."""
         raise NotImplementedError
 
     def after_point(self, exp: Experiment[S], point: Point, row: dict[str, Any],

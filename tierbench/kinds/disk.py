@@ -31,6 +31,7 @@ from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Ki
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.placement.clusterfile import Role
 
 SERVICE = "disk-bench"
 TIER = "disk"
@@ -146,6 +147,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     scalable = {"disk.runtime_s": 2, "disk.file_mb": 64}
     block = "disk"
     tiers = (TIER,)
+    declared_roles = (Role(ROLE, "the disk-system benchmark (fio) and its disk systems"),)
     roles = (ROLE,)
     bring_up = "disk system and container bring-up (seconds to a minute each)"
     plan_widths = (17, 16)  # "system=" and the name in 10
@@ -342,10 +344,10 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         error = None
         try:
             for phase in PHASES:
-                first = ctx.sampler.mark()  # the container's and its host's CPU, there
+                first = ctx.mark()  # the container's and its host's CPU, there
                 done = where.exec(container, fio_argv(phase, s.disk),
                                   timeout=s.disk.runtime_s + 3600)
-                last = ctx.sampler.mark()
+                last = ctx.mark()
                 (ctx.dir / f"fio-{phase}.json").write_text(done.stdout)
                 if done.returncode != 0:
                     tail = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
@@ -363,7 +365,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                 ctx.log(f"tierbench: {ctx.point.id} {phase}: {figures['mb_per_s']:.1f} MB/s")
         finally:
             where.exec(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
-            ctx.sampler.stop()
+            ctx.close_window()
         return PointResult(row, error=error)
 
     # -- results

@@ -20,6 +20,7 @@ from tierbench.config.models import (Model, name_problem, non_empty_list, number
                                      validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import Mode, load_mode_list
+from tierbench.placement.clusterfile import Roles
 from tierbench.placement.placer import LocalPlacer, Placer
 
 DEFAULT_KIND = "web"
@@ -59,6 +60,13 @@ def kinds() -> dict[str, Kind]:
                     and value.name and value.__module__ == module.__name__:
                 found[value.name] = value()
     return dict(sorted(found.items()))
+
+
+@lru_cache(maxsize=1)
+def roles() -> Roles:
+    """Every role a cluster file may place: the roles each kind declares (``Kind.declared_roles``),
+    handed to the placement, which names none (a role two kinds declare is declared alike)."""
+    return Roles.merged(r for k in kinds().values() for r in k.declared_roles)
 
 
 def kind(name: str) -> Kind:

@@ -39,7 +39,7 @@ from typing import Any
 from tierbench.config.files import ROOT, results_root
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import access, clusterfile, compose, diskbuild, disks, nodes
+from tierbench.placement import access, compose, diskbuild, disks, nodes
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
@@ -48,9 +48,6 @@ from tierbench.transport import Transport
 
 ROLE_LABEL = "org.tierbench.role"
 PORT_LABEL = "org.tierbench.port"
-# Roles whose services serve the others (a client's NIC that also carries one of them does not
-# count what the client alone receives).
-SERVER_ROLES = ("proxy", "web", "app", "db", "pfs_meta", "pfs_io", "net_server", "fs_server")
 
 
 class NodeDown(StackError):
@@ -137,10 +134,11 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
         role = (services[name].get("labels") or {}).get(ROLE_LABEL)
         if role:
             by_role.setdefault(role, []).append(name)
+    known = cluster.declared
     for role, names in by_role.items():
-        if role not in clusterfile.ROLES:
+        if role not in known:
             raise StackError(f"service {names[0]} has the role {role!r}, which cluster files do "
-                             f"not know (roles: {', '.join(clusterfile.ROLES)})")
+                             f"not know (roles: {', '.join(known.names)})")
         placed = [n.name for n in cluster.nodes_for(role)]
         if not placed:
             missing.append(role)
@@ -307,7 +305,7 @@ class ClusterPlacer(Placer):
             self.down()
             self.mount_tmpfs(spec.tmpfs, config, where)
         # the peers each service admits, by the cluster file's roles; the database password
-        env.update(compose.access_env(config, self.cluster))
+        env.update(compose.access_env(config, spec.admissions, self.cluster))
         self.placed = where
         self.roles = {name: (config["services"][name].get("labels") or {}).get(ROLE_LABEL)
                       for name in where}
@@ -471,7 +469,8 @@ class ClusterPlacer(Placer):
         found = self.cluster.nodes_for(role)
         if not found:
             raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
-                                f"placed, and this needs {clusterfile.ROLE_HELP[role]} on a node"])
+                                f"placed, and this needs {self.cluster.declared.role(role).what} "
+                                "on a node"])
         return self.node_disks(found[0])
 
     # -- containers
@@ -543,8 +542,9 @@ class ClusterPlacer(Placer):
     def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
         """What the nodes' NICs receive, unless a node also hosts a server (then its NIC does not
         carry what the client alone receives: the summary counts the requests' bytes)."""
+        serving = self.cluster.declared.servers
         servers = {n for s, hosts in self.placed.items()
-                   if self.roles.get(s) in SERVER_ROLES for n in hosts}
+                   if self.roles.get(s) in serving for n in hosts}
         eps = [ep for ep in endpoints if ep.node]
         if any(ep.node in servers for ep in eps):
             return []

@@ -21,8 +21,6 @@ from tierbench.placement.clusterfile import Cluster
 
 PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
-CPUSETS = (("LOADGEN_CPUS", "0"), ("PROXY_CPUS", "1"), ("WEB_CPUS", "1"), ("WORKER_CPUS", "0"),
-           ("PVFS_SERVER_CPUS", "1"), ("PVFS_CLIENT_CPUS", "0"), ("APP_CPUS", "1"), ("DB_CPUS", "1"))
 # The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
 # platform's CPUs and CPU time can be set once for the tiers it holds (modes with
 # `cpu: {per: platform}`, tierbench/modes/cpus.py); the load generator stays outside it.
@@ -53,7 +51,10 @@ class Services:
     services to start (None: the default set) with their dependencies, replicas of scaled
     services, profiles, tmpfs to mount first where services bind them ({path: size}), and for
     services whose replicas must differ on one host network (their ports) each replica's extra
-    environment (``replica_env``; where every replica has its own address it is not needed)."""
+    environment (``replica_env``; where every replica has its own address it is not needed).
+    The kind that brings them up also declares what its files read from it: the CPU lists its
+    services are pinned to (``cpusets``: variable -> default, checked against this host's
+    CPUs) and the services that admit only their peers (``admissions``)."""
 
     files: list[str]
     env: dict[str, str]
@@ -64,6 +65,8 @@ class Services:
     replica_env: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     remove_orphans: bool = False
     timeout: float = 600
+    cpusets: dict[str, str] = field(default_factory=dict)
+    admissions: tuple[access.Admission, ...] = ()
 
     def args(self) -> list[str]:
         """-f FILE ... --profile P ... for docker compose."""
@@ -142,18 +145,16 @@ def unmount_tmpfs() -> None:
             _run(["umount", point.replace("\\040", " ")], timeout=60)
 
 
-ORANGEFS_BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
-                  "and ORANGEFS_SHA256=<its sha256> where the upstream archive cannot be "
-                  "downloaded)")
 IMAGES_SH = ROOT / "setup" / "images.sh"
 _ensured: set[str] = set()  # images built or found up to date by this process
 
 
-def ensure_images(names: Iterable[str]) -> None:
+def ensure_images(names: Iterable[str], how: str = "`make images`") -> None:
     """Build the images NAMES (tierbench-NAME:TAG, and what they build on) that are missing or
     older than their build context, with setup/images.sh (seconds when they are up to date; its
     progress goes to stderr): images are built when an experiment first needs them. Once per
-    image and process. The OrangeFS images are built only from a source at hand."""
+    image and process. ``how``: the command that builds them by hand, which the refusal names
+    (an image built only from a source at hand says which)."""
     todo = [n for n in dict.fromkeys(names) if n not in _ensured]
     if not todo:
         return
@@ -165,15 +166,14 @@ def ensure_images(names: Iterable[str]) -> None:
         raise StackError(f"building {', '.join(todo)} took more than an hour: run `make images` "
                          "to see why") from None
     if done.returncode != 0:
-        how = ORANGEFS_BUILD if "orangefs" in short else "`make images`"
         raise StackError(f"the image(s) {', '.join(f'{n}:{TAG}' for n in todo)} could not be "
                          f"built (the lines above say why): fix that and run {how}")
     _ensured.update(todo)
 
 
-def require_image(name: str) -> None:
+def require_image(name: str, how: str = "`make images`") -> None:
     """Image NAME:TAG built and up to date (ensure_images), or one sentence saying why not."""
-    ensure_images([name])
+    ensure_images([name], how)
 
 
 def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
@@ -201,10 +201,11 @@ def cgroup_driver(docker: list[str] | None = None) -> str:
                 timeout=30).strip()
 
 
-def check_cpusets(env: dict[str, str]) -> None:
-    """Refuse a CPU layout that names cores this host does not have."""
+def check_cpusets(env: dict[str, str], cpusets: dict[str, str]) -> None:
+    """Refuse a CPU layout that names cores this host does not have (``cpusets``: the
+    variables the compose files read, with their defaults)."""
     ncpu = os.cpu_count() or 1
-    for var, default in CPUSETS:
+    for var, default in cpusets.items():
         value = env.get(var) or default
         try:
             cpus = parse_cpuset(value)
@@ -232,7 +233,7 @@ def parse_cpuset(text: str) -> list[int]:
 def up_spec(spec: Services) -> None:
     """Bring ``spec`` up on this host's engine, waiting until every service is healthy: tmpfs
     mounted first, volumes made for other settings by an earlier run removed first."""
-    check_cpusets(spec.env)
+    check_cpusets(spec.env, spec.cpusets)
     for path, size in spec.tmpfs.items():
         mount_tmpfs(Path(path), size)
     results_root().mkdir(parents=True, exist_ok=True)
@@ -250,7 +251,8 @@ def up_spec(spec: Services) -> None:
             mount_tmpfs(Path(path), size)
     # every profile's services: those of the spec's profiles and any it names; the server
     # tiers under their common parent cgroup
-    env = {SERVERS_CGROUP: servers_cgroup(cgroup_driver()), **spec.env, **access_env(config_of([*spec.args(), "--profile", "*"], spec.env))}
+    env = {SERVERS_CGROUP: servers_cgroup(cgroup_driver()), **spec.env,
+           **access_env(config_of([*spec.args(), "--profile", "*"], spec.env), spec.admissions)}
     scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
     _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
           *(["--remove-orphans"] if spec.remove_orphans else []), *scale,
@@ -263,14 +265,15 @@ def config_of(args: list[str], env: dict[str, str]) -> dict:
                            timeout=60))
 
 
-def access_env(config: dict, cluster: Cluster | None = None) -> dict[str, str]:
-    """What the services that admit only their peers read at `compose up`: the addresses each
-    admits (on ``cluster``'s nodes by their roles, else on this host's Compose networks), and
-    the database password when a service of ``config`` takes it (made when the stack comes up
-    from nothing)."""
+def access_env(config: dict, admissions: Iterable[access.Admission],
+               cluster: Cluster | None = None) -> dict[str, str]:
+    """What the services that admit only their peers (``admissions``) read at `compose up`:
+    the addresses each admits (on ``cluster``'s nodes by their roles, else on this host's
+    Compose networks), and the database password when a service of ``config`` takes it (made
+    when the stack comes up from nothing)."""
     try:
-        out = access.env(access.cluster_admitted(cluster) if cluster is not None
-                         else access.host_admitted(config))
+        out = access.env(access.cluster_admitted(cluster, admissions) if cluster is not None
+                         else access.host_admitted(config, admissions))
         if any(access.PASSWORD_VARIABLE in (spec.get("environment") or {})
                for spec in (config.get("services") or {}).values()):
             out[access.PASSWORD_VARIABLE] = access.database_password()

@@ -2,8 +2,9 @@
 every node before anything changes anywhere, and the primitives the runner uses on a node (a
 command over SSH, ``docker --context`` argv, shipping images, a node's provenance).
 
-Command line: ``python -m tierbench.placement.nodes check FILE`` runs the checks and prints what it saw;
-``python -m tierbench.placement.nodes provenance FILE`` prints every node's provenance as JSON.
+Command line (:func:`main`, as ``tierbench nodes``, which hands it the kinds' roles):
+``tierbench nodes check FILE`` runs the checks and prints what it saw; ``tierbench nodes
+provenance FILE`` prints every node's provenance as JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.placement.clusterfile import (CLUSTER_ENV, DEFAULT_CLOCK_BOUND_MS, Cluster,
-                                             ClusterError, Node, cluster_path, load_cluster)
+                                             ClusterError, Node, Roles, cluster_path,
+                                             load_cluster)
 from tierbench.transport import Transport, TransportError, run_argv
 
 
@@ -555,30 +557,35 @@ def _describe(node: Node, report: CheckReport) -> str:
     return ", ".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tierbench.placement.nodes",
-                                     description="Check a cluster's nodes (changes nothing).")
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``tierbench nodes``: check or provenance, and the cluster file."""
+    sub = parser.add_subparsers(dest="nodes_command", required=True)
     check = sub.add_parser("check", help="run every node check and print what it saw")
-    check.add_argument("cluster", nargs="?", help=f"cluster file (default ${CLUSTER_ENV})")
+    check.add_argument("file", metavar="cluster", nargs="?",
+                       help=f"cluster file (default ${CLUSTER_ENV})")
     check.add_argument("--disk-gb", type=float, default=0, help="free disk needed per node")
     check.add_argument("--mem-gb", type=float, default=0, help="memory needed per node")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     prov = sub.add_parser("provenance", help="print every node's provenance as JSON")
-    prov.add_argument("cluster", nargs="?", help=f"cluster file (default ${CLUSTER_ENV})")
-    args = parser.parse_args(argv)
-    path = cluster_path(args.cluster)
+    prov.add_argument("file", metavar="cluster", nargs="?",
+                      help=f"cluster file (default ${CLUSTER_ENV})")
+
+
+def main(args: argparse.Namespace, roles: Roles) -> int:
+    """``tierbench nodes`` (arguments: :func:`add_arguments`): the cluster file validated
+    against the declared ``roles``, then its nodes checked or their provenance printed."""
+    path = cluster_path(args.file)
     if path is None:
         print(f"nodes: give a cluster file or set {CLUSTER_ENV}", file=sys.stderr)
         return 2
     try:
-        cluster = load_cluster(path)
+        cluster = load_cluster(path, roles)
     except ClusterError as exc:
         print(exc, file=sys.stderr)
         return 2
     start = time.monotonic()
     try:
-        if args.command == "provenance":
+        if args.nodes_command == "provenance":
             control_dir()
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 out = list(pool.map(node_provenance, cluster.nodes))
@@ -601,7 +608,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{report.clock_bound_s * 1000:g} ms; checked in "
                   f"{time.monotonic() - start:.1f} s)")
     return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

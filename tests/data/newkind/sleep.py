@@ -60,9 +60,9 @@ class SleepKind(Kind[SleepSettings, None, None]):
 
     def run_point(self, ctx: PointContext[SleepSettings, None, None]) -> PointResult:
         """`sleep` between two marks of the sampler: the time slept and the host's busy CPU."""
-        first = ctx.sampler.mark()
+        first = ctx.mark()
         subprocess.run(["sleep", f"{ctx.point['seconds']:g}"], check=True)
-        last = ctx.sampler.mark()
+        last = ctx.mark()
         return PointResult({"slept_s": last["t"] - first["t"],
                             "host_busy_pct": busy_pct(first["host"], last["host"])},
                            window=(first["t"], last["t"]))

@@ -14,9 +14,11 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
                                       PointResult, end_if_stopped, failed,
                                       tool_versions)
 from tierbench.kinds.fs import sequence, stack, tools
+from tierbench.kinds.fs.roles import ROLES
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
-from tierbench.placement import compose, orangefs, placer, space
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose, placer, space
 
 
 class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
@@ -31,6 +33,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     tiers = stack.TIERS
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
     variation_pct = 5.0
+    declared_roles = ROLES
     roles = ("fs_server", "fs_client")
     plan_widths = (36, 20)
 

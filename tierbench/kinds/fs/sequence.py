@@ -18,7 +18,7 @@ from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPr
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose
-from tierbench.placement.orangefs import PfsError
+from tierbench.kinds.pfs.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
 

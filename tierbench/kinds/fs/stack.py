@@ -1,5 +1,5 @@
 """The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, one client
-and, for a busy server, the CPU hog) or an OrangeFS cluster (placement.orangefs), brought up for
+and, for a busy server, the CPU hog) or an OrangeFS cluster (kinds.pfs.orangefs), brought up for
 a deployment key and found wherever they run; a container that stopped during a point."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from typing import Any, cast
 from tierbench.config.files import ROOT
 from tierbench.interfaces import netif
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
+from tierbench.kinds.fs.roles import ADMISSIONS
 from tierbench.kinds.fs.settings import Fs
+from tierbench.kinds.pfs import orangefs
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import compose, orangefs, placer
+from tierbench.placement import compose, placer
 
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
@@ -66,7 +68,7 @@ def deploy(where: placer.Placer, f: Fs, key: Hashable, prepared: FsPrepared,
     # the server and the client (and the hog when busy): services already up as asked stay
     spec = compose.Services(fs_paths(), fs_env(),
                             services=[SERVER_TIER, CLIENT_TIER, *([HOG] if busy else [])],
-                            timeout=300)
+                            timeout=300, admissions=ADMISSIONS)
     if previous is None or previous.info.server != "gluster":
         log(f"tierbench: bringing the file-server tier up on {where.name} (GlusterFS "
             "server, 1 client" + (", the CPU hog" if busy else "") + ")")

@@ -219,11 +219,11 @@ def run_point(ctx: PointContext[Any, Any, CopyPlan | None], seconds: int) -> Poi
     try:
         done = where.exec(sender, copybench_argv(size, seconds, pool), timeout=seconds + 120)
     except subprocess.TimeoutExpired:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"copybench did not finish within {seconds + 120} s and was "
                            "stopped")
     ended = time.time()
-    ctx.sampler.stop()
+    ctx.close_window()
     (ctx.dir / "copybench.json").write_text(done.stdout)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]

@@ -16,6 +16,7 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
 from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
 from tierbench.kinds.net.settings import Net, NetSettings
 from tierbench.kinds.net.dmacopy import CopyPlan
+from tierbench.kinds.net.roles import ROLES
 from tierbench.kinds.net.stack import NetInfo
 from tierbench.modes.model import Mode, load_layered, load_mode
 from tierbench.placement import compose, placer, space
@@ -31,6 +32,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
     scalable = {"net.measure_s": 2, "net.warmup_s": 1}
     block = "net"
     tiers = stack.TIERS
+    declared_roles = ROLES
     roles = ("net_client", "net_server")
     bring_up = "the network tier's bring-up (seconds)"
     variation_pct = 5.0

@@ -105,14 +105,14 @@ def run(ctx: NetContext, n: Net) -> PointResult:
         else:
             values = latency(ctx, n, started)
     except subprocess.TimeoutExpired as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"{n.tool if n.test == 'stream' else 'sockperf'} did not "
                            f"finish within {exc.timeout:.0f} s and was stopped (the host "
                            "may be overloaded by this many connections)")
     except (tools.NetParseError, ValueError) as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"{exc}")
-    samples = ctx.sampler.stop()
+    samples = ctx.close_window()
     start = started + n.warmup_s
     end = start + n.measure_s
     try:
@@ -142,14 +142,14 @@ def stream(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
                 "iperf -c" if n.tool == "iperf2" else "iperf3 -c") as launched:
         launched.start(started, [(flow.client, argv) for flow, argv in zip(plan, argvs)])
         pause_until(started + n.warmup_s)
-        ctx.sampler.mark()
+        ctx.mark()
         tcp0 = [tcp_counters(where, s, ctx.dir / f"snmp-start-{i + 1}.txt")
                 for i, s in enumerate(senders)]
         at_start = sum(established_now(where, s, ctx.dir / f"established-start-{i + 1}.txt", ports)
                        for i, s in enumerate(senders))
         profiler = profile.start(ctx, senders, n.measure_s) if n.profile else None
         pause_until(started + n.warmup_s + n.measure_s / 2)
-        ctx.sampler.mark()
+        ctx.mark()
         established = sum(established_now(where, s, ctx.dir / f"established-{i + 1}.txt", ports)
                           for i, s in enumerate(senders))
         pause_until(measure_end)
@@ -208,7 +208,7 @@ def latency(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
         launched.start(started, jobs)
         for at in (started + n.warmup_s, started + n.warmup_s + n.measure_s / 2):
             pause_until(at)
-            ctx.sampler.mark()
+            ctx.mark()
         launched.wait(lambda: start_delay(ctx.deployment.placer) + n.warmup_s + n.measure_s + 60)
     results = []
     for k, lines in launched.outputs().items():

@@ -14,11 +14,13 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
                                       PointResult, failed)
 from tierbench.kinds.pfs import stack
 from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
+from tierbench.kinds.pfs.roles import ROLES
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import PointFactors
-from tierbench.placement import orangefs, placer, space
-from tierbench.placement.orangefs import PfsError
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import placer, space
+from tierbench.kinds.pfs.orangefs import PfsError
 
 PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
                  "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb",
@@ -42,6 +44,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     scalable = {"pfs.measure_s": 2, "pfs.file_mb": 16}
     block = "pfs"
     tiers = stack.TIERS
+    declared_roles = ROLES
     roles = ("pfs_meta", "pfs_io", "pfs_clients")
     bring_up = "cluster bring-up (about 10 s each)"
 
@@ -227,14 +230,14 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                          f["clients"], f["streams"], f["filesystem"], f["buffer"])
         ctx.record["io_servers"] = point.io_servers
         phases = Phases(p, ctx.exp.seed, ctx.prepared.run_id, ctx.deployment, ctx.prepared,
-                        ctx.sampler)
+                        ctx.now)
         row: dict[str, Any] = {}
         try:
             row.update(phases.run(point, row, ctx.dir, ctx.record))
         except PfsError as exc:  # a set-up or checksum step failed
             row["error"] = str(exc)
         finally:
-            ctx.sampler.stop()
+            ctx.close_window()
         error = row.pop("error", None)
         return PointResult(row, window=phases.window, error=error)
 

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -21,8 +22,9 @@ from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
                                          parse_io_line, phase_cpu, sha256)
-from tierbench.placement import compose, orangefs
-from tierbench.placement.orangefs import PfsError, label
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose
+from tierbench.kinds.pfs.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
 START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far ahead
@@ -32,11 +34,11 @@ class Phases:
     """One point's streams, timed phases and checks on the running cluster."""
 
     def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment[PfsInfo],
-                 prepared: PfsPrepared, sampler: Any) -> None:
+                 prepared: PfsPrepared, now: Callable[[], dict[str, Any]]) -> None:
         self.settings, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
         self.servers: list[compose.Container] = deployment.info.servers
         self.clients: list[compose.Container] = deployment.info.clients
-        self.sampler = sampler  # the point's running sampler: its now() reads every counter
+        self.now = now  # every counter read now (PointContext.now)
         self.io_servers = deployment.info.io_servers
         self.where = deployment.placer  # commands in the containers go through it
         self.window: tuple[float, float] | None = None  # first phase start .. last phase end
@@ -144,7 +146,7 @@ class Phases:
         clients_used = [label(self.clients[i]) for i in range(len(self.clients))
                         if self.clients[i].id in by_client]
         servers = [label(c) for c in self.servers]
-        now0 = self.sampler.now()
+        now0 = self.now()
         before = self._cpu(now0)
         host0 = now0["host"]
         timeout = lead + exp.measure_s + 3 * exp.job_timeout_s + 60
@@ -184,7 +186,7 @@ class Phases:
             results = [r for rs in pool.map(run_client, by_client.values()) for r in rs]
         if fault:
             fault.join()
-        now1 = self.sampler.now()
+        now1 = self.now()
         after = self._cpu(now1, before)
         host1 = now1["host"]
         figures = aggregate(results, start)

@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import model_validator
 
 from tierbench.config.models import Model, choice, flag, number, one_or_many, problem, whole
-from tierbench.placement import orangefs
-from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE
+from tierbench.kinds.pfs import orangefs
+from tierbench.kinds.pfs.orangefs import MAX_IO_SERVERS, STORAGE
 
 TESTS = ("concurrent", "streams", "basic")
 FILESYSTEMS = {"tmpfs": "/scratch", "disk": "/disk", "orangefs": "/mnt/orangefs",

@@ -1,4 +1,4 @@
-"""The OrangeFS cluster a pfs point runs on (placement.orangefs): 1 metadata + N I/O servers and
+"""The OrangeFS cluster a pfs point runs on (kinds.pfs.orangefs): 1 metadata + N I/O servers and
 the clients the test needs, brought up anew for each N, found wherever they run; a server that
 stopped during a point."""
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.pfs.settings import Pfs, cluster_clients
-from tierbench.placement import compose, orangefs, placer
-from tierbench.placement.orangefs import PfsError, label
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose, placer
+from tierbench.kinds.pfs.orangefs import PfsError, label
 
 TIERS = ("pfs-client", "pfs-server")
 

@@ -19,6 +19,7 @@ from tierbench.kinds.web.load import stop
 from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
                                           trace_dicts)
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
+from tierbench.kinds.web.roles import ROLES
 from tierbench.placement import compose, disks, placer, space
 
 
@@ -30,6 +31,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     model = WebSettings
     scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
     tiers = TIERS
+    declared_roles = ROLES
     roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
 
@@ -164,7 +166,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         s = exp.settings
         known = webdisks.names(s.disk_systems)
         bases = [services.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
-        compose.ensure_images([name for base in bases for name in services.stack_images(
+        services.ensure_images([name for base in bases for name in services.stack_images(
             s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = sizes.disk_plans(exp)

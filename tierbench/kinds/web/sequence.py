@@ -16,7 +16,6 @@ from tierbench.kinds.web.settings import WebSettings
 from tierbench.kinds.web.stack import WebInfo
 from tierbench.kinds.web.steps import Measured
 from tierbench.measure.counters import MeasureError, window
-from tierbench.measure.sampler import marks_at
 from workloads import traces as tracelib
 
 
@@ -65,18 +64,18 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
     # two marks inside the measured window (at a third and two thirds of it, from when the
     # load starts), so that it holds two samples even when a loaded host delays the ticks
     began = time.time() + ld.warmup_s
-    unmark = marks_at(ctx.sampler, [began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
+    unmark = ctx.marks_at([began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
     try:
         try:
             result = engines.run(spec, loadgen, ctx.dir, trace,
                                  list(dep.info.workers) if ld.workers else None)
         finally:
             unmark()
-            samples = ctx.sampler.stop()
+            samples = ctx.close_window()
             for step in steps:
                 step.end()
-        if ctx.sampler.error:
-            raise MeasureError(ctx.sampler.error)
+        if ctx.sampling_error:
+            raise MeasureError(ctx.sampling_error)
         start, end = result.window
         check_counted_window(spec, result.window)
         # Wall-clock bounds: samples and requests before measure_start are warm-up.

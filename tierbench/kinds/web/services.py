@@ -13,7 +13,10 @@ import subprocess
 from pathlib import Path
 
 from tierbench.config.files import ROOT, results_root
-from tierbench.placement import compose, orangefs
+from tierbench.kinds.pfs import orangefs
+from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
+from tierbench.kinds.web import roles
+from tierbench.placement import compose
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
@@ -139,12 +142,18 @@ def stack_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> lis
     return ["tierbench-loadgen", "tierbench-web",
             "tierbench-haproxy" if proxy == "haproxy" else "tierbench-proxy",
             *(("tierbench-app", "tierbench-db") if app_db else ()),
-            *(("tierbench-orangefs",) if docroot == "orangefs" else ())]
+            *((orangefs.IMAGE,) if docroot == "orangefs" else ())]
 
 
 def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> None:
     """The images of the stack built and up to date, or one sentence saying why not."""
-    compose.ensure_images(stack_images(proxy, docroot, app_db))
+    ensure_images(stack_images(proxy, docroot, app_db))
+
+
+def ensure_images(names: list[str]) -> None:
+    """Those images built and up to date, or one sentence saying how to build them (the
+    OrangeFS image only from a source at hand)."""
+    compose.ensure_images(names, orangefs.BUILD if orangefs.IMAGE in names else "`make images`")
 
 
 def master_bind_problem(env: dict[str, str]) -> str | None:
@@ -196,13 +205,15 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
                                 separators=(",", ":"))
     spec = compose.Services(stack_files(settings, target, workers, remote_workers, overlays), env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
-                    remove_orphans=True)
+                    remove_orphans=True, cpusets=dict(roles.CPUSETS),
+                    admissions=roles.ADMISSIONS)
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
         # and the first N I/O servers (no clients).
         n = int(settings.get("pvfs_io_servers", 3))
         env["PVFS_IO_SERVERS"] = str(n)
         spec.profiles = ["pfs"]
+        spec.cpusets.update(PFS_CPUSETS)
         services = [s for s in compose.compose([*spec.args(), "config", "--services"], env,
                                                timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]

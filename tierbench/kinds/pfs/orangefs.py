@@ -7,12 +7,19 @@ import json
 import os
 
 from tierbench.config.errors import TierbenchError
+from tierbench.kinds.pfs.roles import CPUSETS
 from tierbench.placement import compose
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")
 OVERLAY = "compose/pvfs.yml"  # the OrangeFS tier (profile pfs)
 DISK_OVERLAY = "compose/pvfs-disk.yml"  # its storage on volumes (or disk systems bound over them)
+
+
+IMAGE = "tierbench-orangefs"
+# How the image is built by hand: only from a source at hand.
+BUILD = ("`make orangefs-image` (with ORANGEFS_TARBALL=/path/to/orangefs-2.10.0.tar.gz "
+         "and ORANGEFS_SHA256=<its sha256> where the upstream archive cannot be downloaded)")
 
 
 class PfsError(TierbenchError):
@@ -46,7 +53,7 @@ def server_services(io_servers: int) -> list[str]:
 
 def check_image() -> None:
     """The OrangeFS image built and up to date, or one sentence saying how to build it."""
-    compose.require_image("tierbench-orangefs")
+    compose.require_image(IMAGE, BUILD)
 
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
@@ -59,7 +66,7 @@ def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
     env = cluster_env(io_servers, strip_size, job_timeout_s)
     return compose.Services(compose_files(storage), env,
                             services=[*server_services(io_servers), "pvfs-client"],
-                            scale={"pvfs-client": clients}, timeout=300)
+                            scale={"pvfs-client": clients}, timeout=300, cpusets=CPUSETS)
 
 
 def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
