@@ -105,9 +105,13 @@ def test_on_one_host_the_admitted_addresses_are_the_compose_files_own() -> None:
     # each listens on its own address on the back network, the one Compose gives it
     assert app["APP_LISTEN"] == config["services"]["app"]["networks"]["back"]["ipv4_address"]
     assert db["DB_LISTEN"] == config["services"]["db"]["networks"]["back"]["ipv4_address"]
-    three = host_config("docker-compose.yml", "compose/web-servers.yml", "compose/app-db.yml")
-    assert access.host_admitted(three, ADMISSIONS)["APP_CLIENTS"] == ["198.18.2.10", "198.18.2.11",
-                                                          "198.18.2.12"]
+    # three web servers, each with its own application server, which admits only it
+    three = host_config("docker-compose.yml", "compose/web-servers.yml", "compose/app-db.yml",
+                        "compose/web-servers-app.yml")
+    admitted = access.host_admitted(three, ADMISSIONS)
+    assert [admitted[f"APP{n}_CLIENTS"] for n in ("", "2", "3")] == [
+        ["198.18.2.10"], ["198.18.2.11"], ["198.18.2.12"]]
+    assert admitted["DB_CLIENTS"] == ["198.18.2.30", "198.18.2.31", "198.18.2.32", "198.18.2.41"]
     fs = host_config("docker-compose.yml", "compose/fs.yml")
     assert access.host_admitted(fs, ADMISSIONS) == {"FS_CLIENTS": ["198.18.12.20"]}
     assert fs["services"]["fs-server"]["environment"]["FS_BIND"] == \

@@ -377,6 +377,8 @@ def test_three_web_servers_get_what_the_overlays_give_web() -> None:
                          "compose/web-servers-app.yml",
                          env={"DB_PASSWORD": "x", "APP_CLIENTS": "198.18.2.10",
                               "DB_CLIENTS": "198.18.2.30"})["services"]
-    for web in ("web", "web2", "web3"):
+    # each web server forwards to its own application server
+    for web, own in (("web", "app"), ("web2", "app2"), ("web3", "app3")):
         assert app[web]["environment"]["WEB_APP"] == "on", web
-        assert app[web]["depends_on"]["app"]["condition"] == "service_healthy", web
+        assert app[web]["environment"]["APP_BACKEND"] == f"{own}:9000", web
+        assert app[web]["depends_on"][own]["condition"] == "service_healthy", web

@@ -57,7 +57,7 @@ class Admission:
     service: str
     variable: str
     clients: tuple[str, ...]
-    roles: tuple[str, ...]
+    roles: tuple[str, ...]  # none: the service runs on one host only
     what: str
 
 
@@ -69,6 +69,8 @@ def cluster_admitted(cluster: Cluster,
     placed = cluster.placement()
     out: dict[str, list[str]] = {}
     for a in admissions:
+        if not a.roles:  # a service that does not run on a cluster
+            continue
         names = [n for role in a.roles for n in placed.get(role, [])]
         out[a.variable] = list(dict.fromkeys(cluster.node(n).interface().ip for n in names))
     return out

@@ -41,6 +41,9 @@ class LoadSpec:
     think: dict | None = None
     rate: float | None = None
     target: str = TARGET
+    # stack.proxies: N: every proxy's URL (target's first); each client is bound to one of them,
+    # round robin (wrk: each thread, its connections with it; Locust: each user). Empty: target.
+    targets: tuple[str, ...] = ()
     allow_foreign_target: bool = False
     workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
     remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
@@ -110,7 +113,13 @@ def check_spec(spec: LoadSpec) -> None:
         if spec.rate:
             raise LoadgenError("requests_per_client needs closed-loop clients: an open-loop run "
                                "(rate) sends at a fixed rate for a fixed time")
-    check_target(spec.target, spec.allow_foreign_target, spec.own)
+    proxies = len(spec.targets)
+    if spec.engine == "wrk" and proxies > 1 and spec.users > proxies and spec.users % proxies:
+        raise LoadgenError(f"users: engine wrk binds each thread to one of the {proxies} "
+                           f"proxies, so users above {proxies} must be a multiple of {proxies}, "
+                           f"got {spec.users}")
+    for target in (spec.target, *spec.targets):
+        check_target(target, spec.allow_foreign_target, spec.own)
 
 
 def container_path(path: Path) -> str:

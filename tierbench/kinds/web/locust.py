@@ -45,6 +45,8 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
         env["RATE"] = str(spec.rate)
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = "1"  # --processes workers check the target themselves
+    if spec.targets:  # several proxies: each user bound to one, by its client number
+        env["TARGETS"] = ",".join(spec.targets)
     env.update(count_env(spec, point_dir))
     duration = spec.warmup_s + spec.measure_s
     log = point_dir / "locust.log"
@@ -164,6 +166,8 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
+    if spec.targets:  # sent to the workers with the settings (tb_setup)
+        env["TARGETS"] = ",".join(spec.targets)
     if spec.remote_workers or spec.master != MASTER_HOST:
         # workers on other nodes (remote ones, or a cluster's loadgen_workers nodes, which reach
         # the master at its node) cannot open the trace file

@@ -21,10 +21,13 @@ CPUSETS = {"LOADGEN_CPUS": "0", "PROXY_CPUS": "1", "WEB_CPUS": "1", "WORKER_CPUS
            "APP_CPUS": "1", "DB_CPUS": "1"}
 
 ADMISSIONS = (
-    # the web tier forwards /dyn/ to the application tier (web2 and web3 with three servers)
-    Admission("app", "APP_CLIENTS", ("web", "web2", "web3"), ("web",),
-              "PHP-FPM's listen.allowed_clients"),
+    # the web tier forwards /dyn/ to the application tier; with three web servers each has its
+    # own application server (compose/web-servers-app.yml: web2 -> app2, web3 -> app3)
+    Admission("app", "APP_CLIENTS", ("web",), ("web",), "PHP-FPM's listen.allowed_clients"),
+    # (app2 and app3 run on one host only: no cluster roles)
+    Admission("app2", "APP2_CLIENTS", ("web2",), (), "PHP-FPM's listen.allowed_clients"),
+    Admission("app3", "APP3_CLIENTS", ("web3",), (), "PHP-FPM's listen.allowed_clients"),
     # the application tier queries the database; the seed job runs on the db node
-    Admission("db", "DB_CLIENTS", ("app", "db-seed"), ("app", "db"),
+    Admission("db", "DB_CLIENTS", ("app", "app2", "app3", "db-seed"), ("app", "db"),
               "PostgreSQL's pg_hba.conf, one line per address"),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines
+from tierbench.kinds.web import engines, services
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
 from tierbench.kinds.web.prepare import WebPrepared
@@ -31,10 +31,17 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
     target = where.url(s.target)
     if target != s.target:
         ctx.record["target"] = target
+    # several proxies (the target is http://proxy then: settings.proxies_problem): one URL each
+    proxies = dep.info.stack.proxies
+    targets = tuple(where.url(s.target.replace("://proxy", f"://{name}", 1))
+                    for name in services.PROXY_SERVICES[:proxies]) if proxies > 1 else ()
+    if targets:
+        ctx.record["targets"] = list(targets)
     return LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
                     measure_s=ld.measure_s, processes=ld.processes,
                     think=ld.think.model_dump() if ld.think else None,
-                    rate=ld.rate, target=target, allow_foreign_target=s.allow_foreign_target,
+                    rate=ld.rate, target=target, targets=targets,
+                    allow_foreign_target=s.allow_foreign_target,
                     workers=ld.workers, remote_workers=ld.remote_workers,
                     worker_wait_s=ld.worker_wait_s,
                     master=dep.info.master,

@@ -1,6 +1,7 @@
 """The web stack's Compose side for a point's stack settings: its compose files (the base file
 and the overlays: HAProxy, tmpfs docroot, docroot on OrangeFS, hot files, memory caps, the
-application and database tiers, Locust workers and master, three web servers), the environment
+application and database tiers, Locust workers and master, three web servers, and proxy2..
+written at bring-up for stack.proxies), the environment
 they read, the images they run and the :class:`~tierbench.placement.compose.Services` spec the
 placer brings up (on this host or on cluster nodes)."""
 
@@ -12,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tierbench.config.files import ROOT, results_root
+from tierbench.config.files import ROOT, results_root, state_dir
 from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
 from tierbench.kinds.web import roles
@@ -34,8 +35,13 @@ WEB_SERVERS_COMPANIONS = {"docroot-pvfs": "compose/web-servers-pvfs.yml",
                           "hot-tmpfs": "compose/web-servers-hot.yml",
                           "app-db": "compose/web-servers-app.yml"}
 WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
+# stack.proxies: N: proxy, then proxy2.. (proxies_overlay), each at its own addresses: the
+# front network's 198.18.1.10 + i and the back network's 198.18.2.20 + i
+PROXY_SERVICES = ("proxy", "proxy2", "proxy3", "proxy4")
 WORKER_SERVICE = "loadgen-worker"
 APP_TIERS = ("app", "db")  # compose/app-db.yml: the application and database tiers
+# the application servers, one per web server with web_servers: 3 (compose/web-servers-app.yml)
+APP_SERVICES = ("app", "app2", "app3")
 # Stack settings of the app-db overlay -> the environment variables compose/app-db.yml reads.
 APP_DB_ENV = {"db_rows": "DB_ROWS", "db_row_bytes": "DB_ROW_BYTES", "db_seed": "DB_SEED",
               "db_shared_buffers": "DB_SHARED_BUFFERS", "app_workers": "APP_WORKERS"}
@@ -182,6 +188,47 @@ def master_bind_problem(env: dict[str, str]) -> str | None:
     return None
 
 
+def proxies_overlay_path() -> Path:
+    """The Compose overlay of proxy2.. (stack.proxies), written at bring-up (proxies_overlay)."""
+    return state_dir() / "proxies" / "compose.yml"
+
+
+def proxies_overlay(config: dict, proxies: int) -> dict:
+    """The overlay that adds proxy2..proxyN to a stack whose resolved configuration (`docker
+    compose config --no-interpolate`, so that its variables are read again at `up`) is
+    `config`: each a copy of that stack's proxy (Apache with the stack's caching, or HAProxy;
+    balancing over every web server as proxy does) at its own address on each network; each
+    container has its own tmpfs, so each caching proxy has its own cache. The load generator
+    waits for every proxy. Written from the resolved proxy rather than kept as a file, so that
+    every overlay that changes proxy (HAProxy, three web servers) changes its copies too."""
+    services = config.get("services") or {}
+    proxy = services["proxy"]
+    out: dict = {"services": {}}
+    for k, name in enumerate(PROXY_SERVICES[1:proxies], 1):
+        copy = json.loads(json.dumps(proxy))
+        for spec in (copy.get("networks") or {}).values():
+            if isinstance(spec, dict) and spec.get("ipv4_address"):
+                address = ipaddress.ip_address(spec["ipv4_address"]) + k
+                spec["ipv4_address"] = str(address)
+        copy.pop("container_name", None)
+        out["services"][name] = copy
+    if "loadgen" in services:
+        out["services"]["loadgen"] = {"depends_on": {
+            name: {"condition": "service_healthy"} for name in PROXY_SERVICES[1:proxies]}}
+    return out
+
+
+def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int) -> Path:
+    """proxies_overlay() of the stack of these compose files, written where Compose reads it."""
+    config = json.loads(compose.compose([*(a for f in files for a in ("-f", f)), "config",
+                                         "--no-interpolate", "--format", "json"], env,
+                                        timeout=60))
+    path = proxies_overlay_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(proxies_overlay(config, proxies), indent=1) + "\n")
+    return path
+
+
 def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
@@ -203,7 +250,11 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
         tmpfs[env["HOT_TMPFS_DIR"]] = env.get("HOT_TMPFS_SIZE") or "2g"
         env["HOT"] = json.dumps({"sets": hot_sets or [], "below": settings["hot_below"]},
                                 separators=(",", ":"))
-    spec = compose.Services(stack_files(settings, target, workers, remote_workers, overlays), env,
+    files = stack_files(settings, target, workers, remote_workers, overlays)
+    proxies = int(settings.get("proxies") or 1)
+    if proxies > 1:
+        files.append(str(write_proxies_overlay(files, env, proxies)))
+    spec = compose.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
                     admissions=roles.ADMISSIONS)

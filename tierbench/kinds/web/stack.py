@@ -141,13 +141,19 @@ def discover(where: placer.Placer, key: Hashable, stack: StackSettings, expected
             gen.endpoints += where.endpoints(label, w)
             gen.containers.append(w)
         counters[GENERATOR] = CgroupGroup(parts)
-    webs = [c for c in where.replicas() if c.service in services.WEB_SERVICES[1:]]
-    if webs:  # web_servers: 3: one tier, its counters summed
-        counters["web"] = CgroupGroup({"web": counters["web"],
-                                       **{c.service: where.counter(c) for c in webs}})
-        for c in webs:
-            tiers["web"].endpoints += where.endpoints(c.service, c)
-            tiers["web"].containers.append(c)
+    replicas = where.replicas()
+    # web_servers: 3, proxies: N and the application server of each web server: one tier
+    # each, its counters summed (each server's CPU in the samples' "parts")
+    for tier, names in (("web", services.WEB_SERVICES), ("proxy", services.PROXY_SERVICES),
+                        ("app", services.APP_SERVICES)):
+        more = [c for c in replicas if c.service in names[1:]]
+        if not more or tier not in tiers:
+            continue
+        counters[tier] = CgroupGroup({tier: counters[tier],
+                                      **{c.service: where.counter(c) for c in more}})
+        for c in more:
+            tiers[tier].endpoints += where.endpoints(c.service, c)
+            tiers[tier].containers.append(c)
             found = {**found, c.service: c}
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     info = WebInfo(stack, workers)
@@ -199,11 +205,13 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[WebInf
     what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
             else f" ({row['error']})" if row.get("error") else "")
     stack = deployment.info.stack
-    down = [t for t in ("proxy", *services.WEB_SERVICES[:stack.web_servers]) if t not in running]
+    down = [t for t in (*services.PROXY_SERVICES[:stack.proxies],
+                        *services.WEB_SERVICES[:stack.web_servers]) if t not in running]
     if down:
         raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
                       "the run ends here")
-    gone = [t for t in services.APP_TIERS if t in deployment.containers and t not in running]
+    gone = [t for t in (*services.APP_SERVICES, "db")
+            if t in deployment.containers and t not in running]
     if not gone:
         return
     log(f"tierbench: the {' and '.join(gone)} tier stopped during {point.id}{what}; "

@@ -49,28 +49,32 @@ class Step:
 
 
 class ProxyCache(Step):
-    """The caching Apache proxy: every point starts with an empty cache (filled again during its
-    warm-up, so that points do not depend on the order they run in) and an empty cache log; its
-    hits and misses in the measured window, from that log (one line per request: epoch second
-    and mod_cache's verdict; whole seconds at the edges)."""
+    """The caching Apache proxies: every point starts with empty caches (filled again during its
+    warm-up, so that points do not depend on the order they run in) and empty cache logs; the
+    hits and misses in the measured window summed over the proxies (stack.proxies: each has its
+    own cache), from their logs (one line per request: epoch second and mod_cache's verdict;
+    whole seconds at the edges)."""
 
     def before(self, ctx: StepContext) -> None:
-        proxy, where = ctx.deployment.containers["proxy"], ctx.deployment.placer
-        where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
-                   user="www-data", timeout=120)
-        where.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+        where = ctx.deployment.placer
+        for proxy in ctx.deployment.tiers["proxy"].containers:
+            where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                       user="www-data", timeout=120)
+            where.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         start, end = measured.first["t"], measured.last["t"]
         script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
                   "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
                   "/var/log/apache2/cache.log 2>/dev/null || echo 0 0")
-        done = ctx.deployment.placer.exec(ctx.deployment.containers["proxy"],
-                                          ["sh", "-c", script], timeout=60)
-        try:
-            hits, misses = (int(x) for x in done.stdout.split()[:2])
-        except ValueError:
-            return {}
+        hits = misses = 0
+        for proxy in ctx.deployment.tiers["proxy"].containers:
+            done = ctx.deployment.placer.exec(proxy, ["sh", "-c", script], timeout=60)
+            try:
+                h, m = (int(x) for x in done.stdout.split()[:2])
+            except ValueError:
+                return {}
+            hits, misses = hits + h, misses + m
         total = hits + misses
         return {"proxy_cache_hits": hits, "proxy_cache_misses": misses,
                 "proxy_hit_ratio": hits / total if total else float("nan")}
@@ -147,7 +151,8 @@ class AccessLogs(Step):
 
     def logged(self, ctx: StepContext) -> list[compose.Container]:
         dep = ctx.deployment
-        return webdisks.logging_tier(dep.containers, self.target, dep.tiers["web"].containers)
+        return webdisks.logging_tier(self.target, dep.tiers["proxy"].containers,
+                                     dep.tiers["web"].containers)
 
     def before(self, ctx: StepContext) -> None:
         webdisks.reset_logs(ctx.deployment.placer, self.logged(ctx))
@@ -173,14 +178,24 @@ class MixedSites(Step):
                                        measured.last["t"])
 
 
+def wait_until_apps_idle(ctx: StepContext) -> tuple[int, float]:
+    """appdb.wait_until_app_idle over every application server (one per web server with
+    three): the requests still in them (-1: one's connections could not be read) and the
+    seconds waited."""
+    busy, waited = 0, 0.0
+    for app in ctx.deployment.tiers["app"].containers:
+        b, w = appdb.wait_until_app_idle(ctx.deployment.placer, app)
+        busy, waited = (-1 if b < 0 or busy < 0 else busy + b), waited + w
+    return busy, waited
+
+
 class AppIdleWait(Step):
     """The application tier serves nothing before the point: the previous point's last
     requests (still in the proxy or the application tier when its load stopped) write their
     rows during this wait, not after the table was emptied for this point."""
 
     def before(self, ctx: StepContext) -> None:
-        busy, waited = appdb.wait_until_app_idle(ctx.deployment.placer,
-                                                 ctx.deployment.containers["app"])
+        busy, waited = wait_until_apps_idle(ctx)
         ctx.record["app_idle_wait_s"] = round(waited, 1)
         if busy:
             ctx.record["app_busy_before_point"] = (
@@ -246,7 +261,7 @@ class DatabaseCounters(Step):
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         out: dict[str, Any] = appdb.db_figures(measured.first, measured.last)
-        busy, _ = appdb.wait_until_app_idle(ctx.deployment.placer, ctx.deployment.containers["app"])
+        busy, _ = wait_until_apps_idle(ctx)
         if busy:
             ctx.record["db_after_load"] = ("not read: " + (
                 f"{busy} requests still in the application tier after "

@@ -332,15 +332,15 @@ def verify(built: diskbuild.Built, system: disks.System,
 # --------------------------------------------------------------------------- per-file times
 
 
-def logging_tier(containers: Mapping[str, compose.Container], target: str,
+def logging_tier(target: str, proxies: list[compose.Container],
                  webs: list[compose.Container]) -> list[compose.Container]:
-    """Whose access log times each request: the proxy's when the load goes through it (its %D
-    runs until the web tier's whole response has come through, disk reads included; the web
-    tier's own %D can end before a large file is read, the event MPM sending the rest after
-    logging), else the web servers'."""
+    """Whose access logs time each request: the proxies' when the load goes through them (a
+    proxy's %D runs until the web tier's whole response has come through, disk reads included;
+    the web tier's own %D can end before a large file is read, the event MPM sending the rest
+    after logging), else the web servers'."""
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
-    if host in ("proxy", "198.18.1.10") and "proxy" in containers:
-        return [containers["proxy"]]
+    if host in ("proxy", "198.18.1.10") and proxies:
+        return proxies
     return webs
 
 
