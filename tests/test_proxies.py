@@ -23,6 +23,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, PointContext, RunEnds
 from tierbench.kinds.web import stack as webstack
+from tierbench.kinds.web import roles as web_roles
 from tierbench.kinds.web import services, steps, wrk
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_spec
 from tierbench.kinds.web.settings import StackSettings
@@ -326,13 +327,13 @@ def test_each_web_server_has_its_application_server_which_admits_only_it() -> No
         assert svc[name]["environment"]["APP_LISTEN"] == address
         assert svc[name]["networks"]["back"]["ipv4_address"] == address
         assert svc[name]["image"] == svc["app"]["image"]
-    assert access.host_admitted(config) == {
+    assert access.host_admitted(config, web_roles.ADMISSIONS) == {
         "APP_CLIENTS": ["198.18.2.10"], "APP2_CLIENTS": ["198.18.2.11"],
         "APP3_CLIENTS": ["198.18.2.12"],
         "DB_CLIENTS": ["198.18.2.30", "198.18.2.31", "198.18.2.32", "198.18.2.41"]}
     # each application server reads its own list at `up`
     up = resolved(*files, interpolate=True,
-                  **access.env(access.host_admitted(config)))["services"]
+                  **access.env(access.host_admitted(config, web_roles.ADMISSIONS)))["services"]
     assert [up[n]["environment"]["APP_CLIENTS"] for n in ("app", "app2", "app3")] == \
         ["198.18.2.10", "198.18.2.11", "198.18.2.12"]
     assert up["db"]["environment"]["DB_CLIENTS"] == "198.18.2.30,198.18.2.31,198.18.2.32,198.18.2.41"
@@ -347,7 +348,8 @@ def test_a_cluster_refuses_several_proxies_in_one_sentence(tmp_path: Path) -> No
         "nodes": [{"name": f"node{i}", "address": f"198.18.16.{10 + i}",
                    "interfaces": [{"name": "eth0", "address": f"198.18.16.{10 + i}/24"}]}
                   for i in range(1, 4)],
-        "roles": {"loadgen": "node1", "proxy": "node2", "web": "node3"}}, "lab.yml")
+        "roles": {"loadgen": "node1", "proxy": "node2", "web": "node3"}}, registry.roles(),
+        "lab.yml")
     exp = experiment(tmp_path)
     exp.placer = cluster.ClusterPlacer(lab)
     with pytest.raises(ConfigError, match=r"stack\.proxies: 4 does not run on a cluster yet"):
