@@ -220,6 +220,8 @@ def test_fio_reports_of_real_runs_are_summed_over_jobs() -> None:
     2 jobs, and Filebench workload 3 (20 threads)."""
     rr = tools.parse_fio((DATA / "fio-randread-1k-2jobs.json").read_text())
     assert (rr["version"], rr["jobs"], rr["errors"]) == ("fio-3.33", 2, [])
+    raw = json.loads((DATA / "fio-randread-1k-2jobs.json").read_text())
+    assert rr["ended_s"] == raw["timestamp_ms"] / 1000 > 1.6e9  # when its jobs ended
     assert rr["read"]["bytes"] == 8693760 and rr["read"]["bytes"] == 1024 * rr["read"]["ios"]
     assert rr["read"]["bytes_per_s"] == pytest.approx(2896953, abs=2)
     assert rr["read"]["iops"] == pytest.approx(2829, abs=1)

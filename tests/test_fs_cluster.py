@@ -324,3 +324,29 @@ def test_each_clients_figures_are_kept_and_the_slowest_one_shown(tmp_path: Path)
     out = sequence.per_client(ctx, clients, [report(6_000_000), report(6_000_000),
                                              report(3_000_000)], "read")  # type: ignore[arg-type]
     assert out["clients_moving"] == 3 and out["slowest_client_pct"] == pytest.approx(60.0)
+
+
+def test_the_window_is_where_every_clients_fio_was_timed() -> None:
+    """On a busy host the clients' fio start late and apart: the figures' window is the span
+    all were in their timed part (each report's end less its timed run time), with the bytes
+    in proportion; hardly overlapping parts give the span of them all, said in the record."""
+    class Ctx:
+        def __init__(self) -> None:
+            self.record: dict = {}
+
+    def report(ended: float, runtime_s: float, nbytes: int) -> dict:
+        return {"ended_s": ended, "read": {"runtime_ms": runtime_s * 1000, "bytes": nbytes}}
+
+    ctx = Ctx()
+    got = sequence.common_window(ctx, [report(108.0, 4, 400), report(108.5, 4, 400),  # type: ignore[arg-type]
+                                       report(107.5, 4, 400)], "read", 100.0, 4)
+    assert got == (104.5, 107.5, pytest.approx(1200 * 3 / 4))
+    assert ctx.record["client_spans"] == [[104.0, 108.0], [104.5, 108.5], [103.5, 107.5]]
+    apart = Ctx()
+    got = sequence.common_window(apart, [report(104.0, 4, 10), report(107.5, 4, 10)],  # type: ignore[arg-type]
+                                 "read", 100.0, 4)
+    assert got[:2] == (100.0, 107.5) and apart.record["clients_overlap"] is False
+    # a report without its time stamp: fio's common start and ramp, as before
+    assert sequence.common_window(Ctx(), [{"ended_s": None, "read": {"runtime_ms": 4000,  # type: ignore[arg-type]
+                                                                     "bytes": 5}}],
+                                  "read", 100.0, 4) == (100.0, 104.0, 5)

@@ -21,7 +21,7 @@ from tierbench.placement import compose
 from tierbench.placement.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
-START_PER_CONTAINER_S = 0.1  # and this much more for each container beyond the first
+START_PER_CONTAINER_S = 0.3  # and this much more for each container beyond the first
 
 FsContext = PointContext[FsSettings, FsInfo, FsPrepared]
 
@@ -176,7 +176,8 @@ def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
             ctx.prepared.sets.discard(w.fileset)
     report = tools.sum_fio(reports)
     direction = w.direction
-    begin = start + f.warmup_s
+    begin, end, nbytes = common_window(ctx, reports, direction, start + f.warmup_s,
+                                       f.measure_s)
     values = fio_figures(report, direction)
     values.update(per_client(ctx, clients, reports, direction))
     values["threads"] = w.threads * len(clients)
@@ -184,7 +185,27 @@ def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
         values["set_passes"] = report[direction]["bytes"] / (len(clients) * f.set_mb * MIB)
     if report["errors"]:
         values["error"] = f"fio: {report['errors'][0]}"
-    return values, {"": (begin, begin + f.measure_s, report[direction]["bytes"])}, []
+    return values, {"": (begin, end, nbytes)}, []
+
+
+def common_window(ctx: FsContext, reports: list[dict], direction: str, begin: float,
+                  measure_s: float) -> tuple[float, float, float]:
+    """The span in which every client's fio was in its timed part, from its report (its end
+    and its timed run time; on a busy host the `docker exec`s of many clients reach them after
+    the common start, so fio's own clock says when each ran), and the bytes moved in it (the
+    sum's, in proportion); fio's common start + ramp when a report has no time stamp."""
+    timed = [(r["ended_s"] - r[direction]["runtime_ms"] / 1000, r["ended_s"]) for r in reports
+             if r.get("ended_s") and r[direction]["runtime_ms"]]
+    total = sum(r[direction]["bytes"] for r in reports)
+    if len(timed) < len(reports):
+        return begin, begin + measure_s, total
+    first, last = max(t[0] for t in timed), min(t[1] for t in timed)
+    ctx.record["client_spans"] = [[round(a, 3), round(b, 3)] for a, b in timed]
+    if last - first < 1:  # hardly overlapping: the span of them all (said in the record)
+        first, last = min(t[0] for t in timed), max(t[1] for t in timed)
+        ctx.record["clients_overlap"] = False
+    mean = sum(b - a for a, b in timed) / len(timed)
+    return first, last, total * min(1.0, (last - first) / mean)
 
 
 def client_folder(base: str, k: int, clients: int) -> str:
