@@ -541,7 +541,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         modes = ("servers-offloads-on", "servers-offloads-off")
         names = ("1-seqread-uncached", "2-seqread-cached", "3-seqread20-uncached",
                  "4-seqread10-cached", "5-seqwrite", "6-seqwrite20",
-                 "7-randread20-uncached", "8-randread128-cached", "9-syncwrite128")
+                 "7-randread20-uncached", "8-randread128", "9-syncwrite128")
         rows = [{"test": "filebench", "server": "gluster", "load": "idle", "workload": w,
                  "mode": m, "repetition": r, "threads": 1,
                  "mb_per_s": 100.0 + i + (5 if m == modes[0] else 0) + r,

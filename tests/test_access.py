@@ -113,7 +113,9 @@ def test_on_one_host_the_admitted_addresses_are_the_compose_files_own() -> None:
         ["198.18.2.10"], ["198.18.2.11"], ["198.18.2.12"]]
     assert admitted["DB_CLIENTS"] == ["198.18.2.30", "198.18.2.31", "198.18.2.32", "198.18.2.41"]
     fs = host_config("docker-compose.yml", "compose/fs.yml")
-    assert access.host_admitted(fs, ADMISSIONS) == {"FS_CLIENTS": ["198.18.12.20"]}
+    # every client machine compose/fs.yml defines (fs-client, fs-client2 .. fs-client18)
+    assert access.host_admitted(fs, ADMISSIONS) == {"FS_CLIENTS": [f"198.18.12.{20 + i}"
+                                                                   for i in range(18)]}
     assert fs["services"]["fs-server"]["environment"]["FS_BIND"] == \
         fs["services"]["fs-server"]["networks"]["fs"]["ipv4_address"]
 

@@ -229,9 +229,6 @@ def test_the_kind_name_check_can_fail(tmp_path: Path) -> None:
     assert named_strings(module, {"web", "proxy", "pvfs-io1"}) == [(2, "web"), (6, "proxy")]
 
 
-# Kinds that still reach the point's sampler directly, until their branch moves them to the
-# point context's calls (PointContext.close_window).
-SAMPLER_USERS = {"tierbench.kinds.fs.sequence"}
 
 
 def sampler_uses(path: Path) -> list[int]:
@@ -247,7 +244,7 @@ def test_only_the_runner_drives_the_sampler(tmp_path: Path) -> None:
     never the sampler itself."""
     bad = [f"{name}:{line} uses the sampler" for name, path in MODULES.items()
            if name.startswith("tierbench.kinds.") and name != "tierbench.kinds.contract"
-           and name not in SAMPLER_USERS for line in sampler_uses(path)]
+           for line in sampler_uses(path)]
     assert not bad, "\n".join(bad)
     module = tmp_path / "m.py"
     module.write_text("def run(ctx):\n    ctx.mark()\n    return ctx.sampler.stop()\n")

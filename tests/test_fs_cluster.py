@@ -20,6 +20,7 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
+from tierbench.measure.sampler import CgroupGroup
 from tierbench.placement import cluster, clusterfile, diskbuild, nodes, placer
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
@@ -232,3 +233,120 @@ def test_removing_the_stack_on_the_nodes_removes_whatever_the_project_runs(monke
             ("rm", "-f", "-v", "c1", "c2"), ("network", "ls", "-q", "--filter", label),
             ("network", "rm", "n1"), ("volume", "ls", "-q", "--filter", label),
             ("volume", "rm", "-f", "v1")]
+
+
+class Recording(FakeCluster):
+    """FakeCluster that records what it is asked to bring up and has those services running."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.specs: list[Any] = []
+
+    def down(self) -> None:
+        self.found = []
+
+    def up(self, spec: Any) -> None:
+        self.specs.append(spec)
+        node = {"fs-server": "node2", "fs-hog": "node2"}
+        self.found = [box(s, node.get(s, "node3"), 20 + k) for k, s in enumerate(spec.services)]
+
+
+def test_several_clients_are_brought_up_and_counted_as_one_tier(tmp_path: Path) -> None:
+    """fs.clients: 12 brings up fs-client .. fs-client12 (the server under its memory cap), all
+    on the fs_client node; the client tier's CPU is their sum (a group, in number order), the
+    server's figures come from its NIC alone."""
+    exp = registry.load_experiment(str(_write(tmp_path, "{test: filebench, clients: 12, "
+                                                        "server_memory: 512m}")))
+    where = Recording()
+    prepared = registry.kind("fs").prepare(exp, tmp_path / "run")
+    d = stack.deploy(where, exp.settings.fs, ("gluster", "idle"), prepared, None)
+    [spec] = where.specs
+    assert spec.services == ["fs-server", "fs-client", *(f"fs-client{i}" for i in range(2, 13))]
+    assert spec.env["FS_SERVER_MEMORY"] == "512m"
+    assert [c.service for c in d.info.clients] == ["fs-client", *(f"fs-client{i}"
+                                                                   for i in range(2, 13))]
+    group = d.counters["fs-client"]
+    assert isinstance(group, CgroupGroup)
+    assert list(group.parts) == [c.service for c in d.info.clients]
+    assert not isinstance(d.counters["fs-server"], CgroupGroup)
+    assert d.info.server_net == ["node2:eth0"]
+    assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
+    # one client: as before, its own counter and no memory cap
+    one = registry.load_experiment(str(_write(tmp_path, "{test: filebench}")))
+    where = Recording()
+    d = stack.deploy(where, one.settings.fs, ("gluster", "busy"), prepared, None)
+    assert where.specs[0].services == ["fs-server", "fs-client", "fs-hog"]
+    assert where.specs[0].env["FS_SERVER_MEMORY"] == "0"  # none, whatever the shell says
+    assert not isinstance(d.counters["fs-client"], CgroupGroup)
+
+
+def _write(tmp_path: Path, fs: str) -> Path:
+    path = tmp_path / f"exp-{abs(hash(fs))}.yml"
+    path.write_text(f"name: fs-x\nkind: fs\nmodes: [offloads-on]\nfs: {fs}\n")
+    return path
+
+
+def test_the_servers_memory_cap_its_cache_and_storage_reads_over_a_window() -> None:
+    def sample(t: float, cache: int, read: int) -> dict:
+        return {"t": t, "cpu": {"fs-server": {"usage_s": t, "file_bytes": cache,
+                                              "read_bytes": read,
+                                              "mem_limit_bytes": 768 << 20}}}
+
+    samples = [sample(0, 100_000_000, 0), sample(1, 790_000_000, 400_000_000),
+               sample(2, 700_000_000, 900_000_000), sample(3, 999_000_000, 950_000_000)]
+    out = figures.memory_figures(samples, samples[0], samples[2])
+    # the largest cache inside the window (not the later sample's), the reads between its ends
+    assert out == {"server_cache_mb": 790.0, "server_memory_mb": (768 << 20) / 1e6,
+                   "server_disk_read_mb": 900.0}
+    for s in samples:
+        del s["cpu"]["fs-server"]["mem_limit_bytes"]
+    assert "server_memory_mb" not in figures.memory_figures(samples, samples[0], samples[2])
+    assert figures.memory_figures([{"t": 0, "cpu": {}}], {"t": 0, "cpu": {}},
+                                  {"t": 1, "cpu": {}}) == {}
+
+
+def test_each_clients_figures_are_kept_and_the_slowest_one_shown(tmp_path: Path) -> None:
+    class Ctx:
+        record: dict = {}
+
+    def report(nbytes: int) -> dict:
+        return {"read": {"bytes": nbytes, "bytes_per_s": nbytes / 4, "iops": nbytes / 4e6,
+                         "clat_mean_ms": 1.0, "clat_p99_ms": 2.0, "ios": 1, "runtime_ms": 4000}}
+
+    clients = [box(s, "node3", 30 + i) for i, s in enumerate(["fs-client", "fs-client2",
+                                                              "fs-client3"])]
+    ctx = Ctx()
+    out = sequence.per_client(ctx, clients, [report(4_000_000), report(8_000_000),
+                                             report(0)], "read")  # type: ignore[arg-type]
+    assert out == {"clients": 3, "clients_moving": 2, "slowest_client_pct": 0.0}
+    assert [(m["client"], m["mb_per_s"]) for m in ctx.record["per_client"]] == [
+        ("fs-client", 1.0), ("fs-client2", 2.0), ("fs-client3", 0.0)]
+    out = sequence.per_client(ctx, clients, [report(6_000_000), report(6_000_000),
+                                             report(3_000_000)], "read")  # type: ignore[arg-type]
+    assert out["clients_moving"] == 3 and out["slowest_client_pct"] == pytest.approx(60.0)
+
+
+def test_the_window_is_where_every_clients_fio_was_timed() -> None:
+    """On a busy host the clients' fio start late and apart: the figures' window is the span
+    all were in their timed part (each report's end less its timed run time), with the bytes
+    in proportion; hardly overlapping parts give the span of them all, said in the record."""
+    class Ctx:
+        def __init__(self) -> None:
+            self.record: dict = {}
+
+    def report(ended: float, runtime_s: float, nbytes: int) -> dict:
+        return {"ended_s": ended, "read": {"runtime_ms": runtime_s * 1000, "bytes": nbytes}}
+
+    ctx = Ctx()
+    got = sequence.common_window(ctx, [report(108.0, 4, 400), report(108.5, 4, 400),  # type: ignore[arg-type]
+                                       report(107.5, 4, 400)], "read", 100.0, 4)
+    assert got == (104.5, 107.5, pytest.approx(1200 * 3 / 4))
+    assert ctx.record["client_spans"] == [[104.0, 108.0], [104.5, 108.5], [103.5, 107.5]]
+    apart = Ctx()
+    got = sequence.common_window(apart, [report(104.0, 4, 10), report(107.5, 4, 10)],  # type: ignore[arg-type]
+                                 "read", 100.0, 4)
+    assert got[:2] == (100.0, 107.5) and apart.record["clients_overlap"] is False
+    # a report without its time stamp: fio's common start and ramp, as before
+    assert sequence.common_window(Ctx(), [{"ended_s": None, "read": {"runtime_ms": 4000,  # type: ignore[arg-type]
+                                                                     "bytes": 5}}],
+                                  "read", 100.0, 4) == (100.0, 104.0, 5)

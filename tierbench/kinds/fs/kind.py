@@ -15,7 +15,7 @@ from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Poin
                                       tool_versions)
 from tierbench.kinds.fs import sequence, stack, tools
 from tierbench.kinds.fs.roles import ROLES
-from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings
+from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings, memory_bytes
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
 from tierbench.kinds.pfs import orangefs
 from tierbench.placement import compose, placer, space
@@ -61,6 +61,10 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         elif f.test == "filebench":
             block.update(load=list(f.load), workloads=list(f.workloads), set_mb=f.set_mb,
                          write_mb=f.write_mb, warmup_s=f.warmup_s)
+            if f.clients > 1:
+                block["clients"] = f.clients
+            if f.server_memory:
+                block["server_memory"] = f.server_memory.lower()
         else:
             block.update(sessions=list(f.sessions), file_mb=f.file_mb, block=f.block,
                          warmup_s=f.warmup_s)
@@ -110,8 +114,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
             return exp.settle_s + f.measure_s + tools.dbench_warmup_s(f.measure_s) + 6
         if f.test == "iozone":
             return exp.settle_s + 2 * (sequence.START_DELAY_S + f.warmup_s + f.measure_s + 2) + 4
-        if f.test == "filebench":
-            prep = 10.0
+        if f.test == "filebench":  # and the start of fio in each further client
+            prep = 10.0 + sequence.START_PER_CONTAINER_S * (f.clients - 1)
         else:  # randread: the programs' files laid out and removed every point, at about
             # 8 MiB/s on average (measured here: 14-24 s a point idle, up to 50 s busy)
             prep = 6 + sum(f.programs) / len(f.programs) * f.file_mb / 8
@@ -125,8 +129,9 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                 "randread": f"fio, {f.block}-byte random reads of a {f.file_mb} MiB file per "
                             f"program, {f.warmup_s} s ramp + {f.measure_s} s timed",
                 "filebench": f"fio job files of 001's Filebench workloads, sets of "
-                             f"{f.set_mb} MiB, writers' files {f.write_mb} MiB, "
-                             f"{f.warmup_s} s ramp + {f.measure_s} s timed",
+                             f"{f.set_mb} MiB, writers' files {f.write_mb} MiB"
+                             + (" per client" if f.clients > 1 else "")
+                             + f", {f.warmup_s} s ramp + {f.measure_s} s timed",
                 "iozone": f"fio in IOzone's role: per session a {f.file_mb} MiB file written "
                           f"then read in {f.block}-byte records, {f.warmup_s} s ramp + "
                           f"{f.measure_s} s timed per phase"}[f.test]
@@ -134,8 +139,28 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                   if f.server == "gluster" else
                   f"OrangeFS, 1 metadata + {f.io_servers} I/O servers ({f.storage} storage), "
                   f"{f.client_containers} client containers")
-        return [f"{self.plan_head(exp, points)}; test {f.test}: {tool}",
-                f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
+        lines = [f"{self.plan_head(exp, points)}; test {f.test}: {tool}",
+                 f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
+        if f.test == "filebench" and (f.clients > 1 or f.server_memory):
+            lines += self.filebench_lines(f)
+        return lines
+
+    def filebench_lines(self, f: Fs) -> list[str]:
+        """The clients and their thread totals, and each read set against the server's
+        memory cap."""
+        n = f.clients
+        totals = ", ".join(f"{w.split('-')[0]}: {n} x {FILEBENCH[w].threads} = "
+                           f"{n * FILEBENCH[w].threads:,}" for w in f.workloads)
+        lines = [f"clients: {n} client machines at once, each running the workload's threads "
+                 f"on its own sets; threads in all by workload: {totals}"]
+        if f.server_memory:
+            cap = memory_bytes(f.server_memory)
+            each = n * f.set_mb * MIB
+            lines.append(f"server memory capped at {f.server_memory} (its page cache "
+                         f"included): each read set {n} x {f.set_mb} MiB = {each / MIB:,.0f} "
+                         f"MiB, {each / cap:.1f} x the cap"
+                         + ("" if each > cap else " (it fits: the sets can stay cached)"))
+        return lines
 
     def deployment_line(self, exp: Experiment[FsSettings], point: Point, first: bool) -> str:
         """The deployment from this point on."""
@@ -146,8 +171,12 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                     f"{f.client_containers} client container(s) on {net}")
         load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
-        net = "198.18.12.0/24" if exp.placer.cluster is None else "their nodes"
-        return f"  -- file server (GlusterFS) and 1 client on {net}, {load}"
+        n = f.clients
+        net = "198.18.12.0/24" if exp.placer.cluster is None else (
+            "their nodes" if n == 1 else "their nodes (every client on the fs_client node)")
+        return ("  -- file server (GlusterFS"
+                + (f", {f.server_memory} of memory" if f.server_memory else "")
+                + f") and {n} client{'s' if n > 1 else ''} on {net}, {load}")
 
     def what(self, exp: Experiment[FsSettings], point: Point) -> str:
         """A point's factors in a few words."""
@@ -158,7 +187,9 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         if test == "randread":
             return f"{p['load']} programs={p['programs']}"
         if test == "filebench":
-            return f"{p['load']} {p['workload']}"
+            clients = self.settings(exp).clients
+            threads = FILEBENCH[p["workload"]].threads * clients
+            return f"{p['load']} {p['workload']}" + (f" {threads:,} thr" if clients > 1 else "")
         return f"sessions={p['sessions']}"
 
     def needs(self, exp: Experiment[FsSettings], points: list[Point]) -> list[space.Need]:
@@ -177,12 +208,13 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                                       role="fs_client")
         elif f.test == "randread":
             nbytes = max(f.programs) * int(f.file_mb * MIB)
-        elif f.test == "filebench":
+        elif f.test == "filebench":  # every client's sets and writers' files
             sets = {FILEBENCH[w].fileset for w in f.workloads}
             nbytes = sum(int(f.set_mb * MIB) for s in sets if s != "w")
             if "w" in sets:
                 nbytes += max(FILEBENCH[w].threads for w in f.workloads
                               if FILEBENCH[w].fileset == "w") * int(f.write_mb * MIB)
+            nbytes *= f.clients
             what = f"the file sets of {exp.source}"
         else:
             nbytes = max(f.sessions) * int(f.file_mb * MIB)
@@ -199,6 +231,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         fix = {"dbench": "use fewer programs", "randread": "lower fs.file_mb or use fewer "
                "programs", "filebench": "lower fs.set_mb or fs.write_mb",
                "iozone": "lower fs.file_mb or use fewer sessions"}[f.test]
+        if f.clients > 1:
+            fix += " or use fewer fs.clients"
         return out + [space.on_disk(f"{what} on the file server's share", nbytes,
                                     space.docker_root(), "Docker's data folder", fix,
                                     role="fs_server")]

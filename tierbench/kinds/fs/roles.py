@@ -13,7 +13,8 @@ ROLES = (
 )
 
 ADMISSIONS = (
-    # the client machine mounts the volume
-    Admission("fs-server", "FS_CLIENTS", ("fs-client",), ("fs_client",),
+    # the client machines mount the volume (compose/fs.yml: fs-client, fs-client2 .. 18)
+    Admission("fs-server", "FS_CLIENTS",
+              ("fs-client", *(f"fs-client{i}" for i in range(2, 19))), ("fs_client",),
               "the GlusterFS volume's auth.allow"),
 )
