@@ -433,6 +433,16 @@ def test_each_io_server_and_the_local_disk_get_their_own_device(tmp_path: Path) 
     share = orangefs.io_server_bytes(256 << 20, 4)
     assert share == (64 << 20) + (64 << 20) // 10  # a quarter each, and a tenth for OrangeFS's records
     assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    # native writes repeated for measure_s leave a copy each time (pvfs2-cp never overwrites):
+    # the servers hold what NATIVE_WRITE_BOUND_B_S writes in that time, besides the file
+    native = {"test": "basic", "storage": "ide", "io_servers": 2, "file_mb": 16,
+              "filesystems": ["orangefs-native"], "measure_s": 2}
+    share = orangefs.io_server_bytes((16 << 20) + 2 * stack.NATIVE_WRITE_BOUND_B_S, 2)
+    plan = stack.storage_plan(load(write_exp(tmp_path, native)).settings, 2)
+    assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    once = stack.storage_plan(load(write_exp(tmp_path, {**native, "single_pass": True}))
+                              .settings, 2)
+    assert once.device_bytes < sized_for(orangefs.io_server_bytes(16 << 20, 2)) + (1 << 20)
     assert stack.storage_plan(load(write_exp(tmp_path, {"test": "basic"})).settings, 2) is None
 
 

@@ -122,7 +122,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                     f"  storage: disk system {system.describe()}, one per I/O server"
                     + (" and one for the client's local disk (fs=disk)"
                        if client_disk_bytes(p) else "")
-                    + "; each point records the bytes read from its devices (storage_read_mb)"]
+                    + "; each phase records the MB its devices read (read_ and write_storage_read_mb)"]
                     if system is not None else []) + [
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
                 "and checksums"] + ([
@@ -188,11 +188,10 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
             worst["servers"] = max(worst["servers"], per_stream * f["streams"] // n + 1)
         what = f"the files of {exp.source}'s largest point"
         made = [m for n in p.io_servers if (m := stack.storage_plan(exp.settings, n))]
-        if made:  # every file on the disk system's devices: their images are what is written
-            return out + space.disk_images(made, space.settings(), exp.placer.disk_host("pfs_io"),
-                                           "pfs_io") + ([] if not worst["scratch"] else
-                                                        self._scratch(exp, worst["scratch"]))
-        if worst["servers"]:
+        if made:  # the servers' and the local disk's files on the devices: their images
+            out += space.disk_images(made, space.settings(), exp.placer.disk_host("pfs_io"),
+                                     "pfs_io")
+        elif worst["servers"]:
             if p.storage == "tmpfs":
                 out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
                                       "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
@@ -204,19 +203,15 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                                          space.docker_root(), "Docker's data folder",
                                          "use fewer streams or smaller regions", role="pfs_io"))
         if worst["scratch"]:
-            out += self._scratch(exp, worst["scratch"])
-        if worst["disk"]:
+            out += space.on_tmpfs(f"{what} in a client's scratch", worst["scratch"],
+                                  "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
+                                  "(pfs.client_containers) or smaller regions or files",
+                                  copies=cluster_clients(p), role="pfs_clients")
+        if worst["disk"] and not made:
             out.append(space.on_disk(what, worst["disk"], space.docker_root(),
                                      "Docker's data folder", "lower pfs.file_mb",
                                      role="pfs_clients"))
         return out
-
-    def _scratch(self, exp: Experiment[PfsSettings], nbytes: int) -> list[space.Need]:
-        """The largest point's files in a client's scratch tmpfs."""
-        return space.on_tmpfs(f"the files of {exp.source}'s largest point in a client's scratch",
-                              nbytes, "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
-                              "(pfs.client_containers) or smaller regions or files",
-                              copies=cluster_clients(self.settings(exp)), role="pfs_clients")
 
     def check(self, exp: Experiment[PfsSettings]) -> None:
         """A disk system under the I/O servers runs on one host only (it is built where the

@@ -37,24 +37,34 @@ class PfsPrepared:
     fault_done: bool = False
 
 
+# pvfs2-cp never overwrites: a native write phase repeated until measure_s has passed leaves a
+# new copy of the file each time (removed after the point). OrangeFS wrote at most about 350 MB/s
+# on this testbed (docs/tiers.md); a disk system under the servers is sized for this rate.
+NATIVE_WRITE_BOUND_B_S = 500_000_000
+
+
 def storage_plan(s: PfsSettings, n: int) -> disks.Plan | None:
     """The disk system a cluster of ``n`` I/O servers stores on (None on tmpfs or volumes):
-    each server's share of the largest file, and the basic test's local disk."""
+    each server's share of what the largest point leaves on them, and the basic test's local
+    disk."""
     system = s.storage_system()
     if system is None:
         return None
     p = s.pfs
-    return orangefs.storage_plan(system, n, largest_file_bytes(p, n) * n,
-                                 client_disk_bytes(p))
+    return orangefs.storage_plan(system, n, servers_bytes(p, n), client_disk_bytes(p))
 
 
-def largest_file_bytes(p: Pfs, n: int) -> int:
-    """Bytes of a point's OrangeFS files on one of ``n`` I/O servers, at most."""
+def servers_bytes(p: Pfs, n: int) -> int:
+    """Bytes of a point's OrangeFS files on all ``n`` I/O servers, at most: its files, and with
+    native writes repeated for measure_s, the copies they leave (NATIVE_WRITE_BOUND_B_S)."""
     if p.test == "basic":
-        return int(p.file_mb * (1 << 20)) // n + 1
-    region = int(p.region_mb_per_server * n * (1 << 20))
-    streams = max(p.clients) if p.test == "concurrent" else max(p.streams)
-    return region * p.regions_per_stream * streams // n + 1
+        files = int(p.file_mb * (1 << 20))
+        repeated = "orangefs-native" in p.filesystems and not p.single_pass
+    else:
+        streams = max(p.clients) if p.test == "concurrent" else max(p.streams)
+        files = int(p.region_mb_per_server * n * (1 << 20)) * p.regions_per_stream * streams
+        repeated = p.access == "native" and p.test == "concurrent"  # streams only reads
+    return files + (int(p.measure_s * NATIVE_WRITE_BOUND_B_S) if repeated else 0)
 
 
 def deploy(where: placer.Placer, s: PfsSettings, n: int,
