@@ -18,6 +18,7 @@ from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
+from tierbench.kinds.pfs import orangefs
 from tierbench.placement import diskbuild, disks
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster
@@ -362,7 +363,7 @@ def test_orangefs_servers_mount_their_disks_at_data_throttled() -> None:
     built = diskbuild.Built(key={}, servers=[
         diskbuild.Server(f"pvfs-io{i}", f"/state/disks/pvfs-io{i}", [f"/dev/loop{i}"],
                          [f"/state/disks/pvfs-io{i}"]) for i in (1, 2)])
-    services = webdisks.pvfs_services(built, disks.BUILTIN["ide"])
+    services = orangefs.storage_services(built, disks.BUILTIN["ide"])
     assert set(services) == {"pvfs-io1", "pvfs-io2"}  # no fileset job: the copy job fills it
     assert services["pvfs-io2"]["volumes"] == [
         {"type": "bind", "source": "/state/disks/pvfs-io2", "target": "/data"}]

@@ -186,7 +186,16 @@ def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
     ({"test": "concurrent", "buffers": [4096]}, {}, "unknown key 'buffers' for test concurrent"),
     ({"test": "basic", "filesystems": ["nfs"]}, {},
      "pfs.filesystems[0]: must be one of tmpfs, disk, orangefs, orangefs-native, got 'nfs'"),
-    ({"test": "concurrent", "storage": "ramfs"}, {}, "pfs.storage: must be one of tmpfs, disk"),
+    ({"test": "concurrent", "storage": "ramfs"}, {}, "pfs.storage: must be tmpfs, disk (a Docker "
+     "volume on the host's disk) or a disk system (ide, scsi, raid0, or one of disk_systems), "
+     "got 'ramfs'"),
+    ({"test": "concurrent", "storage": "My Disk"}, {}, "pfs.storage: must look like tmpfs, disk "
+     "or ide"),
+    ({"test": "concurrent", "storage": "fast"}, {"disk_systems": {"slow": {"read_mb_s": 10, "write_mb_s": 10}}},
+     "pfs.storage: must be tmpfs, disk (a Docker volume on the host's disk) or a disk system "
+     "(ide, scsi, raid0, slow, or one of disk_systems), got 'fast'"),
+    ({"test": "concurrent"}, {"disk_systems": {"disk": {"read_mb_s": 10, "write_mb_s": 10}}},
+     "disk_systems: 'disk' is a storage of its own"),
     ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "pfs.fault.stop: must be one of "
      "pvfs-meta, pvfs-io1"),
     ({"test": "concurrent", "job_timeout_s": 1}, {}, "job_timeout_s: must be a whole number"),
@@ -254,7 +263,7 @@ def test_a_duration_of_zero_moves_the_file_once(tmp_path: Path) -> None:
 def test_the_uncached_16mb_experiment_reads_once_after_dropping_the_caches() -> None:
     exp = registry.load_experiment("pfs-basic-16mb-uncached")
     p = exp.settings.pfs
-    assert (p.single_pass, p.drop_caches, p.storage, p.file_mb) == (True, True, "disk", 16)
+    assert (p.single_pass, p.drop_caches, p.storage, p.file_mb) == (True, True, "ide", 16)
     kind = registry.kind("pfs")
     header = kind.plan_header(exp, kind.points(exp, exp.seed))
     assert "each phase moves the file once, the page caches dropped before the read" in \
@@ -382,3 +391,124 @@ def test_three_web_servers_get_what_the_overlays_give_web() -> None:
         assert app[web]["environment"]["WEB_APP"] == "on", web
         assert app[web]["environment"]["APP_BACKEND"] == f"{own}:9000", web
         assert app[web]["depends_on"][own]["condition"] == "service_healthy", web
+
+
+# --------------------------------------------------------------------------- storage on disk systems
+
+
+def test_storage_may_name_a_builtin_or_declared_disk_system(tmp_path: Path) -> None:
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide"}))
+    assert exp.settings.storage_system().name == "ide"
+    assert load(write_exp(tmp_path, {"test": "basic", "storage": "disk"})).settings \
+        .storage_system() is None
+    own = load(write_exp(tmp_path, {"test": "concurrent", "storage": "slow"},
+                         disk_systems={"slow": {"read_mb_s": 10, "write_mb_s": 12}}))
+    system = own.settings.storage_system()
+    assert (system.name, system.read_bps, system.write_bps) == ("slow", 10_000_000, 12_000_000)
+    assert registry.kind("pfs").resolved(own)["disk_systems"]["slow"]["read_mb_s"] == 10
+
+
+def sized_for(nbytes: float) -> float:
+    """A device's least size for nbytes of files (placement/disks.py's room for ext3)."""
+    from tierbench.placement import disks
+
+    return nbytes * (1 + disks.OVERHEAD) + disks.SPARE
+
+
+def test_each_io_server_and_the_local_disk_get_their_own_device(tmp_path: Path) -> None:
+    from tierbench.kinds.pfs import stack
+
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide", "io_servers": [2, 4],
+                                    "filesystems": ["disk", "orangefs"], "file_mb": 64}))
+    two = stack.storage_plan(exp.settings, 2)
+    assert two.servers == ("pvfs-io1", "pvfs-io2", "pvfs-client")
+    assert two.layout.servers == 3 and two.layout.disks == 1
+    # every device holds the largest: the client's whole 64 MiB file (a server holds half),
+    # plus the file system's own room
+    assert sized_for(64 << 20) <= two.device_bytes < sized_for(64 << 20) + (1 << 20)
+    assert stack.storage_plan(exp.settings, 4).servers[-2:] == ("pvfs-io4", "pvfs-client")
+    # no local disk among the file systems: the I/O servers only, each sized for its share
+    only = load(write_exp(tmp_path, {"test": "basic", "storage": "ide", "io_servers": 4,
+                                     "filesystems": ["orangefs"], "file_mb": 256}))
+    plan = stack.storage_plan(only.settings, 4)
+    assert plan.servers == ("pvfs-io1", "pvfs-io2", "pvfs-io3", "pvfs-io4")
+    share = orangefs.io_server_bytes(256 << 20, 4)
+    assert share == (64 << 20) + (64 << 20) // 10  # a quarter each, and a tenth for OrangeFS's records
+    assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    # native writes repeated for measure_s leave a copy each time (pvfs2-cp never overwrites):
+    # the servers hold what NATIVE_WRITE_BOUND_B_S writes in that time, besides the file
+    native = {"test": "basic", "storage": "ide", "io_servers": 2, "file_mb": 16,
+              "filesystems": ["orangefs-native"], "measure_s": 2}
+    share = orangefs.io_server_bytes((16 << 20) + 2 * stack.NATIVE_WRITE_BOUND_B_S, 2)
+    plan = stack.storage_plan(load(write_exp(tmp_path, native)).settings, 2)
+    assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    once = stack.storage_plan(load(write_exp(tmp_path, {**native, "single_pass": True}))
+                              .settings, 2)
+    assert once.device_bytes < sized_for(orangefs.io_server_bytes(16 << 20, 2)) + (1 << 20)
+    assert stack.storage_plan(load(write_exp(tmp_path, {"test": "basic"})).settings, 2) is None
+
+
+def test_the_overlay_binds_servers_at_data_and_the_client_at_disk_throttled() -> None:
+    from tierbench.placement import diskbuild, disks
+
+    built = diskbuild.Built(key={}, servers=[
+        diskbuild.Server(name, f"/state/disks/{name}", [f"/dev/loop{i}"], [])
+        for i, name in enumerate(("pvfs-io1", "pvfs-client"))])
+    services = orangefs.storage_services(built, disks.BUILTIN["ide"])
+    assert services["pvfs-io1"]["volumes"] == [
+        {"type": "bind", "source": "/state/disks/pvfs-io1", "target": "/data"}]
+    assert services["pvfs-client"]["volumes"] == [
+        {"type": "bind", "source": "/state/disks/pvfs-client", "target": "/disk"}]
+    assert services["pvfs-client"]["blkio_config"] == {
+        "device_read_bps": [{"path": "/dev/loop1", "rate": 35_000_000}],
+        "device_write_bps": [{"path": "/dev/loop1", "rate": 39_000_000}]}
+    # the disk overlay's volumes come first, the built system's binds over them last
+    files = orangefs.compose_files("ide", [Path("/state/disks.yml")])
+    assert [f.rsplit("/", 1)[-1] for f in files] == [
+        "docker-compose.yml", "pvfs.yml", "pvfs-disk.yml", "disks.yml"]
+    assert orangefs.compose_files("tmpfs")[-1].endswith("pvfs.yml")
+
+
+def test_plan_shows_the_disk_system_per_cluster_and_per_point() -> None:
+    exp = registry.load_experiment("pfs-basic-16mb-uncached")
+    lines = runner.plan_lines(exp)
+    assert any("storage: disk system ide (emulated" in ln and "35/39 MB/s" in ln
+               and "client's local disk" in ln for ln in lines), lines[:6]
+    cluster = next(ln for ln in lines if "-- cluster:" in ln)
+    assert "on disk system ide: 4 x 1 device(s)" in cluster
+    assert "pvfs-io1, pvfs-io2, pvfs-io3, pvfs-client" in cluster
+    points = [ln for ln in lines if ln.strip().startswith("p0")]
+    assert points and all("storage=ide" in ln for ln in points)
+    mem = registry.load_experiment("pfs-basic")
+    tmpfs_points = [ln for ln in runner.plan_lines(mem) if "fs=tmpfs" in ln]
+    assert tmpfs_points and all("storage=memory" in ln for ln in tmpfs_points)
+    # storage on tmpfs: no disk system said anywhere
+    conc = runner.plan_lines(registry.load_experiment("pfs-concurrent"))
+    assert not any("disk system" in ln or "storage=" in ln for ln in conc)
+
+
+def test_the_images_are_the_space_need_on_a_disk_system() -> None:
+    exp = registry.load_experiment("pfs-basic")
+    kind = registry.kind("pfs")
+    needs = kind.needs(exp, kind.points(exp, exp.seed))
+    images = [n for n in needs if "loop-device images of disk system ide (4 devices)" in n.what]
+    assert len(images) == 1 and images[0].bytes > 4 * 256 * (1 << 20)
+    # nothing on Docker's data folder: the servers and the local disk are on the devices
+    assert not any("Docker's data folder" in n.where for n in needs)
+
+
+def test_a_disk_system_under_the_servers_is_refused_on_a_cluster(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide"}))
+    exp.placer = SimpleNamespace(cluster=object())
+    with pytest.raises(ConfigError, match=r"pfs\.storage: ide \(the OrangeFS servers on a disk "
+                       r"system\) does not run on a cluster yet"):
+        registry.kind("pfs").check(exp)
+
+
+def test_a_phase_counts_the_devices_reads_between_its_edges() -> None:
+    from tierbench.kinds.pfs.phases import storage_read_mb
+
+    assert storage_read_mb({"read_bytes": 1_000_000}, {"read_bytes": 17_777_216}) == 16.777216
+    assert storage_read_mb({}, {"read_bytes": 5}) != storage_read_mb({}, {"read_bytes": 5})  # NaN

@@ -159,3 +159,35 @@ def test_basic_uncached_moves_the_file_once_and_reads_it_after_dropping_the_cach
     manifest = json.loads((run / "manifest.json").read_text())
     pfs = manifest["experiment"]["pfs"]
     assert (pfs["single_pass"], pfs["drop_caches"], pfs["storage"]) == (True, True, "disk")
+
+
+def test_basic_on_the_emulated_ide_disk_reads_the_file_from_the_devices(
+        env: dict[str, str]) -> None:
+    """004 §4.1: OrangeFS's I/O servers (and the local disk) each on an emulated IDE disk. The
+    16 MB file, not in cache, is read from the devices (their sector counters grew by at least
+    the file), no faster than the throttle allows (35 MB/s per device: one for the local disk,
+    two I/O servers for OrangeFS), with the limits read back from each container's cgroup; the
+    run removes the devices when it ends."""
+    done = tierbench(env, "run", str(DATA / "pfs-basic-ide-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((Path(env["TIERBENCH_RESULTS"]) / "pfs-basic-ide-short").iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["filesystem"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"disk", "orangefs"}
+    file_mb = 16 * (1 << 20) / 1e6
+    roots = []
+    for fs, devices in (("disk", 1), ("orangefs", 2)):
+        r = rows[fs]
+        assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
+        assert float(r["read_storage_read_mb"]) >= 0.95 * file_mb, (fs, r)
+        assert float(r["read_mb_per_s"]) <= devices * 35 * 1.1, (fs, r)
+        record = json.loads((run / "points" / r["point"] / "point.json").read_text())
+        disk = record["disk_system"]
+        assert disk["system"] == "ide" and set(disk["servers"]) == {
+            "pvfs-io1", "pvfs-io2", "pvfs-client"}
+        for limits in disk["throttles_read_back"].values():
+            assert [v["read_bps"] for v in limits.values()] == [35_000_000], disk
+        roots += [s["root"] for s in disk["servers"].values()]
+    with open("/proc/mounts") as fh:
+        mounted = fh.read()
+    assert not [r for r in roots if f" {r} " in mounted], roots

@@ -520,3 +520,34 @@ def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str,
             if want and have.get(key) != want:
                 problems.append(f"{dev}: {key} {have.get(key)} in the cgroup, {want} wanted")
     return got, problems
+
+
+def verify(built: Built, system: System, containers: Sequence[Any]) -> dict[str, Any]:
+    """The record of the disk system with the limits of each container that uses it (a
+    compose.Container whose service is one of its servers) read back from its cgroup;
+    DiskError when one differs from the system's bandwidths."""
+    record = built.record()
+    record["description"] = system.describe()
+    got: dict[str, Any] = {}
+    for c in containers:
+        if c.service not in {s.name for s in built.servers}:
+            continue
+        limits, problems = check_throttles(built.server(c.service), system, c.pid)
+        got[c.service] = limits
+        if problems:
+            raise DiskError(f"the {c.service} container's block-I/O limits are not the "
+                            f"disk system's: {problems[0]}")
+    record["throttles_read_back"] = got
+    return record
+
+
+class StorageReads:
+    """The bytes a built disk system read from its devices, as a sampler probe:
+    {"read_bytes": N}, {} where they cannot be read."""
+
+    def __init__(self, built: Built) -> None:
+        self.built = built
+
+    def __call__(self) -> dict[str, int]:
+        read = device_read_bytes(self.built)
+        return {} if read is None else {"read_bytes": read}

@@ -1,17 +1,25 @@
 """The OrangeFS cluster (compose/pvfs.yml): 1 metadata + N I/O servers and K clients brought up,
-listed, labelled and checked."""
+listed, labelled and checked; its storage on tmpfs, on volumes (compose/pvfs-disk.yml) or on a
+disk system (004 §4.1: each PVFS I/O server's ext3 on its own IDE disk), whose plan, build and
+Compose overlay (each server's mount bound at its /data, a client's at its /disk, throttled)
+are here for every kind that runs OrangeFS on one."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.kinds.pfs.roles import CPUSETS
-from tierbench.placement import compose
+from tierbench.placement import compose, diskbuild, disks
 
 MAX_IO_SERVERS = 8
-STORAGE = ("tmpfs", "disk")
+STORAGE = ("tmpfs", "disk")  # besides a disk system's name
+IO_SERVICE = "pvfs-io"  # the I/O servers' services: pvfs-io1 .. pvfs-ioN
+CLIENT_SERVICE = "pvfs-client"
 OVERLAY = "compose/pvfs.yml"  # the OrangeFS tier (profile pfs)
 DISK_OVERLAY = "compose/pvfs-disk.yml"  # its storage on volumes (or disk systems bound over them)
 
@@ -32,12 +40,14 @@ def compose_args(storage: str) -> list[str]:
     return [a for f in compose_files(storage) for a in ("-f", f)]
 
 
-def compose_files(storage: str) -> list[str]:
-    """The OrangeFS tier's compose files: the base file, pvfs.yml, and pvfs-disk.yml for disk."""
+def compose_files(storage: str, extra: list[Path] | None = None) -> list[str]:
+    """The OrangeFS tier's compose files: the base file, pvfs.yml, pvfs-disk.yml for storage
+    other than tmpfs (volumes; a disk system's mounts are bound over them by the ``extra``
+    overlay written when it is built)."""
     files = ["docker-compose.yml", OVERLAY]
-    if storage == "disk":
+    if storage != "tmpfs":
         files.append(DISK_OVERLAY)
-    return [str(compose.ROOT / f) for f in files]
+    return [str(compose.ROOT / f) for f in files] + [str(p) for p in extra or []]
 
 
 def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
@@ -48,7 +58,12 @@ def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[st
 
 def server_services(io_servers: int) -> list[str]:
     """Compose services of a cluster with N I/O servers."""
-    return ["pvfs-meta", *(f"pvfs-io{i}" for i in range(1, io_servers + 1))]
+    return ["pvfs-meta", *io_services(io_servers)]
+
+
+def io_services(io_servers: int) -> list[str]:
+    """The I/O servers' services: pvfs-io1 .. pvfs-ioN."""
+    return [f"{IO_SERVICE}{i}" for i in range(1, io_servers + 1)]
 
 
 def check_image() -> None:
@@ -57,16 +72,18 @@ def check_image() -> None:
 
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
-                 storage: str = "tmpfs", job_timeout_s: int = 15) -> compose.Services:
-    """1 metadata + N I/O servers and K clients, as a placement brings them up."""
+                 storage: str = "tmpfs", job_timeout_s: int = 15,
+                 extra: list[Path] | None = None) -> compose.Services:
+    """1 metadata + N I/O servers and K clients, as a placement brings them up (``extra``: the
+    overlay of a disk system built for their storage)."""
     if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
         raise PfsError(f"the overlay has 1-{MAX_IO_SERVERS} I/O servers and needs at least one "
                        f"client; asked for {io_servers} servers and {clients} clients")
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
-    return compose.Services(compose_files(storage), env,
-                            services=[*server_services(io_servers), "pvfs-client"],
-                            scale={"pvfs-client": clients}, timeout=300, cpusets=CPUSETS)
+    return compose.Services(compose_files(storage, extra), env,
+                            services=[*server_services(io_servers), CLIENT_SERVICE],
+                            scale={CLIENT_SERVICE: clients}, timeout=300, cpusets=CPUSETS)
 
 
 def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
@@ -110,3 +127,51 @@ def status_json() -> str:
     servers, clients = cluster_containers()
     return json.dumps({"servers": [label(c) for c in servers],
                        "clients": [label(c) for c in clients]}, indent=1)
+
+
+# --------------------------------------------------------------------------- storage on disks
+
+
+def storage_problem(key: str, storage: str | None,
+                    known: Mapping[str, disks.System]) -> str | None:
+    """What is wrong with a setting (``key``) naming where the I/O servers store, one sentence,
+    or None."""
+    if storage is None or storage in STORAGE or storage in known:
+        return None
+    return (f"{key}: must be tmpfs, disk (a Docker volume on the host's disk) or a disk system "
+            f"({', '.join(known)}, or one of disk_systems), got {storage!r}")
+
+
+def io_server_bytes(total: int, io_servers: int) -> int:
+    """Bytes of ``total`` on each I/O server: the strips spread evenly, plus a tenth for the
+    storage's own records."""
+    return total // io_servers + total // io_servers // 10
+
+
+def storage_plan(system: disks.System, io_servers: int, total: int,
+                 client_disk_bytes: int = 0) -> disks.Plan:
+    """The disk plan of N I/O servers each storing its share of ``total`` bytes on its own
+    device(s) of the system; with ``client_disk_bytes``, the (one) client's local disk on its
+    own device(s) of the system too (every device is sized for the largest)."""
+    servers = io_services(io_servers) + ([CLIENT_SERVICE] if client_disk_bytes else [])
+    lay = disks.Layout(len(servers), system.devices, system.raid0)
+    most = max(io_server_bytes(total, io_servers), client_disk_bytes)
+    return disks.plan(system, lay, servers, disks.per_disk_bytes(lay, most))
+
+
+def storage_services(built: diskbuild.Built, system: disks.System) -> dict[str, dict[str, Any]]:
+    """The overlay's services for OrangeFS on a disk system: each I/O server's mount at its
+    /data (over compose/pvfs-disk.yml's volume, which the compose files put first), the
+    client's at its /disk (over the local-disk volume), each container's devices throttled."""
+    return {s.name: {"volumes": [{"type": "bind", "source": s.root,
+                                  "target": "/disk" if s.name == CLIENT_SERVICE else "/data"}],
+                     "blkio_config": diskbuild.throttles(s, system)} for s in built.servers}
+
+
+def build_storage(p: disks.Plan, env: Mapping[str, str], log: Any,
+                  hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> diskbuild.Built:
+    """The plan's disk system built (or kept) and its Compose overlay written
+    (disks.overlay_path)."""
+    built = diskbuild.ensure(p, env, log, hosts)
+    diskbuild.write_overlay(storage_services(built, p.system))
+    return built

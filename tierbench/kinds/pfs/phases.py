@@ -41,6 +41,8 @@ class Phases:
         self.now = now  # every counter read now (PointContext.now)
         self.io_servers = deployment.info.io_servers
         self.where = deployment.placer  # commands in the containers go through it
+        # the bytes read from the disk system's devices (pfs.storage naming one), else None
+        self.storage_reads = deployment.probes.get("storage")
         self.window: tuple[float, float] | None = None  # first phase start .. last phase end
 
     def _streams(self, point: PointFactors, row: dict) -> list[Stream]:
@@ -146,6 +148,7 @@ class Phases:
         clients_used = [label(self.clients[i]) for i in range(len(self.clients))
                         if self.clients[i].id in by_client]
         servers = [label(c) for c in self.servers]
+        reads0 = self.storage_reads() if self.storage_reads else {}
         now0 = self.now()
         before = self._cpu(now0)
         host0 = now0["host"]
@@ -189,7 +192,9 @@ class Phases:
         now1 = self.now()
         after = self._cpu(now1, before)
         host1 = now1["host"]
+        reads1 = self.storage_reads() if self.storage_reads else {}
         figures = aggregate(results, start)
+        figures["storage_read_mb"] = storage_read_mb(reads0, reads1)
         end = max((r["end"] for r in results if r.get("end")), default=start)
         self.window = (min(self.window[0], start), max(self.window[1], end)) if self.window \
             else (start, end)
@@ -276,3 +281,11 @@ class Phases:
                                 timeout=self.settings.job_timeout_s * 2 + 10)
             except subprocess.TimeoutExpired:
                 log(f"tierbench: removing the files of the point in {label(c)} timed out")
+
+
+def storage_read_mb(before: dict[str, int], after: dict[str, int]) -> float:
+    """MB (10^6 bytes) the disk system's devices read between two readings of the storage
+    probe; NaN without a disk system or where the counters could not be read."""
+    if "read_bytes" not in before or "read_bytes" not in after:
+        return float("nan")
+    return (after["read_bytes"] - before["read_bytes"]) / 1e6

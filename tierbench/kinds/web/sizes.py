@@ -86,7 +86,8 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
                                   "PVFS_TMPFS_SIZE", "4g",
                                   f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                   "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
-    out += webdisks.image_needs(disk_plans(exp), space.settings(), webdisks.host_of_web(exp.placer))
+    out += space.disk_images(disk_plans(exp), space.settings(), webdisks.host_of_web(exp.placer),
+                             webdisks.WEB_ROLE)
     out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                              "samples)", results_bytes(exp, specs, points), results_root(),
                              "the results folder", "shorten the traces or load.measure_s, "

@@ -73,10 +73,10 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
     if built is not None and made is not None:
         try:
             # the web servers', or the OrangeFS I/O servers' (pvfs_storage a disk system)
-            disk = webdisks.verify(built, made[0].system, where.replicas())
+            disk = diskbuild.verify(built, made[0].system, where.replicas())
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
-        dep.probes["storage"] = webdisks.StorageReads(built)
+        dep.probes["storage"] = diskbuild.StorageReads(built)
     dropped = drop_written_files(dep, stack, built)
     dep.info.steps = steps.chosen(stack, s, disk, built, dropped)
     return dep

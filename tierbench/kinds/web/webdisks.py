@@ -9,7 +9,8 @@ each server's disks into its web container and throttles them, and reads the lim
 
 A docroot on OrangeFS may store on a disk system too (`pvfs_storage: ide`, 004 §4.1: each PVFS
 I/O server's ext3 on an IDE disk): then the plan's servers are the I/O servers, each with its own
-device(s), bound at the server's /data and throttled in its container.
+device(s), bound at the server's /data and throttled in its container (kinds/pfs/orangefs.py,
+which the pfs kind's `pfs.storage` uses too).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.kinds.web import services
-from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose, diskbuild, disks, placer
 from workloads import filesets
 from workloads import spread
 from workloads import traces as tracelib
@@ -129,10 +131,6 @@ def assignment(sets: list[dict], pops: dict[str, list[int]], strategy: str, ndis
     return lines, per_disk
 
 
-PVFS_IO = "pvfs-io"  # the OrangeFS I/O servers' services: pvfs-io1 .. pvfs-ioN
-PVFS_STORAGES = ("tmpfs", "disk")  # pvfs_storage besides a disk system's name
-
-
 def pvfs_system(settings: Mapping[str, Any],
                 known: Mapping[str, disks.System]) -> disks.System | None:
     """The disk system the OrangeFS I/O servers store on (a docroot on OrangeFS with
@@ -144,24 +142,7 @@ def pvfs_system(settings: Mapping[str, Any],
 
 def pvfs_storage_problem(storage: str | None, known: Mapping[str, disks.System]) -> str | None:
     """What is wrong with stack.pvfs_storage (one sentence), or None."""
-    if storage is None or storage in PVFS_STORAGES or storage in known:
-        return None
-    return (f"stack.pvfs_storage: must be tmpfs, disk (a Docker volume on the host's disk) or a "
-            f"disk system ({', '.join(known)}, or one of disk_systems), got {storage!r}")
-
-
-def pvfs_bytes(total: int, io_servers: int) -> int:
-    """Bytes of the file sets on each OrangeFS I/O server: the strips spread evenly, plus a
-    tenth for the storage's own records."""
-    return total // io_servers + total // io_servers // 10
-
-
-def pvfs_plan(settings: Mapping[str, Any], system: disks.System, total: int) -> disks.Plan:
-    """The disk plan of OrangeFS I/O servers each storing on the system's devices."""
-    n = int(settings.get("pvfs_io_servers") or 3)
-    lay = disks.Layout(n, system.devices, system.raid0)
-    return disks.plan(system, lay, [f"{PVFS_IO}{i}" for i in range(1, n + 1)],
-                      disks.per_disk_bytes(lay, pvfs_bytes(total, n)))
+    return orangefs.storage_problem("stack.pvfs_storage", storage, known)
 
 
 def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], sets: list[dict],
@@ -170,7 +151,8 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     its spread servers ([] when not spread); for a docroot on OrangeFS, its I/O servers'."""
     pvfs = pvfs_system(settings, known)
     if pvfs is not None:
-        return pvfs_plan(settings, pvfs, sum(filesets.total_bytes(fs) for fs in sets)), []
+        return orangefs.storage_plan(pvfs, int(settings.get("pvfs_io_servers") or 3),
+                                     sum(filesets.total_bytes(fs) for fs in sets)), []
     system = system_of(str(settings.get("docroot", "disk")), known)
     if system is None:
         return None
@@ -245,32 +227,13 @@ def hosts_for(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
     return {s: host_of_web(where, s) for s in p.servers}
 
 
-def image_needs(plans: list[disks.Plan], env: Mapping[str, str],
-                host: disks.Host = disks.LOCAL) -> list[space.Need]:
-    """The largest disk system's images (one is built at a time), in DISK_IMAGE_DIR (on a
-    node: its workdir's disk-images, checked against the web nodes' disks)."""
-    emulated = [p for p in plans if p.system.emulated]
-    if not emulated:
-        return []
-    biggest = max(emulated, key=lambda p: p.image_bytes())
-    folder = host.image_dir(env)
-    count = biggest.layout.servers * biggest.layout.disks
-    return [space.on_disk(f"the loop-device images of disk system {biggest.system.name} "
-                          f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
-                          folder,
-                          "the disk images' folder",
-                          "shrink the traces' file sets or set DISK_IMAGE_DIR (.env) to a "
-                          "folder with room", role=WEB_ROLE if host.node else None)]
-
-
 def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
           hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> diskbuild.Built:
     """The disk system built (or kept) on each server's host, maps written, and its Compose
     overlay (bind sources: paths on those hosts)."""
+    if p.servers[0].startswith(orangefs.IO_SERVICE):
+        return orangefs.build_storage(p, env, log, hosts)
     built = diskbuild.ensure(p, env, log, hosts)
-    if p.servers[0].startswith(PVFS_IO):
-        diskbuild.write_overlay(pvfs_services(built, p.system))
-        return built
     if lines:
         for s in built.servers:
             diskbuild.write_map(built, s.name, lines)
@@ -288,45 +251,6 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
                                                      for s in built.servers])}}
     diskbuild.write_overlay(services)
     return built
-
-
-def pvfs_services(built: diskbuild.Built, system: disks.System) -> dict[str, dict[str, Any]]:
-    """The overlay's services for OrangeFS I/O servers on a disk system: each server's mount
-    at its /data (over compose/pvfs-disk.yml's volume, which the stack files put first), its
-    devices throttled in its container."""
-    return {s.name: {"volumes": [{"type": "bind", "source": s.root, "target": "/data"}],
-                     "blkio_config": diskbuild.throttles(s, system)} for s in built.servers}
-
-
-class StorageReads:
-    """The bytes the docroot's disk system (a web server's, or the OrangeFS I/O servers') read
-    from its devices, as a sampler probe: {"read_bytes": N}, {} where they cannot be read."""
-
-    def __init__(self, built: diskbuild.Built) -> None:
-        self.built = built
-
-    def __call__(self) -> dict[str, int]:
-        read = diskbuild.device_read_bytes(self.built)
-        return {} if read is None else {"read_bytes": read}
-
-
-def verify(built: diskbuild.Built, system: disks.System,
-           webs: list[compose.Container]) -> dict[str, Any]:
-    """The record of the disk system with each web container's limits read back from its
-    cgroup; DiskError when one differs from the system's bandwidths."""
-    record = built.record()
-    record["description"] = system.describe()
-    got: dict[str, Any] = {}
-    for c in webs:
-        if c.service not in {s.name for s in built.servers}:
-            continue
-        limits, problems = diskbuild.check_throttles(built.server(c.service), system, c.pid)
-        got[c.service] = limits
-        if problems:
-            raise disks.DiskError(f"the {c.service} container's block-I/O limits are not the "
-                                  f"disk system's: {problems[0]}")
-    record["throttles_read_back"] = got
-    return record
 
 
 # --------------------------------------------------------------------------- per-file times
