@@ -14,6 +14,7 @@ import pytest
 from tierbench import runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families, registry
+from tierbench.kinds.fs import roles as fs_roles
 from tierbench.kinds.fs import sequence, settings, tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -401,7 +402,7 @@ def test_compose_defines_18_client_machines_and_the_servers_memory_cap() -> None
             assert spec.get(key) == first.get(key), (name, key)
     assert len(set(addresses)) == 18
     # the server admits every one of them, and nobody else
-    assert access.host_admitted(conf)["FS_CLIENTS"] == addresses
+    assert access.host_admitted(conf, fs_roles.ADMISSIONS)["FS_CLIENTS"] == addresses
     # no limit unless asked; the limit covers swap too
     assert "mem_limit" not in services["fs-server"]
     capped = compose_config("docker-compose.yml", "compose/fs.yml",
