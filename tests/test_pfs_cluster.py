@@ -180,7 +180,10 @@ def test_basic_on_the_emulated_ide_disk_reads_the_file_from_the_devices(
         r = rows[fs]
         assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
         assert float(r["read_storage_read_mb"]) >= 0.95 * file_mb, (fs, r)
-        assert float(r["read_mb_per_s"]) <= devices * 35 * 1.1, (fs, r)
+        # the kernel's throttle lets a device dispatch its first time slice's worth at once, a
+        # good part of a 0.5 s read (CI read the local disk at 39.7 MB/s against 35): 1.3 times
+        # the rate still tells a throttled device from a loop device read at memory speed
+        assert float(r["read_mb_per_s"]) <= devices * 35 * 1.3, (fs, r)
         record = json.loads((run / "points" / r["point"] / "point.json").read_text())
         disk = record["disk_system"]
         assert disk["system"] == "ide" and set(disk["servers"]) == {
