@@ -308,7 +308,7 @@ cmd_up() {
   write_cluster "$n"
   say "$n node(s) up in $(elapsed "$t0" "$(date +%s.%N)") s; cluster file $LAB/cluster.yml"
   if [ -x .venv/bin/python ]; then
-    .venv/bin/python -m tierbench.placement.nodes check "$LAB/cluster.yml"
+    .venv/bin/tierbench nodes check "$LAB/cluster.yml"
   fi
 }
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tierbench.kinds import registry
 from tierbench.placement import clusterfile, nodes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,12 +67,13 @@ def orangefs_image() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def published_counters_rel(window_s: float) -> float:
-    """How far a figure from PostgreSQL's counters may be from the load generator's over a
-    window of `window_s` seconds, relative: a busy backend publishes its counters at most once a
-    second, so each end of the window may miss up to a second's worth (1 / window_s), plus 10 %
-    for requests that cross the window's edges. Fails when the window is too short for the
-    figure to tell one transaction per request from two."""
+def db_window_rel(window_s: float) -> float:
+    """How far a figure from the database's counters over the sampled window of `window_s`
+    seconds may be from the same figure from wrk's rate over its whole measured run, relative:
+    the window is the whole seconds of samples inside the run, whose rate changes from second to
+    second (a second's worth: 1 / window_s), plus 10 % for requests that cross the window's
+    edges. Fails when the window is too short for the figure to tell one transaction per request
+    from two."""
     rel = 1 / window_s + 0.1
     assert rel < 0.4, f"a {window_s:.1f} s window cannot tell 1 transaction per request from 2"
     return rel
@@ -132,7 +134,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
             data = yaml.safe_load(LAB_CLUSTER.read_text())
             data["roles"].update(roles)
             path.write_text(yaml.safe_dump(data))
-        cluster = clusterfile.load_cluster(path)
+        cluster = clusterfile.load_cluster(path, registry.roles())
         before = nic_state(cluster)
         yield {"env": env, "cluster": cluster, "path": path, "before": before,
                "results": results}

@@ -77,12 +77,17 @@ PFS_PHASE = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_c
 ON_OFF = ["offloads-on", "offloads-off"]
 PLATFORMS = ["platform-2400mhz", "platform-1000mhz", "platform-700mhz"]
 SERVERS_ON_OFF = ["servers-offloads-on", "servers-offloads-off"]
+SERVER_PLATFORMS = ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]
+# the platform rows' two factors: a CPU platform and offloads on the servers (a+b modes)
+PLATFORMS_ON_OFF = [f"{p}+servers-offloads-{s}" for s in ("on", "off") for p in SERVER_PLATFORMS]
+PLATFORMS_CACHE = [*(f"{p}+proxy-cache-on" for p in SERVER_PLATFORMS),
+                   "servers-1cpu+proxy-cache-off"]
 # family -> the first measured panel of its synthetic run's figure: kind, categories (tick
 # labels in order), series names
 FIRST_PANEL = {
     "dc-single": ("bars", ["single-2k", "single-4k", "single-6k", "single-8k", "single-10k"],
                   ON_OFF),
-    "dc-worldcup": ("bars", ["wc98-day46"], ON_OFF),
+    "dc-worldcup": ("bars", ["wc98-day46"], PLATFORMS_ON_OFF),
     "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
     "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
     "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "ide", "orangefs"]),
@@ -98,8 +103,7 @@ FIRST_PANEL = {
                   [f"{w} B writes · {m}" for w in (1024, 65536) for m in ON_OFF]),
     "dc-static": ("lines", ["1,024", "8,192", "65,536", "262,144"],
                   ["servers-1cpu", "servers-2cpus-half", "servers-2cpus"]),
-    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"],
-                       ["proxy-cache-off", "proxy-cache-on"]),
+    "dc-alpha-cache": ("lines", ["0.5", "0.75", "0.9", "0.99"], PLATFORMS_CACHE),
     "dc-cache-hit": ("lines", ["0", "0.5", "1"], ["ide", "scsi", "raid0"]),
     "dc-disk-file": ("lines", ["4,096", "65,536", "1,048,576", "4,194,304"],
                      ["ide", "scsi", "raid0"]),
@@ -109,7 +113,7 @@ FIRST_PANEL = {
     "dc-disk-basic": ("bars", ["ide", "scsi", "raid0"], ["offloads-on"]),
     # static and dynamic content (the summary's `content` column) per mode, by size
     "dc-dynamic": ("lines", ["4,096", "65,536", "262,144"],
-                   [f"{c} · {m}" for c in ("static", "dynamic") for m in ON_OFF]),
+                   [f"{c} · {m}" for c in ("static", "dynamic") for m in PLATFORMS_ON_OFF]),
     # one line per trace over the CPUs the modes give: the x column holds the mode
     "dc-cpus": ("lines", ["1", "2"], ["static-4k", "static-1m", "dynamic-4k", "dynamic-1m"]),
     "net-streams": ("lines", ["1", "4", "16", "60", "120"], ON_OFF),
@@ -151,7 +155,8 @@ def xticks(chunk: str) -> list[str]:
 
 def spec_of(name: str) -> dict[str, Any]:
     """The report spec of family <name>'s synthetic run: the family file, with its order."""
-    return {**families.load(name), "order": ORDERS.get(name, {})}
+    family = families.load(name)
+    return {**family, "order": {**family.get("order", {}), **ORDERS.get(name, {})}}
 
 
 def size_name(size: int) -> str:
@@ -236,12 +241,13 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
     if name in ("dc-single", "dc-worldcup"):
         names = ([f"single-{k}k" for k in (2, 4, 6, 8, 10)] if name == "dc-single"
                  else ["wc98-day46"])
+        modes = onoff if name == "dc-single" else tuple(PLATFORMS_ON_OFF)
         traces = [{"name": t, "kind": "single"} for t in names]
         rows = [{"trace": t, "mode": m, "repetition": r,
-                 "tps": 1000.0 + 100 * i + 10 * r + (80 if m == onoff[0] else 0),
-                 "host_cpu_us_per_kb": 50.0 - 5 * i + (0 if m == onoff[0] else 20)}
-                for i, t in enumerate(names) for m in onoff for r in reps]
-        return rows, traces, onoff, True
+                 "tps": 1000.0 + 100 * i + 10 * r + (80 if m.endswith("offloads-on") else 0),
+                 "host_cpu_us_per_kb": 50.0 - 5 * i + (0 if m.endswith("offloads-on") else 20)}
+                for i, t in enumerate(names) for m in modes for r in reps]
+        return rows, traces, modes, True
     if name == "dc-zipf":
         alphas = (0.95, 0.9, 0.75, 0.5)
         traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in alphas]
@@ -277,25 +283,28 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "content": c, "dynamic_share": 1.0 if c == "dynamic" else 0.0,
                  "query": "point" if c == "dynamic" else "",
                  "tps": (3000.0 if u == 64 else 500.0) / (1 + i) / (4 if c == "dynamic" else 1)
-                 + (50 if m == onoff[0] else 0) + r,
+                 + (50 if m.endswith("offloads-on") else 0) + r,
                  "p50_ms": 0.3 * (1 + i) * (3 if c == "dynamic" else 1) + 0.01 * r,
                  "cpu_s_app": 0.8 if c == "dynamic" else 0.0,
                  "cpu_s_db": 0.2 if c == "dynamic" else 0.0,
                  "dyn_tps": 120.0 if c == "dynamic" else 0.0,
                  "db_tps": 120.0 if c == "dynamic" else 0.0, "db_rows_read": 360,
-                 "db_rows_written": 0, "db_blocks_read": 0}
-                for i, s in enumerate(sizes) for c in ("static", "dynamic") for m in onoff
-                for u in (1, 64) for r in reps]
+                 "db_rows_written": 0, "db_blocks_read": 0,
+                 **({"db_rows_read_per_dyn": 1.0, "db_statements_per_dyn": 2.0}
+                    if c == "dynamic" else {})}
+                for i, s in enumerate(sizes) for c in ("static", "dynamic")
+                for m in PLATFORMS_ON_OFF for u in (1, 64) for r in reps]
         rows += [{"trace": "zipf-writes-20", "mode": m, "users": u, "repetition": r,
                   "content": "mixed", "dynamic_share": 0.2, "query": "write", "tps": 900.0 + r,
                   "p50_ms": 1.0, "cpu_s_app": 0.3, "cpu_s_db": 0.3, "dyn_tps": 180.0,
                   "db_tps": 180.0, "db_rows_read": 0, "db_rows_written": 540,
-                  "db_blocks_read": 0, "writes_ok": 600, "rows_written": 600,
+                  "db_blocks_read": 0, "db_rows_read_per_dyn": 0.0,
+                  "db_statements_per_dyn": 2.0, "writes_ok": 600, "rows_written": 600,
                   "write_check": "ok"}
-                 for m in onoff for u in (1, 64) for r in reps]
+                 for m in PLATFORMS_ON_OFF for u in (1, 64) for r in reps]
         traces.append({"name": "zipf-writes-20", "kind": "zipf", "alpha": 0.9,
                        "dynamic": {"share": 0.2, "query": "write"}})
-        return rows, traces, onoff, True
+        return rows, traces, tuple(PLATFORMS_ON_OFF), True
     if name == "dc-cpus":
         platforms = ("webapp-1cpu", "webapp-2cpus-half", "webapp-2cpus")
         shape = {"webapp-1cpu": (1, 1.0), "webapp-2cpus-half": (2, 1.0),
@@ -312,12 +321,12 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, traces, platforms, True
     if name == "dc-alpha-cache":
         alphas = (0.5, 0.75, 0.9, 0.99)
-        cache = ("proxy-cache-off", "proxy-cache-on")
+        cache = tuple(PLATFORMS_CACHE)
         traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in alphas]
         rows = [{"trace": f"zipf-{a}", "mode": m, "repetition": r,
-                 "tps": 1000.0 + (500 * a if m == cache[1] else 0) + r,
-                 "p50_ms": 40.0 - (20 * a if m == cache[1] else 0),
-                 **({"proxy_hit_ratio": 0.8 + 0.2 * a} if m == cache[1] else {})}
+                 "tps": 1000.0 + (500 * a if m.endswith("cache-on") else 0) + r,
+                 "p50_ms": 40.0 - (20 * a if m.endswith("cache-on") else 0),
+                 **({"proxy_hit_ratio": 0.8 + 0.2 * a} if m.endswith("cache-on") else {})}
                 for a in alphas for m in cache for r in reps]
         return rows, traces, cache, True
     if name == "dc-cache-hit":
@@ -502,9 +511,9 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, [], onoff, True
     if name == "net-dmacopy":
         rows = [{"trace": "", "message_size": c, "mode": "offloads-on", "repetition": r,
-                 "dma_us_per_copy": 2.0 + c / 4096 + 0.1 * r, "dma_setup_us": 1.0,
-                 "memcpy_hot_us": c / 8192, "memcpy_cold_us": c / 2048,
-                 "overlap_pct": min(93.0, c / 700)}
+                 "memcpy_hot_us": c / 8192 + 0.01 * r, "memcpy_cold_us": c / 2048 + 0.01 * r,
+                 "memcpy_hot_mb_per_s": 8192.0, "memcpy_cold_mb_per_s": 2048.0,
+                 "memcpy_cold_cycles_est": 2600 * c / 2048}
                 for c in (1024, 4096, 8192, 16384, 65536) for r in reps]
         return rows, [], ("offloads-on",), True
     if name == "net-conns":
@@ -532,7 +541,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         modes = ("servers-offloads-on", "servers-offloads-off")
         names = ("1-seqread-uncached", "2-seqread-cached", "3-seqread20-uncached",
                  "4-seqread10-cached", "5-seqwrite", "6-seqwrite20",
-                 "7-randread20-uncached", "8-randread128-cached", "9-syncwrite128")
+                 "7-randread20-uncached", "8-randread128", "9-syncwrite128")
         rows = [{"test": "filebench", "server": "gluster", "load": "idle", "workload": w,
                  "mode": m, "repetition": r, "threads": 1,
                  "mb_per_s": 100.0 + i + (5 if m == modes[0] else 0) + r,

@@ -17,10 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from tierbench.kinds import registry
+from tierbench.kinds.fs import roles as fs_roles
+from tierbench.kinds.web import roles as web_roles
 from tierbench.placement import access, cluster, clusterfile, compose
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "images"
+# the services that admit only their peers: the web stack's and the file server's
+ADMISSIONS = (*web_roles.ADMISSIONS, *fs_roles.ADMISSIONS)
 
 
 def lab_file(tmp_path: Path, n: int) -> clusterfile.Cluster:
@@ -33,15 +38,15 @@ def lab_file(tmp_path: Path, n: int) -> clusterfile.Cluster:
     (tmp_path / "ssh_config").write_text("")  # the file names it; make lab-up writes it
     subprocess.run(["bash", "-c", f"{functions}\nPREFIX=198.18.16 LAB={tmp_path}\n"
                     f"write_cluster {n}"], check=True, timeout=30)
-    return clusterfile.load_cluster(tmp_path / "cluster.yml")
+    return clusterfile.load_cluster(tmp_path / "cluster.yml", registry.roles())
 
 
 def test_the_example_rack_admits_the_nodes_whose_roles_talk_to_each_service() -> None:
-    rack = clusterfile.load_cluster(ROOT / "cluster.example.yml")
+    rack = clusterfile.load_cluster(ROOT / "cluster.example.yml", registry.roles())
     # web1 runs the web tier and the application tier; store1 the database and its seed job;
     # client1 the file-server client. Only the first data-plane address of each node counts
     # (store1's second port, 10.20.1.4, is never admitted).
-    assert access.cluster_admitted(rack) == {
+    assert access.cluster_admitted(rack, ADMISSIONS) == {
         "APP_CLIENTS": ["10.20.0.3"],
         "DB_CLIENTS": ["10.20.0.3", "10.20.0.4"],
         "FS_CLIENTS": ["10.20.0.1"],
@@ -56,7 +61,7 @@ def test_the_example_rack_admits_the_nodes_whose_roles_talk_to_each_service() ->
 ])
 def test_the_labs_cluster_files_admit_their_nodes(tmp_path: Path, n: int, want: dict) -> None:
     lab = lab_file(tmp_path, n)
-    assert access.cluster_admitted(lab) == want
+    assert access.cluster_admitted(lab, ADMISSIONS) == want
     # the loadgen node (node1) is admitted by nothing but the file server: it talks to the proxy
     assert "198.18.16.11" not in want["APP_CLIENTS"] + want["DB_CLIENTS"]
 
@@ -66,8 +71,8 @@ def test_several_web_nodes_are_all_admitted_by_the_application_tier(tmp_path: Pa
     data = lab.model_dump(exclude={"path"})
     data["roles"]["web"] = ["node3", "node4"]
     data["roles"]["app"] = "node2"
-    several = clusterfile.parse_cluster(data, "c.yml")
-    got = access.cluster_admitted(several)
+    several = clusterfile.parse_cluster(data, registry.roles(), "c.yml")
+    got = access.cluster_admitted(several, ADMISSIONS)
     assert got["APP_CLIENTS"] == ["198.18.16.13", "198.18.16.14"]
     assert got["DB_CLIENTS"] == ["198.18.16.12", "198.18.16.14"]
 
@@ -76,8 +81,8 @@ def test_an_unplaced_role_admits_nobody() -> None:
     one = clusterfile.parse_cluster({"version": 1, "nodes": [
         {"name": "n1", "address": "10.0.0.1", "interfaces": [{"name": "e0",
                                                                "address": "10.0.0.1/24"}]}],
-        "roles": {"loadgen": "n1", "proxy": "n1", "web": "n1"}}, "c.yml")
-    got = access.cluster_admitted(one)
+        "roles": {"loadgen": "n1", "proxy": "n1", "web": "n1"}}, registry.roles(), "c.yml")
+    got = access.cluster_admitted(one, ADMISSIONS)
     assert got == {"APP_CLIENTS": ["10.0.0.1"], "DB_CLIENTS": [], "FS_CLIENTS": []}
 
 
@@ -93,18 +98,24 @@ def test_on_one_host_the_admitted_addresses_are_the_compose_files_own() -> None:
     config = host_config("docker-compose.yml", "compose/app-db.yml")
     # PHP-FPM: the web tier's address on the back network; PostgreSQL: the application tier's
     # and the seed job's (which now has a fixed address for it)
-    assert access.host_admitted(config) == {"APP_CLIENTS": ["198.18.2.10"],
+    assert access.host_admitted(config, ADMISSIONS) == {"APP_CLIENTS": ["198.18.2.10"],
                                             "DB_CLIENTS": ["198.18.2.30", "198.18.2.41"]}
     app = config["services"]["app"]["environment"]
     db = config["services"]["db"]["environment"]
     # each listens on its own address on the back network, the one Compose gives it
     assert app["APP_LISTEN"] == config["services"]["app"]["networks"]["back"]["ipv4_address"]
     assert db["DB_LISTEN"] == config["services"]["db"]["networks"]["back"]["ipv4_address"]
-    three = host_config("docker-compose.yml", "compose/web-servers.yml", "compose/app-db.yml")
-    assert access.host_admitted(three)["APP_CLIENTS"] == ["198.18.2.10", "198.18.2.11",
-                                                          "198.18.2.12"]
+    # three web servers, each with its own application server, which admits only it
+    three = host_config("docker-compose.yml", "compose/web-servers.yml", "compose/app-db.yml",
+                        "compose/web-servers-app.yml")
+    admitted = access.host_admitted(three, ADMISSIONS)
+    assert [admitted[f"APP{n}_CLIENTS"] for n in ("", "2", "3")] == [
+        ["198.18.2.10"], ["198.18.2.11"], ["198.18.2.12"]]
+    assert admitted["DB_CLIENTS"] == ["198.18.2.30", "198.18.2.31", "198.18.2.32", "198.18.2.41"]
     fs = host_config("docker-compose.yml", "compose/fs.yml")
-    assert access.host_admitted(fs) == {"FS_CLIENTS": ["198.18.12.20"]}
+    # every client machine compose/fs.yml defines (fs-client, fs-client2 .. fs-client18)
+    assert access.host_admitted(fs, ADMISSIONS) == {"FS_CLIENTS": [f"198.18.12.{20 + i}"
+                                                                   for i in range(18)]}
     assert fs["services"]["fs-server"]["environment"]["FS_BIND"] == \
         fs["services"]["fs-server"]["networks"]["fs"]["ipv4_address"]
 
@@ -114,7 +125,7 @@ def test_a_client_without_a_fixed_address_is_one_sentence() -> None:
     del config["services"]["db-seed"]["networks"]["back"]["ipv4_address"]
     with pytest.raises(access.AccessError, match="service db-seed connects to db but has no "
                                                  "fixed address"):
-        access.host_admitted(config)
+        access.host_admitted(config, ADMISSIONS)
 
 
 def test_on_a_cluster_each_tier_listens_on_its_nodes_address() -> None:
@@ -160,7 +171,7 @@ def pg_hba(clients: str) -> subprocess.CompletedProcess:
 
 
 def test_pg_hba_has_one_line_per_admitted_address_of_the_example_rack() -> None:
-    clients = access.env(access.cluster_admitted(clusterfile.load_cluster(ROOT / "cluster.example.yml")))
+    clients = access.env(access.cluster_admitted(clusterfile.load_cluster(ROOT / "cluster.example.yml", registry.roles()), ADMISSIONS))
     done = pg_hba(clients["DB_CLIENTS"])
     assert done.returncode == 0, done.stderr
     rules = [ln.split() for ln in done.stdout.splitlines() if ln and not ln.startswith("#")]
@@ -170,7 +181,7 @@ def test_pg_hba_has_one_line_per_admitted_address_of_the_example_rack() -> None:
 
 
 def test_pg_hba_of_the_lab_and_of_ipv6_addresses(tmp_path: Path) -> None:
-    clients = access.env(access.cluster_admitted(lab_file(tmp_path, 4)))["DB_CLIENTS"]
+    clients = access.env(access.cluster_admitted(lab_file(tmp_path, 4), ADMISSIONS))["DB_CLIENTS"]
     done = pg_hba(clients + ",fd00::14")
     hosts = [ln.split()[3] for ln in done.stdout.splitlines() if ln.startswith("host ")]
     assert hosts == ["198.18.16.13/32", "198.18.16.14/32", "fd00::14/128"]
@@ -247,7 +258,7 @@ def app_start(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_php_fpm_starts_on_the_address_for_the_lab_web_node(tmp_path: Path) -> None:
-    clients = access.env(access.cluster_admitted(lab_file(tmp_path, 4)))["APP_CLIENTS"]
+    clients = access.env(access.cluster_admitted(lab_file(tmp_path, 4), ADMISSIONS))["APP_CLIENTS"]
     done = app_start(tmp_path, APP_LISTEN="198.18.16.13", APP_CLIENTS=clients, DB_PASSWORD="x")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "listen=198.18.16.13:9000 clients=198.18.16.13"
@@ -297,7 +308,7 @@ def fs_server(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, 
 
 def test_the_file_server_binds_its_address_and_admits_the_example_racks_client(
         tmp_path: Path) -> None:
-    clients = access.env(access.cluster_admitted(clusterfile.load_cluster(ROOT / "cluster.example.yml")))
+    clients = access.env(access.cluster_admitted(clusterfile.load_cluster(ROOT / "cluster.example.yml", registry.roles()), ADMISSIONS))
     done, gluster, vol = fs_server(tmp_path, FS_BIND="10.20.0.4", FS_CLIENTS=clients["FS_CLIENTS"])
     assert "glusterd exited" in done.stderr  # the stand-in's end, after the volume was set up
     assert "volume set share auth.allow 10.20.0.1" in gluster
@@ -343,11 +354,11 @@ def test_the_password_is_random_private_and_kept_while_the_stack_is_up(
 def test_a_stack_with_the_database_gets_the_password_and_the_admitted_addresses(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path / "state"))
-    env = compose.access_env(host_config("docker-compose.yml", "compose/app-db.yml"))
+    env = compose.access_env(host_config("docker-compose.yml", "compose/app-db.yml"), ADMISSIONS)
     assert env == {"APP_CLIENTS": "198.18.2.10", "DB_CLIENTS": "198.18.2.30,198.18.2.41",
                    "DB_PASSWORD": access.password_path().read_text().strip()}
-    rack = clusterfile.load_cluster(ROOT / "cluster.example.yml")
-    static = compose.access_env(host_config("docker-compose.yml"), rack)
+    rack = clusterfile.load_cluster(ROOT / "cluster.example.yml", registry.roles())
+    static = compose.access_env(host_config("docker-compose.yml"), ADMISSIONS, rack)
     assert "DB_PASSWORD" not in static and static["APP_CLIENTS"] == "10.20.0.3"
 
 

@@ -5,16 +5,20 @@ experiments."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tierbench.kinds import registry
 from tierbench.kinds.web import appdb
 from tierbench.measure.sampler import Sampler
-from tierbench.placement import compose, space
+from tierbench.kinds.web import services
+from tierbench.placement import compose, placer, space
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,27 +41,62 @@ def counters(**values: int) -> dict[str, int]:
 
 
 def test_db_figures_over_the_window_by_hand() -> None:
-    first = {"t": 100.0, "probes": {"db": counters(xact_commit=1000, xact_rollback=5,
-                                                   tup_returned=50, tup_inserted=10,
-                                                   tup_updated=1, blks_read=7)}}
-    last = {"t": 104.0, "probes": {"db": counters(xact_commit=1400, xact_rollback=9,
-                                                  tup_returned=450, tup_inserted=210,
-                                                  tup_updated=3, tup_deleted=4, blks_read=9)}}
+    first = {"t": 100.0, "probes": {"db": counters(statements=1005, rows_read=50,
+                                                   rows_written=11, blocks_read=7)}}
+    last = {"t": 104.0, "probes": {"db": counters(statements=1409, rows_read=450,
+                                                  rows_written=217, blocks_read=9)}}
     assert appdb.db_figures(first, last) == {"db_tps": 101.0, "db_rows_read": 400,
                                              "db_rows_written": 206, "db_blocks_read": 2}
-    # the database was down at one end: no figures, not zeros
+    # the database was down at one end, or started again between them (its counters start
+    # from zero): no figures, not zeros nor negative ones
     assert appdb.db_figures(first, {"t": 104.0, "probes": {"db": {}}}) == {}
     assert appdb.db_figures({"t": 1.0}, last) == {}
+    restarted = {"t": 104.0, "probes": {"db": counters(statements=300, rows_read=150,
+                                                       rows_written=0, blocks_read=9)}}
+    assert appdb.db_figures(first, restarted) == {}
+
+
+def test_rows_read_and_statements_per_dynamic_request_over_the_load() -> None:
+    before = counters(statements=10, rows_read=3, rows_written=0, blocks_read=1)
+    after = counters(statements=10 + 2 * 5000 + 4, rows_read=3 + 5002, rows_written=0,
+                     blocks_read=1)
+    got = appdb.per_dynamic_request(before, after, 5000)
+    # two requests the engine gave up on still ran their query (and PHP's RESET ALL)
+    assert got == {"db_rows_read_per_dyn": pytest.approx(1.0004),
+                   "db_statements_per_dyn": pytest.approx(2.0008)}
+    assert appdb.per_dynamic_request({}, after, 5000) == {}
+    assert appdb.per_dynamic_request(before, after, 0) == {}
+    assert appdb.per_dynamic_request(after, before, 5000) == {}  # started again in between
+
+
+def test_the_probe_reads_the_application_roles_statements_only() -> None:
+    query = appdb.STATS_QUERY
+    assert query.endswith(";\n") and query.count("\n") == 1  # one line for the psql session
+    assert "FROM pg_stat_statements" in query and "pg_stat_database" not in query
+    assert "d.datname = 'tierbench'" in query and "r.rolname = 'tierbench'" in query
+    # PostgreSQL reads \s and \M as regular-expression escapes (standard strings)
+    assert r"~* '^\s*select\M'" in query
+
+
+def test_the_db_image_loads_pg_stat_statements_where_the_probe_reads_it() -> None:
+    start = (ROOT / "images" / "db" / "db-start.sh").read_text()
+    assert "-c shared_preload_libraries=pg_stat_statements" in start
+    # not saved at shutdown: a restart shows as counters that went down (counted_between)
+    assert "-c pg_stat_statements.save=off" in start
+    # the view, in the database the probe connects to, made before the server starts
+    made = start.index('postgres --single -D "$PGDATA" postgres >/dev/null')
+    assert start.index("CREATE EXTENSION IF NOT EXISTS pg_stat_statements;") > made
+    assert start.index("exec postgres") > made
 
 
 FAKE_PSQL = """
 n=0
 [ -n "$SLOW_START" ] && sleep "$SLOW_START"
 while read -r query; do
-  case "$query" in *pg_stat_database*) ;; *) echo "unexpected: $query"; continue;; esac
+  case "$query" in *pg_stat_statements*) ;; *) echo "unexpected: $query"; continue;; esac
   n=$((n + 1))
   [ "$n" = "$SLOW_AT" ] && sleep 2
-  echo "$((100 * n))|1|$n|2|3|4|5|6|7"
+  echo "$((100 * n))|$n|2|3"
   [ "$n" = "$QUIT_AT" ] && exit 2
 done
 """
@@ -68,8 +107,8 @@ def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> lis
     with the nth settings, later ones with none); returns one entry per process started."""
     starts: list[int] = []
 
-    def argv(container: object, database: str, *, interactive: bool = False) -> list[str]:
-        assert database == "postgres" and interactive  # never the counted database
+    def argv(database: str) -> list[str]:
+        assert database == "postgres"  # never the counted database
         env = sessions[len(starts)] if len(starts) < len(sessions) else {}
         starts.append(1)
         return ["sh", "-c", "".join(f"{k}={v}\n" for k, v in env.items()) + FAKE_PSQL]
@@ -81,23 +120,34 @@ def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> lis
 DB = compose.Container("db", "id", "tierbench-db-1", 1, "img", "sha256:x", "1")
 
 
+class Here(placer.LocalPlacer):
+    """Runs the db container's psql session on this host as it is (the fake psql is a shell
+    loop), checking it is asked for as the postgres user with its input open."""
+
+    def popen(self, container: compose.Container, argv: list[str], *,
+              env: dict[str, str] | None = None, user: str | None = None,
+              interactive: bool = False, **kwargs: Any) -> subprocess.Popen:
+        assert container is DB and user == "postgres" and interactive
+        return subprocess.Popen(argv, **kwargs)
+
+
 def test_the_probe_keeps_one_session_and_reads_every_counter(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch)
-    probe = appdb.PgStats(DB)
+    probe = appdb.PgStats(Here(), DB)
     try:
         first, second = probe(), probe()
     finally:
         probe.close()
-    assert first == dict(zip(appdb.STAT_FIELDS, [100, 1, 1, 2, 3, 4, 5, 6, 7]))
-    assert second["xact_commit"] == 200 and second["tup_returned"] == 2
+    assert first == dict(zip(appdb.STAT_FIELDS, [100, 1, 2, 3]))
+    assert second["statements"] == 200 and second["rows_read"] == 2
     assert len(starts) == 1  # one process for every reading
 
 
 def test_the_sampling_thread_and_a_mark_read_the_probe_at_once_each_getting_its_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch)
-    probe = appdb.PgStats(DB, timeout=5)
+    probe = appdb.PgStats(Here(), DB, timeout=5)
     got: list[dict] = []
 
     def reads() -> None:
@@ -113,23 +163,23 @@ def test_the_sampling_thread_and_a_mark_read_the_probe_at_once_each_getting_its_
     finally:
         probe.close()
     # every query answered once, in one session: the nth answer is the nth query's
-    assert sorted(r.get("xact_commit", 0) for r in got) == [100 * n for n in range(1, 51)]
+    assert sorted(r.get("statements", 0) for r in got) == [100 * n for n in range(1, 51)]
     assert len(starts) == 1
 
 
 def test_a_database_that_does_not_answer_gives_no_counters_then_a_new_session(
         monkeypatch: pytest.MonkeyPatch) -> None:
     starts = fake_psql(monkeypatch, {"SLOW_AT": "2"}, {"QUIT_AT": "2"})
-    probe = appdb.PgStats(DB, timeout=0.5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.5)
     try:
-        assert probe()["xact_commit"] == 100
+        assert probe()["statements"] == 100
         t0 = time.monotonic()
         assert probe() == {}  # the second answer comes too late
         assert time.monotonic() - t0 < 1.5
-        assert probe()["xact_commit"] == 100  # a new session counts from its start
-        assert probe()["xact_commit"] == 200  # ... and then ends (psql lost its server)
+        assert probe()["statements"] == 100  # a new session counts from its start
+        assert probe()["statements"] == 200  # ... and then ends (psql lost its server)
         time.sleep(0.2)
-        assert probe()["xact_commit"] == 100  # the next reading opens a third one at once
+        assert probe()["statements"] == 100  # the next reading opens a third one at once
         assert len(starts) == 3
     finally:
         probe.close()
@@ -141,15 +191,15 @@ def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
     """On a cluster `docker --context` connects to the node before psql starts: the first
     answer of a session gets open_timeout, the later ones the sampler's timeout."""
     starts = fake_psql(monkeypatch, {"SLOW_START": "1", "SLOW_AT": "2"})
-    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.3, open_timeout=5)
     try:
-        assert probe()["xact_commit"] == 100  # after 1 s: longer than timeout, within open
+        assert probe()["statements"] == 100  # after 1 s: longer than timeout, within open
         assert probe() == {}  # a later answer 2 s late is not waited for
         assert len(starts) == 1
     finally:
         probe.close()
     starts = fake_psql(monkeypatch, {"SLOW_START": "2"})
-    probe = appdb.PgStats(DB, timeout=0.3, open_timeout=0.5)
+    probe = appdb.PgStats(Here(), DB, timeout=0.3, open_timeout=0.5)
     try:
         t0 = time.monotonic()
         assert probe() == {}  # nor a first answer later than open_timeout
@@ -158,27 +208,32 @@ def test_a_new_session_may_take_longer_to_answer_first_then_the_timeout_holds(
         probe.close()
 
 
-def test_commands_reach_the_db_container_through_its_nodes_engine() -> None:
-    """psql runs through the Docker context of the node the db container is on (this host's
-    engine when it has none)."""
-    on_node = compose.Container("db", "abc", "tierbench-db-1", 7, "img", "sha256:x", "",
-                                node="node4", context="tierbench-node4")
-    assert appdb.psql_argv(on_node, "tierbench")[:5] == ["docker", "--context",
-                                                         "tierbench-node4", "exec", "-u"]
-    assert appdb.psql_argv(DB, "postgres", interactive=True)[:4] == ["docker", "exec", "-i",
-                                                                     "-u"]
-    assert appdb.psql_argv(on_node, "tierbench")[6:] == ["abc", "psql", "-X", "-q", "-A", "-t",
-                                                         "-d", "tierbench"]
+def test_commands_reach_the_db_container_through_its_nodes_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """psql runs in the db container through the placer: through the Docker context of the
+    node the container is on (this host's engine when it has none)."""
+    class OnNode(placer.LocalPlacer):
+        def transport(self, container: compose.Container) -> Transport:
+            return Transport("node4", ("ssh",), "tierbench-node4")
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(placer.subprocess, "run", lambda argv, **kw: seen.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "1\n", ""))
+    assert appdb.sql(OnNode(), DB, "SELECT 1") == "1"
+    assert seen[-1] == ["docker", "--context", "tierbench-node4", "exec", "-u", "postgres", "id",
+                        "psql", "-X", "-q", "-A", "-t", "-d", "tierbench", "-c", "SELECT 1"]
+    assert appdb.sql(placer.LocalPlacer(), DB, "SELECT 1") == "1"
+    assert seen[-1][:5] == ["docker", "exec", "-u", "postgres", "id"]
 
 
 def test_the_sampler_records_probes_beside_the_counters(tmp_path: Path) -> None:
     readings = iter(range(100))
     sampler = Sampler(tmp_path / "samples.jsonl", {}, {}, interval=0.05,
-                      probes={"db": lambda: {"xact_commit": next(readings)}})
+                      probes={"db": lambda: {"statements": next(readings)}})
     sampler.start()
     time.sleep(0.2)
     samples = sampler.stop()
-    values = [s["probes"]["db"]["xact_commit"] for s in samples]
+    values = [s["probes"]["db"]["statements"] for s in samples]
     assert len(values) >= 3 and values == sorted(values)
     assert (tmp_path / "samples.jsonl").read_text().count('"probes"') == len(samples)
 
@@ -197,13 +252,13 @@ def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None
     kind = registry.kind("web")
     [settings] = {kind.deployment_key(exp, p) for p in kind.points(exp, exp.seed)}
     settings = dict(settings)
-    assert compose.has_app_db(settings)
-    assert {k: settings[k] for k in compose.APP_DB_ENV} == {
+    assert services.has_app_db(settings)
+    assert {k: settings[k] for k in services.APP_DB_ENV} == {
         "db_rows": 100000, "db_row_bytes": 256, "db_seed": 20, "db_shared_buffers": "128MB",
         "app_workers": 16}
-    files = compose.compose_files(settings)
+    files = services.compose_files(settings)
     assert str(ROOT / "compose" / "app-db.yml") in files
-    env = compose.stack_env(settings, [])
+    env = services.stack_env(settings, [])
     assert (env["DB_ROWS"], env["DB_SEED"], env["APP_WORKERS"]) == ("100000", "20", "16")
     columns = [c.name for c in kind.columns(exp)]
     for name in ("content", "dynamic_share", "query", "cpu_s_app", "cpu_s_db", "db_tps",
@@ -216,7 +271,7 @@ def test_dynamic_experiments_bring_up_the_tiers_and_name_their_columns() -> None
     assert kind.identity(exp, static)["content"] == "static"
     # a static experiment has none of it
     quick = registry.load_experiment("quick")
-    assert not any(compose.has_app_db(dict(kind.deployment_key(quick, p)))
+    assert not any(services.has_app_db(dict(kind.deployment_key(quick, p)))
                    for p in kind.points(quick, quick.seed))
     assert "cpu_s_app" not in [c.name for c in kind.columns(quick)]
 
@@ -228,13 +283,6 @@ def test_cpu_modes_give_each_point_its_platform() -> None:
             for p in kind.points(exp, exp.seed)}
     assert seen == {("webapp-1cpu", 1, 1.0), ("webapp-2cpus", 2, 2.0),
                     ("webapp-2cpus-half", 2, 1.0)}
-
-
-@pytest.mark.parametrize(("idle_s", "wait"), [(-1, 0.0), (0.0, 10.5), (4.0, 6.5), (10.5, 0.0),
-                                              (30.0, 0.0)])
-def test_a_point_waits_until_idle_sessions_have_published_their_counters(idle_s: float,
-                                                                         wait: float) -> None:
-    assert appdb.publish_wait(idle_s) == pytest.approx(wait)
 
 
 PROC_NET_TCP = """\

@@ -171,6 +171,86 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
         floor_of("elsewhere.module")
 
 
+# Names in placement modules that look like a kind's but are the placement's own: the variables
+# it gives every compose file, the stack's password it makes, and a medium of a space check.
+PLACEMENT_OWN = {
+    "SERVERS_CGROUP": "the servers' parent cgroup, set for every bring-up (compose.py)",
+    "TIERBENCH_NODE_DIR": "the cluster's workdir on a node, set for every bring-up (cluster.py)",
+    "TIERBENCH_TAG": "the images' tag (compose.py)",
+    "DB_PASSWORD": "the stack's password, made at bring-up for any service that reads it "
+                   "(access.py)",
+    "disk": "space.Need's medium (Docker's disk, against memory), not the disk kind's role",
+}
+
+
+def compose_names() -> set[str]:
+    """Every service the shipped compose files define and every variable they read."""
+    found: set[str] = set()
+    for path in [ROOT / "docker-compose.yml", *sorted((ROOT / "compose").glob("*.yml"))]:
+        text = path.read_text()
+        block = re.search(r"^services:\n((?:[ #].*\n|\n)*)", text, re.M)
+        if block:
+            found |= set(re.findall(r"^  ([\w.-]+):", block.group(1), re.M))
+        found |= set(re.findall(r"\$\{([A-Z0-9_]+)", text))
+    return found
+
+
+def named_strings(path: Path, words: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of every string in a module's code (docstrings aside) that is one of
+    ``words``, f-strings' literal parts included."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs and node.value in words]
+
+
+def test_placement_names_no_kind() -> None:
+    """No placement module names a kind's role (the kinds declare them: Kind.declared_roles),
+    a service of the compose files or a variable they read: placement takes what it needs
+    of them as data (the cluster file's Roles, a Services spec's cpusets and admissions)."""
+    words = (set(registry.roles().names) | compose_names()) - set(PLACEMENT_OWN)
+    assert {"web", "pfs_io", "fs-server", "PROXY_CPUS", "APP_CLIENTS"} <= words
+    bad = [f"{name}:{line} names {text!r}" for name, path in MODULES.items()
+           if floor_of(name)[1] == "tierbench.placement"
+           for line, text in named_strings(path, words)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_kind_name_check_can_fail(tmp_path: Path) -> None:
+    """A role or a service named in code is caught; in a docstring it is not."""
+    module = tmp_path / "m.py"
+    module.write_text('"""Runs on web."""\nROLE = "web"\nNAME = f"{ROLE}-x"\n'
+                      'def f():\n    """The proxy."""\n    return ("proxy", f"pvfs-io{1}")\n')
+    assert named_strings(module, {"web", "proxy", "pvfs-io1"}) == [(2, "web"), (6, "proxy")]
+
+
+
+
+def sampler_uses(path: Path) -> list[int]:
+    """Lines where a module reaches an object's ``sampler`` attribute."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "sampler"]
+
+
+def test_only_the_runner_drives_the_sampler(tmp_path: Path) -> None:
+    """The runner starts and stops a point's sampler; a kind marks, reads counters and closes
+    its window through the point context (PointContext.mark, marks_at, now, close_window),
+    never the sampler itself."""
+    bad = [f"{name}:{line} uses the sampler" for name, path in MODULES.items()
+           if name.startswith("tierbench.kinds.") and name != "tierbench.kinds.contract"
+           for line in sampler_uses(path)]
+    assert not bad, "\n".join(bad)
+    module = tmp_path / "m.py"
+    module.write_text("def run(ctx):\n    ctx.mark()\n    return ctx.sampler.stop()\n")
+    assert sampler_uses(module) == [3]
+
+
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "tests" / "data" / "plans").glob("*.txt"))
 
 

@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
-NODES = [sys.executable, "-m", "tierbench.placement.nodes"]
+NODES = [*TIERBENCH, "nodes"]
 GOOD_TRACE = {"name": "a", "kind": "single", "size": 4096}
 
 
@@ -446,11 +446,12 @@ def test_a_system_folder_as_workdir_is_refused_before_anything_runs(
 
 
 def test_the_default_workdir_and_a_folder_of_its_own_are_accepted(tmp_path: Path) -> None:
+    from tierbench.kinds import registry
     from tierbench.placement import clusterfile
 
     for workdir in ("/var/lib/tierbench", "/srv/tierbench", "/data/tb"):
         path = write(tmp_path, ONE_NODE + f"workdir: {workdir}\n", "cluster.yml")
-        assert clusterfile.load_cluster(path).workdir == workdir
+        assert clusterfile.load_cluster(path, registry.roles()).workdir == workdir
 
 
 @pytest.mark.parametrize("mode, owner, fragment", [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -15,9 +16,12 @@ from pathlib import Path
 import pytest
 
 from tierbench.interfaces import netif
+from tierbench.kinds import registry
 from tierbench.measure import agent
-from tierbench.placement import cluster, clusterfile, compose
+from tierbench.kinds.web import services
+from tierbench.placement import cluster, clusterfile
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +40,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def config(files: list[str], profiles: list[str] = ()) -> dict:
@@ -102,18 +106,21 @@ def test_a_role_the_cluster_file_leaves_out_is_one_sentence_per_role() -> None:
 
 def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
     """A service a host overlay does not place cannot run on a cluster: new services need a
-    host overlay entry with org.tierbench.role (see compose/README.md)."""
-    files = ["docker-compose.yml", *compose.OVERLAYS.values(), compose.WEB_SERVERS_OVERLAY,
-             compose.NET_OVERLAY]
+    host overlay with org.tierbench.role (see compose/README.md)."""
+    files = ["docker-compose.yml", *services.OVERLAYS.values(), services.WEB_SERVERS_OVERLAY,
+             "compose/net.yml"]
     conf = config(files, ["pfs", "net"])
     for name, spec in conf["services"].items():
         role = (spec.get("labels") or {}).get(cluster.ROLE_LABEL)
         wanted = list(conf["services"])
         assert spec.get("network_mode") == "host", f"{name} has no host overlay"
-        assert role in clusterfile.ROLES or (role is None and cluster.is_job(name, conf, wanted)), \
+        assert role in registry.roles() or (role is None and cluster.is_job(name, conf, wanted)), \
             f"service {name} has no role ({cluster.ROLE_LABEL}) in its host overlay"
-    for rel in cluster.HOST_OVERLAYS.values():
-        assert (ROOT / rel).is_file(), rel
+    # each file that defines services has its overlay beside it, named after it
+    assert cluster.host_overlay("docker-compose.yml") == "compose/host.yml"
+    assert cluster.host_overlay("compose/loadgen-workers.yml") == "compose/host-loadgen-workers.yml"
+    assert cluster.host_overlay("compose/haproxy.yml") is None  # defines no service of its own
+    assert cluster.host_overlay("compose/host-net.yml") is None
 
 
 def test_urls_name_the_node_and_port_of_the_service() -> None:
@@ -125,34 +132,32 @@ def test_urls_name_the_node_and_port_of_the_service() -> None:
     assert placer.url("http://web/x/y.bin") == "http://198.18.16.13:8080/x/y.bin"
     assert placer.url("http://198.18.1.10") == "http://198.18.1.10"
     assert placer.own_addresses() == [f"198.18.16.{10 + i}" for i in range(1, 6)]
-    eps = [netif.Endpoint("node1", "eth0", None, "node1")]
+    eps = [netif.Endpoint("node1", "eth0", None, Transport("node1", ("sh", "-c")))]
     assert placer.received(eps) == [("node1:eth0", "rx_bytes")]
     placer.placed["proxy"] = {"node1": 1}  # the client's NIC also carries the proxy's traffic
     assert placer.received(eps) == []
 
 
 def test_the_node_transport_runs_commands_there_and_travels_with_snapshots() -> None:
-    netif.add_node("nodex", ["sh", "-c"])
-    assert netif.run_ns(None, ["echo", "a b"], "nodex:eth0", "nodex") == "a b\n"
+    nodex = Transport("nodex", ("sh", "-c"))
+    assert netif.run_ns(None, ["echo", "a b"], "nodex:eth0", nodex) == "a b\n"
     with pytest.raises(netif.NetifError, match=r"^nodex:eth0: `false` failed \(exit 1\)"):
-        netif.run_ns(None, ["false"], "nodex:eth0", "nodex")
-    netif.add_node("gone", ["sh", "-c", "echo 'ssh: connect to host x: refused' >&2; exit 255"])
+        netif.run_ns(None, ["false"], "nodex:eth0", nodex)
+    gone = Transport("gone", ("sh", "-c", "echo 'ssh: connect to host x: refused' >&2; exit 255"))
     with pytest.raises(netif.NetifError, match=r"^gone:eth0: cannot reach node gone over SSH to "
                                                r"run `ip link show`: ssh: connect to host x"):
-        netif.run_ns(None, ["ip", "link", "show"], "gone:eth0", "gone")
-    with pytest.raises(netif.NetifError, match="no SSH transport is known for this node"):
-        netif.run_ns(None, ["true"], "nowhere", "nowhere")
+        netif.run_ns(None, ["ip", "link", "show"], "gone:eth0", gone)
+    no_ssh = Transport("nowhere", ("no-such-ssh-tierbench",))
+    with pytest.raises(netif.NetifError, match="no-such-ssh-tierbench is not installed"):
+        netif.run_ns(None, ["true"], "nowhere", no_ssh)
     # a snapshot of a node's interface carries the command that reaches it: `tierbench clean`
     # restores from the state file alone, in a process that knew no node
-    netif.add_node("nodey", ["sh", "-c"])
-    snap = netif.snapshot(netif.Endpoint("nodey", "lo", None, "nodey"))
+    snap = netif.snapshot(netif.Endpoint("nodey", "lo", None, Transport("nodey", ("sh", "-c"))))
     assert snap["node"] == "nodey" and snap["ssh"] == ["sh", "-c"] and snap["label"] == "nodey:lo"
     assert snap["features"] and snap["mtu"] == 65536
     fresh = {**snap, "tier": "nodez", "node": "nodez", "label": "nodez:lo"}
-    with pytest.raises(netif.NetifError):
-        netif.node_argv("nodez")
-    assert netif.endpoint_of(fresh) == netif.Endpoint("nodez", "lo", None, "nodez")
-    assert netif.node_argv("nodez") == ["sh", "-c"]
+    assert netif.endpoint_of(fresh) == netif.Endpoint("nodez", "lo", None,
+                                                      Transport("nodez", ("sh", "-c")))
     assert netif.restore_endpoint(fresh) == []
 
 
@@ -185,10 +190,10 @@ def test_agents_sample_on_the_controllers_clock(tmp_path: Path) -> None:
     """Two agents (this machine, through `sh -c`), one 250 ms ahead: ticks 1 s apart on the
     controller's clock, every node in each merged sample, a sample on request, a final one."""
     me = os.getpid()
-    nodes_spec = {"a": {"argv": ["sh", "-c"], "offset": 0.0, "containers": {"me": me},
-                        "ifaces": {"a:lo": "lo"}},
-                  "b": {"argv": ["sh", "-c"], "offset": 0.25, "containers": {"me2": me},
-                        "ifaces": {"b:lo": "lo"}}}
+    nodes_spec = {"a": {"via": Transport("a", ("sh", "-c")), "offset": 0.0,
+                        "containers": {"me": me}, "ifaces": {"a:lo": "lo"}},
+                  "b": {"via": Transport("b", ("sh", "-c")), "offset": 0.25,
+                        "containers": {"me2": me}, "ifaces": {"b:lo": "lo"}}}
     s = agent.MergedSampler(tmp_path / "s.jsonl", nodes_spec,
                             {"tier": [("a", "me")], "pair": [("a", "me"), ("b", "me2")]})
     s.start()
@@ -214,27 +219,46 @@ def test_agents_sample_on_the_controllers_clock(tmp_path: Path) -> None:
 
 
 def test_an_agent_that_cannot_start_names_its_node(tmp_path: Path) -> None:
-    spec = {"n1": {"argv": ["sh", "-c"], "offset": 0.0, "containers": {}, "ifaces": {}},
-            "n9": {"argv": ["sh", "-c", "echo 'python3: not found' >&2; exit 127", "x"],
+    spec = {"n1": {"via": Transport("n1", ("sh", "-c")), "offset": 0.0, "containers": {},
+                   "ifaces": {}},
+            "n9": {"via": Transport("n9", ("sh", "-c",
+                                           "echo 'python3: not found' >&2; exit 127", "x")),
                    "offset": 0.0, "containers": {}, "ifaces": {}}}
     s = agent.MergedSampler(tmp_path / "s.jsonl", spec, {})
     with pytest.raises(agent.AgentError, match=r"^n9: the sampling agent did not start "
                                                r"\(python3 is needed on every node\): "
                                                r"python3: not found"):
         s.start()
-    gone = {"n1": {"argv": ["sh", "-c"], "offset": 0.0, "containers": {"web": 999999999},
-                   "ifaces": {}}}
+    gone = {"n1": {"via": Transport("n1", ("sh", "-c")), "offset": 0.0,
+                   "containers": {"web": 999999999}, "ifaces": {}}}
     with pytest.raises(agent.AgentError, match=r"^n1: the CPU counters of web cannot be read"):
         agent.MergedSampler(tmp_path / "t.jsonl", gone, {"web": [("n1", "web")]}).start()
 
 
 def test_an_agent_ends_when_its_controller_goes(tmp_path: Path) -> None:
     """The controller killed: the agent's input closes and it exits (nothing stays on a node)."""
-    stream = agent.NodeStream("n1", ["sh", "-c", "exec python3 -c " + agent._quote(  # noqa: SLF001
-        agent.program({"containers": {}, "ifaces": {}, "interval": 1.0}))])
+    stream = agent.NodeStream("n1", Transport("n1", ("sh", "-c")), "exec python3 -c " + shlex.quote(
+        agent.program({"containers": {}, "ifaces": {}, "interval": 1.0})))
     assert stream.wait_for("ready", time.monotonic() + 20) is not None
     stream.proc.stdin.close()
     assert stream.proc.wait(timeout=10) == 0
+
+
+def test_the_code_a_node_runs_imports_nothing_of_tierbench(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampling agent and the CPU settings run on nodes as source code, where tierbench is
+    not installed: the cgroup readers they share go with them."""
+    from tierbench.interfaces import cpu
+
+    programs = [agent.program({"containers": {}, "ifaces": {}, "interval": 1.0})]
+    monkeypatch.setattr(cpu.netif, "run_ns", lambda pid, argv, who, via: programs.append(
+        argv[-1]) or '{"value": 1}')
+    assert cpu.read(1, Transport("nodec", ("sh", "-c"))) == 1
+    for text in programs:
+        assert "tierbench" not in "".join(line for line in text.splitlines()
+                                          if line.startswith(("from ", "import ")))
+        assert "def controller_path(" in text and "def mountpoint(" in text
+        compile(text, "node program", "exec")
 
 
 def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> None:
@@ -242,34 +266,34 @@ def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> 
     `sh -c`) on the node's PID of the container."""
     from tierbench.interfaces import cpu
 
-    netif.add_node("nodec", ["sh", "-c"])
+    nodec = Transport("nodec", ("sh", "-c"))
     me = os.getpid()
-    assert cpu.read(me, "nodec") == cpu.read_cgroup(me) == cpu.read(me)
+    assert cpu.read(me, nodec) == cpu.read_cgroup(me) == cpu.read(me)
     try:
         here: object = cpu.allowed_cpus(me)
     except netif.NetifError as exc:  # this process may have no parent cpuset (not a container)
         here = str(exc)
     try:
-        there: object = cpu.allowed(me, "nodec")
+        there: object = cpu.allowed(me, nodec)
     except netif.NetifError as exc:
         there = str(exc).removeprefix("nodec: ")
     assert there == here
     with pytest.raises(netif.NetifError, match=r"^nodec: process 999999999 is gone"):
-        cpu.read(999999999, "nodec")
+        cpu.read(999999999, nodec)
     # a platform (the parent cgroup) is read with the same code there, by its folders
-    there_info, here_info = cpu.platform_of(me, "nodec"), cpu.platform_info(me)
+    there_info, here_info = cpu.platform_of(me, nodec), cpu.platform_info(me)
     assert there_info == here_info and here_info["own"] in here_info["members"]
     try:  # this process may be in the root cgroup (not a container): no parent to read
         here = cpu.read_dirs(here_info["dirs"])
     except netif.NetifError as exc:
         here = str(exc)
     try:
-        there = cpu.read_platform(here_info["dirs"], "nodec")
+        there = cpu.read_platform(here_info["dirs"], nodec)
     except netif.NetifError as exc:
         there = str(exc).removeprefix("nodec: ")
     assert there == here
-    assert cpu.platform_exists(here_info["dirs"], "nodec")
-    assert not cpu.platform_exists({**here_info["dirs"], "cpu": "/nonexistent"}, "nodec")
+    assert cpu.platform_exists(here_info["dirs"], nodec)
+    assert not cpu.platform_exists({**here_info["dirs"], "cpu": "/nonexistent"}, nodec)
 
 
 def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> None:
@@ -296,7 +320,6 @@ def test_receivers_sharing_a_nodes_ports_are_reached_at_their_own_ports() -> Non
 def test_dynamic_requests_place_the_app_and_db_roles() -> None:
     """Dynamic requests need the app and db roles on a cluster (their commands reach the
     containers through their nodes' engines); a static experiment needs neither."""
-    from tierbench.kinds import registry
 
     exp = registry.load_experiment("dc-dynamic")
     assert registry.kind(exp.kind).cluster_roles(exp) == ["loadgen", "proxy", "web", "app", "db"]

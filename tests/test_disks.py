@@ -18,7 +18,8 @@ from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
-from tierbench.placement import diskbuild, disks, placer
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import diskbuild, disks
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster
 from workloads import filesets, spread, traces
@@ -293,11 +294,11 @@ def test_several_web_servers_over_disk_systems_need_one_web_node(
         {"name": f"node{n}", "address": f"198.18.16.1{n}",
          "interfaces": [{"name": "eth0", "address": f"198.18.16.1{n}/24"}]} for n in (1, 2, 3)],
         "roles": {"loadgen": "node1", "proxy": "node1", "web": ["node2", "node3"]}}
-    monkeypatch.setattr(placer, "_CURRENT", [ClusterPlacer(parse_cluster(data, "c.yml"))])
+    exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
     with pytest.raises(ConfigError, match=rf"{name}\.yml: {sentence}"):
         registry.kind("web").cluster_roles(exp)
     data["roles"]["web"] = "node2"
-    monkeypatch.setattr(placer, "_CURRENT", [ClusterPlacer(parse_cluster(data, "c.yml"))])
+    exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
     assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
     for other in ("dc-cache-hit", "dc-disk-file"):
         assert registry.kind("web").cluster_roles(registry.load_experiment(other)) == \
@@ -362,7 +363,7 @@ def test_orangefs_servers_mount_their_disks_at_data_throttled() -> None:
     built = diskbuild.Built(key={}, servers=[
         diskbuild.Server(f"pvfs-io{i}", f"/state/disks/pvfs-io{i}", [f"/dev/loop{i}"],
                          [f"/state/disks/pvfs-io{i}"]) for i in (1, 2)])
-    services = webdisks.pvfs_services(built, disks.BUILTIN["ide"])
+    services = orangefs.storage_services(built, disks.BUILTIN["ide"])
     assert set(services) == {"pvfs-io1", "pvfs-io2"}  # no fileset job: the copy job fills it
     assert services["pvfs-io2"]["volumes"] == [
         {"type": "bind", "source": "/state/disks/pvfs-io2", "target": "/data"}]

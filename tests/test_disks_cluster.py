@@ -20,10 +20,11 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
 from tierbench.placement import cluster, diskbuild, disks, placer
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 SSH = ("ssh", "-p", "22", "-l", "root", "--", "198.18.16.13")
-NODE = disks.Host("node3", SSH, "/srv/tb")
+NODE = disks.Host(Transport("node3", SSH), "/srv/tb")
 
 
 class FakeRun:
@@ -110,10 +111,12 @@ def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
     p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "/proc/mdstat" in a[2],
                          "/sbin/mdadm\n", 0))
-    diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
+    built = diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
     node = fake.on("node3")
-    assert any(a[0] == "mdadm" and a[1] == "--create" for a in node)
+    # md stripes at 004 §3.2's 4 KB, not md's default 512 KiB chunk
+    assert any(a[0] == "mdadm" and a[1] == "--create" and "--chunk=4" in a for a in node)
     assert not any(a[0] == "mkfs.btrfs" for a in node)
+    assert built.filesystem == "ext3 on md RAID-0, 4 KiB chunk"
     assert disks.raid_kind(NODE) == "md" and disks.raid_kind(disks.LOCAL) == "btrfs"
     assert "node3" in disks.raid_words(NODE)  # the plan does not ask the node
 
@@ -192,7 +195,7 @@ def test_the_cluster_placer_builds_on_the_roles_node() -> None:
     where = cluster.ClusterPlacer(lab(disk="node2"))
     host = where.disk_host("disk")
     assert (host.node, host.workdir) == ("node2", "/var/lib/tierbench")
-    assert host.ssh[-1] == "198.18.16.12" and host.ssh[0] == "ssh"
+    assert host.via.ssh[-1] == "198.18.16.12" and host.via.ssh[0] == "ssh"
     assert host.root() == Path("/var/lib/tierbench/disks")
     assert host.prefix() == "tierbench-disk@node2-"
     assert where.disk_host("web").node == "node3"
@@ -200,7 +203,7 @@ def test_the_cluster_placer_builds_on_the_roles_node() -> None:
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:
-    assert cluster.HOST_OVERLAYS["compose/disk.yml"] == "compose/host-disk.yml"
+    assert cluster.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
     spec = config(["docker-compose.yml", "compose/disk.yml"], ["disk"])["services"]["disk-bench"]
     assert spec["network_mode"] == "host" and not spec.get("networks")
     assert spec["labels"][cluster.ROLE_LABEL] == "disk"
@@ -214,10 +217,9 @@ def test_disk_system_docroots_run_on_the_web_node(name: str) -> None:
 
 def test_web_servers_disks_go_to_the_web_node(monkeypatch) -> None:
     where = cluster.ClusterPlacer(lab())
-    monkeypatch.setattr(placer, "_CURRENT", [where])
     p = disks.plan(disks.BUILTIN["scsi"], disks.layout(disks.BUILTIN["scsi"], None), ["web"],
                    [1 << 20])
-    assert {s: h.node for s, h in webdisks.hosts_for(p).items()} == {"web": "node3"}
+    assert {s: h.node for s, h in webdisks.hosts_for(where, p).items()} == {"web": "node3"}
 
 
 def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:
@@ -227,4 +229,4 @@ def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "  role disk: web1 (ens1f0 10.20.0.3)" in done.stdout
-    assert "md or btrfs (as web1 has md or not)" in done.stdout
+    assert "md with a 4 KiB chunk (004 §3.2's stripe), or btrfs with its fixed 64 KiB stripe if web1's kernel has no md" in done.stdout

@@ -529,6 +529,12 @@ def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Pa
                                   traces.DYNAMIC_PREFIX, traces.WRITE_PREFIX)
     assert fig["writes_ok"] == posted  # every POST was answered 200 and logged
     assert fig["dyn_tps"] * (max(ends) - min(ends) + 1) == pytest.approx(posted)
+    # over the whole run whatever the window (the database's counters cover the whole load)
+    narrow = metrics.dynamic_figures(metrics.RequestLog(tmp_path / "requests.parquet"),
+                                     min(ends), min(ends) + 0.5,
+                                     traces.DYNAMIC_PREFIX, traces.WRITE_PREFIX)
+    assert narrow["dynamic_answered"] == fig["dynamic_answered"] == posted
+    assert narrow["dyn_tps"] * 0.5 < posted
 
 
 def test_processes_write_one_log_each_and_keep_clients_distinct(tmp_path: Path, server) -> None:

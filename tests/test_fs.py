@@ -5,6 +5,7 @@ the experiment model's refusals, the plan, the space checks and the report famil
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from tierbench import runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families, registry
+from tierbench.kinds.fs import roles as fs_roles
 from tierbench.kinds.fs import sequence, settings, tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +221,8 @@ def test_fio_reports_of_real_runs_are_summed_over_jobs() -> None:
     2 jobs, and Filebench workload 3 (20 threads)."""
     rr = tools.parse_fio((DATA / "fio-randread-1k-2jobs.json").read_text())
     assert (rr["version"], rr["jobs"], rr["errors"]) == ("fio-3.33", 2, [])
+    raw = json.loads((DATA / "fio-randread-1k-2jobs.json").read_text())
+    assert rr["ended_s"] == raw["timestamp_ms"] / 1000 > 1.6e9  # when its jobs ended
     assert rr["read"]["bytes"] == 8693760 and rr["read"]["bytes"] == 1024 * rr["read"]["ios"]
     assert rr["read"]["bytes_per_s"] == pytest.approx(2896953, abs=2)
     assert rr["read"]["iops"] == pytest.approx(2829, abs=1)
@@ -293,3 +297,123 @@ def test_each_file_set_counts_the_points_that_read_it(tmp_path: Path) -> None:
                                 "w": 2 * per_workload, "c": 3 * per_workload}
     dbench = registry.load_experiment("fs-clients")
     assert registry.kind("fs").prepare(dbench, tmp_path / "x").uses == {}
+
+
+# --------------------------------------------------------------------------- several clients
+
+
+def test_the_filebench_plan_has_001s_clients_thread_totals_and_a_capped_server() -> None:
+    """fs-filebench: 18 client machines, each with the workload's per-client threads, so the
+    totals are 001's (workload 8: 18 x 128 = 2,304); every read set larger than the server's
+    memory cap; workload 8 from storage."""
+    exp = registry.load_experiment("fs-filebench")
+    f = exp.settings.fs
+    assert (f.clients, f.server_memory) == (18, "768m")
+    lines = runner.plan_lines(exp)
+    text = "\n".join(lines)
+    assert "8: 18 x 128 = 2,304" in text and "3: 18 x 20 = 360" in text
+    assert "each read set 18 x 128 MiB = 2,304 MiB, 3.0 x the cap" in text
+    assert "-- file server (GlusterFS, 768m of memory) and 18 clients on 198.18.12.0/24" in text
+    eight = [ln for ln in lines if " 8-randread128 " in ln]
+    assert len(eight) == len(exp.modes) * exp.repetitions
+    assert all("2,304 thr" in ln for ln in eight)
+    assert settings.FILEBENCH["8-randread128"].cache == "uncached"
+    resolved = registry.kind("fs").resolved(exp)["fs"]
+    assert (resolved["clients"], resolved["server_memory"]) == (18, "768m")
+    # --scale shortens the windows and the sets, never the clients, and the sets still exceed
+    # the cap
+    assert "fs.clients" not in registry.kind("fs").scalable
+    least = registry.kind("fs").scalable["fs.set_mb"]
+    assert f.clients * least * settings.MIB > settings.memory_bytes(f.server_memory)
+
+
+def test_one_client_stays_as_before(tmp_path: Path) -> None:
+    exp = registry.load_experiment(write_exp(tmp_path, "{test: filebench, workloads: "
+                                                       "[8-randread128]}"))
+    text = "\n".join(runner.plan_lines(exp))
+    assert "and 1 client on 198.18.12.0/24" in text and " thr " not in text
+    assert "clients:" not in text and "memory" not in text
+    assert "clients" not in registry.kind("fs").resolved(exp)["fs"]
+    assert sequence.client_folder("r-filebench", 0, 1) == "r-filebench"
+    assert [sequence.client_folder("r-filebench", k, 3) for k in range(3)] == [
+        "r-filebench/c1", "r-filebench/c2", "r-filebench/c3"]
+
+
+@pytest.mark.parametrize("fs, message", [
+    ("{test: filebench, clients: 19}", "fs.clients: must be a whole number from 1 to 18, got 19"),
+    ("{test: filebench, clients: 0}", "fs.clients: must be a whole number from 1 to 18, got 0"),
+    ("{test: dbench, clients: 2}", "unknown key 'clients' for test dbench"),
+    ("{test: filebench, server_memory: 768}", "fs.server_memory: must look like 768m"),
+])
+def test_bad_client_and_memory_settings_are_one_sentence(tmp_path: Path, fs: str,
+                                                         message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        registry.load_experiment(write_exp(tmp_path, fs))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_set_that_fits_in_the_cap_is_said_in_the_plan(tmp_path: Path) -> None:
+    exp = registry.load_experiment(write_exp(
+        tmp_path, "{test: filebench, clients: 2, set_mb: 64, server_memory: 1g}"))
+    assert "each read set 2 x 64 MiB = 128 MiB, 0.1 x the cap (it fits: the sets can stay " \
+        "cached)" in "\n".join(runner.plan_lines(exp))
+
+
+def test_every_client_s_sets_are_checked_against_free_space(tmp_path: Path) -> None:
+    one = registry.load_experiment(write_exp(tmp_path, "{test: filebench, set_mb: 100}"))
+    many = registry.load_experiment(write_exp(tmp_path, "{test: filebench, set_mb: 100, "
+                                                        "clients: 18}"))
+    kind = registry.kind("fs")
+    [a] = kind.needs(one, runner.points_of(one))
+    [b] = kind.needs(many, runner.points_of(many))
+    assert b.bytes == 18 * a.bytes
+    # 3 sets of 100 MiB and 20 writers' files of 128 MiB per client
+    assert a.bytes == (3 * 100 + 20 * 128) * settings.MIB
+    huge = registry.load_experiment(write_exp(tmp_path, "{test: filebench, set_mb: 4000, "
+                                                        "clients: 18}"))
+    with pytest.raises(ConfigError, match=r"lower fs.set_mb or fs.write_mb or use fewer "
+                       r"fs.clients; nothing was written"):
+        runner.check_space(huge)
+
+
+def compose_config(*files: str, **env: str) -> dict:
+    argv = ["docker", "compose", *(a for f in files for a in ("-f", f)), "--profile", "fs",
+            "config", "--format", "json"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "TIERBENCH_TAG": "0.1.0", **env})
+    return json.loads(done.stdout)
+
+
+def test_compose_defines_18_client_machines_and_the_servers_memory_cap() -> None:
+    from tierbench.kinds.fs import stack
+    from tierbench.placement import access
+
+    conf = compose_config("docker-compose.yml", "compose/fs.yml")
+    services = conf["services"]
+    assert stack.CLIENT_SERVICES == ["fs-client", *(f"fs-client{i}" for i in range(2, 19))]
+    first = services["fs-client"]
+    addresses = []
+    for name in stack.CLIENT_SERVICES:
+        spec = services[name]
+        addresses.append(spec["networks"]["fs"]["ipv4_address"])
+        # the same machine as fs-client: the image, FUSE, the mount's server, its cpuset
+        for key in ("image", "command", "cap_add", "devices", "cpuset", "depends_on",
+                    "healthcheck", "volumes", "tmpfs"):
+            assert spec.get(key) == first.get(key), (name, key)
+    assert len(set(addresses)) == 18
+    # the server admits every one of them, and nobody else
+    assert access.host_admitted(conf, fs_roles.ADMISSIONS)["FS_CLIENTS"] == addresses
+    # no limit unless asked; the limit covers swap too
+    assert "mem_limit" not in services["fs-server"]
+    capped = compose_config("docker-compose.yml", "compose/fs.yml",
+                            FS_SERVER_MEMORY="768m")["services"]["fs-server"]
+    assert int(capped["mem_limit"]) == int(capped["memswap_limit"]) == 768 << 20
+    # on a cluster every client machine runs on the fs_client node with host networking
+    host = compose_config("docker-compose.yml", "compose/host.yml", "compose/fs.yml",
+                          "compose/host-fs.yml", TIERBENCH_NODE_DIR="/srv/tb")["services"]
+    for name in stack.CLIENT_SERVICES:
+        spec = host[name]
+        assert spec["network_mode"] == "host" and not spec.get("networks"), name
+        assert spec["labels"]["org.tierbench.role"] == "fs_client", name
+        assert spec["environment"]["FS_SERVER"] == "127.0.0.1", name
+        assert [v["source"] for v in spec["volumes"]] == ["/srv/tb/workloads"], name

@@ -20,9 +20,11 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
-from tierbench.placement import cluster, clusterfile, compose, diskbuild, nodes, placer
+from tierbench.measure.sampler import CgroupGroup
+from tierbench.placement import cluster, clusterfile, diskbuild, nodes, placer
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +42,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
     data["roles"] = {k: v for k, v in data["roles"].items() if v is not None}
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def fs_config(**env: str) -> dict:
@@ -53,19 +55,14 @@ def fs_config(**env: str) -> dict:
 
 
 @pytest.fixture
-def on_cluster():
-    where = cluster.ClusterPlacer(lab())
-    placer.use(where)
-    try:
-        yield where
-    finally:
-        placer.use(placer.LocalPlacer())
+def on_cluster() -> cluster.ClusterPlacer:
+    return cluster.ClusterPlacer(lab())
 
 
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
-    assert cluster.HOST_OVERLAYS[compose.FS_OVERLAY] == "compose/host-fs.yml"
-    assert "fs_server" in cluster.SERVER_ROLES
-    assert {"fs_server", "fs_client"} <= set(clusterfile.SINGLE_ROLES)
+    assert cluster.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
+    assert "fs_server" in registry.roles().servers
+    assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == ["one", "one"]
 
 
 def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:
@@ -105,37 +102,36 @@ def test_a_missing_role_is_one_sentence() -> None:
 def test_each_server_asks_for_its_roles(on_cluster) -> None:
     kind = registry.kind("fs")
     for name in ("fs-clients", "fs-randread", "fs-thinktime", "fs-filebench"):
-        exp = registry.load_experiment(name)
+        exp = registry.load_experiment(name, placer=on_cluster)
         assert kind.cluster_roles(exp) == ["fs_server", "fs_client"], name
         lines = runner.cluster_lines(exp)
         assert "  role fs_server: node2 (eth0 198.18.16.12)" in lines
         assert "  role fs_client: node3 (eth0 198.18.16.13)" in lines
-    iozone = registry.load_experiment("pfs-iozone")
+    iozone = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert kind.cluster_roles(iozone) == ["pfs_meta", "pfs_io", "pfs_clients"]
     assert "on their nodes" in "\n".join(runner.plan_lines(iozone))
-    placer.use(cluster.ClusterPlacer(lab(fs_client=None)))
+    without = cluster.ClusterPlacer(lab(fs_client=None))
     with pytest.raises(ClusterError, match="roles.fs_client: not placed"):
-        runner.cluster_lines(registry.load_experiment("fs-clients"))
+        runner.cluster_lines(registry.load_experiment("fs-clients", placer=without))
 
 
 def test_space_is_checked_on_the_nodes_that_write(tmp_path: Path, on_cluster) -> None:
     kind = registry.kind("fs")
-    exp = registry.load_experiment("fs-filebench")
+    exp = registry.load_experiment("fs-filebench", placer=on_cluster)
     [share] = kind.needs(exp, runner.points_of(exp))
     assert (share.medium, share.role) == ("disk", "fs_server")
     disk, _ = runner.node_needs(exp, [share])
     assert disk == {"node2": share.bytes}
-    exp = registry.load_experiment("fs-thinktime")
+    exp = registry.load_experiment("fs-thinktime", placer=on_cluster)
     assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {
         "fs_server", "fs_client"}
-    exp = registry.load_experiment("pfs-iozone")
+    exp = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert {n.role for n in kind.needs(exp, runner.points_of(exp)) if n.medium} == {"pfs_io"}
     # too big for the nodes is not refused here (the nodes are checked when the run starts)
     big = tmp_path / "big.yml"
     big.write_text("name: big\nkind: fs\nmodes: [offloads-on]\nfs: {test: filebench, "
                    "set_mb: 500000}\n")
-    runner.check_space(registry.load_experiment(str(big)))
-    placer.use(placer.LocalPlacer())
+    runner.check_space(registry.load_experiment(str(big), placer=on_cluster))
     with pytest.raises(ConfigError, match="lower fs.set_mb"):
         runner.check_space(registry.load_experiment(str(big)))
 
@@ -166,7 +162,7 @@ class FakeCluster(placer.Placer):
         return self.found
 
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
-        return [Endpoint(container.node or "", "eth0", None, container.node)]
+        return [Endpoint(container.node or "", "eth0", None, Transport(container.node))]
 
     def counter(self, container: Container) -> Any:
         return cluster.NodeCgroup(container.node or "", container.pid)
@@ -183,11 +179,7 @@ def box(service: str, node: str, pid: int) -> Container:
 def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     found = [box("fs-server", "node2", 11), box("fs-hog", "node2", 12),
              box("fs-client", "node3", 13)]
-    placer.use(FakeCluster(found))
-    try:
-        d = stack.gluster_deployment(("gluster", "busy"))
-    finally:
-        placer.use(placer.LocalPlacer())
+    d = stack.gluster_deployment(FakeCluster(found), ("gluster", "busy"))
     assert d.placer is not None
     assert [ep.label for ep in d.tiers["fs-server"].endpoints] == ["node2:eth0"]
     assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
@@ -213,11 +205,20 @@ def test_the_tiers_are_the_nodes_nics_and_cgroups_there() -> None:
     assert figures.cpu_figures(first, last, 0)["server_net_mb_per_s"] == pytest.approx(1.0)
 
 
-def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatch) -> None:
+def test_removing_the_stack_on_the_nodes_removes_whatever_the_project_runs(monkeypatch) -> None:
+    """`down` on every node: the project's containers (the file-server tier's among them, with
+    whatever overlay and profile brought them up), networks and volumes, found by Compose's
+    project label through the node's Docker context."""
     where = cluster.ClusterPlacer(lab())
-    seen: list[list[str]] = []
-    monkeypatch.setattr(where, "run_compose", lambda node, argv, env, timeout, what:
-                        seen.append(argv) or "")
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    listed = {"ps": "c1\nc2\n", "network": "n1\n", "volume": "v1\n"}
+
+    def docker(node: clusterfile.Node, *args: str, **kw: Any) -> subprocess.CompletedProcess:
+        calls.append((node.name, args))
+        out = listed[args[0]] if args[1] in ("-aq", "ls") else ""
+        return subprocess.CompletedProcess(args, 0, out, "")
+
+    monkeypatch.setattr(nodes, "run_docker", docker)
     monkeypatch.setattr(nodes, "run_on_node", lambda *a, **k: None)
     # the disk systems' teardown reads every node's mounts over SSH: the lab's nodes are not up,
     # and waiting out each one's SSH time-out cost this test 160 s (it is about the fs tier)
@@ -225,8 +226,127 @@ def test_removing_the_stack_on_the_nodes_removes_the_file_server_tier(monkeypatc
     monkeypatch.setattr(diskbuild, "teardown", lambda env, hosts: torn.append([h.node for h in hosts]))
     where.down()
     assert torn == [[n.name for n in where.cluster.nodes]]
-    assert len(seen) == 4
-    argv = seen[0]
-    assert str(ROOT / "compose" / "host-fs.yml") in argv and str(ROOT / "compose" / "fs.yml") \
-        in argv
-    assert ["--profile", "fs"] in [argv[i:i + 2] for i in range(len(argv))]
+    label = "label=com.docker.compose.project=tierbench"
+    for node in where.cluster.nodes:
+        assert [a for n, a in calls if n == node.name] == [
+            ("ps", "-aq", "--filter", label), ("stop", "-t", "10", "c1", "c2"),
+            ("rm", "-f", "-v", "c1", "c2"), ("network", "ls", "-q", "--filter", label),
+            ("network", "rm", "n1"), ("volume", "ls", "-q", "--filter", label),
+            ("volume", "rm", "-f", "v1")]
+
+
+class Recording(FakeCluster):
+    """FakeCluster that records what it is asked to bring up and has those services running."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.specs: list[Any] = []
+
+    def down(self) -> None:
+        self.found = []
+
+    def up(self, spec: Any) -> None:
+        self.specs.append(spec)
+        node = {"fs-server": "node2", "fs-hog": "node2"}
+        self.found = [box(s, node.get(s, "node3"), 20 + k) for k, s in enumerate(spec.services)]
+
+
+def test_several_clients_are_brought_up_and_counted_as_one_tier(tmp_path: Path) -> None:
+    """fs.clients: 12 brings up fs-client .. fs-client12 (the server under its memory cap), all
+    on the fs_client node; the client tier's CPU is their sum (a group, in number order), the
+    server's figures come from its NIC alone."""
+    exp = registry.load_experiment(str(_write(tmp_path, "{test: filebench, clients: 12, "
+                                                        "server_memory: 512m}")))
+    where = Recording()
+    prepared = registry.kind("fs").prepare(exp, tmp_path / "run")
+    d = stack.deploy(where, exp.settings.fs, ("gluster", "idle"), prepared, None)
+    [spec] = where.specs
+    assert spec.services == ["fs-server", "fs-client", *(f"fs-client{i}" for i in range(2, 13))]
+    assert spec.env["FS_SERVER_MEMORY"] == "512m"
+    assert [c.service for c in d.info.clients] == ["fs-client", *(f"fs-client{i}"
+                                                                   for i in range(2, 13))]
+    group = d.counters["fs-client"]
+    assert isinstance(group, CgroupGroup)
+    assert list(group.parts) == [c.service for c in d.info.clients]
+    assert not isinstance(d.counters["fs-server"], CgroupGroup)
+    assert d.info.server_net == ["node2:eth0"]
+    assert [ep.label for ep in d.tiers["fs-client"].endpoints] == ["node3:eth0"]
+    # one client: as before, its own counter and no memory cap
+    one = registry.load_experiment(str(_write(tmp_path, "{test: filebench}")))
+    where = Recording()
+    d = stack.deploy(where, one.settings.fs, ("gluster", "busy"), prepared, None)
+    assert where.specs[0].services == ["fs-server", "fs-client", "fs-hog"]
+    assert where.specs[0].env["FS_SERVER_MEMORY"] == "0"  # none, whatever the shell says
+    assert not isinstance(d.counters["fs-client"], CgroupGroup)
+
+
+def _write(tmp_path: Path, fs: str) -> Path:
+    path = tmp_path / f"exp-{abs(hash(fs))}.yml"
+    path.write_text(f"name: fs-x\nkind: fs\nmodes: [offloads-on]\nfs: {fs}\n")
+    return path
+
+
+def test_the_servers_memory_cap_its_cache_and_storage_reads_over_a_window() -> None:
+    def sample(t: float, cache: int, read: int) -> dict:
+        return {"t": t, "cpu": {"fs-server": {"usage_s": t, "file_bytes": cache,
+                                              "read_bytes": read,
+                                              "mem_limit_bytes": 768 << 20}}}
+
+    samples = [sample(0, 100_000_000, 0), sample(1, 790_000_000, 400_000_000),
+               sample(2, 700_000_000, 900_000_000), sample(3, 999_000_000, 950_000_000)]
+    out = figures.memory_figures(samples, samples[0], samples[2])
+    # the largest cache inside the window (not the later sample's), the reads between its ends
+    assert out == {"server_cache_mb": 790.0, "server_memory_mb": (768 << 20) / 1e6,
+                   "server_disk_read_mb": 900.0}
+    for s in samples:
+        del s["cpu"]["fs-server"]["mem_limit_bytes"]
+    assert "server_memory_mb" not in figures.memory_figures(samples, samples[0], samples[2])
+    assert figures.memory_figures([{"t": 0, "cpu": {}}], {"t": 0, "cpu": {}},
+                                  {"t": 1, "cpu": {}}) == {}
+
+
+def test_each_clients_figures_are_kept_and_the_slowest_one_shown(tmp_path: Path) -> None:
+    class Ctx:
+        record: dict = {}
+
+    def report(nbytes: int) -> dict:
+        return {"read": {"bytes": nbytes, "bytes_per_s": nbytes / 4, "iops": nbytes / 4e6,
+                         "clat_mean_ms": 1.0, "clat_p99_ms": 2.0, "ios": 1, "runtime_ms": 4000}}
+
+    clients = [box(s, "node3", 30 + i) for i, s in enumerate(["fs-client", "fs-client2",
+                                                              "fs-client3"])]
+    ctx = Ctx()
+    out = sequence.per_client(ctx, clients, [report(4_000_000), report(8_000_000),
+                                             report(0)], "read")  # type: ignore[arg-type]
+    assert out == {"clients": 3, "clients_moving": 2, "slowest_client_pct": 0.0}
+    assert [(m["client"], m["mb_per_s"]) for m in ctx.record["per_client"]] == [
+        ("fs-client", 1.0), ("fs-client2", 2.0), ("fs-client3", 0.0)]
+    out = sequence.per_client(ctx, clients, [report(6_000_000), report(6_000_000),
+                                             report(3_000_000)], "read")  # type: ignore[arg-type]
+    assert out["clients_moving"] == 3 and out["slowest_client_pct"] == pytest.approx(60.0)
+
+
+def test_the_window_is_where_every_clients_fio_was_timed() -> None:
+    """On a busy host the clients' fio start late and apart: the figures' window is the span
+    all were in their timed part (each report's end less its timed run time), with the bytes
+    in proportion; hardly overlapping parts give the span of them all, said in the record."""
+    class Ctx:
+        def __init__(self) -> None:
+            self.record: dict = {}
+
+    def report(ended: float, runtime_s: float, nbytes: int) -> dict:
+        return {"ended_s": ended, "read": {"runtime_ms": runtime_s * 1000, "bytes": nbytes}}
+
+    ctx = Ctx()
+    got = sequence.common_window(ctx, [report(108.0, 4, 400), report(108.5, 4, 400),  # type: ignore[arg-type]
+                                       report(107.5, 4, 400)], "read", 100.0, 4)
+    assert got == (104.5, 107.5, pytest.approx(1200 * 3 / 4))
+    assert ctx.record["client_spans"] == [[104.0, 108.0], [104.5, 108.5], [103.5, 107.5]]
+    apart = Ctx()
+    got = sequence.common_window(apart, [report(104.0, 4, 10), report(107.5, 4, 10)],  # type: ignore[arg-type]
+                                 "read", 100.0, 4)
+    assert got[:2] == (100.0, 107.5) and apart.record["clients_overlap"] is False
+    # a report without its time stamp: fio's common start and ramp, as before
+    assert sequence.common_window(Ctx(), [{"ended_s": None, "read": {"runtime_ms": 4000,  # type: ignore[arg-type]
+                                                                     "bytes": 5}}],
+                                  "read", 100.0, 4) == (100.0, 104.0, 5)

@@ -1,7 +1,8 @@
 """The file-server kind for real, through `tierbench run`: dbench against the GlusterFS server
 with and without think time, the server idle and busy with the MPEG decoder (hog on, then off
 again); 1 KB random reads by two programs with offloads on and off; two Filebench job files with
-the server's cache filled first; and fio sessions on OrangeFS (skipped, saying so, where the
+the server's cache filled first; workload 1 from 18 client machines at once against a
+memory-capped server; and fio sessions on OrangeFS (skipped, saying so, where the
 OrangeFS image cannot be built).
 Needs root, Docker with Compose v2 and tierbench-fs (`make images`)."""
 
@@ -119,6 +120,65 @@ def test_filebench_job_files(env: dict[str, str]) -> None:
     check_interfaces(run)
     assert len(list((run / "points").glob("p00*/fio-1.json"))) == 2
     assert tierbench(env, "clean").returncode == 0
+
+
+def test_filebench_from_18_clients_at_once_against_a_capped_server(
+        env: dict[str, str]) -> None:
+    """Workload 1 from 001's 18 client machines: 18 streams at once (each client's fio moved
+    data, their timed parts overlap, the brick served every client's address), summed in the
+    row; the server's memory cap read back and held, the uncached set read from storage."""
+    done = tierbench(env, "run", str(EXPERIMENTS / "fs-filebench-18-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, [row] = rows_of(env, "fs-filebench-18-short")
+    assert row["error"] == "", row
+    assert (int(row["clients"]), int(row["clients_moving"]), int(row["threads"])) == (18, 18, 18)
+    assert float(row["slowest_client_pct"]) > 10
+    record = json.loads((run / "manifest.json").read_text())["points"]["p001"]
+    per = record["per_client"]
+    assert [p["client"] for p in per] == ["fs-client", *(f"fs-client{i}" for i in range(2, 19))]
+    assert all(p["bytes"] > 1 << 20 for p in per)
+    assert sum(p["mb_per_s"] for p in per) == pytest.approx(float(row["mb_per_s"]), rel=1e-5)
+    # the figures' window is inside every client's timed part (from fio's own clock)
+    window = record["window"]
+    spans = record["client_spans"]
+    assert len(spans) == 18 and window["end"] - window["start"] >= 2
+    assert all(a <= window["start"] and window["end"] <= b for a, b in spans), (window, spans)
+    # so the server's veth carried what the clients read, and the server worked for it
+    assert float(row["server_net_mb_per_s"]) >= 0.9 * float(row["mb_per_s"])
+    assert float(row["server_cpu_pct"]) > 5
+    # 18 fio reports, each timed for measure_s, all ending within 2.5 s of each other
+    reports = [json.loads((run / "points" / "p001" / f"fio-{k}.json").read_text())
+               for k in range(1, 19)]
+    ends = [r["timestamp_ms"] for r in reports]
+    assert max(ends) - min(ends) < 2500, ends
+    assert all(r["jobs"][0]["read"]["runtime"] >= 3500 for r in reports)
+    # the brick's own view: every client machine's address connected and served data
+    status = subprocess.run(["docker", "exec", "tierbench-fs-server-1", "gluster",
+                             "--mode=script", "volume", "status", "share", "clients"],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    served = {}
+    for line in status.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].startswith("198.18.12.") and parts[2].isdigit():
+            served[parts[0].rsplit(":", 1)[0]] = max(served.get(parts[0].rsplit(":", 1)[0], 0),
+                                                     int(parts[2]))
+    assert sorted(served, key=lambda a: int(a.rsplit(".", 1)[1])) == [
+        f"198.18.12.{20 + i}" for i in range(18)], status.stdout
+    assert all(n > 1 << 20 for n in served.values()), served
+    # the client tier's CPU is the 18 containers' sum
+    assert float(row["cpu_s_fs-client"]) > 0
+    # the cap: read back from the server's cgroup, its page cache under it, the set from storage
+    assert float(row["server_memory_mb"]) == pytest.approx(256 * (1 << 20) / 1e6, rel=1e-4)
+    assert 0 < float(row["server_cache_mb"]) <= float(row["server_memory_mb"])
+    assert record["server_memory"]["held"] is True and record["server_cache"] == "uncached"
+    # the uncached set came from storage: at least a third of what the clients read in the
+    # window (the rest from read-ahead before it and what the cap kept)
+    assert float(row["server_disk_read_mb"]) / float(row["window_s"]) > \
+        0.3 * float(row["mb_per_s"])
+    check_interfaces(run)
+    assert tierbench(env, "clean").returncode == 0
+    assert not {n for n in running() if n.startswith("tierbench-fs-")}
 
 
 def test_iozone_sessions_on_orangefs(env: dict[str, str]) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from tierbench.interfaces import ethtool, netif
 from tierbench.modes import apply as knobs
+from tierbench.modes import endpoint
 from tierbench.modes.model import Knobs, Mode
 from tierbench.interfaces.netif import NicSettings
 
@@ -127,65 +128,65 @@ def test_rate_bits() -> None:
 
 def test_veth_refuses_coalescing_rings_and_rss_naming_setting_interface_driver() -> None:
     s = snap("veth")
-    co = knobs.endpoint_problems(s, mode(coalesce={"adaptive-rx": True, "rx-usecs": 50}))
+    co = endpoint.problems(s, mode(coalesce={"adaptive-rx": True, "rx-usecs": 50}))
     assert co == [
         "interrupt coalescing (ethtool -C adaptive-rx on rx-usecs 50) is not supported by "
         "web:eth0 (driver veth): ethtool -c says netlink error: Operation not supported; drop "
         "it from mode m or use an interface whose driver supports it"]
-    hs = knobs.endpoint_problems(s, mode(rings={"tcp-data-split": True}))
+    hs = endpoint.problems(s, mode(rings={"tcp-data-split": True}))
     assert len(hs) == 1 and hs[0].startswith(
         "header-data split and rings (ethtool -G tcp-data-split on) are not supported by "
         "web:eth0 (driver veth)")
-    rss = knobs.endpoint_problems(s, mode(rss={"equal": 2}))
+    rss = endpoint.problems(s, mode(rss={"equal": 2}))
     assert len(rss) == 1 and "RSS indirection (ethtool -X equal 2)" in rss[0]
     assert "driver veth" in rss[0] and "Operation not supported" in rss[0]
 
 
 def test_veth_channels_within_and_beyond_maximum() -> None:
     s = snap("veth")
-    assert knobs.endpoint_problems(s, mode(channels={"rx": 2, "tx": 2})) == []
-    over = knobs.endpoint_problems(s, mode(channels={"rx": 4}))
+    assert endpoint.problems(s, mode(channels={"rx": 2, "tx": 2})) == []
+    over = endpoint.problems(s, mode(channels={"rx": 4}))
     assert over == ["channels rx 4 is more than web:eth0 (driver veth) allows (at most 2); "
                     "lower it in mode m"]
-    combined = knobs.endpoint_problems(s, mode(channels={"combined": 2}))
+    combined = endpoint.problems(s, mode(channels={"combined": 2}))
     assert "channels combined" in combined[0] and "n/a" in combined[0]
 
 
 def test_physical_drivers_coalescing() -> None:
     case5 = {"adaptive-rx": True, "rx-usecs": 50, "rx-frames": 64}
-    assert knobs.endpoint_problems(snap("mlx5_core"), mode(coalesce=case5)) == []
-    ix = knobs.endpoint_problems(snap("ixgbe"), mode(coalesce=case5))
+    assert endpoint.problems(snap("mlx5_core"), mode(coalesce=case5)) == []
+    ix = endpoint.problems(snap("ixgbe"), mode(coalesce=case5))
     assert len(ix) == 2
     assert all("(driver ixgbe)" in p and "n/a" in p for p in ix)
     assert "adaptive-rx" in ix[0] and "rx-frames" in ix[1]
-    assert knobs.endpoint_problems(snap("ixgbe"), mode(coalesce={"rx-usecs": 20})) == []
+    assert endpoint.problems(snap("ixgbe"), mode(coalesce={"rx-usecs": 20})) == []
 
 
 def test_physical_drivers_rings_and_header_split() -> None:
     split = mode(rings={"tcp-data-split": True})
-    assert knobs.endpoint_problems(snap("bnxt_en"), split) == []
-    mlx = knobs.endpoint_problems(snap("mlx5_core"), split)
+    assert endpoint.problems(snap("bnxt_en"), split) == []
+    mlx = endpoint.problems(snap("mlx5_core"), split)
     assert len(mlx) == 1 and "header-data split" in mlx[0] and "(driver mlx5_core)" in mlx[0]
-    ix = knobs.endpoint_problems(snap("ixgbe"), split)
+    ix = endpoint.problems(snap("ixgbe"), split)
     assert "no such setting" in ix[0]  # ethtool prints no TCP data split line for ixgbe
-    assert knobs.endpoint_problems(snap("ixgbe"), mode(rings={"rx": 4096, "tx": 1024})) == []
-    big = knobs.endpoint_problems(snap("ixgbe"), mode(rings={"rx": 8192}))
+    assert endpoint.problems(snap("ixgbe"), mode(rings={"rx": 4096, "tx": 1024})) == []
+    big = endpoint.problems(snap("ixgbe"), mode(rings={"rx": 8192}))
     assert big == ["ring rx 8192 is not possible on web:eth0 (driver ixgbe) (ethtool -g: at "
                    "most 4096); change mode m"]
 
 
 def test_physical_channels_and_rss() -> None:
-    assert knobs.endpoint_problems(snap("ixgbe"), mode(channels={"combined": 8})) == []
-    rx = knobs.endpoint_problems(snap("mlx5_core"), mode(channels={"rx": 2}))
+    assert endpoint.problems(snap("ixgbe"), mode(channels={"combined": 8})) == []
+    rx = endpoint.problems(snap("mlx5_core"), mode(channels={"rx": 2}))
     assert "channels rx" in rx[0] and "(driver mlx5_core)" in rx[0]
-    assert knobs.endpoint_problems(snap("ixgbe"), mode(rss={"equal": 2})) == []
+    assert endpoint.problems(snap("ixgbe"), mode(rss={"equal": 2})) == []
 
 
 def test_fixed_features_are_refused_with_the_rest() -> None:
     s = snap("mlx5_core")
     fixed = [n for n, f in s["features"].items() if f["fixed"] and not f["on"]]
     assert fixed
-    probs = knobs.endpoint_problems(s, mode(NicSettings(features={fixed[0]: True}),
+    probs = endpoint.problems(s, mode(NicSettings(features={fixed[0]: True}),
                                             coalesce={"adaptive-rx": False}))
     assert probs == [f"web:eth0 (driver mlx5_core) cannot turn {fixed[0]} on: it is fixed off"]
 
@@ -193,20 +194,20 @@ def test_fixed_features_are_refused_with_the_rest() -> None:
 def test_qdisc_on_configured_root_is_refused() -> None:
     s = snap("veth")
     tbf = mode(qdisc={"kind": "tbf", "rate": "1gbit"})
-    assert knobs.endpoint_problems(s, tbf) == []
+    assert endpoint.problems(s, tbf) == []
     s["qdisc_root"] = {"kind": "htb", "handle": "1:"}
-    assert "already has a configured root qdisc htb 1:" in knobs.endpoint_problems(s, tbf)[0]
+    assert "already has a configured root qdisc htb 1:" in endpoint.problems(s, tbf)[0]
 
 
 def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ethtool, "online_cpu_mask", lambda node=None: "3")
     s = snap("veth")
     s["queues"] = {"rx-0": {"rps_cpus": "0"}, "tx-0": {"xps_cpus": "0"}}
-    assert knobs.endpoint_problems(s, mode(rps_cpus="all", xps_cpus="2")) == []
-    bad = knobs.endpoint_problems(s, mode(rps_cpus="f0"))
+    assert endpoint.problems(s, mode(rps_cpus="all", xps_cpus="2")) == []
+    bad = endpoint.problems(s, mode(rps_cpus="f0"))
     assert bad == ["rps_cpus f0 names CPUs that are not online (online mask 3); change mode m"]
     s["queues"] = {"tx-0": {"xps_cpus": "0"}}
-    assert "no rx queue has rps_cpus" in knobs.endpoint_problems(s, mode(rps_cpus="1"))[0]
+    assert "no rx queue has rps_cpus" in endpoint.problems(s, mode(rps_cpus="1"))[0]
     assert ethtool.mask_writes({"rx-0": {"rps_cpus": "0"}, "rx-1": {"rps_cpus": "0"},
                                "tx-0": {"xps_cpus": "00000000"}}, "all", None) == {
         "rx-0/rps_cpus": "3", "rx-1/rps_cpus": "3"}
@@ -220,7 +221,7 @@ def test_check_mode_reports_unreadable_endpoint_without_raising(
         raise netif.NetifError(f"{ep.label}: `ip -d -j link show dev eth9` failed (exit 1): "
                                "Device \"eth9\" does not exist.")
 
-    monkeypatch.setattr(knobs, "_snapshot_endpoint", boom)
+    monkeypatch.setattr(endpoint, "snapshot", boom)
     probs = knobs.check_mode(mode(), [netif.Endpoint("host", "eth9", None)])
     assert len(probs) == 1 and probs[0].startswith("host:eth9 cannot be read")
     assert "does not exist" in probs[0]

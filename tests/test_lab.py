@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from stack_env import lab_containers, require_free_lab
 
+from tierbench.kinds import registry
 from tierbench.placement import clusterfile, nodes
 from tierbench.placement.clusterfile import load_cluster, parse_cluster
 from tierbench.placement.nodes import NodeError
@@ -71,7 +72,7 @@ def lab():
 
 
 def test_lab_nodes_checks_nic_and_images(lab) -> None:
-    cluster = load_cluster(ROOT / "lab" / "cluster.yml")
+    cluster = load_cluster(ROOT / "lab" / "cluster.yml", registry.roles())
     assert [(n.name, n.address, n.docker_context) for n in cluster.nodes] == [
         ("node1", "198.18.16.11", "tierbench-node1"), ("node2", "198.18.16.12", "tierbench-node2")]
     assert cluster.placement()["loadgen"] == ["node1"] and cluster.placement()["web"] == ["node2"]
@@ -140,14 +141,14 @@ def test_lab_nodes_checks_nic_and_images(lab) -> None:
 
 
 def test_checks_of_a_broken_cluster_name_every_problem(lab) -> None:
-    cluster = load_cluster(ROOT / "lab" / "cluster.yml")
+    cluster = load_cluster(ROOT / "lab" / "cluster.yml", registry.roles())
     data = cluster.model_dump()
     data["nodes"][1]["interfaces"].append({"name": "eth9", "address": "198.18.16.99/24"})
     data["nodes"].append({"name": "ghost", "address": "198.18.16.250", "user": "root",
                           "context": "tierbench-ghost",
                           "interfaces": [{"name": "eth0", "address": "198.18.16.250/24"}],
                           "ssh_config": cluster.ssh_config})
-    broken = parse_cluster(data, "broken.yml")
+    broken = parse_cluster(data, registry.roles(), "broken.yml")
     start = time.monotonic()
     report = nodes.check_nodes(broken, need_disk_bytes={"node1": 10**15}, timeout=8)
     assert time.monotonic() - start < 30

@@ -161,21 +161,21 @@ def test_under_a_memory_cap_the_files_the_bring_up_wrote_leave_the_page_cache(
 
     from tierbench.kinds.web import stack
     from tierbench.kinds.web.settings import StackSettings
-    from tierbench.placement import diskbuild, placer
+    from tierbench.placement import diskbuild
 
     built = diskbuild.Built(key={}, servers=[])
     monkeypatch.setattr(diskbuild, "evict", lambda b: 7 if b is built else -1)
     evicted: list = []
 
     class Where:
-        def evict_docroot(self, c: SimpleNamespace) -> int:
+        def evict_volume(self, c: SimpleNamespace, volume: str) -> int:
+            assert volume == "docroot"
             evicted.append(c.name)
             return 3
 
-    monkeypatch.setattr(placer, "current", lambda: Where())
     # three web servers on one host share the docroot volume: dropped once
     webs = [SimpleNamespace(node=None, name=n) for n in ("web", "web2", "web3")]
-    dep = SimpleNamespace(tiers={"web": SimpleNamespace(containers=webs)})
+    dep = SimpleNamespace(tiers={"web": SimpleNamespace(containers=webs)}, placer=Where())
 
     def dropped(record: dict, on: diskbuild.Built | None = None) -> int | None:
         return stack.drop_written_files(dep, StackSettings(record), on)  # type: ignore[arg-type]

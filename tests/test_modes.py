@@ -11,7 +11,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Tier
-from tierbench.modes import apply
+from tierbench.modes import apply, cpus
 from tierbench.modes import model as modes
 from tierbench.modes.model import load_mode
 
@@ -204,7 +204,7 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("tierbench: no mode named 'no-such-mode'") and err.count("\n") == 1
 
 
-def fake_stack() -> Deployment:
+def fake_stack(where: object = None) -> Deployment:
     tiers = {t: Tier(t, "client" if t == "loadgen" else "server",
                      [Endpoint(t, "eth0", 100 + i), Endpoint("host", f"veth{100 + i}", None)])
              for i, t in enumerate(("loadgen", "proxy", "web"))}
@@ -222,7 +222,7 @@ def test_cli_check_uses_endpoints_and_reports_problems(
         return ["coalescing is not supported by web:eth0 (driver veth)"]
 
     for kind in registry.kinds().values():  # whatever else the engine runs is not looked at
-        monkeypatch.setattr(kind, "running", lambda: None)
+        monkeypatch.setattr(kind, "running", lambda where: None)
     monkeypatch.setattr(registry.kind("web"), "running", fake_stack)
     monkeypatch.setattr(apply, "check_mode", fake_check)
     assert cli.main(["modes", "check", "sockopt-5-coalescing"]) == 1
@@ -243,7 +243,7 @@ def test_cli_check_without_stack_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for k in registry.kinds().values():
-        monkeypatch.setattr(k, "running", lambda: None)
+        monkeypatch.setattr(k, "running", lambda where: None)
     assert cli.main(["modes", "check", "tso-off"]) == 2
     err = capsys.readouterr().err
     assert err == ("tierbench: mode tso-off: nothing of tierbench is running; start the stack "
@@ -268,7 +268,7 @@ def test_a_cpu_mode_on_one_host_goes_to_the_processes_behind_the_endpoints() -> 
     pid = os.getpid()
     eps = [Endpoint("web", "eth0", pid), Endpoint("host", "veth1", None),
            Endpoint("web", "eth1", pid)]
-    state = apply._cpu_state(eps, None)
+    state = cpus.targets(eps, None)
     assert list(state) == [f"pid:{pid}"]
     assert state[f"pid:{pid}"]["label"] == "web" and state[f"pid:{pid}"]["pid"] == pid
 
@@ -286,3 +286,18 @@ def test_a_setting_refused_on_every_veth_is_said_once() -> None:
     assert runner.once_per_setting(problems[:2], labels) == [
         said.format("net-client:eth0") + " (and the same on 1 more interface)"]
     assert runner.once_per_setting(problems[:1], []) == problems[:1]
+
+
+def test_a_plus_b_applies_one_mode_over_another_as_two_factors_in_one_list() -> None:
+    """dc-dynamic's platform x offloads: `a+b` is mode b over mode a (b's keys win, the scopes
+    merge, so the offloads apply to the servers only), named a+b in the plan and results."""
+    both = modes.load_mode("servers-2cpus-half+servers-offloads-off")
+    assert both.name == "servers-2cpus-half+servers-offloads-off"
+    assert both.cpu == {"cpuset": "0-1", "limit": 1.0, "per": "platform"}
+    assert both.roles == ("servers",)
+    assert both.as_dict()["nic"]["features"]["tso"] is False
+    with pytest.raises(ConfigError, match=r"no mode named 'no-such-mode'"):
+        modes.load_mode("servers-1cpu+no-such-mode")
+    exp = registry.load_experiment("dc-dynamic")
+    assert len(exp.modes) == 6 and {m.name.split("+")[0] for m in exp.modes} == {
+        "servers-1cpu", "servers-2cpus-half", "servers-2cpus"}

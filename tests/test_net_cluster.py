@@ -17,7 +17,7 @@ from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 from tierbench.kinds.net import flows, profile
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import cluster, clusterfile, compose, nodes, placer
+from tierbench.placement import cluster, clusterfile, compose, nodes
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import parse_cluster
 
@@ -34,11 +34,8 @@ KALLSYMS_HIDDEN = "0000000000000000 T _stext\n0000000000000000 T tcp_sendmsg\n"
 
 @pytest.fixture
 def on_lab() -> Any:
-    """A ClusterPlacer over two nodes (none reachable) as this process's placement."""
-    where = cluster.ClusterPlacer(parse_cluster(copy.deepcopy(LAB), "lab.yml"))
-    placer.use(where)
-    yield where
-    placer.use(placer.LocalPlacer())
+    """A ClusterPlacer over two nodes (none reachable): the placement experiments run on."""
+    return cluster.ClusterPlacer(parse_cluster(copy.deepcopy(LAB), registry.roles(), "lab.yml"))
 
 
 class Node:
@@ -71,7 +68,7 @@ def test_perf_probe_output_gives_one_sentence_per_problem() -> None:
 
 def test_preflight_checks_perf_on_the_sender_node_not_here(
         on_lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = registry.load_experiment("net-txprofile")
+    exp = registry.load_experiment("net-txprofile", placer=on_lab)
     kind = registry.kind("net")
     monkeypatch.setattr(compose, "require_image", lambda image: None)
     monkeypatch.setattr(flows, "daemon_nofile", lambda: None)
@@ -113,7 +110,7 @@ def test_the_profile_is_recorded_and_reported_on_the_sender_node(
     senders = [Container("net-client", f"id{i}", f"tierbench-net-client-{i}", 4000 + i, "img",
                          "sha", "0-1", node="node1", context="tierbench-node1")
                for i in (1, 2)]
-    ctx = SimpleNamespace(dir=point_dir, record={})
+    ctx = SimpleNamespace(dir=point_dir, record={}, deployment=SimpleNamespace(placer=on_lab))
     prof = profile.start(ctx, senders, 3.0)  # type: ignore[arg-type]
     # the senders' CPUs read on their node, from their processes there
     assert fake.calls[0][0] == "node1"
@@ -143,6 +140,6 @@ def test_senders_cpus_unreadable_on_their_node_is_one_sentence(
         on_lab: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     Node(monkeypatch, {})
     senders = [Container("net-client", "id1", "c1", 4001, "img", "sha", "", node="node1")]
-    ctx = SimpleNamespace(dir=tmp_path, record={})
+    ctx = SimpleNamespace(dir=tmp_path, record={}, deployment=SimpleNamespace(placer=on_lab))
     with pytest.raises(MeasureError, match="node1: the senders' CPUs could not be read"):
         profile.start(ctx, senders, 3.0)  # type: ignore[arg-type]

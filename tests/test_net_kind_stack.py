@@ -1,8 +1,9 @@
 """The network kind for real, through `tierbench run`: bulk TCP over 2 receivers with offloads on
 and off (connections counted, throughput and CPU per side, the interfaces restored); sockperf
 sessions from 2 senders to each of 2 receivers, up to 64 KiB; 2000 iperf3 connections really
-established and the sender profiled with perf; cases layered under modes; and a mode that
-changes nothing checked to change nothing beyond noise. Needs root, Docker with Compose v2,
+established and the sender profiled with perf; cases layered under modes; a mode that
+changes nothing checked to change nothing beyond noise; and NET-dmacopy's copies in one sender
+(the DMA half left out, in one sentence, where the host has no copy engine). Needs root, Docker with Compose v2,
 tierbench-net (`make images`) and perf (`make setup`); run under the Docker lock like the other
 stack tests."""
 
@@ -160,3 +161,36 @@ def test_a_mode_that_changes_nothing_changes_nothing_beyond_noise(env: dict[str,
         and rec["interfaces_after"]["net-client:eth0"]["features"]["tx-udp-segmentation"] == "on"
         for rec in noop_points)
     assert tierbench(env, "clean").returncode == 0
+
+
+def test_dmacopy_times_copies_in_and_out_of_the_cache_in_one_sender(env: dict[str, str]) -> None:
+    """copybench in the one sender (no receiver): every point's copies timed, a copy out of the
+    cache slower than in it, a 64 KB copy slower than a 1 KB one; without a DMA copy engine
+    (/sys/class/dma empty or absent, as on the development VM) one sentence in the output, the
+    manifest and the report, and no DMA column; no receiver brought up."""
+    from tierbench.kinds.net import dmacopy
+
+    done = tierbench(env, "run", str(EXPERIMENTS / "net-dmacopy-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run, rows = rows_of(env, "net-dmacopy-short")
+    assert len(rows) == 4
+    for r in rows:
+        assert r["error"] == "", r
+        assert int(r["hot_copies"]) > 1000 and int(r["cold_copies"]) > 1000, r
+        assert float(r["memcpy_cold_us"]) > float(r["memcpy_hot_us"]) > 0, r
+        assert float(r["memcpy_hot_mb_per_s"]) == pytest.approx(
+            int(r["message_size"]) / float(r["memcpy_hot_us"]), rel=1e-4)  # 6 digits kept
+        assert int(r["pool_bytes"]) >= dmacopy.POOL_MIN_BYTES
+    small = [float(r["memcpy_cold_us"]) for r in rows if r["message_size"] == "1024"]
+    large = [float(r["memcpy_cold_us"]) for r in rows if r["message_size"] == "65536"]
+    assert max(small) < min(large)
+    manifest = json.loads((run / "manifest.json").read_text())
+    channel, said = dmacopy.dma_engine(False)
+    assert channel is None, "this test expects a host without a DMA copy engine"
+    assert manifest["dma_engine"] == said and said in done.stderr
+    assert all(r["dma_us_per_copy"] == "" for r in rows)
+    page = (run / "report.html").read_text()
+    assert "no DMA copy engine" in page and "memcpy, buffers not in the cache" in page
+    services = subprocess.run(["docker", "ps", "--format", "{{.Names}}"], capture_output=True,
+                              text=True, check=True).stdout
+    assert "net-client" in services and "net-server" not in services

@@ -5,7 +5,9 @@ and refusals of experiments the tools cannot run."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -172,34 +174,120 @@ def test_start_at_waits_for_the_instant_in_a_posix_shell() -> None:
     assert time.time() - t1 < 0.5
 
 
-def test_dmacopy_runs_only_on_a_dma_copy_engine(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """No engine: one sentence saying NET-dmacopy is unavailable; an engine (a fake sysfs tree
-    here): named, and still refused, because the copy benchmark is not built; and `tierbench
-    run net-dmacopy` on this host refuses before anything is written."""
-    from tierbench import cli
-
+def fake_dma_class(tmp_path: Path, driver: str | None) -> Path:
+    """A /sys/class/dma with one channel of `driver` (None: no channel)."""
     root = tmp_path / "dma"
-    root.mkdir()
-    assert dmacopy.dma_channels(root) == []
-    with pytest.raises(ConfigError, match=r"^x.yml: NET-dmacopy is unavailable on this host: it "
-                                          r"needs a DMA copy engine .* nothing was run$"):
-        dmacopy.dmacopy_check("x.yml", root)
-    driver = tmp_path / "drivers" / "ioatdma"
-    driver.mkdir(parents=True)
-    (root / "dma0chan0" / "device").mkdir(parents=True)
-    (root / "dma0chan0" / "device" / "driver").symlink_to(driver)
-    assert dmacopy.dma_channels(root) == [("dma0chan0", "ioatdma")]
-    with pytest.raises(ConfigError, match=r"found dma0chan0 \(ioatdma\), but its copy benchmark "
-                                          "is not built yet"):
-        dmacopy.dmacopy_check("x.yml", root)
-    results = tmp_path / "results"
-    import os
-    os.environ["TIERBENCH_RESULTS"] = str(results)
-    try:
-        assert cli.main(["run", "net-dmacopy"]) == 2
-    finally:
-        del os.environ["TIERBENCH_RESULTS"]
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "NET-dmacopy " in err and err.endswith("nothing was run")
-    assert not results.exists()
+    root.mkdir(parents=True)
+    if driver:
+        (tmp_path / "drivers" / driver).mkdir(parents=True)
+        (root / "dma0chan0" / "device").mkdir(parents=True)
+        (root / "dma0chan0" / "device" / "driver").symlink_to(tmp_path / "drivers" / driver)
+    return root
+
+
+def test_the_dma_half_runs_on_an_engine_and_is_left_out_elsewhere_in_one_sentence(
+        tmp_path: Path) -> None:
+    """No engine (this VM): the CPU half runs alone and one sentence says why; on a cluster
+    too; an ioatdma channel is the one the DMA half copies on."""
+    none = fake_dma_class(tmp_path / "a", None)
+    assert dmacopy.dma_channels(none) == []
+    channel, said = dmacopy.dma_engine(False, none)
+    assert channel is None
+    assert said == (f"this host has no DMA copy engine (no ioatdma or idxd channel in {none}), "
+                    "so the DMA half of NET-dmacopy is not run; the CPU copies are")
+    engine = fake_dma_class(tmp_path / "b", "ioatdma")
+    assert dmacopy.dma_channels(engine) == [("dma0chan0", "ioatdma")]
+    channel, said = dmacopy.dma_engine(False, engine)
+    assert channel == "dma0chan0" and said.startswith("DMA copies on dma0chan0 (ioatdma)")
+    channel, said = dmacopy.dma_engine(True, engine)
+    assert channel is None and "on a cluster" in said and said.count(". ") == 0
+
+
+def test_the_cold_copies_pools_outgrow_the_last_level_cache_and_fit_in_memory(
+        tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    for index, size in (("index0", "48K"), ("index2", "1024K"), ("index3", "32768K")):
+        (cache / index).mkdir(parents=True)
+        (cache / index / "size").write_text(f"{size}\n")
+    assert dmacopy.llc_bytes(cache) == 32 << 20
+    assert dmacopy.pool_bytes(32 << 20) == 128 << 20
+    assert dmacopy.pool_bytes(dmacopy.llc_bytes(tmp_path / "none")) == 64 << 20  # at least
+    [need] = dmacopy.needs(128 << 20, 65536)
+    assert need.bytes == 2 * (128 << 20) + 2 * 65536 and need.role == "net_client"
+    kind = registry.kind("net")
+    exp = registry.load_experiment("net-dmacopy")
+    [planned] = kind.needs(exp, kind.points(exp, exp.seed))
+    assert planned.bytes == 2 * dmacopy.pool_bytes(dmacopy.llc_bytes()) + 2 * 65536
+
+
+def test_copybench_output_gives_time_rate_and_estimated_cycles_per_copy() -> None:
+    out = (ROOT / "tests" / "data" / "net" / "copybench-4096.json").read_text()
+    cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.128\n"
+    mhz = dmacopy.cpu_mhz(cpuinfo)
+    assert mhz == 2596.128 and dmacopy.cpu_mhz("processor : 0\n") is None
+    got = dmacopy.copy_figures(out, mhz)
+    raw = json.loads(out)
+    hot_us = raw["hot_s"] / raw["hot_copies"] * 1e6
+    assert got["memcpy_hot_us"] == pytest.approx(hot_us)
+    assert got["memcpy_hot_mb_per_s"] == pytest.approx(4096 / hot_us)
+    assert got["memcpy_cold_cycles_est"] == pytest.approx(got["memcpy_cold_us"] * mhz)
+    # out of the cache a copy takes longer than in it (captured on the development VM)
+    assert got["memcpy_cold_us"] > got["memcpy_hot_us"]
+    assert "memcpy_hot_cycles_est" not in dmacopy.copy_figures(out, None)
+    with pytest.raises(ValueError, match="^copybench printed no summary: 'copybench: cannot"):
+        dmacopy.copy_figures("copybench: cannot allocate 1 bytes", mhz)
+
+
+# dmatest's summary line, as its pr_info format writes it (drivers/dma/dmatest.c):
+# "%s: summary %u tests, %u failures %llu.%02llu iops %llu KB/s (%d)", prefixed "dmatest: "
+DMATEST_LOG = """\
+[  10.000000] dmatest: Added 1 threads using dma0chan0
+[  12.000000] dmatest: dma0chan0-copy0: summary 10000 tests, 0 failures 250000.00 iops 1000000 KB/s (0)
+[  13.000000] dmatest: dma1chan0-copy0: summary 10000 tests, 2 failures 9.50 iops 38 KB/s (0)
+"""
+
+
+def test_dmatest_summaries_are_read_per_channel() -> None:
+    [first] = dmacopy.dma_summaries(DMATEST_LOG, "dma0chan0")
+    assert first == {"dma_copies": 10000, "dma_failures": 0, "dma_us_per_copy": 4.0,
+                     "dma_mb_per_s": 1024.0, "dma_status": 0}
+    [other] = dmacopy.dma_summaries(DMATEST_LOG, "dma1chan0")
+    assert other["dma_failures"] == 2
+    assert dmacopy.dma_summaries(DMATEST_LOG, "dma0chan1") == []
+
+
+def test_a_dma_run_sets_dmatest_waits_for_it_and_takes_its_new_summary(tmp_path: Path) -> None:
+    """Against a stand-in for /sys/module/dmatest/parameters: the point's size, no random
+    lengths, no verification, one thread on the channel; `run` read until it turns N; the
+    summary that was not in the log before; one sentence when none comes or it hangs."""
+    params = tmp_path / "parameters"
+    params.mkdir()
+    logs = [DMATEST_LOG]
+
+    def run_finishing(new_lines: str) -> dict:
+        """run_dma while the stand-in kernel finishes 0.3 s later, adding new_lines to its log."""
+        def finish() -> None:
+            time.sleep(0.3)
+            logs.append(logs[-1] + new_lines)
+            (params / "run").write_text("N\n")
+
+        worker = threading.Thread(target=finish)
+        worker.start()
+        try:
+            return dmacopy.run_dma("dma0chan0", 4096, params, log=lambda: logs[-1],
+                                   timeout_s=10)
+        finally:
+            worker.join()
+
+    got = run_finishing(DMATEST_LOG.splitlines()[1].replace("250000.00", "125000.00") + "\n")
+    assert got["dma_us_per_copy"] == 8.0  # the new summary, not the older one
+    written = {f.name: f.read_text().strip() for f in params.iterdir()}
+    assert written == {"iterations": "10000", "test_buf_size": "4096", "transfer_size": "4096",
+                       "norandom": "Y", "noverify": "Y", "threads_per_chan": "1",
+                       "max_channels": "1", "channel": "dma0chan0", "run": "N"}
+    assert run_finishing("[  20.000000] dmatest: Added 1 threads using dma0chan0\n") == {
+        "dma": "dmatest on dma0chan0 wrote no summary to the kernel log"}
+    t0 = time.monotonic()  # nothing turns `run` back to N: the run hangs
+    hung = dmacopy.run_dma("dma0chan0", 4096, params, log=lambda: DMATEST_LOG, timeout_s=0.5)
+    assert hung == {"dma": "dmatest on dma0chan0 did not finish within 0.5 s"}
+    assert time.monotonic() - t0 < 3

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tierbench.placement import clusterfile, nodes
+from tierbench.kinds import registry
+from tierbench.placement import nodes
 from tierbench.placement.clusterfile import ClusterError, load_cluster, parse_cluster
 from tierbench.placement.nodes import ClockReading, NodeError
 
@@ -35,12 +36,12 @@ GOOD: dict[str, Any] = {
 
 def problems_of(data: Any, where: str = "c.yml") -> list[str]:
     with pytest.raises(ClusterError) as info:
-        parse_cluster(data, where)
+        parse_cluster(data, registry.roles(), where)
     return info.value.problems
 
 
 def test_good_cluster_parses() -> None:
-    c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
+    c = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml")
     assert [n.name for n in c.nodes] == ["node1", "node2"]
     assert c.node("node2").user == "bench" and c.node("node2").port == 2222
     assert c.node("node1").user == "root" and c.node("node1").port == 22
@@ -164,7 +165,7 @@ def test_every_problem_at_once() -> None:
 def test_same_address_twice_only_on_another_port() -> None:
     data = copy.deepcopy(GOOD)
     data["nodes"][1]["address"] = "198.18.16.11"
-    parse_cluster(data, "c.yml")  # port 2222: another sshd on the same machine
+    parse_cluster(data, registry.roles(), "c.yml")  # port 2222: another sshd on the same machine
     data["nodes"][1]["port"] = 22
     assert problems_of(data) == ["c.yml: nodes[1].address: 198.18.16.11 is already the address "
                                  "of nodes[0] (one entry per machine)"]
@@ -178,28 +179,28 @@ def test_top_level_must_be_a_mapping(data: Any) -> None:
 
 def test_files(tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"nope.yml: no such file"):
-        load_cluster(tmp_path / "nope.yml")
+        load_cluster(tmp_path / "nope.yml", registry.roles())
     bad = tmp_path / "bad.yml"
     bad.write_text("nodes: [\n")
     with pytest.raises(ClusterError, match=r"bad.yml: not valid YAML"):
-        load_cluster(bad)
+        load_cluster(bad, registry.roles())
     # ssh_config paths are relative to the cluster file and must exist
     path = tmp_path / "c.yml"
     path.write_text(json.dumps({**GOOD, "ssh_config": "ssh_config"}))
     with pytest.raises(ClusterError) as info:
-        load_cluster(path)
+        load_cluster(path, registry.roles())
     assert info.value.problems == [f"{path}: ssh_config: no such file {tmp_path / 'ssh_config'}"]
     (tmp_path / "ssh_config").write_text("Host *\n")
-    c = load_cluster(path)
+    c = load_cluster(path, registry.roles())
     assert c.ssh_config == str(tmp_path / "ssh_config")
     assert {n.ssh_config for n in c.nodes} == {str(tmp_path / "ssh_config")}
     assert c.path == str(path)
 
 
 def test_example_file_is_valid_and_its_lab_block_too() -> None:
-    c = load_cluster(EXAMPLE)
+    c = load_cluster(EXAMPLE, registry.roles())
     assert [n.name for n in c.nodes] == ["client1", "proxy1", "web1", "store1"]
-    assert set(c.placement()) == set(clusterfile.ROLES)
+    assert set(c.placement()) == set(registry.roles().names)
     text = EXAMPLE.read_text().split("(its shape")[0]
     assert "lab/cluster.yml" in text
     lab_lines = EXAMPLE.read_text().split("# version: 1", 1)[1].splitlines()
@@ -207,15 +208,15 @@ def test_example_file_is_valid_and_its_lab_block_too() -> None:
     import yaml
     data = yaml.safe_load(lab)
     data.pop("ssh_config")
-    lab_cluster = parse_cluster(data, "lab block")
+    lab_cluster = parse_cluster(data, registry.roles(), "lab block")
     assert [n.address for n in lab_cluster.nodes] == ["198.18.16.11", "198.18.16.12"]
 
 
 def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_SSH_DIR", str(tmp_path / "ssh"))
-    c = parse_cluster(copy.deepcopy(GOOD), "c.yml")
+    c = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml")
     n2 = c.node("node2")
-    argv = nodes.ssh_argv(n2, ["ethtool", "-K", "ens1f0", "tso", "off"], connect_timeout=3)
+    argv = nodes.transport(n2, connect_timeout=3).argv(["ethtool", "-K", "ens1f0", "tso", "off"])
     assert argv[0] == "ssh" and "-F" not in argv
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "bench"
     assert "BatchMode=yes" in argv and "ConnectTimeout=3" in argv
@@ -225,15 +226,21 @@ def test_argv_builders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert control.parent == tmp_path / "ssh"
     assert oct(control.parent.stat().st_mode)[-3:] == "700"
     assert re.fullmatch(r"[0-9a-f]{12}", control.name)  # a socket per way of reaching a node
-    assert control.name != Path(next(a for a in nodes.ssh_argv(c.node("node1"), "true")
+    assert control.name != Path(next(a for a in nodes.transport(c.node("node1")).argv("true")
                                      if a.startswith("ControlPath="))).name
-    assert nodes.ssh_prefix(n2) + ["true"] == nodes.ssh_argv(n2, "true")
+    assert nodes.ssh_prefix(n2) + ["true"] == nodes.transport(n2).argv("true")
     assert argv[-2:] == ["node2.example.org", "ethtool -K ens1f0 tso off"]
-    assert nodes.ssh_argv(n2, "echo 'a b'")[-1] == "echo 'a b'"
+    assert nodes.transport(n2).argv("echo 'a b'")[-1] == "echo 'a b'"
     n2.ssh_config = "/x/ssh_config"
-    assert nodes.ssh_argv(n2, "true")[1:3] == ["-F", "/x/ssh_config"]
-    assert nodes.docker_argv(n2, "compose", "ps") == ["docker", "--context", "tierbench-node2",
-                                                      "compose", "ps"]
+    assert nodes.transport(n2).argv("true")[1:3] == ["-F", "/x/ssh_config"]
+    assert nodes.transport(n2).docker("compose", "ps") == [
+        "docker", "--context", "tierbench-node2", "compose", "ps"]
+    # a container on the node: docker exec through the node's context
+    assert nodes.transport(n2).exec_argv("cid", ["ls", "/"], env={"A": "1"}, user="u") == [
+        "docker", "--context", "tierbench-node2", "exec", "-e", "A=1", "-u", "u", "cid", "ls",
+        "/"]
+    # in a network namespace there: nsenter, quoted for the node's shell
+    assert nodes.transport(n2).argv(["ip", "link"], netns=42)[-1] == "nsenter -t 42 -n ip link"
 
 
 def fake_run(results: dict[str, subprocess.CompletedProcess | Exception]):
@@ -259,7 +266,7 @@ def done(rc: int = 0, out: str = "", err: str = "") -> subprocess.CompletedProce
 
 
 def test_run_on_node_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    node = parse_cluster(copy.deepcopy(GOOD), "c.yml").node("node1")
+    node = parse_cluster(copy.deepcopy(GOOD), registry.roles(), "c.yml").node("node1")
     run, _ = fake_run({"unreachable": done(255, err="ssh: connect to host 198.18.16.11 port 22: "
                                                      "No route to host\n"),
                        "ethtool -K": done(1, err="line 1\nline 2\nCannot change tcp-segmentation"
@@ -292,7 +299,7 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     data = copy.deepcopy(GOOD)
     data["nodes"].append({"name": "node3", "address": "198.18.16.13",
                           "interfaces": [{"name": "eth0", "address": "198.18.16.13/24"}]})
-    cluster = parse_cluster(data, "c.yml")
+    cluster = parse_cluster(data, registry.roles(), "c.yml")
     probe_node2 = ("missing ethtool\ncompose \ndocker_root /var/lib/docker\ndisk_free 1000000000\n"
                    "mem_available 500000000\n"
                    'link ens1f0 [{"ifname":"ens1f0","operstate":"UP","mtu":9000,"addr_info":'

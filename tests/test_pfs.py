@@ -17,7 +17,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.pfs import settings, streams
 from tierbench.kinds.contract import Experiment
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import orangefs
+from tierbench.kinds.pfs import orangefs
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_DIR = ROOT / "images" / "orangefs"
@@ -186,7 +186,16 @@ def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
     ({"test": "concurrent", "buffers": [4096]}, {}, "unknown key 'buffers' for test concurrent"),
     ({"test": "basic", "filesystems": ["nfs"]}, {},
      "pfs.filesystems[0]: must be one of tmpfs, disk, orangefs, orangefs-native, got 'nfs'"),
-    ({"test": "concurrent", "storage": "ramfs"}, {}, "pfs.storage: must be one of tmpfs, disk"),
+    ({"test": "concurrent", "storage": "ramfs"}, {}, "pfs.storage: must be tmpfs, disk (a Docker "
+     "volume on the host's disk) or a disk system (ide, scsi, raid0, or one of disk_systems), "
+     "got 'ramfs'"),
+    ({"test": "concurrent", "storage": "My Disk"}, {}, "pfs.storage: must look like tmpfs, disk "
+     "or ide"),
+    ({"test": "concurrent", "storage": "fast"}, {"disk_systems": {"slow": {"read_mb_s": 10, "write_mb_s": 10}}},
+     "pfs.storage: must be tmpfs, disk (a Docker volume on the host's disk) or a disk system "
+     "(ide, scsi, raid0, slow, or one of disk_systems), got 'fast'"),
+    ({"test": "concurrent"}, {"disk_systems": {"disk": {"read_mb_s": 10, "write_mb_s": 10}}},
+     "disk_systems: 'disk' is a storage of its own"),
     ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "pfs.fault.stop: must be one of "
      "pvfs-meta, pvfs-io1"),
     ({"test": "concurrent", "job_timeout_s": 1}, {}, "job_timeout_s: must be a whole number"),
@@ -237,6 +246,30 @@ def test_io_script_writes_and_reads_regions_of_a_shared_file(tmp_path: Path) -> 
         assert r["status"] == "ok" and r["end"] > r["start"]
         assert r["end"] - r["start"] >= 0.3, "the stream stopped before its duration"
         assert hashlib.sha256(out.read_bytes()).hexdigest() == streams.sha256(s, n, 9)
+
+
+def test_a_duration_of_zero_moves_the_file_once(tmp_path: Path) -> None:
+    """single_pass (004 Fig. 4b): the phases give pfs-io.sh a duration of 0, one transfer."""
+    n = 4 * 65536
+    source = tmp_path / "src"
+    subprocess.run(["sh", "-c", streams.make_source_cmd(1, n, 9, str(source))], check=True)
+    w = io(tmp_path, "write", tmp_path / "file", 0, n, 65536, source, duration=0)
+    r = io(tmp_path, "read", tmp_path / "file", 0, n, 65536, tmp_path / "in", duration=0)
+    assert (w["iterations"], w["bytes"], r["iterations"], r["bytes"]) == (1, n, 1, n)
+    # and with a duration the transfer repeats (a 256 KB file takes far less than 0.3 s)
+    assert io(tmp_path, "read", tmp_path / "file", 0, n, 65536, tmp_path / "in")["iterations"] > 1
+
+
+def test_the_uncached_16mb_experiment_reads_once_after_dropping_the_caches() -> None:
+    exp = registry.load_experiment("pfs-basic-16mb-uncached")
+    p = exp.settings.pfs
+    assert (p.single_pass, p.drop_caches, p.storage, p.file_mb) == (True, True, "ide", 16)
+    kind = registry.kind("pfs")
+    header = kind.plan_header(exp, kind.points(exp, exp.seed))
+    assert "each phase moves the file once, the page caches dropped before the read" in \
+        header[-1]
+    cached = registry.load_experiment("pfs-basic-16mb")
+    assert not any("moves the file once" in line for line in kind.plan_header(cached, []))
 
 
 def test_io_script_reports_a_failing_transfer(tmp_path: Path) -> None:
@@ -292,27 +325,27 @@ def test_phase_cpu_splits_clients_servers_and_host() -> None:
 
 
 def test_a_docroot_on_orangefs_stores_on_tmpfs_or_on_volumes() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services
 
     base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3}
-    tmpfs = [f.rsplit("/", 1)[-1] for f in compose.compose_files(base)[1::2]]
+    tmpfs = [f.rsplit("/", 1)[-1] for f in services.compose_files(base)[1::2]]
     disk = [f.rsplit("/", 1)[-1] for f in
-            compose.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
+            services.compose_files({**base, "pvfs_storage": "disk"})[1::2]]
     assert "pvfs-disk.yml" not in tmpfs and "pvfs-disk.yml" in disk
     assert {"pvfs.yml", "docroot-pvfs.yml"} <= set(tmpfs) & set(disk)
 
 
 def test_orangefs_on_a_disk_system_puts_its_mounts_over_the_volumes_and_caps_memory() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services
 
     base = {"proxy": "apache", "docroot": "orangefs", "pvfs_io_servers": 3,
             "pvfs_storage": "ide"}
-    files = [f.rsplit("/", 1)[-1] for f in compose.stack_files(base, extra=[Path("/s/c.yml")])]
+    files = [f.rsplit("/", 1)[-1] for f in services.stack_files(base, extra=[Path("/s/c.yml")])]
     assert files.index("pvfs-disk.yml") < files.index("c.yml")  # the disks' binds win
     assert "pvfs-memory.yml" not in files
     capped = {**base, "pvfs_memory": "512m"}
-    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in compose.stack_files(capped)]
-    assert compose.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
+    assert "pvfs-memory.yml" in [f.rsplit("/", 1)[-1] for f in services.stack_files(capped)]
+    assert services.stack_env({**capped, "proxy_cache": False, "web_sendfile": False,
                               "web_mmap": True}, [])["PVFS_SERVER_MEMORY"] == "512m"
 
 
@@ -326,10 +359,10 @@ def test_memory_overlay_caps_each_io_server() -> None:
 
 
 def test_three_web_servers_get_what_the_overlays_give_web() -> None:
-    from tierbench.placement import compose
+    from tierbench.kinds.web import services as web_stack
 
     def names(settings: dict) -> list[str]:
-        return [f.rsplit("/", 1)[-1] for f in compose.stack_files(settings)]
+        return [f.rsplit("/", 1)[-1] for f in web_stack.stack_files(settings)]
 
     assert names({"docroot": "orangefs+hot-tmpfs", "web_servers": 3, "db_rows": 10}) == [
         "docker-compose.yml", "web-servers.yml", "pvfs.yml", "docroot-pvfs.yml",
@@ -353,6 +386,129 @@ def test_three_web_servers_get_what_the_overlays_give_web() -> None:
                          "compose/web-servers-app.yml",
                          env={"DB_PASSWORD": "x", "APP_CLIENTS": "198.18.2.10",
                               "DB_CLIENTS": "198.18.2.30"})["services"]
-    for web in ("web", "web2", "web3"):
+    # each web server forwards to its own application server
+    for web, own in (("web", "app"), ("web2", "app2"), ("web3", "app3")):
         assert app[web]["environment"]["WEB_APP"] == "on", web
-        assert app[web]["depends_on"]["app"]["condition"] == "service_healthy", web
+        assert app[web]["environment"]["APP_BACKEND"] == f"{own}:9000", web
+        assert app[web]["depends_on"][own]["condition"] == "service_healthy", web
+
+
+# --------------------------------------------------------------------------- storage on disk systems
+
+
+def test_storage_may_name_a_builtin_or_declared_disk_system(tmp_path: Path) -> None:
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide"}))
+    assert exp.settings.storage_system().name == "ide"
+    assert load(write_exp(tmp_path, {"test": "basic", "storage": "disk"})).settings \
+        .storage_system() is None
+    own = load(write_exp(tmp_path, {"test": "concurrent", "storage": "slow"},
+                         disk_systems={"slow": {"read_mb_s": 10, "write_mb_s": 12}}))
+    system = own.settings.storage_system()
+    assert (system.name, system.read_bps, system.write_bps) == ("slow", 10_000_000, 12_000_000)
+    assert registry.kind("pfs").resolved(own)["disk_systems"]["slow"]["read_mb_s"] == 10
+
+
+def sized_for(nbytes: float) -> float:
+    """A device's least size for nbytes of files (placement/disks.py's room for ext3)."""
+    from tierbench.placement import disks
+
+    return nbytes * (1 + disks.OVERHEAD) + disks.SPARE
+
+
+def test_each_io_server_and_the_local_disk_get_their_own_device(tmp_path: Path) -> None:
+    from tierbench.kinds.pfs import stack
+
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide", "io_servers": [2, 4],
+                                    "filesystems": ["disk", "orangefs"], "file_mb": 64}))
+    two = stack.storage_plan(exp.settings, 2)
+    assert two.servers == ("pvfs-io1", "pvfs-io2", "pvfs-client")
+    assert two.layout.servers == 3 and two.layout.disks == 1
+    # every device holds the largest: the client's whole 64 MiB file (a server holds half),
+    # plus the file system's own room
+    assert sized_for(64 << 20) <= two.device_bytes < sized_for(64 << 20) + (1 << 20)
+    assert stack.storage_plan(exp.settings, 4).servers[-2:] == ("pvfs-io4", "pvfs-client")
+    # no local disk among the file systems: the I/O servers only, each sized for its share
+    only = load(write_exp(tmp_path, {"test": "basic", "storage": "ide", "io_servers": 4,
+                                     "filesystems": ["orangefs"], "file_mb": 256}))
+    plan = stack.storage_plan(only.settings, 4)
+    assert plan.servers == ("pvfs-io1", "pvfs-io2", "pvfs-io3", "pvfs-io4")
+    share = orangefs.io_server_bytes(256 << 20, 4)
+    assert share == (64 << 20) + (64 << 20) // 10  # a quarter each, and a tenth for OrangeFS's records
+    assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    # native writes repeated for measure_s leave a copy each time (pvfs2-cp never overwrites):
+    # the servers hold what NATIVE_WRITE_BOUND_B_S writes in that time, besides the file
+    native = {"test": "basic", "storage": "ide", "io_servers": 2, "file_mb": 16,
+              "filesystems": ["orangefs-native"], "measure_s": 2}
+    share = orangefs.io_server_bytes((16 << 20) + 2 * stack.NATIVE_WRITE_BOUND_B_S, 2)
+    plan = stack.storage_plan(load(write_exp(tmp_path, native)).settings, 2)
+    assert sized_for(share) <= plan.device_bytes < sized_for(share) + (1 << 20)
+    once = stack.storage_plan(load(write_exp(tmp_path, {**native, "single_pass": True}))
+                              .settings, 2)
+    assert once.device_bytes < sized_for(orangefs.io_server_bytes(16 << 20, 2)) + (1 << 20)
+    assert stack.storage_plan(load(write_exp(tmp_path, {"test": "basic"})).settings, 2) is None
+
+
+def test_the_overlay_binds_servers_at_data_and_the_client_at_disk_throttled() -> None:
+    from tierbench.placement import diskbuild, disks
+
+    built = diskbuild.Built(key={}, servers=[
+        diskbuild.Server(name, f"/state/disks/{name}", [f"/dev/loop{i}"], [])
+        for i, name in enumerate(("pvfs-io1", "pvfs-client"))])
+    services = orangefs.storage_services(built, disks.BUILTIN["ide"])
+    assert services["pvfs-io1"]["volumes"] == [
+        {"type": "bind", "source": "/state/disks/pvfs-io1", "target": "/data"}]
+    assert services["pvfs-client"]["volumes"] == [
+        {"type": "bind", "source": "/state/disks/pvfs-client", "target": "/disk"}]
+    assert services["pvfs-client"]["blkio_config"] == {
+        "device_read_bps": [{"path": "/dev/loop1", "rate": 35_000_000}],
+        "device_write_bps": [{"path": "/dev/loop1", "rate": 39_000_000}]}
+    # the disk overlay's volumes come first, the built system's binds over them last
+    files = orangefs.compose_files("ide", [Path("/state/disks.yml")])
+    assert [f.rsplit("/", 1)[-1] for f in files] == [
+        "docker-compose.yml", "pvfs.yml", "pvfs-disk.yml", "disks.yml"]
+    assert orangefs.compose_files("tmpfs")[-1].endswith("pvfs.yml")
+
+
+def test_plan_shows_the_disk_system_per_cluster_and_per_point() -> None:
+    exp = registry.load_experiment("pfs-basic-16mb-uncached")
+    lines = runner.plan_lines(exp)
+    assert any("storage: disk system ide (emulated" in ln and "35/39 MB/s" in ln
+               and "client's local disk" in ln for ln in lines), lines[:6]
+    cluster = next(ln for ln in lines if "-- cluster:" in ln)
+    assert "on disk system ide: 4 x 1 device(s)" in cluster
+    assert "pvfs-io1, pvfs-io2, pvfs-io3, pvfs-client" in cluster
+    points = [ln for ln in lines if ln.strip().startswith("p0")]
+    assert points and all("storage=ide" in ln for ln in points)
+    mem = registry.load_experiment("pfs-basic")
+    tmpfs_points = [ln for ln in runner.plan_lines(mem) if "fs=tmpfs" in ln]
+    assert tmpfs_points and all("storage=memory" in ln for ln in tmpfs_points)
+    # storage on tmpfs: no disk system said anywhere
+    conc = runner.plan_lines(registry.load_experiment("pfs-concurrent"))
+    assert not any("disk system" in ln or "storage=" in ln for ln in conc)
+
+
+def test_the_images_are_the_space_need_on_a_disk_system() -> None:
+    exp = registry.load_experiment("pfs-basic")
+    kind = registry.kind("pfs")
+    needs = kind.needs(exp, kind.points(exp, exp.seed))
+    images = [n for n in needs if "loop-device images of disk system ide (4 devices)" in n.what]
+    assert len(images) == 1 and images[0].bytes > 4 * 256 * (1 << 20)
+    # nothing on Docker's data folder: the servers and the local disk are on the devices
+    assert not any("Docker's data folder" in n.where for n in needs)
+
+
+def test_a_disk_system_under_the_servers_is_refused_on_a_cluster(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide"}))
+    exp.placer = SimpleNamespace(cluster=object())
+    with pytest.raises(ConfigError, match=r"pfs\.storage: ide \(the OrangeFS servers on a disk "
+                       r"system\) does not run on a cluster yet"):
+        registry.kind("pfs").check(exp)
+
+
+def test_a_phase_counts_the_devices_reads_between_its_edges() -> None:
+    from tierbench.kinds.pfs.phases import storage_read_mb
+
+    assert storage_read_mb({"read_bytes": 1_000_000}, {"read_bytes": 17_777_216}) == 16.777216
+    assert storage_read_mb({}, {"read_bytes": 5}) != storage_read_mb({}, {"read_bytes": 5})  # NaN

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from tierbench.config.errors import ConfigError
-from tierbench.interfaces import cpu, netif
+from tierbench.interfaces import cpu
 from tierbench.interfaces.netif import NetifError
 from tierbench.kinds import registry
 from tierbench.modes import apply
 from tierbench.modes.model import load_mode
 from tierbench.placement import compose
 from tierbench.placement.compose import StackError
+from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "platform-node"
@@ -62,28 +63,28 @@ class Cgroups:
         self.writes.append((path, cpuset, limit, set_limit))
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        def read(pid: int, node: str | None = None) -> dict:
+        def read(pid: int, node: Transport | None = None) -> dict:
             return dict(self.groups[self.pids[pid]])
 
         def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
-                  node: str | None = None) -> None:
+                  node: Transport | None = None) -> None:
             self.write_path(self.pids[pid], cpuset, limit, set_limit)
 
-        def platform_of(pid: int, node: str | None = None) -> dict:
+        def platform_of(pid: int, node: Transport | None = None) -> dict:
             parent = self.pids[pid].rsplit("/", 1)[0]
             return {"dirs": {"cpuset": parent, "cpu": parent, "version": "1"},
                     "own": self.pids[pid].rsplit("/", 1)[1],
                     "members": sorted(p.rsplit("/", 1)[1] for p in self.children(parent)
                                       if p in self.pids.values())}
 
-        def read_platform(dirs: dict, node: str | None = None) -> dict:
+        def read_platform(dirs: dict, node: Transport | None = None) -> dict:
             return dict(self.groups[dirs["cpu"]])
 
         def write_platform(dirs: dict, cpuset: str | None, limit: float | None, *,
-                           set_limit: bool, node: str | None = None) -> None:
+                           set_limit: bool, node: Transport | None = None) -> None:
             self.write_path(dirs["cpu"], cpuset, limit, set_limit)
 
-        def allowed(pid: int, node: str | None = None, *, platform: bool = False) -> set[int]:
+        def allowed(pid: int, node: Transport | None = None, *, platform: bool = False) -> set[int]:
             above = self.pids[pid].rsplit("/", 2 if platform else 1)[0]
             return cpu.parse(self.groups[above]["cpuset"])
 
@@ -96,13 +97,13 @@ class Cgroups:
 
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> Cgroups:
-    netif.add_node(NODE, ["sh", "-c"])
     g = Cgroups()
     g.install(monkeypatch)
     return g
 
 
-SERVERS = [("proxy", NODE, 101), ("web", NODE, 102)]
+SERVERS = [("proxy", Transport(NODE, ("sh", "-c")), 101),
+           ("web", Transport(NODE, ("sh", "-c")), 102)]
 
 
 def test_a_shared_limit_goes_on_the_platform_and_cpusets_on_every_server(groups: Cgroups) -> None:
@@ -153,7 +154,6 @@ def test_narrowing_a_platform_moves_the_servers_first(groups: Cgroups, tmp_path:
 
 
 def test_a_platform_that_holds_the_load_generator_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    netif.add_node(NODE, ["sh", "-c"])
     g = Cgroups(loadgen_inside=True)
     g.install(monkeypatch)
     mode = load_mode("servers-2cpus-half")

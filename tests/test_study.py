@@ -95,7 +95,7 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b]}\n")
     monkeypatch.setattr(study, "STUDIES_DIR", studies)
 
-    def load(name: str, scale: float | None) -> registry.Experiment:
+    def load(name: str, scale: float | None, where: object = None) -> registry.Experiment:
         if name not in paths:
             raise ConfigError(f"no experiment {name!r}")
         return registry.with_scale(registry.load_experiment(str(paths[name][0]),

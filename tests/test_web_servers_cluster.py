@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tierbench.placement import cluster, compose
+from tierbench.kinds import registry
+from tierbench.kinds.web import services
+from tierbench.placement import cluster
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ["docker-compose.yml", compose.WEB_SERVERS_OVERLAY]
+FILES = ["docker-compose.yml", services.WEB_SERVERS_OVERLAY]
 WANTED = ["fileset", "web", "web2", "web3", "proxy", "loadgen"]
 LAB = {
     "version": 1,
@@ -32,7 +34,7 @@ LAB = {
 def lab(**roles: object) -> object:
     data = copy.deepcopy(LAB)
     data["roles"].update(roles)
-    return parse_cluster(data, "lab.yml")
+    return parse_cluster(data, registry.roles(), "lab.yml")
 
 
 def config(env: dict[str, str] | None = None) -> dict:
@@ -55,7 +57,7 @@ def test_the_web_role_takes_one_node_or_a_list() -> None:
 
 
 def test_three_web_servers_go_round_the_web_nodes_and_the_file_sets_follow() -> None:
-    assert cluster.HOST_OVERLAYS[compose.WEB_SERVERS_OVERLAY] == "compose/host-web-servers.yml"
+    assert cluster.host_overlay(services.WEB_SERVERS_OVERLAY) == "compose/host-web-servers.yml"
     conf = config()
     where = cluster.place(conf, WANTED, {}, lab())
     assert where == {"web": {"node3": 1}, "web2": {"node4": 1}, "web3": {"node5": 1},

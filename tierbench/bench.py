@@ -29,6 +29,7 @@ from tierbench.config.files import results_root
 from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
 from tierbench.placement.compose import Container
+from tierbench.placement.placer import LocalPlacer
 from workloads import traces
 
 BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""
@@ -138,8 +139,8 @@ def _locust_bare(gen: Container, cg: CgroupCpu, target: str, path: str, users: i
             "--stop-timeout", "5", "--only-summary", "--exit-code-on-error", "0",
             "--csv", load.container_path(rdir / "locust")]
     c0 = cg.read()["usage_s"]
-    code = load.exec_engine(argv, {"BENCH_PATH": path}, gen, rdir / "locust.log", seconds + 60,
-                         "bare Locust")
+    code = load.exec_engine(LocalPlacer(), argv, {"BENCH_PATH": path}, gen, rdir / "locust.log",
+                            seconds + 60, "bare Locust")
     if code != 0:
         raise load.LoadgenError(f"bare Locust exited with code {code}")
     return _locust_count(rdir / "locust_stats.csv"), cg.read()["usage_s"] - c0

@@ -21,27 +21,35 @@ from tierbench.kinds import registry
 from tierbench.kinds.web import load, locust
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.placement import clusterfile, compose, orangefs, placer
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import clusterfile, compose, nodes, placer
 from tierbench.placement.cluster import ClusterPlacer
 
 
 def experiment(args: argparse.Namespace) -> registry.Experiment:
     """The experiment named on the command line, with --scale and the precision options
     applied."""
-    exp = registry.with_scale(registry.load_experiment(args.experiment), args.scale)
+    exp = registry.with_scale(registry.load_experiment(args.experiment, placer=args.where),
+                              args.scale)
     return registry.with_precision(
         exp, half_width_pct=args.precision,
         metric=args.metric, min_repetitions=args.min_repetitions,
         max_repetitions=args.max_repetitions, budget_min=args.budget_min)
 
 
+def resume_folder(args: argparse.Namespace, what: str) -> Path | None:
+    """The folder --resume names (None without it); refused when it is not a folder."""
+    resume = Path(args.resume) if args.resume else None
+    if resume is not None and not resume.is_dir():
+        raise ConfigError(f"--resume {resume}: no such {what} folder")
+    return resume
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
     exp = experiment(args)
-    resume = Path(args.resume) if args.resume else None
-    if resume is not None and not resume.is_dir():
-        raise ConfigError(f"--resume {resume}: no such run folder")
-    compose.preflight(cluster=placer.current().cluster is not None)
+    resume = resume_folder(args, "run")
+    compose.preflight(cluster=args.where.cluster is not None)
     run = runner.Run(exp, resume)
     try:
         run_dir = run.execute()
@@ -53,12 +61,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if run.dir is not None and run.rows:
             runner.write_report(run.dir)
-    where = placer.current()
-    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: done: {run_dir / 'summary.csv'}\n"
-          f"tierbench: report: {run_dir / 'report.html'}\n"
-          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
+          f"tierbench: report: {run_dir / 'report.html'}\n{still_up(args.where)}")
     return 0
+
+
+def still_up(where: placer.Placer) -> str:
+    """The line that ends a run: the stack stays up, and the command that removes it."""
+    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
+    return f"tierbench: the stack is still up on {where.name}; {clean} removes it"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -67,7 +78,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.study:
         if args.experiment:
             raise ConfigError("plan: give an experiment or --study, not both")
-        print("\n".join(study.plan_lines(study.load(args.study), args.scale)))
+        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where)))
         return 0
     if not args.experiment:
         raise ConfigError("plan: name an experiment (e.g. quick) or give --study ID")
@@ -79,12 +90,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     """Run every experiment of a study and write the study's report."""
     chosen = study.load(args.study)
-    resume = Path(args.resume) if args.resume else None
-    if resume is not None and not resume.is_dir():
-        raise ConfigError(f"--resume {resume}: no such study folder")
-    compose.preflight(cluster=placer.current().cluster is not None)
+    resume = resume_folder(args, "study")
+    compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = study.run(chosen, args.scale, resume)
+        folder = study.run(chosen, args.scale, resume, args.where)
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; `tierbench study "
               f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
@@ -95,19 +104,17 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     """Measure which offloads help which workload on these interfaces; write the advice."""
-    advisor = advise.Advisor(args.workloads, args.budget_min, args.precision)
-    compose.preflight(cluster=placer.current().cluster is not None)
+    advisor = advise.Advisor(args.workloads, args.budget_min, args.precision,
+                             placer=args.where)
+    compose.preflight(cluster=args.where.cluster is not None)
     try:
         folder = advisor.run()
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
               f"{advisor.folder}", file=sys.stderr)
         return 130
-    where = placer.current()
-    clean = "`tierbench clean" + (f" --cluster {where.cluster.path}`" if where.cluster else "`")
     print(f"tierbench: advice: {folder / 'advice.html'}\n"
-          f"tierbench: advice: {folder / 'advice.csv'}\n"
-          f"tierbench: the stack is still up on {where.name}; {clean} removes it")
+          f"tierbench: advice: {folder / 'advice.csv'}\n{still_up(args.where)}")
     return 0
 
 
@@ -137,7 +144,7 @@ def cmd_pfs(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     """Restore interface settings a crashed run left changed and remove the stack."""
-    for note in runner.clean(keep_stack=args.keep_stack):
+    for note in runner.clean(args.where, keep_stack=args.keep_stack):
         print(f"tierbench: {note}")
     return 0
 
@@ -207,7 +214,8 @@ def cmd_modes(args: argparse.Namespace) -> int:
     if mode.host_interfaces:
         eps = host_endpoints(mode)
     else:  # the tiers of whatever is running
-        running = [d for k in registry.kinds().values() if (d := k.running()) is not None]
+        running = [d for k in registry.kinds().values()
+                   if (d := k.running(args.where)) is not None]
         if not running:
             raise compose.StackError(f"mode {mode.name}: nothing of tierbench is running; start "
                                      "the stack (tierbench run) or check a mode with "
@@ -221,6 +229,12 @@ def cmd_modes(args: argparse.Namespace) -> int:
     print(f"tierbench: {mode.name}: every setting is possible on "
           f"{', '.join(ep.label for ep in eps)}; nothing was changed")
     return 0
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """Check a cluster's nodes or print their provenance (tierbench.placement.nodes), the
+    cluster file validated against every kind's roles."""
+    return nodes.main(args, registry.roles())
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -346,6 +360,10 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--runs", type=int, default=0,
                    help="stop after this many worker runs (points); 0: until Ctrl-C")
     w.set_defaults(func=cmd_worker)
+    nd = sub.add_parser("nodes", help="check a cluster's nodes, or print their provenance "
+                        "(changes nothing)")
+    nodes.add_arguments(nd)
+    nd.set_defaults(func=cmd_nodes)
     sc = sub.add_parser("schema", help="the JSON Schema of experiment or mode files (for editors)")
     sc.add_argument("what", choices=("experiment", "mode"))
     sc.add_argument("--kind", default="web", help="workload kind of the experiment (default web)")
@@ -358,20 +376,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def use_cluster(args: argparse.Namespace) -> None:
-    """--cluster FILE (or $TIERBENCH_CLUSTER): the placement of this process is that cluster."""
-    if not hasattr(args, "cluster"):
-        return
-    path = clusterfile.cluster_path(args.cluster)
+def placement(args: argparse.Namespace) -> placer.Placer:
+    """Where the command's services run: the nodes of --cluster FILE (or $TIERBENCH_CLUSTER) for
+    a command that takes it, else this host. Made once, and handed to what the command runs."""
+    path = clusterfile.cluster_path(args.cluster) if hasattr(args, "cluster") else None
     if path is not None:
-        placer.use(ClusterPlacer(clusterfile.load_cluster(path)))
+        return ClusterPlacer(clusterfile.load_cluster(path, registry.roles()))
+    return placer.LocalPlacer()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
-        use_cluster(args)
+        args.where = placement(args)
         return args.func(args)
     except TierbenchError as exc:
         print(f"tierbench: {exc}", file=sys.stderr)

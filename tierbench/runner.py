@@ -132,7 +132,7 @@ def space_lines(exp: Experiment) -> list[str]:
     kind = registry.kind(exp.kind)
     needs = kind.needs(exp, points_of(exp))
     check_space(exp, needs)
-    cluster = placer.current().cluster
+    cluster = exp.placer.cluster
     if cluster is None:
         return [n.line() for n in needs]
     return cluster_lines(exp) + [
@@ -145,7 +145,7 @@ def space_lines(exp: Experiment) -> list[str]:
 
 def cluster_lines(exp: Experiment) -> list[str]:
     """Where the experiment's roles run on the cluster (refuses a role the file leaves out)."""
-    where = placer.current()
+    where = exp.placer
     roles = registry.kind(exp.kind).cluster_roles(exp)
     if not roles:
         raise ConfigError(f"{exp.source}: kind {exp.kind} does not run on a cluster yet (its "
@@ -162,7 +162,7 @@ def cluster_lines(exp: Experiment) -> list[str]:
 
 def node_needs(exp: Experiment, needs: list[space.Need]) -> tuple[dict[str, int], dict[str, int]]:
     """Bytes of Docker's data folder and of memory each cluster node must have for the run."""
-    cluster = placer.current().cluster
+    cluster = exp.placer.cluster
     disk: dict[str, int] = {}
     mem: dict[str, int] = {}
     for n in needs:
@@ -180,7 +180,7 @@ def check_space(exp: Experiment, needs: list[space.Need] | None = None) -> None:
     kind = registry.kind(exp.kind)
     if needs is None:
         needs = kind.needs(exp, points_of(exp))
-    if placer.current().cluster is not None:
+    if exp.placer.cluster is not None:
         needs = [n for n in needs if not n.medium]
     problems = space.problems(needs)
     if problems:
@@ -314,7 +314,7 @@ class Run:
         report_section(exp)
         check_space(exp)
         kind.preflight(exp, self.points)
-        where = placer.current()
+        where = exp.placer
         if where.cluster is not None:  # every node checked before anything changes anywhere
             cluster_lines(exp)
             disk, mem = node_needs(exp, kind.needs(exp, self.points))
@@ -408,9 +408,9 @@ class Run:
             self.manifest = {
                 "run_id": self.run_id, "started": started, "finished": None,
                 "status": "running", "kind": exp.kind, "experiment": resolved,
-                **provenance.collect(deployment.containers),
+                **provenance.collect(deployment.containers, exp.placer),
                 **kind.provenance(exp, deployment),
-                **self._cluster_record(placer.current()),
+                **self._cluster_record(exp.placer),
                 "report": report_section(exp),
                 "points": {},
             }
@@ -489,7 +489,7 @@ class Run:
                 try:
                     sampler.start()
                 except TierbenchError as exc:  # on a cluster: a node that stopped answering
-                    why = placer.current().engines_answer() or str(exc)
+                    why = exp.placer.engines_answer() or str(exc)
                     raise RunEnds(f"{why} during {point.id}; the run ends here") from None
                 try:
                     result: PointResult = kind.run_point(PointContext(
@@ -585,7 +585,7 @@ class Run:
 
     def _finish(self, status: str) -> None:
         nodes = self.manifest.get("nodes")
-        where = placer.current()
+        where = self.exp.placer
         if isinstance(nodes, dict) and where.cluster is not None:
             try:
                 for name, after in where.provenance("after").items():
@@ -662,14 +662,13 @@ def write_report(run_dir: Path) -> Path | None:
         raise ConfigError(str(exc)) from None
 
 
-def clean(keep_stack: bool = False) -> list[str]:
-    """Restore interfaces a crashed run left changed, then remove the stack (on every node of a
-    cluster); returns notes."""
+def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
+    """Restore interfaces a crashed run left changed, then remove the stack (on every node of
+    the cluster ``where`` places services on); returns notes."""
     notes = []
-    where = placer.current()
     for kind in registry.kinds().values():
         try:
-            notes += kind.clean()
+            notes += kind.clean(where)
         except TierbenchError as exc:  # a node that does not answer: restore the others anyway
             notes.append(f"{kind.name}: {exc}")
     state = netif.StateFile()

@@ -26,6 +26,7 @@ from tierbench.config.files import (EXPERIMENTS_DIR, fresh_run_dir, read_text, r
 from tierbench.config.models import Model, text, validate
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, log
+from tierbench.placement.placer import Placer
 
 STUDIES_DIR = EXPERIMENTS_DIR / "studies"
 
@@ -69,12 +70,13 @@ def load(study_id: str) -> Study:
     return validate(Study, read_yaml(path, "study file"), str(path))
 
 
-def experiment(name: str, scale: float | None) -> Experiment:
-    """One of the study's experiments, scaled."""
-    return registry.with_scale(registry.load_experiment(name), scale)
+def experiment(name: str, scale: float | None, where: Placer | None = None) -> Experiment:
+    """One of the study's experiments, scaled, to run on ``where`` (None: this host)."""
+    return registry.with_scale(registry.load_experiment(name, placer=where), scale)
 
 
-def plan_lines(study: Study, scale: float | None = None) -> list[str]:
+def plan_lines(study: Study, scale: float | None = None,
+               where: Placer | None = None) -> list[str]:
     """Every experiment of the study with its points and time, and the total."""
     lines = [f"study {study.study}: {study.title}" + (f", scaled by {scale:g}" if scale and
                                                       scale != 1 else "")]
@@ -84,7 +86,7 @@ def plan_lines(study: Study, scale: float | None = None) -> list[str]:
             lines.append(f"  {row.id:<16} {row.figures:<22} documented only: nothing to run")
         for name in row.experiments:
             try:
-                exp = experiment(name, scale)
+                exp = experiment(name, scale, where)
                 seconds = runner.estimate_s(exp)
                 points = len(runner.points_of(exp))
             except TierbenchError as exc:
@@ -103,8 +105,10 @@ def new_dir(study: Study) -> Path:
     return fresh_run_dir(results_root() / f"study-{study.study}")
 
 
-def run(study: Study, scale: float | None = None, resume: Path | None = None) -> Path:
-    """Run every experiment of the study (on resume: those not complete); returns the study's
+def run(study: Study, scale: float | None = None, resume: Path | None = None,
+        where: Placer | None = None) -> Path:
+    """Run every experiment of the study (on resume: those not complete) on ``where`` (None:
+    this host); returns the study's
     folder. A refused or failed experiment is recorded and the next one runs; an interrupt
     ends the study (its record says where to resume)."""
     if resume is not None:
@@ -131,7 +135,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None) ->
     try:
         for n, entry in enumerate(todo, 1):
             log(f"tierbench: study {study.study} [{n}/{len(todo)}]: {entry['name']}")
-            run_one(entry, scale)
+            run_one(entry, scale, where)
             save(folder, record)
         record["status"] = "complete"
     except runner.RunInterrupted as exc:
@@ -144,11 +148,11 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None) ->
     return folder
 
 
-def run_one(entry: dict[str, Any], scale: float | None) -> None:
+def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None) -> None:
     """One experiment of a study, its outcome written into its entry."""
     previous = Path(entry["run"]) if entry.get("run") else None
     try:
-        exp = experiment(entry["name"], scale)
+        exp = experiment(entry["name"], scale, where)
         r = runner.Run(exp, previous if previous and previous.is_dir() else None)
         try:
             r.execute()

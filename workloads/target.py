@@ -8,7 +8,7 @@ OWN_ADDRESSES."""
 import ipaddress
 from urllib.parse import urlsplit
 
-OWN_HOSTS = ("proxy", "web")
+OWN_HOSTS = ("proxy", "proxy2", "proxy3", "proxy4", "web")  # proxy2..: stack.proxies
 OWN_NETWORK = ipaddress.ip_network("198.18.0.0/15")
 
 

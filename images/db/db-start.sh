@@ -8,6 +8,10 @@
 # environment (DB_SHARED_BUFFERS, DB_MAX_CONNECTIONS, DB_SYNCHRONOUS_COMMIT, DB_MAX_WAL_SIZE,
 # DB_AUTOVACUUM); the runner records them, as the server reports them, in each run's manifest.
 # compose/app-db.yml turns autovacuum off (README, "The application and database tiers").
+# pg_stat_statements is loaded and its view made in the `postgres` database, where tierbench's
+# probe reads it: the counters of every statement, exact when it ends (pg_stat_database is
+# published up to a second late); they start from zero at every start (not saved at shutdown),
+# so a restart shows as counters that went down.
 set -euo pipefail
 fail() { echo "db: $*" >&2; exit 2; }
 [ -n "${DB_LISTEN:-}" ] || fail "DB_LISTEN is empty: set it to the address to listen on"
@@ -33,6 +37,10 @@ if ! postgres --single -D "$PGDATA" -c password_encryption=scram-sha-256 postgre
     >/dev/null 2>&1 <<<"ALTER ROLE tierbench PASSWORD '$password';"; then
   fail "setting the tierbench role's password failed (single-user mode)"
 fi
+if ! postgres --single -D "$PGDATA" postgres >/dev/null \
+    <<<"CREATE EXTENSION IF NOT EXISTS pg_stat_statements;"; then
+  fail "creating the pg_stat_statements extension failed (single-user mode)"
+fi
 exec postgres -D "$PGDATA" \
   -c listen_addresses="$DB_LISTEN" \
   -c unix_socket_directories=/run/postgresql \
@@ -41,6 +49,9 @@ exec postgres -D "$PGDATA" \
   -c synchronous_commit="$DB_SYNCHRONOUS_COMMIT" \
   -c max_wal_size="$DB_MAX_WAL_SIZE" \
   -c autovacuum="$DB_AUTOVACUUM" \
+  -c shared_preload_libraries=pg_stat_statements \
+  -c pg_stat_statements.save=off \
+  -c pg_stat_statements.track_utility=on \
   -c password_encryption=scram-sha-256 \
   -c log_min_messages=warning \
   -c logging_collector=off

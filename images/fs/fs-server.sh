@@ -35,6 +35,9 @@ if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
   gluster --mode=script volume create "$volume" "$brick_host:$FS_BRICK" force
 fi
 gluster --mode=script volume set "$volume" auth.allow "$FS_CLIENTS" >/dev/null
+# a client's O_DIRECT stops at the client (as over NFS): the brick reads and writes through the
+# server's page cache, so what the server caches (and its memory cap) decides what the disk serves
+gluster --mode=script volume set "$volume" network.remote-dio enable >/dev/null
 gluster --mode=script volume start "$volume" force >/dev/null
 echo "fs-server: volume $volume started, brick $brick_host:$FS_BRICK, on $FS_BIND for $FS_CLIENTS" >&2
 wait "$daemon"

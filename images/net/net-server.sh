@@ -7,7 +7,8 @@
 # servers on consecutive ports from NET_SOCKPERF_PORT taking messages up to NET_SOCKPERF_MAX
 # bytes (a sockperf 3.7 server answered only one of two ping-pong clients at once here, so every
 # sender gets its own port). Exits, naming it, as soon as any of them exits.
-# All on NET_BIND's address when it is set (else on every address).
+# All on one address: NET_BIND's (a cluster node's data plane, with host networking), else this
+# container's own address on the stack's network (never every address: the rack rule).
 # `--healthcheck`: every port is listening.
 set -euo pipefail
 iperf_port=${NET_IPERF_PORT:-5001}
@@ -15,7 +16,7 @@ iperf_servers=${NET_IPERF_SERVERS:-4}
 iperf3_port=${NET_IPERF3_PORT:-5201}
 iperf3_servers=${NET_IPERF3_SERVERS:-4}
 sockperf_port=${NET_SOCKPERF_PORT:-11111}
-bind=${NET_BIND:-}  # an address to listen on (a cluster node's data plane); empty: every address
+bind=${NET_BIND:-$(hostname -i | awk '{print $1}')}
 sockperf_servers=${NET_SOCKPERF_SERVERS:-1}
 # sockperf 3.7's server takes messages up to 65507 bytes (the largest UDP payload) unless -m
 # raises it, and drops a TCP connection that sends a larger one ("Message received was larger
@@ -37,17 +38,17 @@ fi
 declare -A names
 for ((i = 0; i < iperf_servers; i++)); do
   p=$((iperf_port + i))
-  iperf -s -p "$p" ${bind:+-B "$bind"} & names[$!]="iperf -s -p $p"
+  iperf -s -p "$p" -B "$bind" & names[$!]="iperf -s -p $p"
 done
 for ((i = 0; i < iperf3_servers; i++)); do
   p=$((iperf3_port + i))
-  iperf3 -s -p "$p" ${bind:+-B "$bind"} & names[$!]="iperf3 -s -p $p"
+  iperf3 -s -p "$p" -B "$bind" & names[$!]="iperf3 -s -p $p"
 done
 for ((i = 0; i < sockperf_servers; i++)); do
   p=$((sockperf_port + i))
-  sockperf server --tcp -i "${bind:-0.0.0.0}" -p "$p" -m "$sockperf_max" >/dev/null & names[$!]="sockperf server --tcp -p $p"
+  sockperf server --tcp -i "$bind" -p "$p" -m "$sockperf_max" >/dev/null & names[$!]="sockperf server --tcp -p $p"
 done
-echo "net-server: listening on ports ${ports[*]}" >&2
+echo "net-server: listening on $bind, ports ${ports[*]}" >&2
 status=0
 wait -n -p done_pid || status=$?
 echo "net-server: '${names[$done_pid]:-a server}' exited with status $status" >&2

@@ -159,41 +159,53 @@ def mtu_view(snap: dict) -> View:
                 off_text=f"MTU {STANDARD_MTU}")
 
 
-def _error(part: Any) -> str | None:
+def _shown(snap: dict, key: str, knob: str, option: str) -> dict[str, Any] | View:
+    """The snapshot's ethtool part ``key`` (channels, coalesce, rings), or, when ethtool
+    ``option`` did not show it, the view of a knob that cannot change, saying why."""
+    part = snap.get(key)
     if not isinstance(part, dict) or not part:
-        return "not read"
-    return str(part["error"]) if "error" in part else None
+        return View(knob, False, f"ethtool {option}: not read")
+    if "error" in part:
+        return View(knob, False, f"ethtool {option}: {part['error']}")
+    return part
 
 
 def channels_view(snap: dict) -> View:
     """RSS channels: the most the driver allows against one (combined, or rx and tx)."""
-    ch = snap.get("channels")
-    err = _error(ch)
-    if err:
-        return View("channels", False, f"ethtool -l: {err}")
-    assert isinstance(ch, dict)
+    ch = _shown(snap, "channels", "channels", "-l")
+    if isinstance(ch, View):
+        return ch
     top, now = ch.get("max", {}), ch.get("current", {})
     keys = ["combined"] if top.get("combined") else [k for k in ("rx", "tx") if top.get(k)]
-    current = " ".join(f"{k} {now.get(k)}" for k in keys) or "n/a"
     if not keys or all(int(top[k]) <= 1 for k in keys):
-        return View("channels", False, "the driver allows one channel only", current=current)
-    most = {k: int(top[k]) for k in keys}
-    state = "on" if all(now.get(k) == most[k] for k in keys) else \
-        "off" if all(now.get(k) == 1 for k in keys) else "other"
-    return View("channels", True, state=state, current=current, on={"channels": most},
-                off={"channels": dict.fromkeys(keys, 1)},
-                on_text=" ".join(f"{k} {v}" for k, v in most.items()),
-                off_text=" ".join(f"{k} 1" for k in keys))
+        return View("channels", False, "the driver allows one channel only",
+                    current=_sizes_now(now, keys))
+    return _sizes_view("channels", now, {k: int(top[k]) for k in keys},
+                       dict.fromkeys(keys, 1))
+
+
+def _sizes_now(now: dict[str, Any], keys: list[str]) -> str:
+    """Sizes per queue kind as ethtool shows them now: 'rx 4 tx 4' (n/a: none)."""
+    return " ".join(f"{k} {now.get(k)}" for k in keys) or "n/a"
+
+
+def _sizes_view(knob: str, now: dict[str, Any], on: dict[str, int], off: dict[str, int]) -> View:
+    """A knob of sizes per queue kind (channels, rings: the mode file's key of the same name):
+    on sets ``on``, off sets ``off``; its state is the one the current sizes are (else
+    other)."""
+    state = "on" if all(now.get(k) == v for k, v in on.items()) else \
+        "off" if all(now.get(k) == v for k, v in off.items()) else "other"
+    return View(knob, True, state=state, current=_sizes_now(now, list(on)), on={knob: on},
+                off={knob: off}, on_text=" ".join(f"{k} {v}" for k, v in on.items()),
+                off_text=" ".join(f"{k} {v}" for k, v in off.items()))
 
 
 def coalescing_view(snap: dict) -> View:
     """Interrupt coalescing: adaptive (where the driver has it) or the current rx-usecs,
     against none (rx-usecs 0)."""
-    co = snap.get("coalesce")
-    err = _error(co)
-    if err:
-        return View("coalescing", False, f"ethtool -c: {err}")
-    assert isinstance(co, dict)
+    co = _shown(snap, "coalesce", "coalescing", "-c")
+    if isinstance(co, View):
+        return co
     now = co.get("current", {})
     usecs = now.get("rx-usecs")
     if isinstance(now.get("adaptive-rx"), bool):
@@ -219,35 +231,28 @@ def coalescing_view(snap: dict) -> View:
 def rings_view(snap: dict) -> View:
     """Ring sizes: the largest the driver allows against the current (or a quarter of the
     largest when they are at the largest already)."""
-    rg = snap.get("rings")
-    err = _error(rg)
-    if err:
-        return View("rings", False, f"ethtool -g: {err}")
-    assert isinstance(rg, dict)
+    rg = _shown(snap, "rings", "rings", "-g")
+    if isinstance(rg, View):
+        return rg
     top, now = rg.get("max", {}), rg.get("current", {})
     keys = [k for k in ("rx", "tx") if isinstance(top.get(k), int) and
             isinstance(now.get(k), int) and not isinstance(now.get(k), bool)]
-    current = " ".join(f"{k} {now.get(k)}" for k in keys) or "n/a"
     if not keys:
-        return View("rings", False, "ethtool -g shows no rx or tx ring size", current=current)
+        return View("rings", False, "ethtool -g shows no rx or tx ring size",
+                    current=_sizes_now(now, keys))
     big = {k: int(top[k]) for k in keys}
     small = {k: int(now[k]) for k in keys} if any(now[k] < top[k] for k in keys) else \
         {k: max(SMALL_RING, int(top[k]) // 4) for k in keys}
     if big == small:
-        return View("rings", False, "the rings have one size only", current=current)
-    state = "on" if all(now[k] == big[k] for k in keys) else "off"
-    return View("rings", True, state=state, current=current, on={"rings": big},
-                off={"rings": small}, on_text=" ".join(f"{k} {v}" for k, v in big.items()),
-                off_text=" ".join(f"{k} {v}" for k, v in small.items()))
+        return View("rings", False, "the rings have one size only", current=_sizes_now(now, keys))
+    return _sizes_view("rings", now, big, small)
 
 
 def split_view(snap: dict) -> View:
     """Header-data split (ethtool -G tcp-data-split), where the driver reports it on or off."""
-    rg = snap.get("rings")
-    err = _error(rg)
-    if err:
-        return View("header-split", False, f"ethtool -g: {err}")
-    assert isinstance(rg, dict)
+    rg = _shown(snap, "rings", "header-split", "-g")
+    if isinstance(rg, View):
+        return rg
     now = rg.get("current", {}).get("tcp-data-split")
     if not isinstance(now, bool):
         shown = "no TCP data split" if now is None else f"TCP data split {now}"

@@ -24,6 +24,7 @@ from tierbench.config.models import Model, choice, number, problem, text, valida
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment
 from tierbench.modes.model import Mode
+from tierbench.placement.placer import Placer
 
 SUITE = EXPERIMENTS_DIR / "advise" / "suite.yml"
 ROLES = ("throughput", "latency", "tail", "cpu")
@@ -98,12 +99,13 @@ def chosen(suite: Suite, names: list[str] | None) -> list[Workload]:
 
 
 def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
-               where: str = str(SUITE)) -> Experiment:
-    """The workload's experiment with these modes (validated as its file would be); its
-    metrics must be summary columns of its kind."""
+               where: str = str(SUITE), placer: Placer | None = None) -> Experiment:
+    """The workload's experiment with these modes (validated as its file would be), to run on
+    ``placer`` (None: this host); its metrics must be summary columns of its kind."""
     data = {**w.experiment, "name": f"advise-{w.name}", "description": w.description,
             "seed": suite.seed, "settle_s": settle_s, "modes": [m.name for m in modes]}
-    exp = registry.experiment_from(data, f"{where}: {w.name}", data["name"], lambda _: modes)
+    exp = registry.experiment_from(data, f"{where}: {w.name}", data["name"], lambda _: modes,
+                                   placer)
     columns = [c.name for c in registry.kind(exp.kind).columns(exp)]
     for role, metric in w.metrics.items():
         if metric.column not in columns:

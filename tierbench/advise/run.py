@@ -34,8 +34,9 @@ from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.modes import apply
 from tierbench.modes.model import Mode
-from tierbench.placement import nodes, placer
+from tierbench.placement import nodes
 from tierbench.placement.cluster import ClusterPlacer
+from tierbench.placement.placer import LocalPlacer, Placer
 
 # A point's wall time over its kind's estimate before one was measured here: the kind's own
 # estimate (0.6 to 0.8 of it was measured for the suite's short points on the shared 2-core
@@ -63,7 +64,8 @@ class Advisor:
     """One advise run: the suite's workloads one after another within one budget."""
 
     def __init__(self, workloads: list[str] | None, budget_min: float,
-                 half_width_pct: float = 5.0, suite_path: Path = plan.SUITE) -> None:
+                 half_width_pct: float = 5.0, suite_path: Path = plan.SUITE,
+                 placer: Placer | None = None) -> None:
         if not budget_min > 0:
             raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
         self.suite = plan.load(suite_path)
@@ -77,6 +79,7 @@ class Advisor:
         self.modes_seen = 0  # the modes of the last workload discovered (for estimates)
         self.folder: Path | None = None
         self.record: dict[str, Any] = {}
+        self.where = placer or LocalPlacer()  # where the workloads run
 
     # -- estimates
     def ratio(self, kind: str) -> float:
@@ -98,7 +101,7 @@ class Advisor:
 
     def settle_s(self) -> float:
         """How long a point waits after its mode is applied: a cluster's NICs may reset."""
-        cluster = placer.current().cluster is not None
+        cluster = self.where.cluster is not None
         return self.suite.cluster_settle_s if cluster else self.suite.settle_s
 
     # -- the run
@@ -108,8 +111,8 @@ class Advisor:
         self.record = {
             "started": now(), "finished": None, "status": "running",
             "budget_min": self.budget_s / 60, "half_width_pct": self.half_width_pct,
-            "suite": str(self.suite_path), "placement": placer.current().name,
-            "cluster": placer.current().cluster.path if placer.current().cluster else None,
+            "suite": str(self.suite_path), "placement": self.where.name,
+            "cluster": self.where.cluster.path if self.where.cluster else None,
             "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
             "workloads": [self.entry(w) for w in self.workloads]}
         save(self.folder, self.record)
@@ -148,7 +151,7 @@ class Advisor:
         settle = self.settle_s()
         where = str(self.suite_path)
         try:
-            base = plan.experiment(self.suite, w, [knobs.baseline()], settle, where)
+            base = plan.experiment(self.suite, w, [knobs.baseline()], settle, where, self.where)
             guess = plan.cost(self.point_s(base), self.modes_seen)
             if self.modes_seen and plan.share(self.remaining_s, [guess]) is None:
                 # not worth a bring-up: the modes of the last workload's interfaces, estimated
@@ -172,7 +175,7 @@ class Advisor:
             if len(modes) < 2:
                 entry["status"] = "nothing to measure: no knob the interfaces can change"
                 return
-            exp = plan.experiment(self.suite, w, modes, settle, where)
+            exp = plan.experiment(self.suite, w, modes, settle, where, self.where)
             self.modes_seen = len(modes)
             self.measure(w, entry, exp, plans, later)
         except runner.RunInterrupted:
@@ -190,7 +193,8 @@ class Advisor:
         point_s = {w.name: self.point_s(exp)}
         for lw in later:
             point_s[lw.name] = self.point_s(plan.experiment(
-                self.suite, lw, [knobs.baseline()], exp.settle_s, str(self.suite_path)))
+                self.suite, lw, [knobs.baseline()], exp.settle_s, str(self.suite_path),
+                self.where))
         if not self.ratios:  # the first workload: what the budget buys, once the modes are known
             for line in plan.plan_lines([w, *later], self.remaining_s / 60, point_s,
                                         len(exp.modes)):
@@ -222,7 +226,8 @@ class Advisor:
         a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
         modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)),
                  knobs.pair_mode(a, b)]
-        pexp = plan.experiment(self.suite, w, modes, exp.settle_s, str(self.suite_path))
+        pexp = plan.experiment(self.suite, w, modes, exp.settle_s, str(self.suite_path),
+                               self.where)
         pexp.name = f"advise-{w.name}-pair"
         prun = self.run_one(plan.with_target(pexp, w, self.half_width_pct, left))
         entry["runs"]["pair"] = str(prun.dir) if prun.dir else None
@@ -301,7 +306,7 @@ class Advisor:
             with apply.mode_applied(mode, eps, dep.watched(), netif.StateFile(), record, 0.0,
                                     lambda: None, dep.cpu_containers(mode)):
                 if mode.nic.mtu is not None:
-                    path_check(mode.nic.mtu, eps)
+                    path_check(mode.nic.mtu, eps, self.where)
             result = None
         except netif.NetifError as exc:
             if record.get("restored") is False:
@@ -316,12 +321,12 @@ class Advisor:
         return result
 
 
-def path_check(mtu: int, eps: list[netif.Endpoint]) -> None:
+def path_check(mtu: int, eps: list[netif.Endpoint], where: Placer) -> None:
     """On a cluster, that frames of ``mtu`` bytes pass between the endpoints' nodes as they
     are (a switch, or a peer the advisor does not set, may carry less): a ping that must not
     fragment, from each node to the next one's interface; NetifError when one does not pass
     or cannot be sent. On one host every end of every veth is an endpoint: nothing to check."""
-    cluster = placer.current().cluster
+    cluster = where.cluster
     names = list(dict.fromkeys(ep.node for ep in eps if ep.node))
     if cluster is None or len(names) < 2:
         return
@@ -351,7 +356,7 @@ def discovery_deployment(exp: Experiment, scratch: Path) -> Deployment:
     points = runner.points_of(exp)
     runner.check_space(exp)
     kind.preflight(exp, points)
-    where = placer.current()
+    where = exp.placer
     if where.cluster is not None:
         runner.cluster_lines(exp)
         cast(ClusterPlacer, where).check(*runner.node_needs(exp, kind.needs(exp, points)))

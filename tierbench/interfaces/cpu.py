@@ -6,8 +6,8 @@ set them) stands for the studies' platforms: 004 §7 compares CPU count with CPU
 share of each CPU's time. Written straight into the container's cgroup (v1 cpuset and cpu
 controllers, or v2 cpuset.cpus and cpu.max) so that it changes between points without a
 restart, and read back to verify and to restore. For a container on a cluster node (``node``),
-this module's own code runs there with python3 over SSH (the node transport of netif), on the
-node's PID of the container.
+this module's own code runs there with python3 over SSH (the node's transport,
+tierbench.transport), on the node's PID of the container.
 
 A platform is the parent cgroup of the server tiers' containers: they start under one common
 parent (Compose `cgroup_parent`), so a cpuset and a limit written there are shared by every tier
@@ -22,41 +22,45 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tierbench import cgroups
+from tierbench.cgroups import controller_path, mountpoint
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import NetifError
+from tierbench.transport import Transport
 
 PERIOD_US = 100_000
 NODE_CODE = "# " + "-" * 40 + " the code a node runs"  # starts after this line
 
 
-def on_node(node: str, call: str) -> Any:
+def on_node(node: Transport, call: str) -> Any:
     """Run ``call`` (an expression of this module's functions) on ``node``; its JSON value."""
     own = Path(__file__).read_text()
     program = "\n".join([
         "from __future__ import annotations", "import json", "from pathlib import Path",
         "class NetifError(Exception):\n    pass", f"PERIOD_US = {PERIOD_US}",
-        own.split(NODE_CODE + "\n", 1)[1],
+        cgroups.source(), own.split(NODE_CODE + "\n", 1)[1],
         f"try:\n    print(json.dumps({{'value': {call}}}))\n"
         "except (NetifError, OSError, ValueError) as exc:\n"
         "    print(json.dumps({'error': str(exc)}))"])
-    out = netif.run_ns(None, ["python3", "-c", program], node, node)
+    out = netif.run_ns(None, ["python3", "-c", program], str(node.name), node)
     try:
         answer = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise NetifError(f"{node}: reading CPU settings there gave {out.strip()[:200]!r}") from None
+        raise NetifError(f"{node.name}: reading CPU settings there gave "
+                         f"{out.strip()[:200]!r}") from None
     if "error" in answer:
-        raise NetifError(f"{node}: {answer['error']}")
+        raise NetifError(f"{node.name}: {answer['error']}")
     return answer["value"]
 
 
-def read(pid: int, node: str | None = None) -> dict[str, object]:
+def read(pid: int, node: Transport | None = None) -> dict[str, object]:
     """{"cpuset": "0-1" ('' = the parent's), "limit": CPUs of time per period or None}, of a
     process here or on a cluster node."""
     return on_node(node, f"read_cgroup({int(pid)})") if node else read_cgroup(pid)
 
 
 def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
-          node: str | None = None) -> None:
+          node: Transport | None = None) -> None:
     """Set the cpuset (when given) and the limit (when set_limit: None means unlimited)."""
     if node:
         on_node(node, f"write_cgroup({int(pid)}, {cpuset!r}, {limit!r}, set_limit={set_limit!r})")
@@ -64,19 +68,19 @@ def write(pid: int, cpuset: str | None, limit: float | None, *, set_limit: bool,
         write_cgroup(pid, cpuset, limit, set_limit=set_limit)
 
 
-def platform_of(pid: int, node: str | None = None) -> dict[str, Any]:
+def platform_of(pid: int, node: Transport | None = None) -> dict[str, Any]:
     """The parent cgroup of a process: {"dirs": its folders, "own": the process's cgroup in it,
     "members": the parent's child cgroups that hold processes}."""
     return on_node(node, f"platform_info({int(pid)})") if node else platform_info(pid)
 
 
-def read_platform(dirs: dict[str, str], node: str | None = None) -> dict[str, object]:
+def read_platform(dirs: dict[str, str], node: Transport | None = None) -> dict[str, object]:
     """The cpuset and limit of a platform (as :func:`read`)."""
     return on_node(node, f"read_dirs({dirs!r})") if node else read_dirs(dirs)
 
 
 def write_platform(dirs: dict[str, str], cpuset: str | None, limit: float | None, *,
-                   set_limit: bool, node: str | None = None) -> None:
+                   set_limit: bool, node: Transport | None = None) -> None:
     """Set a platform's cpuset (when given) and limit (when set_limit; None: unlimited)."""
     if node:
         on_node(node, f"write_dirs({dirs!r}, {cpuset!r}, {limit!r}, set_limit={set_limit!r})")
@@ -84,12 +88,12 @@ def write_platform(dirs: dict[str, str], cpuset: str | None, limit: float | None
         write_dirs(dirs, cpuset, limit, set_limit=set_limit)
 
 
-def platform_exists(dirs: dict[str, str], node: str | None = None) -> bool:
+def platform_exists(dirs: dict[str, str], node: Transport | None = None) -> bool:
     """Whether the platform's folders are still there."""
     return on_node(node, f"dirs_exist({dirs!r})") if node else dirs_exist(dirs)
 
 
-def allowed(pid: int, node: str | None = None, *, platform: bool = False) -> set[int]:
+def allowed(pid: int, node: Transport | None = None, *, platform: bool = False) -> set[int]:
     """CPUs the process's cgroup (``platform``: its parent) may be given."""
     if node:
         return set(on_node(node, f"sorted(allowed_cpus({int(pid)}, {platform!r}))"))
@@ -99,37 +103,24 @@ def allowed(pid: int, node: str | None = None, *, platform: bool = False) -> set
 # ---------------------------------------- the code a node runs
 
 
-def _mount(fstype: str, option: str | None = None) -> Path | None:
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
-        if rest and rest[0] == fstype and (option is None or option in rest[-1].split(",")):
-            return Path(fields[4])
-    return None
-
-
 def cgroup_dirs(pid: int) -> dict[str, Path]:
     """The cgroup folders of a process that hold its cpuset and its CPU quota."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         raise NetifError(f"process {pid} is gone: its CPU settings cannot be read") from None
-    v1 = {}
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for c in controllers.split(","):
-            v1[c] = path
-    if "cpuset" in v1 and "cpu" in v1:
-        cpuset, cpu = _mount("cgroup", "cpuset"), _mount("cgroup", "cpu")
+    in_cpuset, in_cpu = controller_path(lines, "cpuset"), controller_path(lines, "cpu")
+    if in_cpuset and in_cpu and in_cpuset[0] == in_cpu[0] == 1:
+        cpuset, cpu = mountpoint("cgroup", "cpuset"), mountpoint("cgroup", "cpu")
         if cpuset is None or cpu is None:
             raise NetifError("cgroup v1 cpuset or cpu is in use but not mounted")
-        return {"cpuset": cpuset / v1["cpuset"].lstrip("/"), "cpu": cpu / v1["cpu"].lstrip("/"),
+        return {"cpuset": cpuset / in_cpuset[1].lstrip("/"), "cpu": cpu / in_cpu[1].lstrip("/"),
                 "version": Path("1")}
-    root = _mount("cgroup2")
-    own = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
-    if root is None or own is None:
+    root = mountpoint("cgroup2")
+    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+    if root is None or path is None:
         raise NetifError(f"no cgroup with a cpuset and a CPU quota for process {pid}")
-    d = root / own.lstrip("/")
+    d = root / path.lstrip("/")
     return {"cpuset": d, "cpu": d, "version": Path("2")}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NetifError
+from tierbench.transport import LOCAL, Transport, TransportError
 
 _CHANNEL_LABELS = {"RX": "rx", "TX": "tx", "Other": "other", "Combined": "combined"}
 
@@ -121,13 +122,14 @@ def mask_int(mask: str) -> int:
 
 
 @lru_cache(maxsize=64)
-def online_cpu_mask(node: str | None = None) -> str:
+def online_cpu_mask(node: Transport | None = None) -> str:
     """Hex mask of the online CPUs (from /sys/devices/system/cpu/online), of this machine or of
     a cluster node."""
     if node is None:
         text = Path("/sys/devices/system/cpu/online").read_text().strip()
     else:
-        text = netif.run_ns(None, ["cat", "/sys/devices/system/cpu/online"], node, node).strip()
+        text = netif.run_ns(None, ["cat", "/sys/devices/system/cpu/online"], str(node.name),
+                            node).strip()
     mask = 0
     for part in text.split(","):
         lo, _, hi = part.partition("-")
@@ -141,7 +143,7 @@ def queue_value(fname: str, value: str) -> int:
     return int(value) if fname == "rps_flow_cnt" else mask_int(value)
 
 
-def wanted_mask(value: str, node: str | None = None) -> str:
+def wanted_mask(value: str, node: Transport | None = None) -> str:
     return online_cpu_mask(node) if value == "all" else format(mask_int(value), "x")
 
 
@@ -188,7 +190,7 @@ def qdisc_commands(ifname: str, q: dict[str, Any]) -> list[list[str]]:
 def run_sh(ep: Endpoint, script: str) -> str:
     """Run a shell script with /sys showing the endpoint's netns (fresh sysfs mount if needed)."""
     if ep.netns_pid is None:
-        return netif.run_ns(None, ["sh", "-c", script], ep.label, ep.node)
+        return netif.run_ns(None, ["sh", "-c", script], ep.label, ep.via)
     argv = ["nsenter", "-t", str(ep.netns_pid), "-n", "--", "unshare", "-m", "--",
             "sh", "-c", f"mount -t sysfs none /sys && {script}"]
     return netif.run_ns(None, argv, ep.label)
@@ -238,12 +240,12 @@ def sysctl_path(key: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def sysctl_on_node(key: str, node: str) -> str:
+def sysctl_on_node(key: str, node: Transport) -> str:
     """``host`` when ``key`` exists on a cluster node (whose tiers share its namespace: host
     networking), ``missing`` when it does not."""
     path = shlex.quote(sysctl_path(key))
     out = netif.run_ns(None, ["sh", "-c", f"test -e {path} && echo host || echo missing"],
-                       node, node)
+                       str(node.name), node)
     return out.strip() or "missing"
 
 
@@ -264,28 +266,26 @@ def sysctl_scope(key: str) -> str:
     return {0: "netns", 4: "netns-readonly"}.get(probe.returncode, "host")
 
 
-def read_sysctl(pid: int | None, key: str, who: str, node: str | None = None) -> str:
-    return " ".join(netif.run_ns(pid, ["sysctl", "-n", key], who, node).split())
+def read_sysctl(pid: int | None, key: str, who: str, node: Transport | None = None) -> str:
+    return " ".join(netif.run_ns(pid, ["sysctl", "-n", key], who, node or LOCAL).split())
 
 
 def write_sysctl(pid: int | None, key: str, value: str, who: str,
-                 node: str | None = None) -> None:
-    netif.run_ns(pid, ["sysctl", "-q", "-w", f"{key}={value}"], who, node)
+                 node: Transport | None = None) -> None:
+    netif.run_ns(pid, ["sysctl", "-q", "-w", f"{key}={value}"], who, node or LOCAL)
 
 
 @lru_cache(maxsize=64)
-def probe_qdisc(args: tuple[tuple[str, Any], ...], node: str | None = None) -> str | None:
+def probe_qdisc(args: tuple[tuple[str, Any], ...], node: Transport | None = None) -> str | None:
     """Try a qdisc on a veth inside a throw-away ``unshare -n`` (on this machine or on a cluster
     node); return tc's error or None."""
     cmds = qdisc_commands("tbmprobe0", dict(args))
     script = "ip link add tbmprobe0 type veth peer name tbmprobe1 && " + " && ".join(
         shlex.join(c) for c in cmds)
     argv = ["unshare", "-n", "--", "sh", "-c", script]
-    if node is not None:
-        argv = [*netif.node_argv(node), shlex.join(argv)]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = (node or LOCAL).run(argv, timeout=30)
+    except TransportError as exc:
         return f"the probe could not run ({exc})"
     if proc.returncode == 0:
         return None
@@ -297,7 +297,7 @@ def ethtool_args(d: dict[str, Any]) -> str:
 
 
 def mask_writes(queues: dict, rps: str | None, xps: str | None,
-                 flow_cnt: int | None = None, node: str | None = None) -> dict[str, str]:
+                 flow_cnt: int | None = None, node: Transport | None = None) -> dict[str, str]:
     writes: dict[str, str] = {}
     for q, files in queues.items():
         if not isinstance(files, dict):

@@ -3,9 +3,9 @@
 An endpoint is one network interface in one network namespace (the host's, or the
 namespace of a given PID), on this machine or on a cluster node.  Everything goes through the
 ``ethtool``, ``ip`` and ``tc`` command-line tools; endpoints in another namespace are reached
-with ``nsenter -t PID -n``, endpoints on a node over SSH (the node transport: ``add_node``
-registers the ssh command that reaches it, and snapshots carry it, so that a later process can
-restore from the state file alone). sysfs is never read, because inside ``nsenter -n`` it still
+with ``nsenter -t PID -n``, endpoints on a node over SSH (the endpoint carries the node's
+transport, tierbench.transport, and snapshots record it, so that a later process can restore from
+the state file alone). sysfs is never read, because inside ``nsenter -n`` it still
 shows the host's interfaces.
 
 The decision logic (capability check, verification, restore plan) is written as pure
@@ -18,18 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tierbench import transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
+from tierbench.transport import LOCAL, Transport
 
 __all__ = [
     "FEATURE_ALIASES",
     "Endpoint",
-    "add_node",
     "NetifError",
     "NicSettings",
     "StateFile",
@@ -40,7 +39,6 @@ __all__ = [
     "feature_mismatches",
     "feature_problems",
     "netns_inode",
-    "node_argv",
     "onoff",
     "parse_features",
     "read_features",
@@ -102,12 +100,17 @@ class NetifError(TierbenchError):
 @dataclass(frozen=True)
 class Endpoint:
     """One network interface (``ifname``) inside the netns of ``netns_pid`` (None = host), on
-    this machine or, with ``node``, on a cluster node reached over SSH (see ``add_node``)."""
+    this machine or, through ``via``, on a cluster node reached over SSH."""
 
     tier: str
     ifname: str
     netns_pid: int | None
-    node: str | None = None
+    via: Transport = LOCAL
+
+    @property
+    def node(self) -> str | None:
+        """The cluster node the interface is on (None: this machine)."""
+        return self.via.name
 
     @property
     def label(self) -> str:
@@ -326,69 +329,39 @@ def wanted_feature_args(snap: dict, want: NicSettings) -> list[tuple[str, bool]]
 
 # --------------------------------------------------------------------------- commands
 
-# Cluster nodes: name -> the ssh argv that runs one command there (the command is appended as
-# one shell-quoted string). Registered by the placement layer; restored from snapshots.
-_NODES: dict[str, tuple[str, ...]] = {}
-
-
-def add_node(name: str, ssh_argv: list[str] | tuple[str, ...]) -> None:
-    """Reach node ``name`` with ``ssh_argv`` (ssh and its options up to the host, no command)."""
-    _NODES[name] = tuple(ssh_argv)
-
-
-def node_argv(name: str) -> list[str]:
-    """The ssh argv registered for node ``name``; NetifError when there is none."""
-    if name not in _NODES:
-        raise NetifError(f"{name}: no SSH transport is known for this node: give the cluster "
-                         "file (--cluster FILE)")
-    return list(_NODES[name])
-
-
-def _ns_prefix(pid: int | None) -> list[str]:
-    if pid is None:
-        return []
-    return ["nsenter", "-t", str(pid), "-n"]
-
-
-def run_ns(pid: int | None, argv: list[str], who: str, node: str | None = None) -> str:
-    """Run ``argv`` in the netns of ``pid`` (None: the host's), on this machine or on ``node``
-    over SSH; return stdout, raise NetifError naming ``who`` on any failure."""
-    cmd = _ns_prefix(pid) + list(argv)
+def run_ns(pid: int | None, argv: list[str], who: str, via: Transport = LOCAL) -> str:
+    """Run ``argv`` in the netns of ``pid`` (None: the host's), on this machine or on the node
+    ``via`` reaches; return stdout, raise NetifError naming ``who`` on any failure."""
     shown = " ".join(argv)
-    if node is not None:
-        cmd = [*node_argv(node), shlex.join(cmd)]
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
-        )
-    except FileNotFoundError as exc:
-        raise NetifError(
-            f"{who}: cannot run `{shown}` because {exc.filename or cmd[0]} is not installed"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise NetifError(
-            f"{who}: `{shown}` did not finish within {COMMAND_TIMEOUT_S:.0f} s"
-        ) from None
-    except OSError as exc:
+        proc = via.run(argv, netns=pid, timeout=COMMAND_TIMEOUT_S)
+    except transport.TransportError as exc:
+        if exc.missing:
+            raise NetifError(
+                f"{who}: cannot run `{shown}` because {exc.missing} is not installed") from None
+        if exc.timeout:
+            raise NetifError(
+                f"{who}: `{shown}` did not finish within {COMMAND_TIMEOUT_S:.0f} s") from None
         raise NetifError(f"{who}: cannot run `{shown}`: {exc}") from None
     if proc.returncode != 0:
         err = " ".join((proc.stderr or proc.stdout or "").split()) or "no error output"
-        if node is not None and proc.returncode == 255:
-            raise NetifError(f"{who}: cannot reach node {node} over SSH to run `{shown}`: {err}")
+        if via.unreachable(proc):
+            raise NetifError(f"{who}: cannot reach node {via.name} over SSH to run `{shown}`: "
+                             f"{err}")
         raise NetifError(f"{who}: `{shown}` failed (exit {proc.returncode}): {err}")
     return proc.stdout
 
 
 def run_in(ep: Endpoint, argv: list[str]) -> str:
     """Run ``argv`` in the endpoint's netns and return stdout; raise NetifError on failure."""
-    return run_ns(ep.netns_pid, argv, ep.label, ep.node)
+    return run_ns(ep.netns_pid, argv, ep.label, ep.via)
 
 
 def _links(pid: int | None, who: str, ifname: str | None = None,
-           node: str | None = None) -> list[dict]:
+           via: Transport = LOCAL) -> list[dict]:
     """``ip -d -j link show [dev IF]`` in the netns of ``pid`` (None = host), parsed."""
     argv = ["ip", "-d", "-j", "link", "show"] + (["dev", ifname] if ifname else [])
-    out = run_ns(pid, argv, who, node)
+    out = run_ns(pid, argv, who, via)
     try:
         data = json.loads(out or "[]")
     except json.JSONDecodeError:
@@ -450,7 +423,7 @@ def netns_inode(pid: int | None) -> int | None:
 
 def _read_state(ep: Endpoint) -> dict:
     """Read features and MTU (the parts verify/restore compare) of one endpoint."""
-    links = _links(ep.netns_pid, ep.label, ep.ifname, ep.node)
+    links = _links(ep.netns_pid, ep.label, ep.ifname, ep.via)
     if not links:
         raise NetifError(f"{ep.label}: `ip link show dev {ep.ifname}` returned no interface")
     link = links[0]
@@ -485,7 +458,7 @@ def snapshot(ep: Endpoint) -> dict:
         qdisc = run_in(ep, ["tc", "qdisc", "show", "dev", ep.ifname])
     except NetifError as exc:
         qdisc = f"unavailable: {exc}"
-    where = {"node": ep.node, "ssh": node_argv(ep.node)} if ep.node else {}
+    where = ep.via.record()
     return {
         "label": ep.label,
         "tier": ep.tier,
@@ -595,11 +568,8 @@ def verify(
 
 
 def endpoint_of(snap: dict) -> Endpoint:
-    """The endpoint a snapshot was taken of (a node's transport registered from it)."""
-    node = snap.get("node")
-    if node and snap.get("ssh") and node not in _NODES:
-        add_node(node, snap["ssh"])
-    return Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"), node)
+    """The endpoint a snapshot was taken of (on a node: through the transport it recorded)."""
+    return Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"), transport.of(snap))
 
 
 def _gone(ep: Endpoint, snap: dict) -> bool:
@@ -610,7 +580,7 @@ def _gone(ep: Endpoint, snap: dict) -> bool:
         if ino is not None and netns_inode(ep.netns_pid) != ino:
             return True  # the PID was reused by a process in another netns
     try:
-        links = _links(ep.netns_pid, ep.label, ep.ifname, ep.node)
+        links = _links(ep.netns_pid, ep.label, ep.ifname, ep.via)
     except NetifError as exc:
         if "does not exist" in str(exc) or "No such file" in str(exc):
             return True

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, TypeVar, cast
@@ -33,11 +33,15 @@ from pydantic import BaseModel, model_validator
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
-from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
+from tierbench.kinds import families
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
+from tierbench.placement import compose
+from tierbench.placement.clusterfile import Role
 from tierbench.placement.compose import Container
-from tierbench.placement.placer import Placer
+from tierbench.placement.placer import LocalPlacer, Placer
 from tierbench.placement.space import Need
+from tierbench.transport import Transport
 
 CLIENT, SERVER = "client", "server"
 
@@ -121,6 +125,8 @@ class Experiment(Generic[S]):
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # where it runs: this host, or the cluster given on the command line (made once per run)
+    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
 
     def mode(self, name: str) -> Mode:
         """The mode of that name."""
@@ -143,7 +149,7 @@ class Deployment(Generic[I]):
     """What is up for a deployment key: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
     handles (``info``: a dataclass of the kind's, e.g. kinds.web.stack.WebInfo). ``placer`` is
-    the placement it runs on (None: this host), which makes the sampler: on a cluster, an
+    the placement it runs on (by default this host), which makes the sampler: on a cluster, an
     agent per node."""
 
     key: Hashable
@@ -153,14 +159,12 @@ class Deployment(Generic[I]):
     containers: dict[str, Container] = field(default_factory=dict)
     # None only where I is None (a kind that keeps no handles, e.g. the tests' kinds)
     info: I = cast(Any, None)
-    placer: Placer | None = None
+    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
     probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler | Any:
         """A 1 Hz sampler of this deployment's counters, writing JSON lines to ``out``."""
-        if self.placer is not None:
-            return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
-        return Sampler(out, self.counters, self.ifaces, probes=self.probes)
+        return self.placer.sampler(out, self.counters, self.ifaces, self.probes)
 
     def endpoints(self, mode: Mode) -> list[Endpoint]:
         """The endpoints a container-scope mode covers here (its tiers, roles or all; an
@@ -172,18 +176,16 @@ class Deployment(Generic[I]):
         """Every endpoint of every tier (recorded before, during and after each point)."""
         return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
 
-    def cpu_containers(self, mode: Mode) -> list[tuple[str, str, int]] | None:
-        """On a cluster, (tier, node, PID there) of the containers a cpu: mode covers (None on
-        one host: those behind the endpoints' namespaces)."""
-        if self.placer is None or self.placer.cluster is None:
+    def cpu_containers(self, mode: Mode) -> list[tuple[str, Transport, int]] | None:
+        """On a cluster, (tier, its node's transport, PID there) of the containers a cpu: mode
+        covers (None on one host: those behind the endpoints' namespaces)."""
+        if self.placer.cluster is None:
             return None
-        return [(t.name, c.node, c.pid) for t in self.tiers.values()
-                if mode.covers(t.name, t.role) for c in t.containers if c.node is not None]
+        return [(t.name, self.placer.transport(c), c.pid) for t in self.tiers.values()
+                if mode.covers(t.name, t.role) for c in t.containers]
 
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
-        """A host-scope mode's interfaces where this deployment runs (None: this host's)."""
-        if self.placer is None:
-            return None
+        """A host-scope mode's interfaces where this deployment runs."""
         return self.placer.host_endpoints(mode.host_interfaces,
                                           [c for t in self.tiers.values() for c in t.containers])
 
@@ -191,16 +193,46 @@ class Deployment(Generic[I]):
 @dataclass
 class PointContext(Generic[S, I, P]):
     """What a kind gets to run one point: the point's folder, the manifest entry it may add to,
-    the running sampler, what prepare() returned, and a logger for progress."""
+    what prepare() returned, a logger for progress, and its window on the point's sampling.
+    The runner alone starts the sampler (before run_point) and stops it (after); a kind asks
+    for a sample now (:meth:`mark`, :meth:`marks_at`), reads every counter (:meth:`now`),
+    closes its window when the measured part is over (:meth:`close_window`) and reads why
+    sampling stopped (:attr:`sampling_error`) through the context, never the sampler itself."""
 
     exp: Experiment[S]
     point: Point
     deployment: Deployment[I]
     dir: Path
     record: dict[str, Any]
-    sampler: Sampler
+    sampler: Sampler  # the runner's: kinds go through the methods below
     prepared: P
     log: Callable[[str], None]
+
+    def mark(self) -> dict[str, Any]:
+        """A sample taken now, kept in time order with the 1 Hz ticks: a kind marks the start
+        and the middle of a measured window, so that it holds two samples even when a loaded
+        host delays the ticks by a second or more."""
+        return self.sampler.mark()
+
+    def marks_at(self, instants: Sequence[float]) -> Callable[[], None]:
+        """A mark at each wall-clock instant, from a thread, while the kind runs the load in one
+        blocking call; returns the function that cancels those not yet due."""
+        return marks_at(self.sampler, instants)
+
+    def now(self) -> dict[str, Any]:
+        """Every counter read now (not kept as a sample), stamped with the wall clock."""
+        return self.sampler.now()
+
+    def close_window(self) -> list[dict[str, Any]]:
+        """The measured part is over: sampling stops after one last sample (the runner's stop
+        after run_point then does nothing more); every sample taken."""
+        return self.sampler.stop()
+
+    @property
+    def sampling_error(self) -> str | None:
+        """Why sampling stopped before the window closed (a counter that could not be read),
+        or None."""
+        return self.sampler.error
 
 
 @dataclass
@@ -214,19 +246,14 @@ class PointResult:
     error: str | None = None
 
 
-def refuse_server_modes(exp: Experiment[Any], experiment: str) -> None:
-    """One sentence for a mode that sets web or proxy server options in a kind that runs no
-    such servers (``experiment`` names the kind's experiments, e.g. "a network experiment")."""
-    for m in exp.modes:
-        if m.server:
-            raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and proxy "
-                              f"servers, which {experiment} does not run")
-
-
 class Kind(Generic[S, I, P]):
-    """One kind of work. Subclasses set ``name`` and implement the methods below, and name their
-    three types: ``class WebKind(Kind[WebSettings, WebInfo, WebPrepared])``: ``S`` the settings
-    model (``model``; what ``exp.settings`` holds), ``I`` the deployment's handles
+    """One kind of work. Subclasses set ``name``, ``model`` and ``tiers`` and implement
+    ``axes``, ``point_seconds``, ``deploy`` and ``run_point``; every other method has a default
+    (the plan's and progress lines from the axes, the resolved experiment from the settings,
+    the summary's identity columns, the report section from the family file named after the
+    kind) that a kind overrides where it knows better. A kind names its three types:
+    ``class WebKind(Kind[WebSettings, WebInfo, WebPrepared])``: ``S`` the settings model
+    (``model``; what ``exp.settings`` holds), ``I`` the deployment's handles
     (``Deployment.info``, a dataclass of the kind's), ``P`` what :meth:`prepare` returns (and
     :meth:`deploy` and ``PointContext.prepared`` get); None where a kind has none."""
 
@@ -247,18 +274,38 @@ class Kind(Generic[S, I, P]):
     # counts, file sizes), each with the least it may become (a window must hold two 1 Hz
     # samples; a count at least a few requests).
     scalable: ClassVar[dict[str, float]] = {}
-    # The cluster file's roles the kind's services run on (tierbench.placement.clusterfile.ROLES);
-    # a kind with none does not run on a cluster (its services have no host overlay yet).
+    # The cluster file's roles the kind brings (name, what runs there, one node or a list,
+    # server or client): the registry hands every kind's to the placement, which names none. A
+    # role several kinds' services run on is declared by one of them (OrangeFS's by pfs).
+    declared_roles: ClassVar[tuple[Role, ...]] = ()
+    # The cluster file's roles the kind's services run on (declared by it or another kind); a
+    # kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
+    # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
+    plan_widths: ClassVar[tuple[int, int]] = (34, 16)
 
     # -- experiment -----------------------------------------------------------------------
 
     def check(self, exp: Experiment[S]) -> None:
-        """Cross-checks between settings and modes after validation (raise ConfigError)."""
+        """Cross-checks between settings and modes after validation (raise ConfigError): a
+        mode that sets options of the web and proxy servers is refused, unless the kind runs
+        them (and says so by a check of its own)."""
+        for m in exp.modes:
+            if m.server:
+                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
+                                  f"proxy servers, which the {self.name} kind does not run")
 
     def resolved(self, exp: Experiment[S]) -> dict[str, Any]:
-        """The experiment with every default filled in and modes inlined, for the manifest."""
-        raise NotImplementedError
+        """The experiment with every default filled in and modes inlined, for the manifest:
+        the envelope, then the kind's settings as validated."""
+        return {**self.envelope(exp), **exp.settings.model_dump(mode="json")}
+
+    def envelope(self, exp: Experiment[S]) -> dict[str, Any]:
+        """The keys every resolved experiment starts with: name, kind, description, source,
+        seed, repetitions, settle time and the modes inlined."""
+        return {"name": exp.name, "kind": self.name, "description": exp.description,
+                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
+                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes]}
 
     def axes(self, exp: Experiment[S]) -> list[tuple[str, list[Any]]]:
         """The cross product's axes in order, including "mode" (names) and "repetition"."""
@@ -311,15 +358,27 @@ class Kind(Generic[S, I, P]):
 
     def plan_header(self, exp: Experiment[S], points: list[Point]) -> list[str]:
         """The plan's first lines: what runs and how long a point takes."""
-        raise NotImplementedError
+        return [f"{self.plan_head(exp, points)}; {self.description}",
+                f"per point: about {self.point_seconds(exp):.0f} s"]
+
+    def plan_head(self, exp: Experiment[S], points: list[Point]) -> str:
+        """The start of the plan's first line: the experiment, its points and their order."""
+        return (f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
+                f"with seed {exp.seed}")
 
     def deployment_line(self, exp: Experiment[S], point: Point, first: bool) -> str:
         """The plan line before a point whose deployment differs from the previous one."""
         return f"  -- {self.deployment_key(exp, point)}"
 
     def point_line(self, exp: Experiment[S], point: Point) -> str:
-        """One plan line per point."""
-        raise NotImplementedError
+        """One plan line per point: its factors, mode, repetition and time."""
+        what, mode = self.plan_widths
+        return (f"  {point.id}  {self.what(exp, point):<{what}} mode={point.mode:<{mode}} "
+                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
+
+    def what(self, exp: Experiment[S], point: Point) -> str:
+        """A point's factors in a few words (plan and progress lines)."""
+        return " ".join(f"{name}={value}" for name, value in point.factors.items())
 
     # -- run ------------------------------------------------------------------------------
 
@@ -352,7 +411,8 @@ class Kind(Generic[S, I, P]):
         return {}
 
     def run_point(self, ctx: PointContext[S, I, P]) -> PointResult:
-        """Measure one point (the mode is applied and the sampler runs)."""
+        """Measure one point (the mode is applied and the runner's sampler runs: marks and the
+        window's end go through ``ctx``)."""
         raise NotImplementedError
 
     def after_point(self, exp: Experiment[S], point: Point, row: dict[str, Any],
@@ -363,23 +423,27 @@ class Kind(Generic[S, I, P]):
 
     def identity(self, exp: Experiment[S], point: Point) -> dict[str, Any]:
         """The values that identify a point in the summary: point, factors, mode, repetition."""
-        raise NotImplementedError
+        return {"point": point.id, **point.factors, "mode": point.mode,
+                "repetition": point.repetition}
 
     def columns(self, exp: Experiment[S]) -> list[Column]:
         """summary.csv's columns in order (identity ones first); values a point has beyond
         them follow, sorted by name, then `error`."""
-        raise NotImplementedError
+        factors = [name for name, _ in self.axes(exp) if name not in ("mode", "repetition")]
+        return [Column(c) for c in ("point", *factors, "mode", "repetition")]
 
     def point_title(self, exp: Experiment[S], point: Point) -> str:
         """How the progress line names a point."""
-        return f"{point.id} {point.mode} rep {point.repetition}"
+        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def brief(self, row: dict[str, Any]) -> str:
-        """One progress line of a measured point."""
-        raise NotImplementedError
+        """One progress line of a measured point: its error, else its first figures."""
+        return failed(row) or ", ".join(
+            f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
 
-    def clean(self) -> list[str]:
-        """Stop whatever of this kind a crashed run left running (`tierbench clean`); notes."""
+    def clean(self, where: Placer) -> list[str]:
+        """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
+        clean`); notes."""
         return []
 
     def end_note(self, rows: list[dict[str, Any]]) -> str | None:
@@ -394,12 +458,55 @@ class Kind(Generic[S, I, P]):
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section as data (analysis/README.md: the report spec), from the resolved
-        experiment (so that `tierbench report` can give it to runs whose manifest lacks it)."""
-        raise NotImplementedError
+        experiment (so that `tierbench report` can give it to runs whose manifest lacks it):
+        the kind's family file (the longest family name the experiment's name starts with,
+        else the one named after the kind), its factors in the experiment file's order."""
+        spec = families.load(families.by_name(self.name, str(resolved.get("name", "")),
+                                              self.name))
+        block = resolved.get(self.block) if self.block else resolved
+        spec["order"] = families.order(block if isinstance(block, dict) else {},
+                                       {f: f for f in spec.get("factors", [])})
+        return spec
 
-    def running(self) -> Deployment[I] | None:
-        """What of this kind is up right now (for `tierbench modes check`), or None."""
+    def running(self, where: Placer) -> Deployment[I] | None:
+        """What of this kind is up right now on ``where`` (for `tierbench modes check`), or
+        None."""
         return None
+
+
+def tool_versions(where: Placer, container: Container, tools: dict[str, list[str]],
+                  missing: str = "unknown") -> dict[str, str]:
+    """Each tool's version as a container reports it, for the manifest: the first line its
+    command prints (some print it with a non-zero status: iperf -v), or ``missing`` when the
+    command could not be started (status 126 or 127) or printed nothing."""
+    out = {}
+    for tool, argv in tools.items():
+        done = where.exec(container, argv, timeout=30)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        out[tool] = lines[0] if lines and done.returncode not in (126, 127) else missing
+    return out
+
+
+def end_if_stopped(where: Placer, point: Point, row: dict[str, Any],
+                   containers: list[Container], what: str = "") -> None:
+    """End the run (RunEnds, one sentence) when any of ``containers`` stopped during the point
+    (``what`` says what they are: "receiver "), with the point's error and where their logs
+    are; on a cluster, a node whose Docker engine stopped answering ends it too."""
+    try:
+        running = {c.id for c in where.replicas()}
+    except compose.StackError as exc:
+        raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
+    down = [c for c in containers if c.id not in running]
+    if down:
+        raise RunEnds(f"{what}{', '.join(c.name for c in down)} stopped during {point.id}"
+                      + (f" ({row['error']})" if row.get("error") else "")
+                      + f": see `docker{where.context_arg(down[0].service)} logs "
+                      f"{down[0].name}`; the run ends here")
+
+
+def failed(row: dict[str, Any]) -> str | None:
+    """The progress line of a point that failed (None: it did not)."""
+    return f"FAILED ({row['error']})" if row.get("error") else None
 
 
 def log(msg: str) -> None:

@@ -28,14 +28,16 @@ from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, number, one_or_many, problem, whole
 from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
-                                      PointContext, PointResult, Tier, log, refuse_server_modes)
+                                      PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.placement.clusterfile import Role
 
 SERVICE = "disk-bench"
 TIER = "disk"
 ROLE = "disk"  # the cluster file's role: the node the disk system and the benchmark are on
 MOUNT = "/mnt/disk"
+OVERLAY = "compose/disk.yml"  # the disk-system benchmark (profile disk)
 FILE = f"{MOUNT}/fio.dat"
 MIB = 1 << 20
 PHASES = ("write", "read")
@@ -145,18 +147,20 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     scalable = {"disk.runtime_s": 2, "disk.file_mb": 64}
     block = "disk"
     tiers = (TIER,)
+    declared_roles = (Role(ROLE, "the disk-system benchmark (fio) and its disk systems"),)
     roles = (ROLE,)
     bring_up = "disk system and container bring-up (seconds to a minute each)"
+    plan_widths = (17, 16)  # "system=" and the name in 10
     variation_pct = 3.0
 
     # -- experiment
     def check(self, exp: Experiment[DiskSettings]) -> None:
         """No server options (there are no web servers); named devices exist (here; a cluster
         node's are checked there at preflight)."""
-        refuse_server_modes(exp, "a disk-system experiment")
+        super().check(exp)
         s = exp.settings
         known = disks.resolve(s.disk_systems)
-        if placer.current().cluster is not None:
+        if exp.placer.cluster is not None:
             return
         for name in s.disk.systems:
             for dev in known[name].paths:
@@ -165,9 +169,9 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                                       "not exist on this host: name one of its block devices "
                                       "(lsblk lists them)")
 
-    def host(self) -> disks.Host:
+    def host(self, exp: Experiment) -> disks.Host:
         """Where the disk systems are built: this host, or the `disk` role's node."""
-        return placer.current().disk_host(ROLE)
+        return exp.placer.disk_host(ROLE)
 
     def systems(self, exp: Experiment[DiskSettings]) -> dict[str, disks.System]:
         """Every system the experiment can name."""
@@ -178,9 +182,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         s = exp.settings
         known = self.systems(exp)
         b = s.disk
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
+        return {**self.envelope(exp),
                 "disk": {"systems": list(b.systems), "block_size": b.block_size,
                          "file_mb": b.file_mb, "runtime_s": b.runtime_s, "direct": True},
                 "disk_systems": {n: {"description": known[n].describe(),
@@ -188,7 +190,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                                      "devices": list(known[n].paths) or known[n].devices,
                                      "read_mb_s": (known[n].read_bps or 0) / 1e6 or None,
                                      "write_mb_s": (known[n].write_bps or 0) / 1e6 or None,
-                                     "raid0": disks.raid_words(self.host()) if known[n].raid0
+                                     "raid0": disks.raid_words(self.host(exp)) if known[n].raid0
                                      else None}
                                  for n in b.systems}}
 
@@ -228,8 +230,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def plan_header(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[str]:
         """What runs and how."""
         b = exp.settings.disk
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; fio in the {SERVICE} container",
+        return [f"{self.plan_head(exp, points)}; fio in the {SERVICE} container",
                 f"per point: sequential direct write of {b.file_mb:g} MB, then sequential "
                 f"direct read for {b.runtime_s:g} s, {b.block_size} B per call (about "
                 f"{self.point_seconds(exp):.0f} s at the slowest system)"]
@@ -237,18 +238,13 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def deployment_line(self, exp: Experiment[DiskSettings], point: Point, first: bool) -> str:
         """The disk system from this point on, labelled emulated or real."""
         system = self.systems(exp)[point["system"]]
-        raid = f"; RAID-0 with {disks.raid_words(self.host())}" if system.raid0 else ""
+        raid = f"; RAID-0 by {disks.raid_words(self.host(exp))}" if system.raid0 else ""
         return (f"  -- disk system {system.describe()}{raid}"
                 + ("" if first else " (new disk system)"))
 
-    def point_line(self, exp: Experiment[DiskSettings], point: Point) -> str:
-        """system, mode, repetition."""
-        return (f"  {point.id}  system={point['system']:<10} mode={point.mode:<16} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
-    def point_title(self, exp: Experiment[DiskSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {point['system']} {point.mode} rep {point.repetition}"
+    def what(self, exp: Experiment[DiskSettings], point: Point) -> str:
+        """The disk system."""
+        return f"system={point['system']}"
 
     def needs(self, exp: Experiment[DiskSettings], points: list[Point]) -> list[space.Need]:
         """The largest system's images (one is built at a time)."""
@@ -257,7 +253,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         if not emulated:
             return []
         biggest = max(emulated, key=lambda p: p.image_bytes())
-        host = self.host()
+        host = self.host(exp)
         return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}",
                               biggest.image_bytes(), host.image_dir(space.settings()),
                               "the disk images' folder",
@@ -271,7 +267,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         compose.require_image("tierbench-disk")
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         try:
-            disks.preflight(plans, self.host())
+            disks.preflight(plans, self.host(exp))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 
@@ -282,8 +278,8 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         whatever used the disks before is removed first), the benchmark container up on it,
         its limits read back there."""
         p = self.plan_of(exp, str(key))
-        where = placer.current()
-        host = where.disk_host(ROLE)
+        where = exp.placer
+        host = self.host(exp)
         log(f"tierbench: disk system {p.system.describe()}{host.where}")
         if diskbuild.current(p, host) is None:
             where.down()  # containers let go of the disks built before; they go too
@@ -295,11 +291,11 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
-        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", compose.DISK_OVERLAY)]
+        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
         where.up(compose.Services(files=[*files, str(disks.overlay_path())],
                                   env={**compose.dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
-        dep = self.running()
+        dep = self.running(where)
         if dep is None:
             raise compose.StackError(f"the {SERVICE} container is not running"
                                      f"{where.where(SERVICE)}: see `docker"
@@ -318,9 +314,8 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                              "throttles_read_back": {SERVICE: limits}})
         return dep
 
-    def running(self) -> Deployment[DiskInfo | None] | None:
+    def running(self, where: placer.Placer) -> Deployment[DiskInfo | None] | None:
         """The benchmark container, when it runs (here, or on the disk role's node)."""
-        where = placer.current()
         found = where.containers()
         if SERVICE not in found:
             return None
@@ -336,7 +331,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         dep = ctx.deployment
         assert dep.info is not None  # deploy() built the disk system
         container = dep.containers[SERVICE]
-        where = placer.current()
+        where = dep.placer
         ctx.record["disk"] = dep.info.record
         system = dep.info.system
         row: dict[str, Any] = {"filesystem": dep.info.built.filesystem}
@@ -349,10 +344,10 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         error = None
         try:
             for phase in PHASES:
-                first = ctx.sampler.mark()  # the container's and its host's CPU, there
+                first = ctx.mark()  # the container's and its host's CPU, there
                 done = where.exec(container, fio_argv(phase, s.disk),
                                   timeout=s.disk.runtime_s + 3600)
-                last = ctx.sampler.mark()
+                last = ctx.mark()
                 (ctx.dir / f"fio-{phase}.json").write_text(done.stdout)
                 if done.returncode != 0:
                     tail = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
@@ -370,7 +365,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
                 ctx.log(f"tierbench: {ctx.point.id} {phase}: {figures['mb_per_s']:.1f} MB/s")
         finally:
             where.exec(container, ["sh", "-c", f"rm -f {shlex.quote(FILE)}"], timeout=120)
-            ctx.sampler.stop()
+            ctx.close_window()
         return PointResult(row, error=error)
 
     # -- results
@@ -388,14 +383,10 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """MB/s per phase."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
+        if note := failed(row):
+            return note
         return ", ".join(f"{ph} {row[f'{ph}_mb_per_s']:.1f} MB/s" for ph in PHASES
                          if f"{ph}_mb_per_s" in row) + f" (limits {row.get('throttle')})"
-
-    def clean(self) -> list[str]:
-        """Nothing runs between points (fio runs in the foreground of a point)."""
-        return []
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The report section, systems in the experiment's order."""

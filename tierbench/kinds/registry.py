@@ -5,6 +5,7 @@ decided."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import pkgutil
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from tierbench.config.models import (Model, name_problem, non_empty_list, number
                                      validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import Mode, load_mode_list
+from tierbench.placement.clusterfile import Roles
+from tierbench.placement.placer import LocalPlacer, Placer
 
 DEFAULT_KIND = "web"
 
@@ -34,23 +37,36 @@ class Envelope(Model):
     settle_s: Annotated[float, number(0)] = 1
     variation_pct: Annotated[float, number(0.1, 100)] | None = None
     precision: Precision | None = None
-    modes: Annotated[list[str], non_empty_list(text(r"^[\w./-]+$", "offloads-on"), "mode names")]
+    # a mode's name, or a+b: modes applied one over another (a platform and an offload setting)
+    modes: Annotated[list[str], non_empty_list(text(r"^[\w./-]+(\+[\w./-]+)*$", "offloads-on"),
+                                               "mode names")]
 
 
 @lru_cache(maxsize=1)
 def kinds() -> dict[str, Kind]:
-    """Every kind, by name (found by importing each module and subpackage of tierbench.kinds:
-    a kind's class is defined in the module, or in a module of the subpackage that exports
-    it)."""
+    """Every kind, by name (found by importing each module of tierbench.kinds, and for a
+    subpackage its module ``kind``: a kind's class is defined there; the subpackage's
+    ``__init__`` imports nothing, so its modules import each other without a cycle)."""
     found: dict[str, Kind] = {}
     for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        name = f"{package.__name__}.{info.name}"
+        if info.ispkg:
+            if importlib.util.find_spec(f"{name}.kind") is None:
+                continue  # a package of helpers (families), no kind
+            name += ".kind"
+        module = importlib.import_module(name)
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Kind) and value is not Kind \
-                    and value.name and (value.__module__ == module.__name__
-                                        or value.__module__.startswith(module.__name__ + ".")):
+                    and value.name and value.__module__ == module.__name__:
                 found[value.name] = value()
     return dict(sorted(found.items()))
+
+
+@lru_cache(maxsize=1)
+def roles() -> Roles:
+    """Every role a cluster file may place: the roles each kind declares (``Kind.declared_roles``),
+    handed to the placement, which names none (a role two kinds declare is declared alike)."""
+    return Roles.merged(r for k in kinds().values() for r in k.declared_roles)
 
 
 def kind(name: str) -> Kind:
@@ -72,19 +88,24 @@ def kind_of(data: dict[str, Any]) -> str:
     return DEFAULT_KIND
 
 
-def load_experiment(name: str, modes_dir: Path = MODES_DIR) -> Experiment:
-    """Load and validate an experiment file (by name in experiments/, or by path)."""
+def load_experiment(name: str, modes_dir: Path = MODES_DIR,
+                    placer: Placer | None = None) -> Experiment:
+    """Load and validate an experiment file (by name in experiments/, or by path), to run on
+    ``placer`` (None: this host)."""
     path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
     data = read_yaml(path, "experiment file")
     return experiment_from(data, str(path), path.stem,
-                           lambda where: load_mode_list(where, data.get("modes"), modes_dir))
+                           lambda where: load_mode_list(where, data.get("modes"), modes_dir),
+                           placer)
 
 
 def experiment_from(data: dict[str, Any], where: str, default_name: str,
-                    modes: Callable[[str], list[Mode]]) -> Experiment:
-    """Validate an experiment's data (as an experiment file holds it) into an Experiment;
-    ``modes(where)`` gives its modes (the files its `modes:` names, or modes made in memory,
-    e.g. by `tierbench advise`, whose names `modes:` then lists)."""
+                    modes: Callable[[str], list[Mode]],
+                    placer: Placer | None = None) -> Experiment:
+    """Validate an experiment's data (as an experiment file holds it) into an Experiment that
+    runs on ``placer`` (None: this host); ``modes(where)`` gives its modes (the files its
+    `modes:` names, or modes made in memory, e.g. by `tierbench advise`, whose names `modes:`
+    then lists)."""
     try:
         k = kind(kind_of(data))
     except ConfigError as exc:
@@ -116,6 +137,7 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
         settings=settings,
         precision=env.precision,
         raw=data,
+        placer=placer or LocalPlacer(),
     )
     for m in exp.modes:
         unknown_tiers = [t for t in m.tiers if t not in k.tiers]

@@ -22,6 +22,7 @@ import bisect
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 import threading
@@ -30,13 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tierbench import cgroups
 from tierbench.config.errors import TierbenchError
 from tierbench.measure import sampler
 from tierbench.measure.sampler import CgroupCpu, SamplerError, host_cpu, iface_counters
+from tierbench.transport import Transport
 
 READY_TIMEOUT_S = 30.0
 NODE_PART = "# " + "-" * 77 + " on the node"  # the code a node runs starts after this line
 GRACE_S = 0.6  # how long after a tick the controller waits for late nodes before merging
+# the sampler's import of the cgroup readers: on a node their code goes with it instead
+CGROUPS_IMPORT = "from tierbench.cgroups import controller_path, folder, mountpoint\n"
 
 
 class AgentError(TierbenchError):
@@ -139,7 +144,8 @@ def program(config: dict[str, Any]) -> str:
     own = Path(__file__).read_text()
     node_part = own.split(NODE_PART, 1)[1].split("\ndef program(", 1)[0]
     return "\n".join([
-        Path(sampler.__file__).read_text(),
+        Path(sampler.__file__).read_text().replace(CGROUPS_IMPORT, ""),
+        cgroups.source(),
         "import select\nimport sys\nfrom typing import Any",
         node_part,
         f"serve(json.loads({json.dumps(json.dumps(config))}))",
@@ -151,12 +157,12 @@ def program(config: dict[str, Any]) -> str:
 
 
 class NodeStream:
-    """One node's agent, run with ``argv`` (an ssh command ending in the remote command)."""
+    """One node's agent: ``command`` run on the node ``via`` reaches."""
 
-    def __init__(self, node: str, argv: list[str]) -> None:
+    def __init__(self, node: str, via: Transport, command: str) -> None:
         self.node = node
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = via.popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, bufsize=1)
         self.ticks: dict[Any, dict[str, Any]] = {}
         self.ready: dict[str, Any] | None = None
         self.ended = threading.Event()
@@ -269,7 +275,7 @@ class MergedSampler:
     def __init__(self, out: Path, nodes: dict[str, dict[str, Any]],
                  tiers: dict[str, list[tuple[str, str]]], interval: float = 1.0,
                  probes: dict[str, Callable[[], dict]] | None = None) -> None:
-        """``nodes``: name -> {"argv": ssh argv up to the host, "offset": the node's clock
+        """``nodes``: name -> {"via": the node's transport, "offset": the node's clock
         offset in s, "containers": {label: pid}, "ifaces": {label: ifname}}; ``probes``: a
         kind's callables read on the controller with each merged sample, as Sampler's."""
         self.out, self.nodes, self.tiers, self.interval = out, nodes, tiers, interval
@@ -288,8 +294,8 @@ class MergedSampler:
         for name, spec in self.nodes.items():
             config = {"containers": spec["containers"], "ifaces": spec["ifaces"],
                       "interval": self.interval}
-            command = "exec python3 -c " + _quote(program(config))
-            self.streams[name] = NodeStream(name, [*spec["argv"], command])
+            command = "exec python3 -c " + shlex.quote(program(config))
+            self.streams[name] = NodeStream(name, spec["via"], command)
         deadline = time.monotonic() + READY_TIMEOUT_S
         for name, stream in self.streams.items():
             ready = stream.wait_for("ready", deadline)
@@ -391,7 +397,3 @@ class MergedSampler:
         for stream in self.streams.values():
             stream.close()
 
-
-def _quote(text: str) -> str:
-    """Quote for the remote POSIX shell."""
-    return "'" + text.replace("'", "'\"'\"'") + "'"

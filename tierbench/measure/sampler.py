@@ -15,22 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tierbench.cgroups import controller_path, folder, mountpoint
+
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 class SamplerError(Exception):
     """A counter the sampler needs cannot be found."""
-
-
-def _mountpoint(fstype: str, option: str | None = None) -> Path | None:
-    """Mount point of a cgroup hierarchy, from /proc/self/mountinfo."""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
-        if rest and rest[0] == fstype and (option is None or option in rest[-1].split(",")):
-            return Path(fields[4])
-    return None
 
 
 def disk_read_bytes(procs: Path, proc: Path = Path("/proc")) -> int | None:
@@ -58,14 +50,7 @@ def disk_read_bytes(procs: Path, proc: Path = Path("/proc")) -> int | None:
 def memory_dir(lines: list[str]) -> tuple[int, Path] | None:
     """(cgroup version, folder) of the memory controller of a process, from its
     /proc/PID/cgroup lines; None where it cannot be found."""
-    v1 = [ln.split(":", 2) for ln in lines
-          if ln.count(":") >= 2 and "memory" in ln.split(":", 2)[1].split(",")]
-    if v1:
-        mount = _mountpoint("cgroup", "memory")
-        return (1, mount / v1[0][2].lstrip("/")) if mount is not None else None
-    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
-    mount = _mountpoint("cgroup2")
-    return (2, mount / path.lstrip("/")) if path is not None and mount is not None else None
+    return folder(lines, "memory")
 
 
 UNLIMITED = 1 << 62  # cgroup v1 reports "no limit" as a page-rounded 2^63 - 1
@@ -98,20 +83,13 @@ class CgroupCpu:
 
     def __init__(self, pid: int) -> None:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-        v1 = [ln.split(":", 2) for ln in lines if "cpuacct" in ln.split(":", 2)[1].split(",")]
-        if v1:
-            mount = _mountpoint("cgroup", "cpuacct")
-            if mount is None:
-                raise SamplerError("cgroup v1 cpuacct is in use but not mounted")
-            self.version = 1
-            self.dir = mount / v1[0][2].lstrip("/")
-        else:
-            path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
-            mount = _mountpoint("cgroup2")
-            if path is None or mount is None:
-                raise SamplerError(f"no cpuacct (v1) or cgroup2 hierarchy for pid {pid}")
-            self.version = 2
-            self.dir = mount / path.lstrip("/")
+        found = controller_path(lines, "cpuacct")
+        if found is not None and found[0] == 1 and mountpoint("cgroup", "cpuacct") is None:
+            raise SamplerError("cgroup v1 cpuacct is in use but not mounted")
+        here = folder(lines, "cpuacct")
+        if here is None:
+            raise SamplerError(f"no cpuacct (v1) or cgroup2 hierarchy for pid {pid}")
+        self.version, self.dir = here
         self.memory = memory_dir(lines)
         self.read()  # fail now, not in the sampling thread
 
@@ -136,9 +114,9 @@ class CgroupCpu:
 
     def cpus(self) -> str:
         """The cgroup's cpuset (e.g. '0-1'), or '' where it cannot be read."""
-        mount = _mountpoint("cgroup", "cpuset")
+        mount = mountpoint("cgroup", "cpuset")
         candidates = []
-        cpuacct = _mountpoint("cgroup", "cpuacct")
+        cpuacct = mountpoint("cgroup", "cpuacct")
         if self.version == 1 and mount is not None and cpuacct is not None:
             candidates.append(mount / self.dir.relative_to(cpuacct) / "cpuset.cpus")
         candidates += [self.dir / "cpuset.cpus.effective", self.dir / "cpuset.cpus"]

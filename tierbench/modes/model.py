@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import MODES_DIR, read_yaml, resolve_path
@@ -77,45 +79,56 @@ IFNAME = r"^[\w.:@-]{1,15}$"
 # --------------------------------------------------------------------------- file schema
 
 
-def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -> Rule:
-    """An ethtool settings mapping (-C, -G): known keys, on/off or whole-number values."""
+def _mapping(what: str, item_problem: Callable[[Any, Any], PydanticCustomError | None]
+             ) -> Callable[[Any], Any]:
+    """A check of a mapping of ``what`` (None: empty): the first item ``item_problem(key,
+    value)`` finds a problem with is refused."""
     def check(value: Any) -> Any:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise problem("must be a mapping of setting: value")
+            raise problem(f"must be a mapping of {what}")
         for key, item in value.items():
-            if key not in keys:
-                raise problem("unknown key {key} (allowed: {allowed})", key=repr(key),
-                              allowed=", ".join(sorted(keys)))
-            if key in bool_keys:
-                if not isinstance(item, bool):
-                    raise problem("must be on or off, got {got}", sub=key, got=repr(item))
-            elif not isinstance(item, int) or isinstance(item, bool) or item < minimum:
-                raise problem("must be a whole number >= {lo}, got {got}", sub=key,
-                              lo=minimum, got=repr(item))
+            found = item_problem(key, item)
+            if found is not None:
+                raise found
         return value
+    return check
+
+
+def _on_off(key: str, item: Any) -> PydanticCustomError | None:
+    return None if isinstance(item, bool) else problem("must be on or off, got {got}", sub=key,
+                                                       got=repr(item))
+
+
+def _settings(keys: tuple[str, ...], bool_keys: tuple[str, ...], minimum: int) -> Rule:
+    """An ethtool settings mapping (-C, -G): known keys, on/off or whole-number values."""
+    def item_problem(key: Any, item: Any) -> PydanticCustomError | None:
+        if key not in keys:
+            return problem("unknown key {key} (allowed: {allowed})", key=repr(key),
+                           allowed=", ".join(sorted(keys)))
+        if key in bool_keys:
+            return _on_off(key, item)
+        if not isinstance(item, int) or isinstance(item, bool) or item < minimum:
+            return problem("must be a whole number >= {lo}, got {got}", sub=key, lo=minimum,
+                           got=repr(item))
+        return None
     schema = {"type": "object", "additionalProperties": False, "properties": {
         k: {"type": "boolean"} if k in bool_keys else {"type": "integer", "minimum": minimum}
         for k in keys}}
-    return Rule(Annotated[dict[str, Any], BeforeValidator(check), WithJsonSchema(schema)])
+    return Rule(Annotated[dict[str, Any], BeforeValidator(_mapping("setting: value", item_problem)),
+                          WithJsonSchema(schema)])
 
 
-def _features(value: Any) -> Any:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise problem("must be a mapping of feature: on|off")
-    for key, item in value.items():
-        if not isinstance(key, str) or (key not in FEATURE_ALIASES and "-" not in key):
-            raise problem("not a feature name (short names: {names}; or a long ethtool -k name)",
-                          sub=str(key), names=", ".join(sorted(FEATURE_ALIASES)))
-        if not isinstance(item, bool):
-            raise problem("must be on or off, got {got}", sub=key, got=repr(item))
-    return value
+def _feature_problem(key: Any, item: Any) -> PydanticCustomError | None:
+    if not isinstance(key, str) or (key not in FEATURE_ALIASES and "-" not in key):
+        return problem("not a feature name (short names: {names}; or a long ethtool -k name)",
+                       sub=str(key), names=", ".join(sorted(FEATURE_ALIASES)))
+    return _on_off(key, item)
 
 
-Features = Annotated[dict[str, bool], BeforeValidator(_features)]
+Features = Annotated[dict[str, bool], BeforeValidator(_mapping("feature: on|off",
+                                                                _feature_problem))]
 
 
 class Channels(Model):
@@ -410,7 +423,11 @@ def _resolved(path: Path, modes_dir: Path, chain: tuple[Path, ...]) -> tuple[dic
 
 
 def load_mode(name: str, modes_dir: Path = MODES_DIR) -> Mode:
-    """Load and validate one mode file (by name in modes/, or by path), resolving extends."""
+    """Load and validate one mode file (by name in modes/, or by path), resolving extends;
+    `a+b` names modes applied one over another (:func:`load_layered`), e.g. a platform and an
+    offload setting as the two factors of one experiment."""
+    if "+" in name and not Path(name).suffix and not Path(name).exists():
+        return load_layered(name.split("+"), modes_dir)
     path = resolve_path(name, modes_dir, "mode")
     data, parents = _resolved(path, modes_dir, (path.resolve(),))
     return _mode(path.stem, data, parents, str(path))

@@ -3,7 +3,9 @@ addresses they admit, and the database password.
 
 - **Admitted peers.** PHP-FPM (``listen.allowed_clients``), PostgreSQL (one ``pg_hba`` line per
   address) and GlusterFS (``auth.allow``) each read a comma-separated list of addresses from
-  one environment variable (:data:`ADMISSIONS`). On a cluster the list is the first data-plane
+  one environment variable: an :class:`Admission` the kind declares (the web kind's application
+  and database tiers, the fs kind's file server: ``ADMISSIONS`` in their packages) and hands
+  down with the services it brings up (``Services.admissions``). On a cluster the list is the first data-plane
   address of every node whose role talks to the service (:func:`cluster_admitted`, from the
   cluster file alone); on one host, the addresses the Compose files give the services that talk
   to it on the stack's networks (:func:`host_admitted`). The images refuse to start with an
@@ -26,7 +28,7 @@ import ipaddress
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
 from tierbench.placement.clusterfile import Cluster
 
-__all__ = ["ADMISSIONS", "Admission", "AccessError", "PASSWORD_VARIABLE", "cluster_admitted",
+__all__ = ["Admission", "AccessError", "PASSWORD_VARIABLE", "cluster_admitted",
            "database_password", "env", "forget_database_password", "host_admitted",
            "password_path"]
 
@@ -55,42 +57,33 @@ class Admission:
     service: str
     variable: str
     clients: tuple[str, ...]
-    roles: tuple[str, ...]
+    roles: tuple[str, ...]  # none: the service runs on one host only
     what: str
 
 
-ADMISSIONS = (
-    # the web tier forwards /dyn/ to the application tier (web2 and web3 with three servers)
-    Admission("app", "APP_CLIENTS", ("web", "web2", "web3"), ("web",),
-              "PHP-FPM's listen.allowed_clients"),
-    # the application tier queries the database; the seed job runs on the db node
-    Admission("db", "DB_CLIENTS", ("app", "db-seed"), ("app", "db"),
-              "PostgreSQL's pg_hba.conf, one line per address"),
-    # the client machine mounts the volume
-    Admission("fs-server", "FS_CLIENTS", ("fs-client",), ("fs_client",),
-              "the GlusterFS volume's auth.allow"),
-)
-
-
-def cluster_admitted(cluster: Cluster) -> dict[str, list[str]]:
+def cluster_admitted(cluster: Cluster,
+                     admissions: Iterable[Admission]) -> dict[str, list[str]]:
     """Each admission's variable and the addresses it admits on a cluster: the first
     data-plane address of every node of the roles that talk to the service (a role not placed
     adds none; a service whose peers are all unplaced admits nobody)."""
     placed = cluster.placement()
     out: dict[str, list[str]] = {}
-    for a in ADMISSIONS:
+    for a in admissions:
+        if not a.roles:  # a service that does not run on a cluster
+            continue
         names = [n for role in a.roles for n in placed.get(role, [])]
         out[a.variable] = list(dict.fromkeys(cluster.node(n).interface().ip for n in names))
     return out
 
 
-def host_admitted(config: Mapping[str, Any]) -> dict[str, list[str]]:
+def host_admitted(config: Mapping[str, Any],
+                  admissions: Iterable[Admission]) -> dict[str, list[str]]:
     """Each admission's variable and the addresses it admits on one host: the fixed addresses
     (``ipv4_address``) that the resolved Compose configuration gives the client services it
     defines, for the services it defines. AccessError names a client without a fixed address."""
     services = config.get("services") or {}
     out: dict[str, list[str]] = {}
-    for a in ADMISSIONS:
+    for a in admissions:
         if a.service not in services:
             continue
         found: list[str] = []

@@ -3,7 +3,7 @@ through each node's Docker context (``docker --context NODE compose ...``), and 
 run needs on the nodes over SSH.
 
 - **Roles.** The host-networking overlays (``compose/host*.yml``, one beside each compose file
-  that defines services; :data:`HOST_OVERLAYS`) give each service ``network_mode: host``, its
+  that defines services, named after it: :func:`host_overlay`) give each service ``network_mode: host``, its
   listening address and port, and the label ``org.tierbench.role`` naming the cluster file's
   role it runs on (``org.tierbench.port`` the port it serves). Services of a list role
   (``pfs_io``; ``web`` with three web servers) go round the role's nodes; the replicas of a
@@ -37,33 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.files import ROOT, results_root
-from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import access, clusterfile, compose, diskbuild, disks, nodes
+from tierbench.placement import access, compose, diskbuild, disks, nodes
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
+from tierbench.transport import Transport
 
 ROLE_LABEL = "org.tierbench.role"
 PORT_LABEL = "org.tierbench.port"
-# Each compose file that defines services, and its host-networking overlay on a cluster.
-HOST_OVERLAYS = {
-    "docker-compose.yml": "compose/host.yml",
-    "compose/loadgen-workers.yml": "compose/host-workers.yml",
-    "compose/pvfs.yml": "compose/host-pvfs.yml",
-    "compose/docroot-pvfs.yml": "compose/host-docroot-pvfs.yml",
-    "compose/net.yml": "compose/host-net.yml",
-    "compose/fs.yml": "compose/host-fs.yml",
-    "compose/app-db.yml": "compose/host-app-db.yml",
-    "compose/disk.yml": "compose/host-disk.yml",
-    "compose/web-servers.yml": "compose/host-web-servers.yml",
-}
-# Roles whose services serve the others (a client's NIC that also carries one of them does not
-# count what the client alone receives).
-SERVER_ROLES = ("proxy", "web", "app", "db", "pfs_meta", "pfs_io", "net_server", "fs_server")
-TMPFS_DEFAULTS = ("/run/tierbench/docroot-tmpfs", "/run/tierbench/hot-tmpfs")
 
 
 class NodeDown(StackError):
@@ -94,9 +78,18 @@ def engine_down(node: str, detail: str) -> NodeDown | None:
     return None
 
 
-def _tail(text: str, lines: int = 3) -> str:
-    kept = [ln.strip() for ln in (text or "").splitlines() if ln.strip()][-lines:]
-    return " / ".join(kept)
+def host_overlay(rel: str) -> str | None:
+    """The host-networking overlay of a compose file of the checkout (its path there), by name:
+    ``compose/host.yml`` for the base file, ``compose/host-NAME.yml`` for ``compose/NAME.yml``;
+    None when there is none (an overlay that defines no services of its own)."""
+    path = Path(rel)
+    if rel == "docker-compose.yml":
+        overlay = Path("compose/host.yml")
+    elif path.parent == Path("compose") and not path.name.startswith("host"):
+        overlay = path.with_name(f"host-{path.name}")
+    else:
+        return None
+    return str(overlay) if (ROOT / overlay).is_file() else None
 
 
 def host_files(files: list[str]) -> list[str]:
@@ -108,9 +101,9 @@ def host_files(files: list[str]) -> list[str]:
         path = Path(f).resolve() if Path(f).is_absolute() else None
         if path is not None and not path.is_relative_to(ROOT):
             continue
-        rel = str(path.relative_to(ROOT)) if path is not None else f
-        if rel in HOST_OVERLAYS:
-            extra.append(str(ROOT / HOST_OVERLAYS[rel]))
+        overlay = host_overlay(str(path.relative_to(ROOT)) if path is not None else f)
+        if overlay is not None:
+            extra.append(str(ROOT / overlay))
     return [*files, *extra]
 
 
@@ -141,10 +134,11 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
         role = (services[name].get("labels") or {}).get(ROLE_LABEL)
         if role:
             by_role.setdefault(role, []).append(name)
+    known = cluster.declared
     for role, names in by_role.items():
-        if role not in clusterfile.ROLES:
+        if role not in known:
             raise StackError(f"service {names[0]} has the role {role!r}, which cluster files do "
-                             f"not know (roles: {', '.join(clusterfile.ROLES)})")
+                             f"not know (roles: {', '.join(known.names)})")
         placed = [n.name for n in cluster.nodes_for(role)]
         if not placed:
             missing.append(role)
@@ -212,8 +206,6 @@ class ClusterPlacer(Placer):
         self.ports: dict[str, str] = {}
         self.images: dict[str, dict[str, str]] = {}
         self.workloads_sent: set[str] = set()
-        for node in cluster.nodes:
-            netif.add_node(node.name, nodes.ssh_prefix(node))
 
     # -- nodes
     def node(self, name: str) -> Node:
@@ -248,7 +240,7 @@ class ClusterPlacer(Placer):
 
     def compose_argv(self, node: Node, files: list[str],
                      profiles: Sequence[str] = ()) -> list[str]:
-        return nodes.docker_argv(node, "compose", "-p", PROJECT,
+        return nodes.transport(node).docker("compose", "-p", PROJECT,
                                  *(a for f in files for a in ("-f", f)),
                                  *(a for p in profiles for a in ("--profile", p)))
 
@@ -260,7 +252,7 @@ class ClusterPlacer(Placer):
         except subprocess.TimeoutExpired:
             raise StackError(f"{node.name}: {what} did not finish within {timeout:.0f} s") from None
         if done.returncode != 0:
-            detail = _tail(done.stderr or done.stdout)
+            detail = nodes.tail(done.stderr or done.stdout)
             down = engine_down(node.name, detail)
             if down is not None:
                 raise down
@@ -277,7 +269,7 @@ class ClusterPlacer(Placer):
                               timeout=60, check=False)
         if done.returncode != 0:
             raise StackError(f"`docker compose config` of {', '.join(Path(f).name for f in files)} "
-                             f"failed: {_tail(done.stderr)}")
+                             f"failed: {nodes.tail(done.stderr)}")
         return json.loads(done.stdout)
 
     def up(self, spec: Services) -> None:
@@ -313,7 +305,7 @@ class ClusterPlacer(Placer):
             self.down()
             self.mount_tmpfs(spec.tmpfs, config, where)
         # the peers each service admits, by the cluster file's roles; the database password
-        env.update(compose.access_env(config, self.cluster))
+        env.update(compose.access_env(config, spec.admissions, self.cluster))
         self.placed = where
         self.roles = {name: (config["services"][name].get("labels") or {}).get(ROLE_LABEL)
                       for name in where}
@@ -336,7 +328,7 @@ class ClusterPlacer(Placer):
         node's own common parent cgroup (a platform per node)."""
         base = self.compose_argv(node, files, ["*"])
         env = {compose.SERVERS_CGROUP: compose.servers_cgroup(
-            compose.cgroup_driver(nodes.docker_argv(node)), node.name), **env}
+            compose.cgroup_driver(nodes.transport(node).docker()), node.name), **env}
         for name in level:
             count = where[name].get(node.name)
             if not count:
@@ -407,11 +399,10 @@ class ClusterPlacer(Placer):
         # a new folder would leave them an empty, deleted one
         script = (f"mkdir -p {work}/results {work}/workloads && "
                   f"find {work}/workloads -mindepth 1 -delete && tar -C {work} -x")
-        done = subprocess.run(nodes.ssh_argv(node, script), input=tar, capture_output=True,
-                              timeout=120, check=False)
+        done = nodes.transport(node).run(script, input=tar, text=False, timeout=120)
         if done.returncode != 0:
             raise NodeError(f"{node.name}: copying workloads/ to {self.cluster.workdir} failed: "
-                            f"{_tail(done.stderr.decode(errors='replace'))}")
+                            f"{nodes.tail(done.stderr)}")
 
     def mount_tmpfs(self, tmpfs: dict[str, str], config: dict[str, Any],
                     where: dict[str, dict[str, int]]) -> None:
@@ -424,7 +415,7 @@ class ClusterPlacer(Placer):
                      if _named_volumes(config["services"][s]) & users}
             q = shlex.quote(path)
             script = (f"mountpoint -q {q} || {{ mkdir -p {q} && mount -t tmpfs -o "
-                      f"size={shlex.quote(size)},mode=0755 tierbench {q}; }}")
+                      f"size={shlex.quote(size)},mode=0755 {compose.TMPFS_SOURCE} {q}; }}")
             for node in sorted(hosts):
                 nodes.run_on_node(self.node(node), script, timeout=60)
 
@@ -451,22 +442,12 @@ class ClusterPlacer(Placer):
     def down(self) -> None:
         """Every node: the project's containers, networks and volumes removed, tmpfs unmounted;
         then the disk systems on the nodes (and here) removed."""
-        files = host_files([str(ROOT / "docker-compose.yml"),
-                            *(str(ROOT / f) for f in compose.OVERLAYS.values()),
-                            str(ROOT / compose.WEB_SERVERS_OVERLAY),
-                            str(ROOT / compose.NET_OVERLAY), str(ROOT / compose.FS_OVERLAY),
-                            str(ROOT / compose.DISK_OVERLAY)])
-        env = {**compose.dotenv(), **os.environ,
-               "TIERBENCH_NODE_DIR": self.cluster.workdir}
-        env = {k: v for k, v in env.items() if k not in ("DOCKER_CONTEXT", "DOCKER_HOST")}
+        env = {**compose.dotenv(), **os.environ}
 
         def down(node: Node) -> None:
-            self.run_compose(node, [*self.compose_argv(node, files, ["pfs", "net", "fs", "disk"]),
-                                    "down", "-v", "--remove-orphans", "--timeout", "10"], env, 300,
-                             "removing the stack")
-            paths = " ".join(shlex.quote(p) for p in self.tmpfs_paths(env))
-            nodes.run_on_node(node, f"for p in {paths}; do mountpoint -q $p && umount $p; "
-                                    "done; true", timeout=60)
+            compose.remove_project(lambda *args: nodes.run_docker(node, *args,
+                                                                  timeout=300).stdout)
+            nodes.run_on_node(node, compose.UNMOUNT_TMPFS, timeout=60)
 
         problems = [str(r) for r in self.each([n.name for n in self.cluster.nodes], down).values()
                     if isinstance(r, Exception)]
@@ -481,19 +462,16 @@ class ClusterPlacer(Placer):
 
     def node_disks(self, node: Node) -> disks.Host:
         """A node as the host of disk systems (over SSH, under the cluster's workdir)."""
-        return disks.Host(node.name, tuple(nodes.ssh_prefix(node)), self.cluster.workdir)
+        return disks.Host(nodes.transport(node), self.cluster.workdir)
 
     def disk_host(self, role: str) -> disks.Host:
         """The role's (first) node."""
         found = self.cluster.nodes_for(role)
         if not found:
             raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
-                                f"placed, and this needs {clusterfile.ROLE_HELP[role]} on a node"])
+                                f"placed, and this needs {self.cluster.declared.role(role).what} "
+                                "on a node"])
         return self.node_disks(found[0])
-
-    def tmpfs_paths(self, env: dict[str, str]) -> list[str]:
-        return [env.get("DOCROOT_TMPFS_DIR") or TMPFS_DEFAULTS[0],
-                env.get("HOT_TMPFS_DIR") or TMPFS_DEFAULTS[1]]
 
     # -- containers
     def replicas(self) -> list[Container]:
@@ -543,11 +521,15 @@ class ClusterPlacer(Placer):
         hosts = self.placed.get(service)
         return f" --context {self.node(next(iter(hosts))).docker_context}" if hosts else ""
 
+    def transport(self, container: Container) -> Transport:
+        """The container's node: over SSH, and its engine through the node's Docker context."""
+        return nodes.transport(self.node(container.node or ""))
+
     # -- measurement and modes
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
         """The first data-plane interface of the container's node."""
         node = self.node(container.node or "")
-        return [Endpoint(node.name, node.interface().name, None, node.name)]
+        return [Endpoint(node.name, node.interface().name, None, nodes.transport(node))]
 
     def counter(self, container: Container) -> NodeCgroup:
         """Read on the container's node by its sampling agent."""
@@ -560,8 +542,9 @@ class ClusterPlacer(Placer):
     def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
         """What the nodes' NICs receive, unless a node also hosts a server (then its NIC does not
         carry what the client alone receives: the summary counts the requests' bytes)."""
+        serving = self.cluster.declared.servers
         servers = {n for s, hosts in self.placed.items()
-                   if self.roles.get(s) in SERVER_ROLES for n in hosts}
+                   if self.roles.get(s) in serving for n in hosts}
         eps = [ep for ep in endpoints if ep.node]
         if any(ep.node in servers for ep in eps):
             return []
@@ -575,7 +558,7 @@ class ClusterPlacer(Placer):
 
         def entry(node: str) -> dict[str, Any]:
             return per_node.setdefault(node, {
-                "argv": nodes.ssh_prefix(self.node(node)), "offset": self.offsets.get(node, 0.0),
+                "via": nodes.transport(self.node(node)), "offset": self.offsets.get(node, 0.0),
                 "containers": {}, "ifaces": {}})
 
         tiers: dict[str, list[tuple[str, str]]] = {}
@@ -590,7 +573,8 @@ class ClusterPlacer(Placer):
     def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
         """Those interfaces on every node the containers run on."""
         used = list(dict.fromkeys(c.node for c in containers if c.node))
-        return [Endpoint(n, name, None, n) for n in used for name in names]
+        return [Endpoint(n, name, None, nodes.transport(self.node(n)))
+                for n in used for name in names]
 
     def address(self, container: Container, subnet: str | None = None) -> str:
         """The data-plane address of the container's node."""
@@ -626,11 +610,10 @@ class ClusterPlacer(Placer):
         folders = " ".join(shlex.quote(f"{self.cluster.workdir}/results/{r}")
                            for r, p in zip(rel, paths) if p.is_dir())
         script = f"mkdir -p {work} {folders}" + (f" && tar -C {work} -x" if files else "")
-        done = subprocess.run(nodes.ssh_argv(self.node(container.node or ""), script),
-                              input=tar, capture_output=True, timeout=300, check=False)
+        done = self.transport(container).run(script, input=tar, text=False, timeout=300)
         if done.returncode != 0:
             raise NodeError(f"{container.node}: copying {', '.join(rel)} there failed: "
-                            f"{_tail(done.stderr.decode(errors='replace'))}")
+                            f"{nodes.tail(done.stderr)}")
 
     def pull(self, container: Container, folder: Path) -> None:
         """Copy what is in WORKDIR/results/<folder> on the container's node into ``folder``
@@ -638,29 +621,15 @@ class ClusterPlacer(Placer):
         root = results_root()
         rel = shlex.quote(str(folder.resolve().relative_to(root)))
         work = shlex.quote(f"{self.cluster.workdir}/results")
-        done = subprocess.run(nodes.ssh_argv(self.node(container.node or ""),
-                                             f"[ -d {work}/{rel} ] || exit 0; tar -C {work} -c "
-                                             f"{rel} && find {work}/{rel} -mindepth 1 -delete"),
-                              capture_output=True, timeout=600, check=False)
+        done = self.transport(container).run(f"[ -d {work}/{rel} ] || exit 0; tar -C {work} -c "
+                                             f"{rel} && find {work}/{rel} -mindepth 1 -delete",
+                                             text=False, timeout=600)
         if done.returncode != 0:
             raise NodeError(f"{container.node}: copying {rel} back failed: "
-                            f"{_tail(done.stderr.decode(errors='replace'))}")
+                            f"{nodes.tail(done.stderr)}")
         if done.stdout:
             subprocess.run(["tar", "-C", str(root), "-x", "--skip-old-files"], input=done.stdout,
                            check=True, timeout=300)
-
-    def evict_docroot(self, web: Container) -> int:
-        """Drop the docroot volume's files from the web node's page cache (python3 there)."""
-        node = self.node(web.node or "")
-        where = nodes.run_docker(node, "volume", "inspect", "-f", "{{.Mountpoint}}",
-                                 f"{PROJECT}_docroot", timeout=60).stdout.strip()
-        script = ("import os,sys\nos.sync()\nn=0\nfor d,_,fs in os.walk(sys.argv[1]):\n"
-                  " for f in fs:\n  try: fd=os.open(os.path.join(d,f),os.O_RDONLY)\n"
-                  "  except OSError: continue\n  os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)"
-                  "\n  os.close(fd); n+=1\nprint(n)\n")
-        out = nodes.run_on_node(node, f"python3 -c {shlex.quote(script)} {shlex.quote(where)}",
-                                timeout=600).stdout
-        return int(out.strip() or 0)
 
     def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
         """/proc/PID/net/NAME of the container's process, read on its node over SSH (with host

@@ -2,6 +2,12 @@
 interfaces; the roles and the nodes they run on), validated with one sentence per problem, each
 naming the file and key, all problems at once.
 
+The roles are not the placement's: every kind declares those its services run on (a
+:class:`Role` each: its name, what runs there, one node or a list, server or client), and the
+caller (the command line, the tests) hands them all down as one :class:`Roles` value to
+:func:`load_cluster` and :func:`parse_cluster`, which build the ``roles:`` block's schema from
+them; this module names none.
+
 A cluster file (``cluster.example.yml`` is the commented example)::
 
     version: 1
@@ -27,12 +33,15 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model,
+                      field_validator)
 
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
@@ -40,29 +49,65 @@ from tierbench.config.files import read_text
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
-# Roles that run on one node, and roles that run on a list of nodes.
-SINGLE_ROLES = ("loadgen", "proxy", "web", "app", "db", "pfs_meta", "net_server", "net_client",
-                "fs_server", "fs_client", "disk")
-LIST_ROLES = ("loadgen_workers", "pfs_io", "pfs_clients")
-# Roles that take one node or a list of them: the web servers (stack.web_servers: 3) go round it.
-ONE_OR_MORE_ROLES = ("web",)
-ROLES = SINGLE_ROLES + LIST_ROLES
-ROLE_HELP = {
-    "loadgen": "the load generator: wrk, or the Locust master",
-    "loadgen_workers": "Locust worker nodes",
-    "proxy": "the proxy tier (Apache mod_proxy or HAProxy)",
-    "web": "the web tier (Apache httpd)",
-    "app": "the application tier",
-    "db": "the database tier",
-    "pfs_meta": "the OrangeFS metadata server",
-    "pfs_io": "the OrangeFS I/O servers",
-    "pfs_clients": "the OrangeFS clients",
-    "net_server": "the server side of the network micro-benchmarks",
-    "net_client": "the client side of the network micro-benchmarks",
-    "fs_server": "the GlusterFS file server of the file-server benchmarks (and its CPU hog)",
-    "fs_client": "the client machine of the file-server benchmarks (dbench, fio)",
-    "disk": "the disk-system benchmark (fio) and its disk systems",
-}
+@dataclass(frozen=True)
+class Role:
+    """A role of the cluster file, as the kind whose services run there declares it: its name
+    (the key under ``roles:``), what runs there (it ends the sentence "this needs WHAT on a
+    node"), whether it takes one node, a list of nodes or either (``one``, ``list``,
+    ``one_or_more``), and whether its services serve the others (a client's NIC that also
+    carries a server's traffic does not count what the client alone receives)."""
+
+    name: str
+    what: str
+    nodes: Literal["one", "list", "one_or_more"] = "one"
+    server: bool = False
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Every role a cluster file may place: the kinds' declarations, in their order."""
+
+    roles: tuple[Role, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.roles]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"the role {twice[0]} is declared twice (one declaration a role)")
+
+    @classmethod
+    def merged(cls, declared: Iterable[Role]) -> Roles:
+        """The roles of several declarations, each once (a role several kinds declare must be
+        declared alike; ValueError names one that is not)."""
+        found: dict[str, Role] = {}
+        for role in declared:
+            if found.setdefault(role.name, role) != role:
+                raise ValueError(f"the role {role.name} is declared twice, differently")
+        return cls(tuple(found.values()))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.roles)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def role(self, name: str) -> Role:
+        for role in self.roles:
+            if role.name == name:
+                return role
+        raise KeyError(f"no role {name!r} (roles: {', '.join(self.names)})")
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The roles whose services serve the others."""
+        return tuple(r.name for r in self.roles if r.server)
+
+    @property
+    def model(self) -> type[Cluster]:
+        """The cluster file's model with a ``roles:`` block of exactly these roles."""
+        return _cluster_model(self)
+
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
@@ -109,29 +154,40 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _matching(pattern: re.Pattern[str], what: str) -> Any:
+    """A validator of a name field: the value when ``pattern`` matches it, else "... is not
+    WHAT" (None passes: the field is optional)."""
+    def check(cls: type, value: str | None) -> str | None:
+        if value is not None and not pattern.match(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+    return classmethod(check)
+
+
+def _ip(value: str) -> str | None:
+    """An IP address (with a /prefix: an interface's address) in its canonical form, or None."""
+    try:
+        return str(ipaddress.ip_interface(value) if "/" in value else ipaddress.ip_address(value))
+    except ValueError:
+        return None
+
+
 class Interface(_Model):
     """A data-plane interface of a node and its address on it."""
 
     name: str = Field(description="interface name on the node, e.g. eth0 or ens1f0")
     address: str = Field(description="its IP address, with or without /prefix")
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _IFNAME.match(value):
-            raise ValueError(f"{value!r} is not an interface name (1-15 characters, no spaces "
-                             "or '/')")
-        return value
+    _name = field_validator("name")(_matching(
+        _IFNAME, "an interface name (1-15 characters, no spaces or '/')"))
 
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        try:
-            if "/" in value:
-                return str(ipaddress.ip_interface(value))
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IP address such as 198.18.16.11/24") from None
+        ip = _ip(value)
+        if ip is None:
+            raise ValueError(f"{value!r} is not an IP address such as 198.18.16.11/24")
+        return ip
 
     @property
     def ip(self) -> str:
@@ -150,38 +206,19 @@ class Node(_Model):
     ssh_config: str | None = Field(default=None, description="ssh -F FILE for this node")
     interfaces: list[Interface] = Field(min_length=1)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not _NODE_NAME.match(value):
-            raise ValueError(f"{value!r} is not a node name (lower case letters, digits and '-', "
-                             "at most 32, starting and ending with a letter or digit)")
-        return value
+    _name = field_validator("name")(_matching(
+        _NODE_NAME, "a node name (lower case letters, digits and '-', at most 32, starting and "
+        "ending with a letter or digit)"))
+    _user = field_validator("user")(_matching(_USER, "a user name"))
+    _context = field_validator("context")(_matching(_CONTEXT, "a Docker context name"))
 
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        try:
-            return str(ipaddress.ip_address(value))
-        except ValueError:
-            pass
-        if not _HOSTNAME.match(value):
+        ip = _ip(value) if "/" not in value else None
+        if ip is None and not _HOSTNAME.match(value):
             raise ValueError(f"{value!r} is neither an IP address nor a host name")
-        return value
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, value: str) -> str:
-        if not _USER.match(value):
-            raise ValueError(f"{value!r} is not a user name")
-        return value
-
-    @field_validator("context")
-    @classmethod
-    def _context(cls, value: str | None) -> str | None:
-        if value is not None and not _CONTEXT.match(value):
-            raise ValueError(f"{value!r} is not a Docker context name")
-        return value
+        return ip or value
 
     @property
     def docker_context(self) -> str:
@@ -202,25 +239,6 @@ class Node(_Model):
         raise KeyError(f"{self.name} has no data-plane interface {name!r}")
 
 
-class Roles(_Model):
-    """Where each role runs: a node name, or a list of them for the list roles."""
-
-    loadgen: str | None = None
-    loadgen_workers: list[str] = []
-    proxy: str | None = None
-    web: str | list[str] | None = None
-    app: str | None = None
-    db: str | None = None
-    pfs_meta: str | None = None
-    pfs_io: list[str] = []
-    pfs_clients: list[str] = []
-    net_server: str | None = None
-    net_client: str | None = None
-    fs_server: str | None = None
-    fs_client: str | None = None
-    disk: str | None = None
-
-
 class Cluster(_Model):
     """A cluster file, validated."""
 
@@ -231,8 +249,10 @@ class Cluster(_Model):
                          description="folder on every node for the checkout's workloads/ and "
                                      "the load generator's files (absolute)")
     nodes: list[Node] = Field(min_length=1)
-    roles: Roles = Roles()
+    # the roles: block, a model made from the declared roles (Roles.model)
+    roles: _Model = _Model()
     path: str | None = Field(default=None, exclude=True)
+    _declared: Roles = PrivateAttr(default_factory=Roles)
 
     @field_validator("workdir")
     @classmethod
@@ -255,10 +275,15 @@ class Cluster(_Model):
                 return node
         raise KeyError(f"no node named {name!r}")
 
+    @property
+    def declared(self) -> Roles:
+        """The roles this file was validated against (the kinds' declarations)."""
+        return self._declared
+
     def placement(self) -> dict[str, list[str]]:
         """Each role that is placed, with its node names."""
         out: dict[str, list[str]] = {}
-        for role in ROLES:
+        for role in self.declared.names:
             value = getattr(self.roles, role)
             names = [value] if isinstance(value, str) else list(value or [])
             if names:
@@ -267,25 +292,34 @@ class Cluster(_Model):
 
     def nodes_for(self, role: str) -> list[Node]:
         """The nodes a role runs on (empty when it is not placed)."""
-        if role not in ROLES:
-            raise KeyError(f"no role {role!r} (roles: {', '.join(ROLES)})")
+        self.declared.role(role)  # KeyError naming the roles there are
         return [self.node(n) for n in self.placement().get(role, [])]
 
     def require_roles(self, *roles: str) -> None:
         """Raise ClusterError naming every role of ``roles`` that is not placed."""
         placed = self.placement()
         where = self.path or "cluster file"
-        problems = [f"{where}: roles.{r}: not placed, and this needs {ROLE_HELP[r]} on a node"
-                    for r in roles if r not in placed]
+        problems = [f"{where}: roles.{r}: not placed, and this needs "
+                    f"{self.declared.role(r).what} on a node" for r in roles if r not in placed]
         if problems:
             raise ClusterError(problems)
+
+
+@lru_cache(maxsize=None)
+def _cluster_model(declared: Roles) -> type[Cluster]:
+    """Cluster with a roles: block of the declared roles: a node name for a role of one node,
+    a list of names for a list role, either for a role of one or more."""
+    shapes: dict[str, Any] = {"one": (str | None, None), "list": (list[str], []),
+                              "one_or_more": (str | list[str] | None, None)}
+    block = create_model("Roles", __base__=_Model,
+                         **{r.name: shapes[r.nodes] for r in declared.roles})
+    return create_model("Cluster", __base__=Cluster, roles=(block, block()))
 
 
 _ALLOWED = {
     "top": sorted(Cluster.model_fields.keys() - {"path"}),
     "node": sorted(Node.model_fields),
     "interface": sorted(Interface.model_fields),
-    "roles": sorted(Roles.model_fields),
 }
 
 
@@ -306,7 +340,7 @@ def _model_of(loc: Sequence[Any]) -> str:
     return {"nodes": "node", "roles": "roles"}.get(names[-1], "top")
 
 
-def _sentence(where: str, err: Mapping[str, Any]) -> str:
+def _sentence(where: str, err: Mapping[str, Any], declared: Roles) -> str:
     loc = tuple(err.get("loc", ()))
     key = _key(loc) or "(top level)"
     kind = err.get("type", "")
@@ -315,7 +349,9 @@ def _sentence(where: str, err: Mapping[str, Any]) -> str:
     if kind == "missing":
         text = "is required"
     elif kind == "extra_forbidden":
-        text = f"unknown key (allowed: {', '.join(_ALLOWED[_model_of(loc)])})"
+        model = _model_of(loc)
+        allowed = sorted(declared.names) if model == "roles" else _ALLOWED[model]
+        text = f"unknown key (allowed: {', '.join(allowed)})"
     elif kind == "string_type" and role:
         text = f"must be one node name, got {value!r}"
     elif kind == "list_type" and role:
@@ -341,7 +377,8 @@ def _sentence(where: str, err: Mapping[str, Any]) -> str:
     return f"{where}: {key}: {text}"
 
 
-def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> list[str]:
+def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None,
+                    declared: Roles) -> list[str]:
     """Checks across entries, on the raw data so that they run even when some entries are
     malformed (those are reported by the schema)."""
     problems: list[str] = []
@@ -415,10 +452,10 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
     if isinstance(roles, dict) and whole:
         known = ", ".join(names) or "none"
         for role, value in roles.items():
-            if role not in ROLES:
+            if role not in declared:
                 continue  # the schema reports unknown roles
-            if role not in ONE_OR_MORE_ROLES and (role in SINGLE_ROLES) != isinstance(value,
-                                                                                      str):
+            shape = declared.role(role).nodes
+            if shape != "one_or_more" and (shape == "one") != isinstance(value, str):
                 continue  # the wrong shape: the schema reports it
             values = value if isinstance(value, list) else [value]
             seen: set[str] = set()
@@ -434,20 +471,21 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None) -> l
     return problems
 
 
-def parse_cluster(data: Any, where: str = "cluster file", base: Path | None = None) -> Cluster:
-    """Validate the cluster file's contents; ``where`` names it in messages and ``base`` is the
-    folder relative paths (ssh_config) are resolved against. Raises ClusterError with one
-    sentence per problem, all problems at once."""
+def parse_cluster(data: Any, roles: Roles, where: str = "cluster file",
+                  base: Path | None = None) -> Cluster:
+    """Validate the cluster file's contents against the declared ``roles``; ``where`` names it
+    in messages and ``base`` is the folder relative paths (ssh_config) are resolved against.
+    Raises ClusterError with one sentence per problem, all problems at once."""
     if not isinstance(data, dict):
         raise ClusterError([f"{where}: expected a mapping with nodes and roles at the top level, "
                             f"got {type(data).__name__}"])
     problems: list[str] = []
     cluster = None
     try:
-        cluster = Cluster.model_validate(data)
+        cluster = roles.model.model_validate(data)
     except ValidationError as exc:
-        problems += [_sentence(where, e) for e in exc.errors()]
-    problems += _cross_problems(where, data, base)
+        problems += [_sentence(where, e, roles) for e in exc.errors()]
+    problems += _cross_problems(where, data, base, roles)
     if problems:
         raise ClusterError(problems)
     assert cluster is not None
@@ -462,11 +500,13 @@ def parse_cluster(data: Any, where: str = "cluster file", base: Path | None = No
     for node in cluster.nodes:
         node.ssh_config = resolve(node.ssh_config) or cluster.ssh_config
     cluster.path = where
+    cluster._declared = roles
     return cluster
 
 
-def load_cluster(path: str | os.PathLike[str]) -> Cluster:
-    """Read and validate a cluster file (see the module's doc)."""
+def load_cluster(path: str | os.PathLike[str], roles: Roles) -> Cluster:
+    """Read and validate a cluster file against the declared ``roles`` (see the module's
+    doc)."""
     path = Path(path)
     where = str(path)
     try:
@@ -477,7 +517,7 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ClusterError([f"{where}: not valid YAML ({exc})".replace("\n", " ")]) from None
-    return parse_cluster(data, where, path.parent)
+    return parse_cluster(data, roles, where, path.parent)
 
 
 def cluster_path(arg: str | None = None) -> Path | None:

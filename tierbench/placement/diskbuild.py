@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from tierbench.placement.disks import (LOCAL, MIB, DiskError, Host, Plan, System, free_bytes,
-                                       has_md, host_of, overlay_path, state_path)
+from tierbench.placement.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError,
+                                       Host, Plan, System, free_bytes, has_md, host_of,
+                                       overlay_path, state_path)
 
 
 @dataclass
@@ -183,16 +184,18 @@ def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
                 server.md.append(md)
                 _save(built)
                 host.run(["mdadm", "--create", md, "--run", "--level=0",
-                          f"--raid-devices={len(mine)}", *mine], f"RAID-0 of {s}")
+                          f"--chunk={MD_CHUNK_KIB}", f"--raid-devices={len(mine)}",
+                          *mine], f"RAID-0 of {s}")
                 host.run(["mkfs.ext3", "-q", "-F", md], f"ext3 on {md}")
                 _mount(host, md, folder, built, server)
-                built.filesystem = "ext3 on md RAID-0"
+                built.filesystem = f"ext3 on md RAID-0, {MD_CHUNK_KIB} KiB chunk"
             else:
                 host.run(["mkfs.btrfs", "-q", "-f", "-d", "raid0", "-m", "raid0", *mine],
                          f"btrfs RAID-0 of {s}")
                 _mount(host, mine[0], folder, built, server, fstype="btrfs",
                        options=",".join(f"device={d}" for d in mine))
-                built.filesystem = "btrfs raid0 (no md in this kernel)"
+                built.filesystem = (f"btrfs raid0, {BTRFS_STRIPE_KIB} KiB stripe (no md "
+                                    "in this kernel)")
         elif lay.disks > 1:
             for d, dev in enumerate(mine):
                 sub = folder / f"d{d + 1}"
@@ -517,3 +520,34 @@ def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str,
             if want and have.get(key) != want:
                 problems.append(f"{dev}: {key} {have.get(key)} in the cgroup, {want} wanted")
     return got, problems
+
+
+def verify(built: Built, system: System, containers: Sequence[Any]) -> dict[str, Any]:
+    """The record of the disk system with the limits of each container that uses it (a
+    compose.Container whose service is one of its servers) read back from its cgroup;
+    DiskError when one differs from the system's bandwidths."""
+    record = built.record()
+    record["description"] = system.describe()
+    got: dict[str, Any] = {}
+    for c in containers:
+        if c.service not in {s.name for s in built.servers}:
+            continue
+        limits, problems = check_throttles(built.server(c.service), system, c.pid)
+        got[c.service] = limits
+        if problems:
+            raise DiskError(f"the {c.service} container's block-I/O limits are not the "
+                            f"disk system's: {problems[0]}")
+    record["throttles_read_back"] = got
+    return record
+
+
+class StorageReads:
+    """The bytes a built disk system read from its devices, as a sampler probe:
+    {"read_bytes": N}, {} where they cannot be read."""
+
+    def __init__(self, built: Built) -> None:
+        self.built = built
+
+    def __call__(self) -> dict[str, int]:
+        read = device_read_bytes(self.built)
+        return {} if read is None else {"read_bytes": read}

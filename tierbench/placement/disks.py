@@ -43,9 +43,12 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema, model_validator
 
+from tierbench import transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
 from tierbench.config.models import Model, flag, number, problem, text
+from tierbench.transport import LOCAL as LOCAL_TRANSPORT
+from tierbench.transport import Transport, TransportError
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -257,17 +260,21 @@ def per_disk_bytes(lay: Layout, total: int, spread: list[int] | None = None) -> 
 
 @dataclass(frozen=True)
 class Host:
-    """Where a disk system's commands run: this machine (``node`` None) or a cluster node over
-    SSH (``ssh``: ssh and its options up to the address, as nodes.ssh_prefix gives; recorded in
-    the state file so that `tierbench clean` reaches the node after a crash). Every host-side
+    """Where a disk system's commands run: this machine (``via`` LOCAL) or a cluster node over
+    SSH (``via``: the node's transport, tierbench.transport; recorded in the state file so that
+    `tierbench clean` reaches the node after a crash). Every host-side
     step of this module is a command run through :meth:`run`, here or there alike. On a node
     the mounts go under ``WORKDIR/disks`` and the images under ``WORKDIR/disk-images`` (the
     cluster file's workdir), named ``tierbench-disk@NODE-...`` so that no other host's loop
     devices (the kernel's are shared by the lab's node containers) ever match."""
 
-    node: str | None = None
-    ssh: tuple[str, ...] = ()
+    via: Transport = LOCAL_TRANSPORT
     workdir: str = ""
+
+    @property
+    def node(self) -> str | None:
+        """The node's name (None: this machine)."""
+        return self.via.name
 
     @property
     def where(self) -> str:
@@ -288,20 +295,19 @@ class Host:
 
     def record(self) -> dict[str, Any]:
         """For the state file."""
-        return {"node": self.node, "ssh": list(self.ssh), "workdir": self.workdir}
+        return {"node": self.node, "ssh": list(self.via.ssh), "workdir": self.workdir}
 
     def proc(self, argv: list[str], timeout: float = 300,
              input: str | None = None) -> subprocess.CompletedProcess:
         """Run argv here or on the node; the finished process (never raises on its exit code;
         DiskError when it cannot start or does not finish)."""
-        cmd = [*self.ssh, shlex.join(argv)] if self.node else argv
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  check=False, input=input)
-        except FileNotFoundError:
-            raise DiskError(f"{cmd[0]} is missing{self.where}: "
-                            f"{TOOLS.get(cmd[0], 'install it')} (or run `make setup`)") from None
-        except subprocess.TimeoutExpired:
+            return self.via.run(argv, timeout=timeout, input=input)
+        except TransportError as exc:
+            if exc.missing:
+                raise DiskError(f"{exc.missing} is missing{self.where}: "
+                                f"{TOOLS.get(exc.missing, 'install it')} (or run `make setup`)"
+                                ) from None
             raise DiskError(f"`{' '.join(argv[:3])} ...`{self.where} did not finish within "
                             f"{timeout:.0f} s") from None
 
@@ -311,7 +317,7 @@ class Host:
         done = self.proc(argv, timeout, input)
         if done.returncode == 0:
             return done.stdout
-        if self.node and done.returncode == 255:
+        if self.via.unreachable(done):
             raise DiskError(f"{what}: cannot reach node {self.node} over SSH: "
                             f"{(done.stderr.strip().splitlines() or ['ssh failed'])[-1]}")
         if done.returncode == 127:
@@ -350,7 +356,7 @@ def host_of(record: Mapping[str, Any] | None) -> Host:
     """The host a state record names (this host when None)."""
     if not record or not record.get("node"):
         return LOCAL
-    return Host(record["node"], tuple(record.get("ssh") or ()), record.get("workdir") or "")
+    return Host(transport.of(record), record.get("workdir") or "")
 
 
 # --------------------------------------------------------------------------- host settings
@@ -388,10 +394,25 @@ def raid_kind(host: Host = LOCAL) -> str:
     return "md" if has_md(host) else "btrfs"
 
 
+# 004 §3.2 striped its RAID-0 in 4 KB units: md is told that chunk (which decides which files
+# span several disks, the very thing 004 Fig. 13 compares); btrfs' raid0 stripe is fixed at
+# 64 KiB and cannot be set, so where the kernel has no md the stripe is 16 times 004's.
+MD_CHUNK_KIB = 4
+BTRFS_STRIPE_KIB = 64
+STRIPE_WORDS = {
+    "md": f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe)",
+    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has no md, "
+             f"which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
+}
+
+
 def raid_words(host: Host = LOCAL) -> str:
-    """How RAID-0 will be made, for the plan: this host's tool, or the node's without asking
-    it (decided on the node when the system is built)."""
-    return f"md or btrfs (as {host.node} has md or not)" if host.node else raid_kind(host)
+    """How RAID-0 will be made and with which stripe, for the plan and the manifest: this
+    host's tool, or the node's without asking it (decided on the node when it is built)."""
+    if host.node:
+        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or btrfs with its "
+                f"fixed {BTRFS_STRIPE_KIB} KiB stripe if {host.node}'s kernel has no md")
+    return STRIPE_WORDS[raid_kind(host)]
 
 
 TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",

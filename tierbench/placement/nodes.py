@@ -2,8 +2,9 @@
 every node before anything changes anywhere, and the primitives the runner uses on a node (a
 command over SSH, ``docker --context`` argv, shipping images, a node's provenance).
 
-Command line: ``python -m tierbench.placement.nodes check FILE`` runs the checks and prints what it saw;
-``python -m tierbench.placement.nodes provenance FILE`` prints every node's provenance as JSON.
+Command line (:func:`main`, as ``tierbench nodes``, which hands it the kinds' roles):
+``tierbench nodes check FILE`` runs the checks and prints what it saw; ``tierbench nodes
+provenance FILE`` prints every node's provenance as JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.placement.clusterfile import (CLUSTER_ENV, DEFAULT_CLOCK_BOUND_MS, Cluster,
-                                             ClusterError, Node, cluster_path, load_cluster)
+                                             ClusterError, Node, Roles, cluster_path,
+                                             load_cluster)
+from tierbench.transport import Transport, TransportError, run_argv
 
 
 class NodeError(TierbenchError):
@@ -110,18 +113,16 @@ def ssh_prefix(node: Node, *, connect_timeout: float = 10) -> list[str]:
     return argv
 
 
-def ssh_argv(node: Node, command: str | Sequence[str], *, connect_timeout: float = 10) -> list[str]:
-    """The ssh argv that runs ``command`` on ``node`` (a shell snippet, or an argv that is
-    quoted for the remote shell); see ssh_prefix."""
-    return [*ssh_prefix(node, connect_timeout=connect_timeout), _command_text(command)]
+def transport(node: Node, *, connect_timeout: float = 10) -> Transport:
+    """How commands reach the node: ssh (ssh_prefix) for commands on it, its Docker context for
+    its engine and its containers."""
+    return Transport(node.name, tuple(ssh_prefix(node, connect_timeout=connect_timeout)),
+                     node.docker_context)
 
 
-def docker_argv(node: Node, *args: str) -> list[str]:
-    """``docker --context NODE_CONTEXT ARGS...``: the node's engine over SSH."""
-    return ["docker", "--context", node.docker_context, *args]
-
-
-def _tail(text: str | bytes | None, lines: int = 3, limit: int = 400) -> str:
+def tail(text: str | bytes | None, lines: int = 3, limit: int = 400) -> str:
+    """The last ``lines`` non-empty lines of a command's output, on one line (at most
+    ``limit`` characters), for a message."""
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     kept = [line.strip() for line in (text or "").splitlines() if line.strip()][-lines:]
@@ -129,22 +130,23 @@ def _tail(text: str | bytes | None, lines: int = 3, limit: int = 400) -> str:
     return out if len(out) <= limit else "..." + out[-limit:]
 
 
-def _run(node: Node, argv: list[str], shown: str, *, timeout: float, input: str | None,
-         check: bool, over_ssh: bool) -> subprocess.CompletedProcess[str]:
-    try:
-        done = subprocess.run(argv, input=input, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise NodeError(f"{node.name}: `{shown}` did not finish within {timeout:g} s") from None
-    except FileNotFoundError:
-        raise NodeError(f"{node.name}: `{argv[0]}` is not installed on the controller") from None
+def _checked(node: Node, done: subprocess.CompletedProcess[str], shown: str, *, check: bool,
+             over_ssh: bool) -> subprocess.CompletedProcess[str]:
     if check and done.returncode != 0:
         if over_ssh and done.returncode == 255:
             raise NodeError(f"{node.name}: cannot reach {node.ssh_target} over SSH (port "
-                            f"{node.port}): {_tail(done.stderr) or 'ssh exited with 255'}")
+                            f"{node.port}): {tail(done.stderr) or 'ssh exited with 255'}")
         raise NodeError(f"{node.name}: `{shown}` failed with exit code {done.returncode}: "
-                        f"{_tail(done.stderr) or _tail(done.stdout) or 'no output'}")
+                        f"{tail(done.stderr) or tail(done.stdout) or 'no output'}")
     return done
+
+
+def _could_not_run(node: Node, exc: TransportError, shown: str) -> NodeError:
+    if exc.missing:
+        return NodeError(f"{node.name}: `{exc.missing}` is not installed on the controller")
+    if exc.timeout:
+        return NodeError(f"{node.name}: `{shown}` did not finish within {exc.timeout:g} s")
+    return NodeError(f"{node.name}: `{shown}`: {exc}")
 
 
 def run_on_node(node: Node, command: str | Sequence[str], *, timeout: float = 60,
@@ -153,15 +155,23 @@ def run_on_node(node: Node, command: str | Sequence[str], *, timeout: float = 60
     With ``check`` (the default) a non-zero exit raises NodeError naming the node, the command
     and the tail of its stderr; a timeout always does."""
     shown = _command_text(command)
-    return _run(node, ssh_argv(node, command, connect_timeout=min(10, timeout)), shown,
-                timeout=timeout, input=input, check=check, over_ssh=True)
+    try:
+        done = transport(node, connect_timeout=min(10, timeout)).run(command, timeout=timeout,
+                                                                    input=input)
+    except TransportError as exc:
+        raise _could_not_run(node, exc, shown) from None
+    return _checked(node, done, shown, check=check, over_ssh=True)
 
 
 def run_docker(node: Node, *args: str, timeout: float = 120, input: str | None = None,
                check: bool = True) -> subprocess.CompletedProcess[str]:
     """``docker --context`` on the node's engine, with the same errors as run_on_node."""
-    return _run(node, docker_argv(node, *args), "docker " + shlex.join(args), timeout=timeout,
-                input=input, check=check, over_ssh=False)
+    shown = "docker " + shlex.join(args)
+    try:
+        done = run_argv(transport(node).docker(*args), timeout=timeout, input=input)
+    except TransportError as exc:
+        raise _could_not_run(node, exc, shown) from None
+    return _checked(node, done, shown, check=check, over_ssh=False)
 
 
 def image_ids(node: Node | None, images: Sequence[str], *, timeout: float = 60) -> dict[str, str]:
@@ -172,7 +182,7 @@ def image_ids(node: Node | None, images: Sequence[str], *, timeout: float = 60) 
     else:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
-            raise NodeError(f"controller: `docker image ls` failed: {_tail(done.stderr)}")
+            raise NodeError(f"controller: `docker image ls` failed: {tail(done.stderr)}")
     have = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     return {img: have[img] for img in images if img in have}
 
@@ -198,7 +208,7 @@ def ship_images(node: Node, images: Sequence[str], *,
     start = time.monotonic()
     save = subprocess.Popen(["docker", "save", *todo], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    load = subprocess.Popen(docker_argv(node, "load", "-q"), stdin=subprocess.PIPE,
+    load = subprocess.Popen(transport(node).docker("load", "-q"), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     def kill_both() -> None:
         save.kill()
@@ -233,9 +243,9 @@ def ship_images(node: Node, images: Sequence[str], *,
         raise NodeError(f"{node.name}: shipping {', '.join(todo)} did not finish within "
                         f"{timeout:g} s")
     if save.returncode != 0:
-        raise NodeError(f"controller: `docker save {' '.join(todo)}` failed: {_tail(save_err)}")
+        raise NodeError(f"controller: `docker save {' '.join(todo)}` failed: {tail(save_err)}")
     if load.returncode != 0:
-        raise NodeError(f"{node.name}: `docker load` failed: {_tail(load_err)}")
+        raise NodeError(f"{node.name}: `docker load` failed: {tail(load_err)}")
     remote = image_ids(node, images)
     wrong = [img for img in images if remote.get(img) != local[img]]
     if wrong:
@@ -324,9 +334,9 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
     node answers its time (bash's $EPOCHREALTIME, else ``date +%s.%N``), and the controller
     takes the midpoint of send and receive as the matching instant; the exchange with the
     shortest round trip wins (the first one, which includes the SSH handshake, is discarded)."""
-    argv = ssh_argv(node, _CLOCK_LOOP, connect_timeout=min(10, timeout))
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    proc = transport(node, connect_timeout=min(10, timeout)).popen(
+        _CLOCK_LOOP, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, bufsize=1)
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     best: tuple[float, float] | None = None
@@ -366,9 +376,9 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
     if best is None:
         if proc.returncode == 255:
             raise NodeError(f"{node.name}: cannot reach {node.ssh_target} over SSH to read its "
-                            f"clock: {_tail(err) or 'ssh exited with 255'}")
+                            f"clock: {tail(err) or 'ssh exited with 255'}")
         raise NodeError(f"{node.name}: no clock reading within {timeout:g} s: "
-                        f"{_tail(err) or 'no answer'}")
+                        f"{tail(err) or 'no answer'}")
     return ClockReading(node.name, best[0], best[1], got)
 
 
@@ -397,6 +407,19 @@ def _major(version: str) -> int | None:
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
+
+
+def _docker_problem(node: Node, args: tuple[str, ...], detail: str) -> str:
+    """What a failed `docker --context NODE ARGS` on the controller says of the node."""
+    why = detail.split(": ", 2)[-1]
+    if args[0] == "compose":
+        return (f"{node.name}: `docker --context {node.docker_context} compose version` fails "
+                f"on the controller: {why}")
+    if "context" in detail and "not found" in detail:
+        return (f"{node.name}: there is no Docker context {node.docker_context}: docker context "
+                f"create {node.docker_context} --docker host=ssh://{node.ssh_target}")
+    return (f"{node.name}: the Docker engine does not answer through context "
+            f"{node.docker_context}: {why}")
 
 
 def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeout: float,
@@ -445,7 +468,7 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
             info = json.loads(text)[0]
         except (ValueError, IndexError, KeyError, TypeError):
             problems.append(f"{node.name}: data-plane interface {nic.name} does not exist "
-                            f"({_tail(text) or 'no answer from ip'})")
+                            f"({tail(text) or 'no answer from ip'})")
             continue
         addrs = [f"{a.get('local')}" for a in info.get("addr_info", [])]
         facts.setdefault("interfaces", {})[nic.name] = {
@@ -453,24 +476,12 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
         if nic.ip not in addrs:
             problems.append(f"{node.name}: {nic.name} does not carry {nic.ip} (it has "
                             f"{', '.join(addrs) or 'no address'})")
-    try:
-        facts["docker"] = run_docker(node, "version", "--format", "{{.Server.Version}}",
-                                     timeout=timeout).stdout.strip()
-    except NodeError as exc:
-        detail = str(exc)
-        if "context" in detail and "not found" in detail:
-            problems.append(f"{node.name}: there is no Docker context {node.docker_context}: "
-                            f"docker context create {node.docker_context} --docker "
-                            f"host=ssh://{node.ssh_target}")
-        else:
-            problems.append(f"{node.name}: the Docker engine does not answer through context "
-                            f"{node.docker_context}: {detail.split(': ', 2)[-1]}")
-    try:
-        facts["compose_controller"] = run_docker(node, "compose", "version", "--short",
-                                                 timeout=timeout).stdout.strip()
-    except NodeError as exc:
-        problems.append(f"{node.name}: `docker --context {node.docker_context} compose version` "
-                        f"fails on the controller: {str(exc).split(': ', 2)[-1]}")
+    for fact, args in (("docker", ("version", "--format", "{{.Server.Version}}")),
+                       ("compose_controller", ("compose", "version", "--short"))):
+        try:
+            facts[fact] = run_docker(node, *args, timeout=timeout).stdout.strip()
+        except NodeError as exc:
+            problems.append(_docker_problem(node, args, str(exc)))
     clock = None
     try:
         clock = measure_clock(node, timeout=timeout)
@@ -546,30 +557,35 @@ def _describe(node: Node, report: CheckReport) -> str:
     return ", ".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tierbench.placement.nodes",
-                                     description="Check a cluster's nodes (changes nothing).")
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``tierbench nodes``: check or provenance, and the cluster file."""
+    sub = parser.add_subparsers(dest="nodes_command", required=True)
     check = sub.add_parser("check", help="run every node check and print what it saw")
-    check.add_argument("cluster", nargs="?", help=f"cluster file (default ${CLUSTER_ENV})")
+    check.add_argument("file", metavar="cluster", nargs="?",
+                       help=f"cluster file (default ${CLUSTER_ENV})")
     check.add_argument("--disk-gb", type=float, default=0, help="free disk needed per node")
     check.add_argument("--mem-gb", type=float, default=0, help="memory needed per node")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     prov = sub.add_parser("provenance", help="print every node's provenance as JSON")
-    prov.add_argument("cluster", nargs="?", help=f"cluster file (default ${CLUSTER_ENV})")
-    args = parser.parse_args(argv)
-    path = cluster_path(args.cluster)
+    prov.add_argument("file", metavar="cluster", nargs="?",
+                      help=f"cluster file (default ${CLUSTER_ENV})")
+
+
+def main(args: argparse.Namespace, roles: Roles) -> int:
+    """``tierbench nodes`` (arguments: :func:`add_arguments`): the cluster file validated
+    against the declared ``roles``, then its nodes checked or their provenance printed."""
+    path = cluster_path(args.file)
     if path is None:
         print(f"nodes: give a cluster file or set {CLUSTER_ENV}", file=sys.stderr)
         return 2
     try:
-        cluster = load_cluster(path)
+        cluster = load_cluster(path, roles)
     except ClusterError as exc:
         print(exc, file=sys.stderr)
         return 2
     start = time.monotonic()
     try:
-        if args.command == "provenance":
+        if args.nodes_command == "provenance":
             control_dir()
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 out = list(pool.map(node_provenance, cluster.nodes))
@@ -592,7 +608,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{report.clock_bound_s * 1000:g} ms; checked in "
                   f"{time.monotonic() - start:.1f} s)")
     return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,8 +5,10 @@ the counters the sampler reads, and the files a load generator reads and writes.
 Two placements: :class:`LocalPlacer`, this host's Docker engine (Compose networks, veth pairs,
 cgroups read here; the default), and ``tierbench.placement.cluster.ClusterPlacer``, bare-metal
 nodes through Docker contexts with host networking (``--cluster FILE``). The command line
-chooses one for the process (:func:`use`); kinds ask for it with :func:`current` and never know
-which it is.
+makes one for a run and the experiment carries it (``Experiment.placer``) to the kinds, which
+never know which it is. Every command a kind runs in a container, and every container it starts
+or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Placer.start`,
+:meth:`Placer.stop`), over the container's transport (tierbench.transport).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.placement import compose, disks
 from tierbench.placement.compose import Container, Services, StackError
+from tierbench.transport import LOCAL, Transport, TransportError, run_argv, start_argv
 
 
 class Placer:
@@ -67,15 +70,44 @@ class Placer:
     def context_arg(self, service: str) -> str:
         return ""
 
+    def transport(self, container: Container) -> Transport:
+        """How to reach the host a container runs on, and its engine (this host: LOCAL)."""
+        return LOCAL
+
     def exec(self, container: Container, argv: list[str], *, env: dict[str, str] | None = None,
-             user: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-        """Run a command in a container (never raises on its exit code)."""
-        return compose.exec_in(container, argv, env=env, user=user, timeout=timeout)
+             user: str | None = None, timeout: float = 600,
+             input: str | None = None) -> subprocess.CompletedProcess:
+        """Run a command in a container and wait for it (never raises on its exit code;
+        subprocess.TimeoutExpired when it does not finish within ``timeout`` s)."""
+        argv = self.transport(container).exec_argv(container.id, argv, env=env, user=user,
+                                                   interactive=input is not None)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False, input=input)
+
+    def popen(self, container: Container, argv: list[str], *,
+              env: dict[str, str] | None = None, user: str | None = None,
+              interactive: bool = False, **kwargs: Any) -> subprocess.Popen:
+        """Start a command in a container without waiting (subprocess.Popen's keywords: its
+        output, a new session, ...)."""
+        return start_argv(self.transport(container).exec_argv(
+            container.id, argv, env=env, user=user, interactive=interactive), **kwargs)
+
+    def docker(self, container: Container, *args: str,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+        """``docker ARGS`` on the engine the container runs on (never raises on its exit code;
+        a timeout is a finished process with exit code 124)."""
+        try:
+            return run_argv(self.transport(container).docker(*args), timeout=timeout)
+        except TransportError as exc:
+            return subprocess.CompletedProcess(args, 124, "", str(exc))
+
+    def start(self, container: Container, timeout: float = 120) -> subprocess.CompletedProcess:
+        """Start a stopped container again (a tier a fault stopped)."""
+        return self.docker(container, "start", container.id, timeout=timeout)
 
     def stop(self, container: Container, grace_s: int = 2) -> None:
         """Stop a container (a fault an experiment asks for)."""
-        subprocess.run([*compose.docker_cmd(container), "stop", "-t", str(grace_s),
-                        container.id], capture_output=True, timeout=60, check=False)
+        self.docker(container, "stop", "-t", str(grace_s), container.id)
 
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
         """The interfaces that carry a container's traffic, for modes."""
@@ -127,9 +159,26 @@ class Placer:
     def pull(self, container: Container, folder: Path) -> None:
         """Bring back what a container wrote into ``folder`` (under the results folder)."""
 
-    def evict_docroot(self, web: Container) -> int:
-        """Drop the docroot volume's files from the page cache; returns how many files."""
-        raise NotImplementedError
+    def evict_volume(self, container: Container, volume: str) -> int:
+        """Drop the files of the project's volume ``volume`` (its name in the Compose files)
+        from the page cache of the host ``container`` runs on, written back first: the next
+        read of each comes from the disk. Only the project's own volume is touched. Returns
+        how many files."""
+        name = f"{compose.PROJECT}_{volume}"
+        found = self.docker(container, "volume", "inspect", "-f", "{{.Mountpoint}}", name)
+        if found.returncode != 0:
+            raise StackError(f"the volume {name} cannot be found{self.where(container.service)}"
+                             f": {(found.stderr.strip().splitlines() or ['no answer'])[-1]}")
+        try:
+            done = self.transport(container).run(["python3", "-c", EVICT, found.stdout.strip()],
+                                                 timeout=600)
+        except TransportError as exc:
+            raise StackError(f"dropping {name} from the page cache failed: {exc}") from None
+        if done.returncode != 0:
+            raise StackError(f"dropping {name} from the page cache"
+                             f"{self.where(container.service)} failed: "
+                             f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        return int(done.stdout.strip() or 0)
 
     def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
         """Files of /proc/net (tcp, tcp6, snmp) of a container's network namespace, one after
@@ -213,10 +262,6 @@ class LocalPlacer(Placer):
                              + (f" starting with {subnet}" if subnet else ""))
         return found[0]
 
-    def evict_docroot(self, web: Container) -> int:
-        """compose.evict_docroot on this host."""
-        return compose.evict_docroot()
-
     def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
         """/proc/PID/net/NAME of the container's process, read here."""
         tables = []
@@ -233,22 +278,16 @@ class LocalPlacer(Placer):
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
+# Drops a folder's files from the page cache (python3 on the host that has them): written back
+# first, then posix_fadvise DONTNEED on each; files that cannot be opened are skipped.
+EVICT = ("import os,sys\nos.sync()\nn=0\nfor d,_,fs in os.walk(sys.argv[1]):\n"
+         " for f in fs:\n  try: fd=os.open(os.path.join(d,f),os.O_RDONLY)\n"
+         "  except OSError: continue\n  os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)"
+         "\n  os.close(fd); n+=1\nprint(n)\n")
+
+
 def counter_parts(counters: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:
     """Each tier's (label, counter) parts: one for a container, several for a group."""
     return {tier: list(c.parts.items()) if isinstance(c, CgroupGroup) else [(tier, c)]
             for tier, c in counters.items()}
 
-
-_CURRENT: list[Placer] = []
-
-
-def use(placer: Placer) -> None:
-    """Make ``placer`` the placement of this process (the command line does, from --cluster)."""
-    _CURRENT[:] = [placer]
-
-
-def current() -> Placer:
-    """The placement of this process: the one given to use(), else this host."""
-    if not _CURRENT:
-        _CURRENT.append(LocalPlacer())
-    return _CURRENT[0]

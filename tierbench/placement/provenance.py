@@ -15,6 +15,7 @@ from typing import Any
 
 from tierbench.config.files import ROOT
 from tierbench.placement import compose
+from tierbench.placement.placer import Placer
 
 
 def _out(argv: list[str], cwd: Path = ROOT) -> str:
@@ -94,10 +95,10 @@ def parse_packages(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def image_file(container: compose.Container, path: str) -> str | None:
+def image_file(where: Placer, container: compose.Container, path: str) -> str | None:
     """The text of a file in the container's image (read from a created, never started,
     container; on a cluster node through its Docker context); None when there is none."""
-    docker = compose.docker_cmd(container)
+    docker = where.transport(container).docker()
     created = _out([*docker, "create", container.image_id])
     if not created:
         return None
@@ -116,20 +117,21 @@ def image_file(container: compose.Container, path: str) -> str | None:
         _out([*docker, "rm", created])
 
 
-def image_packages(containers: dict[str, compose.Container]) -> dict[str, dict[str, Any]]:
+def image_packages(where: Placer, containers: dict[str, compose.Container]
+                   ) -> dict[str, dict[str, Any]]:
     """Per image ID of the containers: its name, the base image and Debian snapshot it was built
     from (its labels) and the Debian packages installed in it ({name: version})."""
     out: dict[str, dict[str, Any]] = {}
     for c in containers.values():
         if c.image_id in out:
             continue
-        labels = _out([*compose.docker_cmd(c), "image", "inspect", "-f",
-                       "{{json .Config.Labels}}", c.image_id])
+        labels = _out(where.transport(c).docker("image", "inspect", "-f",
+                                                "{{json .Config.Labels}}", c.image_id))
         try:
             labels_of = (json.loads(labels) if labels else None) or {}
         except ValueError:
             labels_of = {}
-        text = image_file(c, PACKAGES_FILE)
+        text = image_file(where, c, PACKAGES_FILE)
         out[c.image_id] = {
             "image": c.image, "base": labels_of.get("org.tierbench.base"),
             "debian_snapshot": labels_of.get("org.tierbench.debian-snapshot") or None,
@@ -140,13 +142,14 @@ def image_packages(containers: dict[str, compose.Container]) -> dict[str, dict[s
     return out
 
 
-def collect(containers: dict[str, compose.Container]) -> dict[str, Any]:
-    """Everything the manifest records about the software and hardware of a run."""
+def collect(containers: dict[str, compose.Container], where: Placer) -> dict[str, Any]:
+    """Everything the manifest records about the software and hardware of a run (its
+    containers' images read where they run)."""
     return {
         "git": git(),
         "host": host(),
         "versions": tool_versions(),
         "images": {name: {"image": c.image, "id": c.image_id} for name, c in containers.items()},
-        "image_packages": image_packages(containers),
+        "image_packages": image_packages(where, containers),
         "cpusets": {name: c.cpuset for name, c in containers.items()},
     }

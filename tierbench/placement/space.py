@@ -12,11 +12,12 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
-from tierbench.placement import compose
+from tierbench.placement import compose, disks
 
 GIB = 1 << 30
 MEMORY = "memory (a tmpfs lives in memory)"  # where every need in memory adds up
@@ -158,3 +159,20 @@ def problems(needs: list[Need]) -> list[str]:
         out.append(f"{parts} need {human(total)} in {where}, which has "
                    f"{human(max(min(known), 0))} for it: {fixes}")
     return out
+
+
+def disk_images(plans: list[disks.Plan], env: Mapping[str, str], host: disks.Host,
+                role: str) -> list[Need]:
+    """The largest emulated disk system's image files (one is built at a time) in the host's
+    image folder (DISK_IMAGE_DIR; on a node, its workdir's disk-images, checked against the
+    disks of ``role``'s nodes)."""
+    emulated = [p for p in plans if p.system.emulated]
+    if not emulated:
+        return []
+    biggest = max(emulated, key=lambda p: p.image_bytes())
+    count = biggest.layout.servers * biggest.layout.disks
+    return [on_disk(f"the loop-device images of disk system {biggest.system.name} "
+                    f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
+                    host.image_dir(env), "the disk images' folder",
+                    "shrink the files it holds or set DISK_IMAGE_DIR (.env) to a folder with "
+                    "room", role=role if host.node else None)]

@@ -31,7 +31,8 @@ then only a time limit.
 Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
 (fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
 REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
-records, default 20); SHIP_TRACE."""
+records, default 20); SHIP_TRACE; TARGETS (several proxies: their URLs, comma-separated; each
+user sends to the one of its client number modulo their count)."""
 
 import itertools
 import logging
@@ -63,7 +64,8 @@ def _settings_from_env() -> dict:
            "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
            "workers": max(int(os.environ.get("PROCESSES", "1")), 1),
            "count": int(os.environ.get("REQUESTS_PER_CLIENT", "0")),
-           "warmup_s": float(os.environ.get("WARMUP_S", "0"))}
+           "warmup_s": float(os.environ.get("WARMUP_S", "0")),
+           "targets": [t for t in os.environ.get("TARGETS", "").split(",") if t]}
     if trace and os.environ.get("SHIP_TRACE") == "1":
         # workers on other nodes cannot open the trace file: the master sends its lines
         cfg["paths"], cfg["subset"] = traces.read_with_subset(Path(trace))
@@ -160,10 +162,10 @@ def _start(environment, **_):
         if REQUEST_LOG:
             Path(REQUEST_LOG).with_name("locust-start.txt").write_text(f"{time.time():.6f}\n")
     elif isinstance(runner, WorkerRunner):
-        why = target_guard.refusal(environment.host or "",
-                                   os.environ.get("ALLOW_FOREIGN_TARGET") == "1",
-                                   [a for a in os.environ.get("OWN_ADDRESSES", "").split(",")
-                                    if a])
+        own = [a for a in os.environ.get("OWN_ADDRESSES", "").split(",") if a]
+        allow = os.environ.get("ALLOW_FOREIGN_TARGET") == "1"
+        why = next((w for t in [environment.host or "", *(CFG.get("targets") or [])]
+                    if (w := target_guard.refusal(t, allow, own))), None)
         if why:
             _refused.append(why)
             logging.error("tierbench worker: %s", why)
@@ -261,6 +263,14 @@ def _client_index() -> int:
     return local
 
 
+def _base(client: int) -> str:
+    """The URL a client sends to: with several proxies (TARGETS), the client's own, round robin
+    by client number (each Locust user is one client: bound to one proxy, as 004's client
+    threads were); else "" (the --host URL)."""
+    targets = CFG.get("targets") or []
+    return targets[client % len(targets)].rstrip("/") if targets else ""
+
+
 def _think(rng: random.Random) -> float:
     kind, mean = CFG["think_kind"], CFG["think_s"]
     if kind == "fixed":
@@ -294,6 +304,7 @@ class TraceUser(FastHttpUser):
         if _refused:
             raise StopUser()
         self._client = _client_index()
+        self._base = _base(self._client)
         self._paths = client_sequence(self._client, CFG["users"])
         self._rng = random.Random(CFG["seed"] * 100003 + self._client)
         self._sent, self._left = 0, None  # _left: counted requests still to send
@@ -309,7 +320,8 @@ class TraceUser(FastHttpUser):
                 self._paths = client_sequence(self._client, CFG["users"])
             self._left = CFG["count"]
         path = next(self._paths)
-        self.client.request(method(path), path, name="trace", context={"path": path})
+        self.client.request(method(path), self._base + path, name="trace",
+                            context={"path": path})
         self._sent += 1
         if self._left is not None:
             self._left -= 1
@@ -327,6 +339,7 @@ class OpenLoopUser(FastHttpUser):
         if _refused:
             raise StopUser()
         i = _client_index()
+        self._base = _base(i)
         users = CFG["users"]
         self._paths = client_sequence(i, users)
         self._interval = users / CFG["rate"]
@@ -334,7 +347,7 @@ class OpenLoopUser(FastHttpUser):
         self._next = time.time() + self._interval * (i % users) / users
 
     def _send(self, path: str, late_ms: float) -> None:
-        self.client.request(method(path), path, name="trace",
+        self.client.request(method(path), self._base + path, name="trace",
                             context={"path": path, "late_ms": late_ms})
 
     @task

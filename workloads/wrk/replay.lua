@@ -15,7 +15,8 @@
 -- (DYNAMIC unset) leaves it undefined and costs nothing more.
 --
 -- Environment: TRACE (path), CONNECTIONS, THREADS, WRK_OUT (JSON summary written by done()),
--- REQUESTS_PER_CLIENT (a request-count run, below), DYNAMIC=1 (the trace has dynamic requests).
+-- REQUESTS_PER_CLIENT (a request-count run, below), DYNAMIC=1 (the trace has dynamic requests),
+-- THREAD_TARGETS (several proxies: each thread's host:port, below).
 -- Per-second counts are requests issued per wall-clock second (after a connection's first,
 -- each follows the completion of its previous one), counted with clock_gettime through ffi
 -- once per 16 requests.
@@ -48,8 +49,22 @@ end
 local threads = {}
 local next_tid = 0
 
+-- Several proxies (THREAD_TARGETS="host:port,...", stack.proxies): each thread sends to the one
+-- of its own number, all its connections and so all its clients bound to that proxy, as 004's
+-- client threads were each pointed at one proxy. wrk sets a thread's server address, not a
+-- connection's, hence whole threads (the Host header stays the URL's: the proxies ignore it).
+local thread_targets = nil
 function setup(thread)
   thread:set("tid", next_tid)
+  local list = os.getenv("THREAD_TARGETS") or ""
+  if list ~= "" then
+    if not thread_targets then
+      thread_targets = {}
+      for t in list:gmatch("[^,]+") do thread_targets[#thread_targets + 1] = t end
+    end
+    local host, port = thread_targets[next_tid + 1]:match("^(.*):(%d+)$")
+    thread.addr = wrk.lookup(host, port)[1]
+  end
   next_tid = next_tid + 1
   table.insert(threads, thread)
 end

@@ -16,16 +16,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tierbench import kinds
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import read_yaml
 
 FOLDER = Path(__file__).resolve().parent
 
 
+def folders() -> list[Path]:
+    """Where family files are: this folder, then the `families/` folder beside any other
+    folder the kinds package is found in (a kind kept outside the checkout, as the tests'
+    new kind is: tests/data/newkind/)."""
+    others = [Path(p) / "families" for p in list(kinds.__path__)[1:]]
+    return [FOLDER, *(f for f in others if f.is_dir())]
+
+
 @lru_cache(maxsize=None)
 def read(name: str) -> dict[str, Any]:
     """The family file <name>.yml as read (shared: `load` hands out copies)."""
-    path = FOLDER / f"{name}.yml"
+    path = next((f / f"{name}.yml" for f in folders() if (f / f"{name}.yml").is_file()),
+                FOLDER / f"{name}.yml")
     if not path.is_file():
         raise ConfigError(f"no report family named {name!r} in {FOLDER} (known: "
                           f"{', '.join(names())})")
@@ -38,7 +48,7 @@ def read(name: str) -> dict[str, Any]:
 
 def names(kind: str | None = None) -> list[str]:
     """The family files' names (sorted), all or those of one kind."""
-    every = sorted(p.stem for p in FOLDER.glob("*.yml"))
+    every = sorted({p.stem for f in folders() for p in f.glob("*.yml")})
     return every if kind is None else [n for n in every if read(n)["kind"] == kind]
 
 
@@ -51,3 +61,11 @@ def by_name(kind: str, experiment: str, default: str) -> str:
     """The longest name of a family of `kind` that the experiment's name starts with, else
     `default`."""
     return max((n for n in names(kind) if experiment.startswith(n)), key=len, default=default)
+
+
+def order(block: dict[str, Any], keys: dict[str, str]) -> dict[str, list[Any]]:
+    """The report's `order`: for each factor (``keys``: factor -> the experiment key that
+    lists its values) of which the experiment lists more than one value, those values in the
+    file's order."""
+    return {factor: list(block[key]) for factor, key in keys.items()
+            if isinstance(block.get(key), list) and len(block[key]) > 1}

@@ -20,7 +20,10 @@ Tests (`fs.test`):
 - `randread` (002 §4.3, FS-randread): 1..N client programs each reading 1 KB blocks at random
   places of its own file (fio).
 - `filebench` (001, 9 Nov 2008): the nine Filebench workloads as fio job files
-  (workloads/fs/filebench/), the server's page cache emptied or filled first as each asks.
+  (workloads/fs/filebench/), the server's page cache emptied or filled first as each asks, from
+  1-18 client machines at once (`fs-client`, `fs-client2` ..: each the workload's threads on
+  its own sets, results summed), the server optionally under a memory cap (its page cache,
+  memory limit and storage reads sampled from its cgroup).
 - `iozone` (003 §5.3, PFS-iozone): 1..N concurrent sessions over the client containers, each
   writing and then reading its own file sequentially (fio in IOzone's throughput-mode role).
 
@@ -31,7 +34,3 @@ The package: ``settings`` (the `fs:` block), ``kind`` (the contract), ``stack`` 
 and clients brought up), ``sequence`` (one point: the four tests), ``figures`` (CPU, network
 and fio figures) and ``tools`` (dbench's and fio's commands and parsers).
 """
-
-from tierbench.kinds.fs.kind import FsKind
-
-__all__ = ["FsKind"]

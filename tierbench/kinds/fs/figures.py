@@ -1,6 +1,7 @@
 """A file-server point's figures over the samples that bracket a timed part: CPU per side
 (client, server, hog) and of the host, the server's network MB/s, CPU µs per KB moved; and the
-throughput, operations and latency of a fio report."""
+throughput, operations and latency of a fio report; the server's memory cap, page cache and
+storage reads."""
 
 from __future__ import annotations
 
@@ -50,3 +51,23 @@ def fio_figures(report: dict[str, Any], direction: str, prefix: str = "") -> dic
     return {f"{prefix}mb_per_s": d["bytes_per_s"] / 1e6, f"{prefix}iops": d["iops"],
             f"{prefix}latency_ms": d["clat_mean_ms"], f"{prefix}p99_ms": d["clat_p99_ms"],
             f"{prefix}bytes": d["bytes"]}
+
+
+def memory_figures(samples: list[dict], first: dict, last: dict) -> dict[str, float]:
+    """Whether the file server's memory cap held over a window and what its brick's storage
+    read: `server_memory_mb` (the limit read back from its cgroup; left out without one),
+    `server_cache_mb` (its page cache, memory.stat's file, the largest of the window's samples)
+    and `server_disk_read_mb` (bytes its processes caused to be read from storage between the
+    two samples: page-cache misses and read-ahead), each left out where it was not counted."""
+    inside = [s for s in samples if first["t"] <= s["t"] <= last["t"]] or [first, last]
+    a, b = (s.get("cpu", {}).get(SERVER_TIER, {}) for s in (first, last))
+    out: dict[str, float] = {}
+    caches = [s["cpu"][SERVER_TIER]["file_bytes"] for s in inside
+              if "file_bytes" in s.get("cpu", {}).get(SERVER_TIER, {})]
+    if caches:
+        out["server_cache_mb"] = max(caches) / 1e6
+    if "mem_limit_bytes" in b:
+        out["server_memory_mb"] = b["mem_limit_bytes"] / 1e6
+    if "read_bytes" in a and "read_bytes" in b:
+        out["server_disk_read_mb"] = (b["read_bytes"] - a["read_bytes"]) / 1e6
+    return out

@@ -11,11 +11,14 @@ from typing import Any
 
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, end_if_stopped, failed,
+                                      tool_versions)
 from tierbench.kinds.fs import sequence, stack, tools
-from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings
+from tierbench.kinds.fs.roles import ROLES
+from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings, memory_bytes
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
-from tierbench.placement import compose, orangefs, placer, space
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose, placer, space
 
 
 class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
@@ -30,7 +33,9 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     tiers = stack.TIERS
     bring_up = "the servers' bring-up (about 10 s; 30 s for OrangeFS)"
     variation_pct = 5.0
+    declared_roles = ROLES
     roles = ("fs_server", "fs_client")
+    plan_widths = (36, 20)
 
     def cluster_roles(self, exp: Experiment[FsSettings]) -> list[str]:
         """GlusterFS: the server (and its hog) on the fs_server node, the client on the
@@ -42,10 +47,6 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     def settings(self, exp: Experiment[FsSettings]) -> Fs:
         """The experiment's `fs:` block."""
         return exp.settings.fs
-
-    def check(self, exp: Experiment[FsSettings]) -> None:
-        """No web or proxy servers here for a mode's server options."""
-        refuse_server_modes(exp, "a file-server experiment")
 
     def resolved(self, exp: Experiment[FsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
@@ -60,6 +61,10 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         elif f.test == "filebench":
             block.update(load=list(f.load), workloads=list(f.workloads), set_mb=f.set_mb,
                          write_mb=f.write_mb, warmup_s=f.warmup_s)
+            if f.clients > 1:
+                block["clients"] = f.clients
+            if f.server_memory:
+                block["server_memory"] = f.server_memory.lower()
         else:
             block.update(sessions=list(f.sessions), file_mb=f.file_mb, block=f.block,
                          warmup_s=f.warmup_s)
@@ -67,10 +72,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                 block.update(io_servers=f.io_servers, client_containers=f.client_containers,
                              strip_size=f.strip_size, storage=f.storage,
                              job_timeout_s=f.job_timeout_s)
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
-                "fs": block}
+        return {**self.envelope(exp), "fs": block}
 
     def axes(self, exp: Experiment[FsSettings]) -> list[tuple[str, list[Any]]]:
         """(load x) the test's factors x mode x repetition."""
@@ -112,8 +114,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
             return exp.settle_s + f.measure_s + tools.dbench_warmup_s(f.measure_s) + 6
         if f.test == "iozone":
             return exp.settle_s + 2 * (sequence.START_DELAY_S + f.warmup_s + f.measure_s + 2) + 4
-        if f.test == "filebench":
-            prep = 10.0
+        if f.test == "filebench":  # and the start of fio in each further client
+            prep = 10.0 + sequence.START_PER_CONTAINER_S * (f.clients - 1)
         else:  # randread: the programs' files laid out and removed every point, at about
             # 8 MiB/s on average (measured here: 14-24 s a point idle, up to 50 s busy)
             prep = 6 + sum(f.programs) / len(f.programs) * f.file_mb / 8
@@ -127,8 +129,9 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                 "randread": f"fio, {f.block}-byte random reads of a {f.file_mb} MiB file per "
                             f"program, {f.warmup_s} s ramp + {f.measure_s} s timed",
                 "filebench": f"fio job files of 001's Filebench workloads, sets of "
-                             f"{f.set_mb} MiB, writers' files {f.write_mb} MiB, "
-                             f"{f.warmup_s} s ramp + {f.measure_s} s timed",
+                             f"{f.set_mb} MiB, writers' files {f.write_mb} MiB"
+                             + (" per client" if f.clients > 1 else "")
+                             + f", {f.warmup_s} s ramp + {f.measure_s} s timed",
                 "iozone": f"fio in IOzone's role: per session a {f.file_mb} MiB file written "
                           f"then read in {f.block}-byte records, {f.warmup_s} s ramp + "
                           f"{f.measure_s} s timed per phase"}[f.test]
@@ -136,22 +139,44 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                   if f.server == "gluster" else
                   f"OrangeFS, 1 metadata + {f.io_servers} I/O servers ({f.storage} storage), "
                   f"{f.client_containers} client containers")
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {f.test}: {tool}",
-                f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
+        lines = [f"{self.plan_head(exp, points)}; test {f.test}: {tool}",
+                 f"server: {server}; per point about {self.point_seconds(exp):.0f} s"]
+        if f.test == "filebench" and (f.clients > 1 or f.server_memory):
+            lines += self.filebench_lines(f)
+        return lines
+
+    def filebench_lines(self, f: Fs) -> list[str]:
+        """The clients and their thread totals, and each read set against the server's
+        memory cap."""
+        n = f.clients
+        totals = ", ".join(f"{w.split('-')[0]}: {n} x {FILEBENCH[w].threads} = "
+                           f"{n * FILEBENCH[w].threads:,}" for w in f.workloads)
+        lines = [f"clients: {n} client machines at once, each running the workload's threads "
+                 f"on its own sets; threads in all by workload: {totals}"]
+        if f.server_memory:
+            cap = memory_bytes(f.server_memory)
+            each = n * f.set_mb * MIB
+            lines.append(f"server memory capped at {f.server_memory} (its page cache "
+                         f"included): each read set {n} x {f.set_mb} MiB = {each / MIB:,.0f} "
+                         f"MiB, {each / cap:.1f} x the cap"
+                         + ("" if each > cap else " (it fits: the sets can stay cached)"))
+        return lines
 
     def deployment_line(self, exp: Experiment[FsSettings], point: Point, first: bool) -> str:
         """The deployment from this point on."""
         f = self.settings(exp)
         if f.server == "orangefs":
-            net = "198.18.3.0/24" if placer.current().cluster is None else "their nodes"
+            net = "198.18.3.0/24" if exp.placer.cluster is None else "their nodes"
             return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
                     f"{f.client_containers} client container(s) on {net}")
         load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
-        where = placer.current()
-        net = "198.18.12.0/24" if where.cluster is None else "their nodes"
-        return f"  -- file server (GlusterFS) and 1 client on {net}, {load}"
+        n = f.clients
+        net = "198.18.12.0/24" if exp.placer.cluster is None else (
+            "their nodes" if n == 1 else "their nodes (every client on the fs_client node)")
+        return ("  -- file server (GlusterFS"
+                + (f", {f.server_memory} of memory" if f.server_memory else "")
+                + f") and {n} client{'s' if n > 1 else ''} on {net}, {load}")
 
     def what(self, exp: Experiment[FsSettings], point: Point) -> str:
         """A point's factors in a few words."""
@@ -162,17 +187,10 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         if test == "randread":
             return f"{p['load']} programs={p['programs']}"
         if test == "filebench":
-            return f"{p['load']} {p['workload']}"
+            clients = self.settings(exp).clients
+            threads = FILEBENCH[p["workload"]].threads * clients
+            return f"{p['load']} {p['workload']}" + (f" {threads:,} thr" if clients > 1 else "")
         return f"sessions={p['sessions']}"
-
-    def point_line(self, exp: Experiment[FsSettings], point: Point) -> str:
-        """Factors, mode and repetition."""
-        return (f"  {point.id}  {self.what(exp, point):<36} mode={point.mode:<20} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
-    def point_title(self, exp: Experiment[FsSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def needs(self, exp: Experiment[FsSettings], points: list[Point]) -> list[space.Need]:
         """What the largest point writes on the server (the share's volume on the host's disk,
@@ -190,12 +208,13 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                                       role="fs_client")
         elif f.test == "randread":
             nbytes = max(f.programs) * int(f.file_mb * MIB)
-        elif f.test == "filebench":
+        elif f.test == "filebench":  # every client's sets and writers' files
             sets = {FILEBENCH[w].fileset for w in f.workloads}
             nbytes = sum(int(f.set_mb * MIB) for s in sets if s != "w")
             if "w" in sets:
                 nbytes += max(FILEBENCH[w].threads for w in f.workloads
                               if FILEBENCH[w].fileset == "w") * int(f.write_mb * MIB)
+            nbytes *= f.clients
             what = f"the file sets of {exp.source}"
         else:
             nbytes = max(f.sessions) * int(f.file_mb * MIB)
@@ -212,6 +231,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         fix = {"dbench": "use fewer programs", "randread": "lower fs.file_mb or use fewer "
                "programs", "filebench": "lower fs.set_mb or fs.write_mb",
                "iozone": "lower fs.file_mb or use fewer sessions"}[f.test]
+        if f.clients > 1:
+            fix += " or use fewer fs.clients"
         return out + [space.on_disk(f"{what} on the file server's share", nbytes,
                                     space.docker_root(), "Docker's data folder", fix,
                                     role="fs_server")]
@@ -238,40 +259,37 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                previous: Deployment[FsInfo] | None, point: Point) -> Deployment[FsInfo]:
         """GlusterFS: server and client up (the hog too for a busy server); OrangeFS: a cluster
         of 1 metadata + N I/O servers and the clients."""
-        return stack.deploy(self.settings(exp), key, prepared, previous)
+        return stack.deploy(exp.placer, self.settings(exp), key, prepared, previous)
 
     def finish(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo]) -> list[str]:
         """An OrangeFS cluster removed (its servers admit whoever connects; the next run makes
         a new one); the GlusterFS server stays up, admitting only the client's address."""
         if deployment.info.server != "orangefs":
             return []
-        placer.current().down()
+        exp.placer.down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment[FsInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[FsInfo] | None:
         """The file-server tier, when it is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[FsSettings], deployment: Deployment[FsInfo],
                    ) -> dict[str, Any]:
         """The tools' and the server's versions as the containers report them."""
-        client = deployment.info.clients[0]
-        out: dict[str, Any] = {}
-        versions = [("fio", ["fio", "--version"])]
+        where = deployment.placer
+        tools = {"fio": ["fio", "--version"]}
         if deployment.info.server == "gluster":  # the OrangeFS clients have no dbench
-            versions.append(("dbench", ["sh", "-c", "dbench --help 2>&1 | head -1"]))
-        for tool, argv in versions:
-            done = compose.exec_in(client, argv, timeout=30)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            out[tool] = lines[0] if lines and done.returncode == 0 else "not installed"
+            tools["dbench"] = ["sh", "-c", "dbench --help 2>&1 | head -1"]
+        out: dict[str, Any] = tool_versions(where, deployment.info.clients[0], tools,
+                                            "not installed")
         if deployment.info.server == "gluster":
-            done = compose.exec_in(deployment.info.servers[0], ["glusterfsd", "--version"],
-                                 timeout=30)
+            done = where.exec(deployment.info.servers[0], ["glusterfsd", "--version"],
+                              timeout=30)
             lines = done.stdout.strip().splitlines()
             out["glusterfs"] = lines[0] if lines else "unknown"
         else:
-            done = compose.exec_in(deployment.info.servers[0], ["cat", "/opt/orangefs/SOURCE"],
-                                 timeout=30)
+            done = where.exec(deployment.info.servers[0], ["cat", "/opt/orangefs/SOURCE"],
+                              timeout=30)
             out["orangefs"] = done.stdout.strip()
         return {"tools": out}
 
@@ -282,7 +300,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     def after_point(self, exp: Experiment[FsSettings], point: Point, row: dict[str, Any],
                     deployment: Deployment[FsInfo]) -> None:
         """A server or client container that stopped ends the run with one sentence."""
-        stack.after_point(point, row, deployment)
+        end_if_stopped(deployment.placer, point, row,
+                       deployment.info.servers + deployment.info.clients)
 
     def identity(self, exp: Experiment[FsSettings], point: Point) -> dict[str, Any]:
         """point, test, server, the factors, mode, repetition."""
@@ -310,8 +329,6 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """Throughput and the server's CPU."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
         parts = []
         for prefix in ("", "write_", "read_"):
             if row.get(f"{prefix}mb_per_s") is None:
@@ -322,7 +339,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                          + (f" ({iops:.0f} IOPS)" if iops else "")
                          + (f", server CPU {row[f'{prefix}server_cpu_pct']:.0f} %"
                             if row.get(f"{prefix}server_cpu_pct") is not None else ""))
-        return "; ".join(parts)
+        return failed(row) or "; ".join(parts)
 
     def report(self, resolved: dict[str, Any]) -> dict[str, Any]:
         """The family of the experiment (by name, else by test), factors in the file's order."""
@@ -332,12 +349,10 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                    "filebench": "fs-filebench", "iozone": "pfs-iozone"}
         spec = families.load(families.by_name(
             "fs", name, by_test.get(str(block.get("test")), "fs-clients")))
-        order = {k: list(block[key]) for k, key in (("load", "load"), ("programs", "programs"),
-                                                    ("think_ms", "think_ms"),
-                                                    ("workload", "workloads"),
-                                                    ("sessions", "sessions"))
-                 if isinstance(block.get(key), list)}
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1 and k in spec["factors"]}
+        keys = {"load": "load", "programs": "programs", "think_ms": "think_ms",
+                "workload": "workloads", "sessions": "sessions"}
+        spec["order"] = families.order(block, {k: v for k, v in keys.items()
+                                               if k in spec["factors"]})
         return spec
 
 

@@ -12,15 +12,16 @@ from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
 from tierbench.kinds.fs import tools
-from tierbench.kinds.fs.figures import cpu_figures, fio_figures
+from tierbench.kinds.fs.figures import cpu_figures, fio_figures, memory_figures
 from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs, FsSettings
 from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPrepared
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import compose, placer
-from tierbench.placement.orangefs import PfsError
+from tierbench.placement import compose
+from tierbench.kinds.pfs.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
+START_PER_CONTAINER_S = 0.3  # and this much more for each container beyond the first
 
 FsContext = PointContext[FsSettings, FsInfo, FsPrepared]
 
@@ -32,13 +33,13 @@ def run(ctx: FsContext, f: Fs) -> PointResult:
     try:
         values, windows, per_second = runner(ctx, f)
     except (tools.FsParseError, PfsError, compose.StackError) as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=str(exc))
     except subprocess.TimeoutExpired as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"the tool did not finish within {exc.timeout:.0f} s and "
                            "was stopped")
-    samples = ctx.sampler.stop()
+    samples = ctx.close_window()
     error = values.pop("error", None)
     for prefix, (start, end, nbytes) in windows.items():
         try:
@@ -47,6 +48,13 @@ def run(ctx: FsContext, f: Fs) -> PointResult:
             return PointResult(values, per_second, error=error or str(exc))
         values.update(cpu_figures(first, last, nbytes, prefix,
                                   ctx.deployment.info.server_net))
+        if f.test == "filebench":
+            memory = memory_figures(samples, first, last)
+            values.update(memory)
+            if "server_memory_mb" in memory:  # the cap, and whether the cache kept under it
+                ctx.record["server_memory"] = {
+                    **memory, "held": memory.get("server_cache_mb", 0.0)
+                    <= memory["server_memory_mb"]}
         ctx.record[f"{prefix}window"] = {"start": start, "end": end,
                                          "first_sample": first["t"], "last_sample": last["t"]}
     span = (min(w[0] for w in windows.values()), max(w[1] for w in windows.values()))
@@ -61,17 +69,16 @@ def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     us = think_us(p["think_ms"])
     if us:
         loadfile = f"/tmp/think-{us}.txt"
-        checked(client, ["sh", "-c", tools.think_loadfile(us, loadfile)],
+        checked(ctx, client, ["sh", "-c", tools.think_loadfile(us, loadfile)],
                 "write the think-time load file", 120)
-    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    checked(ctx, client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
     argv = tools.dbench_command(p["programs"], f.measure_s, loadfile, folder)
     timed: list[tuple[float, str]] = []
     limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
     try:
         with (ctx.dir / "dbench.txt").open("w") as raw:
-            proc = subprocess.Popen([*compose.docker_cmd(client), "exec", client.id, *argv],
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True)
+            proc = ctx.deployment.placer.popen(client, argv, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True)
             killer = threading.Timer(limit, proc.kill)
             killer.start()
             try:
@@ -83,8 +90,8 @@ def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
             finally:
                 killer.cancel()
     finally:
-        compose.exec_in(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
-                      timeout=300)
+        ctx.deployment.placer.exec(client, ["sh", "-c", f"rm -rf {folder} /tmp/think-*.txt"],
+                                   timeout=300)
     text = "".join(line + "\n" for _, line in timed)
     report = tools.parse_dbench(text)
     start, end = tools.dbench_window(timed)
@@ -113,13 +120,13 @@ def randread(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
                                block=f.block, size=int(f.file_mb * MIB),
                                jobs=p["programs"], runtime_s=f.measure_s,
                                ramp_s=f.warmup_s, direct=True)
-    checked(client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
+    checked(ctx, client, ["mkdir", "-p", folder], "make the point's folder on the share", 60)
     try:
-        checked(client, [*argv, "--create_only=1"], "lay out the programs' files",
+        checked(ctx, client, [*argv, "--create_only=1"], "lay out the programs' files",
                 600)
         report, start = fio_at(ctx, f, [(client, argv)], "fio")
     finally:
-        compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+        ctx.deployment.placer.exec(client, ["rm", "-rf", folder], timeout=300)
     begin = start + f.warmup_s
     values = fio_figures(report, "read")
     if report["errors"]:
@@ -127,46 +134,118 @@ def randread(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     return values, {"": (begin, begin + f.measure_s, report["read"]["bytes"])}, []
 
 def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
-    """One of the nine workloads: its set laid out once per run, the server's cache emptied
-    (uncached) or filled (cached) on the host, then fio on its job file."""
+    """One of the nine workloads in every client machine at once, each on its own sets (in its
+    own folder with several clients, as 001's clients each had their own file system): a set
+    laid out once per run, the server's cache emptied (uncached) or filled (cached) on the
+    server, then fio on the job file in every client at one instant, their results summed."""
     w = FILEBENCH[ctx.point["workload"]]
-    client = ctx.deployment.info.clients[0]
-    folder = f"{SHARE}/{ctx.prepared.run_id}-filebench"
-    env = filebench_env(f, folder, f.warmup_s, f.measure_s)
-    checked(client, ["mkdir", "-p", folder], "make the file sets' folder on the share", 60)
+    clients = ctx.deployment.info.clients[:f.clients]
+    if len(clients) < f.clients:
+        raise compose.StackError(f"the point needs {f.clients} client machines but "
+                                 f"{len(clients)} run: bring the tier up again (`tierbench "
+                                 "clean`, then the run)")
+    base = f"{ctx.prepared.run_id}-filebench"
+    folders = [client_folder(base, k, len(clients)) for k in range(len(clients))]
+    envs = [filebench_env(f, f"{SHARE}/{d}", f.warmup_s, f.measure_s) for d in folders]
+    checked(ctx, clients[0], ["mkdir", "-p", *(f"{SHARE}/{d}" for d in folders)],
+            "make the file sets' folders on the share", 60)
     if w.fileset != "w" and w.fileset not in ctx.prepared.sets:
-        ctx.log(f"tierbench: laying out file set {w.fileset} ({f.set_mb} MiB) on the share")
-        checked(client, [*tools.filebench_command(LAYOUT[w.fileset], env),
-                         "--create_only=1"], f"lay out file set {w.fileset}", 3600)
+        ctx.log(f"tierbench: laying out file set {w.fileset} ({len(clients)} x {f.set_mb} MiB)"
+                " on the share")
+        in_parallel(ctx, [(c, [*tools.filebench_command(LAYOUT[w.fileset], env),
+                               "--create_only=1"]) for c, env in zip(clients, envs)],
+                    f"lay out file set {w.fileset}", 3600)
         ctx.prepared.sets.add(w.fileset)
     if w.cache:
         server = ctx.deployment.info.servers[0]
-        brick = f"{BRICK_PATH}/{ctx.prepared.run_id}-filebench"
-        checked(server, ["sh", "-c", server_cache(w.cache, [
-            f"{brick}/{name}" for name in set_files(w.fileset)])],
+        checked(ctx, server, ["sh", "-c", server_cache(w.cache, [
+            f"{BRICK_PATH}/{d}/{name}" for d in folders for name in set_files(w.fileset)])],
                 f"{'empty' if w.cache == 'uncached' else 'fill'} the server's page cache",
                 1800)
         ctx.record["server_cache"] = w.cache
     try:
-        report, start = fio_at(ctx, f, [(client, tools.filebench_command(w.name, env))],
-                                    "fio")
+        reports, start = fio_each(ctx, f, [(c, tools.filebench_command(w.name, env))
+                                           for c, env in zip(clients, envs)], "fio")
     finally:
         uses = ctx.prepared.uses
         uses[w.fileset] = uses.get(w.fileset, 1) - 1
         if w.fileset == "w" or uses[w.fileset] <= 0:  # the set's last point: remove it
-            files = " ".join(f"{folder}/{name}" for name in set_files(w.fileset)) \
-                if w.fileset != "w" else f"{folder}/write.*"
-            compose.exec_in(client, ["sh", "-c", f"rm -f {files}"], timeout=300)
+            names = set_files(w.fileset) if w.fileset != "w" else ["write.*"]
+            files = " ".join(f"{SHARE}/{d}/{name}" for d in folders for name in names)
+            ctx.deployment.placer.exec(clients[0], ["sh", "-c", f"rm -f {files}"], timeout=300)
             ctx.prepared.sets.discard(w.fileset)
+    report = tools.sum_fio(reports)
     direction = w.direction
-    begin = start + f.warmup_s
+    begin, end, nbytes = common_window(ctx, reports, direction, start + f.warmup_s,
+                                       f.measure_s)
     values = fio_figures(report, direction)
-    values["threads"] = w.threads
+    values.update(per_client(ctx, clients, reports, direction))
+    values["threads"] = w.threads * len(clients)
     if w.fileset in ("a", "c") and w.cache == "uncached":
-        values["set_passes"] = report[direction]["bytes"] / (f.set_mb * MIB)
+        values["set_passes"] = report[direction]["bytes"] / (len(clients) * f.set_mb * MIB)
     if report["errors"]:
         values["error"] = f"fio: {report['errors'][0]}"
-    return values, {"": (begin, begin + f.measure_s, report[direction]["bytes"])}, []
+    return values, {"": (begin, end, nbytes)}, []
+
+
+def common_window(ctx: FsContext, reports: list[dict], direction: str, begin: float,
+                  measure_s: float) -> tuple[float, float, float]:
+    """The span in which every client's fio was in its timed part, from its report (its end
+    and its timed run time; on a busy host the `docker exec`s of many clients reach them after
+    the common start, so fio's own clock says when each ran), and the bytes moved in it (the
+    sum's, in proportion); fio's common start + ramp when a report has no time stamp."""
+    timed = [(r["ended_s"] - r[direction]["runtime_ms"] / 1000, r["ended_s"]) for r in reports
+             if r.get("ended_s") and r[direction]["runtime_ms"]]
+    total = sum(r[direction]["bytes"] for r in reports)
+    if len(timed) < len(reports):
+        return begin, begin + measure_s, total
+    first, last = max(t[0] for t in timed), min(t[1] for t in timed)
+    ctx.record["client_spans"] = [[round(a, 3), round(b, 3)] for a, b in timed]
+    if last - first < 1:  # hardly overlapping: the span of them all (said in the record)
+        first, last = min(t[0] for t in timed), max(t[1] for t in timed)
+        ctx.record["clients_overlap"] = False
+    mean = sum(b - a for a, b in timed) / len(timed)
+    return first, last, total * min(1.0, (last - first) / mean)
+
+
+def client_folder(base: str, k: int, clients: int) -> str:
+    """The folder of client K's sets on the share (under ``base``; ``base`` itself for one
+    client, as before there were several)."""
+    return base if clients == 1 else f"{base}/c{k + 1}"
+
+
+def per_client(ctx: FsContext, clients: list[compose.Container], reports: list[dict],
+               direction: str) -> dict[str, Any]:
+    """Each client's own figures kept in the point's record (per_client); in the row, how many
+    clients there were, how many moved data in the timed part, and the slowest one's bytes in %
+    of the mean (100: every client moved as much)."""
+    mine = [{"client": c.service, **fio_figures(r, direction)} for c, r in zip(clients, reports)]
+    ctx.record["per_client"] = mine
+    moved = [m["bytes"] for m in mine]
+    mean = sum(moved) / len(moved)
+    return {"clients": len(clients), "clients_moving": sum(1 for b in moved if b > 0),
+            "slowest_client_pct": 100 * min(moved) / mean if mean else None}
+
+
+def in_parallel(ctx: FsContext, jobs: list[tuple[compose.Container, list[str]]], what: str,
+                timeout: float) -> None:
+    """Commands that must succeed, one in each container, all at once; StackError naming the
+    first that failed."""
+    errors: list[str] = []
+
+    def one(container: compose.Container, argv: list[str]) -> None:
+        try:
+            checked(ctx, container, argv, what, timeout)
+        except compose.StackError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=one, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise compose.StackError(errors[0])
 
 def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """Sessions spread over the client containers write, then read, their own files at the
@@ -181,7 +260,7 @@ def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     windows: dict[str, tuple[float, float, float]] = {}
     try:
         for folder, client in zip(folders, clients):
-            checked(client, ["mkdir", "-p", folder], "make the session folder", 60)
+            checked(ctx, client, ["mkdir", "-p", folder], "make the session folder", 60)
         for phase in ("write", "read"):
             jobs = [(client, tools.fio_command(
                 name=phase, directory=folder, rw=phase, block=f.block,
@@ -197,7 +276,7 @@ def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
                 break
     finally:
         for folder, client in zip(folders, clients):
-            compose.exec_in(client, ["rm", "-rf", folder], timeout=300)
+            ctx.deployment.placer.exec(client, ["rm", "-rf", folder], timeout=300)
     values["client_containers_used"] = len(spread)
     return values, windows, []
 
@@ -205,14 +284,25 @@ def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]
            name: str) -> tuple[dict[str, Any], float]:
     """fio in each container at once, all starting at the same wall-clock instant; their
     reports (kept as NAME-K.json) summed."""
-    lead = START_DELAY_S + placer.current().exec_lead_s
+    reports, start = fio_each(ctx, f, jobs, name)
+    return tools.sum_fio(reports), start
+
+
+def fio_each(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
+             name: str) -> tuple[list[dict[str, Any]], float]:
+    """fio in each container at once, all starting at the same wall-clock instant (a little
+    later the more containers there are); each one's report (kept as NAME-K.json) and the
+    instant."""
+    lead = (START_DELAY_S + START_PER_CONTAINER_S * (len(jobs) - 1)
+            + ctx.deployment.placer.exec_lead_s)
     start = time.time() + lead
     limit = lead + f.warmup_s + f.measure_s + 600
     outputs: list[str] = [""] * len(jobs)
 
     def one(k: int) -> None:
         container, argv = jobs[k]
-        done = compose.exec_in(container, tools.at_start(start, argv), timeout=limit)
+        done = ctx.deployment.placer.exec(container, tools.at_start(start, argv),
+                                          timeout=limit)
         outputs[k] = done.stdout + done.stderr
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(jobs))]
@@ -224,7 +314,7 @@ def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]
     for k, text in enumerate(outputs, 1):
         (ctx.dir / f"{name}-{k}.json").write_text(text)
         reports.append(tools.parse_fio(text))
-    return tools.sum_fio(reports), start
+    return reports, start
 
 
 def sessions_per_client(sessions: int, containers: int) -> list[int]:
@@ -254,9 +344,10 @@ def set_files(fileset: str) -> list[str]:
     return [f"set-{fileset}"]
 
 
-def checked(container: compose.Container, argv: list[str], what: str, timeout: float) -> str:
+def checked(ctx: PointContext, container: compose.Container, argv: list[str], what: str,
+            timeout: float) -> str:
     """A command in a container that must succeed; StackError naming what failed otherwise."""
-    done = compose.exec_in(container, argv, timeout=timeout)
+    done = ctx.deployment.placer.exec(container, argv, timeout=timeout)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise compose.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")

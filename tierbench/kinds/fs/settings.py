@@ -8,13 +8,14 @@ from typing import Annotated
 
 from pydantic import model_validator
 
-from tierbench.config.models import Model, choice, number, one_or_many, problem, whole
-from tierbench.placement.orangefs import MAX_IO_SERVERS, STORAGE
+from tierbench.config.models import Model, choice, number, one_or_many, problem, text, whole
+from tierbench.kinds.pfs.orangefs import MAX_IO_SERVERS, STORAGE
 
 TESTS = ("dbench", "randread", "filebench", "iozone")
 SERVERS = ("gluster", "orangefs")
 LOADS = ("idle", "busy")
 MIB = 1 << 20
+MAX_CLIENTS = 18  # compose/fs.yml's client machines: fs-client, fs-client2 .. fs-client18 (001's 18)
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ FILEBENCH = {w.name: w for w in (
     Workload("6-seqwrite20", "20 threads streaming writes", 20, "w", "", "write", "mb_per_s"),
     Workload("7-randread20-uncached", "20 threads 8K random reads, another uncached set",
              20, "c", "uncached", "read", "iops"),
-    Workload("8-randread128-cached", "128 threads 8K random reads, same set cached", 128,
-             "c", "cached", "read", "iops"),
+    Workload("8-randread128", "128 threads 8K random reads, same set, from storage", 128,
+             "c", "uncached", "read", "iops"),
     Workload("9-syncwrite128", "128 threads 8K synchronous writes", 128, "c", "", "write", "iops"),
 )}
 # the job file that lays out each read set (fio --create_only)
@@ -80,6 +81,13 @@ class Fs(Model):
     strip_size: Annotated[int, whole(4096)] = 65536
     storage: Annotated[str, choice(*STORAGE)] = "tmpfs"
     job_timeout_s: Annotated[int, whole(2, 300)] = 15
+    # filebench: client machines (containers), each running the workload's threads on its own
+    # sets (001: 18 clients, each with its own file system and sets)
+    clients: Annotated[int, whole(1, MAX_CLIENTS)] = 1
+    # the GlusterFS server's memory limit (Docker's, e.g. 768m or 1g): the page cache over its
+    # brick is charged to it, so sets larger than it cannot stay cached (001: 360 GB of sets
+    # against 128 GB of memory)
+    server_memory: Annotated[str, text(r"^[1-9][0-9]*[mMgG]$", "768m")] | None = None
     # fio's time not counted, then counted (dbench: the time limit; it warms up a fifth more)
     warmup_s: Annotated[int, whole(0, 600)] = 2
     measure_s: Annotated[int, whole(2, 3600)] = 10
@@ -88,7 +96,8 @@ class Fs(Model):
     def _per_test(self) -> Fs:
         per_test = {"dbench": {"load", "programs", "think_ms"},
                     "randread": {"load", "programs", "file_mb", "block", "warmup_s"},
-                    "filebench": {"load", "workloads", "set_mb", "write_mb", "warmup_s"},
+                    "filebench": {"load", "workloads", "set_mb", "write_mb", "warmup_s",
+                                  "clients", "server_memory"},
                     "iozone": {"sessions", "file_mb", "block", "warmup_s", "io_servers",
                                "client_containers", "strip_size", "storage",
                                "job_timeout_s"}}
@@ -107,6 +116,11 @@ class Fs(Model):
                 raise problem("{key} is a setting of the OrangeFS tier (server: orangefs)",
                               key=pvfs_only[0])
         return self
+
+
+def memory_bytes(limit: str) -> int:
+    """A Docker memory limit (768m, 1g) in bytes."""
+    return int(limit[:-1]) * {"m": MIB, "g": 1 << 30}[limit[-1].lower()]
 
 
 class FsSettings(Model):

@@ -1,5 +1,5 @@
-"""The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, one client
-and, for a busy server, the CPU hog) or an OrangeFS cluster (placement.orangefs), brought up for
+"""The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, 1-18 clients
+and, for a busy server, the CPU hog) or an OrangeFS cluster (kinds.pfs.orangefs), brought up for
 a deployment key and found wherever they run; a container that stopped during a point."""
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ from typing import Any, cast
 
 from tierbench.config.files import ROOT
 from tierbench.interfaces import netif
-from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
-from tierbench.kinds.fs.settings import Fs
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
+from tierbench.kinds.fs.roles import ADMISSIONS
+from tierbench.kinds.fs.settings import MAX_CLIENTS, Fs
+from tierbench.kinds.pfs import orangefs
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import compose, orangefs, placer
+from tierbench.placement import compose, placer
 
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
 IMAGE = "tierbench-fs"
+OVERLAY = "compose/fs.yml"  # the file-server tier (profile fs)
 SHARE = "/mnt/share"  # the GlusterFS volume in fs-client
 PVFS_MOUNT = "/mnt/orangefs"
 VOLUME = "fs-share"  # the brick's Docker volume
@@ -47,12 +50,19 @@ class FsPrepared:
     uses: dict[str, int]
 
 
-def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
+def client_services(clients: int) -> list[str]:
+    """The services of the first N client machines: fs-client, fs-client2 .. fs-clientN."""
+    return [CLIENT_TIER, *(f"{CLIENT_TIER}{i}" for i in range(2, clients + 1))]
+
+
+CLIENT_SERVICES = client_services(MAX_CLIENTS)
+
+
+def deploy(where: placer.Placer, f: Fs, key: Hashable, prepared: FsPrepared,
            previous: Deployment[FsInfo] | None) -> Deployment[FsInfo]:
-    """GlusterFS: server and client up (the hog too for a busy server; only the hog changes
-    between loads). OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
+    """GlusterFS: server and clients up (the hog too for a busy server; only the hog changes
+    between loads), the server under its memory cap when the experiment sets one. OrangeFS: a cluster of 1 metadata + N I/O servers and the clients."""
     server, arg = cast(tuple[str, Any], key)  # deployment_key's
-    where = placer.current()
     if server == "orangefs":
         log(f"tierbench: bringing the OrangeFS cluster up on {where.name} (1 metadata + "
             f"{arg} I/O servers, {f.client_containers} clients)")
@@ -61,15 +71,20 @@ def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
                                        strip_size=f.strip_size, storage=f.storage,
                                        job_timeout_s=f.job_timeout_s))
         servers, clients = orangefs.cluster_containers(where.replicas())
-        return pvfs_deployment(key, servers, clients)
+        return pvfs_deployment(where, key, servers, clients)
     busy = arg == "busy"
     # the server and the client (and the hog when busy): services already up as asked stay
-    spec = compose.Services(fs_paths(), fs_env(),
-                            services=[SERVER_TIER, CLIENT_TIER, *([HOG] if busy else [])],
-                            timeout=300)
+    # the experiment's cap, or none (0), whatever the shell's environment says
+    memory = {"FS_SERVER_MEMORY": f.server_memory.lower() if f.server_memory else "0"}
+    spec = compose.Services(fs_paths(), {**fs_env(), **memory},
+                            services=[SERVER_TIER, *client_services(f.clients),
+                                      *([HOG] if busy else [])],
+                            timeout=300, admissions=ADMISSIONS)
     if previous is None or previous.info.server != "gluster":
         log(f"tierbench: bringing the file-server tier up on {where.name} (GlusterFS "
-            "server, 1 client" + (", the CPU hog" if busy else "") + ")")
+            "server" + (f" with {f.server_memory} of memory" if f.server_memory else "")
+            + f", {f.clients} client{'s' if f.clients > 1 else ''}"
+            + (", the CPU hog" if busy else "") + ")")
         where.down()
         prepared.sets.clear()
         where.up(spec)
@@ -81,33 +96,19 @@ def deploy(f: Fs, key: Hashable, prepared: FsPrepared,
         for c in where.replicas():
             if c.service == HOG:
                 where.stop(c, 2)
-    return gluster_deployment(key)
+    return gluster_deployment(where, key)
 
-def running() -> Deployment[FsInfo] | None:
+def running(where: placer.Placer) -> Deployment[FsInfo] | None:
     """The file-server tier, when it is up."""
-    found = {c.service for c in placer.current().replicas()}
+    found = {c.service for c in where.replicas()}
     if {SERVER_TIER, CLIENT_TIER} <= found:
-        return gluster_deployment(("gluster", "busy" if HOG in found else "idle"))
+        return gluster_deployment(where, ("gluster", "busy" if HOG in found else "idle"))
     return None
 
 
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment[FsInfo]) -> None:
-    """A server or client container that stopped ends the run with one sentence."""
-    running = {c.id for c in placer.current().replicas()}
-    everyone = deployment.info.servers + deployment.info.clients
-    down = [c.name for c in everyone if c.id not in running]
-    down_services = [c.service for c in everyone if c.id not in running]
-    if down:
-        raise RunEnds(f"{', '.join(down)} stopped during {point.id}"
-                      + (f" ({row['error']})" if row.get("error") else "")
-                      + f": see `docker{placer.current().context_arg(down_services[0])} logs "
-                      f"{down[0]}`; the run ends here")
-
-# -- results
-
 def fs_paths() -> list[str]:
     """The file-server tier's compose files (the base file names the project's networks)."""
-    return [str(ROOT / "docker-compose.yml"), str(ROOT / compose.FS_OVERLAY)]
+    return [str(ROOT / "docker-compose.yml"), str(ROOT / OVERLAY)]
 
 
 def fs_env() -> dict[str, str]:
@@ -129,11 +130,12 @@ def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
                     labels: dict[str, str], extra: dict[str, compose.Container],
                     grouped: bool) -> Deployment[FsInfo]:
     """Client and server tiers wherever the placement runs them: their interfaces for modes,
-    CPU counters (one per tier, or a group of the tier's containers when ``grouped``) and
+    CPU counters (one per tier, or a group of the tier's containers when ``grouped`` or when
+    it has several: their CPU summed) and
     sampled interfaces, with the server's named for its network figures."""
     def group(cs: list[compose.Container]) -> Any:
         counters = {labels[c.id]: where.counter(c) for c in cs}
-        return CgroupGroup(counters) if grouped else where.counter(cs[0])
+        return CgroupGroup(counters) if grouped or len(cs) > 1 else where.counter(cs[0])
 
     def named(tier: str, cs: list[compose.Container]) -> dict[str, list[netif.Endpoint]]:
         return {labels[c.id] if labels[c.id] == tier else f"{tier}:{labels[c.id]}": eps[c.id]
@@ -156,25 +158,25 @@ def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
                       placer=where)
 
 
-def gluster_deployment(key: Hashable) -> Deployment[FsInfo]:
-    """The running GlusterFS tier: client and server tiers, the hog's CPU counter when it
-    runs."""
-    where = placer.current()
+def gluster_deployment(where: placer.Placer, key: Hashable) -> Deployment[FsInfo]:
+    """The running GlusterFS tier: the server tier, the client tier (every client machine
+    running, in number order: their CPU summed), the hog's CPU counter when it runs."""
     found = where.containers()
     missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
     if missing:
         raise compose.StackError(f"{missing[0]} is not running{where.where(missing[0])}: see "
                                f"`docker{where.context_arg(missing[0])} logs "
                                f"{compose.PROJECT}-{missing[0]}-1`")
-    client, server = found[CLIENT_TIER], found[SERVER_TIER]
-    return tier_deployment(key, where, "gluster", [server], [client],
-                           {server.id: SERVER_TIER, client.id: CLIENT_TIER},
+    server = found[SERVER_TIER]
+    clients = [found[s] for s in CLIENT_SERVICES if s in found]
+    return tier_deployment(key, where, "gluster", [server], clients,
+                           {server.id: SERVER_TIER, **{c.id: c.service for c in clients}},
                            {HOG: found[HOG]} if HOG in found else {}, grouped=False)
 
 
-def pvfs_deployment(key: Hashable, servers: list[compose.Container],
+def pvfs_deployment(where: placer.Placer, key: Hashable, servers: list[compose.Container],
                     clients: list[compose.Container]) -> Deployment[FsInfo]:
     """The running OrangeFS cluster as the fs kind's client and server tiers."""
     labels = {c.id: orangefs.label(c) for c in servers + clients}
-    return tier_deployment(key, placer.current(), "orangefs", servers, clients, labels, {},
+    return tier_deployment(key, where, "orangefs", servers, clients, labels, {},
                            grouped=True)

@@ -156,7 +156,8 @@ def filebench_command(workload: str, env: dict[str, Any]) -> list[str]:
 
 def parse_fio(text: str) -> dict[str, Any]:
     """fio's JSON report summed over its jobs, per direction (read, write): bytes, bytes/s,
-    operations/s, mean and 99th-percentile completion latency (ms); the jobs and their errors.
+    operations/s, mean and 99th-percentile completion latency (ms); the jobs and their errors,
+and when it ended (`ended_s`, its report's time stamp).
     Text before the JSON (fio's notes on stderr merged in) is skipped."""
     start = text.find("{")
     try:
@@ -169,6 +170,8 @@ def parse_fio(text: str) -> dict[str, Any]:
                            + (said[-1][:200] if said else "nothing"))
     jobs = report["jobs"]
     out: dict[str, Any] = {"version": report.get("fio version", ""), "jobs": len(jobs),
+                           # when fio wrote the report, right after its jobs ended (epoch s)
+                           "ended_s": report.get("timestamp_ms", 0) / 1000 or None,
                            "errors": [f"{j.get('jobname')}: error {j.get('error')}"
                                       for j in jobs if j.get("error")]}
     for direction in ("read", "write"):

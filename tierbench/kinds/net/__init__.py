@@ -31,7 +31,3 @@ point runs, pure), ``stack`` (the network tier), ``sequence`` (one point), ``pro
 senders' perf profile), ``dmacopy`` (NET-dmacopy) and ``tools`` (the tools' commands and
 parsers).
 """
-
-from tierbench.kinds.net.kind import NetKind
-
-__all__ = ["NetKind"]

@@ -5,20 +5,24 @@ run handed to the module of the package that does it."""
 from __future__ import annotations
 
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any, cast
 
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, end_if_stopped, failed, log,
+                                      tool_versions)
 from tierbench.kinds.net import dmacopy, flows, profile, sequence, stack
 from tierbench.kinds.net.settings import Net, NetSettings
+from tierbench.kinds.net.dmacopy import CopyPlan
+from tierbench.kinds.net.roles import ROLES
 from tierbench.kinds.net.stack import NetInfo
 from tierbench.modes.model import Mode, load_layered, load_mode
 from tierbench.placement import compose, placer, space
 
 
-class NetKind(Kind[NetSettings, NetInfo, None]):
+class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
     """TCP micro-benchmarks between containers: bulk throughput and request/response latency."""
 
     name = "net"
@@ -28,13 +32,14 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
     scalable = {"net.measure_s": 2, "net.warmup_s": 1}
     block = "net"
     tiers = stack.TIERS
+    declared_roles = ROLES
     roles = ("net_client", "net_server")
     bring_up = "the network tier's bring-up (seconds)"
     variation_pct = 5.0
 
     def check(self, exp: Experiment[NetSettings]) -> None:
         """No web or proxy servers here for a mode's server options; the cases load."""
-        refuse_server_modes(exp, "a network experiment")
+        super().check(exp)
         try:
             self.modes(exp)
         except ConfigError as exc:
@@ -74,10 +79,7 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
         if n.cases:
             block["cases"] = list(n.cases)
             block["case_modes"] = [load_mode(c).as_dict() for c in n.cases]
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes],
-                "net": block}
+        return {**self.envelope(exp), "net": block}
 
     def axes(self, exp: Experiment[NetSettings]) -> list[tuple[str, list[Any]]]:
         """receivers x clients x (stream: write size x direction x connections; latency:
@@ -107,27 +109,33 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
 
     # -- plan
     def point_seconds(self, exp: Experiment[NetSettings]) -> float:
-        """settle + common start + warm-up + measured + start, stop and counting."""
+        """settle + common start + warm-up + measured + start, stop and counting (dmacopy:
+        settle + the copies + starting them and the DMA half)."""
         n = self.settings(exp)
-        return exp.settle_s + sequence.start_delay() + n.warmup_s + n.measure_s + 4
+        if n.test == "dmacopy":
+            return exp.settle_s + n.measure_s + 4
+        return exp.settle_s + sequence.start_delay(exp.placer) + n.warmup_s + n.measure_s + 4
 
     def plan_header(self, exp: Experiment[NetSettings], points: list[Point]) -> list[str]:
         """The test, the tool and the time per point."""
         n = self.settings(exp)
         tool = ({"iperf2": "iperf 2", "iperf3": f"iperf3, {flows.IPERF3_STREAMS} connections per "
                  "process"}[n.tool] if n.test == "stream" else "sockperf ping-pong"
-                if n.test == "latency" else "a DMA copy engine against memcpy")
+                if n.test == "latency" else "memcpy by copy size, and a DMA copy engine")
         if n.test == "dmacopy":
-            return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order "
-                    f"shuffled with seed {exp.seed}; test dmacopy ({tool})",
-                    "  runs only where the host has a DMA copy engine (an ioatdma or idxd "
-                    "channel in /sys/class/dma); elsewhere the run is refused before it starts"]
+            return [f"{self.plan_head(exp, points)}; test dmacopy ({tool})",
+                    f"per point: settle {exp.settle_s:g} s + copybench in the sender for "
+                    f"{n.measure_s} s (half the same buffers again and again, in the cache; half "
+                    f"a new pair each copy from two pools of {dmacopy.POOL_CACHE_FACTOR}x the "
+                    "last-level cache, out of it) + about 4 s",
+                    f"  the DMA half: dmatest's {dmacopy.DMA_ITERATIONS:,} copies on the first "
+                    "ioatdma or idxd channel in /sys/class/dma, where this host has one; "
+                    "elsewhere, and on a cluster, it is left out with one sentence"]
         senders = "/".join(map(str, n.clients))
-        head = [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {n.test} ({tool}), {senders} "
+        head = [f"{self.plan_head(exp, points)}; test {n.test} ({tool}), {senders} "
                 f"sender{'s' if max(n.clients) > 1 else ''}, "
                 f"{'/'.join(map(str, n.receivers))} receiver(s)",
-                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay():g} s + "
+                f"per point: settle {exp.settle_s:g} s + common start {sequence.start_delay(exp.placer):g} s + "
                 f"warm-up {n.warmup_s} s + measured {n.measure_s} s + about 4 s to start and "
                 "stop the tools"
                 + ("; connections per receiver" if n.per_receiver and n.test == "stream"
@@ -156,17 +164,13 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
     def deployment_line(self, exp: Experiment[NetSettings], point: Point, first: bool) -> str:
         """The network tier."""
         if self.settings(exp).test == "dmacopy":
-            return "  -- no containers: the host's DMA copy engine and CPU"
+            return (f"  -- network tier: 1 sender ({stack.SENDER}) runs the copies; no receiver")
         c = point["clients"]
         return (f"  -- network tier: {c} sender{'s' if c > 1 else ''} ({stack.SENDER}), "
                 f"{point['receivers']} receiver(s) ({stack.RECEIVER}) on 198.18.4.0/24")
 
-    def point_line(self, exp: Experiment[NetSettings], point: Point) -> str:
-        """Factors, mode and repetition."""
-        return (f"  {point.id}  {self.what(exp, point):<34} mode={point.mode:<16} "
-                f"rep={point.repetition}  ~{self.point_seconds(exp):.0f} s")
-
     def what(self, exp: Experiment[NetSettings], point: Point) -> str:
+        """receivers, senders, case and the test's factors."""
         f = point.factors
         n = self.settings(exp)
         head = f"rx={f['receivers']}" + (f" clients={f['clients']}" if n.clients != [1] else "")
@@ -179,14 +183,13 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
                     f"dir={f['direction']}")
         return f"{head} message={f['message_size']} B"
 
-    def point_title(self, exp: Experiment[NetSettings], point: Point) -> str:
-        """How the progress line names a point."""
-        return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
-
     # -- run
     def needs(self, exp: Experiment[NetSettings], points: list[Point]) -> list[space.Need]:
-        """Socket buffers of the flows.largest point, against free memory."""
+        """Socket buffers of the flows.largest point, against free memory (dmacopy: the copy
+        buffers)."""
         n = self.settings(exp)
+        if n.test == "dmacopy":
+            return dmacopy.needs(dmacopy.pool_bytes(dmacopy.llc_bytes()), max(n.message_size))
         most = max(((r, c) for r in n.receivers for c in n.clients),
                    key=lambda rc: flows.buffer_bytes(n, *rc))
         nbytes = flows.buffer_bytes(n, *most)
@@ -197,11 +200,12 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
                            "lower net.connections or net.window")]
 
     def preflight(self, exp: Experiment[NetSettings], points: list[Point]) -> None:
-        """The image; the containers' limits hold the flows.largest point; perf, for a profile; a DMA
-        copy engine, for dmacopy."""
+        """The image; the containers' limits hold the flows.largest point; perf, for a
+        profile."""
         n = self.settings(exp)
         if n.test == "dmacopy":
-            dmacopy.dmacopy_check(exp.source)
+            compose.require_image(stack.IMAGE)
+            return
         conf = space.settings()
         try:
             nofile = int(conf.get("NET_NOFILE") or flows.NOFILE_DEFAULT)
@@ -216,52 +220,83 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         compose.require_image(stack.IMAGE)
-        if n.profile and (placer.current().cluster is None or profile.sender_node() is not None):
-            profile.perf_check(exp.source, profile.sender_node())
+        if n.profile and (exp.placer.cluster is None
+                          or profile.sender_node(exp.placer) is not None):
+            profile.perf_check(exp.source, profile.sender_node(exp.placer))
 
-    def deploy(self, exp: Experiment[NetSettings], key: Hashable, prepared: None,
+    def prepare(self, exp: Experiment[NetSettings], run_dir: Path) -> CopyPlan | None:
+        """dmacopy: the copy pools' size, and the DMA copy engine it copies on (dmatest loaded
+        for it) or the sentence saying why the DMA half is left out."""
+        if self.settings(exp).test != "dmacopy":
+            return None
+        channel, said = dmacopy.dma_engine(exp.placer.cluster is not None)
+        loaded = False
+        if channel:
+            loaded, problem = dmacopy.load_dmatest()
+            if problem:
+                channel, said = None, f"{problem}, so the DMA half of NET-dmacopy is not run"
+        log(f"tierbench: {said}")
+        return CopyPlan(dmacopy.pool_bytes(dmacopy.llc_bytes()), channel, said, loaded)
+
+    def deploy(self, exp: Experiment[NetSettings], key: Hashable, prepared: CopyPlan | None,
                previous: Deployment[NetInfo] | None, point: Point) -> Deployment[NetInfo]:
-        """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
+        """compose/net.yml up: the senders and the receivers (the web stack goes first);
+        dmacopy: one sender."""
+        if self.settings(exp).test == "dmacopy":
+            deployment = stack.deploy_sender(exp.placer, key)
+            deployment.info.copies = prepared
+            return deployment
         receivers, clients = cast(tuple[int, int], key)  # deployment_key's
-        return stack.deploy(self.settings(exp), receivers, clients)
+        return stack.deploy(exp.placer, self.settings(exp), receivers, clients)
 
     def finish(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
                ) -> list[str]:
         """The receivers stopped: iperf, iperf3 and sockperf servers admit whoever connects, so
-        they listen only during the run (the next one brings the tier up anew)."""
-        where = placer.current()
+        they listen only during the run (the next one brings the tier up anew); dmatest unloaded
+        where the run loaded it."""
+        notes = []
+        if deployment.info.copies and deployment.info.copies.loaded_dmatest:
+            dmacopy.unload_dmatest()
+            notes.append("unloaded the kernel's dmatest module")
+        where = exp.placer
         stopped = [c for c in where.replicas() if c.service == stack.RECEIVER]
         for c in stopped:
             where.stop(c)
-        return [f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf servers "
-                "admit whoever connects)"] if stopped else []
+        return notes + ([f"stopped the {len(stopped)} receiver(s) (iperf, iperf3 and sockperf "
+                         "servers admit whoever connects)"] if stopped else [])
 
-    def running(self) -> Deployment[NetInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[NetInfo] | None:
         """The network tier, when it is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[NetSettings], deployment: Deployment[NetInfo],
                    ) -> dict[str, Any]:
         """The tools' versions as the sender's image reports them."""
         sender = deployment.info.senders[0]
-        out = {}
-        for tool, argv in (("iperf", ["iperf", "-v"]), ("iperf3", ["iperf3", "--version"]),
-                           ("sockperf", ["sockperf", "--version"])):
-            done = compose.exec_in(sender, argv, timeout=30)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            out[tool] = lines[0] if lines else "unknown"
+        out = tool_versions(deployment.placer, sender,
+                            {"iperf": ["iperf", "-v"], "iperf3": ["iperf3", "--version"],
+                             "sockperf": ["sockperf", "--version"]})
         if self.settings(exp).profile:
-            out["perf"] = profile.version(bool(sender.node))
+            out["perf"] = profile.version(deployment.placer, bool(sender.node))
+        if self.settings(exp).test == "dmacopy":
+            copies = deployment.info.copies
+            return {"tools": out, "dma_engine": copies.dma_engine if copies else ""}
         return {"tools": out}
 
-    def run_point(self, ctx: PointContext[NetSettings, NetInfo, None]) -> PointResult:
-        """Run the tool(s), then the figures over the samples bracketing the measured window."""
-        return sequence.run(ctx, self.settings(ctx.exp))
+    def run_point(self, ctx: PointContext[NetSettings, NetInfo, CopyPlan | None]
+                  ) -> PointResult:
+        """Run the tool(s), then the figures over the samples bracketing the measured window
+        (dmacopy: copybench's own times, and the DMA half's)."""
+        n = self.settings(ctx.exp)
+        if n.test == "dmacopy":
+            return dmacopy.run_point(ctx, n.measure_s)
+        return sequence.run(ctx, n)
 
     def after_point(self, exp: Experiment[NetSettings], point: Point, row: dict[str, Any],
                     deployment: Deployment[NetInfo]) -> None:
-        """A receiver that stopped ends the run with one sentence naming it."""
-        stack.after_point(point, row, deployment)
+        """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
+        node whose Docker engine stopped answering)."""
+        end_if_stopped(deployment.placer, point, row, deployment.info.receivers, "receiver ")
 
     def identity(self, exp: Experiment[NetSettings], point: Point) -> dict[str, Any]:
         """point, test, factors, mode, repetition."""
@@ -272,6 +307,9 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
     def columns(self, exp: Experiment[NetSettings]) -> list[Column]:
         """Identity, then the figures of the test."""
         n = self.settings(exp)
+        if n.test == "dmacopy":
+            return [Column(c) for c in ["point", "test", "receivers", "clients", "message_size",
+                                        "mode", "repetition", *dmacopy.COPY_COLUMNS]]
         ident = (["connections", "write_size", "direction"] if n.test == "stream"
                  else ["message_size"]) + (["case"] if n.cases else [])
         figures = (["mbit_per_s", "mb_per_s", "connections_asked", "connections_established",
@@ -286,8 +324,13 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
 
     def brief(self, row: dict[str, Any]) -> str:
         """Throughput or latency, and CPU per KB on each side."""
-        if row.get("error"):
-            return f"FAILED ({row['error']})"
+        if note := failed(row):
+            return note
+        if "memcpy_hot_us" in row:
+            dma = (f", DMA {row['dma_us_per_copy']:.2f} us" if row.get("dma_us_per_copy")
+                   else "")
+            return (f"memcpy {row['memcpy_hot_us']:.3f} us in cache, "
+                    f"{row['memcpy_cold_us']:.3f} us out of it{dma}")
         head = (f"{row['mbit_per_s']:.0f} Mb/s over {row['connections_established']} "
                 "connections" if "mbit_per_s" in row else
                 f"p50 {row['p50_us']:.1f} us, {row['messages_per_s']:.0f} messages/s")
@@ -301,11 +344,9 @@ class NetKind(Kind[NetSettings, NetInfo, None]):
         name = str(resolved.get("name", ""))
         spec = families.load(families.by_name(
             "net", name, "net-latency" if block.get("test") == "latency" else "net-streams"))
-        order = {k: list(block[k]) for k in ("receivers", "clients", "connections",
-                                             "write_size", "direction", "message_size", "cases")
-                 if isinstance(block.get(k), list)}
-        if "cases" in order:
-            order["case"] = order.pop("cases")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "receivers": "receivers", "clients": "clients", "connections": "connections",
+            "write_size": "write_size", "direction": "direction",
+            "message_size": "message_size", "case": "cases"})
         return spec
 

@@ -48,10 +48,10 @@ class Profiler:
     remote: str | None = None
 
 
-def sender_node() -> Any:
+def sender_node(where: placer.Placer) -> Any:
     """The node the senders run on (the cluster file's net_client), or None on one host or
     when the role is not placed (the role check names it)."""
-    cluster = placer.current().cluster
+    cluster = where.cluster
     if cluster is None:
         return None
     found = cluster.nodes_for("net_client")
@@ -120,7 +120,8 @@ def node_cpusets(node: Any, pids: list[int]) -> str:
 def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -> Profiler:
     """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`: here, or on
     the sender node over SSH (into WORKDIR/perf/<run>-<point> there)."""
-    node = sender_node() if any(s.node for s in senders) else None
+    where = ctx.deployment.placer
+    node = sender_node(where) if any(s.node for s in senders) else None
     log_file = (ctx.dir / "perf-record.log").open("w")
     if node is None:
         cpus = ",".join(dict.fromkeys(c for s in senders if (c := CgroupCpu(s.pid).cpus())))
@@ -133,14 +134,15 @@ def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -
     if not cpus:
         raise MeasureError(f"{node.name}: the senders' CPUs could not be read there "
                            "(/proc/PID/status), so perf has nothing to sample")
-    remote = (f"{placer.current().cluster.workdir}/{PERF_DIR}/"
+    remote = (f"{where.cluster.workdir}/{PERF_DIR}/"
               f"{ctx.dir.parent.parent.name}-{ctx.dir.name}")
     ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
                              "seconds": seconds, "node": node.name}
     script = (f"mkdir -p {shlex.quote(remote)} && exec "
               + shlex.join(perf_record_argv(cpus, seconds, f"{remote}/perf.data")))
-    return Profiler(subprocess.Popen(nodes.ssh_argv(node, script), stdout=subprocess.DEVNULL,
-                                     stderr=log_file, stdin=subprocess.DEVNULL), node, remote)
+    return Profiler(nodes.transport(node).popen(script, stdout=subprocess.DEVNULL,
+                                                stderr=log_file, stdin=subprocess.DEVNULL),
+                    node, remote)
 
 
 def profile_texts(ctx: PointContext, profiler: Profiler) -> tuple[str, str]:
@@ -189,9 +191,9 @@ def finish(ctx: PointContext, profiler: Profiler, tool: str,
 
 
 
-def version(on_node: bool) -> str:
+def version(where: placer.Placer, on_node: bool) -> str:
     """perf's version, here or on the sender node."""
-    node = sender_node() if on_node else None
+    node = sender_node(where) if on_node else None
     done = (subprocess.run(["perf", "--version"], capture_output=True, text=True, timeout=30,
                            check=False) if node is None else
             nodes.run_on_node(node, "perf --version", timeout=30, check=False))

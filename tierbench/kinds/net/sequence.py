@@ -29,9 +29,9 @@ CPU_COLUMNS = ["window_s", "bytes_moved", "cpu_s_net-client", "cpu_s_net-server"
                "server_cpu_us_per_kb", "host_cpu_us_per_kb"]
 
 
-def start_delay() -> float:
+def start_delay(where: placer.Placer) -> float:
     """How far ahead every sender process is told to start (more on a cluster node)."""
-    return START_DELAY_S + placer.current().exec_lead_s
+    return START_DELAY_S + where.exec_lead_s
 
 
 def pause_until(t: float) -> None:
@@ -45,9 +45,10 @@ class AtOnce:
     tagged with its process number (1, 2, ...); the senders' output kept as NAME-senderK.txt.
     Leaving the block ends whatever of ours still runs (``stop``: the pkill pattern)."""
 
-    def __init__(self, folder: Path, senders: list[compose.Container], name: str,
-                 stop: str) -> None:
+    def __init__(self, where: placer.Placer, folder: Path, senders: list[compose.Container],
+                 name: str, stop: str) -> None:
         self.folder, self.senders, self.name, self.stop = folder, senders, name, stop
+        self.where = where
         self.procs: list[subprocess.Popen] = []
         self.outs: list[IO[str]] = []
         self.count = 0
@@ -64,9 +65,8 @@ class AtOnce:
                 for k, (client, argv) in enumerate(jobs, 1) if client == c) + " wait"
             out = (self.folder / f"{self.name}-sender{c + 1}.txt").open("w")
             self.outs.append(out)
-            self.procs.append(subprocess.Popen([*compose.docker_cmd(sender), "exec", sender.id,
-                                                "sh", "-c", script],
-                                               stdout=out, stderr=subprocess.STDOUT))
+            self.procs.append(self.where.popen(sender, ["sh", "-c", script], stdout=out,
+                                               stderr=subprocess.STDOUT))
 
     def wait(self, timeout: Callable[[], float]) -> None:
         """Wait for every sender's shell, each at most ``timeout()`` seconds."""
@@ -76,9 +76,7 @@ class AtOnce:
     def __exit__(self, *exc: object) -> None:
         for sender, proc in zip(self.senders, self.procs):
             if proc.poll() is None:  # ours, still running after a failure: end it all
-                subprocess.run([*compose.docker_cmd(sender), "exec", sender.id, "pkill",
-                                "-KILL", "-f", self.stop], capture_output=True, timeout=120,
-                               check=False)
+                self.where.exec(sender, ["pkill", "-KILL", "-f", self.stop], timeout=120)
                 proc.kill()
                 proc.wait(timeout=30)
         for out in self.outs:
@@ -95,26 +93,26 @@ class AtOnce:
         return parts
 
 
-NetContext = PointContext[NetSettings, NetInfo, None]
+NetContext = PointContext[NetSettings, NetInfo, Any]
 
 
 def run(ctx: NetContext, n: Net) -> PointResult:
     """Run the tool(s), then the figures over the samples bracketing the measured window."""
-    started = time.time() + start_delay()
+    started = time.time() + start_delay(ctx.deployment.placer)
     try:
         if n.test == "stream":
             values = stream(ctx, n, started)
         else:
             values = latency(ctx, n, started)
     except subprocess.TimeoutExpired as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"{n.tool if n.test == 'stream' else 'sockperf'} did not "
                            f"finish within {exc.timeout:.0f} s and was stopped (the host "
                            "may be overloaded by this many connections)")
     except (tools.NetParseError, ValueError) as exc:
-        ctx.sampler.stop()
+        ctx.close_window()
         return PointResult(error=f"{exc}")
-    samples = ctx.sampler.stop()
+    samples = ctx.close_window()
     start = started + n.warmup_s
     end = start + n.measure_s
     try:
@@ -139,22 +137,23 @@ def stream(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
     ports = {flow.port for flow in plan}
     argvs = commands(n, plan, f["write_size"], f["direction"], window)
     measure_end = started + n.warmup_s + n.measure_s
-    with AtOnce(ctx.dir, senders, n.tool,
+    where = ctx.deployment.placer
+    with AtOnce(where, ctx.dir, senders, n.tool,
                 "iperf -c" if n.tool == "iperf2" else "iperf3 -c") as launched:
         launched.start(started, [(flow.client, argv) for flow, argv in zip(plan, argvs)])
         pause_until(started + n.warmup_s)
-        ctx.sampler.mark()
-        tcp0 = [tcp_counters(s, ctx.dir / f"snmp-start-{i + 1}.txt")
+        ctx.mark()
+        tcp0 = [tcp_counters(where, s, ctx.dir / f"snmp-start-{i + 1}.txt")
                 for i, s in enumerate(senders)]
-        at_start = sum(established_now(s, ctx.dir / f"established-start-{i + 1}.txt", ports)
+        at_start = sum(established_now(where, s, ctx.dir / f"established-start-{i + 1}.txt", ports)
                        for i, s in enumerate(senders))
         profiler = profile.start(ctx, senders, n.measure_s) if n.profile else None
         pause_until(started + n.warmup_s + n.measure_s / 2)
-        ctx.sampler.mark()
-        established = sum(established_now(s, ctx.dir / f"established-{i + 1}.txt", ports)
+        ctx.mark()
+        established = sum(established_now(where, s, ctx.dir / f"established-{i + 1}.txt", ports)
                           for i, s in enumerate(senders))
         pause_until(measure_end)
-        tcp1 = [tcp_counters(s, ctx.dir / f"snmp-end-{i + 1}.txt")
+        tcp1 = [tcp_counters(where, s, ctx.dir / f"snmp-end-{i + 1}.txt")
                 for i, s in enumerate(senders)]
         launched.wait(lambda: max(1.0, measure_end - time.time()) + 60)
     parts = launched.outputs()
@@ -204,12 +203,13 @@ def latency(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
                                        message_size=f["message_size"],
                                        duration_s=n.warmup_s + n.measure_s))
             for c, a, d in sessions]
-    with AtOnce(ctx.dir, senders, "sockperf", "sockperf ping-pong") as launched:
+    with AtOnce(ctx.deployment.placer, ctx.dir, senders, "sockperf",
+                "sockperf ping-pong") as launched:
         launched.start(started, jobs)
         for at in (started + n.warmup_s, started + n.warmup_s + n.measure_s / 2):
             pause_until(at)
-            ctx.sampler.mark()
-        launched.wait(lambda: start_delay() + n.warmup_s + n.measure_s + 60)
+            ctx.mark()
+        launched.wait(lambda: start_delay(ctx.deployment.placer) + n.warmup_s + n.measure_s + 60)
     results = []
     for k, lines in launched.outputs().items():
         text = "\n".join(lines) + "\n"
@@ -222,20 +222,21 @@ def latency(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
             "bytes_per_s": 2 * r["messages_per_s"] * f["message_size"]}
 
 
-def established_now(sender: compose.Container, keep: Path, ports: set[int]) -> int:
+def established_now(where: placer.Placer, sender: compose.Container, keep: Path,
+                    ports: set[int]) -> int:
     """Established TCP connections from a sender to the servers' `ports`, from the /proc tables
     of its network namespace (kept in `keep`; on a cluster node the node's, where other
     connections are left out by their ports)."""
-    text = placer.current().proc_net(sender, ("tcp", "tcp6"))
+    text = where.proc_net(sender, ("tcp", "tcp6"))
     keep.write_text(text)
     tables = [t for t in text.split("  sl ") if t.strip()]
     return sum(tools.count_established_proc("  sl " + t, ports) for t in tables)
 
 
-def tcp_counters(sender: compose.Container, keep: Path) -> dict[str, int]:
+def tcp_counters(where: placer.Placer, sender: compose.Container, keep: Path) -> dict[str, int]:
     """The TCP counters of a sender's network namespace (/proc/PID/net/snmp, kept in `keep`; on
     a cluster node the node's)."""
-    text = placer.current().proc_net(sender, ("snmp",))
+    text = where.proc_net(sender, ("snmp",))
     if not text.strip():
         raise ValueError(f"the TCP counters of {sender.name} cannot be read: the sender "
                          "stopped")

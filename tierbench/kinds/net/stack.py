@@ -5,12 +5,13 @@ that stopped during a point."""
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
 
 from tierbench.config.files import ROOT
-from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
+from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.net import tools
+from tierbench.kinds.net.dmacopy import CopyPlan
 from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_servers,
                                        iperf_servers)
 from tierbench.kinds.net.settings import Net
@@ -20,6 +21,7 @@ from tierbench.placement import compose, placer
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
 IMAGE = "tierbench-net"
+OVERLAY = "compose/net.yml"  # the network micro-benchmark tier (profile net)
 
 
 @dataclass
@@ -33,13 +35,13 @@ class NetInfo:
     addresses: list[str]
     shift: list[int]
     ports: int = PORTS_PER_RECEIVER
+    copies: CopyPlan | None = None  # NET-dmacopy: the pools and the DMA engine (kind.prepare)
 
 
-def deploy(n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
+def deploy(where: placer.Placer, n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
     """compose/net.yml up: the senders and the receivers (the web stack goes first)."""
     ports = iperf_servers(n, receivers, clients)
     ports3 = iperf3_servers(n, receivers, clients)
-    where = placer.current()
     log(f"tierbench: bringing the network tier up on {where.name} ({clients} sender(s), "
         f"{receivers} receiver(s), {ports} iperf and {ports3} iperf3 servers each)")
     if where.shares_ports() and receivers > 1 and \
@@ -55,36 +57,36 @@ def deploy(n: Net, receivers: int, clients: int) -> Deployment[NetInfo]:
                               replica_env={RECEIVER: receiver_env(receivers, ports, ports3,
                                                                    clients)},
                               timeout=300))
-    deployment = discover(receivers, clients)
+    deployment = discover(where, receivers, clients)
     deployment.info.ports = ports
     return deployment
 
 
-def running() -> Deployment[NetInfo] | None:
-    """The network tier, when it is up."""
-    found = [c for c in placer.current().replicas() if c.service in TIERS]
+def deploy_sender(where: placer.Placer, key: Hashable) -> Deployment[NetInfo]:
+    """compose/net.yml up with one sender and no receiver (NET-dmacopy copies in it); the
+    deployment keeps the point's key."""
+    log(f"tierbench: bringing one sender of the network tier up on {where.name} (no receiver)")
+    where.down()
+    env = {**compose.dotenv(), **os.environ}
+    # the receivers scaled to none: the sender's dependency on them is then not started
+    where.up(compose.Services(net_files(), env, services=[SENDER],
+                              scale={RECEIVER: 0, SENDER: 1}, timeout=300))
+    deployment = discover(where, 0, 1)
+    deployment.key = key
+    return deployment
+
+
+def running(where: placer.Placer) -> Deployment[NetInfo] | None:
+    """The network tier, when it is up (a sender without receivers: NET-dmacopy's)."""
+    found = [c for c in where.replicas() if c.service in TIERS]
     receivers = sum(1 for c in found if c.service == RECEIVER)
     clients = sum(1 for c in found if c.service == SENDER)
-    return discover(receivers, clients) if receivers and clients else None
-
-
-def after_point(point: Point, row: dict[str, Any], deployment: Deployment[NetInfo]) -> None:
-    """A receiver that stopped ends the run with one sentence naming it (on a cluster, a
-    node whose Docker engine stopped answering)."""
-    try:
-        running = {c.id for c in placer.current().replicas()}
-    except compose.StackError as exc:
-        raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
-    down = [c.name for c in deployment.info.receivers if c.id not in running]
-    if down:
-        raise RunEnds(f"receiver {', '.join(down)} stopped during {point.id}"
-                      + (f" ({row['error']})" if row.get("error") else "")
-                      + f": see `docker logs {down[0]}`; the run ends here")
+    return discover(where, receivers, clients) if clients else None
 
 
 def net_files() -> list[str]:
     """The network tier's compose files (the base file names the project's networks)."""
-    return [str(ROOT / "docker-compose.yml"), str(ROOT / compose.NET_OVERLAY)]
+    return [str(ROOT / "docker-compose.yml"), str(ROOT / OVERLAY)]
 
 
 def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[dict[str, str]]:
@@ -96,10 +98,9 @@ def receiver_env(receivers: int, ports: int, ports3: int, clients: int) -> list[
              "NET_SOCKPERF_SERVERS": str(clients)} for i in range(receivers)]
 
 
-def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
+def discover(where: placer.Placer, receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     """The running network tier wherever it runs: senders and receivers, their CPU counters
     and interfaces."""
-    where = placer.current()
     found = [c for c in where.replicas() if c.service in TIERS]
     senders = [c for c in found if c.service == SENDER]
     servers = [c for c in found if c.service == RECEIVER]
@@ -111,6 +112,8 @@ def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     tiers = {}
     cpus: dict[str, CgroupCpu | CgroupGroup] = {}
     for service, role, group in ((SENDER, CLIENT, senders), (RECEIVER, SERVER, servers)):
+        if not group:
+            continue  # no receiver (NET-dmacopy)
         eps, parts = [], {}
         for i, c in enumerate(group, 1):
             label = f"{service}-{i}" if len(group) > 1 else service
@@ -122,5 +125,6 @@ def discover(receivers: int, clients: int = 1) -> Deployment[NetInfo]:
     shift = [i * PORT_STRIDE if where.shares_ports() else 0 for i in range(len(servers))]
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     return Deployment((receivers, clients), tiers, cpus, ifaces,
-                      containers={SENDER: senders[0], RECEIVER: servers[0]},
+                      containers={SENDER: senders[0],
+                                  **({RECEIVER: servers[0]} if servers else {})},
                       info=NetInfo(senders, servers, addresses, shift), placer=where)

@@ -85,19 +85,21 @@ def iperf2_command(target: str, *, port: int = IPERF_PORT, streams: int = 1,
     if abs(ratio - round(ratio)) > _EPS:
         raise ValueError(f"the warm-up ({warmup_s} s) must be a whole number of report intervals "
                          f"({interval_s} s) so that whole intervals can be dropped")
-    cmd = ["iperf", "-c", str(target), "-p", str(port), "-t", _seconds(warmup_s + duration_s),
-           "-i", _seconds(interval_s), "-P", str(streams), "-y", "C"]
-    if write_size is not None:
-        cmd += ["-l", size_arg(write_size)]
-    if window is not None:
-        cmd += ["-w", size_arg(window)]
-    if nodelay:
-        cmd.append("-N")
-    if direction == "reverse":
-        cmd.append("-R")
-    elif direction == "bi":
-        cmd.append("--full-duplex")
-    return cmd
+    return (["iperf", "-c", str(target), "-p", str(port), "-t", _seconds(warmup_s + duration_s),
+             "-i", _seconds(interval_s), "-P", str(streams), "-y", "C"]
+            + _sizes(write_size, window) + (["-N"] if nodelay else [])
+            + _direction(direction, "--full-duplex"))
+
+
+def _sizes(write_size: int | None, window: int | None) -> list[str]:
+    """iperf's and iperf3's write size (-l) and socket buffer (-w) options."""
+    return ((["-l", size_arg(write_size)] if write_size is not None else [])
+            + (["-w", size_arg(window)] if window is not None else []))
+
+
+def _direction(direction: str, both_ways: str) -> list[str]:
+    """-R for reverse, ``both_ways`` (iperf's --full-duplex, iperf3's --bidir) for bi."""
+    return {"reverse": ["-R"], "bi": [both_ways]}.get(direction, [])
 
 
 def iperf3_command(target: str, *, port: int = IPERF3_PORT, streams: int = 1,
@@ -119,17 +121,8 @@ def iperf3_command(target: str, *, port: int = IPERF3_PORT, streams: int = 1,
            "-i", _seconds(interval_s), "-P", str(streams), "-J"]
     if warmup_s:
         cmd += ["-O", _seconds(warmup_s)]
-    if write_size is not None:
-        cmd += ["-l", size_arg(write_size)]
-    if window is not None:
-        cmd += ["-w", size_arg(window)]
-    if zerocopy:
-        cmd.append("-Z")
-    if direction == "reverse":
-        cmd.append("-R")
-    elif direction == "bi":
-        cmd.append("--bidir")
-    return cmd
+    return (cmd + _sizes(write_size, window) + (["-Z"] if zerocopy else [])
+            + _direction(direction, "--bidir"))
 
 
 def sockperf_command(target: str, *, port: int = SOCKPERF_PORT, mode: str = "ping-pong",

@@ -17,7 +17,3 @@ timeout; the point records the errors and the run ends with one message naming t
 The package: ``settings`` (the `pfs:` block), ``kind`` (the contract), ``stack`` (the cluster),
 ``phases`` (a point's timed phases) and ``streams`` (what the streams move, pure).
 """
-
-from tierbench.kinds.pfs.kind import PfsKind
-
-__all__ = ["PfsKind"]

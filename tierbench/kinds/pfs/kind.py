@@ -9,21 +9,24 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, cast
 
+from tierbench.config.errors import ConfigError
 from tierbench.kinds import families
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
-                                      PointResult, refuse_server_modes)
+                                      PointResult, failed)
 from tierbench.kinds.pfs import stack
 from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
-from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, cluster_clients
+from tierbench.kinds.pfs.roles import ROLES
+from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, client_disk_bytes, cluster_clients
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import PointFactors
-from tierbench.placement import compose, orangefs, placer, space
-from tierbench.placement.orangefs import PfsError
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import disks, placer, space
+from tierbench.kinds.pfs.orangefs import PfsError
 
 PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
                  "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb",
                  "host_usr_pct", "host_sys_pct", "host_softirq_pct", "host_idle_pct",
-                 "failed_streams")
+                 "failed_streams", "storage_read_mb")
 SUMMARY_COLUMNS = [
     "point", "test", "mode", "repetition", "io_servers", "clients", "streams", "filesystem",
     "buffer", "access", "region_bytes",
@@ -42,16 +45,13 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     scalable = {"pfs.measure_s": 2, "pfs.file_mb": 16}
     block = "pfs"
     tiers = stack.TIERS
+    declared_roles = ROLES
     roles = ("pfs_meta", "pfs_io", "pfs_clients")
     bring_up = "cluster bring-up (about 10 s each)"
 
     def settings(self, exp: Experiment[PfsSettings]) -> Pfs:
         """The experiment's `pfs:` block."""
         return exp.settings.pfs
-
-    def check(self, exp: Experiment[PfsSettings]) -> None:
-        """A PFS run has no web or proxy servers whose options a mode could set."""
-        refuse_server_modes(exp, "a parallel file system experiment")
 
     def resolved(self, exp: Experiment[PfsSettings]) -> dict[str, Any]:
         """The resolved experiment (manifest and experiment.yml)."""
@@ -69,10 +69,15 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                        regions_per_stream=p.regions_per_stream)
         else:
             pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
-                       file_mb=p.file_mb, drop_caches=p.drop_caches)
-        return {"name": exp.name, "kind": self.name, "description": exp.description,
-                "source": exp.source, "seed": exp.seed, "repetitions": exp.repetitions,
-                "settle_s": exp.settle_s, "modes": [m.as_dict() for m in exp.modes], "pfs": pfs}
+                       file_mb=p.file_mb, drop_caches=p.drop_caches,
+                       single_pass=p.single_pass)
+        system = exp.settings.storage_system()
+        extra = {} if system is None else {"disk_systems": {system.name: {
+            "description": system.describe(), "emulated": system.emulated,
+            "devices": list(system.paths) or system.devices,
+            "read_mb_s": (system.read_bps or 0) / 1e6 or None,
+            "write_mb_s": (system.write_bps or 0) / 1e6 or None}}}
+        return {**self.envelope(exp), "pfs": pfs, **extra}
 
     def axes(self, exp: Experiment[PfsSettings]) -> list[tuple[str, list[Any]]]:
         """I/O servers x the test's factor x mode x repetition."""
@@ -108,23 +113,38 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     def point_seconds(self, exp: Experiment[PfsSettings]) -> float:
         """settle, the timed phases, set-up and checksums."""
         p = self.settings(exp)
-        lead = START_DELAY_S + placer.current().exec_lead_s
+        lead = START_DELAY_S + exp.placer.exec_lead_s
         return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
 
     def plan_header(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""
         p = self.settings(exp)
-        return [f"experiment {exp.name} ({exp.source}): {len(points)} points, order shuffled "
-                f"with seed {exp.seed}; test {p.test}, storage {p.storage}, strip "
-                f"{p.strip_size} B, job timeout {p.job_timeout_s} s",
+        system = exp.settings.storage_system()
+        return [f"{self.plan_head(exp, points)}; test {p.test}, storage {p.storage}, strip "
+                f"{p.strip_size} B, job timeout {p.job_timeout_s} s"] + ([
+                    f"  storage: disk system {system.describe()}, one per I/O server"
+                    + (" and one for the client's local disk (fs=disk)"
+                       if client_disk_bytes(p) else "")
+                    + "; each phase records the MB its devices read (read_ and write_storage_read_mb)"]
+                    if system is not None else []) + [
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
-                "and checksums"]
+                "and checksums"] + ([
+                    "  each phase moves the file once"
+                    + (", the page caches dropped before the read (the file not in cache)"
+                       if p.drop_caches else "")
+                    + f"; {p.measure_s:g} s per phase is its bound in the estimate"]
+                    if p.test == "basic" and p.single_pass else [])
 
     def deployment_line(self, exp: Experiment[PfsSettings], point: Point, first: bool) -> str:
         """The cluster from this point on."""
         p = self.settings(exp)
+        made = stack.storage_plan(exp.settings, point["io_servers"])
+        disk = "" if made is None else (
+            f", on disk system {made.system.name}: {len(made.servers)} x {made.layout.disks} "
+            f"device(s) of {made.device_bytes // MIB} MiB ({', '.join(made.servers)})")
         return (f"  -- cluster: 1 metadata + {point['io_servers']} I/O servers, "
-                f"{cluster_clients(p)} client container(s)" + ("" if first else " (new cluster)"))
+                f"{cluster_clients(p)} client container(s)" + disk
+                + ("" if first else " (new cluster)"))
 
     def point_line(self, exp: Experiment[PfsSettings], point: Point) -> str:
         """The factor values, mode and repetition."""
@@ -132,6 +152,10 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         f = point.factors
         what = (f"fs={f['filesystem']:<15} buffer={f['buffer']}" if p.test == "basic"
                 else f"clients={f['clients']} streams={f['streams']}")
+        system = exp.settings.storage_system()
+        if system is not None:
+            fs = f["filesystem"] if p.test == "basic" else "orangefs"
+            what += f"  storage={point_storage(system, fs):<6}"
         return (f"  {point.id}  {what}  mode={point.mode:<16} rep={point.repetition}  "
                 f"~{self.point_seconds(exp):.0f} s")
 
@@ -166,7 +190,11 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
             worst["scratch"] = max(worst["scratch"], 2 * per_stream * per_client)
             worst["servers"] = max(worst["servers"], per_stream * f["streams"] // n + 1)
         what = f"the files of {exp.source}'s largest point"
-        if worst["servers"]:
+        made = [m for n in p.io_servers if (m := stack.storage_plan(exp.settings, n))]
+        if made:  # the servers' and the local disk's files on the devices: their images
+            out += space.disk_images(made, space.settings(), exp.placer.disk_host("pfs_io"),
+                                     "pfs_io")
+        elif worst["servers"]:
             if p.storage == "tmpfs":
                 out += space.on_tmpfs(f"{what} on each OrangeFS I/O server", worst["servers"],
                                       "PVFS_TMPFS_SIZE", "4g", "use fewer streams, smaller "
@@ -182,16 +210,32 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                                   "PVFS_SCRATCH_SIZE", "2g", "use fewer streams per client "
                                   "(pfs.client_containers) or smaller regions or files",
                                   copies=cluster_clients(p), role="pfs_clients")
-        if worst["disk"]:
+        if worst["disk"] and not made:
             out.append(space.on_disk(what, worst["disk"], space.docker_root(),
                                      "Docker's data folder", "lower pfs.file_mb",
                                      role="pfs_clients"))
         return out
 
+    def check(self, exp: Experiment[PfsSettings]) -> None:
+        """A disk system under the I/O servers runs on one host only (it is built where the
+        servers run; a cluster spreads them over the pfs_io nodes)."""
+        super().check(exp)
+        if exp.placer.cluster is not None and exp.settings.storage_system() is not None:
+            raise ConfigError(f"{exp.source}: pfs.storage: {self.settings(exp).storage} (the "
+                              "OrangeFS servers on a disk system) does not run on a cluster yet: "
+                              "use storage disk or tmpfs there, or run it without --cluster")
+
     # -- run
     def preflight(self, exp: Experiment[PfsSettings], points: list[Point]) -> None:
-        """The OrangeFS image exists."""
+        """The OrangeFS image exists; the disk system pfs.storage names can be built here
+        (root, tools, named devices)."""
         orangefs.check_image()
+        plans = [m for n in self.settings(exp).io_servers
+                 if (m := stack.storage_plan(exp.settings, n))]
+        try:
+            disks.preflight(plans, exp.placer.disk_host("pfs_io"))
+        except disks.DiskError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
 
     def prepare(self, exp: Experiment[PfsSettings], run_dir: Path) -> PfsPrepared:
         """Per-run state: the run id (file names) and whether the fault fired."""
@@ -201,23 +245,23 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                previous: Deployment[PfsInfo] | None, point: Point) -> Deployment[PfsInfo]:
         """A new cluster of 1 metadata + N I/O servers (the key: deployment_key's io_servers)
         and the clients the test needs."""
-        return stack.deploy(self.settings(exp), cast(int, key), previous)
+        return stack.deploy(exp.placer, exp.settings, cast(int, key), previous)
 
     def finish(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo]) -> list[str]:
         """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
         a new cluster anyway)."""
-        placer.current().down()
+        exp.placer.down()
         return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
 
-    def running(self) -> Deployment[PfsInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[PfsInfo] | None:
         """The OrangeFS cluster, when one is up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo],
                    ) -> dict[str, Any]:
         """The OrangeFS source the image was built from (tarball and sha256)."""
         server = deployment.info.servers[0]
-        done = compose.exec_in(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
+        done = deployment.placer.exec(server, ["cat", "/opt/orangefs/SOURCE"], timeout=30)
         return {"orangefs": done.stdout.strip()}
 
     def run_point(self, ctx: PointContext[PfsSettings, PfsInfo, PfsPrepared]) -> PointResult:
@@ -227,15 +271,17 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         point = PointFactors(ctx.point.id, ctx.point.mode, ctx.point.repetition, f["io_servers"],
                          f["clients"], f["streams"], f["filesystem"], f["buffer"])
         ctx.record["io_servers"] = point.io_servers
+        if ctx.deployment.info.disk:
+            ctx.record["disk_system"] = ctx.deployment.info.disk
         phases = Phases(p, ctx.exp.seed, ctx.prepared.run_id, ctx.deployment, ctx.prepared,
-                        ctx.sampler)
+                        ctx.now)
         row: dict[str, Any] = {}
         try:
             row.update(phases.run(point, row, ctx.dir, ctx.record))
         except PfsError as exc:  # a set-up or checksum step failed
             row["error"] = str(exc)
         finally:
-            ctx.sampler.stop()
+            ctx.close_window()
         error = row.pop("error", None)
         return PointResult(row, window=phases.window, error=error)
 
@@ -271,20 +317,21 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         """The report section of the experiment's test, factors in the file's order."""
         block = resolved.get("pfs") or {}
         spec = families.load(f"pfs-{block.get('test', 'concurrent')}")
-        order = {k: list(block[k]) for k in ("io_servers", "clients", "streams", "filesystems",
-                                             "buffers") if isinstance(block.get(k), list)}
-        if "filesystems" in order:
-            order["filesystem"] = order.pop("filesystems")
-        if "buffers" in order:
-            order["buffer"] = order.pop("buffers")
-        spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+        spec["order"] = families.order(block, {
+            "io_servers": "io_servers", "clients": "clients", "streams": "streams",
+            "filesystem": "filesystems", "buffer": "buffers"})
         return spec
+
+
+def point_storage(system: disks.System, filesystem: str) -> str:
+    """Where a point's file is, in the plan's words, when pfs.storage names a disk system."""
+    return "memory" if filesystem == "tmpfs" else system.name
 
 
 def brief(row: dict) -> str:
     """One progress line of a point."""
-    if row.get("error"):
-        return f"FAILED ({row['error']})"
+    if note := failed(row):
+        return note
     parts = []
     for phase in ("write", "read"):
         if f"{phase}_mb_per_s" in row:

@@ -1,6 +1,6 @@
 """The timed phases of one pfs point on the running cluster: the streams of each client
 container started at one wall-clock instant (pfs-io.sh repeats its transfer until measure_s has
-passed), the CPU of every container read at each phase's start and end, what was read and
+passed, or moves it once with single_pass), the CPU of every container read at each phase's start and end, what was read and
 written checked against checksums, the fault the experiment asks for, the point's files
 removed."""
 
@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -21,8 +22,9 @@ from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
                                          parse_io_line, phase_cpu, sha256)
-from tierbench.placement import compose, orangefs, placer
-from tierbench.placement.orangefs import PfsError, label
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose
+from tierbench.kinds.pfs.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
 START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far ahead
@@ -32,12 +34,15 @@ class Phases:
     """One point's streams, timed phases and checks on the running cluster."""
 
     def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment[PfsInfo],
-                 prepared: PfsPrepared, sampler: Any) -> None:
+                 prepared: PfsPrepared, now: Callable[[], dict[str, Any]]) -> None:
         self.settings, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
         self.servers: list[compose.Container] = deployment.info.servers
         self.clients: list[compose.Container] = deployment.info.clients
-        self.sampler = sampler  # the point's running sampler: its now() reads every counter
+        self.now = now  # every counter read now (PointContext.now)
         self.io_servers = deployment.info.io_servers
+        self.where = deployment.placer  # commands in the containers go through it
+        # the bytes read from the disk system's devices (pfs.storage naming one), else None
+        self.storage_reads = deployment.probes.get("storage")
         self.window: tuple[float, float] | None = None  # first phase start .. last phase end
 
     def _streams(self, point: PointFactors, row: dict) -> list[Stream]:
@@ -83,7 +88,7 @@ class Phases:
         try:
             for phase in phases:
                 if phase == "read" and exp.test == "basic" and exp.drop_caches:
-                    placer.current().drop_caches(self.clients + self.servers)
+                    self.where.drop_caches(self.clients + self.servers)
                 # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
                 active = [dc_replace(s, file=written[s.number]) if s.access == "native"
                           and written.get(s.number) else s for s in streams]
@@ -125,7 +130,7 @@ class Phases:
         timeout = self.settings.job_timeout_s * 3 + 60
         outputs = []
         for s in streams:
-            done = compose.exec_in(s.client, ["sh", "-c", cmd(s)], timeout=timeout)
+            done = self.where.exec(s.client, ["sh", "-c", cmd(s)], timeout=timeout)
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
                 raise PfsError(f"{what} failed in {label(s.client)}: {lines[-1][:300]}")
@@ -135,7 +140,7 @@ class Phases:
     def _run_phase(self, phase: str, streams: list[Stream], sources: dict[int, str],
                    pdir: Path) -> dict:
         exp = self.settings
-        lead = START_DELAY_S + placer.current().exec_lead_s
+        lead = START_DELAY_S + self.where.exec_lead_s
         start = time.time() + lead + 0.02 * len(streams)
         by_client: dict[str, list[Stream]] = {}
         for s in streams:
@@ -143,10 +148,13 @@ class Phases:
         clients_used = [label(self.clients[i]) for i in range(len(self.clients))
                         if self.clients[i].id in by_client]
         servers = [label(c) for c in self.servers]
-        now0 = self.sampler.now()
+        reads0 = self.storage_reads() if self.storage_reads else {}
+        now0 = self.now()
         before = self._cpu(now0)
         host0 = now0["host"]
         timeout = lead + exp.measure_s + 3 * exp.job_timeout_s + 60
+        # pfs-io.sh moves the file at least once: a duration of 0 is a single pass
+        duration = 0 if exp.test == "basic" and exp.single_pass else exp.measure_s
 
         def run_client(group: list[Stream]) -> list[dict]:
             parts = []
@@ -157,12 +165,12 @@ class Phases:
                     local = "/dev/null"
                 file = s.file
                 args = [IO_SCRIPT, phase, s.access, file, s.offset, s.nbytes, s.buffer,
-                        f"{start:.6f}", exp.measure_s, local]
+                        f"{start:.6f}", duration, local]
                 parts.append(f"(sh {' '.join(shlex.quote(str(a)) for a in args)} "
                              f"| sed 's/^/stream={s.number} /') &")
             script = " ".join(parts) + " wait"
             try:
-                done = compose.exec_in(group[0].client, ["sh", "-c", script], timeout=timeout)
+                done = self.where.exec(group[0].client, ["sh", "-c", script], timeout=timeout)
                 text = done.stdout + done.stderr
             except subprocess.TimeoutExpired:
                 text = ""
@@ -181,10 +189,12 @@ class Phases:
             results = [r for rs in pool.map(run_client, by_client.values()) for r in rs]
         if fault:
             fault.join()
-        now1 = self.sampler.now()
+        now1 = self.now()
         after = self._cpu(now1, before)
         host1 = now1["host"]
+        reads1 = self.storage_reads() if self.storage_reads else {}
         figures = aggregate(results, start)
+        figures["storage_read_mb"] = storage_read_mb(reads0, reads1)
         end = max((r["end"] for r in results if r.get("end")), default=start)
         self.window = (min(self.window[0], start), max(self.window[1], end)) if self.window \
             else (start, end)
@@ -221,7 +231,7 @@ class Phases:
         def stop() -> None:
             time.sleep(max(0.0, start + fault["after_s"] - time.time()))
             log(f"tierbench: fault: stopping {fault['stop']} as the experiment asks")
-            placer.current().stop(target, 5)
+            self.where.stop(target, 5)
 
         thread = threading.Thread(target=stop, name="fault", daemon=True)
         thread.start()
@@ -262,11 +272,20 @@ class Phases:
         paths = sorted({s.file for s in streams})
         script = " ".join(f"rm -f {shlex.quote(p)} {shlex.quote(p)}.*;" for p in paths)
         # rm on the mount would hang for the job timeout
-        if orangefs.stopped_servers(self.io_servers, placer.current().replicas()):
+        if orangefs.stopped_servers(self.io_servers, self.where.replicas()):
             script = ""
         script += " rm -f /scratch/io-* /scratch/check-*"
         for c in {s.client.id: s.client for s in streams}.values():
             try:
-                compose.exec_in(c, ["sh", "-c", script], timeout=self.settings.job_timeout_s * 2 + 10)
+                self.where.exec(c, ["sh", "-c", script],
+                                timeout=self.settings.job_timeout_s * 2 + 10)
             except subprocess.TimeoutExpired:
                 log(f"tierbench: removing the files of the point in {label(c)} timed out")
+
+
+def storage_read_mb(before: dict[str, int], after: dict[str, int]) -> float:
+    """MB (10^6 bytes) the disk system's devices read between two readings of the storage
+    probe; NaN without a disk system or where the counters could not be read."""
+    if "read_bytes" not in before or "read_bytes" not in after:
+        return float("nan")
+    return (after["read_bytes"] - before["read_bytes"]) / 1e6

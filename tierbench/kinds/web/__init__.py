@@ -15,7 +15,3 @@ plan's lines), ``sizes`` (what a run writes where), ``prepare`` (the run's trace
 ``appdb`` (the application and database tiers), ``webdisks`` (disk systems under the docroot),
 ``results`` (summary columns and progress lines) and ``report`` (the report section).
 """
-
-from tierbench.kinds.web.kind import WebKind
-
-__all__ = ["WebKind"]

@@ -3,24 +3,20 @@ uses them: the database's own counters read every second, the write check, the s
 memory the seeded data set takes, the server settings for the manifest, and a stopped tier
 started again.
 
-PostgreSQL's counters come from pg_stat_database (row `tierbench`), read through one psql
-session that stays open in the db container and is connected to the `postgres` database, so
-that reading them costs one query a second and adds no transaction to the counted database.
-PostgreSQL 15 publishes a busy backend's counters at most once a second, so figures over a
-window of a few seconds can lag by up to a second at each end; what a backend counted in its
-last second before going idle is published only after it has been idle for 10 s
-(PGSTAT_IDLE_INTERVAL), so before each point the web kind waits until the application tier's
-sessions have been idle that long (`wait_for_published_counters`): otherwise the previous
-point's last second would be counted in the next point's window (measured: 77-167 transactions
-a second in static points that followed dynamic ones). Before that wait, the application tier
-must serve no request of the previous point any more (`wait_until_app_idle`): after the
-database was stopped and started again, a request the load generator had given up on can
-connect to the new server and insert its row seconds later, after the writes table was
-emptied for the next point (a CI run counted 4 rows more than the write check allows in
-the point after a database restart).
+The database's counters come from pg_stat_statements (the statements of the application's role
+`tierbench` in the database `tierbench`), read through one psql session that stays open in the
+db container and is connected to the `postgres` database, so that reading them costs one query a
+second and is not counted. A statement's calls, rows and blocks are added to shared memory when
+it ends, so the counters are exact at the end of each query (pg_stat_database, which a busy
+backend publishes at most once a second and an idle one 10 s late, is not). Before the load the
+web kind reads them once the application tier serves no request of the previous point
+(`wait_until_app_idle`): after the database was stopped and started again, a request the load
+generator had given up on can connect to the new server and insert its row seconds later, after
+the writes table was emptied for the next point (a CI run counted 4 rows more than the write
+check allows in the point after a database restart); after the load, once it is idle again.
 
-Every command reaches the containers through their node's Docker engine (`docker --context
-NODE` on a cluster: compose.docker_cmd), so the tiers run on this host or on cluster nodes.
+Every command reaches the containers through the placer (`docker --context NODE` on a
+cluster: its node's transport), so the tiers run on this host or on cluster nodes.
 """
 
 from __future__ import annotations
@@ -33,12 +29,22 @@ import time
 from typing import Any
 
 from tierbench.placement import compose, space
+from tierbench.placement.placer import Placer
 
 DATABASE = "tierbench"
-STAT_FIELDS = ("xact_commit", "xact_rollback", "tup_returned", "tup_fetched", "tup_inserted",
-               "tup_updated", "tup_deleted", "blks_read", "blks_hit")
-STATS_QUERY = (f"SELECT {', '.join(STAT_FIELDS)} FROM pg_stat_database "
-               f"WHERE datname = '{DATABASE}';\n")
+ROLE = "tierbench"  # the application tier's role (images/db/db-start.sh)
+# Summed over the application role's statements in the tierbench database: every statement
+# (dyn.php sends no BEGIN: each is a transaction of its own), rows SELECTs returned, rows
+# INSERT, UPDATE and DELETE changed, shared blocks read from storage.
+STAT_FIELDS = ("statements", "rows_read", "rows_written", "blocks_read")
+STATS_QUERY = ("SELECT coalesce(sum(s.calls), 0), "
+               "coalesce(sum(s.rows) FILTER (WHERE s.query ~* '^\\s*select\\M'), 0), "
+               "coalesce(sum(s.rows) FILTER (WHERE s.query ~* "
+               "'^\\s*(insert|update|delete)\\M'), 0), "
+               "coalesce(sum(s.shared_blks_read), 0) "
+               "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+               f"JOIN pg_roles r ON r.oid = s.userid WHERE d.datname = '{DATABASE}' "
+               f"AND r.rolname = '{ROLE}';\n")
 # What PostgreSQL runs with (read back from the server, for the manifest).
 SETTINGS = ("server_version", "shared_buffers", "max_connections", "synchronous_commit",
             "fsync", "wal_level", "max_wal_size", "work_mem", "effective_cache_size",
@@ -49,29 +55,22 @@ ROW_OVERHEAD = 100  # tuple header, line pointer, varlena header, primary-key in
 HEALTHY_WAIT_S = 120.0
 
 
-def psql_argv(container: compose.Container, database: str, *, interactive: bool = False
-              ) -> list[str]:
-    """docker exec of psql in the db container (on its node) as the postgres user (peer
-    authentication on the local socket): unaligned, tuples only, no .psqlrc."""
-    return [*compose.docker_cmd(container), "exec", *(["-i"] if interactive else []),
-            "-u", "postgres", container.id, "psql", "-X", "-q", "-A", "-t", "-d", database]
+def psql_argv(database: str) -> list[str]:
+    """psql, run in the db container as the postgres user (peer authentication on the local
+    socket): unaligned, tuples only, no .psqlrc."""
+    return ["psql", "-X", "-q", "-A", "-t", "-d", database]
 
 
-def sql(container: compose.Container, statement: str, timeout: float = 60) -> str | None:
+def sql(where: Placer, container: compose.Container, statement: str,
+        timeout: float = 60) -> str | None:
     """One statement in the tierbench database; its output, or None when the database does
     not answer."""
     try:
-        done = subprocess.run([*psql_argv(container, DATABASE), "-c", statement],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        done = where.exec(container, [*psql_argv(DATABASE), "-c", statement], user="postgres",
+                          timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-IDLE_PUBLISH_S = 10.5  # PostgreSQL 15's PGSTAT_IDLE_INTERVAL (10 s) and a margin
-SESSIONS_IDLE_QUERY = ("SELECT coalesce(min(extract(epoch FROM now() - state_change)), -1) "
-                       f"FROM pg_stat_activity WHERE datname = '{DATABASE}' AND state = 'idle' "
-                       "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
 
 
 APP_PORT = 9000  # PHP-FPM's FastCGI port (images/app/conf/pool.conf)
@@ -97,7 +96,7 @@ def requests_in(proc_net_tcp: str, port: int = APP_PORT) -> int:
     return count
 
 
-def wait_until_app_idle(app: compose.Container,
+def wait_until_app_idle(where: Placer, app: compose.Container,
                         limit_s: float = APP_IDLE_WAIT_S) -> tuple[int, float]:
     """Wait until the application tier serves no request (none at two readings 0.5 s apart),
     at most `limit_s`: requests of the previous point may still be in it (after a database
@@ -110,8 +109,8 @@ def wait_until_app_idle(app: compose.Container,
     idle_readings, busy = 0, -1
     while True:
         try:  # /proc/net/tcp6 is missing where IPv6 is off: cat fails, tcp is still read
-            out = compose.exec_in(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
-                                  timeout=30).stdout
+            out = where.exec(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
+                             timeout=30).stdout
             busy = requests_in(out) if "local_address" in out else -1
         except subprocess.TimeoutExpired:
             busy = -1
@@ -121,34 +120,17 @@ def wait_until_app_idle(app: compose.Container,
         time.sleep(0.5)
 
 
-def publish_wait(idle_s: float) -> float:
-    """Seconds to wait until sessions idle for `idle_s` (the least idle one; < 0: none) have
-    published their counters."""
-    return 0.0 if idle_s < 0 else max(0.0, IDLE_PUBLISH_S - idle_s)
-
-
-def wait_for_published_counters(db: compose.Container) -> float:
-    """Wait until every idle session of the application tier has published its counters (the
-    module docstring); the seconds waited (0 when the database does not answer)."""
-    answer = sql(db, SESSIONS_IDLE_QUERY, 30)
-    try:
-        wait = publish_wait(float(answer)) if answer is not None else 0.0
-    except ValueError:
-        wait = 0.0
-    time.sleep(wait)
-    return wait
-
-
 class PgStats:
-    """pg_stat_database's counters of the tierbench database as a sampler probe: read()
+    """The application role's pg_stat_statements counters (STAT_FIELDS) as a sampler probe: read()
     returns them ({} when the database does not answer within `timeout`), through one psql
     session kept open in the db container and started again after a failure. A new session's
     first answer may take up to `open_timeout` (on a cluster, `docker --context` opens an SSH
     connection to the node first)."""
 
-    def __init__(self, container: compose.Container, timeout: float = 0.8,
+    def __init__(self, where: Placer, container: compose.Container, timeout: float = 0.8,
                  open_timeout: float = 10.0) -> None:
         self.container, self.timeout, self.open_timeout = container, timeout, open_timeout
+        self.where = where
         self.proc: subprocess.Popen | None = None
         self.buffer = b""
         self.answered = False  # whether the open session has answered once
@@ -196,9 +178,10 @@ class PgStats:
         """Start the psql session (its own session: a Ctrl-C reaches tierbench, not psql)."""
         self.close()
         self.buffer, self.answered = b"", False
-        self.proc = subprocess.Popen(psql_argv(self.container, "postgres", interactive=True),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = self.where.popen(self.container, psql_argv("postgres"), user="postgres",
+                                     interactive=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
 
     def line(self, timeout: float) -> str:
         """The next line psql prints, within `timeout` seconds."""
@@ -228,23 +211,40 @@ class PgStats:
             self.proc = None
 
 
+def counted_between(a: dict[str, int], b: dict[str, int]) -> dict[str, int] | None:
+    """What the database counted between two readings of the probe; None when either is
+    missing (the database did not answer) or the counters went down (it was started again:
+    pg_stat_statements starts from zero, images/db/db-start.sh)."""
+    if not a or not b or any(name not in a or name not in b for name in STAT_FIELDS):
+        return None
+    delta = {name: b[name] - a[name] for name in STAT_FIELDS}
+    return None if any(v < 0 for v in delta.values()) else delta
+
+
 def db_figures(first: dict, last: dict) -> dict[str, float]:
-    """The database's figures between two samples: transactions per second, rows read and
-    written, blocks read from storage; {} when either sample lacks the counters (the database
-    was down)."""
-    a = (first.get("probes") or {}).get("db") or {}
-    b = (last.get("probes") or {}).get("db") or {}
+    """The database's figures between two samples: transactions (statements) per second,
+    rows read and written, blocks read from storage; {} when the database did not answer at
+    either sample or was started again between them."""
     span = last["t"] - first["t"]
-    if not a or not b or span <= 0:
+    delta = counted_between((first.get("probes") or {}).get("db") or {},
+                            (last.get("probes") or {}).get("db") or {})
+    if delta is None or span <= 0:
         return {}
+    return {"db_tps": delta["statements"] / span, "db_rows_read": delta["rows_read"],
+            "db_rows_written": delta["rows_written"], "db_blocks_read": delta["blocks_read"]}
 
-    def delta(*names: str) -> int:
-        return sum(b[n] - a[n] for n in names)
 
-    return {"db_tps": delta("xact_commit", "xact_rollback") / span,
-            "db_rows_read": delta("tup_returned"),
-            "db_rows_written": delta("tup_inserted", "tup_updated", "tup_deleted"),
-            "db_blocks_read": delta("blks_read")}
+def per_dynamic_request(before: dict[str, int], after: dict[str, int],
+                        answered: int) -> dict[str, float]:
+    """Rows read and statements per dynamic request answered, over a whole load: the counters
+    read before it and after it (each exact: nothing of the application tier running) against
+    the dynamic requests the load generator had answered; {} without both readings or without
+    an answered request."""
+    delta = counted_between(before, after)
+    if delta is None or answered <= 0:
+        return {}
+    return {"db_rows_read_per_dyn": delta["rows_read"] / answered,
+            "db_statements_per_dyn": delta["statements"] / answered}
 
 
 def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> str:
@@ -264,37 +264,37 @@ def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> st
     return "ok"
 
 
-def empty_writes(db: compose.Container) -> bool:
+def empty_writes(where: Placer, db: compose.Container) -> bool:
     """Empty the writes table before a point (its rows are counted after it)."""
-    return sql(db, "TRUNCATE writes") is not None
+    return sql(where, db, "TRUNCATE writes") is not None
 
 
-def rows_written(db: compose.Container, settle_s: float = 5.0) -> int | None:
+def rows_written(where: Placer, db: compose.Container, settle_s: float = 5.0) -> int | None:
     """Rows in the writes table once no query of the application tier is running any more
     (at most `settle_s` of waiting); None when the database does not answer."""
     deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline:
-        busy = sql(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+        busy = sql(where, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
                        f"'{DATABASE}' AND state = 'active' AND pid <> pg_backend_pid()", 30)
         if busy is None:
             return None
         if busy == "0":
             break
         time.sleep(0.2)
-    count = sql(db, "SELECT count(*) FROM writes")
+    count = sql(where, db, "SELECT count(*) FROM writes")
     return int(count) if count is not None and count.isdigit() else None
 
 
-def server_settings(db: compose.Container) -> dict[str, Any]:
+def server_settings(where: Placer, db: compose.Container) -> dict[str, Any]:
     """PostgreSQL's settings as the server reports them, and the seeded data set."""
     names = ", ".join(f"'{n}'" for n in SETTINGS)
     out: dict[str, Any] = {}
-    text = sql(db, f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
+    text = sql(where, db, f"SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
                    f"({names}) ORDER BY name")
     for line in (text or "").splitlines():
         name, _, value = line.partition("|")
         out[name] = value
-    seed = sql(db, "SELECT rows, row_bytes, seed, pg_total_relation_size('items') "
+    seed = sql(where, db, "SELECT rows, row_bytes, seed, pg_total_relation_size('items') "
                    "FROM seed_info")
     if seed:
         rows, row_bytes, seed_, size = seed.split("|")
@@ -320,15 +320,10 @@ def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[spa
                             "lower stack.db.shared_buffers", role="db")]
 
 
-def start_again(container: compose.Container) -> None:
+def start_again(where: Placer, container: compose.Container) -> None:
     """Start a stopped container of the stack again (on its node) and wait until it is
     healthy."""
-    docker = compose.docker_cmd(container)
-    try:
-        done = subprocess.run([*docker, "start", container.id], capture_output=True, text=True,
-                              timeout=120, check=False)
-    except subprocess.TimeoutExpired:
-        done = subprocess.CompletedProcess([], 1, "", "docker start did not finish in 120 s")
+    done = where.start(container, timeout=120)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["it is gone"])[-1]
         raise compose.StackError(f"the {container.service} tier's container {container.name} "
@@ -336,15 +331,12 @@ def start_again(container: compose.Container) -> None:
                                  "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
     while time.monotonic() < deadline:
-        try:
-            health = subprocess.run([*docker, "inspect", "-f", "{{.State.Health.Status}}",
-                                     container.id], capture_output=True, text=True,
-                                    timeout=30, check=False).stdout.strip()
-        except subprocess.TimeoutExpired:
-            health = ""
+        health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
+                              container.id, timeout=30).stdout.strip()
         if health == "healthy":
             return
         time.sleep(1)
     raise compose.StackError(f"the {container.service} tier did not become healthy within "
                              f"{HEALTHY_WAIT_S:.0f} s of starting again: see "
-                             f"`{' '.join(docker)} logs {container.name}`")
+                             f"`{' '.join(where.transport(container).docker('logs'))} "
+                             f"{container.name}`")

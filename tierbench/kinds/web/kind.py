@@ -12,12 +12,14 @@ from typing import Any
 from tierbench.config.errors import ConfigError
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult)
-from tierbench.kinds.web import plan, report, results, sequence, sizes, stack, webdisks
+from tierbench.kinds.web import (plan, report, results, sequence, services, sizes, stack,
+                                 webdisks)
 from tierbench.kinds.web.stack import GENERATOR, TIERS, WebInfo
 from tierbench.kinds.web.load import stop
 from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
                                           trace_dicts)
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
+from tierbench.kinds.web.roles import ROLES
 from tierbench.placement import compose, disks, placer, space
 
 
@@ -29,6 +31,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     model = WebSettings
     scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
     tiers = TIERS
+    declared_roles = ROLES
     roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
 
@@ -37,7 +40,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         """A real device the experiment names must exist (sizes and use: at preflight; a
         cluster node's devices are checked there at preflight)."""
         s = exp.settings
-        if placer.current().cluster is not None:
+        if exp.placer.cluster is not None:
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
@@ -48,13 +51,14 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
         load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
         system is built on the node of the web server it serves. Refused in one sentence: several
-        web servers over disk systems on more than one node, and several web servers over
-        OrangeFS (only web mounts it)."""
+        web servers over disk systems on more than one node, several web servers over
+        OrangeFS (only web mounts it), several web servers with dynamic requests (their
+        application servers) and several proxies (stack.proxies): one host only for now."""
         s = exp.settings
         known = webdisks.names(s.disk_systems)
         on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
         servers = s.stack.web_servers or (3 if s.stack.placement else 1)
-        cluster = placer.current().cluster
+        cluster = exp.placer.cluster
         web_nodes = cluster.nodes_for("web") if cluster is not None else []
         if servers > 1 and (on_disks or s.stack.placement) and len(web_nodes) > 1:
             what = (f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
@@ -68,6 +72,18 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
                               "docroot on OrangeFS does not run on a cluster yet (only web "
                               "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
                               "--cluster")
+        if cluster is not None and servers > 1 and has_dynamic(s):
+            raise ConfigError(f"{exp.source}: stack.web_servers: {servers} with dynamic "
+                              "requests does not run on a cluster yet (each web server's own "
+                              "application server, app2 and app3, has no host-networking "
+                              "overlay): use one web server there, or run it without --cluster")
+        proxies = s.stack.proxies or 1
+        if cluster is not None and proxies > 1:
+            # the proxy role names one node, and proxy2.. (written from the stack's resolved
+            # proxy on this host: services.proxies_overlay) have no host-networking overlay yet
+            raise ConfigError(f"{exp.source}: stack.proxies: {proxies} does not run on a "
+                              "cluster yet (one proxy per cluster, on the proxy role's node): "
+                              "remove stack.proxies for --cluster, or run it without --cluster")
         if cluster is not None and known.get(str(s.stack.pvfs_storage)) is not None:
             raise ConfigError(f"{exp.source}: stack.pvfs_storage: {s.stack.pvfs_storage} (the "
                               "OrangeFS servers on a disk system) does not run on a cluster yet "
@@ -75,7 +91,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
                               "or tmpfs there, or run it without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
-            roles += list(compose.APP_TIERS)
+            roles += list(services.APP_TIERS)
         if s.load.workers:
             roles.append("loadgen_workers")
         if any(d.startswith("orangefs") for d in s.stack.docroot):
@@ -86,7 +102,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         """The resolved experiment (manifest and experiment.yml)."""
         s = exp.settings
         ld = s.load
-        systems = used_systems(s)
+        systems = used_systems(s, exp.placer)
         return {
             "name": exp.name,
             "kind": self.name,
@@ -162,17 +178,17 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         asked there)."""
         s = exp.settings
         known = webdisks.names(s.disk_systems)
-        bases = [compose.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
-        compose.ensure_images([name for base in bases for name in compose.stack_images(
+        bases = [services.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
+        services.ensure_images([name for base in bases for name in services.stack_images(
             s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = sizes.disk_plans(exp)
         try:
-            disks.preflight(plans, webdisks.host_of_web())
+            disks.preflight(plans, webdisks.host_of_web(exp.placer))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
-        if s.load.remote_workers and placer.current().cluster is None:
-            problem = compose.master_bind_problem({**compose.dotenv(), **os.environ})
+        if s.load.remote_workers and exp.placer.cluster is None:
+            problem = services.master_bind_problem({**compose.dotenv(), **os.environ})
             if problem:
                 raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 
@@ -183,20 +199,20 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     def deploy(self, exp: Experiment[WebSettings], key: Hashable, prepared: WebPrepared,
                previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
         """The stack up with the key's settings (kinds.web.stack)."""
-        return stack.deploy(exp.settings, exp.seed, key, prepared, previous, point)
+        return stack.deploy(exp.placer, exp.settings, exp.seed, key, prepared, previous, point)
 
     def finish(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo]) -> list[str]:
         """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever
         connects (any other stack stays up for the next run)."""
         docroot = deployment.info.stack.record.get("docroot", "disk")
-        if compose.docroot_parts(str(docroot))[0] != "orangefs":
+        if services.docroot_parts(str(docroot))[0] != "orangefs":
             return []
-        placer.current().down()
+        exp.placer.down()
         return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
 
-    def running(self) -> Deployment[WebInfo] | None:
+    def running(self, where: placer.Placer) -> Deployment[WebInfo] | None:
         """The stack's tiers, when its services are up."""
-        return stack.running()
+        return stack.running(where)
 
     def provenance(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo],
                    ) -> dict[str, Any]:
@@ -229,11 +245,11 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         """How the progress line names a point."""
         return results.point_title(exp, point)
 
-    def clean(self) -> list[str]:
+    def clean(self, where: placer.Placer) -> list[str]:
         """Stop a load generator a crashed run left running."""
-        running = placer.current().containers()
+        running = where.containers()
         if GENERATOR in running:
-            stop(running[GENERATOR])
+            stop(where, running[GENERATOR])
             return ["stopped any load generator still running in the loadgen container"]
         return []
 
@@ -246,7 +262,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         return report.report_spec(resolved)
 
 
-def used_systems(settings: WebSettings) -> dict[str, Any]:
+def used_systems(settings: WebSettings, where: placer.Placer) -> dict[str, Any]:
     """The disk systems the experiment's docroots name, as the manifest records them
     (emulated or real; bandwidths; how RAID-0 is made on this host)."""
     known = webdisks.names(settings.disk_systems)
@@ -259,5 +275,5 @@ def used_systems(settings: WebSettings) -> dict[str, Any]:
                 "devices": list(system.paths) or system.devices,
                 "read_mb_s": system.read_bps / 1e6 if system.read_bps else None,
                 "write_mb_s": system.write_bps / 1e6 if system.write_bps else None,
-                "raid0": disks.raid_words(webdisks.host_of_web()) if system.raid0 else None}
+                "raid0": disks.raid_words(webdisks.host_of_web(where)) if system.raid0 else None}
     return out

@@ -10,11 +10,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import results_root
 from tierbench.kinds.web import webmetrics
-from tierbench.placement.compose import Container, docker_cmd, parse_cpuset
+from tierbench.placement.compose import Container, parse_cpuset
+from tierbench.placement.placer import LocalPlacer, Placer
 from workloads import target as target_guard
 
 TARGET = "http://proxy"
@@ -39,6 +41,9 @@ class LoadSpec:
     think: dict | None = None
     rate: float | None = None
     target: str = TARGET
+    # stack.proxies: N: every proxy's URL (target's first); each client is bound to one of them,
+    # round robin (wrk: each thread, its connections with it; Locust: each user). Empty: target.
+    targets: tuple[str, ...] = ()
     allow_foreign_target: bool = False
     workers: int = 0  # Locust worker containers on this host (each runs `processes` processes)
     remote_workers: int = 0  # Locust worker processes on other nodes, started by their users
@@ -53,6 +58,8 @@ class LoadSpec:
     # and measure_s is only its time limit. None: a timed window of measure_s.
     requests_per_client: int | None = None
     dynamic: bool = False  # the trace has dynamic requests: wrk counts their answers by kind
+    # where the loadgen runs: the engines' commands go through it (docker exec here or on a node)
+    where: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
 
 
 @dataclass
@@ -106,7 +113,13 @@ def check_spec(spec: LoadSpec) -> None:
         if spec.rate:
             raise LoadgenError("requests_per_client needs closed-loop clients: an open-loop run "
                                "(rate) sends at a fixed rate for a fixed time")
-    check_target(spec.target, spec.allow_foreign_target, spec.own)
+    proxies = len(spec.targets)
+    if spec.engine == "wrk" and proxies > 1 and spec.users > proxies and spec.users % proxies:
+        raise LoadgenError(f"users: engine wrk binds each thread to one of the {proxies} "
+                           f"proxies, so users above {proxies} must be a multiple of {proxies}, "
+                           f"got {spec.users}")
+    for target in (spec.target, *spec.targets):
+        check_target(target, spec.allow_foreign_target, spec.own)
 
 
 def container_path(path: Path) -> str:
@@ -126,42 +139,40 @@ def cpuset_cores(loadgen: Container) -> int:
         return os.cpu_count() or 1
 
 
-def exec_argv(argv: list[str], env: dict[str, str], container: Container) -> list[str]:
-    """`docker exec` of argv in a container as the invoking user, with env."""
-    cmd = [*docker_cmd(container), "exec"]
-    for key, value in env.items():
-        cmd += ["-e", f"{key}={value}"]
-    return cmd + ["-u", user(), container.id, *argv]
+def start_engine(where: Placer, argv: list[str], env: dict[str, str], container: Container,
+                 log: Any) -> subprocess.Popen:
+    """argv started in a container as the invoking user, with env, its output to ``log``; in
+    its own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop())."""
+    return where.popen(container, argv, env=env, user=user(), stdout=log,
+                       stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-          timeout: float, what: str, also: Sequence[Container] = (),
-          fetch: Callable[[], None] | None = None) -> int:
+def exec_engine(where: Placer, argv: list[str], env: dict[str, str], loadgen: Container,
+                log_path: Path, timeout: float, what: str, also: Sequence[Container] = (),
+                fetch: Callable[[], None] | None = None) -> int:
     """docker exec argv in the loadgen container, output to log_path; stops it on any exit
     (and any engine in the `also` containers); then ``fetch`` brings back what it wrote."""
-    code = _exec_engine(argv, env, loadgen, log_path, timeout, what, also)
+    code = _exec_engine(where, argv, env, loadgen, log_path, timeout, what, also)
     if fetch is not None:
         fetch()
     return code
 
 
-def _exec_engine(argv: list[str], env: dict[str, str], loadgen: Container, log_path: Path,
-                 timeout: float, what: str, also: Sequence[Container] = ()) -> int:
+def _exec_engine(where: Placer, argv: list[str], env: dict[str, str], loadgen: Container,
+                 log_path: Path, timeout: float, what: str, also: Sequence[Container] = ()) -> int:
     with log_path.open("w") as log:
-        # Own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop()).
-        proc = subprocess.Popen(exec_argv(argv, env, loadgen), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = start_engine(where, argv, env, loadgen, log)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             for c in (loadgen, *also):
-                stop(c)
+                stop(where, c)
             proc.kill()
             raise LoadgenError(f"{what} did not finish within {timeout:.0f} s; "
                                f"see {log_path}") from None
         except BaseException:
             for c in (loadgen, *also):
-                stop(c)
+                stop(where, c)
             proc.kill()
             raise
 
@@ -253,38 +264,33 @@ def served_between(result: LoadResult, lo: float, hi: float) -> float:
     return counted * agg.get("ok_share", 1.0)
 
 
-def stop(loadgen: Container, wait_s: float = 15) -> None:
+def stop(where: Placer, loadgen: Container, wait_s: float = 15) -> None:
     """Stop any Locust or wrk run in the loadgen container and wait until it has exited."""
     patterns = ("bin/locust -f", "wrk -t")
 
     def running() -> bool:
         for pattern in patterns:
-            done = subprocess.run([*docker_cmd(loadgen), "exec", "-u", user(), loadgen.id,
-                                   "pgrep", "-f", pattern], capture_output=True, timeout=30,
-                                  check=False)
+            done = where.exec(loadgen, ["pgrep", "-f", pattern], user=user(), timeout=30)
             if done.returncode == 0:
                 return True
         return False
 
     # Same uid as the run: the container has no CAP_KILL to signal another user's process.
     for pattern in patterns:
-        subprocess.run([*docker_cmd(loadgen), "exec", "-u", user(), loadgen.id, "pkill",
-                        "-TERM", "-f", pattern], capture_output=True, timeout=30, check=False)
+        where.exec(loadgen, ["pkill", "-TERM", "-f", pattern], user=user(), timeout=30)
     deadline = time.monotonic() + wait_s
     while running() and time.monotonic() < deadline:
         time.sleep(0.5)
 
 
-def version(loadgen: Container) -> str:
+def version(where: Placer, loadgen: Container) -> str:
     """Locust's version as the image reports it."""
-    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "locust", "--version"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = where.exec(loadgen, ["locust", "--version"], timeout=60)
     return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "unknown"
 
 
-def wrk_version(loadgen: Container) -> str:
+def wrk_version(where: Placer, loadgen: Container) -> str:
     """wrk's version as the image reports it (first line of `wrk -v`)."""
-    done = subprocess.run([*docker_cmd(loadgen), "exec", loadgen.id, "wrk", "-v"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = where.exec(loadgen, ["wrk", "-v"], timeout=60)
     text = (done.stdout or done.stderr).strip().splitlines()
     return text[0] if text and text[0].startswith("wrk") else "unknown"

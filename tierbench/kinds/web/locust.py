@@ -16,7 +16,7 @@ from tierbench.config.files import ROOT
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, check_clients_finished,
                                       container_path, count_env, count_extra, cpuset_cores,
-                                      exec_argv, exec_engine, log_tail, stop)
+                                      exec_engine, log_tail, start_engine, stop)
 from tierbench.placement.compose import TAG, Container, parse_cpuset
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
@@ -45,11 +45,13 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
         env["RATE"] = str(spec.rate)
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = "1"  # --processes workers check the target themselves
+    if spec.targets:  # several proxies: each user bound to one, by its client number
+        env["TARGETS"] = ",".join(spec.targets)
     env.update(count_env(spec, point_dir))
     duration = spec.warmup_s + spec.measure_s
     log = point_dir / "locust.log"
     started = time.time()
-    code = exec_engine(locust_argv(spec, point_dir, duration), env, loadgen, log,
+    code = exec_engine(spec.where, locust_argv(spec, point_dir, duration), env, loadgen, log,
                        duration + 60, "Locust", fetch=spec.fetch)
     requests = webmetrics.convert_request_logs(point_dir)
     if code != 0 or requests is None:
@@ -164,6 +166,8 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
         env.update({"THINK_KIND": spec.think["kind"], "THINK_MS": str(spec.think["mean_ms"])})
     if spec.rate:
         env["RATE"] = str(spec.rate)
+    if spec.targets:  # sent to the workers with the settings (tb_setup)
+        env["TARGETS"] = ",".join(spec.targets)
     if spec.remote_workers or spec.master != MASTER_HOST:
         # workers on other nodes (remote ones, or a cluster's loadgen_workers nodes, which reach
         # the master at its node) cannot open the trace file
@@ -180,12 +184,11 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
     try:
         for n, w in enumerate(workers, 1):
             worker_log = (point_dir / f"locust-worker-{n}.log").open("w")
-            procs.append(subprocess.Popen(
-                exec_argv(worker_argv(spec.master, spec.processes), worker_env, w),
-                stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(start_engine(spec.where, worker_argv(spec.master, spec.processes),
+                                      worker_env, w, worker_log))
             worker_log.close()
         log = point_dir / "locust.log"
-        code = exec_engine(master_argv(spec, point_dir, duration), env, loadgen, log,
+        code = exec_engine(spec.where, master_argv(spec, point_dir, duration), env, loadgen, log,
                      spec.worker_wait_s + duration + FLUSH_TIMEOUT_S + 60, "Locust master",
                      also=workers, fetch=spec.fetch)
         for p in procs:
@@ -196,7 +199,7 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
     finally:
         if any(p.poll() is None for p in procs):
             for w in workers:
-                stop(w)
+                stop(spec.where, w)
         for p in procs:
             if p.poll() is None:
                 p.kill()

@@ -47,7 +47,24 @@ def placement_line(exp: Experiment[WebSettings], point: Point, first: bool) -> s
     record = stack_for(exp, point.mode, point["docroot"], point.factors.get("placement"))
     s = exp.settings
     return (f"  -- stack: {StackSettings(record).text()}" + ("" if first else " (restart)")
-            + webdisks.label(record, webdisks.names(s.disk_systems)))
+            + webdisks.label(record, webdisks.names(s.disk_systems),
+                             webdisks.host_of_web(exp.placer))
+            + topology(record, s))
+
+
+def topology(record: dict, s: WebSettings) -> str:
+    """The tiers' servers, with several proxies (stack.proxies): how many of each, and how the
+    clients reach the proxies ('' with one proxy: the plans of experiments without it as
+    before)."""
+    stack = StackSettings(record)
+    if stack.proxies == 1:
+        return ""
+    bound = "each wrk thread" if s.engine == "wrk" else "each Locust user"
+    webs = stack.web_servers
+    apps = (f" -> {webs} application server{'s' if webs > 1 else ''} -> 1 database"
+            if stack.app_db else "")
+    return (f" [topology: {stack.proxies} proxies ({bound} bound to one, round robin) -> "
+            f"{webs} web server{'s' if webs > 1 else ''}{apps}]")
 
 
 def point_line(exp: Experiment[WebSettings], point: Point) -> str:

@@ -26,7 +26,8 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
              "users": listed((resolved.get("load") or {}).get("users")),
              "docroot": listed((resolved.get("stack") or {}).get("docroot")),
              "placement": listed((resolved.get("stack") or {}).get("placement"))}
-    spec["order"] = {k: v for k, v in order.items() if len(v) > 1}
+    # the family's own order (e.g. static content before dynamic) for what the file does not list
+    spec["order"] = {**spec.get("order", {}), **{k: v for k, v in order.items() if len(v) > 1}}
     return spec
 
 
@@ -34,4 +35,5 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
 # write check on traces without writes, the query of a static trace, the database's counters
 # of a point during which it was down.
 APP_DB_OPTIONAL = ["query", "writes_ok", "rows_written", "write_check", "db_tps", "db_rows_read",
-                   "db_rows_written", "db_blocks_read"]
+                   "db_rows_written", "db_blocks_read", "db_rows_read_per_dyn",
+                   "db_statements_per_dyn"]

@@ -14,6 +14,7 @@ from tierbench.modes.model import Mode
 from workloads import traces as tracelib
 
 APP_DB_COLUMNS = ["dyn_tps", "db_tps", "db_rows_read", "db_rows_written", "db_blocks_read",
+                  "db_rows_read_per_dyn", "db_statements_per_dyn",
                   "writes_ok", "rows_written", "write_check"]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines
+from tierbench.kinds.web import engines, services
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
 from tierbench.kinds.web.prepare import WebPrepared
@@ -16,8 +16,6 @@ from tierbench.kinds.web.settings import WebSettings
 from tierbench.kinds.web.stack import WebInfo
 from tierbench.kinds.web.steps import Measured
 from tierbench.measure.counters import MeasureError, window
-from tierbench.measure.sampler import marks_at
-from tierbench.placement import placer
 from workloads import traces as tracelib
 
 
@@ -28,28 +26,35 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
     """The load of the point: the experiment's, with the point's users, the target as the load
     generator reaches it (recorded when it differs) and its files fetched back from its node."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
-    where = placer.current()
+    where = dep.placer
     loadgen = dep.containers[GENERATOR]
     target = where.url(s.target)
     if target != s.target:
         ctx.record["target"] = target
+    # several proxies (the target is http://proxy then: settings.proxies_problem): one URL each
+    proxies = dep.info.stack.proxies
+    targets = tuple(where.url(s.target.replace("://proxy", f"://{name}", 1))
+                    for name in services.PROXY_SERVICES[:proxies]) if proxies > 1 else ()
+    if targets:
+        ctx.record["targets"] = list(targets)
     return LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
                     measure_s=ld.measure_s, processes=ld.processes,
                     think=ld.think.model_dump() if ld.think else None,
-                    rate=ld.rate, target=target, allow_foreign_target=s.allow_foreign_target,
+                    rate=ld.rate, target=target, targets=targets,
+                    allow_foreign_target=s.allow_foreign_target,
                     workers=ld.workers, remote_workers=ld.remote_workers,
                     worker_wait_s=ld.worker_wait_s,
                     master=dep.info.master,
                     own=tuple(where.own_addresses()),
                     fetch=lambda: where.pull(loadgen, ctx.dir),
                     requests_per_client=ld.requests_per_client,
-                    dynamic=tracelib.content(point["trace"]) != "static")
+                    dynamic=tracelib.content(point["trace"]) != "static", where=where)
 
 
 def run(ctx: WebContext, s: WebSettings) -> PointResult:
     """Replay the point's trace; the summary over the samples bracketing the window."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
-    where = placer.current()
+    where = dep.placer
     steps = dep.info.steps
     ctx.record["trace"] = point["trace"]["name"]
     ctx.record["stack"] = dep.info.stack.record
@@ -66,18 +71,18 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
     # two marks inside the measured window (at a third and two thirds of it, from when the
     # load starts), so that it holds two samples even when a loaded host delays the ticks
     began = time.time() + ld.warmup_s
-    unmark = marks_at(ctx.sampler, [began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
+    unmark = ctx.marks_at([began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
     try:
         try:
             result = engines.run(spec, loadgen, ctx.dir, trace,
                                  list(dep.info.workers) if ld.workers else None)
         finally:
             unmark()
-            samples = ctx.sampler.stop()
+            samples = ctx.close_window()
             for step in steps:
                 step.end()
-        if ctx.sampler.error:
-            raise MeasureError(ctx.sampler.error)
+        if ctx.sampling_error:
+            raise MeasureError(ctx.sampling_error)
         start, end = result.window
         check_counted_window(spec, result.window)
         # Wall-clock bounds: samples and requests before measure_start are warm-up.

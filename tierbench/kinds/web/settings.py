@@ -15,9 +15,9 @@ from tierbench.config.files import ROOT
 from tierbench.config.models import (Model, choice, flag, non_empty_list, number, one_or_many,
                                      problem, safe_name, text, whole)
 from tierbench.kinds.contract import Experiment
-from tierbench.kinds.web import webdisks
+from tierbench.kinds.web import services, webdisks
 from tierbench.kinds.web.load import ENGINES
-from tierbench.placement import compose, disks
+from tierbench.placement import disks
 from workloads import target as target_guard
 from workloads import worldcup
 from workloads import traces as tracelib
@@ -130,6 +130,10 @@ class Stack(Model):
     placement: Annotated[list[str], one_or_many(choice(*disks.STRATEGIES), "strategy")] | None = None
     # 1 or 3 web servers behind the proxy (compose/web-servers.yml; 004's data center had 3)
     web_servers: Annotated[int, whole(1, 3)] | None = None
+    # 1 to 4 proxies in front of the web servers (004's data center had 4), each balancing over
+    # every web server, each with its own cache; the clients are bound to them round robin
+    # (kinds/web/services.py: the overlay of proxy2.., kinds/web/load.py: the clients' targets)
+    proxies: Annotated[int, whole(1, 4)] | None = None
     # the proxy and web tiers log every request with its time: per-file figures (004 Fig. 11-12)
     access_log: Annotated[bool, flag()] = False
     # the application and database tiers (with dynamic requests in the traces)
@@ -295,7 +299,7 @@ class Fault(Model):
     run with one sentence, a stopped application or database tier is started again after the
     point and the run goes on."""
 
-    stop: Annotated[str, choice("web", "proxy", *compose.APP_TIERS)]
+    stop: Annotated[str, choice("web", "proxy", *services.APP_TIERS)]
     after_s: Annotated[float, number(0)] = 1
 
 
@@ -344,6 +348,10 @@ class WebSettings(Model):
         wrong = webdisks.pvfs_storage_problem(self.stack.pvfs_storage, known)
         if wrong:
             raise problem("{msg}", msg=wrong)
+        wrong = proxies_problem(self.stack.proxies or 1, self.target, self.engine,
+                                list(self.load.users))
+        if wrong:
+            raise problem("{msg}", msg=wrong)
         on_disks = known.get(str(self.stack.pvfs_storage)) is not None  # OrangeFS on a system
         if self.stack.pvfs_memory is not None and not any(
                 d.startswith("orangefs") for d in docroots):
@@ -362,7 +370,7 @@ class WebSettings(Model):
                 raise problem("stack.{key}: the application and database tiers run only with "
                               "dynamic requests (a trace's dynamic:); remove it or add them",
                               key=key)
-        if self.fault is not None and self.fault.stop in compose.APP_TIERS and not dynamic:
+        if self.fault is not None and self.fault.stop in services.APP_TIERS and not dynamic:
             raise problem("fault.stop: the {tier} tier runs only with dynamic requests (a "
                           "trace's dynamic:)", tier=self.fault.stop)
         sites = {p.site for t in self.traces if isinstance(t, Mix) for p in t.parts}
@@ -373,6 +381,26 @@ class WebSettings(Model):
                               got=repr(self.stack.hot_site))
         return self
 
+
+
+def proxies_problem(proxies: int, target: str, engine: str, users: list[int]) -> str | None:
+    """What is wrong with several proxies for this target and load (one sentence), or None.
+    The clients are spread over the proxies only when they load the proxy (target
+    http://proxy); wrk binds each of its threads to one proxy, so the connections must split
+    evenly over the proxies' threads (fewer connections than proxies: one each, on the first)."""
+    if proxies == 1:
+        return None
+    host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+    if host != "proxy":
+        return (f"stack.proxies: {proxies} proxies share the load only when the clients load "
+                f"them (target: http://proxy), got target {target}: set target to http://proxy "
+                "or remove stack.proxies")
+    if engine == "wrk":
+        odd = [u for u in users if u > proxies and u % proxies]
+        if odd:
+            return (f"load.users: engine wrk binds each thread to one of the {proxies} proxies, "
+                    f"so users above {proxies} must be a multiple of {proxies}, got {odd[0]}")
+    return None
 
 
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:
@@ -413,6 +441,8 @@ def stack_settings(settings: WebSettings, seed: int = 1) -> dict[str, Any]:
         out["page_cache"] = s.page_cache
     if s.web_servers not in (None, 1):
         out["web_servers"] = s.web_servers
+    if s.proxies not in (None, 1):
+        out["proxies"] = s.proxies
     if s.access_log:
         out["access_log"] = True
     if has_dynamic(settings):
@@ -484,9 +514,14 @@ class StackSettings:
         return int(self.record.get("web_servers") or 1)
 
     @property
+    def proxies(self) -> int:
+        """Proxies in front of the web servers (1 to 4)."""
+        return int(self.record.get("proxies") or 1)
+
+    @property
     def app_db(self) -> bool:
         """The application and database tiers run (dynamic requests)."""
-        return compose.has_app_db(self.record)
+        return services.has_app_db(self.record)
 
     def text(self) -> str:
         """key=value pairs, booleans as on/off (the plan's and the progress lines')."""

@@ -8,11 +8,11 @@ from typing import Any
 
 from tierbench.config.files import results_root
 from tierbench.kinds.contract import Experiment
-from tierbench.kinds.web import appdb, webdisks
+from tierbench.kinds.web import appdb, services, webdisks
 from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
                                           trace_dicts)
 from tierbench.kinds.web.prepare import filesets_of, hot_sets
-from tierbench.placement import compose, disks, space
+from tierbench.placement import disks, space
 from workloads import filesets, worldcup
 from workloads import traces as tracelib
 
@@ -64,7 +64,7 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
     what = f"the file sets of {exp.source}"
     shrink = "shrink the traces' file sets (size, files or class)"
     out: list[space.Need] = []
-    bases = {compose.docroot_parts(d)[0] for d in s.stack.docroot}
+    bases = {services.docroot_parts(d)[0] for d in s.stack.docroot}
     # OrangeFS docroots are copied from the disk volume; a disk system holds its own sets
     if bases & {"disk", "orangefs"}:
         out.append(space.on_disk(what, total, space.docker_root(), "Docker's data folder",
@@ -86,7 +86,8 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
                                   "PVFS_TMPFS_SIZE", "4g",
                                   f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                   "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
-    out += webdisks.image_needs(disk_plans(exp), space.settings(), webdisks.host_of_web())
+    out += space.disk_images(disk_plans(exp), space.settings(), webdisks.host_of_web(exp.placer),
+                             webdisks.WEB_ROLE)
     out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                              "samples)", results_bytes(exp, specs, points), results_root(),
                              "the results folder", "shorten the traces or load.measure_s, "

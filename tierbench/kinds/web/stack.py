@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
-from tierbench.kinds.web import appdb, load, locust, steps, webdisks
+from tierbench.kinds.web import appdb, load, locust, services, steps, webdisks
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
 from tierbench.kinds.web.steps import Step
@@ -20,7 +20,7 @@ from tierbench.placement import compose, diskbuild, disks, placer, space
 
 GENERATOR = "loadgen"
 STACK_TIERS = ("loadgen", "proxy", "web")  # always up
-TIERS = STACK_TIERS + compose.APP_TIERS  # app and db: with dynamic requests
+TIERS = STACK_TIERS + services.APP_TIERS  # app and db: with dynamic requests
 
 
 @dataclass
@@ -35,8 +35,9 @@ class WebInfo:
     master: str = locust.MASTER_HOST
 
 
-def deploy(s: WebSettings, seed: int, key: Hashable, prepared: WebPrepared,
-           previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
+def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
+           prepared: WebPrepared, previous: Deployment[WebInfo] | None,
+           point: Point) -> Deployment[WebInfo]:
     """compose up with the key's settings (down first when the docroot changes); a disk system
     built first (anew when it changes), its limits read back from the containers that use it
     and its devices' reads sampled (the `storage` probe); under a memory cap, the files the
@@ -44,7 +45,6 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: WebPrepared,
     stack = StackSettings(dict(cast(tuple[tuple[str, Any], ...], key)))  # deployment_key's
     made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared.filesets,
                              prepared.popularity, seed)
-    where = placer.current()
     downed = False
     if previous is None:
         log(f"tierbench: bringing the stack up on {where.name} (file sets, healthchecks)")
@@ -56,7 +56,7 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: WebPrepared,
     overlays: list[Path] = []
     built = None
     if made is not None:  # a disk system: on each web server's host (here, or its node)
-        hosts = webdisks.hosts_for(made[0])
+        hosts = webdisks.hosts_for(where, made[0])
         if not downed and diskbuild.current(made[0], hosts) is None:
             where.down()  # the containers let go of the disks built before
         try:
@@ -66,17 +66,17 @@ def deploy(s: WebSettings, seed: int, key: Hashable, prepared: WebPrepared,
         overlays.append(disks.overlay_path())
     if previous is not None:
         close_probes(previous)
-    where.up(compose.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
-                                s.load.remote_workers, prepared.hot_sets, overlays))
-    dep = discover(key, stack, s.load.workers)
+    where.up(services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
+                                 s.load.remote_workers, prepared.hot_sets, overlays))
+    dep = discover(where, key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:
         try:
             # the web servers', or the OrangeFS I/O servers' (pvfs_storage a disk system)
-            disk = webdisks.verify(built, made[0].system, where.replicas())
+            disk = diskbuild.verify(built, made[0].system, where.replicas())
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
-        dep.probes["storage"] = webdisks.StorageReads(built)
+        dep.probes["storage"] = diskbuild.StorageReads(built)
     dropped = drop_written_files(dep, stack, built)
     dep.info.steps = steps.chosen(stack, s, disk, built, dropped)
     return dep
@@ -94,68 +94,73 @@ def drop_written_files(dep: Deployment[WebInfo], stack: StackSettings,
         return None
     if built is not None:
         return diskbuild.evict(built)
-    if compose.docroot_parts(stack.docroot)[0] == "disk":
+    if services.docroot_parts(stack.docroot)[0] == "disk":
         webs = {c.node: c for c in dep.tiers["web"].containers}
-        return sum(placer.current().evict_docroot(c) for c in webs.values())
+        return sum(dep.placer.evict_volume(c, "docroot") for c in webs.values())
     return None
 
 
-def running() -> Deployment[WebInfo] | None:
+def running(where: placer.Placer) -> Deployment[WebInfo] | None:
     """The stack's tiers, when its services are up (the application and database tiers too
     when they are)."""
-    found = placer.current().replicas()
+    found = where.replicas()
     up = {c.service for c in found}
     if not all(t in up for t in STACK_TIERS):
         return None
-    app_db = all(t in up for t in compose.APP_TIERS)
-    return discover(None, StackSettings({}),
-                    sum(c.service == compose.WORKER_SERVICE for c in found), app_db)
+    app_db = all(t in up for t in services.APP_TIERS)
+    return discover(where, None, StackSettings({}),
+                    sum(c.service == services.WORKER_SERVICE for c in found), app_db)
 
 
-def discover(key: Hashable, stack: StackSettings, expected: int,
+def discover(where: placer.Placer, key: Hashable, stack: StackSettings, expected: int,
              app_db: bool | None = None) -> Deployment[WebInfo]:
     """The running stack's tiers (containers, CPU counters, interfaces) wherever they run; the
     loadgen tier includes its `expected` Locust worker containers; the application and
     database tiers when the settings have them (or `app_db` says so), with the database's
     counters as a sampler probe."""
-    where = placer.current()
     if app_db is None:
         app_db = stack.app_db
-    found = where.service_containers(STACK_TIERS + (compose.APP_TIERS if app_db else ()))
+    found = where.service_containers(STACK_TIERS + (services.APP_TIERS if app_db else ()))
     counters: dict[str, CgroupCpu | CgroupGroup] = {}
     tiers: dict[str, Tier] = {}
     for name, c in found.items():
         counters[name] = where.counter(c)
         tiers[name] = Tier(name, CLIENT if name == GENERATOR else SERVER,
                            where.endpoints(name, c), [c])
-    workers = [c for c in where.replicas() if c.service == compose.WORKER_SERVICE]
+    workers = [c for c in where.replicas() if c.service == services.WORKER_SERVICE]
     if expected:
         if len(workers) != expected:
             raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
                                      "worker container(s) are running: see `docker compose "
-                                     f"logs {compose.WORKER_SERVICE}`")
+                                     f"logs {services.WORKER_SERVICE}`")
         parts = {GENERATOR: counters[GENERATOR]}
         gen = tiers[GENERATOR]
         for n, w in enumerate(workers, 1):
-            label = f"{compose.WORKER_SERVICE}-{n}"
+            label = f"{services.WORKER_SERVICE}-{n}"
             parts[label] = where.counter(w)
             gen.endpoints += where.endpoints(label, w)
             gen.containers.append(w)
         counters[GENERATOR] = CgroupGroup(parts)
-    webs = [c for c in where.replicas() if c.service in compose.WEB_SERVICES[1:]]
-    if webs:  # web_servers: 3: one tier, its counters summed
-        counters["web"] = CgroupGroup({"web": counters["web"],
-                                       **{c.service: where.counter(c) for c in webs}})
-        for c in webs:
-            tiers["web"].endpoints += where.endpoints(c.service, c)
-            tiers["web"].containers.append(c)
+    replicas = where.replicas()
+    # web_servers: 3, proxies: N and the application server of each web server: one tier
+    # each, its counters summed (each server's CPU in the samples' "parts")
+    for tier, names in (("web", services.WEB_SERVICES), ("proxy", services.PROXY_SERVICES),
+                        ("app", services.APP_SERVICES)):
+        more = [c for c in replicas if c.service in names[1:]]
+        if not more or tier not in tiers:
+            continue
+        counters[tier] = CgroupGroup({tier: counters[tier],
+                                      **{c.service: where.counter(c) for c in more}})
+        for c in more:
+            tiers[tier].endpoints += where.endpoints(c.service, c)
+            tiers[tier].containers.append(c)
             found = {**found, c.service: c}
     ifaces = where.ifaces([ep for t in tiers.values() for ep in t.endpoints])
     info = WebInfo(stack, workers)
     if where.shares_ports():  # host networking: workers reach the master at its node
         info.master = where.address(found[GENERATOR])
     probes: dict[str, Callable[[], dict]] = \
-        {"db": appdb.PgStats(found["db"])} if "db" in found else {}
+        {"db": appdb.PgStats(where, found["db"])} if "db" in found else {}
     return Deployment(key, tiers, counters, ifaces, containers=found, info=info, placer=where,
                       probes=probes)
 
@@ -170,20 +175,20 @@ def close_probes(deployment: Deployment[WebInfo]) -> None:
 
 def provenance(deployment: Deployment[WebInfo]) -> dict[str, Any]:
     """Locust, wrk and the servers' versions; PostgreSQL's settings and data set."""
-    found = deployment.containers
-    versions = {"locust": load.version(found[GENERATOR]),
-                "wrk": load.wrk_version(found[GENERATOR])}
+    found, where = deployment.containers, deployment.placer
+    versions = {"locust": load.version(where, found[GENERATOR]),
+                "wrk": load.wrk_version(where, found[GENERATOR])}
     probe = ("if command -v apache2 >/dev/null; then apache2 -v | head -n 1; "
              "else haproxy -v | head -n 1; fi")
     for tier in ("proxy", "web"):
-        done = placer.current().exec(found[tier], ["sh", "-c", probe], timeout=60)
+        done = where.exec(found[tier], ["sh", "-c", probe], timeout=60)
         versions[f"{tier}_server"] = done.stdout.strip()
     out: dict[str, Any] = {"versions": versions}
     if "db" in found:
         for tier, argv in (("app", ["php-fpm8.2", "-v"]), ("db", ["postgres", "--version"])):
-            done = placer.current().exec(found[tier], argv, timeout=60)
+            done = where.exec(found[tier], argv, timeout=60)
             versions[f"{tier}_server"] = (done.stdout.strip().splitlines() or [""])[0]
-        out["database"] = appdb.server_settings(found["db"])
+        out["database"] = appdb.server_settings(where, found["db"])
     return out
 
 
@@ -191,31 +196,34 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[WebInf
     """A proxy or web tier that stopped ends the run with one sentence naming it (on a cluster,
     a node whose Docker engine stopped answering); a stopped application or database tier is
     started again (one sentence) and the run goes on."""
+    where = deployment.placer
     try:
-        running = placer.current().containers()
+        running = where.containers()
     except compose.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
     failed = row.get("errors")
     what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
             else f" ({row['error']})" if row.get("error") else "")
     stack = deployment.info.stack
-    down = [t for t in ("proxy", *compose.WEB_SERVICES[:stack.web_servers]) if t not in running]
+    down = [t for t in (*services.PROXY_SERVICES[:stack.proxies],
+                        *services.WEB_SERVICES[:stack.web_servers]) if t not in running]
     if down:
         raise RunEnds(f"the {' and '.join(down)} tier stopped during {point.id}{what}; "
                       "the run ends here")
-    gone = [t for t in compose.APP_TIERS if t in deployment.containers and t not in running]
+    gone = [t for t in (*services.APP_SERVICES, "db")
+            if t in deployment.containers and t not in running]
     if not gone:
         return
     log(f"tierbench: the {' and '.join(gone)} tier stopped during {point.id}{what}; "
         "starting it again, the run goes on")
     try:
         for tier in gone:
-            appdb.start_again(deployment.containers[tier])
+            appdb.start_again(where, deployment.containers[tier])
     except compose.StackError as exc:
         raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
                       f"not be started again ({exc})") from None
     close_probes(deployment)
-    fresh = discover(deployment.key, stack, len(deployment.info.workers))
+    fresh = discover(where, deployment.key, stack, len(deployment.info.workers))
     # The restarted containers have new processes and interfaces: the next point's mode and
     # sampler use them.
     deployment.tiers, deployment.counters = fresh.tiers, fresh.counters

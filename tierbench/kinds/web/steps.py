@@ -15,7 +15,7 @@ from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
-from tierbench.placement import compose, diskbuild, placer
+from tierbench.placement import compose, diskbuild
 from workloads import traces as tracelib
 
 # A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,
@@ -49,28 +49,32 @@ class Step:
 
 
 class ProxyCache(Step):
-    """The caching Apache proxy: every point starts with an empty cache (filled again during its
-    warm-up, so that points do not depend on the order they run in) and an empty cache log; its
-    hits and misses in the measured window, from that log (one line per request: epoch second
-    and mod_cache's verdict; whole seconds at the edges)."""
+    """The caching Apache proxies: every point starts with empty caches (filled again during its
+    warm-up, so that points do not depend on the order they run in) and empty cache logs; the
+    hits and misses in the measured window summed over the proxies (stack.proxies: each has its
+    own cache), from their logs (one line per request: epoch second and mod_cache's verdict;
+    whole seconds at the edges)."""
 
     def before(self, ctx: StepContext) -> None:
-        proxy = ctx.deployment.containers["proxy"]
-        compose.exec_in(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
-                        user="www-data", timeout=120)
-        compose.exec_in(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+        where = ctx.deployment.placer
+        for proxy in ctx.deployment.tiers["proxy"].containers:
+            where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                       user="www-data", timeout=120)
+            where.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         start, end = measured.first["t"], measured.last["t"]
         script = (f"awk -v a={int(start)} -v b={int(end)} '$1 >= a && $1 <= b "
                   "{ if ($0 ~ /hit/) h++; else m++ } END { print h + 0, m + 0 }' "
                   "/var/log/apache2/cache.log 2>/dev/null || echo 0 0")
-        done = compose.exec_in(ctx.deployment.containers["proxy"], ["sh", "-c", script],
-                               timeout=60)
-        try:
-            hits, misses = (int(x) for x in done.stdout.split()[:2])
-        except ValueError:
-            return {}
+        hits = misses = 0
+        for proxy in ctx.deployment.tiers["proxy"].containers:
+            done = ctx.deployment.placer.exec(proxy, ["sh", "-c", script], timeout=60)
+            try:
+                h, m = (int(x) for x in done.stdout.split()[:2])
+            except ValueError:
+                return {}
+            hits, misses = hits + h, misses + m
         total = hits + misses
         return {"proxy_cache_hits": hits, "proxy_cache_misses": misses,
                 "proxy_hit_ratio": hits / total if total else float("nan")}
@@ -133,7 +137,7 @@ class ColdPageCache(Step):
         else:
             # each web server's node (on one host, or one node, they share the volume)
             webs = {c.node: c for c in ctx.deployment.tiers["web"].containers}
-            dropped = sum(placer.current().evict_docroot(c) for c in webs.values())
+            dropped = sum(ctx.deployment.placer.evict_volume(c, "docroot") for c in webs.values())
             what = "docroot files"
         ctx.record["page_cache"] = f"cold: {dropped} {what} dropped before the point"
 
@@ -147,14 +151,16 @@ class AccessLogs(Step):
 
     def logged(self, ctx: StepContext) -> list[compose.Container]:
         dep = ctx.deployment
-        return webdisks.logging_tier(dep.containers, self.target, dep.tiers["web"].containers)
+        return webdisks.logging_tier(self.target, dep.tiers["proxy"].containers,
+                                     dep.tiers["web"].containers)
 
     def before(self, ctx: StepContext) -> None:
-        webdisks.reset_logs(self.logged(ctx))
+        webdisks.reset_logs(ctx.deployment.placer, self.logged(ctx))
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         first, last = measured.first["t"], measured.last["t"]
-        return webdisks.per_file(webdisks.read_logs(self.logged(ctx)), ctx.prepared.sizes,
+        return webdisks.per_file(webdisks.read_logs(ctx.deployment.placer, self.logged(ctx)),
+                                 ctx.prepared.sizes,
                                  first, last, ctx.dir / "per_file.csv")
 
 
@@ -172,13 +178,24 @@ class MixedSites(Step):
                                        measured.last["t"])
 
 
+def wait_until_apps_idle(ctx: StepContext) -> tuple[int, float]:
+    """appdb.wait_until_app_idle over every application server (one per web server with
+    three): the requests still in them (-1: one's connections could not be read) and the
+    seconds waited."""
+    busy, waited = 0, 0.0
+    for app in ctx.deployment.tiers["app"].containers:
+        b, w = appdb.wait_until_app_idle(ctx.deployment.placer, app)
+        busy, waited = (-1 if b < 0 or busy < 0 else busy + b), waited + w
+    return busy, waited
+
+
 class AppIdleWait(Step):
     """The application tier serves nothing before the point: the previous point's last
     requests (still in the proxy or the application tier when its load stopped) write their
     rows during this wait, not after the table was emptied for this point."""
 
     def before(self, ctx: StepContext) -> None:
-        busy, waited = appdb.wait_until_app_idle(ctx.deployment.containers["app"])
+        busy, waited = wait_until_apps_idle(ctx)
         ctx.record["app_idle_wait_s"] = round(waited, 1)
         if busy:
             ctx.record["app_busy_before_point"] = (
@@ -188,8 +205,15 @@ class AppIdleWait(Step):
 
 
 class DynamicFigures(Step):
-    """Dynamic requests per second over the window, and for a trace with writes the write check
-    (the rows the database holds against the writes answered)."""
+    """Dynamic requests per second over the window, the dynamic requests answered over the
+    whole load (warm-up included: `answered`, for DatabaseCounters), and for a trace with writes
+    the write check (the rows the database holds against the writes answered)."""
+
+    def __init__(self) -> None:
+        self.answered: int | None = None
+
+    def before(self, ctx: StepContext) -> None:
+        self.answered = None
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         result, first, last = measured.result, measured.first, measured.last
@@ -202,31 +226,55 @@ class DynamicFigures(Step):
         else:
             span = float(result.extra.get("wrk_duration_s") or 0)
             counts = {"dyn_tps": result.extra.get("dynamic_ok", 0) / span if span > 0 else 0.0,
-                      "writes_ok": result.extra.get("writes_ok")}
+                      "writes_ok": result.extra.get("writes_ok"),
+                      "dynamic_answered": result.extra.get("dynamic_answered")}
             in_flight = ctx.point["users"] * int(result.extra.get("runs", 1))
+        answered = counts["dynamic_answered"]
+        self.answered = None if answered is None else int(answered)
         out: dict[str, Any] = {"dyn_tps": counts["dyn_tps"]}
         if dyn.get("query") == "write" and dyn.get("share", 0) > 0:
-            rows = appdb.rows_written(ctx.deployment.containers["db"])
+            rows = appdb.rows_written(ctx.deployment.placer, ctx.deployment.containers["db"])
             out.update({"writes_ok": counts["writes_ok"], "rows_written": rows,
                         "write_check": appdb.write_check(counts["writes_ok"], rows, in_flight)})
         return out
 
 
 class DatabaseCounters(Step):
-    """The database's own counters: published before the point (PostgreSQL publishes them when
-    its sessions are idle), its writes table emptied; its transactions per second and rows
-    read and written over the window."""
+    """The database's own counters (pg_stat_statements: exact at the end of each query): its
+    writes table emptied before the point; its transactions per second and rows read and
+    written over the window; and over the whole load, from readings before it and after it
+    with nothing of the application tier running, rows read and statements per dynamic request
+    answered (`dynamic`: the point's DynamicFigures, which counts them)."""
+
+    def __init__(self, dynamic: DynamicFigures) -> None:
+        self.dynamic = dynamic
+        self.before_load: dict[str, int] = {}
 
     def before(self, ctx: StepContext) -> None:
-        db = ctx.deployment.containers["db"]
-        waited = appdb.wait_for_published_counters(db)
-        if waited:
-            ctx.record["db_counters_wait_s"] = round(waited, 1)
-        if not appdb.empty_writes(db):
+        db, where = ctx.deployment.containers["db"], ctx.deployment.placer
+        if not appdb.empty_writes(where, db):
             ctx.record["db"] = "the database did not answer before the point"
+        # AppIdleWait ran first: no request of the previous point is in the application tier
+        # (when some still were, no reading before the load is exact)
+        busy = "app_busy_before_point" in ctx.record
+        self.before_load = {} if busy else ctx.deployment.probes["db"]()
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
-        return appdb.db_figures(measured.first, measured.last)
+        out: dict[str, Any] = appdb.db_figures(measured.first, measured.last)
+        busy, _ = wait_until_apps_idle(ctx)
+        if busy:
+            ctx.record["db_after_load"] = ("not read: " + (
+                f"{busy} requests still in the application tier after "
+                f"{appdb.APP_IDLE_WAIT_S:g} s" if busy > 0
+                else "its connections could not be read"))
+            return out
+        after_load = ctx.deployment.probes["db"]()
+        answered = self.dynamic.answered
+        if answered is not None:
+            counted = appdb.counted_between(self.before_load, after_load)
+            ctx.record["db_over_load"] = {"dynamic_answered": answered, **(counted or {})}
+            out.update(appdb.per_dynamic_request(self.before_load, after_load, answered))
+        return out
 
 
 class Fault(Step):
@@ -248,7 +296,7 @@ class Fault(Step):
         def stop() -> None:
             time.sleep(delay)
             ctx.log(f"tierbench: fault: stopping the {self.stop} tier as the experiment asks")
-            placer.current().stop(target, 2)
+            ctx.deployment.placer.stop(target, 2)
 
         self.thread = threading.Thread(target=stop, name="fault", daemon=True)
         self.thread.start()
@@ -278,7 +326,8 @@ def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
     if any(t.kind == "mix" for t in s.traces):
         steps.append(MixedSites())
     if dynamic:
-        steps += [AppIdleWait(), DynamicFigures(), DatabaseCounters()]
+        dynamic_figures = DynamicFigures()
+        steps += [AppIdleWait(), dynamic_figures, DatabaseCounters(dynamic_figures)]
     if s.fault is not None:
         steps.append(Fault(s.fault.stop, s.fault.after_s, s.load.warmup_s))
     return steps

@@ -9,7 +9,8 @@ each server's disks into its web container and throttles them, and reads the lim
 
 A docroot on OrangeFS may store on a disk system too (`pvfs_storage: ide`, 004 §4.1: each PVFS
 I/O server's ext3 on an IDE disk): then the plan's servers are the I/O servers, each with its own
-device(s), bound at the server's /data and throttled in its container.
+device(s), bound at the server's /data and throttled in its container (kinds/pfs/orangefs.py,
+which the pfs kind's `pfs.storage` uses too).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.kinds.web import services
+from tierbench.kinds.pfs import orangefs
+from tierbench.placement import compose, diskbuild, disks, placer
 from workloads import filesets
 from workloads import spread
 from workloads import traces as tracelib
@@ -42,14 +45,14 @@ def names(custom: Mapping[str, Any] | None) -> dict[str, disks.System]:
 
 def system_of(docroot: str, known: Mapping[str, disks.System]) -> disks.System | None:
     """The disk system a docroot names, or None (disk, tmpfs, orangefs)."""
-    return known.get(compose.docroot_parts(docroot)[0])
+    return known.get(services.docroot_parts(docroot)[0])
 
 
 def settings_problem(docroots: list[str], fixed: tuple[str, ...], known: Mapping[str, disks.System],
             strategies: list[str] | None, web_servers: int | None, proxy: str) -> str | None:
     """What is wrong with a stack's disk settings (one sentence naming the key), or None."""
     for i, d in enumerate(docroots):
-        base = compose.docroot_parts(d)[0]
+        base = services.docroot_parts(d)[0]
         if base not in fixed and base not in known:
             return (f"stack.docroot[{i}]: must be one of {', '.join(fixed)} or a disk system "
                     f"({', '.join(known)}, or one of disk_systems), each optionally with "
@@ -128,39 +131,18 @@ def assignment(sets: list[dict], pops: dict[str, list[int]], strategy: str, ndis
     return lines, per_disk
 
 
-PVFS_IO = "pvfs-io"  # the OrangeFS I/O servers' services: pvfs-io1 .. pvfs-ioN
-PVFS_STORAGES = ("tmpfs", "disk")  # pvfs_storage besides a disk system's name
-
-
 def pvfs_system(settings: Mapping[str, Any],
                 known: Mapping[str, disks.System]) -> disks.System | None:
     """The disk system the OrangeFS I/O servers store on (a docroot on OrangeFS with
     pvfs_storage naming a disk system), or None."""
-    if compose.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
+    if services.docroot_parts(str(settings.get("docroot", "disk")))[0] != "orangefs":
         return None
     return known.get(str(settings.get("pvfs_storage") or "tmpfs"))
 
 
 def pvfs_storage_problem(storage: str | None, known: Mapping[str, disks.System]) -> str | None:
     """What is wrong with stack.pvfs_storage (one sentence), or None."""
-    if storage is None or storage in PVFS_STORAGES or storage in known:
-        return None
-    return (f"stack.pvfs_storage: must be tmpfs, disk (a Docker volume on the host's disk) or a "
-            f"disk system ({', '.join(known)}, or one of disk_systems), got {storage!r}")
-
-
-def pvfs_bytes(total: int, io_servers: int) -> int:
-    """Bytes of the file sets on each OrangeFS I/O server: the strips spread evenly, plus a
-    tenth for the storage's own records."""
-    return total // io_servers + total // io_servers // 10
-
-
-def pvfs_plan(settings: Mapping[str, Any], system: disks.System, total: int) -> disks.Plan:
-    """The disk plan of OrangeFS I/O servers each storing on the system's devices."""
-    n = int(settings.get("pvfs_io_servers") or 3)
-    lay = disks.Layout(n, system.devices, system.raid0)
-    return disks.plan(system, lay, [f"{PVFS_IO}{i}" for i in range(1, n + 1)],
-                      disks.per_disk_bytes(lay, pvfs_bytes(total, n)))
+    return orangefs.storage_problem("stack.pvfs_storage", storage, known)
 
 
 def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], sets: list[dict],
@@ -169,7 +151,8 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     its spread servers ([] when not spread); for a docroot on OrangeFS, its I/O servers'."""
     pvfs = pvfs_system(settings, known)
     if pvfs is not None:
-        return pvfs_plan(settings, pvfs, sum(filesets.total_bytes(fs) for fs in sets)), []
+        return orangefs.storage_plan(pvfs, int(settings.get("pvfs_io_servers") or 3),
+                                     sum(filesets.total_bytes(fs) for fs in sets)), []
     system = system_of(str(settings.get("docroot", "disk")), known)
     if system is None:
         return None
@@ -181,7 +164,7 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     if lay.spread is not None and lay.disks > 1:
         lines, spread_bytes = assignment(sets, pops, lay.spread, lay.disks, seed)
     per_disk = disks.per_disk_bytes(lay, total, spread_bytes)
-    servers = list(compose.WEB_SERVICES[:lay.servers])
+    servers = list(services.WEB_SERVICES[:lay.servers])
     return disks.plan(system, lay, servers, per_disk), lines
 
 
@@ -193,7 +176,7 @@ STORAGE_WORDS = {
 
 def storage_words(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
     """Where a point's docroot stores its files, in the plan's words."""
-    base = compose.docroot_parts(str(settings.get("docroot", "disk")))[0]
+    base = services.docroot_parts(str(settings.get("docroot", "disk")))[0]
     if base == "orangefs":
         n = int(settings.get("pvfs_io_servers") or 3)
         storage = str(settings.get("pvfs_storage") or "tmpfs")
@@ -207,64 +190,50 @@ def storage_words(settings: Mapping[str, Any], known: Mapping[str, disks.System]
     return STORAGE_WORDS.get(base, base)
 
 
-def label(settings: Mapping[str, Any], known: Mapping[str, disks.System]) -> str:
+def label(settings: Mapping[str, Any], known: Mapping[str, disks.System],
+          host: disks.Host = disks.LOCAL) -> str:
     """The plan's words for a point's storage: its disk system, or where its files are (and
-    the hot site's small files on tmpfs, with +hot-tmpfs)."""
+    the hot site's small files on tmpfs, with +hot-tmpfs); for RAID-0, the tool and stripe
+    the web servers' host gives it."""
     docroot = str(settings.get("docroot", "disk"))
-    hot = "; the hot site's small files also on tmpfs" if compose.docroot_parts(docroot)[1] else ""
+    hot = "; the hot site's small files also on tmpfs" if services.docroot_parts(docroot)[1] else ""
     system = system_of(docroot, known)
     if system is None:
         return f" [storage: {storage_words(settings, known)}{hot}]"
     strategy = settings.get("placement")
     what = system.describe()
+    striped = disks.layout(system, strategy).raid0
+    raid = f"; RAID-0 by {disks.raid_words(host)}" if striped else ""
     if strategy:
-        return f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{hot}]"
+        return (f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{raid}"
+                f"{hot}]")
     servers = int(settings.get("web_servers") or 1)
     return f" [disk {what}" + (f" on each of {servers} web servers" if servers > 1 else "") \
-        + f"{hot}]"
+        + f"{raid}{hot}]"
 
 
 WEB_ROLE = "web"
 
 
-def host_of_web(service: str = "web") -> disks.Host:
+def host_of_web(where: placer.Placer, service: str = "web") -> disks.Host:
     """Where a web server's disk system is built: this host, or the node of its role (the web
     role's; a service of another role would name its own here)."""
-    return placer.current().disk_host(WEB_ROLE)
+    return where.disk_host(WEB_ROLE)
 
 
-def hosts_for(p: disks.Plan) -> dict[str, disks.Host]:
+def hosts_for(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
     """Each web server of the plan -> the host its disks are built on (the node its
     container runs on: a bind mount and a device throttle name paths there)."""
-    return {s: host_of_web(s) for s in p.servers}
-
-
-def image_needs(plans: list[disks.Plan], env: Mapping[str, str],
-                host: disks.Host = disks.LOCAL) -> list[space.Need]:
-    """The largest disk system's images (one is built at a time), in DISK_IMAGE_DIR (on a
-    node: its workdir's disk-images, checked against the web nodes' disks)."""
-    emulated = [p for p in plans if p.system.emulated]
-    if not emulated:
-        return []
-    biggest = max(emulated, key=lambda p: p.image_bytes())
-    folder = host.image_dir(env)
-    count = biggest.layout.servers * biggest.layout.disks
-    return [space.on_disk(f"the loop-device images of disk system {biggest.system.name} "
-                          f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
-                          folder,
-                          "the disk images' folder",
-                          "shrink the traces' file sets or set DISK_IMAGE_DIR (.env) to a "
-                          "folder with room", role=WEB_ROLE if host.node else None)]
+    return {s: host_of_web(where, s) for s in p.servers}
 
 
 def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
           hosts: Mapping[str, disks.Host] | disks.Host = disks.LOCAL) -> diskbuild.Built:
     """The disk system built (or kept) on each server's host, maps written, and its Compose
     overlay (bind sources: paths on those hosts)."""
+    if p.servers[0].startswith(orangefs.IO_SERVICE):
+        return orangefs.build_storage(p, env, log, hosts)
     built = diskbuild.ensure(p, env, log, hosts)
-    if p.servers[0].startswith(PVFS_IO):
-        diskbuild.write_overlay(pvfs_services(built, p.system))
-        return built
     if lines:
         for s in built.servers:
             diskbuild.write_map(built, s.name, lines)
@@ -284,64 +253,25 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
     return built
 
 
-def pvfs_services(built: diskbuild.Built, system: disks.System) -> dict[str, dict[str, Any]]:
-    """The overlay's services for OrangeFS I/O servers on a disk system: each server's mount
-    at its /data (over compose/pvfs-disk.yml's volume, which the stack files put first), its
-    devices throttled in its container."""
-    return {s.name: {"volumes": [{"type": "bind", "source": s.root, "target": "/data"}],
-                     "blkio_config": diskbuild.throttles(s, system)} for s in built.servers}
-
-
-class StorageReads:
-    """The bytes the docroot's disk system (a web server's, or the OrangeFS I/O servers') read
-    from its devices, as a sampler probe: {"read_bytes": N}, {} where they cannot be read."""
-
-    def __init__(self, built: diskbuild.Built) -> None:
-        self.built = built
-
-    def __call__(self) -> dict[str, int]:
-        read = diskbuild.device_read_bytes(self.built)
-        return {} if read is None else {"read_bytes": read}
-
-
-def verify(built: diskbuild.Built, system: disks.System,
-           webs: list[compose.Container]) -> dict[str, Any]:
-    """The record of the disk system with each web container's limits read back from its
-    cgroup; DiskError when one differs from the system's bandwidths."""
-    record = built.record()
-    record["description"] = system.describe()
-    got: dict[str, Any] = {}
-    for c in webs:
-        if c.service not in {s.name for s in built.servers}:
-            continue
-        limits, problems = diskbuild.check_throttles(built.server(c.service), system, c.pid)
-        got[c.service] = limits
-        if problems:
-            raise disks.DiskError(f"the {c.service} container's block-I/O limits are not the "
-                                  f"disk system's: {problems[0]}")
-    record["throttles_read_back"] = got
-    return record
-
-
 # --------------------------------------------------------------------------- per-file times
 
 
-def logging_tier(containers: Mapping[str, compose.Container], target: str,
+def logging_tier(target: str, proxies: list[compose.Container],
                  webs: list[compose.Container]) -> list[compose.Container]:
-    """Whose access log times each request: the proxy's when the load goes through it (its %D
-    runs until the web tier's whole response has come through, disk reads included; the web
-    tier's own %D can end before a large file is read, the event MPM sending the rest after
-    logging), else the web servers'."""
+    """Whose access logs time each request: the proxies' when the load goes through them (a
+    proxy's %D runs until the web tier's whole response has come through, disk reads included;
+    the web tier's own %D can end before a large file is read, the event MPM sending the rest
+    after logging), else the web servers'."""
     host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
-    if host in ("proxy", "198.18.1.10") and "proxy" in containers:
-        return [containers["proxy"]]
+    if host in ("proxy", "198.18.1.10") and proxies:
+        return proxies
     return webs
 
 
-def reset_logs(containers: list[compose.Container]) -> None:
+def reset_logs(where: placer.Placer, containers: list[compose.Container]) -> None:
     """Empty the access logs (each point reads its own requests)."""
     for c in containers:
-        compose.exec_in(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
+        where.exec(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
 
 
 def parse_line(line: str) -> tuple[float, str, int, int, float] | None:
@@ -386,11 +316,11 @@ def per_file(lines: list[str], sizes: Mapping[str, int], start: float, end: floa
     return summary
 
 
-def read_logs(containers: list[compose.Container]) -> list[str]:
+def read_logs(where: placer.Placer, containers: list[compose.Container]) -> list[str]:
     """The access log lines of these containers."""
     lines: list[str] = []
     for c in containers:
-        done = compose.exec_in(c, ["cat", ACCESS_LOG], timeout=120)
+        done = where.exec(c, ["cat", ACCESS_LOG], timeout=120)
         lines += done.stdout.splitlines()
     return lines
 

@@ -294,9 +294,10 @@ def site_figures(requests: RequestLog, sites: dict[str, str], start: float,
 def dynamic_figures(requests: RequestLog, start: float, end: float, dynamic_prefix: str,
                     write_prefix: str) -> dict[str, float]:
     """From the request log: successful dynamic requests (paths under `dynamic_prefix`) per
-    second in (start, end] (`dyn_tps`), and successful writes over the whole run
-    (`writes_ok`: the rows they inserted are counted after the point)."""
-    dynamic = writes = 0
+    second in (start, end] (`dyn_tps`) and over the whole run (`dynamic_answered`: against the
+    database's counters over the load), and successful writes over the whole run (`writes_ok`:
+    the rows they inserted are counted after the point)."""
+    dynamic = answered = writes = 0
     for batch in requests.batches(("end_s", "status", "path")):
         end_s = batch.column("end_s").to_numpy(zero_copy_only=False)
         ok = _ok(batch.column("status").to_numpy(zero_copy_only=False))
@@ -305,8 +306,10 @@ def dynamic_figures(requests: RequestLog, start: float, end: float, dynamic_pref
             zero_copy_only=False)).sum())
         dyn = pc.starts_with(paths, dynamic_prefix).to_numpy(zero_copy_only=False)
         dynamic += int((ok & dyn & (end_s > start) & (end_s <= end)).sum())
+        answered += int((ok & dyn).sum())
     span = end - start
-    return {"dyn_tps": dynamic / span if span > 0 else 0.0, "writes_ok": writes}
+    return {"dyn_tps": dynamic / span if span > 0 else 0.0, "dynamic_answered": answered,
+            "writes_ok": writes}
 
 
 def summarize(samples: list[dict], requests: RequestLog | list[Request], *, start: float,

@@ -18,9 +18,31 @@ from tierbench.placement.compose import Container
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
 
 
-def wrk_threads(users: int, processes: int) -> int:
-    """wrk threads: the largest count <= processes that divides the connections evenly."""
-    return max(t for t in range(1, min(users, processes) + 1) if users % t == 0)
+def wrk_threads(users: int, processes: int, proxies: int = 1) -> int:
+    """wrk threads: the largest count <= processes that divides the connections evenly. With
+    several proxies each thread is bound to one (wrk sets a thread's server address, not a
+    connection's: replay.lua's setup), so the threads are a multiple of the proxies that
+    divides the connections (settings.proxies_problem refuses users that no multiple divides),
+    each proxy getting users / proxies connections; fewer connections than proxies: a thread
+    each, on the first proxies."""
+    if proxies <= 1:
+        return max(t for t in range(1, min(users, processes) + 1) if users % t == 0)
+    if users <= proxies:
+        return users
+    return proxies * wrk_threads(users // proxies, max(1, processes // proxies))
+
+
+def thread_targets(spec: LoadSpec) -> list[str]:
+    """host:port of the proxy each wrk thread is bound to, thread t to proxy t mod N (none with
+    one target)."""
+    if len(spec.targets) <= 1:
+        return []
+    threads = wrk_threads(spec.users, spec.processes, len(spec.targets))
+    out = []
+    for t in range(threads):
+        parts = urlsplit(spec.targets[t % len(spec.targets)])
+        out.append(f"{parts.hostname}:{parts.port or 80}")
+    return out
 
 
 
@@ -50,7 +72,7 @@ def wrk_url(target: str) -> str:
 
 def wrk_argv(spec: LoadSpec, duration_s: int, script: bool = True) -> list[str]:
     """The wrk command line: connections = users, threads as wrk_threads(), latency printed."""
-    threads = wrk_threads(spec.users, spec.processes)
+    threads = wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))
     argv = ["wrk", "-t", str(threads), "-c", str(spec.users), "-d", f"{duration_s}s",
             "--timeout", "10s", "--latency"]
     if script:
@@ -65,14 +87,17 @@ def run_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, n
     summary the replay script wrote (wrk-NAME.json)."""
     out = point_dir / f"wrk-{name}.json"
     env = {"TRACE": container_path(trace), "CONNECTIONS": str(spec.users),
-           "THREADS": str(wrk_threads(spec.users, spec.processes)), "WRK_OUT": container_path(out)}
+           "THREADS": str(wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))),
+           "WRK_OUT": container_path(out)}
+    if spec.targets:  # each thread's proxy (replay.lua's setup)
+        env["THREAD_TARGETS"] = ",".join(thread_targets(spec))
     if per_client:
         env["REQUESTS_PER_CLIENT"] = str(per_client)
     if spec.dynamic:
         env["DYNAMIC"] = "1"
     log = point_dir / f"wrk-{name}.txt"
-    code = exec_engine(wrk_argv(spec, duration_s), env, loadgen, log, duration_s + 60, "wrk",
-                       fetch=spec.fetch)
+    code = exec_engine(spec.where, wrk_argv(spec, duration_s), env, loadgen, log,
+                       duration_s + 60, "wrk", fetch=spec.fetch)
     if code != 0 or not out.exists():
         raise LoadgenError(f"wrk ({name}) exited with code {code} and no summary: "
                            f"{log_tail(log)}")
@@ -186,7 +211,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
                          max(1, math.ceil(spec.warmup_s)))
     summary = run_once(spec, loadgen, point_dir, trace, "measure",
                         max(1, math.ceil(spec.measure_s)), spec.requests_per_client)
-    threads = wrk_threads(spec.users, spec.processes)
+    threads = wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))
     if spec.requests_per_client and summary.get("threads_finished", 0) < threads:
         want = spec.requests_per_client * spec.users
         raise limit_reached("wrk", spec, f"{threads - summary.get('threads_finished', 0)} of "
@@ -199,9 +224,11 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
              **agg["counts"], **count_extra(spec)}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
-    # Dynamic requests answered in the measured run, and write requests answered in both runs
-    # (the rows they inserted are counted after the point: the write check).
+    # Dynamic requests answered in the measured run and in both runs (against the database's
+    # counters over the whole load), and write requests answered in both runs (the rows they
+    # inserted are counted after the point: the write check).
     extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)

@@ -1,0 +1,51 @@
+"""Where a process's cgroups are: the hierarchies' mount points (/proc/self/mountinfo) and a
+process's path in each (/proc/PID/cgroup), for cgroup v1 (a hierarchy per controller) and v2
+(one unified hierarchy). Read by the sampler (CPU, memory) and by the CPU settings of modes.
+
+Standard library only, and no import of tierbench: the sampling agent and the CPU settings run
+on cluster nodes as source code (tierbench.measure.agent, tierbench.interfaces.cpu), and this
+module's code goes with them (:func:`source`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def mountpoint(fstype: str, option: str | None = None) -> Path | None:
+    """Mount point of a cgroup hierarchy (``cgroup`` with the controller ``option``, or
+    ``cgroup2``), from /proc/self/mountinfo; None when it is not mounted."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if rest and rest[0] == fstype and (option is None or option in rest[-1].split(",")):
+            return Path(fields[4])
+    return None
+
+
+def controller_path(lines: list[str], controller: str) -> tuple[int, str] | None:
+    """(1, path) of a cgroup v1 ``controller`` in a process's /proc/PID/cgroup ``lines``, else
+    (2, path) in the unified hierarchy; None when it is in neither."""
+    v1 = [ln.split(":", 2) for ln in lines
+          if ln.count(":") >= 2 and controller in ln.split(":", 2)[1].split(",")]
+    if v1:
+        return 1, v1[0][2]
+    path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+    return (2, path) if path is not None else None
+
+
+def folder(lines: list[str], controller: str) -> tuple[int, Path] | None:
+    """(cgroup version, folder) of the process's cgroup holding ``controller``; None where it
+    cannot be found (no such controller, or its hierarchy not mounted)."""
+    found = controller_path(lines, controller)
+    if found is None:
+        return None
+    version, path = found
+    mount = mountpoint("cgroup", controller) if version == 1 else mountpoint("cgroup2")
+    return (version, mount / path.lstrip("/")) if mount is not None else None
+
+
+def source() -> str:
+    """This module's code for a program that runs on a node: without its ``__future__``
+    import, which only the program's first lines may hold."""
+    return Path(__file__).read_text().replace("from __future__ import annotations\n", "")

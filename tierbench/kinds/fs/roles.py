@@ -1,0 +1,20 @@
+"""What the file-server benchmarks declare to the placement: the cluster file's roles their
+services run on and the file server that admits only its clients."""
+
+from __future__ import annotations
+
+from tierbench.placement.access import Admission
+from tierbench.placement.clusterfile import Role
+
+ROLES = (
+    Role("fs_server", "the GlusterFS file server of the file-server benchmarks (and its CPU hog)",
+         server=True),
+    Role("fs_client", "the client machine of the file-server benchmarks (dbench, fio)"),
+)
+
+ADMISSIONS = (
+    # the client machines mount the volume (compose/fs.yml: fs-client, fs-client2 .. 18)
+    Admission("fs-server", "FS_CLIENTS",
+              ("fs-client", *(f"fs-client{i}" for i in range(2, 19))), ("fs_client",),
+              "the GlusterFS volume's auth.allow"),
+)

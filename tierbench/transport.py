@@ -1,0 +1,150 @@
+"""Where a command runs, and running it there: this machine, a network namespace of it, a cluster
+node over SSH, or a container through its host's Docker engine. Every floor that runs a command
+somewhere else goes through a :class:`Transport` (interfaces, measure, modes, placement, and the
+kinds through the placer), so that there is one way to reach a node.
+
+A node is reached with OpenSSH: the placement gives ``ssh`` and its options up to the node's
+address (one shared connection per node, ControlMaster; tierbench.placement.nodes.ssh_prefix),
+and the command goes after it as one string quoted for the remote shell. A container on a node
+is reached through the node's Docker context (``docker --context NODE``). A transport is plain
+data (its :meth:`record` goes into state files), so that a later process reaches the same node
+after a crash.
+
+This module imports nothing of tierbench: its errors say what failed, and the caller says it in
+its own words (naming the interface, the node or the disk system it was working on).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Command = str | Sequence[str]  # a shell snippet, or an argv
+
+
+class TransportError(Exception):
+    """A command could not run where it was sent: ``missing`` names the program that is not
+    installed, ``timeout`` the seconds it did not finish within. Callers catch it and say what
+    failed in their own words."""
+
+    def __init__(self, message: str, *, missing: str | None = None,
+                 timeout: float | None = None) -> None:
+        super().__init__(message)
+        self.missing, self.timeout = missing, timeout
+
+
+def shown(command: Command) -> str:
+    """A command as it is shown in messages."""
+    return command if isinstance(command, str) else shlex.join(command)
+
+
+def netns_prefix(pid: int | None) -> list[str]:
+    """``nsenter -t PID -n``: the network namespace of process ``pid`` (None: none)."""
+    return [] if pid is None else ["nsenter", "-t", str(pid), "-n"]
+
+
+@dataclass(frozen=True)
+class Transport:
+    """This machine (``name`` None), or the cluster node ``name`` reached with ``ssh`` (ssh and
+    its options up to the address; the command is appended as one shell-quoted string), whose
+    Docker engine ``context`` names."""
+
+    name: str | None = None
+    ssh: tuple[str, ...] = ()
+    context: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """A node over SSH (not this machine)."""
+        return self.name is not None
+
+    @property
+    def where(self) -> str:
+        """' on NODE' ('' on this machine)."""
+        return f" on {self.name}" if self.name else ""
+
+    def argv(self, command: Command, netns: int | None = None) -> list[str]:
+        """The argv that runs ``command`` there (in the network namespace of process ``netns``
+        there, when given)."""
+        cmd = ["sh", "-c", command] if isinstance(command, str) else list(command)
+        cmd = netns_prefix(netns) + cmd
+        if not self.remote:
+            return cmd
+        remote = command if isinstance(command, str) and netns is None else shlex.join(cmd)
+        return [*self.ssh, remote]
+
+    def run(self, command: Command, *, netns: int | None = None, timeout: float = 60,
+            input: str | bytes | None = None, text: bool = True
+            ) -> subprocess.CompletedProcess:
+        """Run ``command`` there and return the finished process, whatever its exit code;
+        TransportError when it cannot start or does not finish within ``timeout`` s."""
+        return run_argv(self.argv(command, netns), timeout=timeout, input=input, text=text)
+
+    def popen(self, command: Command, *, netns: int | None = None,
+              **kwargs: Any) -> subprocess.Popen:
+        """Start ``command`` there (subprocess.Popen's keywords)."""
+        return start_argv(self.argv(command, netns), **kwargs)
+
+    def unreachable(self, done: subprocess.CompletedProcess) -> bool:
+        """Whether a finished command failed because ssh did not reach the node."""
+        return self.remote and done.returncode == 255
+
+    def docker(self, *args: str) -> list[str]:
+        """``docker`` on this machine's engine or, through its context, the node's."""
+        return ["docker", *(["--context", self.context] if self.context else []), *args]
+
+    def exec_argv(self, container: str, argv: Sequence[str], *,
+                  env: Mapping[str, str] | None = None, user: str | None = None,
+                  interactive: bool = False) -> list[str]:
+        """``docker exec`` of ``argv`` in the container ``container`` (its ID) on this engine."""
+        opts = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
+        return self.docker("exec", *(["-i"] if interactive else []), *opts,
+                           *(["-u", user] if user else []), container, *argv)
+
+    def record(self) -> dict[str, Any]:
+        """What a state file keeps to reach the node again (``of`` reads it back)."""
+        return {"node": self.name, "ssh": list(self.ssh)} if self.remote else {}
+
+
+LOCAL = Transport()
+
+
+def node_of(record: Mapping[str, Any] | None) -> Transport | None:
+    """The cluster node a state record names, as a transport (None: this machine)."""
+    return of(record) if record and record.get("node") else None
+
+
+def of(record: Mapping[str, Any] | None) -> Transport:
+    """The transport a state record names (``node`` and ``ssh``; this machine without them)."""
+    if not record or not record.get("node"):
+        return LOCAL
+    return Transport(record["node"], tuple(record.get("ssh") or ()), record.get("context"))
+
+
+def run_argv(argv: list[str], *, timeout: float = 60, input: str | bytes | None = None,
+             text: bool = True, cwd: Any = None, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess:
+    """Run ``argv`` on this machine (see Transport.run)."""
+    try:
+        return subprocess.run(argv, input=input, capture_output=True, text=text,
+                              timeout=timeout, check=False, cwd=cwd, env=env)
+    except FileNotFoundError as exc:
+        missing = exc.filename or argv[0]
+        raise TransportError(f"{missing} is not installed", missing=missing) from None
+    except subprocess.TimeoutExpired:
+        raise TransportError(f"`{shlex.join(argv[:3])} ...` did not finish within {timeout:g} s",
+                             timeout=timeout) from None
+    except OSError as exc:
+        raise TransportError(f"cannot run `{argv[0]}`: {exc}") from None
+
+
+def start_argv(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Start ``argv`` on this machine (TransportError when it is not installed)."""
+    try:
+        return subprocess.Popen(argv, **kwargs)
+    except FileNotFoundError as exc:
+        missing = exc.filename or argv[0]
+        raise TransportError(f"{missing} is not installed", missing=missing) from None
