@@ -415,6 +415,42 @@ def test_a_platform_shares_one_cpu_of_time_among_the_servers(env: dict[str, str]
     assert cpu.read_platform(platform["dirs"])["limit"] is None
 
 
+def test_a_platform_of_the_web_and_application_tiers_holds_them_alone(
+        env: dict[str, str]) -> None:
+    """webapp-2cpus-half (DC-cpus, 004 Fig. 21b): the web and application tiers start under a
+    parent cgroup of their own, the proxy and the database outside it, and under dynamic
+    requests, where both work, the two together stay within one CPU-second per second over the
+    window (the bound of the servers' platform test above)."""
+    from tierbench.interfaces import cpu
+    from tierbench.measure.counters import window
+
+    done = tierbench(env, "run", str(EXPERIMENTS / "webapp-platform.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "webapp-platform")
+    (point,) = sorted((run / "points").iterdir())
+    record = json.loads((point / "point.json").read_text())
+    assert record["mode_verified"] and record["restored"]
+    during = record["mode_state_during"]["platform"]
+    assert [sorted(v["tiers"]) for v in during.values()] == [["app", "web"]]
+    assert [(v["cpuset"], v["limit"]) for v in during.values()] == [("0-1", 1.0)]
+    samples = [json.loads(line) for line in (point / "samples.jsonl").read_text().splitlines()]
+    first, last = window(samples, record["window"]["start"], record["window"]["end"])
+    seconds = last["t"] - first["t"]
+    used = {t: last["cpu"][t]["usage_s"] - first["cpu"][t]["usage_s"] for t in ("web", "app")}
+    assert seconds >= 3, seconds
+    assert min(used.values()) > 0.05 * seconds, used  # both tiers worked
+    assert sum(used.values()) / seconds <= 1 + 0.12 / seconds, used
+    found = compose.service_containers(("proxy", "web", "app", "db"))
+    platform = cpu.platform_of(found["web"].pid)
+    assert cpu.platform_of(found["app"].pid)["dirs"] == platform["dirs"]
+    assert sorted(platform["members"]) == sorted(
+        cpu.platform_of(c.pid)["own"] for c in (found["web"], found["app"]))
+    servers = cpu.platform_of(found["proxy"].pid)
+    assert servers["dirs"] != platform["dirs"]
+    assert cpu.platform_of(found["db"].pid)["dirs"] == servers["dirs"]
+    assert cpu.read_platform(platform["dirs"])["limit"] is None  # put back after the point
+
+
 def test_hit_ratios_are_made_real_on_a_cold_page_cache_and_a_capped_web_tier(
         env: dict[str, str]) -> None:
     """DC-cache-hit's machinery: the hit ratio the web tier's own storage reads show follows the
