@@ -107,6 +107,14 @@ def test_manifest_records_provenance(two_modes: Path) -> None:
     assert manifest["host"]["cpus"] == os.cpu_count()
     assert "locust" in manifest["versions"]["locust"]
     assert manifest["experiment"]["name"] == "two-modes"
+    # the TCP settings each container's namespace ran with, and the host's, as the kernel has them
+    host_cc = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    assert manifest["host"]["tcp"]["congestion_control"] == host_cc
+    assert set(manifest["tcp"]) == {"loadgen", "proxy", "web"}
+    for tcp in manifest["tcp"].values():
+        assert tcp["congestion_control"] in Path(
+            "/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split(), tcp
+        assert tcp["slow_start_after_idle"] in ("0", "1"), tcp
 
 
 def test_manifest_lists_the_debian_packages_installed_in_each_image(two_modes: Path) -> None:
