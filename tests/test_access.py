@@ -57,7 +57,7 @@ def test_the_example_rack_admits_the_nodes_whose_roles_talk_to_each_service() ->
     (2, {"APP_CLIENTS": ["198.18.16.12"], "DB_CLIENTS": ["198.18.16.12"],
          "FS_CLIENTS": ["198.18.16.11"]}),
     (4, {"APP_CLIENTS": ["198.18.16.13"], "DB_CLIENTS": ["198.18.16.13", "198.18.16.14"],
-         "FS_CLIENTS": ["198.18.16.11"]}),
+         "FS_CLIENTS": ["198.18.16.11", "198.18.16.13"]}),
 ])
 def test_the_labs_cluster_files_admit_their_nodes(tmp_path: Path, n: int, want: dict) -> None:
     lab = lab_file(tmp_path, n)

@@ -327,8 +327,8 @@ class ClusterPlacer(Placer):
         """The services of one dependency level that go on ``node``; its server tiers under the
         node's own common parent cgroup (a platform per node)."""
         base = self.compose_argv(node, files, ["*"])
-        env = {compose.SERVERS_CGROUP: compose.servers_cgroup(
-            compose.cgroup_driver(nodes.transport(node).docker()), node.name), **env}
+        env = {**spec.cgroup_env(compose.cgroup_driver(nodes.transport(node).docker()),
+                                 node.name), **env}
         for name in level:
             count = where[name].get(node.name)
             if not count:

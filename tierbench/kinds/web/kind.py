@@ -38,8 +38,13 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     # -- experiment
     def check(self, exp: Experiment[WebSettings]) -> None:
         """A real device the experiment names must exist (sizes and use: at preflight; a
-        cluster node's devices are checked there at preflight)."""
+        cluster node's devices are checked there at preflight). A mode's platform on some tiers
+        must be one the stack can start them under."""
         s = exp.settings
+        try:
+            services.own_platforms(exp.modes)
+        except ConfigError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
         if exp.placer.cluster is not None:
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
@@ -199,7 +204,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     def deploy(self, exp: Experiment[WebSettings], key: Hashable, prepared: WebPrepared,
                previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
         """The stack up with the key's settings (kinds.web.stack)."""
-        return stack.deploy(exp.placer, exp.settings, exp.seed, key, prepared, previous, point)
+        return stack.deploy(exp.placer, exp.settings, exp.seed, key, prepared, previous, point,
+                            services.own_platforms(exp.modes))
 
     def finish(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo]) -> list[str]:
         """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever

@@ -13,10 +13,12 @@ import os
 import subprocess
 from pathlib import Path
 
+from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root, state_dir
 from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
 from tierbench.kinds.web import roles
+from tierbench.modes.model import Mode
 from tierbench.placement import compose
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
@@ -43,6 +45,11 @@ APP_TIERS = ("app", "db")  # compose/app-db.yml: the application and database ti
 # the application servers, one per web server with web_servers: 3 (compose/web-servers-app.yml)
 APP_SERVICES = ("app", "app2", "app3")
 # Stack settings of the app-db overlay -> the environment variables compose/app-db.yml reads.
+# Tiers a mode may give a platform of their own (cpu: {per: platform} with these tiers; every
+# server tier is the other platform, roles: [servers]): the web and application tiers start
+# under the parent cgroup their compose variable names (docker-compose.yml, compose/app-db.yml),
+# the servers' otherwise.
+OWN_PLATFORMS = {"WEBAPP_CGROUP": ("webapp", frozenset({"web", "app"}))}
 APP_DB_ENV = {"db_rows": "DB_ROWS", "db_row_bytes": "DB_ROW_BYTES", "db_seed": "DB_SEED",
               "db_shared_buffers": "DB_SHARED_BUFFERS", "app_workers": "APP_WORKERS"}
 
@@ -229,14 +236,35 @@ def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int) -
     return path
 
 
+def own_platforms(modes: list[Mode]) -> dict[str, str]:
+    """The platforms of their own that the modes with a per-platform cpu: on some tiers need
+    (compose variable -> platform name); a mode naming tiers no such platform holds is refused."""
+    out: dict[str, str] = {}
+    for mode in modes:
+        if not mode.tiers or not (mode.cpu or {}).get("per") == "platform":
+            continue
+        found = [(var, name) for var, (name, tiers) in OWN_PLATFORMS.items()
+                 if set(mode.tiers) <= tiers]
+        if not found:
+            held = "; ".join(" and ".join(sorted(t)) for _, t in OWN_PLATFORMS.values())
+            raise ConfigError(f"mode {mode.name}: cpu.per: platform for the tiers "
+                              f"{', '.join(mode.tiers)}: the web stack starts only these under a "
+                              f"platform of their own: {held} (or every server tier: roles: "
+                              "[servers]); change the mode's tiers, or use per: container")
+        out.update(dict(found[:1]))
+    return out
+
+
 def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
-               overlays: list[Path] | None = None) -> compose.Services:
+               overlays: list[Path] | None = None,
+               platforms: dict[str, str] | None = None) -> compose.Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
-    are Compose files written at run time (a disk system's binds and throttles)."""
+    are Compose files written at run time (a disk system's binds and throttles); `platforms`:
+    tiers started under a parent cgroup of their own (:func:`own_platforms`)."""
     env = stack_env(settings, filesets)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
@@ -257,7 +285,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     spec = compose.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
-                    admissions=roles.ADMISSIONS)
+                    admissions=roles.ADMISSIONS, platforms=dict(platforms or {}))
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
         # and the first N I/O servers (no clients).
