@@ -67,7 +67,8 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
     if previous is not None:
         close_probes(previous)
     where.up(services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
-                                 s.load.remote_workers, prepared.hot_sets, overlays))
+                                 s.load.remote_workers, prepared.hot_sets, overlays,
+                                 cluster=where.cluster is not None))
     dep = discover(where, key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:
