@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -278,14 +278,16 @@ def config_of(args: list[str], env: dict[str, str]) -> dict:
 
 
 def access_env(config: dict, admissions: Iterable[access.Admission],
-               cluster: Cluster | None = None) -> dict[str, str]:
+               cluster: Cluster | None = None,
+               placed: Mapping[str, Iterable[str]] | None = None) -> dict[str, str]:
     """What the services that admit only their peers (``admissions``) read at `compose up`:
-    the addresses each admits (on ``cluster``'s nodes by their roles, else on this host's
-    Compose networks), and the database password when a service of ``config`` takes it (made
-    when the stack comes up from nothing)."""
+    the addresses each admits (on ``cluster``'s nodes by their roles, those that run a client
+    when ``placed`` gives each service's nodes, else on this host's Compose networks), and the
+    database password when a service of ``config`` takes it (made when the stack comes up from
+    nothing)."""
     try:
-        out = access.env(access.cluster_admitted(cluster, admissions) if cluster is not None
-                         else access.host_admitted(config, admissions))
+        out = access.env(access.cluster_admitted(cluster, admissions, placed)
+                         if cluster is not None else access.host_admitted(config, admissions))
         if any(access.PASSWORD_VARIABLE in (spec.get("environment") or {})
                for spec in (config.get("services") or {}).values()):
             out[access.PASSWORD_VARIABLE] = access.database_password()

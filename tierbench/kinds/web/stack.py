@@ -69,7 +69,7 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
         close_probes(previous)
     where.up(services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
                                  s.load.remote_workers, prepared.hot_sets, overlays,
-                                 platforms))
+                                 cluster=where.cluster is not None, platforms=platforms))
     dep = discover(where, key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:
