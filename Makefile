@@ -34,7 +34,8 @@ test-cluster: setup images ## The cluster-lab tests in full and the stack tests 
 	$(VENV)/pytest tests/test_cluster.py tests/test_cluster_lab.py tests/test_rack_lab.py \
 	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
-	  tests/test_web_servers_cluster_lab.py tests/test_advise_cluster_lab.py
+	  tests/test_web_servers_cluster_lab.py tests/test_proxies_cluster_lab.py \
+	  tests/test_advise_cluster_lab.py
 	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration

@@ -162,11 +162,31 @@ CHECKS = {"integrity": "data read back and matched its checksum",
                                "the measured window to its middle"}
 
 
+def without_phases_not_run(missing: dict[str, list[str]], rows: list[dict[str, Any]],
+                           phases: list[str]) -> dict[str, list[str]]:
+    """Missing values less the columns of a phase a point did not run: every column of that
+    phase empty in a point without an error (pfs-basic's send phases at the native library's
+    points). A failed point keeps them."""
+    out = {}
+    for row in rows:
+        point = str(row.get("point") or "?")
+        if point not in missing:
+            continue
+        idle = [] if not tables.is_empty(row.get("error")) else [
+            p for p in phases if all(tables.is_empty(v) for k, v in row.items()
+                                     if isinstance(k, str) and k.startswith(f"{p}_"))]
+        gone = [c for c in missing[point] if not any(c.startswith(f"{p}_") for p in idle)]
+        if gone:
+            out[point] = gone
+    return out
+
+
 def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> dict[str, Any]:
     """Client-bound points, failed points / errors / missing values, count mismatches, checks,
     unstable results and layout notes; or that there is nothing to warn about."""
     cols = [c for c in ctx.group_cols if c != "phase"]
-    missing = tables.missing_values(ctx.rows, optional_for(ctx.spec))
+    missing = without_phases_not_run(tables.missing_values(ctx.rows, optional_for(ctx.spec)),
+                                     ctx.rows, ctx.spec.get("phases") or [])
     bound, problems, counts = [], [], []
     checks = [c for c in ctx.spec["checks"] if any(c in r for r in ctx.rows)]
     for row in ctx.rows:

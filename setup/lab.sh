@@ -265,7 +265,8 @@ write_cluster() {  # $1: N
     echo "  net_server: $web"
     echo "  net_client: $client"
     echo "  fs_server: $proxy"
-    echo "  fs_client: $client"
+    # the file-server clients (fs.clients) go round two nodes where there are three or more
+    if [ "$n" -ge 3 ]; then echo "  fs_client: [$client, $web]"; else echo "  fs_client: $client"; fi
     echo "  disk: $web"
   } >"$LAB/cluster.yml.new"
   mv "$LAB/cluster.yml.new" "$LAB/cluster.yml"

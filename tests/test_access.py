@@ -47,17 +47,19 @@ def test_the_example_rack_admits_the_nodes_whose_roles_talk_to_each_service() ->
     # client1 the file-server client. Only the first data-plane address of each node counts
     # (store1's second port, 10.20.1.4, is never admitted).
     assert access.cluster_admitted(rack, ADMISSIONS) == {
-        "APP_CLIENTS": ["10.20.0.3"],
+        "APP_CLIENTS": ["10.20.0.3"], "APP2_CLIENTS": ["10.20.0.3"], "APP3_CLIENTS": ["10.20.0.3"],
         "DB_CLIENTS": ["10.20.0.3", "10.20.0.4"],
         "FS_CLIENTS": ["10.20.0.1"],
     }
 
 
 @pytest.mark.parametrize("n, want", [
-    (2, {"APP_CLIENTS": ["198.18.16.12"], "DB_CLIENTS": ["198.18.16.12"],
+    (2, {"APP_CLIENTS": ["198.18.16.12"], "APP2_CLIENTS": ["198.18.16.12"],
+         "APP3_CLIENTS": ["198.18.16.12"], "DB_CLIENTS": ["198.18.16.12"],
          "FS_CLIENTS": ["198.18.16.11"]}),
-    (4, {"APP_CLIENTS": ["198.18.16.13"], "DB_CLIENTS": ["198.18.16.13", "198.18.16.14"],
-         "FS_CLIENTS": ["198.18.16.11"]}),
+    (4, {"APP_CLIENTS": ["198.18.16.13"], "APP2_CLIENTS": ["198.18.16.13"],
+         "APP3_CLIENTS": ["198.18.16.13"], "DB_CLIENTS": ["198.18.16.13", "198.18.16.14"],
+         "FS_CLIENTS": ["198.18.16.11", "198.18.16.13"]}),
 ])
 def test_the_labs_cluster_files_admit_their_nodes(tmp_path: Path, n: int, want: dict) -> None:
     lab = lab_file(tmp_path, n)
@@ -83,7 +85,24 @@ def test_an_unplaced_role_admits_nobody() -> None:
                                                                "address": "10.0.0.1/24"}]}],
         "roles": {"loadgen": "n1", "proxy": "n1", "web": "n1"}}, registry.roles(), "c.yml")
     got = access.cluster_admitted(one, ADMISSIONS)
-    assert got == {"APP_CLIENTS": ["10.0.0.1"], "DB_CLIENTS": [], "FS_CLIENTS": []}
+    assert got == {"APP_CLIENTS": ["10.0.0.1"], "APP2_CLIENTS": ["10.0.0.1"],
+                   "APP3_CLIENTS": ["10.0.0.1"], "DB_CLIENTS": [], "FS_CLIENTS": []}
+
+
+def test_with_the_services_nodes_a_service_admits_only_its_clients_nodes(
+        tmp_path: Path) -> None:
+    """Of a role listing several nodes, only those running one of the admission's clients."""
+    lab = lab_file(tmp_path, 4)
+    data = lab.model_dump(exclude={"path"})
+    data["roles"]["web"] = ["node3", "node4"]
+    several = clusterfile.parse_cluster(data, registry.roles(), "c.yml")
+    fake = (access.Admission("s2", "S2_CLIENTS", ("c2",), ("web",), "its list"),
+            access.Admission("s", "S_CLIENTS", ("c", "c2"), ("web",), "its list"))
+    got = access.cluster_admitted(several, fake, {"c": ["node3"], "c2": ["node4"]})
+    assert got == {"S2_CLIENTS": ["198.18.16.14"], "S_CLIENTS": ["198.18.16.13", "198.18.16.14"]}
+    # a client placed off the roles' nodes is not admitted; none placed: nobody
+    assert access.cluster_admitted(several, fake, {"c2": ["node1"]}) == {
+        "S2_CLIENTS": [], "S_CLIENTS": []}
 
 
 def host_config(*files: str) -> dict:

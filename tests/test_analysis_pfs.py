@@ -4,6 +4,7 @@ the paper's numbers."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -86,3 +87,70 @@ def test_pfs_run_without_a_spec_gets_a_generic_report(tmp_path: Path) -> None:
     assert '<span class="muted">Phase</span> read' in page
     assert '<span class="muted">Phase</span> write' in page
     assert "relative CPU benefit" in page and "Points with errors or missing values" not in page
+
+
+def send_run(tmp_path: Path) -> Path:
+    """A pfs-basic run with the send phases (pfs.send): at every point sendfile moves twice
+    sendrw's MB/s with half its sender CPU per MB; the native library's points have none."""
+    rows = []
+    for fs in ("disk", "orangefs", "orangefs-native"):
+        for buffer in (65536, 196608):
+            for rep in (1, 2):
+                row = synthetic_runs.pfs_row(
+                    "offloads-on", rep, {"read": 100.0 + rep, "write": 90.0 + rep}, 1.0,
+                    test="basic", io_servers=3, clients=1, streams=1, filesystem=fs,
+                    buffer=buffer, access="native" if fs == "orangefs-native" else "posix")
+                for phase, mbs, cpu in (("sendrw", 50.0, 0.5), ("sendfile", 100.0, 0.25)):
+                    own = ({"mb_per_s": mbs * buffer / 65536 + rep, "bytes": 16 << 20, "s": 1.0,
+                            "sender_cpu_s": 0.1, "sender_cpu_ms_per_mb": cpu, "sink_cpu_s": 0.1,
+                            "client_cpu_us_per_kb": 1.0, "failed_streams": 0}
+                           if fs != "orangefs-native" else {})
+                    row.update({f"{phase}_{k}": own.get(k) for k in (
+                        "mb_per_s", "bytes", "s", "sender_cpu_s", "sender_cpu_ms_per_mb",
+                        "sink_cpu_s", "client_cpu_us_per_kb", "failed_streams")})
+                rows.append(row)
+    man = synthetic_runs.manifest("pfs-basic", [], ("offloads-on",),
+                                  synthetic_runs.spec_of("pfs-basic"))
+    man["kind"] = "pfs"
+    man["experiment"]["pfs"] = {"test": "basic", "io_servers": [3], "strip_size": 65536,
+                                "storage": "ide", "send": True}
+    return synthetic_runs.write_run(tmp_path / "run", rows, man, web=False)
+
+
+def test_the_send_phases_get_their_sections_cpu_panel_and_fig_4_5_rows(tmp_path: Path) -> None:
+    """004 §4.2 Fig. 4-5 in the pfs-basic family: a section per send phase with the sender's CPU
+    per MB, a panel of it by buffer, and the paper's rows (no numbers in 004's text: its words)
+    beside the measured sendfile against sendrw and 192 KB against 64 KB."""
+    page = report.write_report(send_run(tmp_path)).read_text()
+    for phase in ("sendrw", "sendfile"):
+        assert "sender CPU ms/MB" in section(page, phase)
+    assert "the sender&#39;s CPU per MB sent" in page or "the sender's CPU per MB sent" in page
+    ref = page[page.index("sendfile vs read/write (Fig. 4a"):]
+    ref = re.sub(r"<[^>]+>", " ", ref[: ref.index("</table>")])
+    text = " ".join(ref.split())
+    # ext3 and PVFS at 64 KB: sendfile 101.5 vs sendrw 51.5 on average over the repetitions
+    assert text.count("sendfile 102 vs sendrw 51.5: change +97.1 %") == 2, text
+    assert "sendfile &#34;unstable&#34; (004 §4.2)" in text
+    # Fig. 5a and 5b: PVFS at 192 KB (3 x 50 + rep, 3 x 100 + rep) against 64 KB
+    assert "196608 152 vs 65536 51.5: change +194.2 %" in text, text
+    assert "196608 302 vs 65536 102: change +197.0 %" in text, text
+    # the sender's CPU per MB: half with sendfile, and 004 measured none
+    assert text.count("sendfile 0.25 vs sendrw 0.50: change -50.0 %") == 2, text
+    assert "not measured in 004" in text
+    # the native library's points ran no send phase: their empty send columns are not missing
+    assert "Points with errors or missing values" not in page[: page.index('id="figure"')]
+    # but a point that ran its send phases and lost a value is listed
+    run = send_run(tmp_path / "lost")
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    lost = next(r for r in rows if r["filesystem"] == "disk")
+    lost["sendfile_sender_cpu_ms_per_mb"] = ""
+    lost["sendrw_mb_per_s"] = ""
+    with (run / "summary.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    page = report.write_report(run).read_text()
+    top = page[: page.index('id="figure"')]
+    assert "Points with errors or missing values (1)" in top
+    assert "missing sendrw_mb_per_s" in " ".join(re.sub(r"<[^>]+>", " ", top).split())

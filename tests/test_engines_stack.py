@@ -194,6 +194,8 @@ def test_wrk_request_count_run_stops_every_client_after_its_requests(testbed,
     measure = json.loads((pdir / "wrk-measure.json").read_text())
     # the measured run: 8 clients x 1,000 requests, all sent and answered, both threads finished
     assert (measure["sent"], measure["requests"], measure["threads_finished"]) == (8000, 8000, 2)
+    # every request counted in its own second: the per-second counts add up to exactly those sent
+    assert sum(s["requests"] for s in measure["per_second"]) == 8000
     assert took < 25  # it ended when the clients were done, not at the 30 s limit
     # the server saw the warm-up (a timed run; up to one request per connection still in
     # flight when it ended) and exactly the counted requests: clients g and g + 4 replay subset

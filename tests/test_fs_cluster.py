@@ -62,7 +62,8 @@ def on_cluster() -> cluster.ClusterPlacer:
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
     assert cluster.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
     assert "fs_server" in registry.roles().servers
-    assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == ["one", "one"]
+    assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == [
+        "one", "one_or_more"]  # fs.clients go round the fs_client nodes
 
 
 def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:
@@ -88,6 +89,19 @@ def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> Non
     assert client["devices"][0]["source"] == "/dev/fuse"
     assert {"source": "/srv/tb/workloads", "target": "/app/workloads"}.items() <= \
         client["volumes"][0].items()
+
+
+def test_several_clients_go_round_the_client_nodes() -> None:
+    """fs.clients: 4 over two fs_client nodes: two on each, one after the other (001's client
+    machines); with one node, all four there."""
+    conf = fs_config(TIERBENCH_ADDR_FS_SERVER="198.18.16.12")
+    wanted = ["fs-server", *stack.client_services(4)]
+    where = cluster.place(conf, wanted, {}, lab(fs_client=["node1", "node3"]))
+    assert {s: where[s] for s in stack.client_services(4)} == {
+        "fs-client": {"node1": 1}, "fs-client2": {"node3": 1}, "fs-client3": {"node1": 1},
+        "fs-client4": {"node3": 1}}
+    where = cluster.place(conf, wanted, {}, lab())
+    assert {tuple(where[s]) for s in stack.client_services(4)} == {("node3",)}
 
 
 def test_a_missing_role_is_one_sentence() -> None:

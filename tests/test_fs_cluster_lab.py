@@ -1,14 +1,15 @@
 """The file-server kind on a 4-node lab cluster through `tierbench run --cluster` (markers
 ``stack`` and ``lab_full``: `make test-cluster` runs them; one lab for the module, `setup/lab.sh
 up 4` with no image shipped up front). setup/lab.sh puts the GlusterFS server and its CPU hog
-on node2 (fs_server) and the client on node1 (fs_client); OrangeFS (pfs-iozone) on node4 with
-its clients on node1.
+on node2 (fs_server) and the clients on node1 and node3 (fs_client, a list: one client runs on
+node1, several go round both); OrangeFS (pfs-iozone) on node4 with its clients on node1.
 
 - fs-clients (dbench), idle and busy server, offloads on and off on the server's NIC: the modes
   on node2's NIC only, verified and restored; CPU of the server, client and hog on their nodes;
   the server's traffic from node2's NIC;
 - fs-randread (fio) and the think-time dbench with both loads;
-- fs-filebench: the server's page cache emptied and filled in its container on node2;
+- fs-filebench with 4 clients round node1 and node3: the server's page cache emptied and filled
+  in its container on node2;
 - pfs-iozone on OrangeFS (needs the OrangeFS image, which CI cannot build: skipped there,
   saying so).
 
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 def lab(tmp_path_factory):
     with lab_cluster(tmp_path_factory) as lab:
         assert (lab["cluster"].roles.fs_server, lab["cluster"].roles.fs_client) == \
-            ("node2", "node1")
+            ("node2", ["node1", "node3"])
         yield lab
 
 
@@ -98,6 +99,11 @@ def test_fs_filebench_empties_and_fills_the_servers_cache_on_its_node(lab) -> No
     assert float(found["1-seqread-uncached"]["set_passes"]) > 0
     caches = sorted(p.get("server_cache", "") for p in m["points"].values())
     assert caches == ["", "cached", "uncached"], caches
+    # the 4 clients went round the fs_client nodes: two on node1, two on node3, all sampled
+    samples = [json.loads(x) for x in (run_dir / "points" / "p001" / "samples.jsonl")
+               .read_text().splitlines()]
+    assert set(samples[0]["nodes"]) == {"node1", "node2", "node3"}
+    assert all((int(r["clients"]), int(r["clients_moving"])) == (4, 4) for r in found.values()), found
     assert nic_state(lab["cluster"]) == lab["before"]
 
 

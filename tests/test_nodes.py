@@ -132,7 +132,7 @@ BAD = [
      "fs_server, loadgen, loadgen_workers, net_client, net_server, pfs_clients, pfs_io, pfs_meta, "
      "proxy, web)"),
     ("roles.proxy", "node9", "c.yml: roles.proxy: no node named 'node9' (nodes: node1, node2)"),
-    ("roles.proxy", ["node2"], "c.yml: roles.proxy: must be one node name, got ['node2']"),
+    ("roles.db", ["node2"], "c.yml: roles.db: must be one node name, got ['node2']"),
     ("roles.pfs_io", "node2", "c.yml: roles.pfs_io: must be a list of node names such as "
      "[node2], got 'node2'"),
     ("roles.pfs_io", ["node2", "node2"], "c.yml: roles.pfs_io: node2 is listed twice"),

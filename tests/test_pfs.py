@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from tierbench import runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
-from tierbench.kinds.pfs import settings, streams
+from tierbench.kinds.pfs import phases, settings, streams
 from tierbench.kinds.contract import Experiment
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.kinds.pfs import orangefs
@@ -266,10 +267,48 @@ def test_the_uncached_16mb_experiment_reads_once_after_dropping_the_caches() -> 
     assert (p.single_pass, p.drop_caches, p.storage, p.file_mb) == (True, True, "ide", 16)
     kind = registry.kind("pfs")
     header = kind.plan_header(exp, kind.points(exp, exp.seed))
-    assert "each phase moves the file once, the page caches dropped before the read" in \
-        header[-1]
+    assert any("each phase moves the file once, the page caches dropped before the read and "
+               "each send" in line for line in header), header
     cached = registry.load_experiment("pfs-basic-16mb")
     assert not any("moves the file once" in line for line in kind.plan_header(cached, []))
+
+
+@pytest.mark.parametrize("name", ["pfs-basic-16mb", "pfs-basic-16mb-uncached"])
+def test_the_16mb_experiments_send_the_file_with_both_methods_but_not_natively(
+        name: str) -> None:
+    """004 Fig. 4-5: after the read, sendrw and sendfile from the local disk and through FUSE;
+    the native library has no file descriptor to send from; the plan says so, the summary has
+    the send phases' columns and the estimate counts their time."""
+    exp = registry.load_experiment(name)
+    kind = registry.kind("pfs")
+    assert exp.settings.pfs.send is True
+    factors = {"id": "p001", "mode": "offloads-on", "repetition": 1, "io_servers": 3}
+    for fs, expected in (("disk", ["write", "read", "sendrw", "sendfile"]),
+                         ("orangefs", ["write", "read", "sendrw", "sendfile"]),
+                         ("orangefs-native", ["write", "read"])):
+        assert phases.phase_names(exp.settings.pfs, streams.PointFactors(
+            **factors, filesystem=fs, buffer=65536)) == expected, fs
+    header = "\n".join(kind.plan_header(exp, kind.points(exp, exp.seed)))
+    assert "sent to a TCP sink on 127.0.0.1" in header and "not for orangefs-native" in header
+    columns = [c.name for c in kind.columns(exp)]
+    assert columns[-1] == "integrity"
+    for phase in ("sendrw", "sendfile"):
+        for col in ("mb_per_s", "storage_read_mb", "sender_cpu_ms_per_mb", "sink_cpu_s"):
+            assert f"{phase}_{col}" in columns
+    assert kind.resolved(exp)["pfs"]["send"] is True
+    without = exp.settings.model_copy(update={"pfs": exp.settings.pfs.model_copy(
+        update={"send": False})})
+    plain = Experiment(**{**vars(exp), "settings": without})
+    assert not any(c.name.startswith("send") for c in kind.columns(plain))
+    # four timed phases against two
+    lead = phases.START_DELAY_S + exp.placer.exec_lead_s
+    assert kind.point_seconds(exp) - kind.point_seconds(plain) == pytest.approx(
+        2 * (exp.settings.pfs.measure_s + lead))
+
+
+def test_send_is_a_key_of_the_basic_test_only(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown key 'send' for test concurrent"):
+        load(write_exp(tmp_path, {"test": "concurrent", "send": True}))
 
 
 def test_io_script_reports_a_failing_transfer(tmp_path: Path) -> None:
@@ -299,6 +338,56 @@ def test_parse_io_line_ok_error_and_garbage() -> None:
                             "error=PVFS_sys_read: Unknown host (error class: 128)")
     assert bad["status"] == "error" and bad["error"].startswith("PVFS_sys_read: Unknown host")
     assert streams.parse_io_line("Segmentation fault")["status"] == "error"
+
+
+SEND_LINE = ("stream=1 method=sendfile chunk=65536 file_bytes=16777216 passes=2 calls=512 "
+             "bytes=33554432 received=33554432 adler32=6737a2db start=100.5 end=101.0 "
+             "seconds=0.5 user_s=0.010000 sys_s=0.030000 sink_user_s=0.005 sink_sys_s=0.045 "
+             "status=ok error=")
+
+
+def test_parse_send_line_ok_error_and_garbage() -> None:
+    ok = streams.parse_send_line("noise\n" + SEND_LINE + "\n")
+    assert ok == {"stream": "1", "method": "sendfile", "chunk": 65536, "file_bytes": 16777216,
+                  "iterations": 2, "calls": 512, "bytes": 33554432, "received": 33554432,
+                  "adler32": "6737a2db", "start": 100.5, "end": 101.0, "seconds": 0.5,
+                  "sender_cpu_s": pytest.approx(0.04), "sink_cpu_s": pytest.approx(0.05),
+                  "status": "ok", "error": ""}
+    bad = streams.parse_send_line("method=sendfile chunk=65536 file_bytes=0 passes=0 calls=0 "
+                                  "bytes=0 status=error error=open: No such file or directory")
+    assert (bad["status"], bad["error"], bad["iterations"], bad["bytes"]) == (
+        "error", "open: No such file or directory", 0, 0)
+    assert bad["sender_cpu_s"] == 0 and bad["received"] == 0
+    garbage = streams.parse_send_line("filesend: not found")
+    assert garbage["status"] == "error" and garbage["error"] == "filesend: not found"
+
+
+def test_send_figures_are_the_senders_cpu_per_mb_sent() -> None:
+    r = streams.parse_send_line(SEND_LINE)
+    failed = {"status": "error", "bytes": 0, "sender_cpu_s": 9.0, "sink_cpu_s": 9.0}
+    figures = streams.send_figures([r, failed])
+    assert figures["sender_cpu_s"] == pytest.approx(0.04)
+    assert figures["sender_cpu_ms_per_mb"] == pytest.approx(40 / 33.554432)
+    assert figures["sink_cpu_s"] == pytest.approx(0.05)
+    assert streams.send_figures([failed])["sender_cpu_ms_per_mb"] != \
+        streams.send_figures([failed])["sender_cpu_ms_per_mb"]  # NaN: nothing sent
+
+
+def test_send_problems_name_a_short_pass_a_lost_byte_and_other_data() -> None:
+    n = 4096
+    good = {"stream": 1, "status": "ok", "file_bytes": n, "iterations": 3, "bytes": 3 * n,
+            "received": 3 * n, "adler32": streams.adler32(1, n, 7)}
+    sizes, sums = {1: n}, {1: streams.adler32(1, n, 7)}
+    assert streams.send_problems("sendfile", [good], sizes, sums) == []
+    assert streams.send_problems("sendfile", [{**good, "status": "error"}], sizes, sums) == []
+    for wrong, words in (({"file_bytes": n - 1}, "found 4095 bytes in the file, not the 4096"),
+                         ({"bytes": 3 * n - 1}, "sent 12287 bytes in 3 pass(es) of 4096"),
+                         ({"received": 3 * n - 1}, "its sink received 12287"),
+                         ({"adler32": streams.adler32(2, n, 7)}, "differs from what was")):
+        [problem] = streams.send_problems("sendfile", [{**good, **wrong}], sizes, sums)
+        assert problem.startswith("sendfile: stream 1") and words in problem, problem
+    # the checksum is filesend's: zlib's Adler-32 of the stream's pattern, 8 hex digits
+    assert streams.adler32(1, n, 7) == f"{zlib.adler32(streams.pattern(1, n, 7)):08x}"
 
 
 def test_aggregate_is_all_bytes_over_common_start_to_last_end() -> None:

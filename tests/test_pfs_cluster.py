@@ -1,6 +1,7 @@
 """The OrangeFS tier for real: 1 metadata + 2 I/O servers brought up by Compose, a file written
-and read back through the pvfs2 tools and through FUSE, a short pfs-concurrent run, and an I/O
-server stopped in the middle of one.
+and read back through the pvfs2 tools and through FUSE, a short pfs-concurrent run, an I/O
+server stopped in the middle of one, and PFS-basic's runs (in and out of cache, on the emulated
+IDE disk, the file sent with read/write calls and with sendfile).
 
 Needs root, Docker with Compose v2 and the tierbench-orangefs image. The fixture builds the image
 from ORANGEFS_TARBALL or the verified tarball a previous build cached (setup/orangefs-image.sh
@@ -15,7 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from stack_env import cli_env, orangefs_image, tierbench
+from stack_env import TAG, cli_env, orangefs_image, tierbench
+
+from tierbench.kinds.pfs import streams
 
 pytestmark = pytest.mark.stack
 
@@ -194,3 +197,56 @@ def test_basic_on_the_emulated_ide_disk_reads_the_file_from_the_devices(
     with open("/proc/mounts") as fh:
         mounted = fh.read()
     assert not [r for r in roots if f" {r} " in mounted], roots
+
+
+def test_basic_sends_the_file_not_in_cache_whole_with_read_write_and_with_sendfile(
+        env: dict[str, str]) -> None:
+    """004 §4.2 Fig. 4b's two methods: after the caches are dropped, filesend sends the 16 MB file
+    once with read/write calls (sendrw) and once with sendfile to its sink on 127.0.0.1, from the
+    local disk and through FUSE, each on an emulated IDE disk: the sink received exactly the
+    file's bytes with the written data's Adler-32, each pass read the file from the devices at no
+    more than the throttle allows, and the sender's CPU was counted; the native library's point
+    has no send phases."""
+    done = tierbench(env, "run", str(DATA / "pfs-basic-send-short.yml"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((Path(env["TIERBENCH_RESULTS"]) / "pfs-basic-send-short").iterdir())
+    with (run / "summary.csv").open(newline="") as fh:
+        rows = {r["filesystem"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"disk", "orangefs", "orangefs-native"}
+    nbytes = 16 << 20
+    for fs, devices in (("disk", 1), ("orangefs", 2)):
+        r = rows[fs]
+        assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
+        for phase in ("sendrw", "sendfile"):
+            with (run / "points" / r["point"] / f"{phase}.csv").open(newline="") as fh:
+                [stream] = list(csv.DictReader(fh))
+            assert stream["status"] == "ok", (fs, phase, stream)
+            assert (stream["iterations"], stream["bytes"], stream["received"],
+                    stream["file_bytes"]) == ("1", str(nbytes), str(nbytes), str(nbytes)), stream
+            assert stream["adler32"] == streams.adler32(1, nbytes, 48), (fs, phase, stream)
+            assert int(r[f"{phase}_bytes"]) == nbytes
+            # not in cache: the pass read the file from the devices, no faster than they allow
+            assert float(r[f"{phase}_storage_read_mb"]) >= 0.95 * nbytes / 1e6, (fs, phase, r)
+            assert 0 < float(r[f"{phase}_mb_per_s"]) <= devices * 35 * 1.3, (fs, phase, r)
+            assert float(r[f"{phase}_sender_cpu_s"]) > 0 and float(r[f"{phase}_sink_cpu_s"]) > 0
+            assert float(r[f"{phase}_sender_cpu_ms_per_mb"]) == pytest.approx(
+                1000 * float(r[f"{phase}_sender_cpu_s"]) / (nbytes / 1e6))
+    native = rows["orangefs-native"]
+    assert native["error"] == "" and native["integrity"] == "ok", native
+    assert native["sendrw_mb_per_s"] == native["sendfile_mb_per_s"] == ""
+    assert not (run / "points" / native["point"] / "sendfile.csv").exists()
+
+
+def test_filesend_in_the_image_refuses_what_it_cannot_send(image: None) -> None:
+    """filesend's one result line for a file that is not there and for a method it lacks, exit
+    status 1 (the phase records the stream as failed with that sentence)."""
+    image = f"tierbench-orangefs:{TAG}"
+    for args, words in ((["sendfile", "/nonexistent", "65536", "0", "0"],
+                         "stat: No such file or directory"),
+                        (["mmap", "/etc/hostname", "65536", "0", "0"],
+                         "METHOD: must be readwrite or sendfile")):
+        done = subprocess.run(["docker", "run", "--rm", "--network", "none", image, "filesend",
+                               *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stdout + done.stderr
+        r = streams.parse_send_line(done.stdout)
+        assert (r["status"], r["error"], r["bytes"]) == ("error", words, 0), done.stdout

@@ -159,8 +159,8 @@ def test_a_platform_that_holds_the_load_generator_is_refused(monkeypatch: pytest
     mode = load_mode("servers-2cpus-half")
     state = apply.snapshot_mode(mode, [], SERVERS)
     with pytest.raises(NetifError, match=r"cannot be applied, nothing was changed: mode "
-                                         r"servers-2cpus-half sets one platform for the server "
-                                         r"tiers \(proxy, web\), and their parent cgroup "
+                                         r"servers-2cpus-half sets one platform for the tiers "
+                                         r"proxy, web, and their parent cgroup "
                                          rf"{PLATFORM} on {NODE} also holds 1 other container\(s\) "
                                          r"\(loadgenid\)"):
         apply.apply_mode(mode, [], state)
@@ -183,12 +183,45 @@ def test_the_platform_is_restored_after_its_containers_are_gone(
     assert groups.groups[PLATFORM] == {"cpuset": "0-1", "limit": None}
 
 
-def test_a_platform_covers_the_server_role_only(tmp_path: Path) -> None:
-    path = tmp_path / "webapp.yml"
+def test_a_platform_covers_the_server_role_or_named_tiers(tmp_path: Path) -> None:
+    """A platform is the server role's or some named tiers'; a mode for the clients, or for
+    every tier, has none (the load generator stays outside any platform)."""
+    for scope in ("roles: [clients]\n", ""):
+        path = tmp_path / "platform.yml"
+        path.write_text(f"description: x\n{scope}cpu: {{limit: 1.0, per: platform}}\n")
+        with pytest.raises(ConfigError, match=r"cpu.per: platform is the CPUs some tiers share "
+                                              r".*give the mode roles: \[servers\] or the tiers"):
+            load_mode(str(path))
     path.write_text("description: x\ntiers: [web, app]\ncpu: {limit: 1.0, per: platform}\n")
-    with pytest.raises(ConfigError, match=r"cpu.per: platform is the CPUs every server tier "
-                                          r"shares .*give the mode roles: \[servers\]"):
-        load_mode(str(path))
+    assert load_mode(str(path)).platform() == (
+        "platform=the stack's cpusets, 1 CPU of time in all, shared by web and app")
+
+
+def test_the_web_stack_starts_web_and_app_alone_under_their_platform(tmp_path: Path) -> None:
+    """webapp-2cpus-half (DC-cpus) is one platform of the web and application tiers: the web
+    stack gives them a parent cgroup of their own (WEBAPP_CGROUP), and refuses a platform on
+    tiers it cannot start apart (the proxy with the web tier: the servers' platform is the only
+    one that holds the proxy)."""
+    from tierbench.kinds.web import services
+
+    half = load_mode("webapp-2cpus-half")
+    assert half.tiers == ("web", "app") and half.cpu == {"cpuset": "0-1", "limit": 1.0,
+                                                          "per": "platform"}
+    assert services.own_platforms([half, load_mode("webapp-2cpus")]) == {
+        "WEBAPP_CGROUP": "webapp"}
+    assert services.own_platforms([load_mode("servers-2cpus-half"),
+                                   load_mode("webapp-1cpu")]) == {}
+    path = tmp_path / "proxyweb.yml"
+    path.write_text("description: x\ntiers: [proxy, web]\ncpu: {limit: 1.0, per: platform}\n")
+    with pytest.raises(ConfigError, match=r"mode proxyweb: cpu.per: platform for the tiers "
+                                          r"proxy, web: the web stack starts only these under a "
+                                          r"platform of their own: app and web"):
+        services.own_platforms([load_mode(str(path))])
+    spec = compose.Services([], {}, platforms={"WEBAPP_CGROUP": "webapp"})
+    tag = compose.TAG.replace(".", "_")
+    assert spec.cgroup_env("cgroupfs") == {"SERVERS_CGROUP": f"/tierbench-{tag}-servers",
+                                           "WEBAPP_CGROUP": f"/tierbench-{tag}-webapp"}
+    assert spec.cgroup_env("systemd", "n1")["WEBAPP_CGROUP"] == f"tierbench_{tag}_n1_webapp.slice"
 
 
 def test_every_servers_mode_is_a_platform_and_says_so() -> None:
@@ -241,3 +274,10 @@ def test_every_server_tier_and_no_client_starts_under_the_servers_cgroup() -> No
     assert {s for s, p in parents.items() if p == "/tierbench-test-servers"} == {
         "web", "web2", "web3", "proxy", "app", "db"}
     assert not parents["loadgen"]
+    # with a platform of the web and application tiers, they alone start under it
+    env["WEBAPP_CGROUP"] = "/tierbench-test-webapp"
+    config = compose.config_of([*(a for f in files for a in ("-f", f)), "--profile", "*"], env)
+    parents = {name: spec.get("cgroup_parent") for name, spec in config["services"].items()}
+    assert {s for s, p in parents.items() if p == "/tierbench-test-webapp"} == {
+        "web", "web2", "web3", "app"}
+    assert {s for s, p in parents.items() if p == "/tierbench-test-servers"} == {"proxy", "db"}

@@ -2,8 +2,8 @@
 at their own addresses, read with `docker compose config`, which needs no engine), the settings
 it is refused with, the plan's topology, each client's proxy (wrk threads, Locust users against
 two real in-process HTTP servers), the proxy tier found and summed, the proxies' cache logs
-summed, one application server per web server admitting only its web server, and the cluster's
-refusal."""
+summed, one application server per web server admitting only its web server, and the roles a
+cluster runs them on."""
 
 from __future__ import annotations
 
@@ -342,18 +342,23 @@ def test_each_web_server_has_its_application_server_which_admits_only_it() -> No
 # --- on a cluster -----------------------------------------------------------------------------
 
 
-def test_a_cluster_refuses_several_proxies_in_one_sentence(tmp_path: Path) -> None:
+def test_a_cluster_runs_several_proxies_and_each_web_servers_application_server(
+        tmp_path: Path) -> None:
+    """stack.proxies and, with dynamic requests, app2 and app3 no longer refused on a cluster
+    (tests/test_proxies_cluster.py has their placement, addresses and admissions)."""
     lab = parse_cluster({
         "version": 1,
         "nodes": [{"name": f"node{i}", "address": f"198.18.16.{10 + i}",
                    "interfaces": [{"name": "eth0", "address": f"198.18.16.{10 + i}/24"}]}
                   for i in range(1, 4)],
-        "roles": {"loadgen": "node1", "proxy": "node2", "web": "node3"}}, registry.roles(),
-        "lab.yml")
+        "roles": {"loadgen": "node1", "proxy": ["node2", "node3"], "web": "node3",
+                  "app": "node2", "db": "node1"}}, registry.roles(), "lab.yml")
     exp = experiment(tmp_path)
     exp.placer = cluster.ClusterPlacer(lab)
-    with pytest.raises(ConfigError, match=r"stack\.proxies: 4 does not run on a cluster yet"):
-        registry.kind("web").cluster_roles(exp)
-    one = experiment(tmp_path, stack={"proxies": 1})
-    one.placer = cluster.ClusterPlacer(lab)
-    assert registry.kind("web").cluster_roles(one) == ["loadgen", "proxy", "web"]
+    assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
+    dynamic = experiment(tmp_path, traces=[{"name": "dyn", "kind": "single", "size": 4096,
+                                            "dynamic": {"share": 1, "query": "point"}}],
+                         stack={"db": {"rows": 1000}})
+    dynamic.placer = cluster.ClusterPlacer(lab)
+    assert registry.kind("web").cluster_roles(dynamic) == ["loadgen", "proxy", "web", "app",
+                                                            "db"]

@@ -107,6 +107,14 @@ def test_manifest_records_provenance(two_modes: Path) -> None:
     assert manifest["host"]["cpus"] == os.cpu_count()
     assert "locust" in manifest["versions"]["locust"]
     assert manifest["experiment"]["name"] == "two-modes"
+    # the TCP settings each container's namespace ran with, and the host's, as the kernel has them
+    host_cc = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    assert manifest["host"]["tcp"]["congestion_control"] == host_cc
+    assert set(manifest["tcp"]) == {"loadgen", "proxy", "web"}
+    for tcp in manifest["tcp"].values():
+        assert tcp["congestion_control"] in Path(
+            "/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split(), tcp
+        assert tcp["slow_start_after_idle"] in ("0", "1"), tcp
 
 
 def test_manifest_lists_the_debian_packages_installed_in_each_image(two_modes: Path) -> None:
@@ -413,6 +421,42 @@ def test_a_platform_shares_one_cpu_of_time_among_the_servers(env: dict[str, str]
     assert sorted(platform["members"]) == sorted(
         cpu.platform_of(c.pid)["own"] for c in (found["proxy"], found["web"]))
     assert cpu.read_platform(platform["dirs"])["limit"] is None
+
+
+def test_a_platform_of_the_web_and_application_tiers_holds_them_alone(
+        env: dict[str, str]) -> None:
+    """webapp-2cpus-half (DC-cpus, 004 Fig. 21b): the web and application tiers start under a
+    parent cgroup of their own, the proxy and the database outside it, and under dynamic
+    requests, where both work, the two together stay within one CPU-second per second over the
+    window (the bound of the servers' platform test above)."""
+    from tierbench.interfaces import cpu
+    from tierbench.measure.counters import window
+
+    done = tierbench(env, "run", str(EXPERIMENTS / "webapp-platform.yml"))
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "webapp-platform")
+    (point,) = sorted((run / "points").iterdir())
+    record = json.loads((point / "point.json").read_text())
+    assert record["mode_verified"] and record["restored"]
+    during = record["mode_state_during"]["platform"]
+    assert [sorted(v["tiers"]) for v in during.values()] == [["app", "web"]]
+    assert [(v["cpuset"], v["limit"]) for v in during.values()] == [("0-1", 1.0)]
+    samples = [json.loads(line) for line in (point / "samples.jsonl").read_text().splitlines()]
+    first, last = window(samples, record["window"]["start"], record["window"]["end"])
+    seconds = last["t"] - first["t"]
+    used = {t: last["cpu"][t]["usage_s"] - first["cpu"][t]["usage_s"] for t in ("web", "app")}
+    assert seconds >= 3, seconds
+    assert min(used.values()) > 0.05 * seconds, used  # both tiers worked
+    assert sum(used.values()) / seconds <= 1 + 0.12 / seconds, used
+    found = compose.service_containers(("proxy", "web", "app", "db"))
+    platform = cpu.platform_of(found["web"].pid)
+    assert cpu.platform_of(found["app"].pid)["dirs"] == platform["dirs"]
+    assert sorted(platform["members"]) == sorted(
+        cpu.platform_of(c.pid)["own"] for c in (found["web"], found["app"]))
+    servers = cpu.platform_of(found["proxy"].pid)
+    assert servers["dirs"] != platform["dirs"]
+    assert cpu.platform_of(found["db"].pid)["dirs"] == servers["dirs"]
+    assert cpu.read_platform(platform["dirs"])["limit"] is None  # put back after the point
 
 
 def test_hit_ratios_are_made_real_on_a_cold_page_cache_and_a_capped_web_tier(

@@ -52,8 +52,8 @@ def test_the_web_role_takes_one_node_or_a_list() -> None:
         lab(web=["node3", "node3"])
     with pytest.raises(ClusterError, match=r"roles\.web: no node named 'node9'"):
         lab(web=["node3", "node9"])
-    with pytest.raises(ClusterError, match=r"roles\.proxy"):
-        lab(proxy=["node2"])  # the other single roles still take one node
+    with pytest.raises(ClusterError, match=r"roles\.loadgen"):
+        lab(loadgen=["node1"])  # the single roles still take one node
 
 
 def test_three_web_servers_go_round_the_web_nodes_and_the_file_sets_follow() -> None:

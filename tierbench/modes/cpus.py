@@ -1,5 +1,5 @@
 """A mode's cpu: part: the cpuset and CPU limit of the containers it covers, or of the platform
-(the parent cgroup) the server tiers share, read (a snapshot), checked, set, read back,
+(the parent cgroup) the covered tiers share, read (a snapshot), checked, set, read back,
 restored and viewed. The cgroup files are read and written by :mod:`tierbench.interfaces.cpu`,
 here or on a cluster node over SSH.
 
@@ -26,7 +26,7 @@ Containers = list[tuple[str, Transport, int]]  # (label, node, PID on the node) 
 
 
 def per_platform(mode: Mode) -> bool:
-    """Whether the mode's cpu: is one platform's, shared by the server tiers."""
+    """Whether the mode's cpu: is one platform's, shared by the tiers it covers."""
     return mode.cpu.get("per") == "platform"
 
 
@@ -77,8 +77,8 @@ def platforms(cpu_targets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any
 
 
 def platform_problems(mode: Mode, state: dict) -> list[str]:
-    """A platform must hold the covered server tiers and nothing else (the load generator
-    outside it), one per node."""
+    """A platform must hold the covered tiers and nothing else (the load generator outside it),
+    one per node."""
     found = []
     chosen = state.get("platform") or platforms(state.get("cpu", {}))
     per_node: dict[str | None, list[str]] = {}
@@ -87,15 +87,15 @@ def platform_problems(mode: Mode, state: dict) -> list[str]:
         others = sorted(set(entry["members"]) - set(entry["own"]))
         if others:
             found.append(
-                f"mode {mode.name} sets one platform for the server tiers "
-                f"({', '.join(entry['tiers'])}), and their parent cgroup {entry['dirs']['cpu']} "
+                f"mode {mode.name} sets one platform for the tiers "
+                f"{', '.join(entry['tiers'])}, and their parent cgroup {entry['dirs']['cpu']} "
                 f"on {entry['node'] or 'this host'} also holds {len(others)} other container(s) "
                 f"({', '.join(o[:12] for o in others)}): bring the stack up with tierbench, which "
-                "starts only the server tiers under their own parent (compose setting "
-                "SERVERS_CGROUP), and leave SERVERS_CGROUP unset")
+                "starts the platform's tiers alone under their own parent (compose settings "
+                "SERVERS_CGROUP and the kind's platforms), and leave those settings unset")
     for node, keys in per_node.items():
         if len(keys) > 1:
-            found.append(f"mode {mode.name} sets one platform for the server tiers, and on "
+            found.append(f"mode {mode.name} sets one platform for its tiers, and on "
                          f"{node or 'this host'} they are under {len(keys)} parent cgroups: "
                          "bring the stack up again with tierbench (tierbench clean, then run)")
     return found

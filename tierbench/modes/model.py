@@ -238,7 +238,8 @@ class Cpu(Model):
     """The CPUs of the covered tiers' containers: which ones (a cpuset) and how much of their
     time (a limit in CPUs, CFS quota), as `docker update --cpuset-cpus --cpus` would set them;
     per container (each its own limit), or per platform: one cpuset and one limit shared by
-    every server tier (their common parent cgroup), as one host holds them."""
+    the tiers a host holds (their common parent cgroup): every server tier (roles: [servers]),
+    or the mode's tiers where the kind starts them under a parent of their own."""
 
     cpuset: Annotated[str, text(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", "0-1 or 1 or 0,2")] | None = None
     limit: Annotated[float, number(0.01, 1024)] | None = None
@@ -355,7 +356,8 @@ class Mode:
         limit = self.cpu.get("limit")
         if self.cpu.get("per") == "platform":
             time = "no limit" if limit is None else f"{limit:g} CPU of time in all"
-            return f"platform={cpus}, {time}, shared by the server tiers"
+            shared = " and ".join(self.tiers) if self.tiers else "the server tiers"
+            return f"platform={cpus}, {time}, shared by {shared}"
         who = ", ".join(self.tiers or self.roles) or "every tier, load generator included"
         time = "no limit" if limit is None else f"{limit:g} CPU of time each"
         return f"platform={cpus}, {time} ({who}; per container)"
@@ -459,10 +461,11 @@ def _mode(name: str, data: dict[str, Any], parents: tuple[str, ...], where: str)
     if m.cpu is not None and m.host_interfaces:
         raise ConfigError(f"{where}: cpu: sets the CPUs of containers; a mode with "
                           "host_interfaces has none (drop one of them)")
-    if m.cpu is not None and m.cpu.per == "platform" and list(m.roles or []) != ["servers"]:
-        raise ConfigError(f"{where}: cpu.per: platform is the CPUs every server tier shares (their "
-                          "common parent cgroup); give the mode roles: [servers], or per: "
-                          "container for some tiers")
+    if m.cpu is not None and m.cpu.per == "platform" and list(m.roles or []) != ["servers"] \
+            and not m.tiers:
+        raise ConfigError(f"{where}: cpu.per: platform is the CPUs some tiers share (their "
+                          "common parent cgroup); give the mode roles: [servers] or the tiers "
+                          "that share it, or per: container")
     n = m.nic
     knobs = Knobs(
         channels={k: v for k, v in n.channels.model_dump().items() if v is not None},

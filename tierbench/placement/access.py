@@ -6,8 +6,8 @@ addresses they admit, and the database password.
   one environment variable: an :class:`Admission` the kind declares (the web kind's application
   and database tiers, the fs kind's file server: ``ADMISSIONS`` in their packages) and hands
   down with the services it brings up (``Services.admissions``). On a cluster the list is the first data-plane
-  address of every node whose role talks to the service (:func:`cluster_admitted`, from the
-  cluster file alone); on one host, the addresses the Compose files give the services that talk
+  address of every node whose role talks to the service and runs one of its clients
+  (:func:`cluster_admitted`, from the cluster file and where the services were placed); on one host, the addresses the Compose files give the services that talk
   to it on the stack's networks (:func:`host_admitted`). The images refuse to start with an
   empty list: an empty ``listen.allowed_clients`` or ``auth.allow`` would admit anyone.
 - **The database password** is made at random when the stack is brought up from nothing
@@ -61,17 +61,24 @@ class Admission:
     what: str
 
 
-def cluster_admitted(cluster: Cluster,
-                     admissions: Iterable[Admission]) -> dict[str, list[str]]:
+def cluster_admitted(cluster: Cluster, admissions: Iterable[Admission],
+                     services: Mapping[str, Iterable[str]] | None = None,
+                     ) -> dict[str, list[str]]:
     """Each admission's variable and the addresses it admits on a cluster: the first
     data-plane address of every node of the roles that talk to the service (a role not placed
-    adds none; a service whose peers are all unplaced admits nobody)."""
+    adds none; a service whose peers are all unplaced admits nobody). With ``services`` (each
+    service brought up and the nodes it runs on), only the nodes of those roles that run one of
+    the admission's clients: of a role listing several nodes, a service admits the node of its
+    own client, not those of the other services of the role."""
     placed = cluster.placement()
     out: dict[str, list[str]] = {}
     for a in admissions:
         if not a.roles:  # a service that does not run on a cluster
             continue
         names = [n for role in a.roles for n in placed.get(role, [])]
+        if services is not None:
+            used = {n for client in a.clients for n in services.get(client, ())}
+            names = [n for n in names if n in used]
         out[a.variable] = list(dict.fromkeys(cluster.node(n).interface().ip for n in names))
     return out
 

@@ -304,8 +304,9 @@ class ClusterPlacer(Placer):
                         "an earlier run: removing the stack first")
             self.down()
             self.mount_tmpfs(spec.tmpfs, config, where)
-        # the peers each service admits, by the cluster file's roles; the database password
-        env.update(compose.access_env(config, spec.admissions, self.cluster))
+        # the peers each service admits: its clients' nodes (of the cluster file's roles for
+        # them); the database password
+        env.update(compose.access_env(config, spec.admissions, self.cluster, where))
         self.placed = where
         self.roles = {name: (config["services"][name].get("labels") or {}).get(ROLE_LABEL)
                       for name in where}
@@ -327,8 +328,8 @@ class ClusterPlacer(Placer):
         """The services of one dependency level that go on ``node``; its server tiers under the
         node's own common parent cgroup (a platform per node)."""
         base = self.compose_argv(node, files, ["*"])
-        env = {compose.SERVERS_CGROUP: compose.servers_cgroup(
-            compose.cgroup_driver(nodes.transport(node).docker()), node.name), **env}
+        env = {**spec.cgroup_env(compose.cgroup_driver(nodes.transport(node).docker()),
+                                 node.name), **env}
         for name in level:
             count = where[name].get(node.name)
             if not count:

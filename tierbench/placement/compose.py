@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +23,8 @@ PROJECT = "tierbench"
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 # The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
 # platform's CPUs and CPU time can be set once for the tiers it holds (modes with
-# `cpu: {per: platform}`, tierbench/modes/cpus.py); the load generator stays outside it.
+# `cpu: {per: platform}`, tierbench/modes/cpus.py); the load generator stays outside it. A kind
+# may start some tiers under a platform of their own (Services.platforms).
 SERVERS_CGROUP = "SERVERS_CGROUP"
 class StackError(TierbenchError):
     """The stack cannot be brought up or inspected; the message says what to do."""
@@ -54,7 +55,10 @@ class Services:
     environment (``replica_env``; where every replica has its own address it is not needed).
     The kind that brings them up also declares what its files read from it: the CPU lists its
     services are pinned to (``cpusets``: variable -> default, checked against this host's
-    CPUs) and the services that admit only their peers (``admissions``)."""
+    CPUs), the services that admit only their peers (``admissions``), and the parent cgroups
+    some of its tiers start under instead of the servers' (``platforms``: compose variable ->
+    the platform's name, e.g. WEBAPP_CGROUP -> webapp, for a mode that sets those tiers' CPUs
+    as one platform)."""
 
     files: list[str]
     env: dict[str, str]
@@ -67,6 +71,13 @@ class Services:
     timeout: float = 600
     cpusets: dict[str, str] = field(default_factory=dict)
     admissions: tuple[access.Admission, ...] = ()
+    platforms: dict[str, str] = field(default_factory=dict)
+
+    def cgroup_env(self, driver: str, node: str | None = None) -> dict[str, str]:
+        """The parent cgroups the compose files read: the servers' and each platform's."""
+        return {SERVERS_CGROUP: servers_cgroup(driver, node),
+                **{var: servers_cgroup(driver, node, name)
+                   for var, name in self.platforms.items()}}
 
     def args(self) -> list[str]:
         """-f FILE ... --profile P ... for docker compose."""
@@ -181,11 +192,12 @@ def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     return _run(["docker", "compose", *args], env=env, timeout=timeout)
 
 
-def servers_cgroup(driver: str, node: str | None = None) -> str:
-    """The servers' common parent cgroup for an engine with this cgroup driver (`docker info`'s
-    CgroupDriver): a slice for systemd, a folder below the hierarchy's root for cgroupfs; one per
-    tag, and on a cluster one per node (the lab's nodes share the machine's cgroup tree)."""
-    name = "-".join(["tierbench", TAG.replace(".", "_"), *([node] if node else []), "servers"])
+def servers_cgroup(driver: str, node: str | None = None, platform: str = "servers") -> str:
+    """The servers' common parent cgroup (or another ``platform``'s: some tiers' own) for an
+    engine with this cgroup driver (`docker info`'s CgroupDriver): a slice for systemd, a folder
+    below the hierarchy's root for cgroupfs; one per tag, and on a cluster one per node (the
+    lab's nodes share the machine's cgroup tree)."""
+    name = "-".join(["tierbench", TAG.replace(".", "_"), *([node] if node else []), platform])
     if driver == "systemd":
         # a dash in a slice's name nests it (a-b.slice is in a.slice): the name keeps none
         return name.replace("-", "_") + ".slice"
@@ -250,8 +262,8 @@ def up_spec(spec: Services) -> None:
         for path, size in spec.tmpfs.items():
             mount_tmpfs(Path(path), size)
     # every profile's services: those of the spec's profiles and any it names; the server
-    # tiers under their common parent cgroup
-    env = {SERVERS_CGROUP: servers_cgroup(cgroup_driver()), **spec.env,
+    # tiers under their common parent cgroup (some under a platform of their own)
+    env = {**spec.cgroup_env(cgroup_driver()), **spec.env,
            **access_env(config_of([*spec.args(), "--profile", "*"], spec.env), spec.admissions)}
     scale = [a for svc, n in spec.scale.items() for a in ("--scale", f"{svc}={n}")]
     _run(["docker", "compose", *spec.args(), "up", "-d", "--wait", "--no-build",
@@ -266,14 +278,16 @@ def config_of(args: list[str], env: dict[str, str]) -> dict:
 
 
 def access_env(config: dict, admissions: Iterable[access.Admission],
-               cluster: Cluster | None = None) -> dict[str, str]:
+               cluster: Cluster | None = None,
+               placed: Mapping[str, Iterable[str]] | None = None) -> dict[str, str]:
     """What the services that admit only their peers (``admissions``) read at `compose up`:
-    the addresses each admits (on ``cluster``'s nodes by their roles, else on this host's
-    Compose networks), and the database password when a service of ``config`` takes it (made
-    when the stack comes up from nothing)."""
+    the addresses each admits (on ``cluster``'s nodes by their roles, those that run a client
+    when ``placed`` gives each service's nodes, else on this host's Compose networks), and the
+    database password when a service of ``config`` takes it (made when the stack comes up from
+    nothing)."""
     try:
-        out = access.env(access.cluster_admitted(cluster, admissions) if cluster is not None
-                         else access.host_admitted(config, admissions))
+        out = access.env(access.cluster_admitted(cluster, admissions, placed)
+                         if cluster is not None else access.host_admitted(config, admissions))
         if any(access.PASSWORD_VARIABLE in (spec.get("environment") or {})
                for spec in (config.get("services") or {}).values()):
             out[access.PASSWORD_VARIABLE] = access.database_password()

@@ -1,6 +1,7 @@
-"""Provenance of a run: source revision, host (kernel, CPU model, count and clock), software
-versions, the images and cpusets of the containers that ran, and the Debian packages installed in
-each image (the list its build wrote, with the base image and Debian snapshot it was built from)."""
+"""Provenance of a run: source revision, host (kernel, CPU model, count and clock, TCP settings),
+software versions, the images, cpusets and TCP settings of the containers that ran, and the
+Debian packages installed in each image (the list its build wrote, with the base image and Debian
+snapshot it was built from)."""
 
 from __future__ import annotations
 
@@ -69,12 +70,47 @@ def hardware_counters() -> bool:
         and "<not counted>" not in done.stderr
 
 
+# The TCP settings that change what a transfer costs and how fast it starts, read in each
+# network namespace: the congestion control (BBR paces every connection with timers when no
+# fq qdisc does, CUBIC and Reno send as the window allows) and whether an idle connection
+# starts slowly again; the host's default qdisc too (a namespace has none of its own).
+TCP_SYSCTLS = {"congestion_control": "net/ipv4/tcp_congestion_control",
+               "slow_start_after_idle": "net/ipv4/tcp_slow_start_after_idle"}
+HOST_SYSCTLS = {**TCP_SYSCTLS, "default_qdisc": "net/core/default_qdisc"}
+
+
+def host_tcp() -> dict[str, str | None]:
+    """This host's TCP settings (:data:`HOST_SYSCTLS`); None for one this kernel lacks."""
+    out: dict[str, str | None] = {}
+    for key, path in HOST_SYSCTLS.items():
+        try:
+            out[key] = (Path("/proc/sys") / path).read_text().strip()
+        except OSError:
+            out[key] = None
+    return out
+
+
+def container_tcp(where: Placer, containers: dict[str, compose.Container]
+                  ) -> dict[str, dict[str, str | None]]:
+    """Each container's TCP settings as its own network namespace has them (a container with
+    host networking: its node's); {} for one that cannot be read."""
+    out: dict[str, dict[str, str | None]] = {}
+    paths = [f"/proc/sys/{p}" for p in TCP_SYSCTLS.values()]
+    for name, c in containers.items():
+        text = _out(where.transport(c).docker("exec", c.id, "cat", *paths))
+        values = text.split("\n") if text else []
+        out[name] = dict(zip(TCP_SYSCTLS, values)) if len(values) == len(paths) else {}
+    return out
+
+
 def host() -> dict:
-    """Kernel, OS, CPU model, count and clock, and whether hardware cycle counters work."""
+    """Kernel, OS, CPU model, count and clock, whether hardware cycle counters work, and the
+    TCP settings new network namespaces start from."""
     mhz, source = cpu_mhz()
     return {"kernel": platform.release(), "os": platform.platform(), "cpu_model": cpu_model(),
             "cpus": os.cpu_count(), "cpu_mhz": mhz, "cpu_mhz_source": source,
-            "hardware_counters": hardware_counters(), "hostname": platform.node()}
+            "hardware_counters": hardware_counters(), "hostname": platform.node(),
+            "tcp": host_tcp()}
 
 
 def tool_versions() -> dict[str, str]:
@@ -152,4 +188,5 @@ def collect(containers: dict[str, compose.Container], where: Placer) -> dict[str
         "images": {name: {"image": c.image, "id": c.image_id} for name, c in containers.items()},
         "image_packages": image_packages(where, containers),
         "cpusets": {name: c.cpuset for name, c in containers.items()},
+        "tcp": container_tcp(where, containers),
     }

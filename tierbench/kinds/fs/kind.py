@@ -173,7 +173,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
                 "busy server (an MPEG decoder running on its CPUs all the time)")
         n = f.clients
         net = "198.18.12.0/24" if exp.placer.cluster is None else (
-            "their nodes" if n == 1 else "their nodes (every client on the fs_client node)")
+            "their nodes" if n == 1 else "their nodes (the clients round the fs_client nodes)")
         return ("  -- file server (GlusterFS"
                 + (f", {f.server_memory} of memory" if f.server_memory else "")
                 + f") and {n} client{'s' if n > 1 else ''} on {net}, {load}")

@@ -9,7 +9,9 @@ from tierbench.placement.clusterfile import Role
 ROLES = (
     Role("fs_server", "the GlusterFS file server of the file-server benchmarks (and its CPU hog)",
          server=True),
-    Role("fs_client", "the client machine of the file-server benchmarks (dbench, fio)"),
+    # fs.clients: 18 (001's client machines) go round its nodes: fs-client, fs-client2 .. 18
+    Role("fs_client", "the client machines of the file-server benchmarks (dbench, fio)",
+         nodes="one_or_more"),
 )
 
 ADMISSIONS = (

@@ -18,7 +18,7 @@ from tierbench.kinds.pfs.phases import START_DELAY_S, Phases
 from tierbench.kinds.pfs.roles import ROLES
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, client_disk_bytes, cluster_clients
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
-from tierbench.kinds.pfs.streams import PointFactors
+from tierbench.kinds.pfs.streams import SEND_COLUMNS, SEND_PHASES, PointFactors
 from tierbench.kinds.pfs import orangefs
 from tierbench.placement import disks, placer, space
 from tierbench.kinds.pfs.orangefs import PfsError
@@ -33,6 +33,9 @@ SUMMARY_COLUMNS = [
     *(f"{phase}_{col}" for phase in ("read", "write") for col in PHASE_COLUMNS),
     "integrity",
 ]
+# the basic test's send phases (pfs.send), before integrity
+SEND_SUMMARY_COLUMNS = [f"{phase}_{col}" for phase in SEND_PHASES
+                        for col in (*PHASE_COLUMNS, *SEND_COLUMNS)]
 
 
 
@@ -70,7 +73,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         else:
             pfs.update(filesystems=list(p.filesystems), buffers=list(p.buffers),
                        file_mb=p.file_mb, drop_caches=p.drop_caches,
-                       single_pass=p.single_pass)
+                       single_pass=p.single_pass, send=p.send)
         system = exp.settings.storage_system()
         extra = {} if system is None else {"disk_systems": {system.name: {
             "description": system.describe(), "emulated": system.emulated,
@@ -114,7 +117,8 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         """settle, the timed phases, set-up and checksums."""
         p = self.settings(exp)
         lead = START_DELAY_S + exp.placer.exec_lead_s
-        return exp.settle_s + (2 if p.test != "streams" else 1) * (p.measure_s + lead) + 8
+        phases = 1 if p.test == "streams" else 2 + (len(SEND_PHASES) if p.send else 0)
+        return exp.settle_s + phases * (p.measure_s + lead) + 8
 
     def plan_header(self, exp: Experiment[PfsSettings], points: list[Point]) -> list[str]:
         """The test, storage, strip and timeouts."""
@@ -125,15 +129,23 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                     f"  storage: disk system {system.describe()}, one per I/O server"
                     + (" and one for the client's local disk (fs=disk)"
                        if client_disk_bytes(p) else "")
-                    + "; each phase records the MB its devices read (read_ and write_storage_read_mb)"]
+                    + "; each phase records the MB its devices read ("
+                    + ("read_, write_, sendrw_ and sendfile_storage_read_mb)"
+                       if p.test == "basic" and p.send else "read_ and write_storage_read_mb)")]
                     if system is not None else []) + [
                 f"per point: settle {exp.settle_s:g} s + {p.measure_s:g} s per phase + set-up "
                 "and checksums"] + ([
                     "  each phase moves the file once"
-                    + (", the page caches dropped before the read (the file not in cache)"
+                    + (", the page caches dropped before the read"
+                       + (" and each send" if p.send else "") + " (the file not in cache)"
                        if p.drop_caches else "")
                     + f"; {p.measure_s:g} s per phase is its bound in the estimate"]
-                    if p.test == "basic" and p.single_pass else [])
+                    if p.test == "basic" and p.single_pass else []) + ([
+                    "  after the read, the file sent to a TCP sink on 127.0.0.1 in the client "
+                    "container (filesend) with read/write calls of the buffer's size (phase "
+                    "sendrw) and with sendfile(2) of as many bytes per call (phase sendfile): "
+                    "004 Fig. 4-5; not for orangefs-native (the native library gives no file "
+                    "descriptor to send from)"] if p.test == "basic" and p.send else [])
 
     def deployment_line(self, exp: Experiment[PfsSettings], point: Point, first: bool) -> str:
         """The cluster from this point on."""
@@ -306,8 +318,11 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         return row
 
     def columns(self, exp: Experiment[PfsSettings]) -> list[Column]:
-        """Identity, then read_* and write_* figures, then integrity."""
-        return [Column(c) for c in SUMMARY_COLUMNS]
+        """Identity, then read_* and write_* figures (and with pfs.send the sendrw_* and
+        sendfile_* ones), then integrity."""
+        p = self.settings(exp)
+        sends = SEND_SUMMARY_COLUMNS if p.test == "basic" and p.send else []
+        return [Column(c) for c in [*SUMMARY_COLUMNS[:-1], *sends, SUMMARY_COLUMNS[-1]]]
 
     def brief(self, row: dict[str, Any]) -> str:
         """MB/s and CPU per side for each phase, integrity."""
@@ -338,4 +353,8 @@ def brief(row: dict) -> str:
             parts.append(f"{phase} {row[f'{phase}_mb_per_s']:.0f} MB/s (clients "
                          f"{row[f'{phase}_client_cpu_pct']:.0f} %, servers "
                          f"{row[f'{phase}_server_cpu_pct']:.0f} % CPU)")
+    for phase in SEND_PHASES:
+        if f"{phase}_mb_per_s" in row:
+            parts.append(f"{phase} {row[f'{phase}_mb_per_s']:.0f} MB/s (sender "
+                         f"{row[f'{phase}_sender_cpu_ms_per_mb']:.2f} ms CPU/MB)")
     return "; ".join(parts) + f", integrity {row.get('integrity')}"

@@ -1,8 +1,9 @@
 """The timed phases of one pfs point on the running cluster: the streams of each client
 container started at one wall-clock instant (pfs-io.sh repeats its transfer until measure_s has
-passed, or moves it once with single_pass), the CPU of every container read at each phase's start and end, what was read and
-written checked against checksums, the fault the experiment asks for, the point's files
-removed."""
+passed, or moves it once with single_pass; in the basic test's send phases filesend sends the
+file to a TCP sink in the client container the same way), the CPU of every container read at
+each phase's start and end, what was read, written and sent checked against checksums, the fault
+the experiment asks for, the point's files removed."""
 
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from typing import Any
 from tierbench.kinds.contract import Deployment, log
 from tierbench.kinds.pfs.settings import FILESYSTEMS, MIB, Pfs
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
-from tierbench.kinds.pfs.streams import (PointFactors, Stream, aggregate, make_source_cmd,
-                                         parse_io_line, phase_cpu, sha256)
+from tierbench.kinds.pfs.streams import (SEND_PHASES, PointFactors, Stream, adler32, aggregate,
+                                         make_source_cmd, parse_io_line, parse_send_line,
+                                         phase_cpu, send_figures, send_problems, sha256)
 from tierbench.kinds.pfs import orangefs
 from tierbench.placement import compose
 from tierbench.kinds.pfs.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
+SENDER = "filesend"  # in the OrangeFS image (images/orangefs/filesend.c)
 START_DELAY_S = 1.5  # every stream starts at the same wall-clock time, this far ahead
 
 
@@ -79,15 +82,14 @@ class Phases:
         sources = {s.number: f"/scratch/src-{s.nbytes}-{s.number}" for s in streams}
         self._each(streams, lambda s: make_source_cmd(s.number, s.nbytes, seed,
                                                       sources[s.number]), "write source data")
-        phases = ["write", "read"] if exp.test == "basic" else (
-            ["read", "write"] if exp.test == "concurrent" else ["read"])
+        phases = phase_names(exp, point)
         if phases[0] == "read":  # the files to read, written before the clock starts
             self._each(streams, lambda s: self._write_once(s, sources[s.number]),
                        "write the files to read")
         written: dict[int, str] = {}
         try:
             for phase in phases:
-                if phase == "read" and exp.test == "basic" and exp.drop_caches:
+                if phase != "write" and exp.test == "basic" and exp.drop_caches:
                     self.where.drop_caches(self.clients + self.servers)
                 # pvfs2-cp never overwrites: a native stream reads back the file it wrote last
                 active = [dc_replace(s, file=written[s.number]) if s.access == "native"
@@ -103,6 +105,11 @@ class Phases:
                     break
                 if phase == "read":
                     checks += self._verify_reads(streams, seed)
+                elif phase in SEND_PHASES:
+                    checks += send_problems(phase, results["streams"],
+                                            {s.number: s.nbytes for s in streams},
+                                            {s.number: adler32(s.number, s.nbytes, seed)
+                                             for s in streams})
                 else:
                     written = {r["stream"]: r.get("last") or "" for r in results["streams"]}
             else:
@@ -159,14 +166,17 @@ class Phases:
         def run_client(group: list[Stream]) -> list[dict]:
             parts = []
             for s in group:
-                local = s.local if phase == "read" else sources[s.number]
-                if phase == "read" and exp.test == "basic" and s.access == "posix":
-                    # only dd gets /dev/null: pvfs2-cp deletes its destination when it fails
-                    local = "/dev/null"
-                file = s.file
-                args = [IO_SCRIPT, phase, s.access, file, s.offset, s.nbytes, s.buffer,
-                        f"{start:.6f}", duration, local]
-                parts.append(f"(sh {' '.join(shlex.quote(str(a)) for a in args)} "
+                if phase in SEND_PHASES:  # the file to a sink on 127.0.0.1, buffer-sized calls
+                    args: list[Any] = [SENDER, SEND_PHASES[phase], s.file, s.buffer,
+                                       f"{start:.6f}", duration]
+                else:
+                    local = s.local if phase == "read" else sources[s.number]
+                    if phase == "read" and exp.test == "basic" and s.access == "posix":
+                        # only dd gets /dev/null: pvfs2-cp deletes its destination when it fails
+                        local = "/dev/null"
+                    args = ["sh", IO_SCRIPT, phase, s.access, s.file, s.offset, s.nbytes,
+                            s.buffer, f"{start:.6f}", duration, local]
+                parts.append(f"({' '.join(shlex.quote(str(a)) for a in args)} "
                              f"| sed 's/^/stream={s.number} /') &")
             script = " ".join(parts) + " wait"
             try:
@@ -175,10 +185,11 @@ class Phases:
             except subprocess.TimeoutExpired:
                 text = ""
             results = []
+            parse = parse_send_line if phase in SEND_PHASES else parse_io_line
             for s in group:
                 line = next((ln for ln in text.splitlines() if ln.startswith(f"stream={s.number} ")),
                             "")
-                r: dict[str, Any] = parse_io_line(line) if line else {
+                r: dict[str, Any] = parse(line) if line else {
                     "status": "error", "error": f"no result within {timeout:.0f} s"}
                 r.update(stream=s.number, client=label(s.client))
                 results.append(r)
@@ -200,9 +211,12 @@ class Phases:
             else (start, end)
         figures.update(phase_cpu(before, after, host0, host1, clients_used, servers,
                                  figures["s"], figures["bytes"]))
+        if phase in SEND_PHASES:
+            figures.update(send_figures(results))
         with (pdir / f"{phase}.csv").open("w", newline="") as fh:
             cols = ["stream", "client", "status", "start", "end", "iterations", "bytes", "last",
-                    "error"]
+                    "error"] + (["file_bytes", "received", "adler32", "calls", "sender_cpu_s",
+                                 "sink_cpu_s"] if phase in SEND_PHASES else [])
             writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(sorted(results, key=lambda r: r["stream"]))
@@ -281,6 +295,16 @@ class Phases:
                                 timeout=self.settings.job_timeout_s * 2 + 10)
             except subprocess.TimeoutExpired:
                 log(f"tierbench: removing the files of the point in {label(c)} timed out")
+
+
+def phase_names(p: Pfs, point: PointFactors) -> list[str]:
+    """A point's timed phases in order: basic writes, reads, then sends the file with read/write
+    calls and with sendfile (pfs.send; not through the native library, which gives no file
+    descriptor); concurrent reads then writes; streams only reads."""
+    if p.test == "basic":
+        sends = list(SEND_PHASES) if p.send and point.filesystem != "orangefs-native" else []
+        return ["write", "read", *sends]
+    return ["read", "write"] if p.test == "concurrent" else ["read"]
 
 
 def storage_read_mb(before: dict[str, int], after: dict[str, int]) -> float:

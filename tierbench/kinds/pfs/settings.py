@@ -54,6 +54,10 @@ class Pfs(Model):
     # basic: each phase moves the file once instead of repeating it until measure_s has passed
     # (with drop_caches, the read is then one pass of a file not in the page cache: 004 Fig. 4b)
     single_pass: Annotated[bool, flag()] = False
+    # basic: after the read, the file sent to a TCP sink in the client container with read/write
+    # calls of `buffer` bytes (phase sendrw) and with sendfile(2) (phase sendfile): 004 Fig. 4-5;
+    # not for orangefs-native (the client library gives no file descriptor to send from)
+    send: Annotated[bool, flag()] = False
 
     @model_validator(mode="after")
     def _per_test(self) -> Pfs:
@@ -62,7 +66,7 @@ class Pfs(Model):
                     "streams": {"streams", "client_containers", "access",
                                 "region_mb_per_server", "regions_per_stream"},
                     "basic": {"filesystems", "buffers", "file_mb", "drop_caches",
-                              "single_pass"}}
+                              "single_pass", "send"}}
         common = {"test", "io_servers", "strip_size", "storage", "measure_s", "job_timeout_s",
                   "fault"}
         allowed = common | per_test[self.test]

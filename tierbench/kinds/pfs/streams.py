@@ -1,11 +1,12 @@
-"""What the streams of a point move, pure: the data each stream writes and its checksum, the
-result line of pfs-io.sh, a phase's aggregate MB/s and CPU figures, and a point's factors as the
-phases use them."""
+"""What the streams of a point move, pure: the data each stream writes and its checksums, the
+result lines of pfs-io.sh and of filesend (the send phases), a phase's aggregate MB/s and CPU
+figures, what a send phase must have delivered, and a point's factors as the phases use them."""
 
 from __future__ import annotations
 
 import hashlib
 import shlex
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,11 @@ def sha256(stream: int, nbytes: int, seed: int) -> str:
     return hashlib.sha256(pattern(stream, nbytes, seed)).hexdigest()
 
 
+def adler32(stream: int, nbytes: int, seed: int) -> str:
+    """The Adler-32 filesend's sink must report for a stream's file (8 hex digits)."""
+    return f"{zlib.adler32(pattern(stream, nbytes, seed)):08x}"
+
+
 def parse_io_line(text: str) -> dict[str, Any]:
     """The result line of pfs-io.sh (``start= end= iterations= bytes= last= status= error=``)."""
     line = next((ln for ln in reversed(text.strip().splitlines()) if "status=" in ln), "")
@@ -46,6 +52,64 @@ def parse_io_line(text: str) -> dict[str, Any]:
     for key in ("iterations", "bytes"):
         out[key] = int(out.get(key, 0) or 0)
     return out
+
+
+# The send phases of the basic test (004 §4.2 Fig. 4-5), each with filesend's method: the file
+# sent to a TCP sink with read/write calls, or with sendfile(2)
+SEND_PHASES = {"sendrw": "readwrite", "sendfile": "sendfile"}
+# A send phase's own columns besides the other phases': the sender's CPU (its getrusage) in
+# seconds and in ms per MB sent, and the sink's
+SEND_COLUMNS = ("sender_cpu_s", "sender_cpu_ms_per_mb", "sink_cpu_s")
+
+
+def parse_send_line(text: str) -> dict[str, Any]:
+    """filesend's result line (``method= chunk= file_bytes= passes= calls= bytes= received=
+    adler32= start= end= seconds= user_s= sys_s= sink_user_s= sink_sys_s= status= error=``):
+    passes as ``iterations``, the sender's CPU (user + system) as ``sender_cpu_s``, the sink's
+    as ``sink_cpu_s``."""
+    out = parse_io_line(text)
+    out["iterations"] = int(out.pop("passes", 0) or 0)
+    for key in ("file_bytes", "calls", "received", "chunk"):
+        out[key] = int(out.get(key, 0) or 0)
+    for key in ("seconds", "user_s", "sys_s", "sink_user_s", "sink_sys_s"):
+        out[key] = float(out.get(key, 0) or 0)
+    out["sender_cpu_s"] = out.pop("user_s") + out.pop("sys_s")
+    out["sink_cpu_s"] = out.pop("sink_user_s") + out.pop("sink_sys_s")
+    return out
+
+
+def send_figures(results: list[dict[str, Any]]) -> dict[str, float]:
+    """A send phase's own figures: the senders' and sinks' CPU seconds, the senders' CPU in ms
+    per MB (10^6 bytes) sent."""
+    ok = [r for r in results if r["status"] == "ok"]
+    sender = sum(r["sender_cpu_s"] for r in ok)
+    mb = sum(r["bytes"] for r in ok) / MB
+    return {"sender_cpu_s": sender,
+            "sender_cpu_ms_per_mb": 1000 * sender / mb if mb else float("nan"),
+            "sink_cpu_s": sum(r["sink_cpu_s"] for r in ok)}
+
+
+def send_problems(phase: str, results: list[dict[str, Any]], nbytes: dict[int, int],
+                  checksums: dict[int, str]) -> list[str]:
+    """What a send phase's streams delivered against what they had to: the file's size as
+    written, every pass the whole file, every byte sent received, the first pass's Adler-32 that
+    of the data written (``nbytes`` and ``checksums`` by stream number)."""
+    problems = []
+    for r in results:
+        if r["status"] != "ok":
+            continue
+        s = r["stream"]
+        if r["file_bytes"] != nbytes[s]:
+            problems.append(f"{phase}: stream {s} found {r['file_bytes']} bytes in the file, "
+                            f"not the {nbytes[s]} written")
+        elif r["bytes"] != r["iterations"] * nbytes[s] or r["received"] != r["bytes"]:
+            problems.append(f"{phase}: stream {s} sent {r['bytes']} bytes in "
+                            f"{r['iterations']} pass(es) of {nbytes[s]} and its sink received "
+                            f"{r['received']}")
+        elif r.get("adler32") != checksums[s]:
+            problems.append(f"{phase}: stream {s}'s sink received data that differs from "
+                            "what was written")
+    return problems
 
 
 @dataclass(frozen=True)

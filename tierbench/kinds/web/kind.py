@@ -38,8 +38,13 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     # -- experiment
     def check(self, exp: Experiment[WebSettings]) -> None:
         """A real device the experiment names must exist (sizes and use: at preflight; a
-        cluster node's devices are checked there at preflight)."""
+        cluster node's devices are checked there at preflight). A mode's platform on some tiers
+        must be one the stack can start them under."""
         s = exp.settings
+        try:
+            services.own_platforms(exp.modes)
+        except ConfigError as exc:
+            raise ConfigError(f"{exp.source}: {exc}") from None
         if exp.placer.cluster is not None:
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
@@ -47,13 +52,14 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             raise ConfigError(f"{exp.source}: {wrong}")
 
     def cluster_roles(self, exp: Experiment[WebSettings]) -> list[str]:
-        """loadgen, proxy and web (web, web2 and web3 round the web nodes with
-        stack.web_servers: 3); app and db with dynamic requests; the Locust workers' nodes with
-        load.workers; the OrangeFS servers' with a docroot on OrangeFS. A docroot on a disk
-        system is built on the node of the web server it serves. Refused in one sentence: several
-        web servers over disk systems on more than one node, several web servers over
-        OrangeFS (only web mounts it), several web servers with dynamic requests (their
-        application servers) and several proxies (stack.proxies): one host only for now."""
+        """loadgen, proxy and web (proxy, proxy2.. round the proxy nodes with stack.proxies;
+        web, web2 and web3 round the web nodes with stack.web_servers: 3); app and db with
+        dynamic requests (with three web servers, app, app2 and app3 round the app nodes); the
+        Locust workers' nodes with load.workers; the OrangeFS servers' with a docroot on
+        OrangeFS. A docroot on a disk system is built on the node of the web server it serves.
+        Refused in one sentence: several web servers over disk systems on more than one node,
+        several web servers over OrangeFS (only web mounts it), and the OrangeFS servers on a
+        disk system."""
         s = exp.settings
         known = webdisks.names(s.disk_systems)
         on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
@@ -72,18 +78,6 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
                               "docroot on OrangeFS does not run on a cluster yet (only web "
                               "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
                               "--cluster")
-        if cluster is not None and servers > 1 and has_dynamic(s):
-            raise ConfigError(f"{exp.source}: stack.web_servers: {servers} with dynamic "
-                              "requests does not run on a cluster yet (each web server's own "
-                              "application server, app2 and app3, has no host-networking "
-                              "overlay): use one web server there, or run it without --cluster")
-        proxies = s.stack.proxies or 1
-        if cluster is not None and proxies > 1:
-            # the proxy role names one node, and proxy2.. (written from the stack's resolved
-            # proxy on this host: services.proxies_overlay) have no host-networking overlay yet
-            raise ConfigError(f"{exp.source}: stack.proxies: {proxies} does not run on a "
-                              "cluster yet (one proxy per cluster, on the proxy role's node): "
-                              "remove stack.proxies for --cluster, or run it without --cluster")
         if cluster is not None and known.get(str(s.stack.pvfs_storage)) is not None:
             raise ConfigError(f"{exp.source}: stack.pvfs_storage: {s.stack.pvfs_storage} (the "
                               "OrangeFS servers on a disk system) does not run on a cluster yet "
@@ -199,7 +193,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     def deploy(self, exp: Experiment[WebSettings], key: Hashable, prepared: WebPrepared,
                previous: Deployment[WebInfo] | None, point: Point) -> Deployment[WebInfo]:
         """The stack up with the key's settings (kinds.web.stack)."""
-        return stack.deploy(exp.placer, exp.settings, exp.seed, key, prepared, previous, point)
+        return stack.deploy(exp.placer, exp.settings, exp.seed, key, prepared, previous, point,
+                            services.own_platforms(exp.modes))
 
     def finish(self, exp: Experiment[WebSettings], deployment: Deployment[WebInfo]) -> list[str]:
         """The stack removed when its docroot was on OrangeFS: OrangeFS's servers admit whoever

@@ -8,10 +8,15 @@ from tierbench.placement.clusterfile import Role
 
 ROLES = (
     Role("loadgen", "the load generator: wrk, or the Locust master"),
-    Role("proxy", "the proxy tier (Apache mod_proxy or HAProxy)", server=True),
+    # the proxies (stack.proxies: 4) go round its nodes, each at its own port (80 to 83)
+    Role("proxy", "the proxy tier (Apache mod_proxy or HAProxy)", nodes="one_or_more",
+         server=True),
     # the web servers (stack.web_servers: 3) go round its nodes
     Role("web", "the web tier (Apache httpd)", nodes="one_or_more", server=True),
-    Role("app", "the application tier", server=True),
+    # the application servers (one per web server: app, app2, app3) go round its nodes, each
+    # at its own port (9000 to 9002): a list lets each sit on its web server's node, as 004's
+    # data center paired a web and an application server per machine
+    Role("app", "the application tier", nodes="one_or_more", server=True),
     Role("db", "the database tier", server=True),
     Role("loadgen_workers", "Locust worker nodes", nodes="list"),
 )
@@ -22,12 +27,12 @@ CPUSETS = {"LOADGEN_CPUS": "0", "PROXY_CPUS": "1", "WEB_CPUS": "1", "WORKER_CPUS
 
 ADMISSIONS = (
     # the web tier forwards /dyn/ to the application tier; with three web servers each has its
-    # own application server (compose/web-servers-app.yml: web2 -> app2, web3 -> app3)
+    # own application server (compose/web-servers-app.yml: web2 -> app2, web3 -> app3), which
+    # on a cluster admits only the node its web server runs on (access.cluster_admitted)
     Admission("app", "APP_CLIENTS", ("web",), ("web",), "PHP-FPM's listen.allowed_clients"),
-    # (app2 and app3 run on one host only: no cluster roles)
-    Admission("app2", "APP2_CLIENTS", ("web2",), (), "PHP-FPM's listen.allowed_clients"),
-    Admission("app3", "APP3_CLIENTS", ("web3",), (), "PHP-FPM's listen.allowed_clients"),
-    # the application tier queries the database; the seed job runs on the db node
+    Admission("app2", "APP2_CLIENTS", ("web2",), ("web",), "PHP-FPM's listen.allowed_clients"),
+    Admission("app3", "APP3_CLIENTS", ("web3",), ("web",), "PHP-FPM's listen.allowed_clients"),
+    # the application servers query the database; the seed job runs on the db node
     Admission("db", "DB_CLIENTS", ("app", "app2", "app3", "db-seed"), ("app", "db"),
               "PostgreSQL's pg_hba.conf, one line per address"),
 )

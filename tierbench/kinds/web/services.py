@@ -13,11 +13,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import yaml
+
+from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root, state_dir
 from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
 from tierbench.kinds.web import roles
+from tierbench.modes.model import Mode
 from tierbench.placement import compose
+from tierbench.placement.cluster import host_files
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
@@ -36,13 +41,20 @@ WEB_SERVERS_COMPANIONS = {"docroot-pvfs": "compose/web-servers-pvfs.yml",
                           "app-db": "compose/web-servers-app.yml"}
 WEB_SERVICES = ("web", "web2", "web3")  # web_servers: 3 (compose/web-servers.yml)
 # stack.proxies: N: proxy, then proxy2.. (proxies_overlay), each at its own addresses: the
-# front network's 198.18.1.10 + i and the back network's 198.18.2.20 + i
+# front network's 198.18.1.10 + i and the back network's 198.18.2.20 + i; on a cluster, at its
+# node's data-plane address and its own port (80 + i), from this file's entries
 PROXY_SERVICES = ("proxy", "proxy2", "proxy3", "proxy4")
+HOST_PROXIES_OVERLAY = "compose/host-proxies.yml"
 WORKER_SERVICE = "loadgen-worker"
 APP_TIERS = ("app", "db")  # compose/app-db.yml: the application and database tiers
 # the application servers, one per web server with web_servers: 3 (compose/web-servers-app.yml)
 APP_SERVICES = ("app", "app2", "app3")
 # Stack settings of the app-db overlay -> the environment variables compose/app-db.yml reads.
+# Tiers a mode may give a platform of their own (cpu: {per: platform} with these tiers; every
+# server tier is the other platform, roles: [servers]): the web and application tiers start
+# under the parent cgroup their compose variable names (docker-compose.yml, compose/app-db.yml),
+# the servers' otherwise.
+OWN_PLATFORMS = {"WEBAPP_CGROUP": ("webapp", frozenset({"web", "app"}))}
 APP_DB_ENV = {"db_rows": "DB_ROWS", "db_row_bytes": "DB_ROW_BYTES", "db_seed": "DB_SEED",
               "db_shared_buffers": "DB_SHARED_BUFFERS", "app_workers": "APP_WORKERS"}
 
@@ -193,14 +205,17 @@ def proxies_overlay_path() -> Path:
     return state_dir() / "proxies" / "compose.yml"
 
 
-def proxies_overlay(config: dict, proxies: int) -> dict:
+def proxies_overlay(config: dict, proxies: int, host: dict | None = None) -> dict:
     """The overlay that adds proxy2..proxyN to a stack whose resolved configuration (`docker
     compose config --no-interpolate`, so that its variables are read again at `up`) is
     `config`: each a copy of that stack's proxy (Apache with the stack's caching, or HAProxy;
     balancing over every web server as proxy does) at its own address on each network; each
     container has its own tmpfs, so each caching proxy has its own cache. The load generator
     waits for every proxy. Written from the resolved proxy rather than kept as a file, so that
-    every overlay that changes proxy (HAProxy, three web servers) changes its copies too."""
+    every overlay that changes proxy (HAProxy, three web servers) changes its copies too. On a
+    cluster, `host` is what the host-networking overlays give each copy (host_proxies): host
+    networking instead of the stack's networks, its balancer's members at the web servers'
+    node addresses, its own role and port labels and listening address."""
     services = config.get("services") or {}
     proxy = services["proxy"]
     out: dict = {"services": {}}
@@ -211,6 +226,9 @@ def proxies_overlay(config: dict, proxies: int) -> dict:
                 address = ipaddress.ip_address(spec["ipv4_address"]) + k
                 spec["ipv4_address"] = str(address)
         copy.pop("container_name", None)
+        if host is not None:
+            copy.pop("networks", None)
+            copy = _merged(copy, host[name])
         out["services"][name] = copy
     if "loadgen" in services:
         out["services"]["loadgen"] = {"depends_on": {
@@ -218,25 +236,105 @@ def proxies_overlay(config: dict, proxies: int) -> dict:
     return out
 
 
-def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int) -> Path:
-    """proxies_overlay() of the stack of these compose files, written where Compose reads it."""
+class _HostOverlayLoader(yaml.SafeLoader):
+    """YAML of the host-networking overlays: Compose's `!reset VALUE` read as VALUE."""
+
+
+def _reset_value(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_HostOverlayLoader.add_constructor("!reset", _reset_value)
+
+
+def _merged(spec: dict, more: dict) -> dict:
+    """A service's settings with an overlay's over them, as Compose merges the few settings
+    the host overlays give a proxy: environment and labels key by key, the rest replaced
+    (networks left out: host networking)."""
+    out = dict(spec)
+    for key, value in more.items():
+        if key == "networks":
+            continue
+        if key in ("environment", "labels") and isinstance(value, dict):
+            out[key] = {**_as_dict(out.get(key)), **{k: str(v) for k, v in value.items()}}
+        else:
+            out[key] = value
+    return out
+
+
+def _as_dict(settings: dict | list | None) -> dict:
+    """Environment or labels as a mapping (Compose may give them as a list of KEY=VALUE)."""
+    if isinstance(settings, list):
+        return dict(item.partition("=")[::2] for item in settings)
+    return dict(settings or {})
+
+
+def host_proxies(files: list[str], proxies: int) -> dict:
+    """What each of proxy2..proxyN takes on a cluster: the proxy's entries of the
+    host-networking overlays of these compose files, in order (compose/host.yml,
+    compose/host-web-servers.yml: host networking, the balancer's members), then its own entry
+    of compose/host-proxies.yml (its labels and listening address). Read as YAML rather than
+    through `docker compose config --no-interpolate`, which the overlays' bind mounts with a
+    default (`${TIERBENCH_NODE_DIR:-...}:/app/...`) make fail."""
+    proxy: dict = {}
+    for path in host_files(files)[len(files):]:
+        data = yaml.load(Path(path).read_text(), Loader=_HostOverlayLoader) or {}
+        entry = (data.get("services") or {}).get("proxy")
+        if entry:
+            proxy = _merged(proxy, entry)
+    own = yaml.load((ROOT / HOST_PROXIES_OVERLAY).read_text(), Loader=_HostOverlayLoader)
+    return {name: _merged(proxy, own["services"][name])
+            for name in PROXY_SERVICES[1:proxies]}
+
+
+def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int,
+                          cluster: bool = False) -> Path:
+    """proxies_overlay() of the stack of these compose files (on a cluster, with what their
+    host-networking overlays give the proxy), written where Compose reads it."""
     config = json.loads(compose.compose([*(a for f in files for a in ("-f", f)), "config",
                                          "--no-interpolate", "--format", "json"], env,
                                         timeout=60))
+    host = host_proxies(files, proxies) if cluster else None
     path = proxies_overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(proxies_overlay(config, proxies), indent=1) + "\n")
+    path.write_text(json.dumps(proxies_overlay(config, proxies, host), indent=1) + "\n")
     return path
+
+
+def own_platforms(modes: list[Mode]) -> dict[str, str]:
+    """The platforms of their own that the modes with a per-platform cpu: on some tiers need
+    (compose variable -> platform name); a mode naming tiers no such platform holds is refused."""
+    out: dict[str, str] = {}
+    for mode in modes:
+        if not mode.tiers or not (mode.cpu or {}).get("per") == "platform":
+            continue
+        found = [(var, name) for var, (name, tiers) in OWN_PLATFORMS.items()
+                 if set(mode.tiers) <= tiers]
+        if not found:
+            held = "; ".join(" and ".join(sorted(t)) for _, t in OWN_PLATFORMS.values())
+            raise ConfigError(f"mode {mode.name}: cpu.per: platform for the tiers "
+                              f"{', '.join(mode.tiers)}: the web stack starts only these under a "
+                              f"platform of their own: {held} (or every server tier: roles: "
+                              "[servers]); change the mode's tiers, or use per: container")
+        out.update(dict(found[:1]))
+    return out
 
 
 def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
-               overlays: list[Path] | None = None) -> compose.Services:
+               overlays: list[Path] | None = None, cluster: bool = False,
+               platforms: dict[str, str] | None = None) -> compose.Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
-    are Compose files written at run time (a disk system's binds and throttles)."""
+    are Compose files written at run time (a disk system's binds and throttles); `cluster`:
+    the stack goes on cluster nodes (proxy2.. written with host networking); `platforms`:
+    tiers started under a parent cgroup of their own (:func:`own_platforms`)."""
     env = stack_env(settings, filesets)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
@@ -253,11 +351,11 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     files = stack_files(settings, target, workers, remote_workers, overlays)
     proxies = int(settings.get("proxies") or 1)
     if proxies > 1:
-        files.append(str(write_proxies_overlay(files, env, proxies)))
+        files.append(str(write_proxies_overlay(files, env, proxies, cluster)))
     spec = compose.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
-                    admissions=roles.ADMISSIONS)
+                    admissions=roles.ADMISSIONS, platforms=dict(platforms or {}))
     if base == "orangefs":
         # The OrangeFS services have a profile: name the stack's services, the metadata server
         # and the first N I/O servers (no clients).

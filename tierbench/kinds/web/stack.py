@@ -37,11 +37,12 @@ class WebInfo:
 
 def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
            prepared: WebPrepared, previous: Deployment[WebInfo] | None,
-           point: Point) -> Deployment[WebInfo]:
+           point: Point, platforms: dict[str, str] | None = None) -> Deployment[WebInfo]:
     """compose up with the key's settings (down first when the docroot changes); a disk system
     built first (anew when it changes), its limits read back from the containers that use it
     and its devices' reads sampled (the `storage` probe); under a memory cap, the files the
-    bring-up wrote dropped from the page cache; the steps of the deployment's points chosen."""
+    bring-up wrote dropped from the page cache; the steps of the deployment's points chosen.
+    ``platforms``: tiers started under a parent cgroup of their own (services.own_platforms)."""
     stack = StackSettings(dict(cast(tuple[tuple[str, Any], ...], key)))  # deployment_key's
     made = webdisks.plan_for(stack.record, webdisks.names(s.disk_systems), prepared.filesets,
                              prepared.popularity, seed)
@@ -67,7 +68,8 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
     if previous is not None:
         close_probes(previous)
     where.up(services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
-                                 s.load.remote_workers, prepared.hot_sets, overlays))
+                                 s.load.remote_workers, prepared.hot_sets, overlays,
+                                 cluster=where.cluster is not None, platforms=platforms))
     dep = discover(where, key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:

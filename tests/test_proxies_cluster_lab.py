@@ -1,0 +1,97 @@
+"""004's data center on the lab cluster (markers ``stack`` and ``lab_full``: `make
+test-cluster`): a 4-node lab (`setup/lab.sh up 4`) whose cluster file lists three nodes for the
+proxy, web and app roles (node2..node4) and puts the load generator and the database on node1:
+proxy and proxy4 on node2 (ports 80 and 83), proxy2 on node3 (81), proxy3 on node4 (82); web,
+app on node2, web2, app2 on node3, web3, app3 on node4. A short dynamic and static run with wrk:
+every proxy, web server and application server served requests (its access log, its CPU), the
+proxy tier's CPU is the sum of its four proxies', each application server admits only its web
+server's node and the database all three application servers' nodes (and its own), the modes
+are verified and restored on every node, and the NICs are as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from stack_env import fastcgi_answer, lab_cluster, lab_run, last_run, summary_rows
+
+from tierbench.placement import nodes
+
+pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
+
+SPREAD = ["node2", "node3", "node4"]
+WHERE = {"proxy": "node2", "proxy2": "node3", "proxy3": "node4", "proxy4": "node2",
+         "web": "node2", "web2": "node3", "web3": "node4",
+         "app": "node2", "app2": "node3", "app3": "node4", "db": "node1", "loadgen": "node1"}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with lab_cluster(tmp_path_factory, roles={"loadgen": "node1", "db": "node1",
+                                              "proxy": SPREAD, "web": SPREAD,
+                                              "app": SPREAD}) as lab:
+        yield lab
+
+
+def samples(point_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (point_dir / "samples.jsonl").read_text().splitlines()
+            if line.strip()]
+
+
+def container(lab: dict, service: str) -> tuple[nodes.Node, str]:
+    n = lab["cluster"].node(WHERE[service])
+    ids = nodes.run_docker(n, "ps", "-q", "--filter",
+                           f"label=com.docker.compose.service={service}").stdout.split()
+    assert len(ids) == 1, (service, ids)
+    return n, ids[0]
+
+
+def test_the_004_data_center_on_four_nodes(lab) -> None:
+    ip = {n.name: n.interface().ip for n in lab["cluster"].nodes}
+    done = lab_run(lab, "dc-cluster-short.yml", timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = last_run(lab, "dc-cluster-short")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    placed = manifest["cluster"]["services"]
+    assert {s: placed[s] for s in WHERE} == {s: [n] for s, n in WHERE.items()}
+    [row] = summary_rows(run_dir)
+    assert not row["error"] and float(row["tps"]) > 0, row
+    [(pid, point)] = manifest["points"].items()
+    assert point["mode_verified"] and point["restored"]
+    # the load generator reached each proxy at its node's address and port
+    assert point["targets"] == [f"http://{ip['node2']}:80", f"http://{ip['node3']}:81",
+                                f"http://{ip['node4']}:82", f"http://{ip['node2']}:83"]
+    got = samples(run_dir / "points" / pid)
+    first, last = got[0]["cpu"], got[-1]["cpu"]
+    for tier, servers in (("proxy", ("proxy", "proxy2", "proxy3", "proxy4")),
+                          ("web", ("web", "web2", "web3")), ("app", ("app", "app2", "app3"))):
+        parts = last[tier]["parts"]
+        assert set(parts) == set(servers), (tier, parts)
+        # the tier's CPU is the sum of its servers', each of which worked during the point
+        assert last[tier]["usage_s"] == pytest.approx(sum(parts.values()), abs=1e-6), tier
+        for server in servers:
+            assert parts[server] - first[tier]["parts"][server] > 0.01, (tier, server)
+    # every proxy and web server logged requests (the web servers' include /dyn/ ones, which
+    # each forwarded to its own application server)
+    for server in ("proxy", "proxy2", "proxy3", "proxy4", "web", "web2", "web3"):
+        n, cid = container(lab, server)
+        log = nodes.run_docker(n, "exec", cid, "cat", "/var/log/apache2/access.log").stdout
+        assert len(log.splitlines()) > 20, (server, len(log.splitlines()))
+        if server.startswith("web"):
+            assert "/dyn/" in log, server
+    # admissions: each application server its web server's node only; the database the three
+    # application servers' nodes and its own (the seed job)
+    for app, node, port in (("app", "node2", 9000), ("app2", "node3", 9001),
+                            ("app3", "node4", 9002)):
+        n, cid = container(lab, app)
+        env = nodes.run_docker(n, "inspect", "--format", "{{json .Config.Env}}", cid).stdout
+        assert f"APP_CLIENTS={ip[node]}" in json.loads(env), (app, env)
+        assert fastcgi_answer(node, ip[node], port) > 0, app  # its web server's node
+        for other in ("node1", *(o for o in SPREAD if o != node)):
+            assert fastcgi_answer(other, ip[node], port) == 0, (app, other)
+    n, cid = container(lab, "db")
+    env = json.loads(nodes.run_docker(n, "inspect", "--format", "{{json .Config.Env}}",
+                                      cid).stdout)
+    assert f"DB_CLIENTS={ip['node2']},{ip['node3']},{ip['node4']},{ip['node1']}" in env
