@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -139,13 +140,19 @@ def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch) -> No
         assert mine == [files[k * 20 + i % 20] for i in range(len(mine))]
 
 
-def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
-    pdir = point_dir(testbed, "wrk-single", monkeypatch)
+def replay_single_4k(testbed, monkeypatch, name: str, warmup_s: float) -> tuple[Path, Any]:
+    """4 wrk connections replay a single-file 4 KB trace for warmup_s + 2 s, from an empty
+    access log: the point's folder and the engine's result."""
+    pdir = point_dir(testbed, name, monkeypatch)
     trace = pdir / "trace.txt"
     traces.write(trace, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
     truncate_log(testbed["web"])
-    result = engines.run(LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET), testbed["gen"],
-                         pdir, trace)
+    return pdir, engines.run(LoadSpec("wrk", 4, warmup_s, 2, processes=2, target=TARGET),
+                             testbed["gen"], pdir, trace)
+
+
+def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
+    pdir, result = replay_single_4k(testbed, monkeypatch, "wrk-single", 0)
     logged = access_log(testbed["web"])
     assert not (pdir / "wrk-warmup.json").exists()  # no warm-up asked for, none run
     assert {p for p, _ in logged} == {"/single-4096/file.bin"}
@@ -154,12 +161,7 @@ def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
 
 
 def test_wrk_timed_run_measures_after_its_warm_up_in_the_same_run(testbed, monkeypatch) -> None:
-    pdir = point_dir(testbed, "wrk-warm", monkeypatch)
-    trace = pdir / "trace.txt"
-    traces.write(trace, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
-    truncate_log(testbed["web"])
-    result = engines.run(LoadSpec("wrk", 4, 1, 2, processes=2, target=TARGET), testbed["gen"],
-                         pdir, trace)
+    pdir, result = replay_single_4k(testbed, monkeypatch, "wrk-warm", 1)
     measure = json.loads((pdir / "wrk-measure.json").read_text())
     # one wrk run of warm-up + measured time (3 s), no separate warm-up run: the server saw
     # that run's requests only (up to one per connection in flight at its end)
