@@ -142,7 +142,10 @@ def test_filebench_from_18_clients_at_once_against_a_capped_server(
     window = record["window"]
     spans = record["client_spans"]
     assert len(spans) == 18 and window["end"] - window["start"] >= 2
-    assert all(a <= window["start"] and window["end"] <= b for a, b in spans), (window, spans)
+    # (spans are recorded to the millisecond, the window is not: seen failing on 41.634 against
+    # 41.6339998, the same instant)
+    assert all(a - 1e-3 <= window["start"] and window["end"] <= b + 1e-3 for a, b in spans), \
+        (window, spans)
     # so the server's veth carried what the clients read, and the server worked for it
     assert float(row["server_net_mb_per_s"]) >= 0.9 * float(row["mb_per_s"])
     assert float(row["server_cpu_pct"]) > 5
