@@ -40,9 +40,10 @@ def minimal(tmp_path: Path, **overrides: str) -> Path:
 
 def test_shipped_experiment_and_modes_load() -> None:
     exp = config.load_experiment("quick")
-    assert [m.name for m in exp.modes] == ["offloads-on", "offloads-off"]
-    off = exp.mode("offloads-off").nic.features
-    assert off == {f: False for f in ("tso", "gso", "gro", "sg", "rx", "tx")}
+    assert [m.name for m in exp.modes] == ["offloads-on+tcp-cubic", "offloads-off+tcp-cubic"]
+    off = exp.mode("offloads-off+tcp-cubic")
+    assert off.nic.features == {f: False for f in ("tso", "gso", "gro", "sg", "rx", "tx")}
+    assert off.knobs.sysctls == {"net.ipv4.tcp_congestion_control": "cubic"}
     assert {t["name"] for t in trace_dicts(exp.settings)} == {"single-4k", "single-1m"}
     assert exp.settings.engine == "wrk" and exp.repetitions == 5
 

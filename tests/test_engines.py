@@ -192,6 +192,23 @@ def test_wrk_threads_started_together_keep_wrks_own_counts() -> None:
     assert agg["counts"]["count_mismatch"] is False
 
 
+def test_a_timed_run_is_measured_after_its_warm_up_on_the_same_connections() -> None:
+    """One wrk run of 10 s with 3 s of warm-up (a 1 MB trace ramping as its connections' TCP
+    state grows): the window is the last 7 s, its requests, bytes and errors those the replay
+    counted there, wrk's own count checked against the replay's over the whole run."""
+    per = {100: 50, 101: 80, 102: 100, **{t: 120 for t in range(103, 110)}}
+    summary = wrk_summary(100.0, 100.0, per)
+    summary["errors"]["read"] = 46  # spread over the run: the window's share, 46 x 840 / 1,070
+    agg = wrk.aggregate_of(summary, connections=16, warmup_s=3.0)
+    assert agg["window"] == (103.0, 110.0) and agg["threads_apart_s"] == 0.0
+    assert agg["requests"] == 840 and agg["bytes"] == 84_000 and agg["errors"] == 36
+    assert agg["counts"] == {"engine_requests": 1070, "records_requests": 1070,
+                             "count_mismatch": False}
+    assert "over warm-up and measured time" in agg["latency_ms"]["source"]
+    with pytest.raises(LoadgenError, match="nothing was measured"):
+        wrk.aggregate_of(summary, connections=16, warmup_s=10.0)
+
+
 def counted_summary(started: float, started_last: float, finished_last: float,
                     per_second: dict[int, int], per_client: int, threads: int = 2) -> dict:
     """A request-count run's summary as replay.lua writes it."""

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -112,11 +113,10 @@ def test_wrk_replay_sends_the_trace_paths_in_their_proportions(testbed, monkeypa
     # every request the server saw was answered 200 and is a trace path
     assert logged and all(status == 200 for _, status in logged)
     assert {p for p, _ in logged} <= set(paths)
-    # everything wrk sent in its warm-up and measured runs (its own counts, which include the
-    # requests its earlier threads sent before the measured window opened), up to one request
-    # per connection in flight at each end
-    total = sum(json.loads((pdir / f"wrk-{run}.json").read_text())["requests"]
-                for run in ("warmup", "measure"))
+    # everything wrk sent in its one run of warm-up and measured time (its own count, which
+    # includes the requests its earlier threads sent before its clock started), up to one
+    # request per connection in flight at the end
+    total = json.loads((pdir / "wrk-measure.json").read_text())["requests"]
     assert agg["requests"] <= total
     assert total <= len(logged) <= total + 16
     # the proportions: total variation distance between the log and the trace < 0.05
@@ -140,18 +140,39 @@ def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch) -> No
         assert mine == [files[k * 20 + i % 20] for i in range(len(mine))]
 
 
-def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
-    pdir = point_dir(testbed, "wrk-single", monkeypatch)
+def replay_single_4k(testbed, monkeypatch, name: str, warmup_s: float) -> tuple[Path, Any]:
+    """4 wrk connections replay a single-file 4 KB trace for warmup_s + 2 s, from an empty
+    access log: the point's folder and the engine's result."""
+    pdir = point_dir(testbed, name, monkeypatch)
     trace = pdir / "trace.txt"
     traces.write(trace, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
     truncate_log(testbed["web"])
-    result = engines.run(LoadSpec("wrk", 4, 0, 2, processes=2, target=TARGET), testbed["gen"],
-                         pdir, trace)
+    return pdir, engines.run(LoadSpec("wrk", 4, warmup_s, 2, processes=2, target=TARGET),
+                             testbed["gen"], pdir, trace)
+
+
+def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
+    pdir, result = replay_single_4k(testbed, monkeypatch, "wrk-single", 0)
     logged = access_log(testbed["web"])
     assert not (pdir / "wrk-warmup.json").exists()  # no warm-up asked for, none run
     assert {p for p, _ in logged} == {"/single-4096/file.bin"}
     assert result.aggregate["requests"] <= len(logged) <= result.aggregate["requests"] + 4
     assert result.aggregate["bytes"] >= 4096 * result.aggregate["requests"]
+
+
+def test_wrk_timed_run_measures_after_its_warm_up_in_the_same_run(testbed, monkeypatch) -> None:
+    pdir, result = replay_single_4k(testbed, monkeypatch, "wrk-warm", 1)
+    measure = json.loads((pdir / "wrk-measure.json").read_text())
+    # one wrk run of warm-up + measured time (3 s), no separate warm-up run: the server saw
+    # that run's requests only (up to one per connection in flight at its end)
+    assert not (pdir / "wrk-warmup.json").exists() and result.extra["runs"] == 1
+    assert measure["duration_s"] == pytest.approx(3.0, abs=0.5)
+    logged = access_log(testbed["web"])
+    assert measure["requests"] <= len(logged) <= measure["requests"] + 4
+    # the window is the run's last 2 s, its requests the replay's count there
+    last = measure["started_last"]
+    assert result.window == (last + 1.0, last + measure["duration_s"])
+    assert 0.4 * measure["requests"] < result.aggregate["requests"] < 0.9 * measure["requests"]
 
 
 def test_locust_engine_through_run(testbed, monkeypatch) -> None:

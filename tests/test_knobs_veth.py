@@ -5,7 +5,9 @@ netns ``tbm-b`` holds its peer ``tbm-b0`` (198.19.250.2/30); a second veth has `
 the host netns (for host-scope modes) and its peer ``tbm-h1`` in ``tbm-b``.  ``sleep``
 processes started with ``ip netns exec`` give the PIDs for the nsenter path.  Traffic flows
 only between tbm-a and tbm-b.  Host-wide sysctls are never changed here (they would affect
-the whole machine); their code path is the same as the per-namespace one with no nsenter.
+the whole machine); their code path is the same as the per-namespace one with no nsenter. The
+one exception is the host's allowed congestion controls, widened for a moment and put back by
+the congestion-control test (a wider list changes no connection).
 These tests FAIL (never skip) when the machine cannot run them.
 """
 
@@ -163,7 +165,7 @@ sysctls:
 @pytest.mark.parametrize("name", [
     "offloads-off", "offloads-on", "sockopt-1-default", "sockopt-2-socket-buffers",
     "sockopt-3-tso", "sockopt-4-jumbo", "tso-off", "gro-off", "checksum-off", "jumbo-mtu",
-    "big-socket-buffers", "channels-2", "rate-1gbit", "rate-10gbit", "sendfile-off",
+    "big-socket-buffers", "channels-2", "rate-1gbit", "rate-10gbit", "sendfile-off", "tcp-cubic",
 ])
 def test_shipped_mode_round_trip_on_veth(lab: Lab, name: str) -> None:
     m = modes.load_mode(name)
@@ -226,6 +228,42 @@ def test_netns_readonly_socket_limits_are_refused_in_containers(
     assert ethtool.sysctl_scope("net.core.busy_poll") == "host"
     assert ethtool.sysctl_scope("net.ipv4.tcp_rmem") == "netns"
     assert ethtool.sysctl_scope("net.core.no_such_knob") == "missing"
+
+
+def test_a_congestion_control_the_host_does_not_allow_is_allowed_set_and_put_back(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A namespace may pick only an algorithm in the host's allowed list (EPERM otherwise):
+    the mode adds it there first, and the host's list and the namespaces' choice go back."""
+    allowed = host_sysctl("net.ipv4.tcp_allowed_congestion_control")
+    available = host_sysctl("net.ipv4.tcp_available_congestion_control").split()
+    algorithm = next((a for a in available if a not in allowed.split()), "cubic")
+    assert algorithm in available, f"no {algorithm} on this kernel: {available}"
+    own = [ns_sysctl(ns, "net.ipv4.tcp_congestion_control") for ns in (NS_A, NS_B)]
+    m = write_mode(tmp_path, "cc", f"sysctls: {{net.ipv4.tcp_congestion_control: {algorithm}}}\n")
+    before = knobs.snapshot_mode(m, lab.eps)
+    # the host's list first, saved as it was; then each namespace
+    assert list(before["sysctls"]) == ["host", f"netns:{lab.pid_a}", f"netns:{lab.pid_b}"]
+    assert before["sysctls"]["host"]["values"] == {
+        "net.ipv4.tcp_allowed_congestion_control": allowed}
+    try:
+        assert knobs.check_mode(m, lab.eps, before) == []
+        knobs.apply_mode(m, lab.eps, before)
+        assert knobs.verify_mode(m, lab.eps, before) == []
+        widened = host_sysctl("net.ipv4.tcp_allowed_congestion_control").split()
+        assert set(widened) == set(allowed.split()) | {algorithm}
+        assert [ns_sysctl(ns, "net.ipv4.tcp_congestion_control") for ns in (NS_A, NS_B)] == \
+            [algorithm, algorithm]
+        assert knobs.restore_state(before) == []
+        assert host_sysctl("net.ipv4.tcp_allowed_congestion_control") == allowed
+        assert [ns_sysctl(ns, "net.ipv4.tcp_congestion_control") for ns in (NS_A, NS_B)] == own
+    finally:  # whatever failed above, the host's list as it was
+        sh("sysctl", "-q", "-w", f"net.ipv4.tcp_allowed_congestion_control={allowed}")
+    bad = write_mode(tmp_path, "nocc", "sysctls: {net.ipv4.tcp_congestion_control: nosuchcc}\n")
+    assert knobs.check_mode(bad, lab.eps) == [
+        f"sysctl net.ipv4.tcp_congestion_control: 'nosuchcc' is not available on this kernel (it "
+        f"has {', '.join(available)}); load its module (modprobe tcp_nosuchcc) or change mode "
+        f"nocc"]
 
 
 def test_apply_rolls_back_everything_when_the_kernel_refuses(lab: Lab, tmp_path: Path) -> None:

@@ -26,4 +26,9 @@ defines=()
 [ "${WEB_DISK_MAP:-off}" = on ] && defines+=(-D DISK_MAP)
 [ "${WEB_APP:-off}" = on ] && defines+=(-D APP)
 rm -f "$APACHE_PID_FILE"
+# the proxy image's cache guard (images/proxy/proxy-cache-guard.pl), given the PID Apache takes
+# below and the file on which Apache stops storing (tierbench.conf); it ends with Apache
+if [ "${PROXY_CACHE:-off}" = on ] && [ -x /usr/local/bin/proxy-cache-guard ]; then
+  /usr/local/bin/proxy-cache-guard $$ "$APACHE_RUN_DIR/proxy-cache-full" &
+fi
 exec /usr/sbin/apache2 -D FOREGROUND "${defines[@]}" "$@"

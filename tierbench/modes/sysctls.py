@@ -4,6 +4,14 @@ restored, through :mod:`tierbench.interfaces.ethtool`'s sysctl helpers.
 
 The snapshot's part is the mode state's "sysctls": per target its process (None: the host),
 its namespace's inode (to tell a reused PID), its node and the saved values.
+
+A congestion control set in the containers' namespaces (net.ipv4.tcp_congestion_control) must
+be in the host's allowed list (net.ipv4.tcp_allowed_congestion_control, one for the whole
+machine: a namespace may pick only an allowed algorithm, EPERM otherwise, even for root). When
+it is not, the host target carries the allowed list too: the algorithm is added to it before
+the namespaces are set and the saved list is put back with the rest. Widening the list changes
+no connection, it only lets namespaces choose; on a cluster the nodes' own namespace is set,
+which needs no allowance.
 """
 
 from __future__ import annotations
@@ -17,6 +25,10 @@ from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
 __all__ = ["change", "mismatches", "nodes", "problems", "restore", "snapshot", "targets"]
+
+CONGESTION = "net.ipv4.tcp_congestion_control"
+ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
+AVAILABLE = "net.ipv4.tcp_available_congestion_control"
 
 
 def nodes(endpoints: list[Endpoint]) -> list[Transport]:
@@ -40,6 +52,8 @@ def targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
             if ino is not None and ino not in pids.values():
                 pids[ep.netns_pid] = ino
     out: dict[str, dict[str, Any]] = {}
+    if CONGESTION in mode.knobs.sysctls and pids:  # first: allowed before the namespaces pick
+        out["host"] = {"pid": None, "netns_ino": netif.netns_inode(None), "keys": [ALLOWED]}
     for key in mode.knobs.sysctls:
         scope = ethtool.sysctl_scope(key)
         if scope.startswith("netns") and pids:
@@ -51,6 +65,12 @@ def targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
                 "host", {"pid": None, "netns_ino": netif.netns_inode(None), "keys": []})
             t["keys"].append(key)
     return out
+
+
+def allowed_with(allowed: str, algorithm: str) -> str:
+    """The host's allowed congestion controls with ``algorithm`` added (unchanged if there)."""
+    names = allowed.split()
+    return " ".join(names if algorithm in names else [*names, algorithm])
 
 
 def snapshot(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
@@ -92,6 +112,13 @@ def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
         if scope == "missing":
             found.append(f"sysctl {key} does not exist on this kernel (no "
                          f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+        elif key == CONGESTION:
+            available = ethtool.read_sysctl(None, AVAILABLE, "host").split()
+            if mode.knobs.sysctls[key] not in available:
+                found.append(f"sysctl {key}: {mode.knobs.sysctls[key]!r} is not available on "
+                             f"this kernel (it has {', '.join(available)}); load its module "
+                             f"(modprobe tcp_{mode.knobs.sysctls[key]}) or change mode "
+                             f"{mode.name}")
         elif scope == "netns-readonly" and in_netns:
             found.append(
                 f"sysctl {key} is kept per network namespace but is read-only inside one on "
@@ -106,6 +133,12 @@ def change(mode: Mode, state: dict) -> None:
     """Every sysctl of the mode written at each target of ``state``."""
     for target, info in state.get("sysctls", {}).items():
         for key in info["values"]:
+            if key == ALLOWED:  # the algorithm the namespaces are given, added
+                have = ethtool.read_sysctl(None, key, target)
+                want = allowed_with(have, mode.knobs.sysctls[CONGESTION])
+                if want != have:
+                    ethtool.write_sysctl(None, key, want, target)
+                continue
             ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target,
                                  node_of(info))
 
@@ -120,7 +153,7 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
         for t, i in targets(mode, endpoints).items()}
     for target, info in chosen.items():
         for key in info["values"]:
-            want = mode.knobs.sysctls.get(key)
+            want = mode.knobs.sysctls.get(CONGESTION if key == ALLOWED else key)
             if want is None:
                 continue
             try:
@@ -128,7 +161,10 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
             except NetifError as exc:
                 out.append(f"{target}: could not re-read {key}: {exc}")
                 continue
-            if have != want:
+            if key == ALLOWED:
+                if want not in have.split():
+                    out.append(f"{target}: sysctl {key} is {have!r}, without {want!r}")
+            elif have != want:
                 out.append(f"{target}: sysctl {key} is {have!r}, wanted {want!r}")
     return out
 

@@ -224,7 +224,7 @@ class DynamicFigures(Step):
                                                 tracelib.DYNAMIC_PREFIX, tracelib.WRITE_PREFIX)
             in_flight = ctx.point["users"]
         else:
-            span = float(result.extra.get("wrk_duration_s") or 0)
+            span = float(result.extra.get("measured_s") or 0)
             counts = {"dyn_tps": result.extra.get("dynamic_ok", 0) / span if span > 0 else 0.0,
                       "writes_ok": result.extra.get("writes_ok"),
                       "dynamic_answered": result.extra.get("dynamic_answered")}

@@ -1,6 +1,7 @@
-"""The wrk engine: closed-loop connections at a high rate, the trace replayed by a Lua script;
-a timed warm-up run then the measured run (or a request-count run), wrk's own counts and its
-latency histogram without its coordinated-omission correction."""
+"""The wrk engine: closed-loop connections at a high rate, the trace replayed by a Lua script.
+A timed point is one wrk run over warm-up and measured time, on the same connections, its
+figures cut from the replay's per-second counts; a request-count run follows a timed warm-up
+run. wrk's own counts and its latency histogram without its coordinated-omission correction."""
 
 from __future__ import annotations
 
@@ -150,47 +151,56 @@ def latency_of(histogram: dict[int, int]) -> dict:
             "stdev": math.sqrt(var) / 1000, "percentiles": pct}
 
 
-def aggregate_of(summary: dict, connections: int = 0) -> dict:
-    """The LoadResult aggregate of a measured wrk run: counts over exactly its measured window.
+def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> dict:
+    """The LoadResult aggregate of a wrk run: counts over exactly its measured window.
 
     wrk's clock starts when its last thread has read the trace; earlier threads are already
-    sending. The window runs from there for wrk's duration, or in a request-count run until the
-    last thread's clients had all their requests answered (`finished_last`). When the threads
-    started apart (more than 1 % of the window), the requests, errors and bytes are those the
-    replay counted inside the window (per second, prorated); wrk's own count and latency
-    histogram also cover the earlier requests, which the count check then flags."""
+    sending. The window runs from there, after `warmup_s` of warm-up on the same connections
+    (a timed run over warm-up and measured time), to the end of wrk's duration, or in a
+    request-count run until the last thread's clients had all their requests answered
+    (`finished_last`). With a warm-up in the run, or when the threads started apart (more than
+    1 % of the window), the requests, errors and bytes are those the replay counted inside the
+    window (per second, prorated). wrk's own count is checked against the replay's over the
+    whole run; its latency histogram covers the whole run (with warm-up, said in `source`)."""
     errors = summary["errors"]
     failed = sum(errors.values())
     last = max(summary["started"], summary.get("started_last") or summary["started"])
     apart = last - summary["started"]
     end = summary["finished_last"] if summary.get("requests_per_client") else \
         last + summary["duration_s"]
-    window = (last, end)
-    in_window = requests_in(summary["per_second"], window, (summary["started"], window[1]))
+    window = (last + warmup_s, end)
+    if window[1] <= window[0]:
+        raise LoadgenError(f"wrk ran {end - last:.1f} s, not more than its {warmup_s:g} s of "
+                           "warm-up: nothing was measured")
+    active = (summary["started"], end)
+    in_window = requests_in(summary["per_second"], window, active)
     counted = summary["requests"] - errors["status"]
+    ok = 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0
     share = in_window / summary["requests"] if summary["requests"] else 0.0
     late = apart > 0.01 * (end - last)
+    cut = late or warmup_s > 0
+    records = requests_in(summary["per_second"], active, active) if warmup_s > 0 else in_window
     own = wrk_uncorrected(summary.get("histogram_us") or [], summary.get("duration_us", 0),
                           summary["requests"], connections)
+    over = " over warm-up and measured time (one run)" if warmup_s > 0 else ""
     if own is not None:
         latency = {**latency_of(own), "uncorrected": True,
-                   "source": "wrk's histogram without its coordinated-"
+                   "source": f"wrk's histogram{over} without its coordinated-"
                    "omission correction", "wrk_corrected": summary["latency_ms"]}
     else:
         latency = {**summary["latency_ms"], "uncorrected": False,
-                   "source": "wrk's own, corrected for coordinated "
+                   "source": f"wrk's own{over}, corrected for coordinated "
                    "omission (its histogram was not available or did not invert)"}
     return {
         "window": window,
-        "active": (summary["started"], window[1]),
-        "ok_share": 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0,
+        "active": active,
+        "ok_share": ok,
+        "share": share if cut else 1.0,
         "threads_apart_s": round(apart, 3) if late else 0.0,
-        "counts": count_check(counted, in_window * (1 - errors["status"] / summary["requests"])
-                              if summary["requests"] else 0.0, connections),
-        "requests": round(in_window * (1 - errors["status"] / summary["requests"]))
-        if late and summary["requests"] else counted,
-        "errors": round(failed * share) if late else failed,
-        "bytes": round(summary["bytes"] * share) if late else summary["bytes"],
+        "counts": count_check(counted, records * ok, connections),
+        "requests": round(in_window * ok) if cut else counted,
+        "errors": round(failed * share) if cut else failed,
+        "bytes": round(summary["bytes"] * share) if cut else summary["bytes"],
         "p50_ms": latency["percentiles"]["50"],
         "p99_ms": latency["percentiles"]["99"],
         "latency_ms": latency,
@@ -200,34 +210,42 @@ def aggregate_of(summary: dict, connections: int = 0) -> dict:
 
 
 def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
-    # Warm-up and measurement are two wrk runs: the second's counts and latency histogram cover
-    # exactly the measured window, and no per-request Lua bookkeeping slows the replay.
-    # A request-count run warms up the same way (a timed run), then its measured run replays
-    # every client's sequence from its start until each has sent its requests.
+    # A timed point is one wrk run over warm-up and measured time: the measured requests travel
+    # on the connections the warm-up opened, their TCP state (windows, buffers) already grown,
+    # as in the papers' long runs. (Two runs measured fresh connections: with 1 MB answers their
+    # throughput kept rising for seconds into the window, the spread between repetitions.)
+    # A request-count run warms up with a timed run, then replays every client's sequence from
+    # its start until each has sent its requests.
     started = time.time()
     warm: dict = {}
-    if spec.warmup_s > 0:
+    per_client = spec.requests_per_client
+    counted = bool(per_client)
+    if counted and spec.warmup_s > 0:
         warm = run_once(spec, loadgen, point_dir, trace, "warmup",
-                         max(1, math.ceil(spec.warmup_s)))
+                        max(1, math.ceil(spec.warmup_s)))
+    warmup_in_run = 0.0 if counted else spec.warmup_s
     summary = run_once(spec, loadgen, point_dir, trace, "measure",
-                        max(1, math.ceil(spec.measure_s)), spec.requests_per_client)
+                       max(1, math.ceil(warmup_in_run + spec.measure_s)),
+                       spec.requests_per_client)
     threads = wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))
-    if spec.requests_per_client and summary.get("threads_finished", 0) < threads:
-        want = spec.requests_per_client * spec.users
+    if per_client and summary.get("threads_finished", 0) < threads:
+        want = per_client * spec.users
         raise limit_reached("wrk", spec, f"{threads - summary.get('threads_finished', 0)} of "
                             f"{threads} threads had not had their clients' "
-                            f"{spec.requests_per_client:,} requests each answered "
+                            f"{per_client:,} requests each answered "
                             f"({summary.get('sent', 0):,} of {want:,} sent)")
-    agg = aggregate_of(summary, spec.users)
+    agg = aggregate_of(summary, spec.users, warmup_in_run)
     allowance = float(min(threads, cpuset_cores(loadgen)))
+    measured_s = agg["window"][1] - agg["window"][0]
     extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
-             **agg["counts"], **count_extra(spec)}
+             "measured_s": round(measured_s, 6), **agg["counts"], **count_extra(spec)}
     if agg["threads_apart_s"] > 0:
         extra["threads_apart_s"] = agg["threads_apart_s"]
-    # Dynamic requests answered in the measured run and in both runs (against the database's
-    # counters over the whole load), and write requests answered in both runs (the rows they
-    # inserted are counted after the point: the write check).
-    extra["dynamic_ok"] = summary.get("dynamic_ok", 0)
+    # Dynamic requests answered in the window (the run's, in the window's share of its
+    # requests), and over the whole load (against the database's counters), and write requests
+    # answered over the whole load (the rows they inserted are counted after the point: the
+    # write check).
+    extra["dynamic_ok"] = round(summary.get("dynamic_ok", 0) * agg["share"])
     extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
