@@ -210,21 +210,21 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> 
     }
 
 
-COUNTED_AIM_S = 2 * MIN_COUNTED_S  # what a raised count aims at: twice the least, for a rate
-# that keeps rising after the warm-up
+COUNTED_AIM_S = 2 * MIN_COUNTED_S  # twice the least: the rate may still rise after the warm-up
+# (a count expected to take 2.6 s at the warm-up's rate was answered in 1.9 s)
 
 
 def counted_enough(per_client: int, warm: dict, users: int) -> int:
     """The requests per client a request-count run sends: as asked, or, when the warm-up's rate
-    says that many would be answered in less than the least measurable window (MIN_COUNTED_S:
-    the 1 Hz samples that give CPU and bytes need it), enough for COUNTED_AIM_S at that rate.
-    A shortened run (`--scale`) of small files or one client would otherwise end in a fraction
-    of a second and measure nothing; the row records both counts."""
+    says that many would be answered in less than COUNTED_AIM_S (twice the least measurable
+    window, MIN_COUNTED_S: the 1 Hz samples that give CPU and bytes need it), enough for
+    COUNTED_AIM_S at that rate. A shortened run (`--scale`) of small files or one client would
+    otherwise end in a fraction of a second and measure nothing; the row records both counts."""
     seconds, answered = float(warm.get("duration_s") or 0), int(warm.get("requests") or 0)
     if seconds <= 0 or answered <= 0:
         return per_client
     rate = answered / seconds
-    if per_client * users / rate >= MIN_COUNTED_S:
+    if per_client * users / rate >= COUNTED_AIM_S:
         return per_client
     return max(per_client, math.ceil(COUNTED_AIM_S * rate / users))
 
