@@ -241,7 +241,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     per_client = spec.requests_per_client
     counted = bool(per_client)
     asked = per_client
-    if counted and spec.warmup_s > 0:
+    if per_client and spec.warmup_s > 0:
         warm = run_once(spec, loadgen, point_dir, trace, "warmup",
                         max(1, math.ceil(spec.warmup_s)))
         per_client = counted_enough(per_client, warm, spec.users)
