@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from analysis import stats
@@ -174,6 +174,16 @@ class Change:
                 return n
             n = n + 1 if n < 200 else int(n * 1.1)
         return MAX_REPETITIONS_ESTIMATE
+
+
+def blocks_needed(change: Change, half_width_pct: float) -> int | None:
+    """The blocks a precision run's comparison needs in all to be resolved. Its interval takes
+    its spread and t's degrees of freedom from the first blocks (Stein), so once those are
+    measured the half-width at n blocks, 100 (e^(t s / sqrt n) - 1) on the log scale, is known
+    in advance: the answer does not change with later blocks (None: no spread yet)."""
+    if change.method == PAIRED and change.n >= 2:
+        change = replace(change, method=STEIN, spread_n=change.n)
+    return change.repetitions_for(half_width_pct)
 
 
 def _logs(values: Iterable[float | None]) -> tuple[list[float], int]:

@@ -361,9 +361,11 @@ def precision_card(ctx: Context) -> dict[str, Any] | None:
     if cmp.empty:
         return None
     record = got if isinstance(got := ctx.manifest.get("precision"), dict) else {}
-    why = {"budget": "the budget was spent before every comparison was resolved",
-           "done": "every condition stopped (resolved, or at the maximum of "
-                   f"{target.get('max_repetitions')} blocks)"}.get(
+    why = {"budget": "the budget ran out, or would have, before every comparison was resolved",
+           "done": "every condition stopped: resolved; at the maximum of "
+                   f"{target.get('max_repetitions')} blocks; or out of reach, when the spread "
+                   f"of its first {target.get('min_repetitions')} blocks needs more blocks than "
+                   "the maximum allows"}.get(
         str(record.get("stopped")), "the run did not finish")
     budget = target.get("budget_min")
     return {"baseline": text(ctx.baseline), "metric": metric,

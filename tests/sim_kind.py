@@ -36,10 +36,12 @@ BASELINE, TREATMENT = "sim-off", "sim-on"
 
 
 class Condition(Model):
-    """One condition and its true effect (a fraction: 0.1 = +10 %)."""
+    """One condition, its true effect (a fraction: 0.1 = +10 %) and its own noise (None: the
+    settings' noise)."""
 
     name: Annotated[str, text(r"^[\w.-]+$", "small")]
     effect: Annotated[float, number(-0.9, 10)] = 0.1
+    noise: Annotated[float, number(0, 2)] | None = None
 
 
 class SimSettings(Model):
@@ -99,11 +101,12 @@ class SimKind(Kind):
     def value(self, exp: Experiment, point: Point) -> float:
         """The point's value from the model (deterministic for a seed and point)."""
         s: SimSettings = exp.settings.sim  # type: ignore[attr-defined]
-        effect = next(c.effect for c in s.conditions if c.name == point["condition"])
+        cond = next(c for c in s.conditions if c.name == point["condition"])
+        effect, noise = cond.effect, s.noise if cond.noise is None else cond.noise
         rng = random.Random(exp.seed * 1_000_003 + point.index)
         level = s.level * (1 - s.drift * min(point.index, s.drift_points) / s.drift_points)
         return level * (1 + (effect if point.mode == TREATMENT else 0.0)) * \
-            math.exp(rng.gauss(0.0, s.noise))
+            math.exp(rng.gauss(0.0, noise))
 
     def run_point(self, ctx: PointContext) -> PointResult:
         """The model's value as the point's TPS."""
@@ -140,13 +143,14 @@ def use(monkeypatch: Any) -> None:
     monkeypatch.setattr(registry, "kinds", lambda: found)
 
 
-def write_experiment(folder: Path, conditions: dict[str, float], noise: float = 0.05,
+def write_experiment(folder: Path, conditions: dict[str, float | tuple[float, float]],
+                     noise: float = 0.05,
                      drift: float = 0.3, seed: int = 1, drift_points: int = 100,
                      sleep_s: float = 0.0,
                      precision: dict[str, Any] | None = None,
                      repetitions: int | None = None) -> tuple[Path, Path]:
     """An experiment file of the sim kind and its two mode files (which set nothing); returns
-    (experiment file, modes folder)."""
+    (experiment file, modes folder). A condition is its effect, or (effect, its own noise)."""
     modes = folder / "modes"
     modes.mkdir(parents=True, exist_ok=True)
     for name in (TREATMENT, BASELINE):
@@ -154,7 +158,9 @@ def write_experiment(folder: Path, conditions: dict[str, float], noise: float = 
     data: dict[str, Any] = {
         "name": "sim", "kind": "sim", "seed": seed, "settle_s": 0,
         "modes": [TREATMENT, BASELINE],
-        "sim": {"conditions": [{"name": n, "effect": e} for n, e in conditions.items()],
+        "sim": {"conditions": [{"name": n, "effect": e[0], "noise": e[1]}
+                               if isinstance(e, tuple) else {"name": n, "effect": e}
+                               for n, e in conditions.items()],
                 "noise": noise, "drift": drift, "drift_points": drift_points,
                 "sleep_s": sleep_s}}
     if precision is not None:

@@ -260,6 +260,31 @@ def test_a_tmpfs_larger_than_free_memory_is_refused(tmp_path: Path, env: dict[st
     refused(env, "plan", str(path), fragment="in memory (a tmpfs lives in memory)")
 
 
+def test_a_proxy_cache_too_small_for_the_responses_in_flight_is_refused(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """The proxy cache's guard stops storing at 70 % of its tmpfs; 8 connections storing 8 MiB
+    files at that moment need 64 MiB, more than the 4.8 MiB the other 30 % of 16m hold (the
+    tmpfs would fill and Apache's children crash)."""
+    path = write(tmp_path, experiment(stack={"proxy_cache": True}, load={"users": 8},
+                                      traces=[{"name": "big", "kind": "single",
+                                               "size": 8 << 20}]))
+    env = {**env, "PROXY_CACHE_SIZE": "16m"}
+    for command in ("plan", "run"):
+        line = refused(env, command, str(path), fragment="PROXY_CACHE_SIZE=16.0 MiB")
+        assert "(64.0 MiB)" in line and "4.8 MiB for it" in line, line
+        assert "raise PROXY_CACHE_SIZE in .env" in line and "smaller files" in line, line
+
+
+def test_proxy_caches_larger_than_free_memory_are_refused(tmp_path: Path,
+                                                          env: dict[str, str]) -> None:
+    path = write(tmp_path, experiment(stack={"proxy_cache": True}))
+    refused({**env, "PROXY_CACHE_SIZE": "2000t"}, "plan", str(path),
+            fragment="in memory (a tmpfs lives in memory)")
+    line = refused({**env, "PROXY_CACHE_SIZE": "2000t"}, "run", str(path),
+                   fragment="lower PROXY_CACHE_SIZE")
+    assert "the proxy cache" in line, line
+
+
 def test_orangefs_storage_too_small_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
     path = write(tmp_path, {"name": "p", "kind": "pfs", "modes": ["offloads-on"],
                             "pfs": {"test": "streams", "streams": [64], "client_containers": 1,

@@ -3,6 +3,7 @@ users (the real `locust` binary) against a real in-process HTTP server."""
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -260,6 +261,20 @@ def test_a_request_count_window_too_short_to_measure_is_one_sentence() -> None:
         "the clients sent their 20 requests each in 0.6 s, too short to measure (CPU comes from "
         "samples taken every second; at least 2 s): raise load.requests_per_client")
     load.check_counted_window(LoadSpec("wrk", 4, 0, 30), (100.0, 100.6))  # timed: not here
+
+
+def test_a_request_count_too_small_for_the_warm_ups_rate_is_raised_to_about_4_s() -> None:
+    """100 requests for 1 client at the warm-up's 2,453 answers a second would end in 0.04 s:
+    raised to 4 s at that rate. Counts that last 4 s or more stay as asked, and so do runs
+    without a measured warm-up."""
+    warm = {"duration_s": 1.000765, "requests": 2453}
+    assert wrk.counted_enough(100, warm, 1) == math.ceil(4 * 2453 / 1.000765)
+    assert wrk.counted_enough(20, warm, 64) == math.ceil(4 * 2453 / 1.000765 / 64)
+    assert wrk.counted_enough(100, warm, 64) == math.ceil(4 * 2453 / 1.000765 / 64)  # 2.6 s
+    assert wrk.counted_enough(10000, warm, 1) == 10000  # 4.08 s at that rate
+    assert wrk.counted_enough(10000, warm, 64) == 10000
+    assert wrk.counted_enough(100, {}, 1) == 100
+    assert wrk.counted_enough(100, {"duration_s": 1.0, "requests": 0}, 1) == 100
 
 
 def test_a_request_count_run_whose_threads_started_apart_counts_the_window_only() -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tierbench import bench
-from tierbench.kinds.web import engines, load
+from tierbench.kinds.web import engines, load, wrk
 from tierbench.kinds.web.load import LoadSpec
 from workloads import filesets, traces
 
@@ -203,36 +203,43 @@ def four_subsets_of_ten(pdir: Path) -> tuple[Path, list[str]]:
 
 def test_wrk_request_count_run_stops_every_client_after_its_requests(testbed,
                                                                      monkeypatch) -> None:
+    """20 requests a client, far too few for the 4 s a request-count window aims at: the
+    warm-up's rate raises the count (wrk.counted_enough), and every client then stops after
+    exactly the raised count."""
     pdir = point_dir(testbed, "wrk-count", monkeypatch)
     trace, files = four_subsets_of_ten(pdir)
     truncate_log(testbed["web"])
-    spec = LoadSpec("wrk", 8, 1, 30, processes=2, target=TARGET, requests_per_client=1000)
+    spec = LoadSpec("wrk", 8, 1, 30, processes=2, target=TARGET, requests_per_client=20)
     began = time.monotonic()
     result = engines.run(spec, testbed["gen"], pdir, trace)
     took = time.monotonic() - began
     logged = [p for p, _ in access_log(testbed["web"])]
     warmup = json.loads((pdir / "wrk-warmup.json").read_text())
     measure = json.loads((pdir / "wrk-measure.json").read_text())
-    # the measured run: 8 clients x 1,000 requests, all sent and answered, both threads finished
-    assert (measure["sent"], measure["requests"], measure["threads_finished"]) == (8000, 8000, 2)
+    n = result.extra["requests_per_client"]
+    assert result.extra["requests_per_client_asked"] == 20
+    assert n == wrk.counted_enough(20, warmup, 8) > 20 and measure["requests_per_client"] == n
+    # the measured run: 8 clients x n requests, all sent and answered, both threads finished
+    assert (measure["sent"], measure["requests"], measure["threads_finished"]) == \
+        (8 * n, 8 * n, 2)
     # every request counted in its own second: the per-second counts add up to exactly those sent
-    assert sum(s["requests"] for s in measure["per_second"]) == 8000
+    assert sum(s["requests"] for s in measure["per_second"]) == 8 * n
     assert took < 25  # it ended when the clients were done, not at the 30 s limit
     # the server saw the warm-up (a timed run; up to one request per connection still in
     # flight when it ended) and exactly the counted requests: clients g and g + 4 replay subset
-    # g mod 4, so each subset's files were asked for 2 x 1,000 times in the measured run
-    assert warmup["requests"] + 8000 <= len(logged) <= warmup["requests"] + 8000 + 8
-    counted = logged[-8000:]
+    # g mod 4, so each subset's files were asked for 2 x n times in the measured run
+    assert warmup["requests"] + 8 * n <= len(logged) <= warmup["requests"] + 8 * n + 8
+    counted = logged[-8 * n:]
     for k in range(4):
-        assert sum(p in files[k * 10:(k + 1) * 10] for p in counted) == 2000
+        assert sum(p in files[k * 10:(k + 1) * 10] for p in counted) == 2 * n
     # one window, from the last thread's start to the last client's last answer
     assert result.window == (measure["started_last"], measure["finished_last"])
     agg = result.aggregate
-    assert agg["counts"]["engine_requests"] == 8000 and result.extra["requests_per_client"] == 1000
+    assert agg["counts"]["engine_requests"] == 8 * n
     if agg["threads_apart_s"]:  # the first thread sent a little before the window opened
-        assert 0.9 * 8000 <= agg["requests"] < 8000
+        assert 0.9 * 8 * n <= agg["requests"] < 8 * n
     else:
-        assert agg["requests"] == 8000
+        assert agg["requests"] == 8 * n
 
 
 def test_wrk_request_count_run_over_its_time_limit_fails_in_one_sentence(testbed,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,14 +25,14 @@ from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, PointContext, RunEnds
 from tierbench.kinds.web import stack as webstack
 from tierbench.kinds.web import roles as web_roles
-from tierbench.kinds.web import services, steps, wrk
+from tierbench.kinds.web import services, sizes, steps, wrk
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_spec
 from tierbench.kinds.web.settings import StackSettings
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import access, cluster, placer
+from tierbench.placement import access, cluster, placer, space
 from tierbench.placement.clusterfile import parse_cluster
 from tierbench.placement.compose import Container
-from workloads import traces
+from workloads import filesets, traces
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = Path(os.environ.get("LOCUST", ROOT / ".venv" / "bin" / "locust"))
@@ -337,6 +338,74 @@ def test_each_web_server_has_its_application_server_which_admits_only_it() -> No
     assert [up[n]["environment"]["APP_CLIENTS"] for n in ("app", "app2", "app3")] == \
         ["198.18.2.10", "198.18.2.11", "198.18.2.12"]
     assert up["db"]["environment"]["DB_CLIENTS"] == "198.18.2.30,198.18.2.31,198.18.2.32,198.18.2.41"
+
+
+# --- the proxies' caches against memory ------------------------------------------------------
+
+
+def cache_needs(exp: Experiment) -> list[space.Need]:
+    """What the web kind declares for its proxies' caches (the tmpfs of PROXY_CACHE_SIZE)."""
+    return [n for n in registry.kind("web").needs(exp, runner.points_of(exp))
+            if "PROXY_CACHE_SIZE" in n.what + n.where]
+
+
+def test_each_caching_proxys_tmpfs_is_counted_in_memory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every proxy that caches has its own tmpfs of PROXY_CACHE_SIZE, which may fill: 4 of
+    16 MiB are 64 MiB of the proxy nodes' memory; the cache turned on by a mode counts too;
+    HAProxy and a proxy that does not cache have none."""
+    monkeypatch.setenv("PROXY_CACHE_SIZE", "16m")
+    [memory] = [n for n in cache_needs(experiment(tmp_path, stack={"proxy_cache": True}))
+                if n.medium == "memory"]
+    assert (memory.bytes, memory.role, memory.where) == (4 * (16 << 20), "proxy", space.MEMORY)
+    assert "4 proxies" in memory.what and "lower PROXY_CACHE_SIZE" in memory.setting
+    by_mode = experiment(tmp_path, modes=["offloads-on", "proxy-cache-on"])
+    assert [n.bytes for n in cache_needs(by_mode) if n.medium == "memory"] == [4 * (16 << 20)]
+    assert cache_needs(experiment(tmp_path)) == []
+    assert cache_needs(experiment(tmp_path, stack={"proxy_cache": True, "proxy": "haproxy",
+                                                   "web_servers": 1})) == []
+
+
+def test_the_room_the_cache_guard_leaves_must_hold_the_responses_in_flight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard stops storing at 70 % of the tmpfs; the other 30 % must hold what is being
+    stored then, one response per connection to a proxy: the point with the most connections
+    per proxy (64 users over 4 proxies) and the largest file of its trace (each response and
+    its header file in whole pages); a file above CacheMaxFileSize is not stored."""
+    monkeypatch.setenv("PROXY_CACHE_SIZE", "16m")
+    big = {"name": "big", "kind": "zipf", "alpha": 0.9, "requests": 100,
+           "fileset": {"kind": "uniform-log", "files": 50, "min_size": 1024,
+                       "max_size": 3 << 20}}
+    exp = experiment(tmp_path, stack={"proxy_cache": True},
+                     traces=[{"name": "small", "kind": "single", "size": 4096}, big])
+    largest = max(size for fs in traces.filesets_of(big) for _, size in filesets.files(fs))
+    [flight] = [n for n in cache_needs(exp) if not n.medium]
+    per_response = -(-largest // 4096) * 4096 + 4096
+    assert flight.bytes == 16 * per_response
+    assert flight.free == (16 << 20) * 30 // 100
+    assert "trace big" in flight.what and "16 connections per proxy" in flight.what
+    assert "raise PROXY_CACHE_SIZE" in flight.setting
+    [problem] = space.problems([flight])
+    assert "PROXY_CACHE_SIZE=16.0 MiB" in problem and "4.8 MiB for it" in problem
+    huge = experiment(tmp_path, stack={"proxy_cache": True},
+                      traces=[{"name": "huge", "kind": "single", "size": 1 << 30}])
+    [flight] = [n for n in cache_needs(huge) if not n.medium]
+    assert flight.bytes == 16 * ((64 << 20) + 4096)
+    # clients that do not load the proxy store nothing in its cache
+    web = experiment(tmp_path, target="http://web",
+                     stack={"proxy_cache": True, "proxies": 1, "web_servers": 1})
+    assert [n.medium for n in cache_needs(web)] == ["memory"]
+
+
+def test_the_cache_guards_figures_are_the_images(tmp_path: Path) -> None:
+    """The guard's limit and Apache's CacheMaxFileSize live in the proxy image, which reads
+    them; the control program's copies (kinds/web/sizes.py) must say the same."""
+    guard = (ROOT / "images" / "proxy" / "proxy-cache-guard.pl").read_text()
+    conf = (ROOT / "images" / "proxy" / "conf" / "tierbench.conf").read_text()
+    assert re.search(r"^my \$LIMIT_PCT = (\d+);$", guard, re.M).group(1) == str(
+        sizes.CACHE_GUARD_LIMIT_PCT)
+    assert re.search(r"^\s*CacheMaxFileSize (\d+)$", conf, re.M).group(1) == str(
+        sizes.CACHE_MAX_FILE_BYTES)
 
 
 # --- on a cluster -----------------------------------------------------------------------------

@@ -7,6 +7,13 @@ after each block, each condition's comparisons of a mode with the baseline on th
 metric are recomputed (paired within blocks, analysis.precision), and the condition gets
 another block only while one of them is wider than asked, up to ``max_repetitions`` blocks and
 within ``budget_min``. The report states the same intervals, from the same functions.
+
+The intervals take their spread from the first ``min_repetitions`` blocks (Stein), so after
+those the number of blocks each condition needs is known. A condition that needs more than
+``max_repetitions`` is *out of reach* and gets no further block; with a budget, the conditions
+that need the least time are given theirs first, and those the budget left cannot finish are
+out of reach too. Their time goes to the conditions that can be resolved, and the report says
+what each would have needed.
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ class Schedule:
         self.modes = modes
         self.baseline = baseline
         self.out_of_budget = False
+        self.out_of_reach: dict[str, dict[str, Any]] = {}  # condition -> blocks needed, why
 
     def run(self, rows: list[dict[str, Any]], done: set[str], spent: Callable[[], float],
             block_seconds: Callable[[list[Point]], float]) -> Iterator[tuple[int, list[Point]]]:
@@ -95,7 +103,8 @@ class Schedule:
         while True:
             points = [p for p in self.points if p.repetition == block]
             if not points:
-                left = self.conditions_left(rows, block - 1)
+                room = None if target.budget_min is None else target.budget_min * 60 - spent()
+                left = self.conditions_left(rows, block - 1, room, block_seconds)
                 if not left:
                     return
                 points = block_points(self.exp, block, left, len(self.points) + 1)
@@ -135,20 +144,51 @@ class Schedule:
         return {m: precision.paired_change(by_mode.get(m, {}), base, first)
                 for m in self.modes if m != self.baseline}
 
-    def conditions_left(self, rows: list[dict[str, Any]], blocks: int) -> set[str]:
-        """The conditions that need block ``blocks + 1``."""
+    def conditions_left(self, rows: list[dict[str, Any]], blocks: int,
+                        room_s: float | None = None,
+                        block_seconds: Callable[[list[Point]], float] | None = None) -> set[str]:
+        """The conditions that need block ``blocks + 1``: not resolved yet, and within reach
+        (their blocks needed within max_repetitions; with ``room_s``, the seconds of budget
+        left, the cheapest first while their remaining blocks fit, at ``block_seconds`` per
+        condition's block)."""
         from analysis import precision
 
         assert self.exp.precision is not None
         target = self.target()
-        left = set()
+        remaining: dict[str, int] = {}
         for cond, by_mode in self.values(rows).items():
             ran = max((b for v in by_mode.values() for b in v), default=0)
-            if ran < blocks:  # resolved earlier
+            if ran < blocks or cond in self.out_of_reach:  # stopped earlier
                 continue
-            if not precision.verdict(self.changes(by_mode).values(), ran, target).done:
+            changes = self.changes(by_mode).values()
+            if precision.verdict(changes, ran, target).done:
+                continue
+            if ran < target.min_repetitions:
+                remaining[cond] = 1
+                continue
+            needs = [precision.blocks_needed(c, target.half_width_pct) for c in changes]
+            need = max((n if n is not None else precision.MAX_REPETITIONS_ESTIMATE)
+                       for n in needs) if needs else ran + 1
+            if need > target.max_repetitions:
+                self.out_of_reach[cond] = {"blocks_needed": need, "why": "maximum"}
+                continue
+            remaining[cond] = max(need - ran, 1)
+        if room_s is None or block_seconds is None:
+            return set(remaining)
+        cost = {c: remaining[c] * block_seconds(self.condition_points(c)) for c in remaining}
+        left = set()
+        for cond in sorted(remaining, key=lambda c: (cost[c], c)):
+            if cost[cond] <= room_s:
                 left.add(cond)
+                room_s -= cost[cond]
+            else:
+                self.out_of_reach[cond] = {"blocks_needed": blocks + remaining[cond],
+                                           "why": "budget"}
         return left
+
+    def condition_points(self, cond: str) -> list[Point]:
+        """One block's points of a condition (every mode once)."""
+        return [p for p in self.points if p.repetition == 1 and condition_of(p) == cond]
 
     def target(self) -> Any:
         """The analysis side's Target for this experiment."""
@@ -171,10 +211,14 @@ class Schedule:
             ran = max((b for v in by_mode.values() for b in v), default=0)
             changes = self.changes(by_mode)
             state = precision.verdict(changes.values(), ran, target).state
+            reach = self.out_of_reach.get(cond)
             if state == "continue":
-                state = "budget" if self.out_of_budget or ran < blocks else "running"
+                state = "out of reach" if reach else \
+                    "budget" if self.out_of_budget or ran < blocks else "running"
             conditions.append({
                 "condition": json.loads(cond), "blocks": ran, "state": state,
+                **({"blocks_needed": reach["blocks_needed"], "out_of_reach": reach["why"]}
+                   if reach and state == "out of reach" else {}),
                 "comparisons": [{
                     "mode": m, "baseline": self.baseline, "method": c.method, "n": c.n,
                     "effect_pct": c.effect_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,
@@ -184,8 +228,10 @@ class Schedule:
                     for m, c in changes.items()]})
         return {"target": self.exp.precision.model_dump(), "baseline": self.baseline,
                 "blocks": blocks, "spent_s": round(spent_s, 1),
-                "stopped": "budget" if self.out_of_budget else (
-                    "done" if all(c["state"] in ("resolved", "maximum") for c in conditions)
+                "stopped": "budget" if self.out_of_budget or any(
+                    c.get("out_of_reach") == "budget" for c in conditions) else (
+                    "done" if all(c["state"] in ("resolved", "maximum", "out of reach")
+                                  for c in conditions)
                     else "running"),
                 "conditions": conditions}
 
@@ -196,6 +242,12 @@ class Schedule:
         resolved = sum(c["state"] == "resolved" for c in conds)
         why = {"budget": "the budget was spent", "done": "every condition stopped"}.get(
             record["stopped"], record["stopped"])
+        far = [c for c in conds if c["state"] == "out of reach"]
+        beyond = "".join(
+            f"; {', '.join(f'{k}={v}' for k, v in c['condition'].items())} out of reach: it needs {c['blocks_needed']} blocks at the "
+            f"spread of its first {record['target']['min_repetitions']}"
+            + (" (more than max_repetitions)" if c["out_of_reach"] == "maximum"
+               else " (more than the budget left)") for c in far)
         return (f"tierbench: precision: {resolved} of {len(conds)} condition(s) resolved within "
                 f"±{record['target']['half_width_pct']:g} % after {record['blocks']} block(s) "
-                f"({why})")
+                f"({why}){beyond}")

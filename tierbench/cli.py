@@ -280,7 +280,7 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
                    help="half-width of each comparison's 95 %% interval, in %% (e.g. 5)")
     g.add_argument("--metric", help="summary column the comparisons are on (default tps)")
     g.add_argument("--min-repetitions", type=int, metavar="N", help="blocks every condition "
-                   "runs (default 5)")
+                   "runs (default 8)")
     g.add_argument("--max-repetitions", type=int, metavar="N", help="at most this many blocks "
                    "(default 30)")
     g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "

@@ -95,7 +95,7 @@ class Precision(Model):
 
     metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
     half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
-    min_repetitions: Annotated[int, whole(3, 1000)] = 5
+    min_repetitions: Annotated[int, whole(3, 1000)] = 8
     max_repetitions: Annotated[int, whole(2, 1000)] = 30
     budget_min: Annotated[float, number(0.01)] | None = None
 

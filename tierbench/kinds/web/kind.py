@@ -161,9 +161,10 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         return plan.point_line(exp, point)
 
     def needs(self, exp: Experiment[WebSettings], points: list[Point]) -> list[space.Need]:
-        """The file sets on each docroot the experiment uses, the hot site's small files."""
+        """The file sets on each docroot the experiment uses, the hot site's small files, the
+        results, the database, the proxies' caches (kinds.web.sizes)."""
         with workload_errors(exp):
-            return sizes.needs(exp, len(points))
+            return sizes.needs(exp, len(points)) + sizes.proxy_cache_needs(exp, points)
 
     # -- run
     def preflight(self, exp: Experiment[WebSettings], points: list[Point]) -> None:

@@ -210,12 +210,15 @@ def limit_reached(engine: str, spec: LoadSpec, what: str) -> LoadgenError:
 MIN_COUNTED_S = 2.0  # a request-count window shorter than this holds too few 1 Hz samples
 
 
-def check_counted_window(spec: LoadSpec, window: tuple[float, float]) -> None:
+def check_counted_window(spec: LoadSpec, window: tuple[float, float],
+                         sent: int | None = None) -> None:
     """A request-count window long enough to measure: CPU and bytes come from the samples taken
-    every second that bracket it."""
+    every second that bracket it. ``sent``: the requests per client the engine sent, when it
+    raised the count asked (wrk.counted_enough)."""
     span = window[1] - window[0]
     if spec.requests_per_client and span < MIN_COUNTED_S:
-        raise LoadgenError(f"the clients sent their {spec.requests_per_client:,} requests each in "
+        raise LoadgenError(f"the clients sent their {sent or spec.requests_per_client:,} "
+                           f"requests each in "
                            f"{span:.1f} s, too short to measure (CPU comes from samples taken "
                            f"every second; at least {MIN_COUNTED_S:g} s): raise "
                            "load.requests_per_client")

@@ -84,7 +84,7 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
         if ctx.sampling_error:
             raise MeasureError(ctx.sampling_error)
         start, end = result.window
-        check_counted_window(spec, result.window)
+        check_counted_window(spec, result.window, result.extra.get("requests_per_client"))
         # Wall-clock bounds: samples and requests before measure_start are warm-up.
         ctx.record["window"] = {"load_started": result.started, "measure_start": start,
                                 "measure_end": end}

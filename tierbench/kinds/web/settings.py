@@ -390,8 +390,7 @@ def proxies_problem(proxies: int, target: str, engine: str, users: list[int]) ->
     evenly over the proxies' threads (fewer connections than proxies: one each, on the first)."""
     if proxies == 1:
         return None
-    host = target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
-    if host != "proxy":
+    if not loads_proxy(target):
         return (f"stack.proxies: {proxies} proxies share the load only when the clients load "
                 f"them (target: http://proxy), got target {target}: set target to http://proxy "
                 "or remove stack.proxies")
@@ -401,6 +400,12 @@ def proxies_problem(proxies: int, target: str, engine: str, users: list[int]) ->
             return (f"load.users: engine wrk binds each thread to one of the {proxies} proxies, "
                     f"so users above {proxies} must be a multiple of {proxies}, got {odd[0]}")
     return None
+
+
+def loads_proxy(target: str) -> bool:
+    """Whether the clients load the proxy tier (target http://proxy, the default): only then
+    are they spread over several proxies and do their responses fill a proxy's cache."""
+    return target.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0] == "proxy"
 
 
 def trace_dicts(settings: WebSettings) -> list[dict[str, Any]]:

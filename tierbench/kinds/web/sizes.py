@@ -1,16 +1,17 @@
 """What a web run writes where, checked against free space and memory before anything is
 written: the file sets on each docroot, the disk systems' images, the results (traces,
-per-request records, samples), the hot site's small files, the database's data set."""
+per-request records, samples), the hot site's small files, the database's data set, the
+proxies' caches."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tierbench.config.files import results_root
-from tierbench.kinds.contract import Experiment
+from tierbench.kinds.contract import Experiment, Point
 from tierbench.kinds.web import appdb, services, webdisks
-from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
-                                          trace_dicts)
+from tierbench.kinds.web.settings import (StackSettings, WebSettings, has_dynamic, loads_proxy,
+                                          stack_for, stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import filesets_of, hot_sets
 from tierbench.placement import disks, space
 from workloads import filesets, worldcup
@@ -27,6 +28,19 @@ LOCUST_RPS_PER_PROCESS = 5000
 RECORD_BYTES = 16
 CSV_RECORD_BYTES = 40
 SAMPLE_BYTES = 4096
+
+# The proxy cache (stack.proxy_cache: on): each Apache proxy's mod_cache_disk on its own tmpfs
+# of PROXY_CACHE_SIZE (docker-compose.yml, default 256m). The proxy image's guard stops storing
+# once the tmpfs is CACHE_GUARD_LIMIT_PCT % full; the rest must hold the responses being stored
+# at that moment, one per client connection to the proxy, each at most CacheMaxFileSize (Apache
+# stores no larger one), in whole pages with its header file. The two figures live in the image
+# (images/proxy/proxy-cache-guard.pl's $LIMIT_PCT, images/proxy/conf/tierbench.conf), which
+# reads them in the container; these copies are the control program's, and
+# tests/test_proxies.py checks that they agree.
+PROXY_CACHE_SIZE_DEFAULT = "256m"
+CACHE_GUARD_LIMIT_PCT = 70
+CACHE_MAX_FILE_BYTES = 64 << 20
+PAGE = 4096
 
 
 def trace_bytes(spec: dict[str, Any], seed: int) -> int:
@@ -103,6 +117,57 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
         st = stack_settings(s, exp.seed)
         out += appdb.needs(exp.source, st["db_rows"], st["db_row_bytes"],
                            space.parse_size(st["db_shared_buffers"], "stack.db.shared_buffers"))
+    return out
+
+
+def largest_file(spec: dict[str, Any]) -> int:
+    """The largest file a trace asks for (its file sets' largest: every trace kind's sizes are
+    known before the run, a World Cup trace's from its log's objects)."""
+    return max(size for fs in tracelib.filesets_of(spec) for _, size in filesets.files(fs))
+
+
+def stored_bytes(response: int) -> int:
+    """What one response being stored takes in the cache's tmpfs: its body in whole pages and
+    a page for its header file (nothing above CacheMaxFileSize, which is not stored)."""
+    return -(-min(response, CACHE_MAX_FILE_BYTES) // PAGE) * PAGE + PAGE
+
+
+def proxy_cache_needs(exp: Experiment[WebSettings], points: list[Point]) -> list[space.Need]:
+    """For the points whose proxies cache: each proxy's tmpfs of PROXY_CACHE_SIZE in memory
+    (the most proxies a point runs, every tmpfs full), and in the room the cache guard leaves,
+    the responses in flight when it stops storing (the point with the most: its connections
+    per proxy, each storing its trace's largest file), when the clients load the proxies."""
+    caching = [(p, st) for p in points
+               if (st := StackSettings(stack_for(exp, p.mode, p["docroot"],
+                                                 p.factors.get("placement")))).proxy_cache]
+    if not caching:
+        return []
+    size = space.setting_size("PROXY_CACHE_SIZE", PROXY_CACHE_SIZE_DEFAULT)
+    proxies = max(st.proxies for _, st in caching)
+    out = [space.in_memory(f"the proxy cache's tmpfs of PROXY_CACHE_SIZE={space.human(size)}"
+                           + (f" on each of {proxies} proxies" if proxies > 1 else ""),
+                           size * proxies,
+                           "lower PROXY_CACHE_SIZE in .env or run fewer proxies (stack.proxies)",
+                           role="proxy")]
+    if not loads_proxy(exp.settings.target):
+        return out
+    largest: dict[str, int] = {}
+    worst = (0, 0, "")
+    for p, st in caching:
+        name = p["trace"]["name"]
+        if name not in largest:
+            largest[name] = largest_file(p["trace"])
+        connections = -(-int(p["users"]) // st.proxies)
+        worst = max(worst, (connections * stored_bytes(largest[name]), connections, name))
+    nbytes, connections, name = worst
+    room = size * (100 - CACHE_GUARD_LIMIT_PCT) // 100
+    out.append(space.Need(
+        f"the responses the proxy cache is storing when its guard stops it (trace {name}: "
+        f"{connections} connection{'s' if connections > 1 else ''} per proxy x "
+        f"{space.human(stored_bytes(largest[name]))})", nbytes,
+        f"the {100 - CACHE_GUARD_LIMIT_PCT} % of the cache's tmpfs of "
+        f"PROXY_CACHE_SIZE={space.human(size)} left above the guard's limit", room,
+        "raise PROXY_CACHE_SIZE in .env, or use fewer users per proxy or smaller files"))
     return out
 
 

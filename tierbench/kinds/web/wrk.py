@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, container_path,
-                                      count_extra, cpuset_cores, exec_engine, limit_reached,
-                                      log_tail, requests_in)
+from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, LoadSpec,
+                                      container_path, count_extra, cpuset_cores, exec_engine,
+                                      limit_reached, log_tail, requests_in)
 from tierbench.placement.compose import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
@@ -209,6 +210,25 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> 
     }
 
 
+COUNTED_AIM_S = 2 * MIN_COUNTED_S  # twice the least: the rate may still rise after the warm-up
+# (a count expected to take 2.6 s at the warm-up's rate was answered in 1.9 s)
+
+
+def counted_enough(per_client: int, warm: dict, users: int) -> int:
+    """The requests per client a request-count run sends: as asked, or, when the warm-up's rate
+    says that many would be answered in less than COUNTED_AIM_S (twice the least measurable
+    window, MIN_COUNTED_S: the 1 Hz samples that give CPU and bytes need it), enough for
+    COUNTED_AIM_S at that rate. A shortened run (`--scale`) of small files or one client would
+    otherwise end in a fraction of a second and measure nothing; the row records both counts."""
+    seconds, answered = float(warm.get("duration_s") or 0), int(warm.get("requests") or 0)
+    if seconds <= 0 or answered <= 0:
+        return per_client
+    rate = answered / seconds
+    if per_client * users / rate >= COUNTED_AIM_S:
+        return per_client
+    return max(per_client, math.ceil(COUNTED_AIM_S * rate / users))
+
+
 def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
     # A timed point is one wrk run over warm-up and measured time: the measured requests travel
     # on the connections the warm-up opened, their TCP state (windows, buffers) already grown,
@@ -220,9 +240,12 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     warm: dict = {}
     per_client = spec.requests_per_client
     counted = bool(per_client)
-    if counted and spec.warmup_s > 0:
+    asked = per_client
+    if per_client and spec.warmup_s > 0:
         warm = run_once(spec, loadgen, point_dir, trace, "warmup",
                         max(1, math.ceil(spec.warmup_s)))
+        per_client = counted_enough(per_client, warm, spec.users)
+        spec = replace(spec, requests_per_client=per_client)
     warmup_in_run = 0.0 if counted else spec.warmup_s
     summary = run_once(spec, loadgen, point_dir, trace, "measure",
                        max(1, math.ceil(warmup_in_run + spec.measure_s)),
@@ -249,4 +272,6 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
+    if per_client != asked:
+        extra["requests_per_client_asked"] = asked
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
