@@ -9,7 +9,12 @@ server's node and the database all three application servers' nodes (and its own
 are verified and restored on every node, and the NICs are as before. Then DC-classes' docroots
 (dc-classes-cluster-short): each web server on its own emulated IDE disk built on its node, and
 OrangeFS whose I/O servers (pvfs-io1..3 on node2..node4) each store on an emulated IDE disk
-built on their node, every web server mounting it there."""
+built on their node, every web server mounting it there. PFS-basic on the emulated IDE disk
+(pfs-basic-ide-cluster-short): each I/O server's disk on its own node, the client's on node1,
+the file written and read back whole. Last DC-hybrid's placements (dc-hybrid-cluster-short,
+Locust): the foreground's small files on a tmpfs of each web server's node, over its IDE disk or
+OrangeFS, both sites served (the stack is removed after an OrangeFS point, so the tmpfs are not
+looked at afterwards)."""
 
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ def lab(tmp_path_factory):
     with lab_cluster(tmp_path_factory, roles={"loadgen": "node1", "db": "node1",
                                               "proxy": SPREAD, "web": SPREAD,
                                               "app": SPREAD, "pfs_meta": "node1",
-                                              "pfs_io": SPREAD}) as lab:
+                                              "pfs_io": SPREAD, "pfs_clients": ["node1"]}) as lab:
         yield lab
 
 
@@ -135,3 +140,38 @@ def test_dc_classes_docroots_on_each_servers_own_node(lab) -> None:
     assert set(disks_of) == {"ide", "ide-pvfs"}
     assert set(disks_of["ide"]["servers"]) == {"web", "web2", "web3"}
     assert set(disks_of["ide-pvfs"]["servers"]) == {"pvfs-io1", "pvfs-io2", "pvfs-io3"}
+
+
+def test_pfs_basic_on_ide_disks_built_on_each_servers_node(lab) -> None:
+    done = lab_run(lab, "pfs-basic-ide-cluster-short.yml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = last_run(lab, "pfs-basic-ide-cluster-short")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    placed = manifest["cluster"]["services"]
+    where = {"pvfs-io1": "node2", "pvfs-io2": "node3", "pvfs-client": "node1"}
+    assert {s: placed[s] for s in where} == {s: [n] for s, n in where.items()}
+    rows = {r["filesystem"]: r for r in summary_rows(run_dir)}
+    assert set(rows) == {"disk", "orangefs"}
+    for fs, r in rows.items():
+        assert r["error"] == "" and r["integrity"] == "ok", (fs, r)
+        assert float(r["write_mb_per_s"]) > 0 and float(r["read_mb_per_s"]) > 0, (fs, r)
+        disk = json.loads((run_dir / "points" / r["point"] / "point.json").read_text())[
+            "disk_system"]
+        # each server's device built on the node its container ran on, throttled there
+        assert {s: v["node"] for s, v in disk["servers"].items()} == where, disk
+        for limits in disk["throttles_read_back"].values():
+            assert [v["read_bps"] for v in limits.values()] == [35_000_000], disk
+
+
+def test_dc_hybrid_placements_with_hot_files_on_the_web_nodes(lab) -> None:
+    done = lab_run(lab, "dc-hybrid-cluster-short.yml", timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = last_run(lab, "dc-hybrid-cluster-short")
+    rows = {r["docroot"]: r for r in summary_rows(run_dir)}
+    assert set(rows) == {"ide+hot-tmpfs", "orangefs+hot-tmpfs"}
+    for row in rows.values():
+        assert row["error"] == "" and int(row["errors"]) == 0, row
+        assert float(row["tps_foreground"]) > 0 and float(row["tps_background"]) > 0, row
+    placed = json.loads((run_dir / "manifest.json").read_text())["cluster"]["services"]
+    assert {s: placed[s] for s in ("web", "web2", "web3")} == {
+        "web": ["node2"], "web2": ["node3"], "web3": ["node4"]}
