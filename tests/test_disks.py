@@ -282,22 +282,12 @@ def test_the_shipped_disk_experiment_plans_the_papers_systems() -> None:
                      ("scsi", "write"): 55, ("raid0", "read"): 120, ("raid0", "write"): 147}
 
 
-@pytest.mark.parametrize("name, sentence", [
-    ("dc-placement", r"several web servers over disk systems \(stack\.placement: single-disk\) "
-                     r"run on a cluster only when the web role names one node \(the cluster file "
-                     r"names 2\): give web one node"),
-])
-def test_several_web_servers_over_disk_systems_need_one_web_node(
-        name: str, sentence: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = registry.load_experiment(name)
+def test_several_web_servers_over_disk_systems_run_on_several_web_nodes() -> None:
+    exp = registry.load_experiment("dc-placement")
     data = {"version": 1, "nodes": [
         {"name": f"node{n}", "address": f"198.18.16.1{n}",
          "interfaces": [{"name": "eth0", "address": f"198.18.16.1{n}/24"}]} for n in (1, 2, 3)],
         "roles": {"loadgen": "node1", "proxy": "node1", "web": ["node2", "node3"]}}
-    exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
-    with pytest.raises(ConfigError, match=rf"{name}\.yml: {sentence}"):
-        registry.kind("web").cluster_roles(exp)
-    data["roles"]["web"] = "node2"
     exp.placer = ClusterPlacer(parse_cluster(data, registry.roles(), "c.yml"))
     assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web"]
     for other in ("dc-cache-hit", "dc-disk-file"):
@@ -305,7 +295,22 @@ def test_several_web_servers_over_disk_systems_need_one_web_node(
             ["loadgen", "proxy", "web"]
 
 
-def test_three_web_servers_run_on_a_cluster_but_not_over_orangefs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["dc-classes", "dc-classes-large", "dc-hybrid"])
+def test_the_orangefs_data_center_rows_take_the_orangefs_roles_on_a_cluster(name: str) -> None:
+    exp = registry.load_experiment(name)
+    exp.placer = ClusterPlacer(parse_cluster(
+        {"version": 1, "nodes": [
+            {"name": f"node{n}", "address": f"198.18.16.1{n}",
+             "interfaces": [{"name": "eth0", "address": f"198.18.16.1{n}/24"}]}
+            for n in (1, 2, 3, 4)],
+         "roles": {"loadgen": "node1", "proxy": ["node2", "node3", "node4"],
+                   "web": ["node2", "node3", "node4"], "pfs_meta": "node1",
+                   "pfs_io": ["node2", "node3", "node4"]}}, registry.roles(), "c.yml"))
+    assert registry.kind("web").cluster_roles(exp) == ["loadgen", "proxy", "web", "pfs_meta",
+                                                        "pfs_io"]
+
+
+def test_three_web_servers_run_on_a_cluster_over_orangefs_too(tmp_path: Path) -> None:
     text = (ROOT / "experiments" / "dc-single.yml").read_text()
     path = tmp_path / "three.yml"
     path.write_text(text.replace("web_mmap: on}", "web_mmap: on, web_servers: 3}"))
@@ -313,11 +318,8 @@ def test_three_web_servers_run_on_a_cluster_but_not_over_orangefs(tmp_path: Path
         ["loadgen", "proxy", "web"]
     path.write_text(text.replace("web_mmap: on}", "web_mmap: on, web_servers: 3, docroot: "
                                  "orangefs}"))
-    with pytest.raises(ConfigError, match=r"stack\.web_servers: 3 with a docroot on OrangeFS "
-                       "does not run on a cluster yet"):
-        registry.kind("web").cluster_roles(registry.load_experiment(str(path)))
-    assert registry.kind("web").cluster_roles(registry.load_experiment("dc-single")) == \
-        ["loadgen", "proxy", "web"]
+    assert registry.kind("web").cluster_roles(registry.load_experiment(str(path))) == \
+        ["loadgen", "proxy", "web", "pfs_meta", "pfs_io"]
 
 
 # --------------------------------------------------------------------------- OrangeFS on disks

@@ -7,6 +7,7 @@ cluster; the disk benchmark's host overlay. Commands are recorded by a fake subp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -18,8 +19,9 @@ import pytest
 from test_cluster import config, lab
 
 from tierbench.kinds import registry
+from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, placer
+from tierbench.placement import cluster, diskbuild, disks, placer, space
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,6 +222,53 @@ def test_web_servers_disks_go_to_the_web_node(monkeypatch) -> None:
     p = disks.plan(disks.BUILTIN["scsi"], disks.layout(disks.BUILTIN["scsi"], None), ["web"],
                    [1 << 20])
     assert {s: h.node for s, h in webdisks.hosts_for(where, p).items()} == {"web": "node3"}
+
+
+def test_each_servers_disks_are_built_on_the_node_its_container_goes_to() -> None:
+    scsi = disks.BUILTIN["scsi"]
+    web = disks.plan(scsi, disks.layout(scsi, None, 3), ["web", "web2", "web3"], [1 << 20])
+    io = orangefs.storage_plan(disks.BUILTIN["ide"], 3, 3 << 20, client_disk_bytes=1 << 20)
+    c = lab(web=["node2", "node3"], pfs_io=["node4", "node5"], pfs_clients=["node1", "node2"])
+    where = cluster.ClusterPlacer(c)
+    # the nodes place() gives the containers (round the role's nodes, in order)
+    conf = config(["docker-compose.yml", "compose/web-servers.yml", "compose/pvfs.yml"], ["pfs"])
+    wanted = ["web", "web2", "web3", "pvfs-io1", "pvfs-io2", "pvfs-io3", "pvfs-client"]
+    placed = {s: next(iter(h)) for s, h in cluster.place(conf, wanted, {}, c).items()}
+    assert placed == {"web": "node2", "web2": "node3", "web3": "node2", "pvfs-io1": "node4",
+                      "pvfs-io2": "node5", "pvfs-io3": "node4", "pvfs-client": "node1"}
+    hosts = {**webdisks.hosts_for(where, web), **webdisks.hosts_for(where, io)}
+    assert {s: h.node for s, h in hosts.items()} == placed
+    assert webdisks.plans_by_role([web, io]) == {"web": [web], "pfs_io": [io]}
+    # the images each node must hold: the busiest node's share of the system, on that role
+    [need] = space.disk_images([web], {}, functools.partial(webdisks.hosts_for, where), "web")
+    assert need.bytes == 2 * web.device_bytes and need.role == "web"  # web and web3 on node2
+    assert "scsi on each of 2 nodes, at most (2 devices)" in need.what
+    [one] = space.disk_images([web], {}, lambda p: dict.fromkeys(p.servers, disks.LOCAL), "web")
+    assert one.bytes == web.image_bytes() and one.role is None
+
+
+def test_a_web_nodes_file_set_job_writes_only_its_own_servers_disks() -> None:
+    def server(name: str, node: str) -> diskbuild.Server:
+        return diskbuild.Server(name, f"/w/disks/{name}", [], [],
+                                host={"node": node, "ssh": list(SSH), "workdir": "/w"})
+
+    built = diskbuild.Built(key={}, servers=[server("web", "node2"), server("web2", "node3"),
+                                             server("web3", "node2")])
+    assert webdisks.fileset_node_env(built) == {
+        "node2": {"FILESET_NODE_ROOTS": '["/srv/disks/web", "/srv/disks/web3"]'},
+        "node3": {"FILESET_NODE_ROOTS": '["/srv/disks/web2"]'}}
+    assert webdisks.fileset_node_env(None) == {}
+    here = diskbuild.Built(key={}, servers=[diskbuild.Server("web", "/s/web", [], [])])
+    assert webdisks.fileset_node_env(here) == {}  # one host: every root (the default)
+
+
+def test_real_devices_spread_over_several_nodes_are_refused() -> None:
+    real = disks.System("mine", 1, None, None, False, paths=("/dev/sdb", "/dev/sdc", "/dev/sdd"))
+    p = disks.plan(real, disks.layout(real, None, 3), ["web", "web2", "web3"], [1 << 20])
+    where = cluster.ClusterPlacer(lab(web=["node2", "node3"]))
+    with pytest.raises(disks.DiskError, match=r"disk system mine names real devices, which are "
+                       r"one host's, but its 3 servers go on 2 nodes \(node2, node3\)"):
+        disks.preflight_on([p], functools.partial(webdisks.hosts_for, where))
 
 
 def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:

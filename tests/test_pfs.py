@@ -586,14 +586,12 @@ def test_the_images_are_the_space_need_on_a_disk_system() -> None:
     assert not any("Docker's data folder" in n.where for n in needs)
 
 
-def test_a_disk_system_under_the_servers_is_refused_on_a_cluster(tmp_path: Path) -> None:
+def test_a_disk_system_under_the_servers_runs_on_a_cluster(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     exp = load(write_exp(tmp_path, {"test": "basic", "storage": "ide"}))
     exp.placer = SimpleNamespace(cluster=object())
-    with pytest.raises(ConfigError, match=r"pfs\.storage: ide \(the OrangeFS servers on a disk "
-                       r"system\) does not run on a cluster yet"):
-        registry.kind("pfs").check(exp)
+    registry.kind("pfs").check(exp)  # each server's disks on its own node (test_disks_cluster)
 
 
 def test_a_phase_counts_the_devices_reads_between_its_edges() -> None:

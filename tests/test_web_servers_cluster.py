@@ -103,3 +103,31 @@ def test_each_server_listens_on_its_own_port_and_the_proxy_balances_to_them() ->
     env1 = json.loads(one_host.stdout)["services"]["proxy"]["environment"]
     assert (env1["BACKEND"], env1["BACKEND2"], env1["BACKEND3"]) == ("web:80", "web2:80",
                                                                      "web3:80")
+
+
+def test_three_web_servers_over_orangefs_each_mount_it_and_the_copy_runs_once() -> None:
+    files = [*FILES, "compose/pvfs.yml", "compose/docroot-pvfs.yml",
+             services.WEB_SERVERS_COMPANIONS["docroot-pvfs"]]
+    assert cluster.host_overlay(files[-1]) == "compose/host-web-servers-pvfs.yml"
+    argv = ["docker", "compose", *(a for f in cluster.host_files([str(ROOT / f) for f in files])
+                                   for a in ("-f", f)), "--profile", "pfs", "config",
+            "--format", "json"]
+    conf = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
+                                     env={**os.environ, "TIERBENCH_ADDR_PVFS_META": "198.18.16.11"}
+                                     ).stdout)
+    wanted = [*WANTED, "pvfs-docroot", "pvfs-config", "pvfs-meta", "pvfs-io1", "pvfs-io2"]
+    where = cluster.place(conf, wanted, {}, lab(pfs_meta="node1", pfs_io=["node1", "node2"]))
+    # each web server on its node mounts OrangeFS there, reaching the servers at their nodes
+    for s, node in (("web", "node3"), ("web2", "node4"), ("web3", "node5")):
+        assert where[s] == {node: 1}
+        spec = conf["services"][s]
+        assert spec["image"].startswith("tierbench-web-pvfs:") and "/dev/fuse" in \
+            spec["devices"][0]["source"], s
+        assert "pvfs-meta=198.18.16.11" in spec["extra_hosts"], s
+        assert spec["depends_on"]["pvfs-docroot"]["condition"] == \
+            "service_completed_successfully", s
+    # the file sets on every web node, the copy into the one OrangeFS once, on web's node, and
+    # the config it reads beside it only
+    assert where["fileset"] == {"node3": 1, "node4": 1, "node5": 1}
+    assert where["pvfs-docroot"] == {"node3": 1}
+    assert sorted(where["pvfs-config"]) == ["node1", "node2", "node3"]

@@ -8,7 +8,8 @@ run needs on the nodes over SSH.
   role it runs on (``org.tierbench.port`` the port it serves). Services of a list role
   (``pfs_io``; ``web`` with three web servers) go round the role's nodes; the replicas of a
   scaled one are shared out among them. A one-shot job of a role (``fileset``) runs on every
-  node of the role's other services; one without a role (``pvfs-config``) on every node of the
+  node of the role's other services (on the first only with the label ``org.tierbench.once``:
+  ``pvfs-docroot`` fills the one OrangeFS); one without a role (``pvfs-config``) on every node of the
   services that depend on it or share a volume with it. Every service's node address reaches the others
   as ``TIERBENCH_ADDR_<SERVICE>`` (``TIERBENCH_ADDR_WEB``), as Compose's DNS would on one host.
 - **Bring-up.** In dependency order, service by service on its nodes: ``run --rm --no-deps``
@@ -48,6 +49,9 @@ from tierbench.transport import Transport
 
 ROLE_LABEL = "org.tierbench.role"
 PORT_LABEL = "org.tierbench.port"
+# a one-shot job of a role that runs on the role's first node of services only (it fills
+# something every node shares: OrangeFS), not on each
+ONCE_LABEL = "org.tierbench.once"
 
 
 class NodeDown(StackError):
@@ -156,7 +160,8 @@ def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
         # a one-shot job of the role (the file sets) runs on every node of the role's services
         used = [n for n in placed if any(n in where[s] for s in servers)] or placed[:1]
         for name in jobs:
-            where[name] = dict.fromkeys(used, 1)
+            once = (services[name].get("labels") or {}).get(ONCE_LABEL) == "true"
+            where[name] = dict.fromkeys(used[:1] if once else used, 1)
     if missing:
         cluster.require_roles(*missing)
     for name in wanted:  # one-shot jobs without a role: beside those who need them
@@ -329,7 +334,7 @@ class ClusterPlacer(Placer):
         node's own common parent cgroup (a platform per node)."""
         base = self.compose_argv(node, files, ["*"])
         env = {**spec.cgroup_env(compose.cgroup_driver(nodes.transport(node).docker()),
-                                 node.name), **env}
+                                 node.name), **env, **spec.node_env.get(node.name, {})}
         for name in level:
             count = where[name].get(node.name)
             if not count:
@@ -465,14 +470,15 @@ class ClusterPlacer(Placer):
         """A node as the host of disk systems (over SSH, under the cluster's workdir)."""
         return disks.Host(nodes.transport(node), self.cluster.workdir)
 
-    def disk_host(self, role: str) -> disks.Host:
-        """The role's (first) node."""
+    def disk_host(self, role: str, index: int = 0) -> disks.Host:
+        """The node of the role's ``index``-th service: its services go round the role's
+        nodes in order (:func:`place`)."""
         found = self.cluster.nodes_for(role)
         if not found:
             raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
                                 f"placed, and this needs {self.cluster.declared.role(role).what} "
                                 "on a node"])
-        return self.node_disks(found[0])
+        return self.node_disks(found[index % len(found)])
 
     # -- containers
     def replicas(self) -> list[Container]:

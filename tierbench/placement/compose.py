@@ -58,7 +58,8 @@ class Services:
     CPUs), the services that admit only their peers (``admissions``), and the parent cgroups
     some of its tiers start under instead of the servers' (``platforms``: compose variable ->
     the platform's name, e.g. WEBAPP_CGROUP -> webapp, for a mode that sets those tiers' CPUs
-    as one platform)."""
+    as one platform). On a cluster, ``node_env`` adds a node's own values to the environment of
+    the services started there (by node name: the disk roots a node's file-set job writes)."""
 
     files: list[str]
     env: dict[str, str]
@@ -72,6 +73,7 @@ class Services:
     cpusets: dict[str, str] = field(default_factory=dict)
     admissions: tuple[access.Admission, ...] = ()
     platforms: dict[str, str] = field(default_factory=dict)
+    node_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def cgroup_env(self, driver: str, node: str | None = None) -> dict[str, str]:
         """The parent cgroups the compose files read: the servers' and each platform's."""

@@ -36,7 +36,7 @@ import math
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -442,6 +442,24 @@ def mounted_sources(host: Host = LOCAL) -> dict[str, str]:
     real = host.run(["realpath", "-m", *(s for s, _ in sources)], "resolving devices",
                     60).split("\n")
     return {r: m for r, (_, m) in zip(real, sources)}
+
+
+def preflight_on(plans: list[Plan], hosts_of: Callable[[Plan], Mapping[str, Host]]) -> None:
+    """:func:`preflight` on every host the plans' servers are built on (``hosts_of``: a plan's
+    servers -> their hosts). Real devices are one host's: a system of them whose servers go on
+    several hosts is refused."""
+    by_host: dict[Host, list[Plan]] = {}
+    for p in plans:
+        used = list(dict.fromkeys(hosts_of(p).values()))
+        if not p.system.emulated and len(used) > 1:
+            raise DiskError(f"disk system {p.system.name} names real devices, which are one "
+                            f"host's, but its {len(p.servers)} servers go on {len(used)} nodes "
+                            f"({', '.join(h.node or 'this host' for h in used)}): give their "
+                            "role one node, or use an emulated system")
+        for host in used:
+            by_host.setdefault(host, []).append(p)
+    for host, mine in by_host.items():
+        preflight(mine, host)
 
 
 def preflight(plans: list[Plan], host: Host = LOCAL) -> None:

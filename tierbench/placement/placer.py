@@ -194,9 +194,10 @@ class Placer:
         """Drop the page cache of the hosts these containers run on."""
         raise NotImplementedError
 
-    def disk_host(self, role: str) -> disks.Host:
-        """Where the disk systems of the services of ``role`` are built (loop devices, mounts,
-        throttled devices): this host (disks.LOCAL), or that role's node over SSH."""
+    def disk_host(self, role: str, index: int = 0) -> disks.Host:
+        """Where the disk systems of the ``index``-th service of ``role`` are built (loop
+        devices, mounts, throttled devices): this host (disks.LOCAL), or over SSH the node that
+        service runs on (a role's services go round its nodes in order: web, web2, web3)."""
         return disks.LOCAL
 
     def provenance(self, when: str = "before") -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
@@ -161,18 +161,30 @@ def problems(needs: list[Need]) -> list[str]:
     return out
 
 
-def disk_images(plans: list[disks.Plan], env: Mapping[str, str], host: disks.Host,
+def disk_images(plans: list[disks.Plan], env: Mapping[str, str],
+                hosts_of: Callable[[disks.Plan], Mapping[str, disks.Host]],
                 role: str) -> list[Need]:
-    """The largest emulated disk system's image files (one is built at a time) in the host's
-    image folder (DISK_IMAGE_DIR; on a node, its workdir's disk-images, checked against the
-    disks of ``role``'s nodes)."""
+    """The largest emulated disk system's image files (one is built at a time) in the image
+    folder of the host that holds most of them (``hosts_of``: a plan's servers -> the hosts
+    their devices are built on; DISK_IMAGE_DIR here; on a node, its workdir's disk-images,
+    checked against the disks of ``role``'s nodes)."""
     emulated = [p for p in plans if p.system.emulated]
     if not emulated:
         return []
-    biggest = max(emulated, key=lambda p: p.image_bytes())
-    count = biggest.layout.servers * biggest.layout.disks
-    return [on_disk(f"the loop-device images of disk system {biggest.system.name} "
-                    f"({count} device{'s' if count > 1 else ''})", biggest.image_bytes(),
-                    host.image_dir(env), "the disk images' folder",
+    # the host with the most image bytes of one system (one is built at a time)
+    worst: tuple[int, disks.Host, int, disks.Plan, int] | None = None
+    for p in emulated:
+        per_host: dict[disks.Host, int] = {}
+        for server, host in hosts_of(p).items():
+            per_host[host] = per_host.get(host, 0) + p.layout.disks
+        for host, count in per_host.items():
+            if worst is None or count * p.device_bytes > worst[0]:
+                worst = (count * p.device_bytes, host, count, p, len(per_host))
+    assert worst is not None
+    nbytes, host, count, biggest, nhosts = worst
+    where = f" on each of {nhosts} nodes, at most" if nhosts > 1 else ""
+    return [on_disk(f"the loop-device images of disk system {biggest.system.name}{where} "
+                    f"({count} device{'s' if count > 1 else ''})", nbytes, host.image_dir(env),
+                    "the disk images' folder",
                     "shrink the files it holds or set DISK_IMAGE_DIR (.env) to a folder with "
                     "room", role=role if host.node else None)]

@@ -5,6 +5,7 @@ that does it."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, cast
@@ -204,7 +205,8 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         what = f"the files of {exp.source}'s largest point"
         made = [m for n in p.io_servers if (m := stack.storage_plan(exp.settings, n))]
         if made:  # the servers' and the local disk's files on the devices: their images
-            out += space.disk_images(made, space.settings(), exp.placer.disk_host("pfs_io"),
+            out += space.disk_images(made, space.settings(),
+                                     functools.partial(orangefs.storage_hosts, exp.placer),
                                      "pfs_io")
         elif worst["servers"]:
             if p.storage == "tmpfs":
@@ -228,15 +230,6 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                                      role="pfs_clients"))
         return out
 
-    def check(self, exp: Experiment[PfsSettings]) -> None:
-        """A disk system under the I/O servers runs on one host only (it is built where the
-        servers run; a cluster spreads them over the pfs_io nodes)."""
-        super().check(exp)
-        if exp.placer.cluster is not None and exp.settings.storage_system() is not None:
-            raise ConfigError(f"{exp.source}: pfs.storage: {self.settings(exp).storage} (the "
-                              "OrangeFS servers on a disk system) does not run on a cluster yet: "
-                              "use storage disk or tmpfs there, or run it without --cluster")
-
     # -- run
     def preflight(self, exp: Experiment[PfsSettings], points: list[Point]) -> None:
         """The OrangeFS image exists; the disk system pfs.storage names can be built here
@@ -245,7 +238,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         plans = [m for n in self.settings(exp).io_servers
                  if (m := stack.storage_plan(exp.settings, n))]
         try:
-            disks.preflight(plans, exp.placer.disk_host("pfs_io"))
+            disks.preflight_on(plans, functools.partial(orangefs.storage_hosts, exp.placer))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
 

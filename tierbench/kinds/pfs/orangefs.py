@@ -14,7 +14,7 @@ from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.kinds.pfs.roles import CPUSETS
-from tierbench.placement import compose, diskbuild, disks
+from tierbench.placement import compose, diskbuild, disks, placer
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")  # besides a disk system's name
@@ -166,6 +166,14 @@ def storage_services(built: diskbuild.Built, system: disks.System) -> dict[str, 
     return {s.name: {"volumes": [{"type": "bind", "source": s.root,
                                   "target": "/disk" if s.name == CLIENT_SERVICE else "/data"}],
                      "blkio_config": diskbuild.throttles(s, system)} for s in built.servers}
+
+
+def storage_hosts(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
+    """Each server of a storage plan -> the host its devices are built on, the node its
+    container runs on (a bind mount and a device throttle name paths there): pvfs-ioN round
+    the pfs_io nodes, the client on the first pfs_clients node."""
+    return {s: where.disk_host("pfs_clients") if s == CLIENT_SERVICE
+            else where.disk_host("pfs_io", int(s[len(IO_SERVICE):]) - 1) for s in p.servers}
 
 
 def build_storage(p: disks.Plan, env: Mapping[str, str], log: Any,

@@ -83,7 +83,8 @@ def deploy(where: placer.Placer, s: PfsSettings, n: int,
     overlays: list[Path] = []
     if made is not None:
         try:
-            built = orangefs.build_storage(made, space.settings(), log, where.disk_host("pfs_io"))
+            built = orangefs.build_storage(made, space.settings(), log,
+                                           orangefs.storage_hosts(where, made))
         except disks.DiskError as exc:
             raise compose.StackError(str(exc)) from None
         overlays.append(disks.overlay_path())

@@ -4,6 +4,7 @@ the module of the package that does it."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Hashable
 from pathlib import Path
@@ -56,33 +57,9 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         web, web2 and web3 round the web nodes with stack.web_servers: 3); app and db with
         dynamic requests (with three web servers, app, app2 and app3 round the app nodes); the
         Locust workers' nodes with load.workers; the OrangeFS servers' with a docroot on
-        OrangeFS. A docroot on a disk system is built on the node of the web server it serves.
-        Refused in one sentence: several web servers over disk systems on more than one node,
-        several web servers over OrangeFS (only web mounts it), and the OrangeFS servers on a
-        disk system."""
+        OrangeFS. A disk system is built on the node of the server it serves: each web
+        server's on its node, each OrangeFS I/O server's (pvfs_storage) on its pfs_io node."""
         s = exp.settings
-        known = webdisks.names(s.disk_systems)
-        on_disks = [d for d in s.stack.docroot if webdisks.system_of(d, known) is not None]
-        servers = s.stack.web_servers or (3 if s.stack.placement else 1)
-        cluster = exp.placer.cluster
-        web_nodes = cluster.nodes_for("web") if cluster is not None else []
-        if servers > 1 and (on_disks or s.stack.placement) and len(web_nodes) > 1:
-            what = (f"stack.placement: {s.stack.placement[0]}" if s.stack.placement else
-                    f"stack.docroot: {on_disks[0]}")
-            raise ConfigError(f"{exp.source}: several web servers over disk systems ({what}) "
-                              "run on a cluster only when the web role names one node (the "
-                              f"cluster file names {len(web_nodes)}): give web one node, or run "
-                              "this experiment without --cluster")
-        if servers > 1 and any(d.startswith("orangefs") for d in s.stack.docroot):
-            raise ConfigError(f"{exp.source}: stack.web_servers: {servers} with a "
-                              "docroot on OrangeFS does not run on a cluster yet (only web "
-                              "mounts OrangeFS): use docroot disk or tmpfs, or run it without "
-                              "--cluster")
-        if cluster is not None and known.get(str(s.stack.pvfs_storage)) is not None:
-            raise ConfigError(f"{exp.source}: stack.pvfs_storage: {s.stack.pvfs_storage} (the "
-                              "OrangeFS servers on a disk system) does not run on a cluster yet "
-                              "(disk systems are built on the web node): use pvfs_storage disk "
-                              "or tmpfs there, or run it without --cluster")
         roles = list(self.roles)
         if has_dynamic(s):
             roles += list(services.APP_TIERS)
@@ -179,7 +156,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         with workload_errors(exp):
             plans = sizes.disk_plans(exp)
         try:
-            disks.preflight(plans, webdisks.host_of_web(exp.placer))
+            disks.preflight_on(plans, functools.partial(webdisks.hosts_for, exp.placer))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
         if s.load.remote_workers and exp.placer.cluster is None:

@@ -5,6 +5,7 @@ proxies' caches."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tierbench.config.files import results_root
@@ -100,8 +101,13 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
                                   "PVFS_TMPFS_SIZE", "4g",
                                   f"{shrink}, use more I/O servers (stack.pvfs_io_servers) "
                                   "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
-    out += space.disk_images(disk_plans(exp), space.settings(), webdisks.host_of_web(exp.placer),
-                             webdisks.WEB_ROLE)
+    plans = disk_plans(exp)
+    hosts_of = functools.partial(webdisks.hosts_for, exp.placer)
+    if exp.placer.cluster is None:  # one system built at a time, all here
+        out += space.disk_images(plans, space.settings(), hosts_of, webdisks.WEB_ROLE)
+    else:  # the web servers' on the web nodes, the OrangeFS I/O servers' on theirs
+        for role, mine in webdisks.plans_by_role(plans).items():
+            out += space.disk_images(mine, space.settings(), hosts_of, role)
     out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                              "samples)", results_bytes(exp, specs, points), results_root(),
                              "the results folder", "shorten the traces or load.measure_s, "

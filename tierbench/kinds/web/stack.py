@@ -67,9 +67,11 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
         overlays.append(disks.overlay_path())
     if previous is not None:
         close_probes(previous)
-    where.up(services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
-                                 s.load.remote_workers, prepared.hot_sets, overlays,
-                                 cluster=where.cluster is not None, platforms=platforms))
+    spec = services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
+                               s.load.remote_workers, prepared.hot_sets, overlays,
+                               cluster=where.cluster is not None, platforms=platforms)
+    spec.node_env = webdisks.fileset_node_env(built)
+    where.up(spec)
     dep = discover(where, key, stack, s.load.workers)
     disk = None
     if built is not None and made is not None:

@@ -216,15 +216,28 @@ WEB_ROLE = "web"
 
 
 def host_of_web(where: placer.Placer, service: str = "web") -> disks.Host:
-    """Where a web server's disk system is built: this host, or the node of its role (the web
-    role's; a service of another role would name its own here)."""
-    return where.disk_host(WEB_ROLE)
+    """Where a web server's disk system is built: this host, or the node its container runs on
+    (web, web2 and web3 go round the web role's nodes)."""
+    return where.disk_host(WEB_ROLE, services.WEB_SERVICES.index(service))
 
 
 def hosts_for(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
-    """Each web server of the plan -> the host its disks are built on (the node its
-    container runs on: a bind mount and a device throttle name paths there)."""
+    """Each server of the plan -> the host its disks are built on (the node its container
+    runs on: a bind mount and a device throttle name paths there): the web servers', or the
+    OrangeFS I/O servers' (pvfs_storage a disk system)."""
+    if p.servers[0].startswith(orangefs.IO_SERVICE):
+        return orangefs.storage_hosts(where, p)
     return {s: host_of_web(where, s) for s in p.servers}
+
+
+def plans_by_role(plans: list[disks.Plan]) -> dict[str, list[disks.Plan]]:
+    """The plans by the cluster role whose nodes build them: the web servers' (web), the
+    OrangeFS I/O servers' (pfs_io)."""
+    out: dict[str, list[disks.Plan]] = {}
+    for p in plans:
+        io = p.servers[0].startswith(orangefs.IO_SERVICE)
+        out.setdefault("pfs_io" if io else WEB_ROLE, []).append(p)
+    return out
 
 
 def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
@@ -244,13 +257,26 @@ def build(p: disks.Plan, lines: list[str], env: Mapping[str, str], log: Any,
                          "read_only": True}],
             "environment": {"WEB_DISK_MAP": "on" if s.spread else "off"},
             "blkio_config": diskbuild.throttles(s, p.system)}
+    # the job runs on each web node (the same folder there): it writes the roots of that
+    # node's servers (FILESET_NODE_ROOTS: fileset_node_env), on one host every server's
+    roots = json.dumps([f"/srv/disks/{s.name}" for s in built.servers])
     services["fileset"] = {
         "volumes": [{"type": "bind", "source": str(built.servers[0].on().root()),
                      "target": "/srv/disks"}],
-        "environment": {"FILESET_ROOTS": json.dumps([f"/srv/disks/{s.name}"
-                                                     for s in built.servers])}}
+        "environment": {"FILESET_ROOTS": "${FILESET_NODE_ROOTS:-" + roots + "}"}}
     diskbuild.write_overlay(services)
     return built
+
+
+def fileset_node_env(built: diskbuild.Built | None) -> dict[str, dict[str, str]]:
+    """For each node holding web servers' disks, FILESET_NODE_ROOTS: the roots its file-set
+    job writes (only its own servers': the others' folders are on their nodes)."""
+    out: dict[str, list[str]] = {}
+    for s in built.servers if built is not None else []:
+        node = s.on().node
+        if node and not s.name.startswith(orangefs.IO_SERVICE):
+            out.setdefault(node, []).append(f"/srv/disks/{s.name}")
+    return {node: {"FILESET_NODE_ROOTS": json.dumps(roots)} for node, roots in out.items()}
 
 
 # --------------------------------------------------------------------------- per-file times
