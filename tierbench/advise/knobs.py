@@ -91,6 +91,7 @@ class Plan:
     off_text: str = "off"
     mode: str | None = None
     commands: dict[str, list[str]] = field(default_factory=dict)
+    features_asked: list[str] = field(default_factory=list)  # its features and their children
 
     @property
     def target(self) -> str:
@@ -107,7 +108,8 @@ class Plan:
                 "why": self.why, "state": self.state, "current": self.current,
                 "target": self.target if self.changeable else None, "mode": self.mode,
                 "on_text": self.on_text, "off_text": self.off_text, "on": self.on,
-                "off": self.off, "commands": self.commands}
+                "off": self.off, "commands": self.commands,
+                "features_asked": self.features_asked}
 
 
 # --------------------------------------------------------------------------- one endpoint
@@ -116,6 +118,16 @@ class Plan:
 def _leaves(features: dict[str, dict], name: str) -> list[str]:
     kids = [n for n, f in features.items() if f.get("parent") == name]
     return kids or [name]
+
+
+def family(features: dict[str, dict], names: tuple[str, ...]) -> list[str]:
+    """Features and every feature under them (ethtool -k's indented children), as shown."""
+    out, todo = [], [n for n in names if n in features]
+    while todo:
+        name = todo.pop()
+        out.append(name)
+        todo += [n for n, f in features.items() if f.get("parent") == name and n not in out]
+    return out
 
 
 def feature_view(snap: dict, knob: str) -> View:
@@ -337,6 +349,9 @@ def plan(snaps: list[dict]) -> list[Plan]:
                         on_text=texts[0].pop() if len(texts[0]) == 1 else "on",
                         off_text=texts[1].pop() if len(texts[1]) == 1 else "off"))
     for p in out:
+        if p.knob in FEATURES:
+            p.features_asked = sorted({n for s in snaps for n in family(s.get("features", {}),
+                                                                         FEATURES[p.knob][1])})
         if p.changeable:
             p.commands = {state: [command(s, p.setting(state)) for s in snaps]
                           for state in ("on", "off")}
