@@ -20,6 +20,7 @@ import pytest
 
 from analysis import advise as advice
 from analysis import load, precision, report
+from analysis import runs as runs_list
 from tierbench import cli, runner
 from tierbench.advise import knobs, plan
 from tierbench.advise import run as advise_run
@@ -459,6 +460,13 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
         assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]))
         assert float(mine["throughput_low_pct"]) < float(other["low_pct"])
         assert float(mine["throughput_high_pct"]) > float(other["high_pct"])
+    # the persistent forms of the recommended changes (gro on, jumbo), and their revert
+    persist = folder / "persist" / "first"
+    assert "ethtool -K eth0 generic-receive-offload on\nip link set dev eth0 mtu 9000" in \
+        (persist / "apply.sh").read_text()
+    assert "generic-receive-offload off" in (persist / "revert.sh").read_text()
+    assert "GenericReceiveOffload=yes\nMTUBytes=9000" in \
+        (persist / "10-tierbench-sim_eth0.link").read_text()
     html = (folder / "advice.html").read_text()
     assert html.count("<h2>") == 2 and "What these interfaces cannot change" in html
     assert "nsenter" not in html and "ethtool -K eth0 generic-receive-offload on" in html
@@ -480,6 +488,10 @@ def test_a_budget_too_small_for_the_second_workload_says_so(
     assert [r["knob"] for r in second_rows] == list(knobs.KNOBS)  # a row per knob still
     assert {r["recommendation"] for r in second_rows} == {"not measured"}
     assert second_rows[0]["reason"] == second["status"]
+    # `tierbench runs` lists the session: one of its two workloads measured
+    listed = [r for r in runs_list.runs(folder.parent.parent) if r["folder"] == str(folder)]
+    assert len(listed) == 1 and listed[0]["points"] == "1/2 workloads"
+    assert listed[0]["experiment"].startswith("advise (") and listed[0]["status"] == "complete"
 
 
 def test_the_advise_command_refuses_an_unknown_workload_in_one_sentence(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tierbench import runner
-from tierbench.advise import knobs, plan
+from tierbench.advise import forms, knobs, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
@@ -381,7 +381,10 @@ def endpoint_view(snap: dict) -> dict[str, Any]:
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
-    """advice.csv and advice.html of an advise folder (analysis.advise)."""
+    """advice.csv and advice.html of an advise folder (analysis.advise), and the persistent
+    forms of the recommended changes (forms.persist: persist/<workload>/)."""
     from analysis import advise as advice
 
-    return advice.write_advice(folder)
+    out = advice.write_advice(folder)
+    forms.persist(folder)
+    return out
