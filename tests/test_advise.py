@@ -58,9 +58,20 @@ def captured(k: str, l_: str | None = None, c: str | None = None, g: str | None 
     return snap
 
 
+def queues(name: str) -> dict[str, dict[str, str]]:
+    """A captured /sys/class/net/IF/queues as ethtool.read_queues reads it."""
+    out: dict[str, dict[str, str]] = {}
+    for line in (DATA / name).read_text().splitlines():
+        q, f, v = line.split()
+        out.setdefault(q, {})[f] = v
+    return out
+
+
 def veth(label: str = "web:eth0") -> dict[str, Any]:
-    return captured("veth-default.txt", "veth-l.txt", "veth-c.txt", "veth-g.txt",
+    snap = captured("veth-default.txt", "veth-l.txt", "veth-c.txt", "veth-g.txt",
                     "veth-ip-link.json", label=label, max_mtu=65535)
+    snap.update(queues=queues("veth-queues.txt"), cpu_mask="3")
+    return snap
 
 
 def by_knob(plans: list[knobs.Plan]) -> dict[str, knobs.Plan]:
@@ -73,7 +84,9 @@ def by_knob(plans: list[knobs.Plan]) -> dict[str, knobs.Plan]:
 def test_veth_plans_the_offloads_mtu_and_channels_and_reports_the_rest_as_fixed() -> None:
     plans = by_knob(knobs.plan([veth(), veth("host:veth9")]))
     planned = {k for k, p in plans.items() if p.changeable}
-    assert planned == {"tso", "gso", "gro", "checksum", "sg", "jumbo", "channels"}
+    assert planned == {"tso", "gso", "gro", "checksum", "sg", "jumbo", "channels", "rps", "xps"}
+    assert plans["rps"].on == {"rps_cpus": "all"} and plans["xps"].off == {"xps_cpus": "0"}
+    assert (plans["rps"].state, plans["xps"].state) == ("off", "off")  # veth-queues.txt
     assert plans["lro"].why == "every interface: large-receive-offload is fixed off"
     assert plans["hw-gro"].why == "every interface: rx-gro-hw is fixed off"
     assert plans["coalescing"].why == ("every interface: ethtool -c: netlink error: Operation "
@@ -85,7 +98,7 @@ def test_veth_plans_the_offloads_mtu_and_channels_and_reports_the_rest_as_fixed(
     # the states now and the ones the modes test: veth's GRO is off, the rest on
     assert {k: plans[k].state for k in planned} == {
         "tso": "on", "gso": "on", "gro": "off", "checksum": "on", "sg": "on", "jumbo": "off",
-        "channels": "off"}
+        "channels": "off", "rps": "off", "xps": "off"}
     assert plans["gro"].target == "on" and plans["tso"].target == "off"
     assert plans["jumbo"].on == {"mtu": 9000} and plans["jumbo"].off == {"mtu": 1500}
     assert plans["channels"].on == {"channels": {"rx": 2, "tx": 2}}
@@ -97,7 +110,9 @@ def test_a_connectx4_lx_plans_coalescing_rings_header_split_and_lro() -> None:
     snap = captured("mlx5_core-cx4lx.txt", "mlx5_core-cx4lx-l.txt", "mlx5_core-cx4lx-c.txt",
                     "mlx5_core-cx4lx-g.txt")
     plans = by_knob(knobs.plan([snap]))
-    assert {k for k, p in plans.items() if not p.changeable} == {"hw-gro", "big-tcp"}
+    assert {k for k, p in plans.items() if not p.changeable} == {"hw-gro", "big-tcp", "rps",
+                                                                 "xps"}
+    assert plans["rps"].why == "every interface: /sys/class/net/IF/queues: not read"
     assert plans["hw-gro"].why == "every interface: rx-gro-hw is fixed off"
     assert plans["lro"].state == "off" and plans["lro"].target == "on"
     assert plans["coalescing"].state == "on"  # adaptive rx and tx
@@ -154,6 +169,7 @@ def test_all_on_is_the_baseline_when_every_knob_is_on_already() -> None:
     snap["features"]["generic-receive-offload"]["on"] = True
     snap["mtu"] = 9000
     snap["channels"]["current"] = {"rx": 2, "tx": 2, "other": None, "combined": None}
+    snap["queues"] = {"rx-0": {"rps_cpus": "3"}, "tx-0": {"xps_cpus": "00000000,00000003"}}
     modes, ends = knobs.modes(knobs.plan([snap]))
     assert ends["on"] == "baseline" and ends["off"] == "all-off"
     assert "all-on" not in [m.name for m in modes]
@@ -410,9 +426,9 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     first, second = record["workloads"]
     assert first["status"] == second["status"] == "complete"
     # each knob tried once (the drivers and settings are the same for both workloads)
-    trials = [m for m in advisor_env["applied"][:9]]
+    trials = [m for m in advisor_env["applied"][:11]]
     assert trials == ["tso-off", "gso-off", "gro-on", "checksum-off", "sg-off", "jumbo-on",
-                      "channels-on", "all-on", "all-off"]
+                      "channels-on", "rps-on", "xps-on", "all-on", "all-off"]
     # the 2 x 2 pairs the two changes recommended (not tso and checksum, the largest effects)
     assert (first["pair"]["a"], first["pair"]["b"]) == ("gro", "jumbo")
     table = list(csv.DictReader((folder / "advice.csv").open()))
@@ -421,7 +437,7 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     rows = {(r["workload"], r["knob"]): r for r in table}
     knob_rows = [r for r in table if r["row"] == "knob"]
     measured = [r for r in knob_rows if r["recommendation"] != "cannot change"]
-    assert len(measured) == 14 and all(r["throughput_low_pct"] and r["throughput_high_pct"]
+    assert len(measured) == 18 and all(r["throughput_low_pct"] and r["throughput_high_pct"]
                                        for r in measured)
     tso, gro, sg = rows[("first", "tso")], rows[("first", "gro")], rows[("first", "sg")]
     assert tso["recommendation"] == "enable" and not tso["commands"]  # on now, off is worse
@@ -476,12 +492,12 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
 def test_a_budget_too_small_for_the_second_workload_says_so(
         advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(advise_run.Advisor, "point_s", lambda self, exp: 0.1)
-    least = plan.cost(0.1, 10).least * plan.MARGIN
+    least = plan.cost(0.1, 12).least * plan.MARGIN
     folder = advise_run.Advisor(None, (least + 0.3) / 60, 5.0, advisor_env["suite"]).run()
     record = json.loads((folder / "advise.json").read_text())
     first, second = record["workloads"]
     assert first["status"] == "complete" and first["budget"]["share_s"] == pytest.approx(least)
-    assert second["status"].startswith("not run: ") and "8 blocks of its 10 modes" in \
+    assert second["status"].startswith("not run: ") and "8 blocks of its 12 modes" in \
         second["status"]
     table = list(csv.DictReader((folder / "advice.csv").open()))
     second_rows = [r for r in table if r["workload"] == "second"]

@@ -111,6 +111,13 @@ def test_the_forms_of_known_changes() -> None:
     assert "no systemd.link key" in split and "tcp-data-split" in split
     assert forms.nmcli_lines("p0", plans["bnxt"]["header-split"].setting("on")) == [
         "# no NetworkManager property (set by the ethtool script): tcp-data-split"]
+    rps = plans["veth"]["rps"].setting("on")
+    assert "# no systemd.link key (set by the ethtool script): rps_cpus all" in \
+        forms.link_file("eth0", rps)
+    assert forms.nmcli_lines("eth0", rps) == [
+        "# no NetworkManager property (set by the ethtool script): rps_cpus"]
+    assert knobs.ethtool_commands("eth0", rps, "3") == [
+        'for q in /sys/class/net/eth0/queues/rx-*; do echo 3 > "$q/rps_cpus"; done']
     jumbo = plans["veth"]["jumbo"].setting("on")
     assert parse_link(forms.link_file("eth0", jumbo))["Link"]["MTUBytes"] == "9000"
     assert "802-3-ethernet.mtu 9000" in forms.nmcli_lines("eth0", jumbo)[0]

@@ -67,6 +67,7 @@ def _items(nic: dict[str, Any]) -> list[tuple[str, str, Any]]:
         out.append(("mtu", "mtu", nic["mtu"]))
     out += [(part, k, v) for part in ("channels", "rings", "coalesce")
             for k, v in (nic.get(part) or {}).items()]
+    out += [("queues", k, nic[k]) for k in ("rps_cpus", "xps_cpus") if nic.get(k) is not None]
     return out
 
 
@@ -93,8 +94,8 @@ def link_file(ifname: str, nic: dict[str, Any], driver: str | None = None) -> st
         name = (LINK_FEATURES.get(key) if part == "features" else
                 "MTUBytes" if part == "mtu" else LINK_SIZES.get((part, key)))
         if name is None:
-            missing.append(f"{key} {ethtool.ethtool_args({key: value})}"
-                           if part != "mtu" else f"mtu {value}")
+            missing.append(f"{key} {value}" if part in ("mtu", "queues") else
+                           f"{key} {ethtool.ethtool_args({key: value})}")
             continue
         lines.append(f"{name}={_link_value(part, key, value)}")
         if key == "tcp-segmentation-offload":
@@ -174,8 +175,9 @@ def write(folder: Path, workload: str, endpoints: list[dict[str, Any]],
         p.write_text(link_file(ifname, change, ep.get("driver")), encoding="utf-8")
         paths.append(p)
         nm += [f"# {where}", *nmcli_lines(ifname, change)]
-        apply_ += [f"# {where}", *knobs.ethtool_commands(ifname, change)]
-        back += [f"# {where}", *knobs.ethtool_commands(ifname, revert)]
+        cpus = ep.get("cpu_mask")
+        apply_ += [f"# {where}", *knobs.ethtool_commands(ifname, change, cpus)]
+        back += [f"# {where}", *knobs.ethtool_commands(ifname, revert, cpus)]
         back += [f"# {k}: its state before differed between interfaces or was neither on nor "
                  "off: see advice.csv's current column" for k in unknown or []]
     for name, lines in (("nmcli.sh", nm), ("apply.sh", apply_), ("revert.sh", back)):

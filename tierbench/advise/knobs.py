@@ -16,6 +16,7 @@ reported, but not varied: tierbench's modes cannot set those sizes yet (docs/adv
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +47,11 @@ OTHERS: dict[str, str] = {
     "channels": "RSS channels (queues)",
     "rings": "ring sizes",
     "header-split": "header-data split",
+    "rps": "receive packet steering (RPS) over every CPU",
+    "xps": "transmit packet steering (XPS) over every CPU",
     "big-tcp": "BIG TCP (gso/gro_max_size)",
 }
+QUEUE_FILES = {"rps": ("rx-", "rps_cpus"), "xps": ("tx-", "xps_cpus")}
 KNOBS: tuple[str, ...] = (*FEATURES, *OTHERS)
 SIZE_KEYS = ("gso_max_size", "gro_max_size", "tso_max_size", "gso_ipv4_max_size",
              "gro_ipv4_max_size")
@@ -274,6 +278,25 @@ def split_view(snap: dict) -> View:
                 on={"rings": {"tcp-data-split": True}}, off={"rings": {"tcp-data-split": False}})
 
 
+def queue_view(snap: dict, knob: str) -> View:
+    """RPS or XPS: every queue's mask set to every online CPU against none (0); on when every
+    queue's mask has a CPU, off when none has (the sysfs queues/rx-N/rps_cpus, tx-N/xps_cpus)."""
+    queues = snap.get("queues")
+    if not isinstance(queues, dict) or not queues or "error" in queues:
+        why = (queues or {}).get("error") if isinstance(queues, dict) else None
+        return View(knob, False, f"/sys/class/net/IF/queues: {why or 'not read'}")
+    prefix, name = QUEUE_FILES[knob]
+    masks = {q: f[name] for q, f in sorted(queues.items())
+             if q.startswith(prefix) and isinstance(f, dict) and name in f}
+    if not masks or any(not re.fullmatch(r"[0-9a-fA-F,]+", m) for m in masks.values()):
+        return View(knob, False, f"no queue shows a readable {name}")
+    busy = [int(m.replace(",", ""), 16) != 0 for m in masks.values()]
+    state = "on" if all(busy) else "off" if not any(busy) else "other"
+    return View(knob, True, state=state, current=" ".join(f"{q} {m}" for q, m in masks.items()),
+                on={name: "all"}, off={name: "0"}, on_text=f"{name} every CPU",
+                off_text=f"{name} 0")
+
+
 def big_tcp_view(snap: dict) -> View:
     """BIG TCP: reported (sizes, and whether the driver allows packets above 64 KB), not
     varied."""
@@ -299,7 +322,8 @@ def view(snap: dict, knob: str) -> View:
         return feature_view(snap, knob)
     return {"jumbo": mtu_view, "coalescing": coalescing_view, "channels": channels_view,
             "rings": rings_view, "header-split": split_view,
-            "big-tcp": big_tcp_view}[knob](snap)
+            "big-tcp": big_tcp_view}[knob](snap) if knob not in QUEUE_FILES else \
+        queue_view(snap, knob)
 
 
 # --------------------------------------------------------------------------- every endpoint
@@ -377,7 +401,8 @@ def make_mode(name: str, description: str, nic: dict[str, Any]) -> Mode:
                 source=SOURCE,
                 knobs=Knobs(channels=dict(nic.get("channels", {})),
                             coalesce=dict(nic.get("coalesce", {})),
-                            rings=dict(nic.get("rings", {}))))
+                            rings=dict(nic.get("rings", {})), rps_cpus=nic.get("rps_cpus"),
+                            xps_cpus=nic.get("xps_cpus")))
 
 
 def baseline() -> Mode:
@@ -423,9 +448,18 @@ def pair_mode(a: Plan, b: Plan) -> Mode:
 # --------------------------------------------------------------------------- commands
 
 
-def ethtool_commands(ifname: str, nic: dict[str, Any]) -> list[str]:
-    """The ethtool and ip commands that set a `nic:` block on one interface."""
+def ethtool_commands(ifname: str, nic: dict[str, Any], all_cpus: str | None = None) -> list[str]:
+    """The ethtool and ip commands (and sysfs writes) that set a `nic:` block on one interface;
+    ``all_cpus``: the interface's host's online-CPU mask, for a mask of "all"."""
     out = []
+    for prefix, name in QUEUE_FILES.values():
+        value = nic.get(name)
+        if value is not None:
+            # without the host's mask: every CPU of up to 63 (nproc's count)
+            mask = (all_cpus or "$(printf %x $(( (1 << $(nproc)) - 1 )))") \
+                if value == "all" else value
+            out.append(f"for q in /sys/class/net/{ifname}/queues/{prefix}*; do echo {mask} > "
+                       f"\"$q/{name}\"; done")
     if nic.get("features"):
         out.append(f"ethtool -K {ifname} " + ethtool.ethtool_args(nic["features"]))
     if nic.get("mtu") is not None:
@@ -439,7 +473,7 @@ def ethtool_commands(ifname: str, nic: dict[str, Any]) -> list[str]:
 def command(snap: dict, nic: dict[str, Any]) -> str:
     """One line that sets ``nic`` on the endpoint of ``snap``, run where the user is: in the
     container's namespace on one host, over SSH on a cluster node."""
-    body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic))
+    body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic, snap.get("cpu_mask")))
     if snap.get("node"):
         argv = list(snap.get("ssh") or [snap["node"]])  # ssh and its options up to the address
         dest = argv[-1] if "-l" not in argv else f"{argv[argv.index('-l') + 1]}@{argv[-1]}"
@@ -476,6 +510,11 @@ def read_endpoint(ep: Endpoint, container: str | None = None) -> dict:
     text, err = ethtool.try_run(ep, ["ethtool", "-c", ep.ifname])
     snap["coalesce"] = {"current": ethtool.parse_coalesce(text)} if text is not None else {
         "error": err}
+    try:
+        snap["queues"] = ethtool.read_queues(ep)
+        snap["cpu_mask"] = ethtool.online_cpu_mask(ep.via if ep.node else None)
+    except (netif.NetifError, OSError, ValueError) as exc:
+        snap["queues"] = {"error": str(exc)}
     text, err = ethtool.try_run(ep, ["ip", "-d", "-j", "link", "show", "dev", ep.ifname])
     snap["sizes"] = parse_sizes(text) if text is not None else {}
     snap["container"] = container

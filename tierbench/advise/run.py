@@ -377,7 +377,7 @@ def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
 def endpoint_view(snap: dict) -> dict[str, Any]:
     """What the advice shows of an endpoint."""
     return {k: snap.get(k) for k in ("label", "tier", "ifname", "driver", "node", "container",
-                                     "mtu", "min_mtu", "max_mtu", "sizes")}
+                                     "mtu", "min_mtu", "max_mtu", "sizes", "cpu_mask")}
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
