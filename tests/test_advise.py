@@ -94,6 +94,7 @@ def test_veth_plans_the_offloads_mtu_and_channels_and_reports_the_rest_as_fixed(
     assert plans["rings"].why.startswith("every interface: ethtool -g:")
     assert plans["header-split"].why.startswith("every interface: ethtool -g:")
     assert "possible up to 524280 bytes, but not measured" in plans["big-tcp"].why
+    assert "the tiers' traffic is IPv4" in plans["big-tcp"].why  # this iproute2: no IPv4 sizes
     assert "gso_max_size 65536" in plans["big-tcp"].current["web:eth0"]
     # the states now and the ones the modes test: veth's GRO is off, the rest on
     assert {k: plans[k].state for k in planned} == {

@@ -10,7 +10,9 @@ now, one knob at a time, over the current configuration (``modes``), beside a ba
 sets nothing, all-on and all-off.
 
 BIG TCP (``gso_max_size``/``gro_max_size``, and the IPv4 sizes of Linux 6.3+) is read and
-reported, but not varied: tierbench's modes cannot set those sizes yet (docs/advise.md).
+reported, but not varied: the tiers' traffic is IPv4, whose sizes this iproute2 cannot set,
+and tierbench's modes cannot set them yet (docs/advise.md). RPS and XPS are read from sysfs
+(``queues``) and set through the modes' ``rps_cpus``/``xps_cpus``.
 """
 
 from __future__ import annotations
@@ -307,11 +309,14 @@ def big_tcp_view(snap: dict) -> View:
         why = "ip -d link shows no tso_max_size (iproute2 or kernel older than 6.2)"
     elif tso <= 65536:
         why = f"the driver builds packets of at most {tso} bytes (tso_max_size): no BIG TCP"
+    elif sizes.get("gso_ipv4_max_size") is None:
+        why = (f"possible up to {tso} bytes, but not measured: the tiers' traffic is IPv4, "
+               "whose BIG TCP sizes (gso_ipv4_max_size, gro_ipv4_max_size: Linux 6.3+) this "
+               "ip cannot show or set (iproute2 6.3+ or netlink needed); gso_max_size and "
+               "gro_max_size alone act on IPv6 only")
     else:
-        v4 = "" if sizes.get("gso_ipv4_max_size") is not None else \
-            " (this ip shows no gso_ipv4_max_size: IPv4 BIG TCP needs Linux and iproute2 6.3+)"
         why = (f"possible up to {tso} bytes, but not measured: tierbench's modes cannot set "
-               f"gso_max_size/gro_max_size yet{v4}")
+               "gso_ipv4_max_size/gro_ipv4_max_size yet")
     return View("big-tcp", False, why, current=shown or "not shown")
 
 
