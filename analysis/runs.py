@@ -1,5 +1,6 @@
 """Every run under a results folder at a glance (`tierbench runs`): experiment, start, status,
-points, where it ran, kernel and git revision, newest first; study runs too."""
+points, where it ran, kernel and git revision, newest first; study runs and advise sessions
+too."""
 
 from __future__ import annotations
 
@@ -48,7 +49,24 @@ def runs(root: Path) -> list[dict[str, str]]:
             "status": str(s.get("status") or "?"),
             "points": f"{done}/{len(entries)} experiments", "where": "", "kernel": "",
             "git": "", "folder": str(record.parent)})
+    for record in Path(root).glob("advise/*/advise.json"):
+        out.append(advise_row(record, _json(record)))
     return sorted(out, key=lambda r: r["started"], reverse=True)
+
+
+def advise_row(record: Path, a: dict[str, Any]) -> dict[str, str]:
+    """An advise session (results/advise/<run-id>/advise.json): its workloads measured of
+    those asked, and how many of its advice rows recommend a change."""
+    workloads = [w for w in a.get("workloads") or [] if isinstance(w, dict)]
+    done = sum(w.get("status") == "complete" for w in workloads)
+    cluster = a.get("cluster")
+    return {"started": str(a.get("started") or ""),
+            "experiment": f"advise ({a.get('budget_min', '?'):g} min)"
+            if isinstance(a.get("budget_min"), (int, float)) else "advise",
+            "status": str(a.get("status") or "?"),
+            "points": f"{done}/{len(workloads)} workloads", "where":
+            f"cluster {cluster}" if cluster else "this host", "kernel": "", "git": "",
+            "folder": str(record.parent)}
 
 
 def table(rows: list[dict[str, str]]) -> str:

@@ -25,8 +25,9 @@ def lab(tmp_path_factory):
 
 
 def test_the_advisor_measures_the_nodes_nics_and_restores_them(lab) -> None:
-    done = tierbench(lab["env"], "advise", "--cluster", str(lab["path"]), "--budget-min", "15",
-                     "--workloads", "bulk-stream", "request-response", timeout=2400)
+    # 8 first blocks of about 11 modes at some 7 s a point: about 12 minutes a workload
+    done = tierbench(lab["env"], "advise", "--cluster", str(lab["path"]), "--budget-min", "30",
+                     "--workloads", "bulk-stream", "request-response", timeout=3600)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = sorted((lab["results"] / "advise").iterdir())[-1]
     record = json.loads((folder / "advise.json").read_text())

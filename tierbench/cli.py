@@ -327,7 +327,8 @@ def parser() -> argparse.ArgumentParser:
                          "(default 5)")
     add_cluster_arg(ad)
     ad.set_defaults(func=cmd_advise)
-    rs = sub.add_parser("runs", help="every run under the results folder, newest first")
+    rs = sub.add_parser("runs", help="every run under the results folder, newest first "
+                        "(studies and advise sessions too)")
     rs.add_argument("--results", metavar="DIR", help="results folder (default "
                     "$TIERBENCH_RESULTS, else results/)")
     rs.set_defaults(func=cmd_runs)

@@ -10,12 +10,15 @@ now, one knob at a time, over the current configuration (``modes``), beside a ba
 sets nothing, all-on and all-off.
 
 BIG TCP (``gso_max_size``/``gro_max_size``, and the IPv4 sizes of Linux 6.3+) is read and
-reported, but not varied: tierbench's modes cannot set those sizes yet (docs/advise.md).
+reported, but not varied: the tiers' traffic is IPv4, whose sizes this iproute2 cannot set,
+and tierbench's modes cannot set them yet (docs/advise.md). RPS and XPS are read from sysfs
+(``queues``) and set through the modes' ``rps_cpus``/``xps_cpus``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +49,11 @@ OTHERS: dict[str, str] = {
     "channels": "RSS channels (queues)",
     "rings": "ring sizes",
     "header-split": "header-data split",
+    "rps": "receive packet steering (RPS) over every CPU",
+    "xps": "transmit packet steering (XPS) over every CPU",
     "big-tcp": "BIG TCP (gso/gro_max_size)",
 }
+QUEUE_FILES = {"rps": ("rx-", "rps_cpus"), "xps": ("tx-", "xps_cpus")}
 KNOBS: tuple[str, ...] = (*FEATURES, *OTHERS)
 SIZE_KEYS = ("gso_max_size", "gro_max_size", "tso_max_size", "gso_ipv4_max_size",
              "gro_ipv4_max_size")
@@ -91,6 +97,7 @@ class Plan:
     off_text: str = "off"
     mode: str | None = None
     commands: dict[str, list[str]] = field(default_factory=dict)
+    features_asked: list[str] = field(default_factory=list)  # its features and their children
 
     @property
     def target(self) -> str:
@@ -107,7 +114,8 @@ class Plan:
                 "why": self.why, "state": self.state, "current": self.current,
                 "target": self.target if self.changeable else None, "mode": self.mode,
                 "on_text": self.on_text, "off_text": self.off_text, "on": self.on,
-                "off": self.off, "commands": self.commands}
+                "off": self.off, "commands": self.commands,
+                "features_asked": self.features_asked}
 
 
 # --------------------------------------------------------------------------- one endpoint
@@ -116,6 +124,16 @@ class Plan:
 def _leaves(features: dict[str, dict], name: str) -> list[str]:
     kids = [n for n, f in features.items() if f.get("parent") == name]
     return kids or [name]
+
+
+def family(features: dict[str, dict], names: tuple[str, ...]) -> list[str]:
+    """Features and every feature under them (ethtool -k's indented children), as shown."""
+    out, todo = [], [n for n in names if n in features]
+    while todo:
+        name = todo.pop()
+        out.append(name)
+        todo += [n for n, f in features.items() if f.get("parent") == name and n not in out]
+    return out
 
 
 def feature_view(snap: dict, knob: str) -> View:
@@ -262,6 +280,25 @@ def split_view(snap: dict) -> View:
                 on={"rings": {"tcp-data-split": True}}, off={"rings": {"tcp-data-split": False}})
 
 
+def queue_view(snap: dict, knob: str) -> View:
+    """RPS or XPS: every queue's mask set to every online CPU against none (0); on when every
+    queue's mask has a CPU, off when none has (the sysfs queues/rx-N/rps_cpus, tx-N/xps_cpus)."""
+    queues = snap.get("queues")
+    if not isinstance(queues, dict) or not queues or "error" in queues:
+        why = (queues or {}).get("error") if isinstance(queues, dict) else None
+        return View(knob, False, f"/sys/class/net/IF/queues: {why or 'not read'}")
+    prefix, name = QUEUE_FILES[knob]
+    masks = {q: f[name] for q, f in sorted(queues.items())
+             if q.startswith(prefix) and isinstance(f, dict) and name in f}
+    if not masks or any(not re.fullmatch(r"[0-9a-fA-F,]+", m) for m in masks.values()):
+        return View(knob, False, f"no queue shows a readable {name}")
+    busy = [int(m.replace(",", ""), 16) != 0 for m in masks.values()]
+    state = "on" if all(busy) else "off" if not any(busy) else "other"
+    return View(knob, True, state=state, current=" ".join(f"{q} {m}" for q, m in masks.items()),
+                on={name: "all"}, off={name: "0"}, on_text=f"{name} every CPU",
+                off_text=f"{name} 0")
+
+
 def big_tcp_view(snap: dict) -> View:
     """BIG TCP: reported (sizes, and whether the driver allows packets above 64 KB), not
     varied."""
@@ -272,11 +309,14 @@ def big_tcp_view(snap: dict) -> View:
         why = "ip -d link shows no tso_max_size (iproute2 or kernel older than 6.2)"
     elif tso <= 65536:
         why = f"the driver builds packets of at most {tso} bytes (tso_max_size): no BIG TCP"
+    elif sizes.get("gso_ipv4_max_size") is None:
+        why = (f"possible up to {tso} bytes, but not measured: the tiers' traffic is IPv4, "
+               "whose BIG TCP sizes (gso_ipv4_max_size, gro_ipv4_max_size: Linux 6.3+) this "
+               "ip cannot show or set (iproute2 6.3+ or netlink needed); gso_max_size and "
+               "gro_max_size alone act on IPv6 only")
     else:
-        v4 = "" if sizes.get("gso_ipv4_max_size") is not None else \
-            " (this ip shows no gso_ipv4_max_size: IPv4 BIG TCP needs Linux and iproute2 6.3+)"
         why = (f"possible up to {tso} bytes, but not measured: tierbench's modes cannot set "
-               f"gso_max_size/gro_max_size yet{v4}")
+               "gso_ipv4_max_size/gro_ipv4_max_size yet")
     return View("big-tcp", False, why, current=shown or "not shown")
 
 
@@ -287,7 +327,8 @@ def view(snap: dict, knob: str) -> View:
         return feature_view(snap, knob)
     return {"jumbo": mtu_view, "coalescing": coalescing_view, "channels": channels_view,
             "rings": rings_view, "header-split": split_view,
-            "big-tcp": big_tcp_view}[knob](snap)
+            "big-tcp": big_tcp_view}[knob](snap) if knob not in QUEUE_FILES else \
+        queue_view(snap, knob)
 
 
 # --------------------------------------------------------------------------- every endpoint
@@ -337,6 +378,9 @@ def plan(snaps: list[dict]) -> list[Plan]:
                         on_text=texts[0].pop() if len(texts[0]) == 1 else "on",
                         off_text=texts[1].pop() if len(texts[1]) == 1 else "off"))
     for p in out:
+        if p.knob in FEATURES:
+            p.features_asked = sorted({n for s in snaps for n in family(s.get("features", {}),
+                                                                         FEATURES[p.knob][1])})
         if p.changeable:
             p.commands = {state: [command(s, p.setting(state)) for s in snaps]
                           for state in ("on", "off")}
@@ -362,7 +406,8 @@ def make_mode(name: str, description: str, nic: dict[str, Any]) -> Mode:
                 source=SOURCE,
                 knobs=Knobs(channels=dict(nic.get("channels", {})),
                             coalesce=dict(nic.get("coalesce", {})),
-                            rings=dict(nic.get("rings", {}))))
+                            rings=dict(nic.get("rings", {})), rps_cpus=nic.get("rps_cpus"),
+                            xps_cpus=nic.get("xps_cpus")))
 
 
 def baseline() -> Mode:
@@ -408,9 +453,18 @@ def pair_mode(a: Plan, b: Plan) -> Mode:
 # --------------------------------------------------------------------------- commands
 
 
-def ethtool_commands(ifname: str, nic: dict[str, Any]) -> list[str]:
-    """The ethtool and ip commands that set a `nic:` block on one interface."""
+def ethtool_commands(ifname: str, nic: dict[str, Any], all_cpus: str | None = None) -> list[str]:
+    """The ethtool and ip commands (and sysfs writes) that set a `nic:` block on one interface;
+    ``all_cpus``: the interface's host's online-CPU mask, for a mask of "all"."""
     out = []
+    for prefix, name in QUEUE_FILES.values():
+        value = nic.get(name)
+        if value is not None:
+            # without the host's mask: every CPU of up to 63 (nproc's count)
+            mask = (all_cpus or "$(printf %x $(( (1 << $(nproc)) - 1 )))") \
+                if value == "all" else value
+            out.append(f"for q in /sys/class/net/{ifname}/queues/{prefix}*; do echo {mask} > "
+                       f"\"$q/{name}\"; done")
     if nic.get("features"):
         out.append(f"ethtool -K {ifname} " + ethtool.ethtool_args(nic["features"]))
     if nic.get("mtu") is not None:
@@ -424,7 +478,7 @@ def ethtool_commands(ifname: str, nic: dict[str, Any]) -> list[str]:
 def command(snap: dict, nic: dict[str, Any]) -> str:
     """One line that sets ``nic`` on the endpoint of ``snap``, run where the user is: in the
     container's namespace on one host, over SSH on a cluster node."""
-    body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic))
+    body = " && ".join(ethtool_commands(str(snap.get("ifname")), nic, snap.get("cpu_mask")))
     if snap.get("node"):
         argv = list(snap.get("ssh") or [snap["node"]])  # ssh and its options up to the address
         dest = argv[-1] if "-l" not in argv else f"{argv[argv.index('-l') + 1]}@{argv[-1]}"
@@ -461,6 +515,11 @@ def read_endpoint(ep: Endpoint, container: str | None = None) -> dict:
     text, err = ethtool.try_run(ep, ["ethtool", "-c", ep.ifname])
     snap["coalesce"] = {"current": ethtool.parse_coalesce(text)} if text is not None else {
         "error": err}
+    try:
+        snap["queues"] = ethtool.read_queues(ep)
+        snap["cpu_mask"] = ethtool.online_cpu_mask(ep.via if ep.node else None)
+    except (netif.NetifError, OSError, ValueError) as exc:
+        snap["queues"] = {"error": str(exc)}
     text, err = ethtool.try_run(ep, ["ip", "-d", "-j", "link", "show", "dev", ep.ifname])
     snap["sizes"] = parse_sizes(text) if text is not None else {}
     snap["container"] = container

@@ -10,8 +10,8 @@ For each workload of the suite, in order (results/advise/<run-id>/advise.json re
    and all-on and all-off are made of the knobs that held;
 3. one precision run measures the baseline (nothing changed), every knob's mode, all-on and
    all-off, once per block, until every comparison is resolved or the workload's share of the
-   budget is spent (plan.share); then, when its share still holds two blocks of it, a 2 x 2
-   run of the two knobs with the largest effects on the primary metric;
+   budget is spent (plan.share); then, when its share still holds the least of it, a 2 x 2
+   run of the two changes the advice recommends (analysis.advise.candidates);
 4. advice.csv and advice.html are written (analysis.advise).
 
 Every interface is restored after every point by the runner, and after every trial here.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tierbench import runner
-from tierbench.advise import knobs, plan
+from tierbench.advise import forms, knobs, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
@@ -255,21 +255,18 @@ class Advisor:
 
     def pair_for(self, w: plan.Workload, entry: dict[str, Any], plans: list[knobs.Plan],
                  run: runner.Run) -> dict[str, Any] | None:
-        """The two knobs with the largest effects on the primary metric, for the 2 x 2."""
+        """The two changes the advice recommends (largest primary effect first), for the
+        2 x 2 (analysis.advise.candidates: the rule, Holm and the side effects applied)."""
         from analysis import advise as advice  # pandas: loaded when a run needs it
 
         if run.dir is None:
             return None
-        column = w.metrics[w.primary].column
-        effects = advice.knob_effects(run.dir, column,
-                                      [p.mode for p in plans if p.changeable and p.mode])
-        ranked = [m for m, _ in sorted(effects.items(), key=lambda kv: -abs(kv[1]))]
-        if len(ranked) < 2:
-            entry["pair"] = {"skipped": "fewer than two knobs were measured"}
+        picked = advice.candidates(entry, run.dir)
+        if len(picked) < 2:
+            entry["pair"] = {"skipped": f"{len(picked)} change(s) recommended: a 2 x 2 needs "
+                                        "two"}
             return None
-        by_mode = {p.mode: p.knob for p in plans if p.mode}
-        return {"a": by_mode[ranked[0]], "b": by_mode[ranked[1]],
-                "metric": column, "effects_pct": {by_mode[m]: effects[m] for m in ranked[:2]}}
+        return {"a": picked[0], "b": picked[1], "metric": w.metrics[w.primary].column}
 
     # -- trials
     def try_knobs(self, plans: list[knobs.Plan], dep: Deployment, snaps: list[dict]) -> None:
@@ -380,11 +377,14 @@ def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
 def endpoint_view(snap: dict) -> dict[str, Any]:
     """What the advice shows of an endpoint."""
     return {k: snap.get(k) for k in ("label", "tier", "ifname", "driver", "node", "container",
-                                     "mtu", "min_mtu", "max_mtu", "sizes")}
+                                     "mtu", "min_mtu", "max_mtu", "sizes", "cpu_mask")}
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
-    """advice.csv and advice.html of an advise folder (analysis.advise)."""
+    """advice.csv and advice.html of an advise folder (analysis.advise), and the persistent
+    forms of the recommended changes (forms.persist: persist/<workload>/)."""
     from analysis import advise as advice
 
-    return advice.write_advice(folder)
+    out = advice.write_advice(folder)
+    forms.persist(folder)
+    return out
