@@ -200,6 +200,11 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
         issues: list[dict[str, Any]] = []
         if text(row.get("error")):
             issues.append({"kind": "text", "text": f"failed: {text(row.get('error'))}"})
+        if load.as_bool(row.get("rate_short")) is True:
+            issues.append({"kind": "text", "text": (
+                f"offered {number(row.get('target_rate')) or 0:,.0f} requests/s, achieved "
+                f"{number(row.get('achieved_rate')) or 0:,.0f}: the generator or the stack could not "
+                "keep up, so its latencies are not those of the offered load")})
         errors = number(row.get("errors"))
         if errors:
             issues.append({"kind": "text", "text": f"{errors:,.0f} request errors"})

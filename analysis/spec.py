@@ -39,13 +39,14 @@ OPTIONAL = (
     "error", "client_bound_advice", "target_rate", "achieved_rate", "late_requests", "workers",
     "remote_workers", "generator_cpu_scope", "generator_allowance_cores", "count_mismatch",
     "records_requests", "engine_requests", "threads_apart_s", "requests_per_client_asked",
-    "page_cache_hit_ratio",
+    "page_cache_hit_ratio", "rate_short", "p90_ms", "p999_ms", "p*_ms_sent",
     "web_disk_read_mb", "web_cache_mb", "web_memory_mb", "storage_read_mb", "tps_*", "p50_ms_*",
     "cycles_*",
 )
 
 LABELS = {  # default labels of well-known columns
-    "tps": "TPS", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p99_ms": "p99 ms",
+    "tps": "TPS", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p90_ms": "p90 ms", "p99_ms": "p99 ms",
+    "p999_ms": "p99.9 ms",
     "mean_ms": "mean ms",
     "server_cpu_us_per_req": "server CPU µs/req", "server_cpu_us_per_kb": "server CPU µs/KB",
     "host_cpu_us_per_kb": "host CPU µs/KB", "host_cpu_us_per_req": "host CPU µs/req",

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -339,7 +341,9 @@ def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
     assert locust.workers_logged(merged) == 2
     fig = locust.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
     assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
-                   "late_threshold_ms": locust.LATE_MS}
+                   "late_threshold_ms": locust.LATE_MS, "rate_short": True}
+    # 1 success per second against 4 offered falls short; at 1.05 offered it does not
+    assert locust.open_loop_figures(merged, (10.0, 12.0), rate=1.05)["rate_short"] is False
 
 
 # --- Locust users against a real HTTP server -------------------------------------------------
@@ -354,6 +358,9 @@ class Server(ThreadingHTTPServer):
     def __init__(self, delay: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        # stall_s: every request that arrives from 1.5 s after the first one until stall_s later
+        # is held until the stall ends (a server that stops answering for a while)
+        self.stall_s, self.first = 0.0, None
         self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
         self.lock = threading.Lock()
 
@@ -367,6 +374,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         srv = self.server
+        with srv.lock:
+            if srv.first is None:
+                srv.first = time.time()
+            hold = srv.stall_s and srv.first + 1.5 - time.time()  # stalled from 1.5 s, 1 s long
+        if hold and -srv.stall_s < hold <= 0:
+            time.sleep(srv.stall_s + hold)
         with srv.lock:
             srv.paths.append(self.path)
             srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
@@ -535,6 +548,53 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
+
+
+def stalled_percentiles(tmp_path: Path, srv: Server, **run: Any) -> dict[str, float]:
+    """Latency percentiles of the requests that ended 0.5 to 4 s after the server's first one
+    (the stall from 1.5 to 2.5 s inside), counted as the summary counts them."""
+    tmp_path.mkdir()
+    run_locust(tmp_path, srv, two_subsets(tmp_path), **run)
+    hist = metrics.Histograms()
+    open_loop = run.get("user_class") == "OpenLoopUser"
+    assert srv.first is not None
+    metrics.count_window(metrics.records_of(tmp_path), srv.first + 0.5, srv.first + 4.0,
+                         open_loop, hist)
+    return metrics.latency_figures(hist, open_loop)
+
+
+def test_open_loop_latency_matches_a_stall_that_a_closed_loop_hides(tmp_path: Path,
+                                                                      server) -> None:
+    """The server stops answering for 1 s of a 3.5 s window. Offered 100 requests/s in Poisson
+    arrivals, 1 s / 3.5 s of them arrive in the stall and wait U(0, 1 s); the others are
+    answered at once. So the q-th percentile is 1 s x (1 - (1 - q) x
+    3.5) above q = 1 - 1/3.5: p90 650 ms, p99 965 ms; bound +-150 ms (Poisson counts, a shared
+    host). A closed loop of 2 users has only its 2 requests in flight waiting out the stall,
+    among thousands answered at once: its p90 stays at a few ms."""
+    srv = server()
+    srv.stall_s = 1.0
+    opened = stalled_percentiles(tmp_path / "open", srv, users=4, seconds=6,
+                                 user_class="OpenLoopUser", RATE="100", ARRIVAL="poisson")
+    assert 500 <= opened["p90_ms"] <= 800 and 815 <= opened["p99_ms"] <= 1100
+    assert opened["p50_ms"] < 100
+    srv2 = server()
+    srv2.stall_s = 1.0
+    closed = stalled_percentiles(tmp_path / "closed", srv2, users=2, seconds=6)
+    assert closed["p90_ms"] < 50 < 500 <= opened["p90_ms"]
+
+
+def test_poisson_arrivals_keep_the_rate_with_exponential_gaps(tmp_path: Path, server) -> None:
+    srv = server()
+    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=1, seconds=5,
+                      user_class="OpenLoopUser", RATE="80", ARRIVAL="poisson")
+    # each request's intended send time: when it left, less how late it left
+    intended = np.sort([float(r["end_s"]) - (float(r["latency_ms"]) + float(r["late_ms"])) / 1000
+                        for r in rows])
+    gaps = np.diff(intended)
+    assert len(gaps) > 200 and 64 <= 1 / gaps.mean() <= 96
+    # exponential gaps: their coefficient of variation is 1 (evenly spaced ones: 0); over 200+
+    # gaps its standard error is below 0.07
+    assert 0.8 <= gaps.std() / gaps.mean() <= 1.2
 
 
 def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Path,

@@ -213,3 +213,75 @@ def test_every_point_has_the_memory_figures_and_says_what_the_bring_up_dropped()
     measured = steps.Measured(None, samples[1], samples[2], samples)  # type: ignore[arg-type]
     assert chosen[1].after(ctx, measured) == {  # type: ignore[arg-type]
         "web_cache_mb": 2.0, "web_memory_mb": 512.0}
+
+
+# --- latency histograms: per generator process, merged, and open-loop correction -------------
+
+
+def records(worker: int, latencies: list[float], late: list[float] | None = None,
+            end: float = 103.0) -> dict:
+    n = len(latencies)
+    return {"end_s": np.full(n, end), "latency_ms": np.array(latencies, float),
+            "bytes": np.full(n, 10), "status": np.full(n, 200),
+            "late_ms": np.array(late if late is not None else [0.0] * n, float),
+            "worker": np.full(n, worker)}
+
+
+class Batches(metrics.RequestLog):
+    """A request log of given column arrays (one batch per worker), as the Parquet file gives."""
+
+    def __init__(self, *parts: dict) -> None:
+        super().__init__()
+        self.parts = parts
+
+    def arrays(self, columns=("end_s", "latency_ms", "bytes", "status")):
+        for p in self.parts:
+            yield {c: p[c] for c in columns}
+
+
+def test_two_processes_histograms_merge_to_the_percentiles_of_one_doing_all() -> None:
+    rng = np.random.default_rng(7)
+    lat = np.round(rng.lognormal(1.0, 0.8, 4000), 3)
+    whole, split = metrics.Histograms(), metrics.Histograms()
+    metrics.count_window(Batches(records(-1, list(lat))), 102, 106, False, whole)
+    metrics.count_window(Batches(records(0, list(lat[::2])), records(1, list(lat[1::2]))),
+                         102, 106, False, split)
+    assert sorted(k for k in split.each) == [("sent", 0), ("sent", 1)]
+    for q in (50, 90, 99, 99.9):
+        # nothing is lost in the merge: exactly the percentile of all the records
+        assert split.merged("sent").percentile(q) == whole.merged("sent").percentile(q) \
+            == float(np.sort(lat)[math.ceil(q / 100 * len(lat)) - 1])
+
+
+def test_histograms_round_trip_through_their_file(tmp_path) -> None:
+    hist = metrics.Histograms()
+    metrics.count_window(Batches(records(0, [1.5, 1.5, 3.0], [0, 0, 2]),
+                                 records(1, [7.25])), 102, 106, True, hist)
+    hist.write(tmp_path / metrics.HISTOGRAMS)
+    back = metrics.Histograms.read(tmp_path / metrics.HISTOGRAMS)
+    assert back.merged("sent").values.tolist() == [1.5, 3.0, 7.25]
+    assert back.merged("sent").counts.tolist() == [2, 1, 1]
+    assert back.merged("intended").values.tolist() == [1.5, 5.0, 7.25]
+
+
+def test_open_loop_percentiles_count_from_the_intended_send_time() -> None:
+    # 100 requests answered in 1 ms, 10 of which left 500 ms late (the generator stalled):
+    # from the intended send time those took 501 ms
+    late = [500.0] * 10 + [0.0] * 90
+    log = Batches(records(-1, [1.0] * 100, late))
+    hist = metrics.Histograms()
+    metrics.count_window(log, 102, 106, True, hist)
+    fig = metrics.latency_figures(hist, open_loop=True)
+    assert fig["p50_ms"] == 1.0 and fig["p90_ms"] == 1.0 and fig["p99_ms"] == 501.0
+    assert fig["p99_ms_sent"] == 1.0  # the uncorrected view hides the stall
+    closed = metrics.Histograms()
+    metrics.count_window(log, 102, 106, False, closed)
+    assert metrics.latency_figures(closed, open_loop=False)["p99_ms"] == 1.0
+    assert "p99_ms_sent" not in metrics.latency_figures(closed, open_loop=False)
+
+
+def test_summary_states_p90_and_p999() -> None:
+    row = metrics.summarize(make_samples(), make_requests(), start=101.5, end=106.4,
+                            generator="loadgen", generator_allowance=1.0,
+                            bytes_label="host:vethA")
+    assert row["p90_ms"] == 36.0 and row["p999_ms"] == 40.0  # nearest rank of 1..40

@@ -1,7 +1,9 @@
 """Trace replay for Locust. TraceUser is closed loop: each user sends one request at a time,
 walking its own sequence of the trace (workloads/traces.py: offsets, or per-client subsets),
-with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers,
-and logs how late each request left against its schedule. Every request is logged (end time,
+with an optional think time. OpenLoopUser sends at a fixed arrival rate whatever the answers
+(ARRIVAL=constant: evenly spaced; ARRIVAL=poisson: exponential gaps, seeded per client), and
+logs how late each request left against its schedule, so that its latency can be counted from
+the time it was meant to leave (coordinated omission corrected: late_ms + latency_ms). Every request is logged (end time,
 latency, bytes, path, status, lateness) so the control program counts exactly the measured
 window. Dynamic writes (paths under traces.WRITE_PREFIX) are sent as POST (Content-Length: 0),
 every other request as GET.
@@ -30,7 +32,7 @@ then only a time limit.
 
 Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
 (fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
-REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
+ARRIVAL (constant|poisson, OpenLoopUser); REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
 records, default 20); SHIP_TRACE; TARGETS (several proxies: their URLs, comma-separated; each
 user sends to the one of its client number modulo their count)."""
 
@@ -61,7 +63,8 @@ def _settings_from_env() -> dict:
     cfg = {"trace": trace, "users": int(os.environ.get("USERS", "1")),
            "think_kind": os.environ.get("THINK_KIND", ""),
            "think_s": float(os.environ.get("THINK_MS", "0")) / 1000,
-           "rate": float(os.environ.get("RATE", "0")), "seed": int(os.environ.get("SEED", "1")),
+           "rate": float(os.environ.get("RATE", "0")),
+           "arrival": os.environ.get("ARRIVAL", "constant"), "seed": int(os.environ.get("SEED", "1")),
            "workers": max(int(os.environ.get("PROCESSES", "1")), 1),
            "count": int(os.environ.get("REQUESTS_PER_CLIENT", "0")),
            "warmup_s": float(os.environ.get("WARMUP_S", "0")),
@@ -330,6 +333,12 @@ class TraceUser(FastHttpUser):
                 raise StopUser()
 
 
+def next_gap(interval: float, arrival: str, rng: random.Random) -> float:
+    """The time to a user's next arrival: its mean interval, or an exponential gap of that mean
+    (a Poisson process over all users, since independent Poisson streams add up to one)."""
+    return rng.expovariate(1 / interval) if arrival == "poisson" else interval
+
+
 class OpenLoopUser(FastHttpUser):
     """Open loop: its share (RATE / USERS) of a fixed arrival rate, answers not awaited."""
 
@@ -343,6 +352,7 @@ class OpenLoopUser(FastHttpUser):
         users = CFG["users"]
         self._paths = client_sequence(i, users)
         self._interval = users / CFG["rate"]
+        self._rng = random.Random(CFG["seed"] * 100003 + i)
         # Users start spread over one interval, so arrivals interleave instead of bunching.
         self._next = time.time() + self._interval * (i % users) / users
 
@@ -357,4 +367,4 @@ class OpenLoopUser(FastHttpUser):
             gevent.sleep(wait)
         late_ms = max(0.0, (time.time() - self._next) * 1000)
         gevent.spawn(self._send, next(self._paths), late_ms)
-        self._next += self._interval
+        self._next += next_gap(self._interval, CFG.get("arrival", "constant"), self._rng)

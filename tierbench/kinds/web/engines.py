@@ -34,9 +34,13 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
     over exactly its measured run."""
     start, end = result.window
     if result.requests is not None:
+        hist = webmetrics.Histograms()
         row = webmetrics.summarize(samples, result.requests, start=start, end=end,
                                 generator=generator, generator_allowance=result.allowance_cores,
-                                bytes_label=bytes_label)
+                                bytes_label=bytes_label, open_loop="target_rate" in result.extra,
+                                histograms=hist)
+        if result.requests.path is not None:  # the point's folder: its histograms beside it
+            hist.write(result.requests.path.parent / webmetrics.HISTOGRAMS)
     else:
         agg = result.aggregate or {}
         if agg.get("requests", 0) <= 0:
@@ -57,8 +61,10 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
         latency = agg.get("latency_ms") or {}
         mean = latency["mean"] if latency.get("uncorrected") else \
             1000.0 * conns * (end - start) / n if conns else None
+        pct = latency.get("percentiles") or {}
         row.update({"requests": n, "tps": n / (end - start), "p50_ms": agg["p50_ms"],
-                    "p99_ms": agg["p99_ms"], "mean_ms": mean,
+                    "p90_ms": pct.get("90", float("nan")), "p99_ms": agg["p99_ms"],
+                    "p999_ms": pct.get("99.9", float("nan")), "mean_ms": mean,
                     "errors": agg["errors"],
                     # CPU is counted between the bracketing samples, requests over wrk's own
                     # run: normalise as rates so that both cover the same time.
@@ -66,7 +72,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                     / (n / (end - start))})
     row["engine"] = result.engine
     row["generator_allowance_cores"] = result.allowance_cores
-    for key in ("target_rate", "achieved_rate", "late_requests", "workers", "remote_workers",
+    for key in ("target_rate", "achieved_rate", "late_requests", "rate_short", "workers",
+                "remote_workers",
                 "generator_cpu_scope", "engine_requests", "records_requests", "count_mismatch",
                 "threads_apart_s", "requests_per_client", "requests_per_client_asked"):
         if key in result.extra:

@@ -85,7 +85,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate, "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
+                     "rate": ld.rate, **({"arrival": ld.arrival} if ld.rate else {}),
+                     "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
                      **({"requests_per_client": ld.requests_per_client}
                         if ld.requests_per_client else {})},
             "target": s.target,

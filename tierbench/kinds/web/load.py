@@ -40,6 +40,7 @@ class LoadSpec:
     processes: int = 1
     think: dict | None = None
     rate: float | None = None
+    arrival: str = "constant"  # an open loop's arrivals: evenly spaced, or poisson
     target: str = TARGET
     # stack.proxies: N: every proxy's URL (target's first); each client is bound to one of them,
     # round robin (wrk: each thread, its connections with it; Locust: each user). Empty: target.

@@ -42,6 +42,8 @@ class Load(Model):
     processes: Annotated[int, whole(1)] = 1
     think: Think | None = None
     rate: Annotated[float, number(0.001)] | None = None
+    # an open loop's arrival process: evenly spaced, or Poisson (exponential gaps, seeded)
+    arrival: Annotated[str, choice("constant", "poisson")] = "constant"
     warmup_s: Annotated[float, number(0)] = 5
     measure_s: Annotated[float, number(2)] = 15
     workers: Annotated[int, whole(0)] = 0
@@ -54,6 +56,9 @@ class Load(Model):
 
     @model_validator(mode="after")
     def _counted(self) -> Load:
+        if "arrival" in self.model_fields_set and self.rate is None:
+            raise problem("arrival sets an open loop's arrival process: give rate (requests/s) "
+                          "too, or drop arrival", sub="arrival")
         if self.requests_per_client is None:
             return self
         if self.rate is not None:

@@ -106,7 +106,8 @@ class RequestLog:
             data = {"end_s": [r.end_s for r in self.records],
                     "latency_ms": [r.latency_ms for r in self.records],
                     "bytes": [r.bytes for r in self.records],
-                    "status": [r.status for r in self.records]}
+                    "status": [r.status for r in self.records],
+                    "late_ms": [0.0] * len(self.records), "worker": [-1] * len(self.records)}
             yield pa.record_batch({c: pa.array(data[c], SCHEMA.field(c).type) for c in cols})
         elif self.path is not None and self.path.suffix == ".csv":
             for table in _csv_blocks(self.path, cols):
@@ -168,10 +169,12 @@ class Latencies:
 
     def add(self, latencies: np.ndarray) -> None:
         """Count more latencies."""
-        if not len(latencies):
-            return
-        vals, counts = np.unique(latencies, return_counts=True)
-        merged, inv = np.unique(np.concatenate([self.values, vals]), return_inverse=True)
+        if len(latencies):
+            self.add_counts(*np.unique(latencies, return_counts=True))
+
+    def add_counts(self, values: np.ndarray, counts: np.ndarray) -> None:
+        """Count values already counted elsewhere (another histogram's)."""
+        merged, inv = np.unique(np.concatenate([self.values, values]), return_inverse=True)
         total = np.zeros(len(merged), np.int64)
         np.add.at(total, inv, np.concatenate([self.counts, counts]))
         self.values, self.counts = merged, total
@@ -193,6 +196,70 @@ class Latencies:
             return float("nan")
         rank = max(1, math.ceil(q / 100 * n))
         return float(self.values[np.searchsorted(np.cumsum(self.counts), rank)])
+
+
+# The percentiles every point states, from the merged histograms of its generator processes.
+PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p99_ms": 99.0, "p999_ms": 99.9}
+HISTOGRAMS = "latency_histogram.csv"  # a point's histograms: one per generator process
+SENT, INTENDED = "sent", "intended"  # latency counted from the actual or the scheduled send
+
+
+class Histograms:
+    """A window's latency histograms, one per generator process (worker index, -1: a single
+    process) and per starting point: from the time the request left (`sent`), and for an open
+    loop from the time its schedule said it should leave (`intended`: coordinated omission
+    corrected, as wrk2 counts). Each histogram counts exact values (the logs keep microseconds),
+    so merging them loses nothing: the merged percentiles equal one process's doing all the
+    load."""
+
+    def __init__(self) -> None:
+        self.each: dict[tuple[str, int], Latencies] = {}
+
+    def add(self, measure: str, workers: np.ndarray, latencies: np.ndarray) -> None:
+        """Count latencies of one measure, each with its worker index."""
+        for w in np.unique(workers):
+            self.each.setdefault((measure, int(w)), Latencies()).add(latencies[workers == w])
+
+    def merged(self, measure: str) -> Latencies:
+        """Every process's histogram of one measure, added up."""
+        return merge([h for (m, _), h in sorted(self.each.items()) if m == measure])
+
+    def rows(self) -> Iterator[dict]:
+        """latency_histogram.csv's rows: measure, worker, latency_ms, count."""
+        for (measure, worker), h in sorted(self.each.items()):
+            for value, count in zip(h.values, h.counts):
+                yield {"measure": measure, "worker": worker, "latency_ms": round(float(value), 3),
+                       "count": int(count)}
+
+    def write(self, path: Path) -> None:
+        """The histograms as CSV (HISTOGRAMS)."""
+        with path.open("w") as fh:
+            fh.write("measure,worker,latency_ms,count\n")
+            fh.writelines(f"{r['measure']},{r['worker']},{r['latency_ms']:.3f},{r['count']}\n"
+                          for r in self.rows())
+
+    @classmethod
+    def read(cls, path: Path) -> Histograms:
+        """Histograms written by `write`."""
+        out = cls()
+        table = pacsv.read_csv(path)
+        measure = np.array(table.column("measure").to_pylist())
+        worker = table.column("worker").to_numpy()
+        value = table.column("latency_ms").to_numpy()
+        count = table.column("count").to_numpy()
+        for key in sorted(set(zip(measure.tolist(), worker.tolist()))):
+            mine = (measure == key[0]) & (worker == key[1])
+            h = out.each.setdefault(key, Latencies())
+            h.values, h.counts = value[mine].astype(float), count[mine].astype(np.int64)
+        return out
+
+
+def merge(histograms: list[Latencies]) -> Latencies:
+    """Histograms added up (counts of equal values summed)."""
+    out = Latencies()
+    for h in histograms:
+        out.add_counts(h.values, h.counts)
+    return out
 
 
 def _ok(status: np.ndarray) -> np.ndarray:
@@ -314,22 +381,21 @@ def dynamic_figures(requests: RequestLog, start: float, end: float, dynamic_pref
 
 def summarize(samples: list[dict], requests: RequestLog | list[Request], *, start: float,
               end: float, generator: str, generator_allowance: float,
-              bytes_label: str | list[str] | list[tuple[str, str]]) -> dict:
+              bytes_label: str | list[str] | list[tuple[str, str]],
+              open_loop: bool = False, histograms: Histograms | None = None) -> dict:
     """The measured numbers of one point (see SUMMARY_COLUMNS); bytes moved are the tx bytes of
     the interface(s) `bytes_label` names (the host ends of the generator's veths), summed, or
     the counter a (label, counter) pair names (a cluster node's NIC: rx_bytes); with none, the
-    bytes of the requests. The request log is read a batch at a time."""
+    bytes of the requests. The request log is read a batch at a time.
+
+    Latency percentiles (PERCENTILES) come from the merged histograms of the generator
+    processes over the window (`histograms`, filled here when given); an open loop's are counted
+    from each request's scheduled send time (coordinated omission corrected), with the
+    percentiles from the actual send beside them (`p99_ms_sent`, ...)."""
     first, last = window(samples, start, end)
     dt = last["t"] - first["t"]
-    counted = good = good_bytes = 0
-    latencies = Latencies()
-    for b in RequestLog.of(requests).arrays():
-        inside = (b["end_s"] > first["t"]) & (b["end_s"] <= last["t"])
-        ok = inside & _ok(b["status"])
-        counted += int(inside.sum())
-        good += int(ok.sum())
-        good_bytes += int(b["bytes"][ok].sum())
-        latencies.add(b["latency_ms"][ok])
+    hist = histograms if histograms is not None else Histograms()
+    counted, good, good_bytes = count_window(requests, first["t"], last["t"], open_loop, hist)
     if not good:
         raise MetricsError("no successful request completed in the measured window")
     cpu = cpu_seconds(first, last)
@@ -348,9 +414,7 @@ def summarize(samples: list[dict], requests: RequestLog | list[Request], *, star
         "window_s": round(dt, 3),
         "requests": good,
         "tps": good / dt,
-        "p50_ms": latencies.percentile(50),
-        "p99_ms": latencies.percentile(99),
-        "mean_ms": latencies.mean(),
+        **latency_figures(hist, open_loop),
         "errors": counted - good,
         **{f"cpu_s_{tier}": v for tier, v in sorted(cpu.items())},
         "cpu_s_servers": servers,
@@ -367,6 +431,39 @@ def summarize(samples: list[dict], requests: RequestLog | list[Request], *, star
         "client_bound": gen_pct >= CLIENT_BOUND_PCT,
     }
     return row
+
+
+def count_window(requests: RequestLog | list[Request], start: float, end: float,
+                 open_loop: bool, hist: Histograms) -> tuple[int, int, int]:
+    """Requests that ended in (start, end]: how many, how many succeeded and their bytes; the
+    successful ones' latencies counted into `hist` per generator process (and, for an open loop,
+    from their intended send time: the latency plus how late the request left)."""
+    counted = good = good_bytes = 0
+    for b in RequestLog.of(requests).arrays(("end_s", "latency_ms", "bytes", "status",
+                                             "late_ms", "worker")):
+        inside = (b["end_s"] > start) & (b["end_s"] <= end)
+        ok = inside & _ok(b["status"])
+        counted += int(inside.sum())
+        good += int(ok.sum())
+        good_bytes += int(b["bytes"][ok].sum())
+        workers = np.nan_to_num(b["worker"].astype(float), nan=-1).astype(int)[ok]
+        hist.add(SENT, workers, b["latency_ms"][ok])
+        if open_loop:
+            late = np.nan_to_num(b["late_ms"].astype(float))[ok]
+            hist.add(INTENDED, workers, b["latency_ms"][ok] + late)
+    return counted, good, good_bytes
+
+
+def latency_figures(hist: Histograms, open_loop: bool) -> dict[str, float]:
+    """p50/p90/p99/p99.9 and the mean from the merged histograms: from the intended send time
+    for an open loop (and from the actual send as `*_sent`), else from the actual send."""
+    sent = hist.merged(SENT)
+    main = hist.merged(INTENDED) if open_loop else sent
+    out = {k: main.percentile(q) for k, q in PERCENTILES.items()}
+    out["mean_ms"] = main.mean()
+    if open_loop:
+        out.update({f"{k}_sent": sent.percentile(q) for k, q in PERCENTILES.items()})
+    return out
 
 
 def per_second(samples: list[dict], requests: RequestLog | list[Request]) -> list[dict]:
