@@ -249,10 +249,13 @@ def test_a_list_of_rates_is_a_factor_and_plans_without_one_do_not_change(tmp_pat
     assert sorted({p["rate"] for p in points}) == [100, 400, 800]
     assert len({(p.mode, p.repetition, p["rate"]) for p in points}) == 12
     assert sum("rate=400/s" in line for line in curve) == 4
-    exp = config.load_experiment(str(tmp_path / "curve.yml"))
-    assert registry.kind("web").resolved(exp)["load"]["rate"] == [800, 100, 400]
-    assert registry.kind("web").resolved(
-        config.load_experiment(str(tmp_path / "one.yml")))["load"]["rate"] == 300
+    web = registry.kind("web")
+    resolved = web.resolved(config.load_experiment(str(tmp_path / "curve.yml")))
+    assert resolved["load"]["rate"] == [800, 100, 400]
+    # its report's conditions are per rate, whatever the family (here dc-single's)
+    assert web.report(resolved)["factors"] == ["trace", "target_rate"]
+    resolved = web.resolved(config.load_experiment(str(tmp_path / "one.yml")))
+    assert resolved["load"]["rate"] == 300 and web.report(resolved)["factors"] == ["trace"]
     with pytest.raises(config.ConfigError, match=r"load.rate: two rates are the same"):
         config.load_experiment(str(minimal(tmp_path, extra="engine: locust\n"
                                                             "load: {rate: [100, 100]}")))
