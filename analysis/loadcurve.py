@@ -208,7 +208,7 @@ def card(points: pd.DataFrame, group_cols: list[str], modes: list[str], baseline
         r = c.ratio
         rows.append({"where": c.where, "offered": f"{c.offered:,.0f}", "mode": c.mode,
                      "n": c.n, "n_baseline": c.n_baseline,
-                     "values": f"{c.p99 or 0:,.2f} / {c.p99_baseline or 0:,.2f}",
+                     "p99s": f"{c.p99 or 0:,.2f} / {c.p99_baseline or 0:,.2f}",
                      "ratio": Markup(markup.ci_span(
                          None if r.value is None else r.value - 1.0,
                          None if r.low is None else r.low - 1.0,

@@ -99,6 +99,8 @@ def test_the_report_draws_curves_only_for_runs_with_several_rates(tmp_path: Path
     page = report.write_report(run_dir).read_text()
     card = page[page.index('id="loadcurve"'):page.index('id="group-')]
     assert card.count("knee at 400/s offered") == 2 and "(fell short)" not in card
+    # at 800/s: p99 11.0 + 0.15 (on) against 12.15 (off), the mean over repetitions 1 and 2
+    assert "<td class=\"num\">11.15 / 12.15</td>" in card
     assert 'class="chart loadcurve"' in card and "p0-knee-s0" in card and "p0-knee-s1" in card
     rows, traces, modes, _ = synthetic_runs.family_rows("latency-at-load")
     man = synthetic_runs.manifest("latency-at-load", traces, modes,
