@@ -75,7 +75,8 @@ class Context:
         return tables.comparisons(self.points, self.baseline, self.group_cols, metrics,
                                   self.modes, self.paired,
                                   self.target.get("half_width_pct") if self.target else None,
-                                  spent, self.spread_from)
+                                  spent, self.spread_from,
+                                  self.target.get("decision_pct") if self.target else None)
 
     @property
     def name(self) -> str:
