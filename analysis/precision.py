@@ -280,6 +280,27 @@ def lag1(logs: list[float] | tuple[float, ...]) -> float | None:
     return None if var == 0 else sum(a * b for a, b in zip(dev, dev[1:])) / var
 
 
+def drift(logs: list[float] | tuple[float, ...]) -> tuple[float, float] | None:
+    """A linear trend of the blocks' log ratios over run order: (slope in % of the ratio per
+    block, its two-sided p-value: least squares, t with n - 2 df); None with fewer than 4
+    blocks or no spread. A small p-value says the effect itself changed during the run (a
+    mode's advantage growing as the host warmed, say): the mean is then an average over the
+    run's conditions, not one effect."""
+    n = len(logs)
+    if n < 4:
+        return None
+    xs = list(range(n))
+    mx, my = (n - 1) / 2.0, sum(logs) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, logs)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, logs))
+    if resid <= 0:
+        return None
+    se = math.sqrt(resid / (n - 2) / sxx)
+    p = float(2.0 * scipy_stats.t.sf(abs(slope / se), n - 2))
+    return 100.0 * math.expm1(slope), p
+
+
 def _sd(xs: list[float]) -> float:
     m = sum(xs) / len(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))

@@ -223,11 +223,16 @@ def change_of(sub: pd.DataFrame, base: pd.DataFrame, column: str,
               paired: bool, spread_from: int | None = None) -> precision.Change:
     """A mode's change over the baseline on one column: paired by repetition (the block) in a
     run measured in blocks (the spread from its first ``spread_from`` blocks, as the run
-    decided when to stop), else Welch (analysis.precision)."""
+    decided when to stop; blocks nested in the deployments of a ``deployment`` column), else
+    Welch (analysis.precision)."""
     if paired and "repetition" in sub and "repetition" in base:
+        where = None
+        if "deployment" in base and base["deployment"].notna().any():
+            where = {r: d for r, d in zip(base["repetition"], base["deployment"])
+                     if not pd.isna(d)}
         return precision.paired_change(dict(zip(sub["repetition"], sub[column])),
                                        dict(zip(base["repetition"], base[column])),
-                                       spread_from)
+                                       spread_from, where)
     return precision.welch_change(sub[column].tolist(), base[column].tolist())
 
 

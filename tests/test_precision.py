@@ -264,6 +264,32 @@ def test_paired_intervals_are_narrower_than_welch_under_drift() -> None:
     assert sorted(ratios)[20] > 2.0 and sorted(ratios)[100] > 3.0
 
 
+def test_blocks_nested_in_deployments_count_the_deployments_spread() -> None:
+    """Blocks from 4 bring-ups of 5 blocks each, the effect shifting by sd 0.04 from one
+    bring-up to the next (placement, memory layout) and by sd 0.02 between blocks: taking the
+    20 blocks as independent covers the truth about 85 % of the time; with the deployments as
+    a level (their means the unit when they differ) at least 92 %, and the share of the spread
+    between deployments is stated."""
+    rng = np.random.default_rng(9)
+    nested, flat, shares = [], [], []
+    for _ in range(1500):
+        shift = rng.normal(0, 0.04, 4)
+        logs = [math.log(1.1) + shift[d] + rng.normal(0, 0.02) for d in range(4)
+                for _ in range(5)]
+        mode = {b: math.exp(x) for b, x in enumerate(logs, 1)}
+        base = dict.fromkeys(mode, 1.0)
+        c = precision.paired_change(mode, base, None, {b: (b - 1) // 5 for b in mode})
+        f = precision.paired_change(mode, base)
+        assert c.deployments == 4 and f.deployments == 1
+        nested.append(c.low_pct <= 10.0 <= c.high_pct)
+        flat.append(f.low_pct <= 10.0 <= f.high_pct)
+        shares.append(c.deployment_share)
+    print(f"deployments: coverage nested {np.mean(nested):.3f}, as independent blocks "
+          f"{np.mean(flat):.3f}, share between deployments {np.median(shares):.2f}")
+    assert np.mean(nested) >= 0.92 and np.mean(flat) <= 0.88
+    assert 0.5 <= float(np.median(shares)) <= 0.9  # 0.04² / (0.04² + 0.02²) = 0.8
+
+
 def test_a_decision_stops_a_large_effect_at_once_and_errs_rarely() -> None:
     """With a decision threshold of 5 %: a +200 % effect is decided after the first blocks
     (above the threshold); a null effect is decided within ±5 % when shown small; an effect
@@ -405,6 +431,10 @@ def test_a_precision_run_stops_each_condition_when_resolved(sim_env: Path) -> No
     assert clear["resolved"] == "True" and clear["statement"].startswith("resolved: +")
     html = (run_dir / "report.html").read_text()
     assert "Precision: what this run resolved" in html and "paired" in html
+    for c in rec["conditions"]:  # state, blocks used / planned, the target met
+        assert f">resolved</td><td class=\"num\">{c['blocks']} / {c['blocks_needed']}</td>" \
+            f"<td class=\"l\">the planned blocks</td>" in html
+    assert 'data-figure="blocks"' in html and "block (run order)" in html
 
 
 def test_a_budget_ends_the_blocks_and_the_report_says_so(sim_env: Path) -> None:
@@ -429,7 +459,12 @@ def test_a_budget_ends_the_blocks_and_the_report_says_so(sim_env: Path) -> None:
         row = next(csv.DictReader(fh))
     assert row["resolved"] == "False"
     assert "not resolved within the budget" in row["statement"]
-    assert "more repetitions would be needed" in row["statement"]
+    # one formula: the card's "about N more" is what the runner planned
+    assert f"about {cond['blocks_needed'] - cond['blocks']} more repetitions would be " \
+        "needed" in row["statement"]
+    html = (run_dir / "report.html").read_text()
+    assert f"{cond['blocks']} / {cond['blocks_needed']}</td>" in html
+    assert ">out of reach</td>" in html or ">budget</td>" in html
 
 
 def test_an_interrupted_precision_run_resumes_with_the_blocks_it_chose(

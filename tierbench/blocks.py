@@ -273,8 +273,9 @@ class Schedule:
             ran = max((b for v in by_mode.values() for b in v), default=0)
             outcomes = self.outcomes(by_mode, deployments.get(cond))
             reach = self.out_of_reach.get(cond)
-            planned = [o.planned for o in outcomes.values() if not o.resolved]
-            need = max((p or precision.MAX_REPETITIONS_ESTIMATE for p in planned), default=None)
+            need = max((o.planned if o.planned is not None else
+                        0 if o.resolved else precision.MAX_REPETITIONS_ESTIMATE
+                        for o in outcomes.values()), default=0) or None
             state = "resolved" if all(o.resolved for o in outcomes.values()) else \
                 "out of reach" if reach else \
                 "not resolved" if need is not None and ran >= need else \
