@@ -436,8 +436,8 @@ def verdict(changes: Iterable[Change], blocks: int, target: Target) -> Verdict:
 @dataclass(frozen=True)
 class Outcome:
     """A comparison at the end of a precision run (or so far): its change, the blocks its
-    first blocks planned (None: the first blocks are not all measured, or the decision was
-    settled by them) and which target it met: 'precision' (the planned blocks measured),
+    first blocks planned (None: the first blocks are not all measured; their number when they
+    settled the decision themselves) and which target it met: 'precision' (the planned blocks measured),
     'decision: above|below|within' (the interval settles the decision threshold), or None.
     A serially correlated comparison meets neither."""
 
@@ -461,7 +461,7 @@ def assess(change: Change, first: Change | None, target: Target) -> Outcome:
         return Outcome(change, None, None)
     settled = first.decision(target.decision_pct) if target.decision_pct is not None else None
     if settled and change.n == first.n and not change.serial:
-        return Outcome(change, None, f"decision: {settled}")
+        return Outcome(change, first.n, f"decision: {settled}")
     planned = blocks_needed(first, target.half_width_pct, target.decision_pct)
     if planned is None or change.n < planned or change.serial:
         return Outcome(change, planned, None)
@@ -480,7 +480,7 @@ MET = {"precision": "the planned blocks", "decision: above": "above the threshol
 
 
 def statement(change: Change, target_pct: float | None, budget_left: bool = False,
-              outcome: Outcome | None = None) -> str:
+              outcome: Outcome | None = None, decision_pct: float | None = None) -> str:
     """One sentence for the report: resolved or not (by ``outcome``, a precision run's, when
     given: which target was met), the interval, and what it would take (blocks_needed)."""
     if change.effect_pct is None:
@@ -503,7 +503,7 @@ def statement(change: Change, target_pct: float | None, budget_left: bool = Fals
     if outcome is None and change.resolved(target_pct):
         return f"resolved: {interval}"
     need = (outcome.planned if outcome is not None and outcome.planned and
-            outcome.planned > change.n else blocks_needed(change, target_pct))
+            outcome.planned > change.n else blocks_needed(change, target_pct, decision_pct))
     why = "within the repetitions allowed" if budget_left else "within the budget"
     more = ("" if need is None else
             f": about {max(need - change.n, 1)} more repetitions would be needed at the "

@@ -342,7 +342,7 @@ def comparison_card(ctx: Context) -> dict[str, Any] | None:
             "benefits": spans})
     return {"baseline": text(ctx.baseline), "label": text(ctx.spec["primary"]["label"]),
             "paired": ctx.paired,
-            "method": precision.METHODS[precision.STEIN if ctx.paired else precision.WELCH],
+            "method": precision.METHODS[precision.TWO_STAGE if ctx.paired else precision.WELCH],
             "benefits": [{"label": text(b["label"]),
                           "where": ", ".join(f"{k}={tables.label(v)}"
                                              for k, v in b["where"].items())

@@ -326,12 +326,13 @@ def comparisons(points: pd.DataFrame, baseline: str, by: list[str], metrics: lis
                     outcome.resolved if outcome is not None else c.resolved(target_pct),
                     "target_half_width_pct": target_pct,
                     "repetitions_needed": None if target_pct is None else
+                    outcome.planned if outcome is not None and outcome.resolved else
                     precision.blocks_needed(c, target_pct, decision_pct),
                     "mde_pct": c.mde_pct(), "met": outcome.met if outcome else None,
                     "lag1": c.lag1, "deployments": c.deployments,
                     "deployment_share": c.deployment_share,
                     "statement": precision.statement(c, target_pct, not budget_spent,
-                                                     outcome)})
+                                                     outcome, decision_pct)})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

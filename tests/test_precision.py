@@ -335,8 +335,8 @@ def test_the_rule_stops_where_the_spread_says_it_should(
 
 def test_each_condition_stops_where_its_first_blocks_said_and_one_out_of_reach_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The spread of the first blocks fixes how many blocks a comparison needs (Stein): each
-    resolved condition stops exactly there, and one that needs more than max_repetitions
+    """The first blocks plan how many blocks a comparison needs (the dimensioning stage): each
+    condition stops exactly there, and one that needs more than max_repetitions
     stops after the first blocks, its needed blocks stated."""
     sim_kind.use(monkeypatch)
     kind = sim_kind.SimKind()

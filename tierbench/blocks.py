@@ -295,7 +295,7 @@ class Schedule:
                     "lag1": o.change.lag1, "serial": o.change.serial,
                     "deployments": o.change.deployments,
                     "deployment_share": o.change.deployment_share,
-                    "repetitions_needed": precision.blocks_needed(
+                    "repetitions_needed": o.planned if o.resolved else precision.blocks_needed(
                         o.change, target.half_width_pct, target.decision_pct)}
                     for m, o in outcomes.items()]})
         return {"target": self.exp.precision.model_dump(), "baseline": self.baseline,
@@ -315,7 +315,11 @@ class Schedule:
         why = {"budget": "the budget was spent", "done": "every condition stopped"}.get(
             record["stopped"], record["stopped"])
         far = [c for c in conds if c["state"] == "out of reach"]
+        short = [c for c in conds if c["state"] == "not resolved"]
         beyond = "".join(
+            f"; {', '.join(f'{k}={v}' for k, v in c['condition'].items())} not resolved after "
+            f"its {c['blocks']} planned blocks (see the report: serial correlation, or a "
+            "decision not settled)" for c in short) + "".join(
             f"; {', '.join(f'{k}={v}' for k, v in c['condition'].items())} out of reach: it needs {c['blocks_needed']} blocks at the "
             f"upper bound of the spread of its first {record['target']['min_repetitions']}"
             + (" (more than max_repetitions)" if c["out_of_reach"] == "maximum"
