@@ -402,8 +402,11 @@ def precision_card(ctx: Context) -> dict[str, Any] | None:
                      "needed": MISSING if need is None else
                      ("more than 100,000" if need >= precision.MAX_REPETITIONS_ESTIMATE
                       else str(need)),
-                     "met": precision.MET.get(str(r["met"]), "none")
-                     if r["met"] is not None and not pd.isna(r["met"]) else "none",
+                     "met": "none" if r["met"] is None or pd.isna(r["met"]) else
+                     precision.MET.get(str(r["met"]), "none") + (
+                         " (wider than asked)" if r["met"] == "precision" and
+                         r["half_width_pct"] > float(target.get("half_width_pct") or 0)
+                         else ""),
                      "lag1": MISSING if lag is None else f"{lag:+.2f}",
                      "deployments": deployments if deployments < 2 else
                      f"{deployments} ({100 * float(r['deployment_share'] or 0):.0f} % of the "

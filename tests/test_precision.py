@@ -92,6 +92,34 @@ def test_the_target_is_relative_to_the_ratio_so_a_large_effect_can_be_resolved()
     assert small.half_width_pct == pytest.approx(c.half_width_pct)  # the same spread
 
 
+def test_resolved_is_the_plan_measured_and_a_wider_interval_says_so() -> None:
+    """The first 5 blocks (quiet) plan the blocks; once they are measured the comparison is
+    resolved whatever the later blocks' spread, and a stated interval wider than asked says
+    so; before that, or with serially correlated blocks, it is not resolved."""
+    target = precision.Target(half_width_pct=5, min_repetitions=5, max_repetitions=30)
+    quiet = [0.10, 0.11, 0.09, 0.105, 0.095]
+    base = dict.fromkeys(range(1, 31), 1.0)
+
+    def change(logs: list[float], spread: int | None) -> precision.Change:
+        return precision.paired_change({b: math.exp(x) for b, x in enumerate(logs, 1)},
+                                       {b: base[b] for b in range(1, len(logs) + 1)}, spread)
+
+    first = change(quiet, None)
+    planned = precision.blocks_needed(first, 5)
+    assert planned is not None and 7 <= planned <= 10
+    noisy = quiet + [0.1 + 0.15 * (-1) ** i for i in range(planned - 5)]
+    early = precision.assess(change(noisy[:planned - 1], 5), first, target)
+    assert not early.resolved and early.planned == planned
+    done = precision.assess(change(noisy, 5), first, target)
+    assert done.met == "precision" and done.change.method == "paired-two-stage"
+    assert done.change.half_width_pct > 5
+    assert "spread more than they did" in precision.statement(done.change, 5, True, done)
+    trend = [0.1 + 0.01 * i for i in range(planned)]  # serially correlated: a ramp
+    ramp = precision.assess(change(trend, 5), change(trend[:5], None), target)
+    assert ramp.change.serial and not ramp.resolved
+    assert precision.drift(trend) is not None and precision.drift(trend)[1] < 0.001
+
+
 def test_the_stopping_rule_waits_for_the_minimum_and_stops_at_the_maximum() -> None:
     target = precision.Target(half_width_pct=5, min_repetitions=4, max_repetitions=6)
     tight = precision.paired_change({1: 110.0, 2: 110.0, 3: 110.0}, {1: 100.0, 2: 100.0,
