@@ -318,6 +318,34 @@ def test_blocks_nested_in_deployments_count_the_deployments_spread() -> None:
     assert 0.5 <= float(np.median(shares)) <= 0.9  # 0.04² / (0.04² + 0.02²) = 0.8
 
 
+def test_comparisons_csv_nests_blocks_in_the_deployments_the_points_record() -> None:
+    """A points table whose rows carry a `deployment` (the runner's bring-up index): the
+    comparison's row gives the number of deployments and the share of the spread between
+    them, and its interval takes the deployments' means as the unit when they differ."""
+    import pandas as pd
+
+    from analysis import tables
+
+    rng = np.random.default_rng(2)
+    shift = {0: 0.0, 1: 0.15, 2: -0.1}
+    rows = []
+    for block in range(1, 13):
+        d = (block - 1) // 4
+        for mode, effect in ((sim_kind.TREATMENT, math.log(1.1) + shift[d]),
+                             (sim_kind.BASELINE, 0.0)):
+            rows.append({"mode": mode, "repetition": block, "deployment": d, "failed": False,
+                         "tps": 1000 * math.exp(effect + rng.normal(0, 0.01))})
+    points = pd.DataFrame(rows)
+    (row,) = tables.comparisons(points, sim_kind.BASELINE, [], ["tps"],
+                                [sim_kind.TREATMENT, sim_kind.BASELINE], True, 5.0,
+                                spread_from=None).to_dict("records")
+    assert row["deployments"] == 3 and row["deployment_share"] > 0.9
+    assert row["method"] == "paired-deployments" and row["resolved"] is False
+    flat = tables.comparisons(points.drop(columns="deployment"), sim_kind.BASELINE, [],
+                              ["tps"], [sim_kind.TREATMENT, sim_kind.BASELINE], True, 5.0)
+    assert flat["half_width_pct"].iloc[0] < row["half_width_pct"]
+
+
 def test_a_decision_stops_a_large_effect_at_once_and_errs_rarely() -> None:
     """With a decision threshold of 5 %: a +200 % effect is decided after the first blocks
     (above the threshold); a null effect is decided within ±5 % when shown small; an effect
