@@ -350,7 +350,9 @@ def paired_change(mode: Mapping[Block, float | None],
     widen = 1.0
     if r is not None and (rb := min(r + (1.0 + 4.0 * r) / n, 0.9)) > 0:
         widen = math.sqrt((1.0 + rb) / (1.0 - rb))
-    later = logs[spread_from:] if spread_from else []
+    numbered = all(isinstance(b, (int, float)) for b in blocks)
+    later = [] if not spread_from else logs[spread_from:] if not numbered else \
+        [x for x, b in zip(logs, blocks) if float(b) > spread_from]  # type: ignore[arg-type]
     if len(later) >= 2:
         change = Change(TWO_STAGE, n, mean, widen * _sd(later) / math.sqrt(n), len(later) - 1,
                         dropped, len(later), r, logs=tuple(logs))

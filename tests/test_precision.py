@@ -49,6 +49,23 @@ def test_paired_change_leaves_out_blocks_missing_a_value() -> None:
     assert c.half_width_pct == pytest.approx(0.0)  # both blocks say +10 % exactly
 
 
+def test_the_spread_comes_from_the_blocks_after_the_first_even_when_one_failed() -> None:
+    """Two stages: a failed point among the first 5 blocks does not move a first block's log
+    ratio into the spread, nor leave a later block out of it."""
+    mode = {b: 110.0 + b for b in range(1, 10)}
+    mode[2] = None
+    c = precision.paired_change(mode, dict.fromkeys(range(1, 10), 100.0), 5)
+    later = [math.log((110.0 + b) / 100.0) for b in range(6, 10)]
+    assert (c.method, c.n, c.spread_n, c.df) == ("paired-two-stage", 8, 4, 3)
+    m = sum(later) / 4
+    sd = math.sqrt(sum((x - m) ** 2 for x in later) / 3)
+    r = precision.lag1(list(c.logs))
+    assert r is not None
+    rb = min(r + (1 + 4 * r) / 8, 0.9)  # the lag-1 widening, bias-corrected
+    widen = math.sqrt((1 + rb) / (1 - rb)) if rb > 0 else 1.0
+    assert c.se == pytest.approx(widen * sd / math.sqrt(8))
+
+
 def test_welch_change_is_the_delta_method_ratio_of_means() -> None:
     a, b = [110.0, 118.0, 104.0], [100.0, 96.0, 109.0, 101.0]
     c = precision.welch_change(a, b)
