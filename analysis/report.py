@@ -20,6 +20,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis import figures, load, markup, precision, stats, tables
+from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
 
@@ -75,7 +76,8 @@ class Context:
         return tables.comparisons(self.points, self.baseline, self.group_cols, metrics,
                                   self.modes, self.paired,
                                   self.target.get("half_width_pct") if self.target else None,
-                                  spent, self.spread_from)
+                                  spent, self.spread_from,
+                                  self.target.get("decision_pct") if self.target else None)
 
     @property
     def name(self) -> str:
@@ -346,42 +348,12 @@ def comparison_card(ctx: Context) -> dict[str, Any] | None:
             "benefits": spans})
     return {"baseline": text(ctx.baseline), "label": text(ctx.spec["primary"]["label"]),
             "paired": ctx.paired,
-            "method": precision.METHODS[precision.STEIN if ctx.paired else precision.WELCH],
+            "method": precision.METHODS[precision.TWO_STAGE if ctx.paired else precision.WELCH],
             "benefits": [{"label": text(b["label"]),
                           "where": ", ".join(f"{k}={tables.label(v)}"
                                              for k, v in b["where"].items())
                           if b.get("where") else ""} for b in benefit],
             "rows": rows}
-
-
-def precision_card(ctx: Context) -> dict[str, Any] | None:
-    """What a precision run resolved: per condition and mode, the stated interval or what it
-    would take, and the smallest effect the run could have detected."""
-    target = ctx.target
-    if target is None:
-        return None
-    cmp = ctx.comparisons()
-    metric = str(target.get("metric"))
-    cmp = cmp[cmp["metric"] == metric]
-    if cmp.empty:
-        return None
-    record = got if isinstance(got := ctx.manifest.get("precision"), dict) else {}
-    why = {"budget": "the budget ran out, or would have, before every comparison was resolved",
-           "done": "every condition stopped: resolved; at the maximum of "
-                   f"{target.get('max_repetitions')} blocks; or out of reach, when the spread "
-                   f"of its first {target.get('min_repetitions')} blocks needs more blocks than "
-                   "the maximum allows"}.get(
-        str(record.get("stopped")), "the run did not finish")
-    budget = target.get("budget_min")
-    return {"baseline": text(ctx.baseline), "metric": metric,
-            "target": f"{float(target.get('half_width_pct') or 0):g}",
-            "min": target.get("min_repetitions"), "max": target.get("max_repetitions"),
-            "budget": f"{budget:g}" if budget else "", "why": why,
-            "method": precision.METHODS[precision.STEIN],
-            "rows": [{"condition": r["condition"], "mode": r["mode"], "baseline": r["baseline"],
-                      "repetitions": int(r["repetitions"]), "statement": r["statement"],
-                      "mde": MISSING if pd.isna(r["mde_pct"]) else f"{r['mde_pct']:.1f} %"}
-                     for _, r in cmp.iterrows()]}
 
 
 # --------------------------------------------------------------------------- per group
@@ -666,7 +638,7 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
     notes = list(notes or []) + [n for n in spec_notes if n not in (notes or [])]
     groups, toc = sections(ctx)
     view = {"header": header(ctx), "warnings": warnings(ctx, samples, notes),
-            "figure": figure_card(ctx), "precision": precision_card(ctx),
+            "figure": figure_card(ctx), "precision": card.precision_card(ctx),
             "comparison": comparison_card(ctx), "toc": toc, "sections": groups,
             "samples": samples_card(ctx, samples, recomputed), "points": points_tables(ctx),
             "manifest": markup.provenance_items(manifest),

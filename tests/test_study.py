@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis import runs as runs_list
-from tierbench import cli, runner, study
+from tierbench import blocks, cli, runner, study
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 import sim_kind
@@ -95,11 +95,14 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b]}\n")
     monkeypatch.setattr(study, "STUDIES_DIR", studies)
 
-    def load(name: str, scale: float | None, where: object = None) -> registry.Experiment:
+    def load(name: str, scale: float | None, where: object = None,
+             precision: dict | None = None) -> registry.Experiment:
         if name not in paths:
             raise ConfigError(f"no experiment {name!r}")
-        return registry.with_scale(registry.load_experiment(str(paths[name][0]),
-                                                            paths[name][1]), scale)
+        return registry.with_precision(
+            registry.with_scale(registry.load_experiment(str(paths[name][0]),
+                                                         paths[name][1]), scale),
+            **(precision or {}))
 
     monkeypatch.setattr(study, "experiment", load)
     return tmp_path
@@ -130,6 +133,46 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
     assert next(r for r in listed if r["experiment"] == "study 999")["points"] == \
         "2/3 experiments"
     assert "this host" in runs_list.table(listed)
+
+
+def test_a_study_with_precision_runs_every_experiment_in_blocks(sim_study: Path) -> None:
+    """`tierbench study ID --precision 5`: every experiment is a precision run (its manifest
+    has the precision record, its blocks as its first ones planned); resuming with other
+    precision options is refused in one sentence."""
+    options = {"half_width_pct": 5.0, "min_repetitions": 3, "max_repetitions": 12,
+               "budget_min": None}
+    folder = study.run(study.load("999"), precision=options)
+    record = json.loads((folder / "study.json").read_text())
+    assert record["precision"] == {"half_width_pct": 5.0, "min_repetitions": 3,
+                                   "max_repetitions": 12}
+    runs = [Path(e["run"]) for r in record["rows"] for e in r["experiments"] if e["run"]]
+    assert len(runs) == 2
+    for run in runs:
+        rec = json.loads((run / "manifest.json").read_text())["precision"]
+        assert rec["target"]["half_width_pct"] == 5.0 and rec["stopped"] == "done"
+        (cond,) = rec["conditions"]
+        assert cond["blocks"] > 3  # the first blocks planned more (two stages)
+    with pytest.raises(ConfigError, match="resume with the same"):
+        study.run(study.load("999"), resume=folder, precision={"half_width_pct": 2.0})
+
+
+def test_the_plan_of_a_precision_run_counts_the_blocks_it_expects(
+        sim_study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan --study --precision: an experiment's estimate is its points per block times the
+    blocks its first ones would plan at the experiment's variation, not the first blocks
+    only; a budget caps it, but not below the first blocks."""
+    monkeypatch.setattr(sim_kind.SimKind, "point_seconds", lambda self, exp: 1.0)
+    exp = study.experiment("sim-a", None, None, {"half_width_pct": 5.0, "min_repetitions": 8})
+    per_block = len(runner.points_of(exp)) // 8
+    expected = blocks.expected_blocks(exp)
+    assert 8 < expected <= 30
+    assert runner.estimate_s(exp) == pytest.approx(
+        registry.kind("sim").point_seconds(exp) * per_block * expected)
+    capped = study.experiment("sim-a", None, None, {"half_width_pct": 5.0,
+                                                    "min_repetitions": 8, "budget_min": 0.01})
+    assert runner.estimate_s(capped) == 8 * per_block < runner.estimate_s(exp)
+    lines = study.plan_lines(study.load("999"), precision={"half_width_pct": 5.0})
+    assert "precision ±5 %" in lines[0]
 
 
 def test_an_interrupted_study_resumes_where_it_stopped(

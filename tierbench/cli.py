@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import yaml
@@ -26,15 +27,19 @@ from tierbench.placement import clusterfile, compose, nodes, placer
 from tierbench.placement.cluster import ClusterPlacer
 
 
+def precision_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The precision options given on the command line, as Precision's keys (None: not given)."""
+    return {"half_width_pct": args.precision, "metric": args.metric,
+            "min_repetitions": args.min_repetitions, "max_repetitions": args.max_repetitions,
+            "budget_min": args.budget_min, "decision_pct": args.decision}
+
+
 def experiment(args: argparse.Namespace) -> registry.Experiment:
     """The experiment named on the command line, with --scale and the precision options
     applied."""
     exp = registry.with_scale(registry.load_experiment(args.experiment, placer=args.where),
                               args.scale)
-    return registry.with_precision(
-        exp, half_width_pct=args.precision,
-        metric=args.metric, min_repetitions=args.min_repetitions,
-        max_repetitions=args.max_repetitions, budget_min=args.budget_min)
+    return registry.with_precision(exp, **precision_options(args))
 
 
 def resume_folder(args: argparse.Namespace, what: str) -> Path | None:
@@ -78,7 +83,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.study:
         if args.experiment:
             raise ConfigError("plan: give an experiment or --study, not both")
-        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where)))
+        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where,
+                                          precision_options(args))))
         return 0
     if not args.experiment:
         raise ConfigError("plan: name an experiment (e.g. quick) or give --study ID")
@@ -93,7 +99,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     resume = resume_folder(args, "study")
     compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = study.run(chosen, args.scale, resume, args.where)
+        folder = study.run(chosen, args.scale, resume, args.where, precision_options(args))
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; `tierbench study "
               f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
@@ -272,12 +278,16 @@ def add_cluster_arg(p: argparse.ArgumentParser) -> None:
                         "else this host); see cluster.example.yml")
 
 
-def add_precision_args(p: argparse.ArgumentParser) -> None:
-    """--precision PCT and its limits: run in blocks until every comparison is resolved."""
+def add_precision_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
+    """--precision PCT and its limits: run in blocks until every comparison is resolved (and
+    --scale, unless ``scale`` is False)."""
     g = p.add_argument_group("precision (blocks until every comparison is resolved; overrides "
                              "the experiment's precision key and repetitions)")
     g.add_argument("--precision", type=float, metavar="PCT",
                    help="half-width of each comparison's 95 %% interval, in %% (e.g. 5)")
+    g.add_argument("--decision", type=float, metavar="PCT", help="a practical threshold: a "
+                   "comparison is also resolved once its interval lies above +PCT %%, below "
+                   "-PCT %% or within ±PCT %%")
     g.add_argument("--metric", help="summary column the comparisons are on (default tps)")
     g.add_argument("--min-repetitions", type=int, metavar="N", help="blocks every condition "
                    "runs (default 8)")
@@ -285,9 +295,10 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
                    "(default 30)")
     g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
                    "this many minutes of measuring are spent")
-    p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
-                   "windows, request counts, file sizes and repetitions by F, each no lower "
-                   "than a floor the plan shows; recorded in the results")
+    if scale:
+        p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
+                       "windows, request counts, file sizes and repetitions by F, each no "
+                       "lower than a floor the plan shows; recorded in the results")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -314,6 +325,7 @@ def parser() -> argparse.ArgumentParser:
                     "--scale)")
     st.add_argument("--resume", metavar="STUDY_DIR",
                     help="continue an interrupted study in results/study-ID/<run-id>")
+    add_precision_args(st, scale=False)
     add_cluster_arg(st)
     st.set_defaults(func=cmd_study)
     ad = sub.add_parser("advise", help="which offloads to turn on for which workload, measured "

@@ -59,8 +59,16 @@ def points_of(exp: Experiment) -> list[Point]:
 
 
 def estimate_s(exp: Experiment) -> float:
-    """Estimated wall time of the measured points (bring-up not included)."""
-    return registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
+    """Estimated wall time of the measured points (bring-up not included); a precision run's
+    counts the blocks it is expected to measure (tierbench.blocks.expected_blocks), within its
+    budget."""
+    first = registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
+    if exp.precision is None:
+        return first
+    seconds = first * blocks.expected_blocks(exp) / exp.precision.min_repetitions
+    if exp.precision.budget_min is not None:
+        seconds = max(first, min(seconds, exp.precision.budget_min * 60))
+    return seconds
 
 
 def report_section(exp: Experiment) -> dict[str, Any]:

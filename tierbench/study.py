@@ -70,23 +70,32 @@ def load(study_id: str) -> Study:
     return validate(Study, read_yaml(path, "study file"), str(path))
 
 
-def experiment(name: str, scale: float | None, where: Placer | None = None) -> Experiment:
-    """One of the study's experiments, scaled, to run on ``where`` (None: this host)."""
-    return registry.with_scale(registry.load_experiment(name, placer=where), scale)
+def experiment(name: str, scale: float | None, where: Placer | None = None,
+               precision: dict[str, Any] | None = None) -> Experiment:
+    """One of the study's experiments, scaled, to run on ``where`` (None: this host), with the
+    command line's precision options (``precision``: Precision's keys, None values left out;
+    an experiment of one mode is refused in one sentence: nothing to compare)."""
+    exp = registry.with_scale(registry.load_experiment(name, placer=where), scale)
+    return registry.with_precision(exp, **(precision or {}))
 
 
 def plan_lines(study: Study, scale: float | None = None,
-               where: Placer | None = None) -> list[str]:
-    """Every experiment of the study with its points and time, and the total."""
+               where: Placer | None = None,
+               precision: dict[str, Any] | None = None) -> list[str]:
+    """Every experiment of the study with its points and time (a precision run's: the blocks
+    it is expected to measure), and the total."""
+    given = {k: v for k, v in (precision or {}).items() if v is not None}
     lines = [f"study {study.study}: {study.title}" + (f", scaled by {scale:g}" if scale and
-                                                      scale != 1 else "")]
+                                                      scale != 1 else "")
+             + (f", precision ±{given['half_width_pct']:g} %" if "half_width_pct" in given
+                else "")]
     total = 0.0
     for row in study.rows:
         if not row.experiments:
             lines.append(f"  {row.id:<16} {row.figures:<22} documented only: nothing to run")
         for name in row.experiments:
             try:
-                exp = experiment(name, scale, where)
+                exp = experiment(name, scale, where, precision)
                 seconds = runner.estimate_s(exp)
                 points = len(runner.points_of(exp))
             except TierbenchError as exc:
@@ -106,11 +115,13 @@ def new_dir(study: Study) -> Path:
 
 
 def run(study: Study, scale: float | None = None, resume: Path | None = None,
-        where: Placer | None = None) -> Path:
+        where: Placer | None = None, precision: dict[str, Any] | None = None) -> Path:
     """Run every experiment of the study (on resume: those not complete) on ``where`` (None:
     this host); returns the study's
     folder. A refused or failed experiment is recorded and the next one runs; an interrupt
-    ends the study (its record says where to resume)."""
+    ends the study (its record says where to resume). ``precision``: the command line's
+    precision options, applied to every experiment (each run's budget is its own)."""
+    precision = {k: v for k, v in (precision or {}).items() if v is not None}
     if resume is not None:
         folder = resume
         record = json.loads(read_text(folder / "study.json", "study record")) \
@@ -121,9 +132,13 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
         if (record.get("scale") or 1) != (scale or 1):
             raise ConfigError(f"--resume {folder}: the study ran with --scale "
                               f"{record.get('scale') or 1:g}; resume with the same")
+        if (record.get("precision") or {}) != precision:
+            raise ConfigError(f"--resume {folder}: the study ran with precision options "
+                              f"{record.get('precision') or 'none'}; resume with the same")
     else:
         folder = new_dir(study)
         record = {"study": study.study, "title": study.title, "scale": scale or 1,
+                  "precision": precision,
                   "started": now(), "finished": None, "status": "running",
                   "rows": [{"id": r.id, "figures": r.figures,
                             "fidelity": r.fidelity.model_dump() if r.fidelity else None,
@@ -135,7 +150,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     try:
         for n, entry in enumerate(todo, 1):
             log(f"tierbench: study {study.study} [{n}/{len(todo)}]: {entry['name']}")
-            run_one(entry, scale, where)
+            run_one(entry, scale, where, precision)
             save(folder, record)
         record["status"] = "complete"
     except runner.RunInterrupted as exc:
@@ -148,11 +163,12 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     return folder
 
 
-def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None) -> None:
+def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None,
+            precision: dict[str, Any] | None = None) -> None:
     """One experiment of a study, its outcome written into its entry."""
     previous = Path(entry["run"]) if entry.get("run") else None
     try:
-        exp = experiment(entry["name"], scale, where)
+        exp = experiment(entry["name"], scale, where, precision)
         r = runner.Run(exp, previous if previous and previous.is_dir() else None)
         try:
             r.execute()

@@ -91,13 +91,17 @@ class Precision(Model):
     """A precision target (experiment key `precision`, or `tierbench run --precision`): run
     repetitions in blocks (every mode of a condition once per block) until every comparison of
     a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
-    the estimated ratio (analysis.precision), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+    the estimated ratio (analysis.precision), or settles ``decision_pct`` (a practical threshold:
+    above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
     metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
     half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
     min_repetitions: Annotated[int, whole(3, 1000)] = 8
     max_repetitions: Annotated[int, whole(2, 1000)] = 30
     budget_min: Annotated[float, number(0.01)] | None = None
+    # a practical threshold in %: a comparison is also resolved once its interval lies wholly
+    # above +threshold, wholly below -threshold or within ±threshold (analysis.precision)
+    decision_pct: Annotated[float, number(0, 1000)] | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> Precision:
