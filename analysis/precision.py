@@ -320,7 +320,8 @@ def _logs(values: Iterable[float | None]) -> tuple[list[float], int]:
 def paired_change(mode: Mapping[Block, float | None],
                   baseline: Mapping[Block, float | None],
                   spread_from: int | None = None,
-                  deployments: Mapping[Block, Hashable] | None = None) -> Change:
+                  deployments: Mapping[Block, Hashable] | None = None,
+                  stein: bool = False) -> Change:
     """The paired effect of ``mode`` over ``baseline``: both map a block to the value measured
     in it (blocks in run order); blocks missing either value (a failed point) are left out.
     ``spread_from``: a precision run's first blocks (``min_repetitions``), which planned the run:
@@ -329,7 +330,11 @@ def paired_change(mode: Mapping[Block, float | None],
     autocorrelation corrected for its small-sample bias (r + (1 + 4 r) / n, at most 0.9), when
     that is positive (6 blocks at least). ``deployments`` maps a block to the bring-up it was
     measured in: with two or more, the share of the variance between deployments is recorded,
-    and when they differ (one-way F test, p < POOL_P) the deployments' means are the unit."""
+    and when they differ (one-way F test, p < POOL_P) the deployments' means are the unit.
+    ``stein``: the spread from the first ``spread_from`` blocks instead, not widened (Stein's
+    two-stage procedure): exact for independent blocks whichever blocks the run stopped at,
+    but not among the comparisons its first blocks resolved; for statements made of every
+    comparison, as the advisor's Holm family is, not only of those labelled resolved."""
     logs, blocks, dropped = [], [], 0
     for block in sorted(set(mode) | set(baseline),
                         key=lambda b: (0, b, "") if isinstance(b, (int, float)) else (1, 0, str(b))):
@@ -351,6 +356,10 @@ def paired_change(mode: Mapping[Block, float | None],
     if r is not None and (rb := min(r + (1.0 + 4.0 * r) / n, 0.9)) > 0:
         widen = math.sqrt((1.0 + rb) / (1.0 - rb))
     numbered = all(isinstance(b, (int, float)) for b in blocks)
+    if stein and spread_from and 2 <= spread_from:
+        first = logs[:spread_from]
+        return Change(STEIN if len(first) < n else PAIRED, n, mean, _sd(first) / math.sqrt(n),
+                      len(first) - 1, dropped, len(first), r, logs=tuple(logs))
     later = [] if not spread_from else logs[spread_from:] if not numbered else \
         [x for x, b in zip(logs, blocks) if float(b) > spread_from]  # type: ignore[arg-type]
     if len(later) >= 2:

@@ -475,8 +475,9 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
         mine = rows[("first", knob)]
         other = theirs[f"{knob}-{mine['tested']}"]
         assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]))
-        assert float(mine["throughput_low_pct"]) < float(other["low_pct"])
-        assert float(mine["throughput_high_pct"]) > float(other["high_pct"])
+        # its intervals: Stein's (the first blocks' spread, for a family of every comparison),
+        # at the Holm level, so never narrower than 95 %
+        assert mine["method"] == precision.STEIN and float(mine["confidence"]) > precision.LEVEL
     # the persistent forms of the recommended changes (gro on, jumbo), and their revert
     persist = folder / "persist" / "first"
     assert "ethtool -K eth0 generic-receive-offload on\nip link set dev eth0 mtu 9000" in \
