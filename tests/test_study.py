@@ -4,6 +4,7 @@ experiments end to end (a refused experiment recorded, the report, resume), scal
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -75,6 +76,11 @@ def test_scale_shortens_windows_counts_and_repetitions_down_to_their_floors() ->
 # --------------------------------------------------------------------------- a study run
 
 
+CLAIM = ("{id: %s, figure: Fig. 1, source: 999 §1 Fig. 1, says: the treatment raises TPS, "
+         "experiment: %s, metric: tps, kind: direction, a: {mode: sim-on}, b: {mode: sim-off}, "
+         "higher: %s}")
+
+
 @pytest.fixture()
 def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A study of two rows of simulated experiments (and one that does not exist)."""
@@ -91,8 +97,11 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (studies / "999.yml").write_text(
         "study: '999'\ntitle: a simulated study\nrows:\n"
         "  - {id: SIM-a, figures: 'Fig. 1', experiments: [sim-a, sim-missing],\n"
-        "     fidelity: {same: the model, different: nothing, why: it is simulated}}\n"
-        "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b]}\n")
+        "     fidelity: {same: the model, different: nothing, why: it is simulated},\n"
+        f"     claims: [{CLAIM % ('up', 'sim-a', 'true')}, {CLAIM % ('down', 'sim-a', 'false')},\n"
+        f"              {CLAIM % ('gone', 'sim-missing', 'true')}]}}\n"
+        "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b],\n"
+        f"     claims: [{CLAIM % ('flat', 'sim-b', 'true')}]}}\n")
     monkeypatch.setattr(study, "STUDIES_DIR", studies)
 
     def load(name: str, scale: float | None, where: object = None) -> registry.Experiment:
@@ -122,6 +131,15 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
     assert "no experiment &#39;sim-missing&#39;" in html
     assert f'href="../../sim/{run_a.name}/report.html"' in html
     assert "sim-on vs sim-off: +" in html  # the comparison's sentence
+    # the scoreboard: +20 % reproduced, the same claimed downwards reversed, a true 0 not
+    # reproduced (within 5 %), the experiment that was refused not measured
+    verdicts = {r["claim"]: r for r in csv.DictReader((folder / "claims.csv").open())}
+    assert {k: v["verdict"] for k, v in verdicts.items()} == {
+        "up": "reproduced", "down": "reversed", "gone": "not measured",
+        "flat": "not reproduced"}
+    assert float(verdicts["up"]["low_pct"]) > 10 and verdicts["up"]["row"] == "SIM-a"
+    assert html.index('id="scoreboard"') < html.index('id="SIM-a"')
+    assert "1 reproduced, 1 not reproduced, 1 reversed, 1 not measured" in html
     listed = runs_list.runs(sim_study / "results")
     assert sorted(r["experiment"] for r in listed) == ["sim", "sim", "study 999"]
     assert [r["started"] for r in listed] == sorted((r["started"] for r in listed),
