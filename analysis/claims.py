@@ -252,7 +252,9 @@ def combine(pairs: list[Outcome]) -> Outcome:
 def expected(claim: Claim) -> str:
     """What the claim expects, in a few words."""
     def name(cond: Condition | None) -> str:
-        return ", ".join(f"{k}={tables.label(v)}" for k, v in (cond or {}).items()) or "all"
+        return ", ".join(f"{k}=" + ("|".join(tables.label(x) for x in v) if isinstance(v, list)
+                                    else tables.label(v))
+                         for k, v in (cond or {}).items()) or "all"
 
     if claim.kind == "direction":
         return f"{name(claim.a)} {'above' if claim.higher else 'below'} {name(claim.b)}"

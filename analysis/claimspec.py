@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Value = str | int | float | bool
-Condition = dict[str, Value]
+Condition = dict[str, Value | list[Value]]
 KINDS = ("direction", "ratio", "trend", "order")
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from analysis import runs as runs_list
+from analysis import tables
 from tierbench import cli, runner, study
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
@@ -191,3 +193,61 @@ def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> N
     lines = runner.plan_lines(quick)
     assert "64 clients: 6,400 a point; at most 216 s" in lines[1]
     assert "load.requests_per_client 10000 -> 100" in lines[3]
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def claim_vocabulary(name: str) -> tuple[dict[str, set[str]], set[str]]:
+    """An experiment's condition columns with the values its points give them (as summary.csv
+    writes them: the kind's identity; `phase` for a report with phases) and its metrics."""
+    exp = registry.load_experiment(name)
+    kind = registry.kind(exp.kind)
+    section = runner.report_section(exp)
+    values: dict[str, set[str]] = {}
+    for point in kind.points(exp, exp.seed):
+        for k, v in kind.identity(exp, point).items():
+            values.setdefault(k, set()).add(tables.label(v))
+    phases = section.get("phases") or []
+    if phases:
+        values["phase"] = set(phases)
+    metrics = set()
+    for c in kind.columns(exp):
+        metrics.add(c.name)
+        metrics.update(c.name[len(p) + 1:] for p in phases if c.name.startswith(f"{p}_"))
+    metrics.update(re.findall(r"'column': '([\w.]+)'", str(section)))
+    return values, metrics
+
+
+@pytest.mark.parametrize("sid", sorted(CATALOGUE))
+def test_every_claim_names_conditions_its_experiment_runs_and_a_column_it_writes(
+        sid: str) -> None:
+    """The schema validation of every study's claims: the model accepts them (study.load), each
+    names one of its row's experiments, every condition's columns and values are ones the
+    experiment's points have, the metric one its summary (or report) has, and no condition
+    matches nothing."""
+    rows = study.load(sid).rows
+    assert sum(len(r.claims) for r in rows) >= 1
+    for row in rows:
+        for c in row.claims:
+            values, metrics = claim_vocabulary(c.experiment)
+            assert c.metric in metrics, (row.id, c.id, c.metric)
+            conds = [c.a, c.b, *(c.order or [])] + [{c.factor: lv} for lv in c.levels or []]
+            for cond in [c.where, *(x for x in conds if x)]:
+                for key, want in cond.items():
+                    assert key in values, (row.id, c.id, key, sorted(values))
+                    wanted = {tables.label(w) for w in (want if isinstance(want, list)
+                                                         else [want])}
+                    assert wanted & values[key], (row.id, c.id, key, want, values[key])
+
+
+def test_a_claim_on_an_experiment_its_row_does_not_run_is_refused(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    (tmp_path / "998.yml").write_text(
+        "study: '998'\ntitle: t\nrows:\n  - {id: SIM-a, figures: 'Fig. 1', experiments: [a],\n"
+        f"     claims: [{CLAIM % ('up', 'b', 'true')}]}}\n")
+    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="claim 'up' names experiment 'b', which the row "
+                                          "does not run"):
+        study.load("998")
