@@ -94,11 +94,12 @@ def contrast(terms: list[Term]) -> Contrast:
     """The contrast of the terms' log means with its delta-method interval."""
     if any(t.mean is None or t.mean <= 0 for t in terms):
         return Contrast(None, terms=tuple(terms))
-    est = sum(t.coefficient * math.log(t.mean) for t in terms)  # type: ignore[arg-type]
+    means = [float(t.mean or 0) for t in terms]
+    est = sum(t.coefficient * math.log(m) for t, m in zip(terms, means))
     if any(t.n < 2 or t.sd is None for t in terms):
         return Contrast(est, terms=tuple(terms))
-    parts = [t.coefficient ** 2 * (t.sd / t.mean) ** 2 / t.n  # type: ignore[operator]
-             for t in terms]
+    parts = [t.coefficient ** 2 * (float(t.sd or 0) / m) ** 2 / t.n
+             for t, m in zip(terms, means)]
     var = sum(parts)
     if var == 0:
         return Contrast(est, est, est, tuple(terms))
@@ -209,7 +210,8 @@ def conditions(claim: Claim) -> list[tuple[Condition, float]]:
     if claim.kind in ("direction", "ratio"):
         return [(at(claim.a), 1.0), (at(claim.b), -1.0)]
     assert claim.factor is not None and claim.levels is not None
-    first, last = ({claim.factor: v} for v in claim.levels)
+    first: Condition = {claim.factor: claim.levels[0]}
+    last: Condition = {claim.factor: claim.levels[1]}
     out = [(at(claim.a, last), 1.0), (at(claim.a, first), -1.0)]
     if claim.b is not None:
         out += [(at(claim.b, last), -1.0), (at(claim.b, first), 1.0)]
