@@ -126,13 +126,21 @@ def pct(x: float | None) -> float | None:
     return None if x is None else 100.0 * math.expm1(x)
 
 
-def direction(c: Contrast, sign: float, negligible: float) -> Outcome:
-    """The verdict of a contrast that should have ``sign`` (+1 or -1)."""
-    base = outcome_base(c)
+def undecidable(c: Contrast) -> Outcome | None:
+    """Not measured (a condition without values) or unresolved (no interval), else None."""
     if c.estimate is None:
         return Outcome(NOT_MEASURED, note="a condition has no value in the run")
     if c.lo is None or c.hi is None:
-        return Outcome(UNRESOLVED, **base, note="one repetition: no interval")
+        return Outcome(UNRESOLVED, **outcome_base(c), note="one repetition: no interval")
+    return None
+
+
+def direction(c: Contrast, sign: float, negligible: float) -> Outcome:
+    """The verdict of a contrast that should have ``sign`` (+1 or -1)."""
+    early = undecidable(c)
+    if early is not None or c.lo is None or c.hi is None or c.estimate is None:
+        return early or Outcome(NOT_MEASURED)
+    base = outcome_base(c)
     band = math.log1p(negligible)
     lo, hi = sorted((sign * c.lo, sign * c.hi))
     if lo > 0:
@@ -148,11 +156,10 @@ def direction(c: Contrast, sign: float, negligible: float) -> Outcome:
 
 def ratio(c: Contrast, claimed: float, tolerance: float) -> Outcome:
     """The verdict of a contrast that should be ln(claimed) within ln(1 + tolerance)."""
+    early = undecidable(c)
+    if early is not None or c.lo is None or c.hi is None or c.estimate is None:
+        return early or Outcome(NOT_MEASURED)
     base = outcome_base(c)
-    if c.estimate is None:
-        return Outcome(NOT_MEASURED, note="a condition has no value in the run")
-    if c.lo is None or c.hi is None:
-        return Outcome(UNRESOLVED, **base, note="one repetition: no interval")
     centre, width = math.log(claimed), math.log1p(tolerance)
     low, high = centre - width, centre + width
     if low <= c.lo and c.hi <= high:
@@ -328,13 +335,7 @@ def run_points(run: Path | None) -> pd.DataFrame | None:
     """A run's tidy points (its summary.csv and manifest.json), None when it has none."""
     if run is None or not (run / "summary.csv").is_file():
         return None
-    rows = load.read_summary_rows(run / "summary.csv")
-    try:
-        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
-    header = list(dict.fromkeys(c for r in rows for c in r))
-    spec, _, _ = load.resolve_spec(manifest, None, rows, header)
+    rows, manifest, spec, _ = load.read_run_files(run)
     return load.points_frame(rows, manifest, spec)
 
 

@@ -30,13 +30,7 @@ def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     run = Path(entry["run"]) if entry.get("run") else None
     if run is None or not (run / "summary.csv").is_file():
         return view
-    rows = load.read_summary_rows(run / "summary.csv")
-    try:
-        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
-    header = list(dict.fromkeys(c for r in rows for c in r))
-    spec, source, _ = load.resolve_spec(manifest, None, rows, header)
+    rows, manifest, spec, source = load.read_run_files(run)
     ctx = report.Context(rows, manifest, spec, source)
     figure = report.figure_card(ctx)
     table = ctx.comparisons()
