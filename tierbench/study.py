@@ -10,6 +10,11 @@ holds which experiment) and study.html (analysis.study: each figure in the paper
 the paper's numbers beside the measured ones, the fidelity row, what was resolved, links to each
 experiment's report). ``--resume`` continues an interrupted study: finished experiments are
 kept, an interrupted one resumes where it stopped.
+
+Each row also states its paper's claims (``claims:``, analysis.claimspec's model: checkable
+statements over named conditions, with their source); the study's report opens with their
+verdicts on this run (the scoreboard, also claims.csv), and ``scoreboards`` gives them for
+recorded runs (``tierbench claims``).
 """
 
 from __future__ import annotations
