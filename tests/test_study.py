@@ -141,6 +141,9 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
         "flat": "not reproduced"}
     assert float(verdicts["up"]["low_pct"]) > 10 and verdicts["up"]["row"] == "SIM-a"
     assert html.index('id="scoreboard"') < html.index('id="SIM-a"')
+    board = html[html.index('id="scoreboard"'):html.index('id="SIM-a"')]
+    assert "<summary>differences</summary>nothing</details>" in board  # SIM-a's fidelity row
+    assert board.count("<tr>") == 5 and "sim-b: tps, mode=sim-on above mode=sim-off" in board
     assert "1 reproduced, 1 not reproduced, 1 reversed, 1 not measured" in html
     listed = runs_list.runs(sim_study / "results")
     assert sorted(r["experiment"] for r in listed) == ["sim", "sim", "study 999"]
