@@ -207,6 +207,19 @@ def resolve_spec(manifest: dict[str, Any], given: dict[str, Any] | None,
             "generic", notes)
 
 
+def read_run_files(run: Path) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any], str]:
+    """A run folder's summary rows, manifest ({} when unreadable), report spec and its source
+    (resolve_spec: the manifest's, else a generic one)."""
+    rows = read_summary_rows(run / "summary.csv")
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    header = list(dict.fromkeys(c for r in rows for c in r))
+    spec, source, _ = resolve_spec(manifest, None, rows, header)
+    return rows, manifest, spec, source
+
+
 def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
                  spec: dict[str, Any] | None = None) -> pd.DataFrame:
     """The tidy table from summary rows + manifest: typed, phases expanded, derived columns."""

@@ -5,6 +5,7 @@ nodes; reports and comparisons."""
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import subprocess
 import sys
@@ -105,6 +106,36 @@ def cmd_study(args: argparse.Namespace) -> int:
               f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
         return 130
     print(f"tierbench: study report: {folder / 'study.html'}")
+    print(f"tierbench: claims: {claim_counts(folder)} (claims.csv)")
+    return 0
+
+
+def claim_counts(folder: Path) -> str:
+    """The scoreboard's counts of a study's folder."""
+    from analysis import claims  # pandas: loaded when needed
+
+    with open(folder / "claims.csv", encoding="utf-8") as f:
+        return claims.counts_text(claims.counts(csv.DictReader(f)))
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    """The paper's claims checked on recorded runs: a table, markdown or claims.csv."""
+    from analysis import claims  # pandas: loaded when needed
+
+    boards = study.scoreboards([Path(r) for r in args.runs], args.as_experiment)
+    every = [line for _, lines in boards for line in lines]
+    if args.csv:
+        claims.write_csv(every, Path(args.csv))
+    for facts, lines in boards:
+        if args.markdown:
+            print(claims.markdown(lines, facts))
+            continue
+        print(f"{facts['experiment']} run {facts['run']} ({facts['date']}, {facts['machine']}, "
+              f"scale {facts['scale']}): {claims.counts_text(claims.counts(lines))}")
+        for line in lines:
+            print(f"  {line['row']:<16} {line['figure']:<10} {line['claim']:<22} "
+                  f"{line['verdict']:<15} {claims.interval_text(line)}"
+                  + (f"  ({line['note']})" if line["note"] else ""))
     return 0
 
 
@@ -328,6 +359,17 @@ def parser() -> argparse.ArgumentParser:
     add_precision_args(st, scale=False)
     add_cluster_arg(st)
     st.set_defaults(func=cmd_study)
+    cl = sub.add_parser("claims", help="the papers' claims checked on recorded runs (a run of "
+                        "an experiment, or a study's folder)")
+    cl.add_argument("runs", nargs="+", metavar="RESULTS",
+                    help="results/<experiment>/<run-id> or results/study-ID/<run-id>")
+    cl.add_argument("--as", dest="as_experiment", metavar="EXPERIMENT",
+                    help="check a run of another experiment against EXPERIMENT's claims (its "
+                         "conditions must be in the run: quick for dc-single)")
+    cl.add_argument("--markdown", action="store_true",
+                    help="one paragraph per run, as docs/fidelity.md's scoreboards")
+    cl.add_argument("--csv", metavar="PATH", help="also write every line to PATH (claims.csv)")
+    cl.set_defaults(func=cmd_claims)
     ad = sub.add_parser("advise", help="which offloads to turn on for which workload, measured "
                         "on these interfaces (docs/advise.md)")
     ad.add_argument("--budget-min", type=float, default=30.0, metavar="MIN",

@@ -10,6 +10,11 @@ holds which experiment) and study.html (analysis.study: each figure in the paper
 the paper's numbers beside the measured ones, the fidelity row, what was resolved, links to each
 experiment's report). ``--resume`` continues an interrupted study: finished experiments are
 kept, an interrupted one resumes where it stopped.
+
+Each row also states its paper's claims (``claims:``, analysis.claimspec's model: checkable
+statements over named conditions, with their source); the study's report opens with their
+verdicts on this run (the scoreboard, also claims.csv), and ``scoreboards`` gives them for
+recorded runs (``tierbench claims``).
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
+from pydantic import model_validator
+
+from analysis.claimspec import Claim, Claims
 from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import (EXPERIMENTS_DIR, fresh_run_dir, read_text, read_yaml,
                                     results_root)
-from tierbench.config.models import Model, text, validate
+from tierbench.config.models import Model, check, text, validate
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, log
 from tierbench.placement.placer import Placer
@@ -47,6 +55,16 @@ class Row(Model):
     figures: str
     experiments: list[Annotated[str, text(r"^[\w.-]+$", "dc-single")]]
     fidelity: Fidelity | None = None
+    claims: list[Claim] = []
+
+    @model_validator(mode="after")
+    def _claims_of_its_experiments(self) -> Row:
+        Claims(claims=self.claims)  # ids unique within the row
+        for c in self.claims:
+            check(c.experiment in self.experiments,
+                  f"claim {c.id!r} names experiment {c.experiment!r}, which the row does not "
+                  f"run (it runs: {', '.join(self.experiments) or 'none'})")
+        return self
 
 
 class Study(Model):
@@ -142,6 +160,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
                   "started": now(), "finished": None, "status": "running",
                   "rows": [{"id": r.id, "figures": r.figures,
                             "fidelity": r.fidelity.model_dump() if r.fidelity else None,
+                            "claims": [c.model_dump() for c in r.claims],
                             "experiments": [{"name": n, "status": "planned", "run": None}
                                             for n in r.experiments]} for r in study.rows]}
     save(folder, record)
@@ -159,7 +178,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     finally:
         record["finished"] = now()
         save(folder, record)
-        write_report(folder)
+        write_report(folder, study)
     return folder
 
 
@@ -199,8 +218,53 @@ def save(folder: Path, record: dict[str, Any]) -> None:
     runner.write_json(folder / "study.json", record)
 
 
-def write_report(folder: Path) -> Path:
-    """study.html of a study's folder (analysis.study)."""
+def claims_of(study: Study) -> dict[str, list[dict[str, Any]]]:
+    """Each row's claims as the study file states them now (a study run's report evaluates
+    these, so that claims added or corrected since apply to earlier runs too)."""
+    return {r.id: [c.model_dump() for c in r.claims] for r in study.rows}
+
+
+def write_report(folder: Path, study: Study | None = None) -> Path:
+    """study.html and claims.csv of a study's folder (analysis.study), the claims of ``study``
+    (None: those its record holds)."""
     from analysis import study as report  # pandas and matplotlib: loaded when needed
 
-    return report.write_study_report(folder)
+    return report.write_study_report(folder, claims_of(study) if study else None)
+
+
+def claims_for(experiment_name: str) -> list[tuple[str, str, Claim]]:
+    """Every study's claims checked on that experiment: (study, row, claim)."""
+    return [(sid, r.id, c) for sid in names() for r in load(sid).rows for c in r.claims
+            if c.experiment == experiment_name]
+
+
+def scoreboards(folders: list[Path], as_experiment: str | None = None
+                ) -> list[tuple[dict[str, str], list[dict[str, Any]]]]:
+    """``tierbench claims``: the scoreboard of each folder, a run of an experiment (the claims
+    on that experiment, or on ``as_experiment``'s: a run of another experiment with the same
+    conditions, such as quick for dc-single) or a study's folder (the study file's claims), with
+    what names the run (id, date, machine, scale)."""
+    from analysis import claims as evaluation  # pandas: loaded when needed
+    from analysis import study as report
+
+    out = []
+    for folder in folders:
+        if (folder / "study.json").is_file():
+            record = json.loads(read_text(folder / "study.json", "study record"))
+            lines = report.scoreboard(record, claims_of(load(str(record.get("study")))))
+            facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
+                     "machine": "see each experiment's manifest", "scale":
+                     f"{record.get('scale') or 1:g}", "experiment": f"study {record.get('study')}"}
+            out.append((facts, lines))
+            continue
+        if not (folder / "summary.csv").is_file():
+            raise ConfigError(f"{folder}: not a run (no summary.csv) or a study's folder (no "
+                              "study.json)")
+        facts = evaluation.run_facts(folder)
+        name = as_experiment or facts["experiment"]
+        found = claims_for(name)
+        if not found:
+            raise ConfigError(f"{folder}: no study states claims on experiment {name!r}; give "
+                              "--as EXPERIMENT for a run of another experiment")
+        out.append((facts, evaluation.score((s, r, c, folder) for s, r, c in found)))
+    return out
