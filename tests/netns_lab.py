@@ -68,3 +68,13 @@ def ss_algorithms(text: str) -> list[tuple[str, str, str]]:
         algo = next(w for w in info.split() if w not in _SS_OPTIONS)
         found.append((local.rsplit(":", 1)[0], peer.rsplit(":", 1)[0], algo))
     return found
+
+
+def veth_between(ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+    """Two new network namespaces joined by a veth pair, both ends and loopbacks up."""
+    sh("ip", "netns", "add", ns_a)
+    sh("ip", "netns", "add", ns_b)
+    sh("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b,
+       "netns", ns_b)
+    for ns, ifname in ((ns_a, if_a), (ns_b, if_b), (ns_a, "lo"), (ns_b, "lo")):
+        sh("ip", "-n", ns, "link", "set", ifname, "up")

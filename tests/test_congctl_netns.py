@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from netns_lab import require_environment, sh, ss_algorithms
+from netns_lab import require_environment, sh, ss_algorithms, veth_between
 
 from tierbench.interfaces.netif import Endpoint
 from tierbench.modes import congctl, sysctls
@@ -62,16 +62,10 @@ def node():
     require_environment("test_congctl_netns", ("ip", "ss", "python3"), "tbc-")
     cleanup()
     try:
-        sh("ip", "netns", "add", NS_A)
-        sh("ip", "netns", "add", NS_B)
-        sh("ip", "link", "add", A_IF, "netns", NS_A, "type", "veth", "peer", "name", B_IF,
-           "netns", NS_B)
+        veth_between(NS_A, A_IF, NS_B, B_IF)
         sh("ip", "-n", NS_A, "addr", "add", f"{A_IP}/29", "dev", A_IF)
         for ip in (PEER, OLD, OTHER):
             sh("ip", "-n", NS_B, "addr", "add", f"{ip}/29", "dev", B_IF)
-        for ns, ifname in ((NS_A, A_IF), (NS_B, B_IF)):
-            sh("ip", "-n", ns, "link", "set", ifname, "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
         # the node's own default (reno is always allowed), and a host route someone set
         sh("ip", "netns", "exec", NS_A, "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno")
         sh("ip", "-n", NS_A, "route", "add", f"{OLD}/32", "dev", A_IF, "proto", "static",
