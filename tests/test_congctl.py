@@ -67,6 +67,12 @@ def test_an_existing_host_route_is_replaced_by_itself_with_congctl_and_put_back(
     assert congctl.restore_argv("198.18.16.12", None, None) is None
 
 
+def test_a_restore_the_node_runs_by_itself_needs_no_reading_first() -> None:
+    assert congctl.restore_script({"198.18.16.12": None, "198.18.16.13": SHOWN}) == (
+        "ip -4 route del 198.18.16.12/32 proto 250 2>/dev/null; ip -4 route replace 198.18.16.13 "
+        "dev eth0 proto static scope link src 198.18.16.11 mtu 9000; true")
+
+
 def test_the_show_script_output_is_read_per_peer() -> None:
     text = f"== 198.18.16.12\n{OURS}\n== 198.18.16.13\n== 198.18.16.14\n{SHOWN}\n{SHOWN} metric 5\n"
     assert congctl.parse_show(text) == {"198.18.16.12": [OURS], "198.18.16.13": [],

@@ -1,7 +1,8 @@
 """A congestion control per route, on the kernel (needs root; marker ``netns``): a network
 namespace stands for a cluster node (its transport is ``ip netns exec NS sh -c``, where ssh would
 reach a node), and tierbench's cluster path (tierbench/modes/sysctls.py, congctl.py) sets the
-mode tcp-cubic on its routes to the peers, reads it back with `ip route show`, and restores it.
+mode tcp-cubic on its routes to the peers, reads it back with `ip route show`, and restores it
+(as the controller does, and with the script a node runs by itself).
 A TCP connection over such a route uses CUBIC (`ss -ti`) while one to an address that is no peer
 keeps the namespace's own default (reno here), and a host route that existed before (with its
 MTU) is given the algorithm and put back as it was.
@@ -114,4 +115,9 @@ def test_a_mode_sets_congctl_on_the_routes_to_the_peers_and_tcp_uses_it(node) ->
     assert routes() == before
     assert congctl.congctl_of(routes()) is None
     assert algorithms() == {PEER: "reno", OLD: "reno", OTHER: "reno"}
+    # the script a node runs by itself (no reading first) puts them back the same way
+    sysctls.change(mode, state)
+    assert routes() != before
+    assert node.run(congctl.restore_script(info["routes"])).returncode == 0
+    assert routes() == before
     assert time.monotonic() - started < 30

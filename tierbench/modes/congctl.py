@@ -30,7 +30,7 @@ from tierbench.interfaces.netif import NetifError
 from tierbench.transport import Transport
 
 __all__ = ["PROTO", "canonical", "change_argv", "congctl_of", "host_prefix", "parse_get", "parse_show",
-           "read", "restore", "restore_argv", "route_args", "set_routes"]
+           "read", "restore", "restore_argv", "restore_script", "route_args", "set_routes"]
 
 PROTO = "250"
 # words `ip route show` prints that are states, not arguments `ip route replace` takes
@@ -125,6 +125,21 @@ def restore_argv(peer: str, saved: str | None, current: str | None) -> list[str]
             return None
         return ["ip", family(peer), "route", "del", host_prefix(peer), "proto", PROTO]
     return ["ip", family(peer), "route", "replace", *route_args(saved)]
+
+
+def restore_script(saved: dict[str, str | None]) -> str:
+    """A shell script that puts the peers' host routes back as ``saved`` had them without
+    reading them first (for a restore that runs on the node by itself): a route of ours
+    deleted where there was none (nothing when it is gone already), a saved one replaced by
+    itself; every command runs whatever the others did."""
+    cmds = []
+    for peer, line in saved.items():
+        if line is None:
+            cmds.append(shlex.join(["ip", family(peer), "route", "del", host_prefix(peer),
+                                    "proto", PROTO]) + " 2>/dev/null")
+        else:
+            cmds.append(shlex.join(["ip", family(peer), "route", "replace", *route_args(line)]))
+    return "; ".join([*cmds, "true"])
 
 
 _SHOW = "ip {fam} route show table main exact {prefix}"
