@@ -59,14 +59,14 @@ _SS_OPTIONS = {"ts", "sack", "ecn", "ecnseen", "fastopen"}
 
 
 def ss_algorithms(text: str) -> list[tuple[str, str, str]]:
-    """`ss -tinH state established` (no State column) as (local address, peer address,
-    congestion control) per connection, addresses without their ports."""
+    """`ss -tinH state established` (no State column) as (local ADDRESS:PORT, peer
+    ADDRESS:PORT, congestion control) per connection."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     found = []
     for head, info in zip(lines[::2], lines[1::2]):
         local, peer = head.split()[2:4]
         algo = next(w for w in info.split() if w not in _SS_OPTIONS)
-        found.append((local.rsplit(":", 1)[0], peer.rsplit(":", 1)[0], algo))
+        found.append((local, peer, algo))
     return found
 
 

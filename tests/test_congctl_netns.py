@@ -90,7 +90,7 @@ def algorithms() -> dict[str, str]:
     finally:
         server.kill()
         server.wait(timeout=10)
-    return {peer: algo for _local, peer, algo in ss_algorithms(out)}
+    return {peer.rsplit(":", 1)[0]: algo for _local, peer, algo in ss_algorithms(out)}
 
 
 def test_a_mode_sets_congctl_on_the_routes_to_the_peers_and_tcp_uses_it(node) -> None:
