@@ -40,9 +40,9 @@ from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult, RunEnds, log)
 from tierbench.measure.counters import MeasureError, node_breakdown, window
-from tierbench.modes import apply
+from tierbench.modes import apply, sysctls
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import placer, provenance, space
+from tierbench.placement import nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -160,12 +160,32 @@ def cluster_lines(exp: Experiment) -> list[str]:
                           "services have no host-networking overlay and no roles)")
     where.cluster.require_roles(*roles)
     lines = [f"cluster {where.cluster.path}: services with host networking through each node's "
-             "Docker context; modes on the nodes' data-plane interfaces over SSH"]
+             "Docker context; modes on the nodes' data-plane interfaces over SSH (a congestion "
+             "control on each node's routes to the run's other nodes only)"]
     for role in roles:
         names = [f"{n.name} ({n.interface().name} {n.interface().ip})"
                  for n in where.cluster.nodes_for(role)]
         lines.append(f"  role {role}: {', '.join(names)}")
     return lines
+
+
+def node_mode_problems(exp: Experiment) -> list[str]:
+    """What no node of the run can take of the experiment's modes (a sysctl its kernel lacks or
+    its read-only /proc/sys keeps, a congestion control it does not have), one sentence each
+    with the nodes it holds for: asked before anything starts, not at the first point."""
+    cluster = exp.placer.cluster
+    kind = registry.kind(exp.kind)
+    used = {n.name for role in kind.cluster_roles(exp) for n in cluster.nodes_for(role)}
+    via = [nodes.transport(n) for n in cluster.nodes if n.name in used]
+    groups: dict[str, list[str]] = {}
+    for mode in kind.modes(exp):
+        for node in via:
+            for p in sysctls.node_problems(mode, node):
+                key = re.sub(rf"\b{re.escape(str(node.name))}\b", "\0", p)
+                groups.setdefault(key, []).append(str(node.name))
+    return [key.replace("\0", ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1
+                        else names[0])
+            for key, names in groups.items()]
 
 
 def node_needs(exp: Experiment, needs: list[space.Need]) -> tuple[dict[str, int], dict[str, int]]:
@@ -328,6 +348,9 @@ class Run:
             disk, mem = node_needs(exp, kind.needs(exp, self.points))
             log(f"tierbench: checking {len(where.cluster.nodes)} node(s) of {where.name}")
             cast(ClusterPlacer, where).check(disk, mem)
+            problems = node_mode_problems(exp)
+            if problems:
+                raise netif.NetifError("; ".join(problems) + "; nothing was started")
         if self.resume is not None:
             self._open_for_resume(self.resume)
         else:

@@ -242,10 +242,12 @@ def sysctl_path(key: str) -> str:
 @lru_cache(maxsize=256)
 def sysctl_on_node(key: str, node: Transport) -> str:
     """``host`` when ``key`` exists on a cluster node (whose tiers share its namespace: host
-    networking), ``missing`` when it does not."""
+    networking), ``readonly`` when it exists but cannot be written there (a node whose /proc/sys
+    is mounted read-only, as in a container), ``missing`` when it does not."""
     path = shlex.quote(sysctl_path(key))
-    out = netif.run_ns(None, ["sh", "-c", f"test -e {path} && echo host || echo missing"],
-                       str(node.name), node)
+    script = (f"if ! test -e {path}; then echo missing; elif test -w {path}; then echo host; "
+              "else echo readonly; fi")
+    out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
     return out.strip() or "missing"
 
 

@@ -100,12 +100,15 @@ class NetifError(TierbenchError):
 @dataclass(frozen=True)
 class Endpoint:
     """One network interface (``ifname``) inside the netns of ``netns_pid`` (None = host), on
-    this machine or, through ``via``, on a cluster node reached over SSH."""
+    this machine or, through ``via``, on a cluster node reached over SSH; ``peers``: on a
+    cluster, the data-plane addresses of the run's other nodes (a congestion control is set on
+    the routes to them, tierbench.modes.congctl)."""
 
     tier: str
     ifname: str
     netns_pid: int | None
     via: Transport = LOCAL
+    peers: tuple[str, ...] = ()
 
     @property
     def node(self) -> str | None:

@@ -170,7 +170,7 @@ def state_view(state: dict) -> dict[str, Any]:
         return {label: netif.settings_view(s) for label, s in state.items()}
     return {"endpoints": {label: endpoint.view(snap)
                           for label, snap in state.get("endpoints", {}).items()},
-            "sysctls": {t: dict(i.get("values", {})) for t, i in state.get("sysctls", {}).items()},
+            "sysctls": {t: sysctls.view(i) for t, i in state.get("sysctls", {}).items()},
             **cpus.view(state)}
 
 

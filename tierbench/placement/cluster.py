@@ -536,7 +536,18 @@ class ClusterPlacer(Placer):
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
         """The first data-plane interface of the container's node."""
         node = self.node(container.node or "")
-        return [Endpoint(node.name, node.interface().name, None, nodes.transport(node))]
+        return [Endpoint(node.name, node.interface().name, None, nodes.transport(node),
+                         self.peers(node.name))]
+
+    def peers(self, name: str) -> tuple[str, ...]:
+        """The data-plane addresses of the other nodes the run's services are on (every other
+        node of the cluster file before anything is placed): where a node's tiers connect."""
+        used = {n for hosts in self.placed.values() for n in hosts} or {
+            n.name for n in self.cluster.nodes}
+        own = {i.ip for i in self.node(name).interfaces}
+        return tuple(dict.fromkeys(i.ip for n in self.cluster.nodes
+                                   if n.name in used and n.name != name
+                                   for i in n.interfaces if i.ip not in own))
 
     def counter(self, container: Container) -> NodeCgroup:
         """Read on the container's node by its sampling agent."""
@@ -580,7 +591,7 @@ class ClusterPlacer(Placer):
     def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
         """Those interfaces on every node the containers run on."""
         used = list(dict.fromkeys(c.node for c in containers if c.node))
-        return [Endpoint(n, name, None, nodes.transport(self.node(n)))
+        return [Endpoint(n, name, None, nodes.transport(self.node(n)), self.peers(n))
                 for n in used for name in names]
 
     def address(self, container: Container, subnet: str | None = None) -> str:
