@@ -281,3 +281,23 @@ def test_a_request_count_run_says_so_in_the_header(rows: list[dict], manifest: d
     assert "request-count run: 10,000 requests per client (1 client: 10,000, 64 clients: " \
         "640,000 a point)" in page
     assert "scaled by 0.5 (--scale)" in page
+
+
+def test_a_point_with_one_cpu_saturated_by_softirq_is_warned_of(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43: softirq_bound is flagged as client_bound is; the offload figures that do not
+    apply to a point (nothing sent) are not missing values."""
+    for row in rows:
+        row.update({"client_bound": "false", "softirq_bound": "false",
+                    "cpu_max_irq_softirq_pct": "12", "stack_web_retrans_pct": "0.1"})
+    rows[3].update({"softirq_bound": "true", "softirq_bound_cpu": "cpu1",
+                    "cpu_max_irq_softirq_pct": "96.5", "stack_web_retrans_pct": ""})
+    top = warnings_part(render_report(rows, manifest))
+    block = top[top.index("One CPU saturated by interrupt work (1)"):]
+    block = block[:block.index("</div>")]
+    assert rows[3]["point"] in block and rows[2]["point"] not in block
+    assert "cpu1, 96 % irq + softirq" in block
+    assert "missing" not in top and "No warnings" not in top
+    rows[3]["softirq_bound"] = "false"
+    assert "One CPU saturated" not in render_report(rows, manifest)

@@ -40,6 +40,7 @@ from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult, RunEnds, log)
 from tierbench.measure.counters import MeasureError, node_breakdown, window
+from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import placer, provenance, space
@@ -498,6 +499,7 @@ class Run:
                     sampler.stop()
                 row.update(result.values)
                 row.update(node_figures(sampler.samples, result.window))
+                row.update(point_view(sampler.samples, result.window, pdir))
                 if result.error:
                     row["error"] = result.error
                 if result.per_second is not None:

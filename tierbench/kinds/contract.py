@@ -34,6 +34,7 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import families
+from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
@@ -437,9 +438,11 @@ class Kind(Generic[S, I, P]):
         return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def brief(self, row: dict[str, Any]) -> str:
-        """One progress line of a measured point: its error, else its first figures."""
+        """One progress line of a measured point: its error, else its first figures (the
+        kind's: the runner's per-CPU view and counters left to summary.csv)."""
         return failed(row) or ", ".join(
-            f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
+            f"{k} {v:.4g}" for k, v in row.items()
+            if isinstance(v, float) and not is_view_column(k))
 
     def clean(self, where: Placer) -> list[str]:
         """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
