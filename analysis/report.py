@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, load, markup, precision, stats, tables
+from analysis import figures, kernelview, load, markup, precision, stats, tables
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
 
@@ -528,7 +528,8 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                     "caption": figures.RANGE_NOTE + " The 95 % CIs are in the table." + (
                         " Dashed outline: at least one repetition was client-bound."
                         if dashed else ""),
-                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries)})
+                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
+                    "kernel": kernelview.table(ctx.points, entries, ctx.colors)})
     return out, toc
 
 

@@ -301,3 +301,24 @@ def test_a_point_with_one_cpu_saturated_by_softirq_is_warned_of(
     assert "missing" not in top and "No warnings" not in top
     rows[3]["softirq_bound"] = "false"
     assert "One CPU saturated" not in render_report(rows, manifest)
+
+
+def test_the_per_cpu_and_offload_table_shows_each_modes_means(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43: per mode the per-CPU figures and each tier's offload figures, means of the
+    repetitions; a run without those columns has no such table."""
+    assert "what the offloads did" not in render_report(rows, manifest)
+    for row in rows:
+        on = "on" in row["mode"]
+        row.update({"cpu_max_busy_pct": "80", "cpu_max_irq_softirq_pct": "20",
+                    "net_rx_softirq_per_s": "1000", "net_rx_softirq_top_cpu_pct": "90",
+                    "softirq_bound": "false", "stack_web_segs_per_tx_packet":
+                    "30" if on else "1", "stack_web_bytes_per_tx_packet": "43000",
+                    "stack_web_rx_packets_per_skb": "1", "stack_web_retrans_pct": "0",
+                    "stack_web_drops": "0"})
+    page = render_report(rows, manifest)
+    part = page[page.index("what the offloads did"):]
+    part = part[:part.index("</table>")]
+    assert "web: what the offloads did" in part and "segments / tx packet" in part
+    assert ">30.00<" in part and ">1.00<" in part and "43,000" in part
