@@ -70,3 +70,35 @@ def table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
         rows.append({"color": colors[mode], "name": name, "cells": cells,
                      "flag": bound > 0})
     return {"groups": groups, "columns": columns, "rows": rows}
+
+
+def categories(points: pd.DataFrame) -> list[str]:
+    """The categories of a --profile categories run (cat_<category>_pct columns), in column
+    order; idle left out (the shares are of busy samples)."""
+    return [c[len("cat_"):-len("_pct")] for c in points.columns
+            if c.startswith("cat_") and c.endswith("_pct") and c != "cat_idle_pct"]
+
+
+def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
+              colors: dict[str, str]) -> dict[str, Any] | None:
+    """Per mode, where the host's CPU went: each category's host CPU µs per KB (its share of
+    the busy samples times host_cpu_us_per_kb, point by point) where the run has CPU per KB,
+    else its share in %; None without a profile."""
+    cats = categories(points)
+    if not cats:
+        return None
+    per_kb = "host_cpu_us_per_kb" in points and points["host_cpu_us_per_kb"].notna().any()
+    rows = []
+    for mode, name, group in entries:
+        ok = tables.good(group).copy()
+        cells = []
+        for c in cats:
+            column = f"cat_{c}_pct"
+            if per_kb:
+                ok[f"why_{c}"] = pd.to_numeric(ok[column], errors="coerce") / 100 * \
+                    pd.to_numeric(ok["host_cpu_us_per_kb"], errors="coerce")
+                column = f"why_{c}"
+            cells.append(value(ok, column, 2 if per_kb else 1))
+        rows.append({"color": colors[mode], "name": name, "cells": cells})
+    return {"columns": [(f"cat_{c}_pct", c.replace("_", " ")) for c in cats], "rows": rows,
+            "unit": "host CPU µs per KB" if per_kb else "% of busy samples"}

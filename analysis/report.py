@@ -529,7 +529,8 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                         " Dashed outline: at least one repetition was client-bound."
                         if dashed else ""),
                     "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
-                    "kernel": kernelview.table(ctx.points, entries, ctx.colors)})
+                    "kernel": kernelview.table(ctx.points, entries, ctx.colors),
+                    "why": kernelview.why_table(ctx.points, entries, ctx.colors)})
     return out, toc
 
 

@@ -303,22 +303,41 @@ def test_a_point_with_one_cpu_saturated_by_softirq_is_warned_of(
     assert "One CPU saturated" not in render_report(rows, manifest)
 
 
+def table_by_mode(rows: list[dict], manifest: dict, title: str,
+                  values: Callable[[bool], dict[str, str]]) -> str:
+    """The report's table titled ``title`` once each row has ``values(offloads on?)``; the
+    report without those columns has no such table."""
+    assert title not in render_report(rows, manifest)
+    for row in rows:
+        row.update(values("on" in row["mode"]))
+    page = render_report(rows, manifest)
+    part = page[page.index(title):]
+    return part[:part.index("</table>")]
+
+
 def test_the_per_cpu_and_offload_table_shows_each_modes_means(
     rows: list[dict], manifest: dict
 ) -> None:
     """Issue 43: per mode the per-CPU figures and each tier's offload figures, means of the
     repetitions; a run without those columns has no such table."""
-    assert "what the offloads did" not in render_report(rows, manifest)
-    for row in rows:
-        on = "on" in row["mode"]
-        row.update({"cpu_max_busy_pct": "80", "cpu_max_irq_softirq_pct": "20",
-                    "net_rx_softirq_per_s": "1000", "net_rx_softirq_top_cpu_pct": "90",
-                    "softirq_bound": "false", "stack_web_segs_per_tx_packet":
-                    "30" if on else "1", "stack_web_bytes_per_tx_packet": "43000",
-                    "stack_web_rx_packets_per_skb": "1", "stack_web_retrans_pct": "0",
-                    "stack_web_drops": "0"})
-    page = render_report(rows, manifest)
-    part = page[page.index("what the offloads did"):]
-    part = part[:part.index("</table>")]
+    part = table_by_mode(rows, manifest, "what the offloads did", lambda on: {
+        "cpu_max_busy_pct": "80", "cpu_max_irq_softirq_pct": "20",
+        "net_rx_softirq_per_s": "1000", "net_rx_softirq_top_cpu_pct": "90",
+        "softirq_bound": "false", "stack_web_segs_per_tx_packet": "30" if on else "1",
+        "stack_web_bytes_per_tx_packet": "43000", "stack_web_rx_packets_per_skb": "1",
+        "stack_web_retrans_pct": "0", "stack_web_drops": "0"})
     assert "web: what the offloads did" in part and "segments / tx packet" in part
     assert ">30.00<" in part and ">1.00<" in part and "43,000" in part
+
+
+def test_the_why_table_gives_each_categorys_cpu_per_kb_by_mode(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43 with --profile categories: a category's share of the busy samples times the
+    point's host CPU per KB, mean per mode."""
+    part = table_by_mode(rows, manifest, "Why: where the CPU went", lambda on: {
+        "host_cpu_us_per_kb": "10", "cat_samples": "1000",
+        "cat_segmentation_pct": "5" if on else "30", "cat_data_copy_pct": "40",
+        "cat_uncategorized_pct": "1"})
+    assert "host CPU µs per KB" in part and "segmentation" in part
+    assert ">0.50<" in part and ">3.00<" in part and ">4.00<" in part

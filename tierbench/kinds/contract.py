@@ -125,6 +125,7 @@ class Experiment(Generic[S]):
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
+    profile: str | None = None  # --profile categories: CPU by kernel category per point
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     # where it runs: this host, or the cluster given on the command line (made once per run)
     placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
