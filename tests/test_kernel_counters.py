@@ -204,3 +204,21 @@ def test_the_views_columns_are_told_from_a_kinds() -> None:
         assert kernelview.is_view_column(column), column
     for column in ("host_busy_pct", "tps", "node_n1_busy_s", "cpu_s_web", "slept_s"):
         assert not kernelview.is_view_column(column), column
+
+
+def test_a_nodes_agent_sends_its_kernels_counters(tmp_path: Path) -> None:
+    """The agent's program (the sampler's and this module's source, run with python3 -c as on
+    a node; here through `sh -c`) carries each CPU, the softirqs and the stack's counters."""
+    from tierbench.transport import Transport
+
+    s = agent.MergedSampler(tmp_path / "s.jsonl", {
+        "a": {"via": Transport("a", ("sh", "-c")), "offset": 0.0,
+              "containers": {"me": os.getpid()}, "ifaces": {"a:lo": "lo"}}},
+        {"tier": [("a", "me")]})
+    s.start()
+    try:
+        now = s.now()["nodes"]["a"]
+    finally:
+        s.stop()
+    assert now["cpus"] and set(now["softirqs"]) >= {"NET_RX", "NET_TX", "cpus"}
+    assert "Tcp.InSegs" in now["stack"]["host"]
