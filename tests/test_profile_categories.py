@@ -112,7 +112,7 @@ def test_a_point_recorded_here_gets_its_categories(tmp_path: Path) -> None:
     with profile.Recording(tmp_path, True) as rec:
         subprocess.run(["python3", "-c", "import time\nt=time.time()\nwhile time.time()-t<1: "
                         "pass"], check=True)
-        cols = rec.finish({}, None)
+        cols = rec.finish(None)
     assert cols["cat_samples"] > 50 and cols["cat_user_pct"] > 20
     assert not (tmp_path / profile.DATA_FILE).exists()
     with (tmp_path / profile.CATEGORIES_FILE).open() as fh:
@@ -122,5 +122,33 @@ def test_a_point_recorded_here_gets_its_categories(tmp_path: Path) -> None:
 
 def test_off_means_no_perf_and_no_columns(tmp_path: Path) -> None:
     with profile.Recording(tmp_path, False) as rec:
-        assert rec.finish({}, None) == {}
+        assert rec.finish(None) == {}
     assert not any(tmp_path.iterdir())
+
+
+class FakeCgroup:
+    """A tier's counter as far as the profile reads it: a folder with cgroup.procs."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        (folder / "cgroup.procs").write_text("")
+
+
+def test_a_tiers_process_that_ends_before_the_point_does_keeps_its_samples(
+        tmp_path: Path) -> None:
+    """A load generator's process ends with its run, before perf's samples are read: the
+    tiers' processes read every second meanwhile still name its samples' tier."""
+    profile.check()
+    cg = FakeCgroup(tmp_path)
+    out = tmp_path / "point"
+    out.mkdir()
+    with profile.Recording(out, True, {"loadgen": cg}) as rec:
+        busy = subprocess.Popen(["python3", "-c", "import time\nt=time.time()\n"
+                                 "while time.time()-t<2: pass"])
+        (tmp_path / "cgroup.procs").write_text(f"{busy.pid}\n")
+        busy.wait()
+        (tmp_path / "cgroup.procs").write_text("")  # gone with its process
+        cols = rec.finish(None)
+    with (out / profile.CATEGORIES_FILE).open() as fh:
+        mine = sum(int(r["samples"]) for r in csv.DictReader(fh) if r["tier"] == "loadgen")
+    assert cols["cat_samples"] > 0 and mine > 100

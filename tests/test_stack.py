@@ -98,6 +98,24 @@ def test_every_point_has_the_per_cpu_view_and_the_tiers_counters(two_modes: Path
     assert on > 4 and off < 1.1, (on, off)
 
 
+def test_a_profiled_run_says_where_each_tiers_cpu_went(env: dict[str, str]) -> None:
+    """Issue 43's --profile categories on the real stack: every point gets its categories per
+    tier from perf on every CPU, few samples uncategorized, and with checksum offload off the
+    kernel checksums in software: a larger checksum share than with offloads on."""
+    done = tierbench(env, "run", str(EXPERIMENTS / "two-modes.yml"), "--profile", "categories")
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "two-modes")
+    by_mode = {r["mode"]: r for r in summary(run)}
+    for row in by_mode.values():
+        assert int(row["cat_samples"]) > 500
+        assert float(row["cat_uncategorized_pct"]) < 5
+        cats = list(csv.DictReader((run / "points" / row["point"] / "categories.csv").open()))
+        assert {"web", "proxy"} <= {c["tier"] for c in cats}
+        assert not (run / "points" / row["point"] / "perf.data").exists()
+    on, off = (float(by_mode[m]["cat_checksum_pct"]) for m in ("offloads-on", "offloads-off"))
+    assert off > on, (on, off)
+
+
 def test_snapshots_show_the_mode_during_and_the_original_after(two_modes: Path) -> None:
     manifest = json.loads((two_modes / "manifest.json").read_text())
     assert manifest["status"] == "complete"

@@ -494,13 +494,14 @@ class Run:
                 except TierbenchError as exc:  # on a cluster: a node that stopped answering
                     why = exp.placer.engines_answer() or str(exc)
                     raise RunEnds(f"{why} during {point.id}; the run ends here") from None
-                with profile.Recording(pdir, exp.profile == "categories") as perf:
+                with profile.Recording(pdir, exp.profile == "categories",
+                                       deployment.counters) as perf:
                     try:
                         result: PointResult = kind.run_point(PointContext(
                             exp, point, deployment, pdir, record, sampler, prepared, log))
                     finally:
                         sampler.stop()
-                    row.update(perf.finish(deployment.counters, result.window))
+                    row.update(perf.finish(result.window))
                 row.update(result.values)
                 row.update(node_figures(sampler.samples, result.window))
                 row.update(point_view(sampler.samples, result.window, pdir))

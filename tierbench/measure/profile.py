@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -199,11 +200,10 @@ def start(folder: Path) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def stop(proc: subprocess.Popen, folder: Path, counters: Mapping[str, Any],
+def stop(proc: subprocess.Popen, folder: Path, tiers: Mapping[int, str],
          span: tuple[float, float] | None, table: Table | None = None) -> dict[str, Any]:
     """End perf record, read its samples, and give the point's category columns (writing
-    categories.csv and perf-folded.txt; perf.data removed)."""
-    tiers = tier_pids(counters)
+    categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier."""
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=60)
@@ -228,20 +228,32 @@ def stop(proc: subprocess.Popen, folder: Path, counters: Mapping[str, Any],
 
 
 class Recording:
-    """perf record around one point (``with Recording(folder, on) as rec:``): started on entry
-    when ``on``, ended and removed on an exception; ``rec.finish(...)`` gives the columns."""
+    """perf record around one point (``with Recording(folder, on, counters) as rec:``):
+    started on entry when ``on``, ended and removed on an exception; ``rec.finish(...)`` gives
+    the columns. The tiers' processes are read every second meanwhile (a load generator's
+    process may end with the point, before perf's samples are read)."""
 
-    def __init__(self, folder: Path, on: bool) -> None:
-        self.folder, self.on = folder, on
+    def __init__(self, folder: Path, on: bool, counters: Mapping[str, Any] | None = None
+                 ) -> None:
+        self.folder, self.on, self.counters = folder, on, counters or {}
         self.proc: subprocess.Popen | None = None
+        self.tiers: dict[int, str] = {}
+        self.done = threading.Event()
+        self.watch = threading.Thread(target=self._watch, name="profile-pids", daemon=True)
+
+    def _watch(self) -> None:
+        while True:
+            self.tiers.update(tier_pids(self.counters))
+            if self.done.wait(1.0):
+                return
 
     def __enter__(self) -> Recording:
         if self.on:
             self.proc = start(self.folder)
+            self.watch.start()
         return self
 
-    def finish(self, counters: Mapping[str, Any], span: tuple[float, float] | None
-               ) -> dict[str, Any]:
+    def finish(self, span: tuple[float, float] | None) -> dict[str, Any]:
         """The category columns ({} when off; cat_samples 0 and a note when perf could not
         start for want of space)."""
         if not self.on:
@@ -250,9 +262,18 @@ class Recording:
             return {"cat_samples": 0, "cat_note": "no profile: under "
                     f"{MIN_FREE_BYTES >> 20} MB free for perf.data"}
         proc, self.proc = self.proc, None
-        return stop(proc, self.folder, counters, span)
+        self._end_watch()
+        return stop(proc, self.folder, self.tiers, span)
+
+    def _end_watch(self) -> None:
+        if self.watch.is_alive():
+            self.done.set()
+            self.watch.join(timeout=10)
+        self.tiers.update(tier_pids(self.counters))
 
     def __exit__(self, *exc: object) -> None:
+        if self.on:
+            self._end_watch()
         if self.proc is not None:  # the point failed before finish(): no profile
             self.proc.kill()
             self.proc.wait(timeout=10)
