@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, load, markup, precision, stats, tables
+from analysis import figures, kernelview, load, markup, precision, stats, tables
 from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
@@ -184,17 +184,20 @@ def without_phases_not_run(missing: dict[str, list[str]], rows: list[dict[str, A
 
 
 def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> dict[str, Any]:
-    """Client-bound points, failed points / errors / missing values, count mismatches, checks,
+    """Client-bound points, points with one CPU saturated by interrupt work, failed points / errors / missing values, count mismatches, checks,
     unstable results and layout notes; or that there is nothing to warn about."""
     cols = [c for c in ctx.group_cols if c != "phase"]
     missing = without_phases_not_run(tables.missing_values(ctx.rows, optional_for(ctx.spec)),
                                      ctx.rows, ctx.spec.get("phases") or [])
-    bound, problems, counts = [], [], []
+    bound, problems, counts, saturated = [], [], [], []
     checks = [c for c in ctx.spec["checks"] if any(c in r for r in ctx.rows)]
     for row in ctx.rows:
         if load.as_bool(row.get("client_bound")) is True:
             bound.append({**point_ref(row, cols), "generator": number(row.get("generator_cpu_pct")),
                           "advice": text(row.get("client_bound_advice"))})
+        if load.as_bool(row.get("softirq_bound")) is True:
+            saturated.append({**point_ref(row, cols), "cpu": text(row.get("softirq_bound_cpu")),
+                              "pct": number(row.get("cpu_max_irq_softirq_pct"))})
         if load.as_bool(row.get("count_mismatch")) is True:
             tidy = {k: number(row.get(k)) for k in ("requests", "engine_requests",
                                                      "records_requests")}
@@ -227,14 +230,15 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
                                                  ctx.primary)
                     if w.kind in ("unstable", "unstable-point")]
     out: dict[str, Any] = {
-        "bound": bound, "problems": problems, "counts": counts, "unstable": unstable,
+        "bound": bound, "saturated": saturated, "problems": problems, "counts": counts, "unstable": unstable,
         "notes": notes, "no_rows": not ctx.rows, "rows": len(ctx.rows), "checks": checks,
         "bound_advice": CLIENT_BOUND_ADVICE[0].upper() + CLIENT_BOUND_ADVICE[1:],
         "count_mismatch_pct": f"{100 * stats.COUNT_MISMATCH:.0f}", "checks_ok": None}
     if checks and ctx.rows and not problems:
         out["checks_ok"] = sum(all(text(r.get(c)) == "ok" for c in checks) for r in ctx.rows)
         out["checks_means"] = "; ".join(CHECKS.get(c, c) for c in checks)
-    out["nothing"] = not (bound or problems or counts or not ctx.rows or unstable or notes)
+    out["nothing"] = not (bound or saturated or problems or counts or not ctx.rows or unstable
+                          or notes)
     return out
 
 
@@ -501,7 +505,9 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                     "caption": figures.RANGE_NOTE + " The 95 % CIs are in the table." + (
                         " Dashed outline: at least one repetition was client-bound."
                         if dashed else ""),
-                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries)})
+                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
+                    "kernel": kernelview.table(ctx.points, entries, ctx.colors),
+                    "why": kernelview.why_table(ctx.points, entries, ctx.colors)})
     return out, toc
 
 

@@ -21,6 +21,7 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR, results_root
 from tierbench.kinds import registry
 from tierbench.kinds.web import load, locust
+from tierbench.measure import profile
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
 from tierbench.kinds.pfs import orangefs
@@ -55,6 +56,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
     exp = experiment(args)
     resume = resume_folder(args, "run")
+    if args.profile:
+        if args.where.cluster is not None:
+            raise ConfigError("--profile categories runs on one host only for now (a cluster's "
+                              "nodes are not profiled yet); nothing was run")
+        profile.check()
+        exp.profile = args.profile
     compose.preflight(cluster=args.where.cluster is not None)
     run = runner.Run(exp, resume)
     try:
@@ -340,6 +347,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run of this experiment in RUN_DIR")
+    r.add_argument("--profile", choices=("categories",),
+                   help="perf on every CPU per point: CPU by kernel category per tier "
+                   "(docs/measurement.md)")
     add_precision_args(r)
     add_cluster_arg(r)
     r.set_defaults(func=cmd_run)

@@ -40,6 +40,8 @@ from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult, RunEnds, log)
 from tierbench.measure.counters import MeasureError, node_breakdown, window
+from tierbench.measure import profile
+from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import nodes, placer, provenance, space
@@ -443,6 +445,7 @@ class Run:
                 **kind.provenance(exp, deployment),
                 **self._cluster_record(exp.placer),
                 "report": report_section(exp),
+                **({"profile": exp.profile} if exp.profile else {}),
                 "points": {},
             }
         self.manifest["status"] = "running"
@@ -522,13 +525,17 @@ class Run:
                 except TierbenchError as exc:  # on a cluster: a node that stopped answering
                     why = exp.placer.engines_answer() or str(exc)
                     raise RunEnds(f"{why} during {point.id}; the run ends here") from None
-                try:
-                    result: PointResult = kind.run_point(PointContext(
-                        exp, point, deployment, pdir, record, sampler, prepared, log))
-                finally:
-                    sampler.stop()
+                with profile.Recording(pdir, exp.profile == "categories",
+                                       deployment.counters) as perf:
+                    try:
+                        result: PointResult = kind.run_point(PointContext(
+                            exp, point, deployment, pdir, record, sampler, prepared, log))
+                    finally:
+                        sampler.stop()
+                    row.update(perf.finish(result.window))
                 row.update(result.values)
                 row.update(node_figures(sampler.samples, result.window))
+                row.update(point_view(sampler.samples, result.window, pdir))
                 if result.error:
                     row["error"] = result.error
                 if result.per_second is not None:

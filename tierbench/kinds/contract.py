@@ -34,6 +34,7 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import families
+from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
@@ -128,6 +129,7 @@ class Experiment(Generic[S]):
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
+    profile: str | None = None  # --profile categories: CPU by kernel category per point
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     # where it runs: this host, or the cluster given on the command line (made once per run)
     placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
@@ -441,9 +443,11 @@ class Kind(Generic[S, I, P]):
         return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def brief(self, row: dict[str, Any]) -> str:
-        """One progress line of a measured point: its error, else its first figures."""
+        """One progress line of a measured point: its error, else its first figures (the
+        kind's: the runner's per-CPU view and counters left to summary.csv)."""
         return failed(row) or ", ".join(
-            f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
+            f"{k} {v:.4g}" for k, v in row.items()
+            if isinstance(v, float) and not is_view_column(k))
 
     def clean(self, where: Placer) -> list[str]:
         """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench
