@@ -33,7 +33,7 @@ from analysis import stats
 
 TIER_PREFIX = "cpu_s_"
 TEXT = ("point", "trace", "mode", "engine", "error", "phase")
-BOOLS = ("client_bound", "count_mismatch")
+BOOLS = ("client_bound", "count_mismatch", "unsteady")
 GENERATOR = "loadgen"
 
 Progress = Callable[[int, int, float], None]

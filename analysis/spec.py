@@ -39,7 +39,7 @@ OPTIONAL = (
     "error", "client_bound_advice", "target_rate", "achieved_rate", "late_requests", "workers",
     "remote_workers", "generator_cpu_scope", "generator_allowance_cores", "count_mismatch",
     "records_requests", "engine_requests", "threads_apart_s", "requests_per_client_asked",
-    "page_cache_hit_ratio",
+    "page_cache_hit_ratio", "unsteady", "unsteady_why", "deployment",
     "web_disk_read_mb", "web_cache_mb", "web_memory_mb", "storage_read_mb", "tps_*", "p50_ms_*",
     "cycles_*",
 )
