@@ -34,7 +34,8 @@ def experiment(args: argparse.Namespace) -> registry.Experiment:
     return registry.with_precision(
         exp, half_width_pct=args.precision,
         metric=args.metric, min_repetitions=args.min_repetitions,
-        max_repetitions=args.max_repetitions, budget_min=args.budget_min)
+        max_repetitions=args.max_repetitions, budget_min=args.budget_min,
+        deployments=getattr(args, "deployments", None))
 
 
 def resume_folder(args: argparse.Namespace, what: str) -> Path | None:
@@ -285,6 +286,8 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
                    "(default 30)")
     g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
                    "this many minutes of measuring are spent")
+    g.add_argument("--deployments", type=int, metavar="N", help="fresh bring-ups the first "
+                   "blocks are spread over (default 2; later blocks go on in new ones)")
     p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
                    "windows, request counts, file sizes and repetitions by F, each no lower "
                    "than a floor the plan shows; recorded in the results")
