@@ -33,7 +33,7 @@ from analysis import stats
 
 TIER_PREFIX = "cpu_s_"
 TEXT = ("point", "trace", "mode", "engine", "error", "phase")
-BOOLS = ("client_bound", "count_mismatch", "rate_short", "softirq_bound")
+BOOLS = ("client_bound", "count_mismatch", "rate_short", "softirq_bound", "unsteady")
 GENERATOR = "loadgen"
 
 Progress = Callable[[int, int, float], None]

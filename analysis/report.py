@@ -213,6 +213,9 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
         errors = number(row.get("errors"))
         if errors:
             issues.append({"kind": "text", "text": f"{errors:,.0f} request errors"})
+        if load.as_bool(row.get("unsteady")) is True:
+            issues.append({"kind": "text", "text": "window not shown steady: "
+                           f"{text(row.get('unsteady_why'))}"})
         for c in checks:
             if text(row.get(c)) and text(row.get(c)) != "ok":
                 issues.append({"kind": "text", "text": f"{c}: {text(row.get(c))}"})

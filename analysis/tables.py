@@ -15,7 +15,8 @@ from analysis import precision, stats
 ID_COLUMNS = frozenset({"point", "trace", "mode", "repetition", "engine", "error", "failed",
                         "order", "trace_kind", "cycles_source", "client_bound", "docroot",
                         "class", "phase", "test", "filesystem", "access", "integrity",
-                        "count_mismatch", "client_bound_advice", "generator_cpu_scope"})
+                        "count_mismatch", "client_bound_advice", "generator_cpu_scope",
+                        "unsteady", "unsteady_why", "deployment"})
 MISSING = "—"
 
 

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -445,8 +446,8 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert float(tso["throughput_effect_pct"]) == pytest.approx(-50, abs=3)
     assert gro["recommendation"] == "enable" and "generic-receive-offload on" in gro["commands"]
     assert sg["recommendation"] == "enable" and not sg["commands"]  # the same TPS for less CPU
-    assert "decides nothing and rules out a loss" in sg["reason"]
-    assert "host CPU per KB +30" in sg["reason"]
+    assert "decides nothing" in sg["reason"]
+    assert re.search(r"host CPU per KB \+(29\.[5-9]|30\.[0-4]) %", sg["reason"])  # truth +30
     jumbo = rows[("first", "jumbo")]
     assert jumbo["recommendation"] == "enable" and "mtu 9000" in jumbo["commands"]
     # checksum off took TSO off: named with it, its own effect measured against tso-off

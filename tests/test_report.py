@@ -138,6 +138,22 @@ def test_no_client_bound_warning_without_client_bound_rows(
     assert "No warnings" in page
 
 
+def test_a_window_not_shown_steady_is_a_warning_and_its_empty_reason_no_alarm(
+    rows: list[dict], manifest: dict
+) -> None:
+    for row in rows:
+        row["client_bound"] = "false"
+        row["unsteady"], row["unsteady_why"], row["warmup_s"] = "false", "", 5
+    page = render_report(rows, manifest)
+    assert "No warnings" in page and "not shown steady" not in page
+    rows[2]["unsteady"] = "true"
+    rows[2]["unsteady_why"] = "the window's trend moves its mean by +12 %"
+    top = warnings_part(render_report(rows, manifest))
+    assert "Points with errors or missing values (1)" in top
+    assert "window not shown steady: the window&#39;s trend moves its mean by +12 %" in top
+    assert rows[2]["point"] in top
+
+
 def test_empty_advice_of_points_that_were_not_client_bound_is_no_alarm(
     rows: list[dict], manifest: dict
 ) -> None:

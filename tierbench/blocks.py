@@ -8,6 +8,15 @@ metric are recomputed (paired within blocks, analysis.precision), and the condit
 another block only while one of them is wider than asked, up to ``max_repetitions`` blocks and
 within ``budget_min``. The report states the same intervals, from the same functions.
 
+Blocks are nested in deployments: the first ``min_repetitions`` blocks are spread over
+``deployments`` fresh bring-ups (2 by default), and later blocks go on in new bring-ups of as
+many blocks each (``deployment_of``), so that the intervals hold beyond one placement, IRQ and
+memory layout; every point records its ``deployment``. Within a block, the modes of each
+condition run in the order of a row of a Williams design (Williams 1949, *Aust. J. Sci. Res.*
+A2: a Latin square in which each mode follows every other equally often), one row per block in
+turn (``counterbalanced``), so that no mode always runs first after a bring-up or always
+follows the same other mode.
+
 The first ``min_repetitions`` blocks are a dimensioning stage (Kalibera & Jones 2013): from
 their spread (its 90 % upper confidence bound) each condition is given the number of blocks its
 comparisons need, and the intervals take their spread from the blocks after the first ones, so
@@ -46,9 +55,55 @@ def block_points(exp: Experiment, block: int, conditions: set[str] | None,
     """One block: every mode of each condition given (None: all) once, shuffled with the
     block's seed and grouped by placement, numbered from ``first_index``."""
     points = registry.kind(exp.kind).points(exp, block_seed(exp, block), repetitions=[block])
+    points = counterbalanced(exp, points, block)
     chosen = [p for p in points if conditions is None or condition_of(p) in conditions]
     return [Point(first_index + i, p.mode, p.repetition, p.factors)
             for i, p in enumerate(chosen)]
+
+
+def deployment_of(exp: Experiment, block: int) -> int:
+    """The bring-up (1, 2, ...) a block runs on: the first min_repetitions blocks spread over
+    ``deployments`` of them, ceil(min_repetitions / deployments) blocks each, and later blocks
+    on new ones of as many blocks (1 deployment: every block on the first)."""
+    assert exp.precision is not None
+    if exp.precision.deployments <= 1:
+        return 1
+    size = math.ceil(exp.precision.min_repetitions / exp.precision.deployments)
+    return (block - 1) // size + 1
+
+
+def williams_rows(k: int) -> list[list[int]]:
+    """A Williams design for k treatments: rows in which each treatment follows every other
+    equally often (k rows for even k; for odd k, the k rows and their reverses)."""
+    first, lo, hi = [0], 1, k - 1
+    while len(first) < k:
+        first.append(lo)
+        lo += 1
+        if len(first) < k:
+            first.append(hi)
+            hi -= 1
+    rows = [[(t + r) % k for t in first] for r in range(k)]
+    return rows if k % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
+def counterbalanced(exp: Experiment, points: list[Point], block: int) -> list[Point]:
+    """A block's points in the kind's order, each condition's modes moved to the order of the
+    block's Williams row (``williams_rows``, row block - 1 in turn) among the places the
+    condition's points hold, within points that share a deployment key (so that a mode that
+    restarts servers does not add restarts)."""
+    kind = registry.kind(exp.kind)
+    names = [m.name for m in exp.modes]
+    rows = williams_rows(len(names))
+    rank = {names[t]: i for i, t in enumerate(rows[(block - 1) % len(rows)])}
+    places: dict[tuple[str, str], list[int]] = {}
+    for i, p in enumerate(points):
+        places.setdefault((condition_of(p), repr(kind.deployment_key(exp, p))), []).append(i)
+    out = list(points)
+    for where in places.values():
+        ordered = sorted((points[i] for i in where), key=lambda p: rank.get(p.mode, len(rank)))
+        for i, p in zip(where, ordered):
+            out[i] = Point(points[i].index, p.mode, p.repetition, p.factors)
+    return out
 
 
 def first_blocks(exp: Experiment) -> list[Point]:
@@ -92,6 +147,7 @@ def plan_lines(exp: Experiment, points: list[Point], per_point: float,
              f"blocks 1-{target.min_repetitions} above run every condition and plan the rest, "
              f"then up to {target.max_repetitions - target.min_repetitions} more blocks of at "
              f"most {block} points, each only for the conditions not yet resolved"]
+    lines.append(deployments_line(exp))
     budget = f"; budget {target.budget_min:g} min of measuring" if target.budget_min else ""
     lines.append(f"expected: {expected} blocks per condition if the blocks spread as the "
                  f"experiment's variation of {exp.variation_pct:g} % says, about "
@@ -103,6 +159,21 @@ def plan_lines(exp: Experiment, points: list[Point], per_point: float,
                      "comparisons will not be resolved; raise budget_min or lower "
                      "min_repetitions")
     return lines
+
+
+def deployments_line(exp: Experiment) -> str:
+    """The plan's words for the bring-ups the blocks run on and the order of the modes."""
+    target = exp.precision
+    assert target is not None
+    order = (f"each condition's modes in block b in row b of a Williams design of "
+             f"{len(williams_rows(len(exp.modes)))} rows")
+    if target.deployments <= 1:
+        return f"one bring-up for every block (deployments: 1); {order}"
+    size = math.ceil(target.min_repetitions / target.deployments)
+    firsts = deployment_of(exp, target.min_repetitions)
+    return (f"blocks nested in deployments: a fresh bring-up every {size} block(s) "
+            f"({firsts} over blocks 1-{target.min_repetitions}, more if later blocks run; "
+            f"bring-up time is not counted in the budget); {order}")
 
 
 class Schedule:

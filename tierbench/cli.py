@@ -33,7 +33,8 @@ def precision_options(args: argparse.Namespace) -> dict[str, Any]:
     """The precision options given on the command line, as Precision's keys (None: not given)."""
     return {"half_width_pct": args.precision, "metric": args.metric,
             "min_repetitions": args.min_repetitions, "max_repetitions": args.max_repetitions,
-            "budget_min": args.budget_min, "decision_pct": args.decision}
+            "budget_min": args.budget_min, "decision_pct": args.decision,
+            "deployments": getattr(args, "deployments", None)}
 
 
 def experiment(args: argparse.Namespace) -> registry.Experiment:
@@ -333,6 +334,8 @@ def add_precision_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
                    "(default 30)")
     g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
                    "this many minutes of measuring are spent")
+    g.add_argument("--deployments", type=int, metavar="N", help="fresh bring-ups the first "
+                   "blocks are spread over (default 2; later blocks go on in new ones)")
     if scale:
         p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
                        "windows, request counts, file sizes and repetitions by F, each no "

@@ -335,6 +335,7 @@ class Run:
         self.prepared: Any = None
         self.point_times: list[float] = []  # wall time of each point measured (budget)
         self.deploy_s = 0.0  # time spent bringing deployments up
+        self.deployment_index = 0  # a precision run's bring-up (blocks.deployment_of)
 
     # -- the run
     def execute(self) -> Path:
@@ -422,14 +423,34 @@ class Run:
 
     def _deploy(self, key: Any, point: Point) -> Deployment:
         exp, kind = self.exp, self.kind
+        fresh = self._next_bring_up(point)  # a precision run's next deployment
         if self.deployment is None:
             self.deployment = kind.deploy(exp, key, self.prepared, None, point)
             check_modes(exp, self.deployment)
             self._open_manifest(self.deployment)
+        elif fresh:
+            log(f"tierbench: block {point.repetition}: fresh bring-up {self.deployment_index} "
+                "(blocks nested in deployments)")
+            self.deployment = kind.redeploy(exp, key, self.prepared, self.deployment, point)
+            check_modes(exp, self.deployment)
         elif key != self.deployment.key:
             self.deployment = kind.deploy(exp, key, self.prepared, self.deployment, point)
             check_modes(exp, self.deployment)
+        if fresh:
+            self.manifest.setdefault("deployments", []).append(
+                {"deployment": self.deployment_index, "first_point": point.id,
+                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         return self.deployment
+
+    def _next_bring_up(self, point: Point) -> bool:
+        """Whether a precision run's point starts a bring-up other than the one up (its
+        block's, blocks.deployment_of), which it then becomes."""
+        if self.exp.precision is None:
+            return False
+        index = blocks.deployment_of(self.exp, point.repetition)
+        changed = index != self.deployment_index
+        self.deployment_index = index
+        return changed
 
     def _open_manifest(self, deployment: Deployment) -> None:
         exp, kind = self.exp, self.kind
@@ -516,6 +537,8 @@ class Run:
             record["applied_mode"] = mode.name
         self.manifest["points"][point.id] = record
         row = dict(kind.identity(exp, point))
+        if exp.precision is not None:  # the bring-up its block ran on (blocks nested in them)
+            row["deployment"] = record["deployment"] = self.deployment_index
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
                                     exp.settle_s, self._save, deployment.cpu_containers(mode)):

@@ -103,12 +103,18 @@ class Precision(Model):
     # a practical threshold in %: a comparison is also resolved once its interval lies wholly
     # above +threshold, wholly below -threshold or within ±threshold (analysis.precision)
     decision_pct: Annotated[float, number(0, 1000)] | None = None
+    # the bring-ups the first min_repetitions blocks are spread over (later blocks go on in new
+    # ones of as many blocks): blocks nested in deployments (tierbench.blocks); 1: one for all
+    deployments: Annotated[int, whole(1, 100)] = 2
 
     @model_validator(mode="after")
     def _ordered(self) -> Precision:
         check(self.min_repetitions <= self.max_repetitions,
               f"min_repetitions ({self.min_repetitions}) must not exceed max_repetitions "
               f"({self.max_repetitions})")
+        check(self.deployments <= self.min_repetitions,
+              f"deployments ({self.deployments}) must not exceed min_repetitions "
+              f"({self.min_repetitions}): each bring-up holds at least one of the first blocks")
         return self
 
 
@@ -411,6 +417,13 @@ class Kind(Generic[S, I, P]):
         """Bring up what ``key`` needs for ``point`` (the first point that needs it), replacing
         ``previous`` when there is one."""
         raise NotImplementedError
+
+    def redeploy(self, exp: Experiment[S], key: Hashable, prepared: P,
+                 previous: Deployment[I], point: Point) -> Deployment[I]:
+        """A fresh bring-up of what ``key`` needs (a precision run's next deployment): every
+        service removed, then brought up as for the first point."""
+        exp.placer.down()
+        return self.deploy(exp, key, prepared, None, point)
 
     def provenance(self, exp: Experiment[S], deployment: Deployment[I]) -> dict[str, Any]:
         """Versions and settings of this kind's software, for the manifest."""
