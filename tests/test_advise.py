@@ -475,7 +475,10 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     for knob in ("tso", "gro", "sg"):
         mine = rows[("first", knob)]
         other = theirs[f"{knob}-{mine['tested']}"]
-        assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]))
+        # (comparisons.csv takes the deployments' means as the unit when they differ, the
+        # advice every block: the same effect but for that weighting)
+        assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]),
+                                                                     abs=0.05)
         # its intervals: Stein's (the first blocks' spread, for a family of every comparison),
         # at the Holm level, so never narrower than 95 %
         assert mine["method"] == precision.STEIN and float(mine["confidence"]) > precision.LEVEL

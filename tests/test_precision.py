@@ -516,7 +516,9 @@ def test_a_budget_ends_the_blocks_and_the_report_says_so(sim_env: Path) -> None:
     path, modes = sim_kind.write_experiment(
         sim_env, {"hard": 0.1}, noise=0.006, drift=0.0, sleep_s=0.05,
         precision={"half_width_pct": 1, "min_repetitions": 3, "max_repetitions": 1000,
-                   "budget_min": 0.01})
+                   "budget_min": 0.01, "deployments": 1})
+    # (one deployment: with two, their F test's p falls below POOL_P a quarter of the time by
+    # chance, and blocks_needed then asks for deployments, not blocks: no "about N more")
     exp = registry.load_experiment(str(path), modes)
     run_dir = runner.Run(exp).execute()
     rec = json.loads((run_dir / "manifest.json").read_text())["precision"]
