@@ -47,6 +47,7 @@ from tierbench import transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
 from tierbench.config.models import Model, flag, number, problem, text
+from tierbench.placement import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
 from tierbench.transport import Transport, TransportError
 
@@ -419,6 +420,7 @@ TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",
          "umount": "install util-linux", "mkfs.ext3": "install e2fsprogs",
          "mkfs.btrfs": "install btrfs-progs", "mdadm": "install mdadm",
          "blockdev": "install util-linux", "fallocate": "install util-linux",
+         "lsblk": "install util-linux", "blkid": "install util-linux",
          "python3": "install python3", "ssh": "install openssh-client"}
 
 
@@ -430,7 +432,7 @@ def tools_for(plans: list[Plan], host: Host = LOCAL) -> list[str]:
     if any(p.layout.raid0 for p in plans):
         need.append("mdadm" if has_md(host) else "mkfs.btrfs")
     if any(not p.system.emulated for p in plans):
-        need.append("blockdev")
+        need += ["blockdev", "lsblk", "blkid"]
     return need
 
 
@@ -464,7 +466,8 @@ def preflight_on(plans: list[Plan], hosts_of: Callable[[Plan], Mapping[str, Host
 
 def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
     """Refuse, before anything is written, what cannot be built on the host: not root, a
-    missing tool, a named device that does not exist, is not a block device, is in use or too
+    missing tool, a named device that does not exist, is not a block device, is in use (mounted,
+    swap, an LVM, md or ZFS member, held, partitioned: tierbench.placement.diskuse) or too
     small."""
     if not plans:
         return
@@ -501,6 +504,10 @@ def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
                 raise DiskError(f"disk system {p.system.name}: {dev} is in use{host.where} "
                                 f"({busy[0]} is mounted at {mounted[busy[0]]}): name a device "
                                 "nothing uses")
+            why = diskuse.probe(host.proc, real)
+            if why:
+                raise DiskError(f"disk system {p.system.name}: {dev} is in use{host.where} "
+                                f"({why}): name a device nothing uses")
             size = int(host.run(["blockdev", "--getsize64", dev], f"size of {dev}").strip() or 0)
             if size < p.device_bytes:
                 raise DiskError(f"disk system {p.system.name}: {dev} holds {size} bytes but "
