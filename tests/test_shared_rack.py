@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import socket
 import subprocess
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 
+from tierbench.config import files
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, safe_name, text, validate
 from tierbench.kinds import registry
 from tierbench.modes.model import ModeFile
-from tierbench.placement import diskuse, disks
+from tierbench.placement import compose, diskuse, disks, runlock
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.transport import Transport
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CLUSTER: dict[str, Any] = {
     "version": 1,
@@ -204,3 +212,169 @@ def test_preflight_refuses_an_lvm_device_in_one_sentence(monkeypatch: pytest.Mon
     assert str(info.value) == ("disk system mine: /dev/sdb is in use (it is held by dm-0 "
                                "(/sys/class/block/sdb/holders)): name a device nothing uses")
     assert not [a for a in seen if a[0] in ("mkfs.ext3", "mount", "blockdev")]
+
+
+# --------------------------------------------------------------------------- one checkout's own
+
+
+def test_each_checkout_has_its_own_project_and_state_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(files.PROJECT_ENV, raising=False)
+    monkeypatch.delenv("TIERBENCH_STATE_DIR", raising=False)
+    a, b = tmp_path / "alice" / "tierbench", tmp_path / "bob" / "tierbench"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    assert files.project_name(a) != files.project_name(b)
+    assert files.project_name(a) == files.project_name(a / ".." / "tierbench")  # stable
+    assert re.fullmatch(r"tierbench-[0-9a-f]{6}", files.project_name(a))
+    assert files.state_dir() == Path("/run/tierbench") / compose.PROJECT
+    (b / ".env").write_text("LOADGEN_CPUS=0\nTIERBENCH_PROJECT=tierbench-bob\n")
+    assert files.project_name(b) == "tierbench-bob"
+    monkeypatch.setenv(files.PROJECT_ENV, "tierbench")  # the old single name, on purpose
+    assert files.project_name(b) == "tierbench"
+    for bad in ("other", "tierbench-Bob", "tierbench-bob\n", "tierbench-../x"):
+        monkeypatch.setenv(files.PROJECT_ENV, bad)
+        with pytest.raises(ConfigError, match=r"^TIERBENCH_PROJECT=.* is not a project name "
+                                              r"tierbench can own"):
+            files.project_name(b)
+
+
+def test_compose_commands_name_the_checkouts_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda argv, **_kw: (
+        seen.append(list(argv)), subprocess.CompletedProcess(argv, 0, "{}", ""))[1])
+    compose.compose(["-f", "docker-compose.yml", "ps"], {})
+    compose.config_of(["-f", "docker-compose.yml"], {})
+    assert [a[:4] for a in seen] == [["docker", "compose", "-p", compose.PROJECT]] * 2
+
+
+class Engine:
+    """A Docker engine with containers and volumes of three checkouts and another program."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.projects = ["tierbench", "tierbench-0a1b2c", compose.PROJECT, "someoneelse"]
+
+    def __call__(self, *args: str) -> str:
+        self.calls.append(args)
+        if args[:2] == ("ps", "-a") and "--format" in args:
+            return "\n".join(self.projects) + "\n"
+        if args[:2] == ("volume", "ls") and "--format" in args:
+            return "tierbench-0a1b2c\n\n"
+        if args[:2] == ("ps", "-aq"):
+            return f"id-{args[-1].rsplit('=', 1)[-1]}\n"
+        return ""
+
+    def removed(self) -> list[str]:
+        return [a[-1].removeprefix("id-") for a in self.calls if a[:2] == ("rm", "-f")]
+
+
+def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
+    engine = Engine()
+    compose.remove_project(engine)
+    assert engine.removed() == [compose.PROJECT]
+    assert not [a for a in engine.calls if "--format" in a]  # nobody else's even listed
+    engine = Engine()
+    compose.remove_project(engine, every=True)
+    assert sorted(engine.removed()) == sorted(["tierbench", "tierbench-0a1b2c", compose.PROJECT])
+    assert compose.ours(compose.PROJECT) and not compose.ours("tierbench-0a1b2c")
+    assert compose.ours("tierbench-0a1b2c", every=True) and not compose.ours("tierbenchx", True)
+    assert compose.TMPFS_SOURCE == compose.PROJECT
+
+
+# --------------------------------------------------------------------------- the run lock
+
+HOLDER = """
+import sys, time
+from tierbench.placement import runlock
+from pathlib import Path
+lock = runlock.HostLock(Path(sys.argv[1]))
+lock.acquire(runlock.me("tierbench run quick"))
+print("HELD", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_second_run_on_this_host_is_refused_naming_who_holds_the_lock(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "HELD"
+        lock = runlock.HostLock(tmp_path)
+        with pytest.raises(runlock.LockHeld) as info:
+            lock.acquire(runlock.me("tierbench run other"))
+        sentence = str(info.value)
+        assert "\n" not in sentence
+        assert re.fullmatch(
+            rf"this host is in use by another tierbench run, held by user \S+ on host "
+            rf"{re.escape(socket.gethostname())} \(pid {holder.pid}, checkout "
+            rf"{re.escape(str(ROOT))}, `tierbench run quick`, since \S+Z, \d+ s ago\): wait for "
+            rf"it to end, or ask its owner \(lock {re.escape(str(tmp_path))}/run.lock\)",
+            sentence), sentence
+    finally:
+        holder.kill()  # SIGKILL: no release ran; the kernel lets the lock go
+        holder.wait()
+    lock = runlock.HostLock(tmp_path)
+    lock.acquire(runlock.me("tierbench run other"))
+    assert lock.stale is not None and lock.stale.pid == holder.pid  # its record, replaced
+    assert runlock.parse_owner((tmp_path / "run.lock").read_text()).command == \
+        "tierbench run other"  # type: ignore[union-attr]
+    lock.release()
+    assert (tmp_path / "run.lock").read_text() == ""
+
+
+def test_the_lock_is_released_on_any_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(runlock.LOCK_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError):
+        with runlock.hold("tierbench run quick"):
+            with pytest.raises(runlock.LockHeld):
+                with runlock.hold("tierbench clean"):
+                    pass
+            raise RuntimeError("a point failed")
+    with runlock.hold("tierbench run quick") as locks:
+        assert isinstance(locks[0], runlock.HostLock)
+
+
+# `sh -c` stands in for ssh: the node's "remote" command runs here, in tmp_path
+NODE = Transport("node1", ("sh", "-c"), "tierbench-node1")
+
+
+def test_a_nodes_lock_is_held_by_its_session_and_refuses_a_second_run(tmp_path: Path) -> None:
+    first = runlock.NodeLock(NODE, str(tmp_path / "locks"))
+    first.acquire(runlock.me("tierbench run quick --cluster c.yml"))
+    try:
+        held = runlock.parse_owner((tmp_path / "locks" / "run.lock").read_text())
+        assert held is not None and held.node_pid and held.pid == os.getpid()
+        other = runlock.Owner("bob", "controller2", 4242, "/home/bob/tierbench", "tierbench-bob",
+                              "tierbench run dc-static --cluster c.yml", held.since)
+        with pytest.raises(runlock.LockHeld) as info:
+            runlock.NodeLock(NODE, str(tmp_path / "locks")).acquire(other)
+        assert str(info.value).startswith(
+            f"node node1 is in use by another tierbench run, held by user {held.user} on host "
+            f"{held.host} (pid {os.getpid()}, checkout {ROOT}, `tierbench run quick --cluster "
+            "c.yml`, since ")
+    finally:
+        first.release()
+    second = runlock.NodeLock(NODE, str(tmp_path / "locks"))
+    second.acquire(runlock.me("tierbench run dc-static"))  # free once the session ended
+    second.release()
+
+
+def test_a_stale_node_lock_of_a_dead_controller_process_is_taken_over(tmp_path: Path) -> None:
+    """The session outlived its controller (a half-open SSH connection): the record names this
+    host and a pid gone here, so the holder on the node is ended and the lock taken."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = runlock.Owner("alice", socket.gethostname(), gone.pid, str(ROOT), compose.PROJECT,
+                         "tierbench run quick", "2026-01-01T00:00:00Z")
+    first = runlock.NodeLock(NODE, str(tmp_path / "locks"))
+    first.acquire(dead)
+    try:
+        mine = runlock.NodeLock(NODE, str(tmp_path / "locks"))
+        mine.acquire(runlock.me("tierbench run quick"))
+        owner = runlock.parse_owner((tmp_path / "locks" / "run.lock").read_text())
+        assert owner is not None and owner.pid == os.getpid()
+        mine.release()
+    finally:
+        first.release()

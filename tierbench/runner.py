@@ -42,7 +42,7 @@ from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, Point
 from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.modes import apply
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import placer, provenance, space
+from tierbench.placement import compose, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -662,9 +662,10 @@ def write_report(run_dir: Path) -> Path | None:
         raise ConfigError(str(exc)) from None
 
 
-def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
-    """Restore interfaces a crashed run left changed, then remove the stack (on every node of
-    the cluster ``where`` places services on); returns notes."""
+def clean(where: placer.Placer, keep_stack: bool = False, every: bool = False) -> list[str]:
+    """Restore interfaces a crashed run of this checkout left changed, then remove its stack (on
+    every node of the cluster ``where`` places services on; ``every``: every checkout's
+    containers, networks, volumes and tmpfs); returns notes."""
     notes = []
     for kind in registry.kinds().values():
         try:
@@ -687,7 +688,9 @@ def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
     if keep_stack:
         notes.append("left the stack running (--keep-stack)")
     else:
-        where.down()
-        notes.append(f"removed the stack's containers, networks and volumes on {where.name}")
+        where.down(every)
+        notes.append(f"removed {'every checkout' if every else 'this checkout'}'s stack "
+                     f"({'tierbench*' if every else compose.PROJECT}): containers, networks and "
+                     f"volumes on {where.name}")
         notes += where.clean()
     return notes

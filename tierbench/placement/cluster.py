@@ -445,15 +445,17 @@ class ClusterPlacer(Placer):
                     stale.append(f"{name} on {node_name}")
         return stale
 
-    def down(self) -> None:
-        """Every node: the project's containers, networks and volumes removed, tmpfs unmounted;
-        then the disk systems on the nodes (and here) removed."""
+    def down(self, every: bool = False) -> None:
+        """Every node: this checkout's project's containers, networks and volumes removed, its
+        tmpfs unmounted (``every``: every checkout's); then the disk systems on the nodes (and
+        here) removed."""
         env = {**compose.dotenv(), **os.environ}
 
         def down(node: Node) -> None:
             compose.remove_project(lambda *args: nodes.run_docker(node, *args,
-                                                                  timeout=300).stdout)
-            nodes.run_on_node(node, compose.UNMOUNT_TMPFS, timeout=60)
+                                                                  timeout=300).stdout, every)
+            nodes.run_on_node(node, compose.UNMOUNT_ALL_TMPFS if every else compose.UNMOUNT_TMPFS,
+                              timeout=60)
 
         problems = [str(r) for r in self.each([n.name for n in self.cluster.nodes], down).values()
                     if isinstance(r, Exception)]

@@ -127,12 +127,12 @@ def docroot_parts(docroot: str) -> tuple[str, bool]:
 
 def tmpfs_docroot(env: dict[str, str]) -> Path:
     """Where the tmpfs docroot is mounted on the host (compose/docroot-tmpfs.yml binds it)."""
-    return Path(env.get("DOCROOT_TMPFS_DIR") or "/run/tierbench/docroot-tmpfs")
+    return Path(env.get("DOCROOT_TMPFS_DIR") or state_dir() / "docroot-tmpfs")
 
 
 def hot_dir(env: dict[str, str]) -> Path:
     """Where the tmpfs of the hot small files is mounted on the host (compose/hot-tmpfs.yml)."""
-    return Path(env.get("HOT_TMPFS_DIR") or "/run/tierbench/hot-tmpfs")
+    return Path(env.get("HOT_TMPFS_DIR") or state_dir() / "hot-tmpfs")
 
 
 def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
