@@ -2,7 +2,7 @@
 them, else emulated, and labelled so.
 
 An emulated device is a loop device over an image file (`DISK_IMAGE_DIR`, default
-/var/lib/tierbench/disk-images; its size checked against the free space there before anything is
+/var/lib/tierbench/disk-images/PROJECT: each checkout's own; its size checked against the free space there before anything is
 written), opened with direct I/O so that its reads reach the host's disk rather than the image
 file's page cache. Each device is throttled at the paper's bandwidths (004 Table 3) by the
 block-I/O controller of the containers that use it (Compose `blkio_config`, in an overlay written
@@ -45,7 +45,7 @@ from pydantic import BeforeValidator, WithJsonSchema, model_validator
 
 from tierbench import transport
 from tierbench.config.errors import TierbenchError
-from tierbench.config.files import state_dir
+from tierbench.config.files import project_name, state_dir
 from tierbench.config.models import Model, flag, number, problem, text
 from tierbench.placement import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
@@ -54,7 +54,7 @@ from tierbench.transport import Transport, TransportError
 MB = 1_000_000
 MIB = 1 << 20
 IMAGE_PREFIX = "tierbench-disk-"
-DEFAULT_IMAGE_DIR = "/var/lib/tierbench/disk-images"
+DEFAULT_IMAGE_DIR = "/var/lib/tierbench/disk-images"  # below it, one folder per checkout
 # room a file system needs beside its files: journal, inode tables, btrfs metadata
 OVERHEAD, SPARE = 0.15, 256 * MIB
 
@@ -365,7 +365,8 @@ def host_of(record: Mapping[str, Any] | None) -> Host:
 
 def image_dir(env: Mapping[str, str]) -> Path:
     """Where emulated devices' image files go on this host (DISK_IMAGE_DIR)."""
-    return Path(env.get("DISK_IMAGE_DIR") or DEFAULT_IMAGE_DIR)
+    given = env.get("DISK_IMAGE_DIR")
+    return Path(given) if given else Path(DEFAULT_IMAGE_DIR) / project_name()
 
 
 def disks_root() -> Path:
