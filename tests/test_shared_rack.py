@@ -17,12 +17,13 @@ from typing import Annotated, Any
 
 import pytest
 
-from tierbench.config import files
+from tierbench.config import files, paths
 from tierbench.config.errors import ConfigError
 from tierbench.config.models import Model, safe_name, text, validate
 from tierbench.kinds import registry
 from tierbench.modes.model import ModeFile
-from tierbench.placement import compose, diskuse, disks, runlock
+from tierbench.kinds.web import services
+from tierbench.placement import compose, diskuse, disks, owned, runlock
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 
@@ -378,3 +379,115 @@ def test_a_stale_node_lock_of_a_dead_controller_process_is_taken_over(tmp_path: 
         mine.release()
     finally:
         first.release()
+
+
+# --------------------------------------------------------------------------- paths root uses
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("/", "is the root folder"),
+    ("/etc", "is the system folder /etc"),
+    ("/usr/local/tierbench", "is inside the system folder /usr"),
+    ("/srv", "is a top-level folder (/srv), which is not tierbench's alone"),
+    ("/data/", "is a top-level folder (/data), which is not tierbench's alone"),
+    ("/home", "is the system folder /home, which every user and program share"),
+    ("/var/lib", "is the system folder /var/lib, which every user and program share"),
+    ("/run", "is the system folder /run, which every user and program share"),
+    ("/tmp", "is the system folder /tmp, which every user and program share"),
+    ("/home/alice", "is a folder directly in /home, which every user and program share (a "
+     "folder of tierbench's own there is named tierbench..., e.g. /home/tierbench)"),
+    ("/var/lib/docker", "is a folder directly in /var/lib, which every user and program share "
+     "(a folder of tierbench's own there is named tierbench..., e.g. /var/lib/tierbench)"),
+    ("/var/lib/../../etc", "is the system folder /etc"),
+    ("relative/state", "is not an absolute path"),
+    ("/srv/tb\n", "holds a control character ('\\n' at position 7); names and paths may not"),
+])
+def test_system_folders_are_refused(path: str, why: str) -> None:
+    assert paths.system_problem(path) == why
+
+
+def test_tierbench_folders_pass() -> None:
+    for path in ("/var/lib/tierbench", "/var/lib/tierbench/disk-images/tierbench-abc123",
+                 "/run/tierbench", "/run/tierbench/tierbench-abc123/docroot-tmpfs",
+                 "/run/tierbench/docroot-tmpfs", "/srv/tb", "/data/tb", "/tmp/x/state"):
+        assert paths.system_problem(path) is None, path
+
+
+def test_env_paths_are_refused_in_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError) as info:
+        services.tmpfs_docroot({"DOCROOT_TMPFS_DIR": "/srv"})
+    assert str(info.value) == (
+        "DOCROOT_TMPFS_DIR='/srv' is a top-level folder (/srv), which is not tierbench's alone: "
+        "tierbench mounts, writes and removes things there as root; give it a folder of its own "
+        "such as /var/lib/tierbench/NAME or /run/tierbench/NAME")
+    with pytest.raises(ConfigError, match=r"^HOT_TMPFS_DIR='/run' is the system folder /run"):
+        services.hot_dir({"HOT_TMPFS_DIR": "/run"})
+    with pytest.raises(disks.DiskError, match=r"^DISK_IMAGE_DIR='/var/lib' is the system "):
+        disks.image_dir({"DISK_IMAGE_DIR": "/var/lib"})
+    monkeypatch.setenv("TIERBENCH_STATE_DIR", "/")
+    with pytest.raises(ConfigError, match=r"^TIERBENCH_STATE_DIR='/' is the root folder: "):
+        files.state_dir()
+    for bad in ("/srv", "/data", "/home/alice"):
+        assert cluster_problems(workdir=bad)[0].startswith(f"c.yml: workdir: {bad} is "), bad
+
+
+def test_a_folder_is_used_only_when_tierbench_made_it_or_it_is_empty(tmp_path: Path) -> None:
+    new = tmp_path / "new" / "docroot-tmpfs"
+    owned.claim(str(new), "the tmpfs folder")
+    assert (new / paths.MARKER).read_text() == f"tierbench {compose.PROJECT}\n"
+    owned.claim(str(new), "the tmpfs folder")  # again: its own
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    owned.claim(str(empty), "the tmpfs folder")
+    assert (empty / paths.MARKER).is_file()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "thesis.tex").write_text("years of work")
+    with pytest.raises(owned.OwnershipError) as info:
+        owned.claim(str(theirs), "the cluster's workdir", ("results", "workloads"))
+    assert str(info.value) == (
+        f"the cluster's workdir {theirs} holds thesis.tex and has no .tierbench-owner (tierbench "
+        "did not make it): tierbench mounts, writes and removes things there as root, so it uses "
+        "only a folder it made (or an empty one); give it another")
+    assert not (theirs / paths.MARKER).exists()
+    link = tmp_path / "link"
+    link.symlink_to(empty)
+    with pytest.raises(owned.OwnershipError, match="is a symbolic link and has no"):
+        owned.claim(str(link), "the tmpfs folder")
+    with pytest.raises(owned.OwnershipError, match=r"^the tmpfs folder /etc is the system folder"):
+        owned.claim("/etc", "the tmpfs folder")
+
+
+def test_a_workdir_from_before_markers_is_adopted(tmp_path: Path) -> None:
+    old = tmp_path / "workdir"
+    for entry in ("results", "workloads", "disks"):
+        (old / entry).mkdir(parents=True)
+    owned.claim(str(old), "the cluster's workdir", ("results", "workloads"))
+    assert (old / paths.MARKER).read_text().splitlines() == [
+        f"tierbench {compose.PROJECT}", "results", "workloads"]
+
+
+def test_clean_removes_only_what_the_marker_names(tmp_path: Path) -> None:
+    ours = tmp_path / "ours"
+    owned.claim(str(ours), "the cluster's workdir", ("results",))
+    (ours / "results" / "run1").mkdir(parents=True)
+    (ours / "notes").mkdir()
+    assert owned.remove_entry(str(ours), "results") and not (ours / "results").exists()
+    assert not owned.remove_entry(str(ours), "notes") and (ours / "notes").is_dir()
+    theirs = tmp_path / "theirs"
+    (theirs / "results").mkdir(parents=True)
+    assert not owned.remove_entry(str(theirs), "results") and (theirs / "results").is_dir()
+
+
+def test_a_tmpfs_is_not_mounted_over_someone_elses_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    monkeypatch.setattr(compose, "_run", lambda argv, **_kw: seen.append(argv) or "")
+    theirs = tmp_path / "docs"
+    theirs.mkdir()
+    (theirs / "report.odt").write_text("x")
+    with pytest.raises(compose.StackError, match=r"^the tmpfs folder .*/docs holds report.odt "):
+        compose.mount_tmpfs(theirs, "1g")
+    assert seen == []
+    compose.mount_tmpfs(tmp_path / "mine", "1g")
+    assert seen == [["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", compose.PROJECT,
+                     str(tmp_path / "mine")]]

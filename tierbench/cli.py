@@ -56,12 +56,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_locked(args, exp, resume)
 
 
-def locked(args: argparse.Namespace) -> ContextManager[object]:
-    """The run lock of this host and of every node of the cluster (tierbench.placement.runlock),
-    held while the command changes anything; a second run is refused naming who holds it."""
+def locked(args: argparse.Namespace, nodes_now: bool = False) -> ContextManager[object]:
+    """The run lock of this host (tierbench.placement.runlock), held while the command changes
+    anything; a cluster's nodes take theirs once checked (ClusterPlacer.check), or at once with
+    ``nodes_now`` (clean: those that answer). A second run is refused naming who holds it."""
     where = args.where.cluster
     return runlock.hold(shlex.join(["tierbench", *sys.argv[1:]]),
-                        [nodes.transport(n) for n in where.nodes] if where else [])
+                        [nodes.transport(n) for n in where.nodes] if where and nodes_now else [],
+                        skip_unreachable=True)
 
 
 def run_locked(args: argparse.Namespace, exp: registry.Experiment, resume: Path | None) -> int:
@@ -170,7 +172,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     """Restore interface settings a crashed run left changed and remove the stack: this
     checkout's (--all: every checkout's containers, volumes and tmpfs), never while a run holds
     this host's or a node's lock."""
-    with locked(args):
+    with locked(args, nodes_now=True):
         for note in runner.clean(args.where, keep_stack=args.keep_stack, every=args.all):
             print(f"tierbench: {note}")
     return 0

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.paths import refusal
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
@@ -84,6 +85,8 @@ def state_dir() -> Path:
     /run/tierbench/<project> (one folder per checkout: its restore snapshot, disk systems,
     database password and tmpfs mount points)."""
     given = os.environ.get("TIERBENCH_STATE_DIR")
+    if given and refusal(given, "TIERBENCH_STATE_DIR"):
+        raise ConfigError(str(refusal(given, "TIERBENCH_STATE_DIR")))
     return Path(given) if given else STATE_ROOT / project_name()
 
 

@@ -46,6 +46,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
 from tierbench.config.models import control_problem
+from tierbench.config.paths import system_problem
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
@@ -271,7 +272,7 @@ class Cluster(_Model):
             raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
                              "(letters, digits, '_', '.', '-' and '/')")
         value = re.sub(r"/+", "/", value).rstrip("/") or "/"
-        why = system_folder(value)
+        why = system_folder(value) or system_problem(value)
         if why:
             raise ValueError(f"{value} {why}: tierbench empties folders in it on every node "
                              "(`tierbench clean --cluster` removes WORKDIR/results); give it "

@@ -17,7 +17,7 @@ from pathlib import Path
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import (PROJECT_PREFIX, ROOT, default_project, dotenv, project_name,
                                     results_root)
-from tierbench.placement import access, diskbuild, disks
+from tierbench.placement import access, diskbuild, disks, owned
 from tierbench.placement.clusterfile import Cluster
 
 try:
@@ -154,7 +154,10 @@ def mount_tmpfs(path: Path, size: str) -> None:
     """Mount a tmpfs on the host at ``path``, unless one is mounted there already."""
     if os.path.ismount(path):
         return
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        owned.claim(str(path), "the tmpfs folder")  # never a system folder or someone else's
+    except owned.OwnershipError as exc:
+        raise StackError(str(exc)) from None
     _run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", TMPFS_SOURCE, str(path)],
          timeout=30)
 

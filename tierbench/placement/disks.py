@@ -46,6 +46,7 @@ from pydantic import BeforeValidator, WithJsonSchema, model_validator
 from tierbench import transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name, state_dir
+from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
 from tierbench.placement import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
@@ -366,6 +367,8 @@ def host_of(record: Mapping[str, Any] | None) -> Host:
 def image_dir(env: Mapping[str, str]) -> Path:
     """Where emulated devices' image files go on this host (DISK_IMAGE_DIR)."""
     given = env.get("DISK_IMAGE_DIR")
+    if given and refusal(given, "DISK_IMAGE_DIR"):
+        raise DiskError(str(refusal(given, "DISK_IMAGE_DIR")))
     return Path(given) if given else Path(DEFAULT_IMAGE_DIR) / project_name()
 
 

@@ -198,7 +198,7 @@ class NodeLock:
     def where(self) -> str:
         return f"node {self.via.name}"
 
-    def _start(self, owner: Owner) -> tuple[str, list[str]]:
+    def _start(self, owner: Owner) -> tuple[str, list[str], str]:
         argv = ["sh", "-c", NODE_SCRIPT, "sh", self.folder, json.dumps(asdict(owner))]
         try:
             proc = self.via.popen(shlex.join(argv), stdin=subprocess.PIPE,
@@ -208,29 +208,36 @@ class NodeLock:
         first = (proc.stdout.readline() if proc.stdout else "").strip()
         if first == "LOCKED":
             self.proc = proc
-            return first, []
+            return first, [], ""
         rest, err = proc.communicate(timeout=self.timeout)
-        return first, [*rest.splitlines(), *err.strip().splitlines()[-1:]]
+        return first, rest.splitlines(), (err.strip().splitlines() or [""])[-1]
 
     def acquire(self, owner: Owner) -> None:
         """Take the node's lock, or LockHeld naming who holds it; a stale one (its owner on
         this host and gone) is taken over once."""
-        for attempt in (1, 2):
-            first, rest = self._start(owner)
+        killed = False
+        for _ in range(20):
+            first, rest, err = self._start(owner)
             if first == "LOCKED":
                 return
             if first != "BUSY":
                 raise LockHeld(f"{self.where}: cannot take its run lock ({first or 'no answer'}"
-                               f"{': ' + rest[-1] if rest else ''})")
+                               f"{': ' + err if err else ''})")
             held = parse_owner("\n".join(rest))
-            if attempt == 1 and held and held.node_pid and held.host == owner.host \
-                    and not alive_here(held.pid):
-                self.via.run(["kill", str(held.node_pid)], timeout=self.timeout)
-                time.sleep(0.5)
+            if held and (held.host, held.pid) == (owner.host, owner.pid):
+                return  # this very run holds it: the node is this host, or listed twice
+            if held and held.node_pid and held.host == owner.host and not alive_here(held.pid):
+                if not killed:  # stale: its controller process is gone from this host
+                    self.via.run(["kill", str(held.node_pid)], timeout=self.timeout)
+                    killed = True
+                time.sleep(0.25)
                 continue
             raise LockHeld(f"{self.where} is in use by another tierbench run, held by "
                            f"{_who(held)}: wait for it to end, or ask its owner (lock "
                            f"{self.folder}/{LOCK_FILE} there)")
+        raise LockHeld(f"{self.where}: its run lock is stale (its controller process is gone "
+                       f"from this host) but its holder there did not end: end it, or remove "
+                       f"{self.folder}/{LOCK_FILE} there")
 
     def release(self) -> None:
         """End the holding shell's input: it empties the record and ends, freeing the lock."""
@@ -249,14 +256,56 @@ class NodeLock:
 # --------------------------------------------------------------------------- a run's locks
 
 
+@dataclass
+class Holding:
+    """The locks this process holds now (hold's ``with`` block)."""
+
+    owner: Owner
+    stack: ExitStack
+    locks: list[Any]
+    nodes: set[str]
+
+    def take(self, lock: Any, key: str | None = None) -> None:
+        """Take one more lock for the rest of the block."""
+        if key is not None and key in self.nodes:
+            return
+        lock.acquire(self.owner)
+        self.stack.callback(lock.release)
+        self.locks.append(lock)
+        if key is not None:
+            self.nodes.add(key)
+
+
+ACTIVE: list[Holding] = []
+
+
 @contextmanager
-def hold(command: str, node_transports: Sequence[Transport] = ()) -> Iterator[list[Any]]:
-    """This host's lock and every node's, held for the ``with`` block and released on any exit
-    (a refusal lets go of those already taken); yields the locks."""
-    owner = me(command)
-    locks: list[Any] = [HostLock(), *(NodeLock(t) for t in node_transports)]
+def hold(command: str, node_transports: Sequence[Transport] = (),
+         skip_unreachable: bool = False) -> Iterator[list[Any]]:
+    """This host's lock (and those of the nodes given), held for the ``with`` block and
+    released on any exit (a refusal lets go of those already taken); yields the locks. Nodes
+    a run reaches later take theirs with :func:`take_nodes` once they are checked. With
+    ``skip_unreachable`` (clean) a node that cannot be reached is passed over."""
     with ExitStack() as stack:
-        for lock in locks:
-            lock.acquire(owner)
-            stack.callback(lock.release)
-        yield locks
+        held = Holding(me(command), stack, [], set())
+        held.take(HostLock())
+        ACTIVE.append(held)
+        stack.callback(ACTIVE.remove, held)
+        take_nodes(node_transports, skip_unreachable)
+        yield held.locks
+
+
+def take_nodes(transports: Sequence[Transport], skip_unreachable: bool = False) -> list[str]:
+    """Every node's lock taken for the block of :func:`hold` under way (none: nothing, e.g.
+    `tierbench nodes`); LockHeld naming who holds one. Returns the nodes passed over."""
+    if not ACTIVE:
+        return []
+    skipped = []
+    for via in transports:
+        try:
+            ACTIVE[-1].take(NodeLock(via), via.name)
+        except LockHeld as exc:
+            if not (skip_unreachable and "cannot take its run lock" in str(exc)):
+                raise
+            skipped.append(str(via.name))
+    return skipped
