@@ -491,3 +491,11 @@ def test_a_tmpfs_is_not_mounted_over_someone_elses_folder(
     compose.mount_tmpfs(tmp_path / "mine", "1g")
     assert seen == [["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", compose.PROJECT,
                      str(tmp_path / "mine")]]
+
+
+def test_a_lock_folder_that_cannot_be_made_is_one_sentence(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(runlock.LockHeld, match=r"^cannot take this host's run lock .*/file/locks/"
+                                               r"run.lock \(Not a directory\): run as root, or "
+                                               r"set TIERBENCH_LOCK_DIR$"):
+        runlock.HostLock(tmp_path / "file" / "locks").acquire(runlock.me("tierbench run quick"))

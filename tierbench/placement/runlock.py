@@ -139,11 +139,15 @@ class HostLock:
 
     def acquire(self, owner: Owner) -> None:
         """Take the lock, or LockHeld naming who holds it."""
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o755)
-        if self.folder.is_symlink():
-            raise LockHeld(f"{self.folder} is a symbolic link: tierbench keeps its run lock "
-                           "only in a real folder; remove the link")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o755)
+            if self.folder.is_symlink():
+                raise LockHeld(f"{self.folder} is a symbolic link: tierbench keeps its run lock "
+                               "only in a real folder; remove the link")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise LockHeld(f"cannot take {self.where}'s run lock {self.path} "
+                           f"({exc.strerror or exc}): run as root, or set {LOCK_DIR_ENV}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
