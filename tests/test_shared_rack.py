@@ -499,3 +499,17 @@ def test_a_lock_folder_that_cannot_be_made_is_one_sentence(tmp_path: Path) -> No
                                                r"run.lock \(Not a directory\): run as root, or "
                                                r"set TIERBENCH_LOCK_DIR$"):
         runlock.HostLock(tmp_path / "file" / "locks").acquire(runlock.me("tierbench run quick"))
+
+
+def test_a_bring_up_is_refused_while_another_checkouts_stack_is_up() -> None:
+    """Its networks hold the stack's fixed addresses: refused in one sentence, never removed."""
+    def engine(*args: str) -> str:
+        return {"network": f"bridge\n{compose.PROJECT}\ntierbench-0a1b2c\n",
+                "ps": "someoneelse\n"}[args[0]]
+    with pytest.raises(compose.StackError) as info:
+        compose.refuse_others(engine)
+    assert str(info.value) == (
+        "another checkout's stack (tierbench-0a1b2c) is up on this host, on the addresses and "
+        "ports this one needs: its own `tierbench clean` removes it (or `tierbench clean --all`, "
+        f"if it is nobody's any more); this checkout is {compose.PROJECT}")
+    compose.refuse_others(lambda *a: f"{compose.PROJECT}\nbridge\n")  # its own: no refusal

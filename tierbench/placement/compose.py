@@ -257,9 +257,30 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
+def others_up(docker: Callable[..., str]) -> list[str]:
+    """Other checkouts' projects with networks or running containers on one engine."""
+    fmt = '{{.Label "com.docker.compose.project"}}'
+    found = docker("network", "ls", "--format", fmt).split() + docker("ps", "--format",
+                                                                       fmt).split()
+    return sorted({p for p in found if ours(p, True) and p != PROJECT})
+
+
+def refuse_others(docker: Callable[..., str], where: str = "this host") -> None:
+    """StackError in one sentence when another checkout's stack is up: its networks take the
+    same addresses (on a node, the same ports), and it is not this checkout's to remove."""
+    others = others_up(docker)
+    if others:
+        raise StackError(f"another checkout's stack ({', '.join(others)}) is up on {where}, on "
+                         "the addresses and ports this one needs: its own `tierbench clean` "
+                         "removes it (or `tierbench clean --all`, if it is nobody's any more); "
+                         f"this checkout is {PROJECT}")
+
+
 def up_spec(spec: Services) -> None:
     """Bring ``spec`` up on this host's engine, waiting until every service is healthy: tmpfs
-    mounted first, volumes made for other settings by an earlier run removed first."""
+    mounted first, volumes made for other settings by an earlier run removed first; refused
+    while another checkout's stack is up."""
+    refuse_others(lambda *args: _run(["docker", *args], timeout=60))
     check_cpusets(spec.env, spec.cpusets)
     for path, size in spec.tmpfs.items():
         mount_tmpfs(Path(path), size)
