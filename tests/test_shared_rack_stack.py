@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tierbench.config import files
-from tierbench.placement import runlock
+from tierbench.placement import compose, runlock
 
 pytestmark = pytest.mark.stack
 
@@ -63,6 +63,11 @@ def test_a_second_checkout_is_refused_while_the_first_runs_and_cleans_only_its_o
         tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.fail("the stack tests need root: run `make test` as root")
+    others = compose.others_up(lambda *a: subprocess.run(
+        ["docker", *a], capture_output=True, text=True, timeout=60, check=True).stdout)
+    if others:  # this test's first run would be refused, rightly: it removes nobody's stack
+        pytest.fail(f"another checkout's stack ({', '.join(others)}) is up on this host: remove "
+                    "it with its checkout's `tierbench clean` first")
     other = copy_checkout(tmp_path / "other-checkout")
     mine, theirs = files.project_name(ROOT), files.project_name(other)
     assert mine != theirs
@@ -89,6 +94,7 @@ def test_a_second_checkout_is_refused_while_the_first_runs_and_cleans_only_its_o
             time.sleep(0.5)
         for args in (("run", str(exp)), ("clean",)):
             refused = cli(other, env_b, *args)
+            assert first.poll() is None, first.communicate()  # refused while it runs
             assert refused.returncode == 2, refused.stderr
             said = refused.stderr.strip()
             assert "\n" not in said and re.fullmatch(
