@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tierbench.placement import compose
+
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 NODES = [*TIERBENCH, "nodes"]
@@ -34,7 +36,7 @@ def docker(*args: str) -> list[str]:
     return sorted(done.stdout.split()) if done.returncode == 0 else []
 
 
-PROJECT = "label=com.docker.compose.project=tierbench"
+PROJECT = f"label=com.docker.compose.project={compose.PROJECT}"
 
 
 def host_state() -> dict:

@@ -320,7 +320,7 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
 
     done = tierbench(env, "clean")
     assert done.returncode == 0, done.stderr
-    label = "label=com.docker.compose.project=tierbench"
+    label = f"label=com.docker.compose.project={compose.PROJECT}"
     containers = subprocess.run(["docker", "ps", "-aq", "--filter", label, "--filter",
                                  "label=com.docker.compose.config-hash"],
                                 capture_output=True, text=True).stdout.split()

@@ -7,25 +7,27 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
 import subprocess
 import sys
 import time
 from typing import Any
 from pathlib import Path
+from typing import ContextManager
 
 import yaml
 
 from tierbench import runner, study
 from tierbench.advise import run as advise
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import MODES_DIR, results_root
+from tierbench.config.files import MODES_DIR, results_root, state_dir
 from tierbench.kinds import registry
 from tierbench.kinds.web import load, locust
 from tierbench.measure import profile
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
 from tierbench.kinds.pfs import orangefs
-from tierbench.placement import clusterfile, compose, nodes, placer
+from tierbench.placement import clusterfile, compose, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -64,6 +66,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile.check()
         exp.profile = args.profile
     compose.preflight(cluster=args.where.cluster is not None)
+    with locked(args):
+        return run_locked(args, exp, resume)
+
+
+def locked(args: argparse.Namespace, nodes_now: bool = False) -> ContextManager[object]:
+    """The run lock of this host (tierbench.placement.runlock), held while the command changes
+    anything; a cluster's nodes take theirs once checked (ClusterPlacer.check), or at once with
+    ``nodes_now`` (clean: those that answer). A second run is refused naming who holds it."""
+    where = args.where.cluster
+    return runlock.hold(shlex.join(["tierbench", *sys.argv[1:]]),
+                        [nodes.transport(n) for n in where.nodes] if where and nodes_now else [],
+                        skip_unreachable=True)
+
+
+def run_locked(args: argparse.Namespace, exp: registry.Experiment, resume: Path | None) -> int:
+    """cmd_run once the locks are held."""
     run = runner.Run(exp, resume)
     try:
         run_dir = run.execute()
@@ -108,7 +126,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     resume = resume_folder(args, "study")
     compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = study.run(chosen, args.scale, resume, args.where, precision_options(args))
+        with locked(args):
+            folder = study.run(chosen, args.scale, resume, args.where, precision_options(args))
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; `tierbench study "
               f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
@@ -153,7 +172,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
                              placer=args.where)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = advisor.run()
+        with locked(args):
+            folder = advisor.run()
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
               f"{advisor.folder}", file=sys.stderr)
@@ -187,10 +207,19 @@ def cmd_pfs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    """This checkout's Compose project name and state folder (for a plain `docker compose -p`)."""
+    print(compose.PROJECT if not args.state else state_dir())
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
-    """Restore interface settings a crashed run left changed and remove the stack."""
-    for note in runner.clean(args.where, keep_stack=args.keep_stack):
-        print(f"tierbench: {note}")
+    """Restore interface settings a crashed run left changed and remove the stack: this
+    checkout's (--all: every checkout's containers, volumes and tmpfs), never while a run holds
+    this host's or a node's lock."""
+    with locked(args, nodes_now=True):
+        for note in runner.clean(args.where, keep_stack=args.keep_stack, every=args.all):
+            print(f"tierbench: {note}")
     return 0
 
 
@@ -402,8 +431,15 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
     c.add_argument("--keep-stack", action="store_true",
                    help="only restore interface settings; leave the containers running")
+    c.add_argument("--all", action="store_true",
+                   help="remove every checkout's stack (containers, networks, volumes, tmpfs) "
+                        f"on this host or the nodes, not only this checkout's ({compose.PROJECT})")
     add_cluster_arg(c)
     c.set_defaults(func=cmd_clean)
+    pj = sub.add_parser("project", help="this checkout's Compose project name (docker compose -p "
+                                         "NAME reaches its stack)")
+    pj.add_argument("--state", action="store_true", help="its state folder instead")
+    pj.set_defaults(func=cmd_project)
     rp = sub.add_parser("report", help="(re)write report.html of a run directory")
     rp.add_argument("run")
     rp.set_defaults(func=cmd_report)
@@ -457,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
+        if compose.PROJECT_PROBLEM:
+            raise ConfigError(compose.PROJECT_PROBLEM)
         args.where = placement(args)
         return args.func(args)
     except TierbenchError as exc:

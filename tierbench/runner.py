@@ -44,7 +44,7 @@ from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply, sysctls
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import nodes, placer, provenance, space
+from tierbench.placement import compose, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -723,9 +723,10 @@ def write_report(run_dir: Path) -> Path | None:
         raise ConfigError(str(exc)) from None
 
 
-def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
-    """Restore interfaces a crashed run left changed, then remove the stack (on every node of
-    the cluster ``where`` places services on); returns notes."""
+def clean(where: placer.Placer, keep_stack: bool = False, every: bool = False) -> list[str]:
+    """Restore interfaces a crashed run of this checkout left changed, then remove its stack (on
+    every node of the cluster ``where`` places services on; ``every``: every checkout's
+    containers, networks, volumes and tmpfs); returns notes."""
     notes = []
     for kind in registry.kinds().values():
         try:
@@ -748,7 +749,9 @@ def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
     if keep_stack:
         notes.append("left the stack running (--keep-stack)")
     else:
-        where.down()
-        notes.append(f"removed the stack's containers, networks and volumes on {where.name}")
+        where.down(every)
+        notes.append(f"removed {'every checkout' if every else 'this checkout'}'s stack "
+                     f"({'tierbench*' if every else compose.PROJECT}): containers, networks and "
+                     f"volumes on {where.name}")
         notes += where.clean()
     return notes

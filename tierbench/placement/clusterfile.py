@@ -45,6 +45,8 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
+from tierbench.config.models import control_problem
+from tierbench.config.paths import system_problem
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
@@ -153,12 +155,20 @@ class ClusterError(TierbenchError):
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_control(cls, value: Any) -> Any:
+        why = control_problem(value) if isinstance(value, str) else None
+        if why:
+            raise ValueError(f"{value!r} {why}")
+        return value
+
 
 def _matching(pattern: re.Pattern[str], what: str) -> Any:
     """A validator of a name field: the value when ``pattern`` matches it, else "... is not
     WHAT" (None passes: the field is optional)."""
     def check(cls: type, value: str | None) -> str | None:
-        if value is not None and not pattern.match(value):
+        if value is not None and not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not {what}")
         return value
     return classmethod(check)
@@ -216,7 +226,7 @@ class Node(_Model):
     @classmethod
     def _address(cls, value: str) -> str:
         ip = _ip(value) if "/" not in value else None
-        if ip is None and not _HOSTNAME.match(value):
+        if ip is None and not _HOSTNAME.fullmatch(value):
             raise ValueError(f"{value!r} is neither an IP address nor a host name")
         return ip or value
 
@@ -257,12 +267,12 @@ class Cluster(_Model):
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, value: str) -> str:
-        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/" \
+        if not re.fullmatch(r"/[A-Za-z0-9_./-]*", value) or "/../" in f"{value}/" \
                 or "/./" in f"{value}/":
             raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
                              "(letters, digits, '_', '.', '-' and '/')")
         value = re.sub(r"/+", "/", value).rstrip("/") or "/"
-        why = system_folder(value)
+        why = system_folder(value) or system_problem(value)
         if why:
             raise ValueError(f"{value} {why}: tierbench empties folders in it on every node "
                              "(`tierbench clean --cluster` removes WORKDIR/results); give it "
@@ -447,7 +457,7 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None,
     # Role references are checked against a node list that is whole: a malformed or repeated
     # node entry is reported once, not again through every role that names it.
     whole = bool(nodes) and len(names) == len(nodes) and all(
-        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.match(n["name"])
+        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.fullmatch(n["name"])
         for n in nodes)
     if isinstance(roles, dict) and whole:
         known = ", ".join(names) or "none"
