@@ -24,7 +24,8 @@ from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "nodes", "problems", "restore", "snapshot", "targets"]
+__all__ = ["change", "mismatches", "nodes", "problems", "restore", "restore_commands", "snapshot",
+           "targets"]
 
 CONGESTION = "net.ipv4.tcp_congestion_control"
 ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
@@ -190,3 +191,9 @@ def restore(target: str, info: dict) -> list[str]:
         except NetifError as exc:
             found.append(str(exc))
     return found
+
+
+def restore_commands(info: dict) -> list[list[str]]:
+    """The commands that write one target's saved values back (in its namespace, on its node):
+    the rollback guard's plan for it."""
+    return [ethtool.sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
