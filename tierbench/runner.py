@@ -541,6 +541,8 @@ class Run:
                     write_rows(pdir / "per_second.csv", result.per_second)
                 record["complete"] = True
         finally:
+            if record.get("rollback_fired"):  # measured partly without the mode: measure again
+                record["complete"] = False
             record["summary"] = row
             self.rows.append(row)
             write_json(pdir / "point.json", record)

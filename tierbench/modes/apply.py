@@ -247,6 +247,11 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
             record["restore_problems"] = problems
         else:
             state_file.clear()
+    if record.get("rollback_fired"):
+        raise NetifError(f"the rollback guard put mode {mode.name}'s settings back by itself "
+                         f"during {record.get('point', 'the point')} (the controller's renewals "
+                         f"stopped reaching it: {'; '.join(record['rollback_fired'])}), so the "
+                         "point did not measure the mode; check the link to that node")
     if problems:
         raise NetifError("interfaces could not be restored after "
                          f"{record.get('point', 'the point')}: {'; '.join(problems)}; "
