@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tierbench import runner
+from tierbench.config.errors import ConfigError
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NicSettings
 from tierbench.modes import apply, deadman, guard
@@ -256,3 +257,15 @@ def test_allow_management_changes_needs_an_explicit_rollback_timeout() -> None:
     assert parse_cluster(cluster_data(), ROLES).rollback_timeout_s == 30.0
     with pytest.raises(ClusterError, match="rollback_timeout_s"):
         parse_cluster(cluster_data(rollback_timeout_s=1.0), ROLES, "c.yml")
+
+
+def test_the_local_timeout_is_read_from_the_environment_and_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(guard.TIMEOUT_ENV, raising=False)
+    assert guard.local_timeout() == 30.0
+    monkeypatch.setenv(guard.TIMEOUT_ENV, "12")
+    assert guard.local_timeout() == 12.0
+    for bad in ("soon", "0", "1e9"):
+        monkeypatch.setenv(guard.TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigError, match=f"^{guard.TIMEOUT_ENV}='{bad}' is not a number"):
+            guard.local_timeout()

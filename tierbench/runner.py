@@ -349,6 +349,7 @@ class Run:
         exp, kind = self.exp, self.kind
         report_section(exp)
         check_space(exp)
+        rollback_timeout(exp)  # a bad $TIERBENCH_ROLLBACK_TIMEOUT_S refused before anything
         kind.preflight(exp, self.points)
         where = exp.placer
         if where.cluster is not None:  # every node checked before anything changes anywhere
