@@ -158,6 +158,14 @@ def cluster_lines(exp: Experiment) -> list[str]:
         names = [f"{n.name} ({n.interface().name} {n.interface().ip})"
                  for n in where.cluster.nodes_for(role)]
         lines.append(f"  role {role}: {', '.join(names)}")
+    c = where.cluster
+    addresses = ", ".join(f"{n.name} {n.address}" for n in c.nodes)
+    lines.append(f"  SSH (management) to each node's address: {addresses}; "
+                 + ("modes may change the interface holding it (allow_management_changes)"
+                    if c.allow_management_changes else
+                    "a mode changing the interface holding it is refused")
+                 + f"; nodes restore by themselves {c.rollback_timeout_s:g} s after the "
+                 "controller's last renewal")
     return lines
 
 
