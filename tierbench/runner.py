@@ -530,7 +530,7 @@ class Run:
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
                                     exp.settle_s, self._save, deployment.cpu_containers(mode),
-                                    rollback_timeout(exp)):
+                                    rollback_s=rollback_timeout(exp)):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
                 try:
                     sampler.start()
