@@ -401,7 +401,7 @@ def advisor_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
 
     @contextmanager
     def stub(mode: Any, eps: Any, watched: Any, state: Any, record: dict, settle: float,
-             save: Any, containers: Any = None) -> Iterator[None]:
+             save: Any, containers: Any = None, rollback_s: Any = None) -> Iterator[None]:
         applied.append(mode.name)
         record["interfaces_before"] = {"sim:eth0": default}
         # the state the kernel shows during the point: checksum off as veth shows it

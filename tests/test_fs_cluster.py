@@ -121,6 +121,10 @@ def test_each_server_asks_for_its_roles(on_cluster) -> None:
         lines = runner.cluster_lines(exp)
         assert "  role fs_server: node2 (eth0 198.18.16.12)" in lines
         assert "  role fs_client: node3 (eth0 198.18.16.13)" in lines
+        assert lines[-1].startswith("  SSH (management) to each node's address: node1 ")
+        assert lines[-1].endswith("a mode changing the interface holding it is refused; nodes "
+                                  "restore by themselves 30 s after the controller's last "
+                                  "renewal")
     iozone = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert kind.cluster_roles(iozone) == ["pfs_meta", "pfs_io", "pfs_clients"]
     assert "on their nodes" in "\n".join(runner.plan_lines(iozone))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -42,14 +43,14 @@ from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, Point
 from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
-from tierbench.modes import apply, sysctls
+from tierbench.modes import apply, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import compose, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
 class RunInterrupted(Exception):
-    """SIGINT or SIGTERM arrived during a run."""
+    """SIGINT, SIGTERM or SIGHUP arrived during a run."""
 
 
 def points_of(exp: Experiment) -> list[Point]:
@@ -168,6 +169,14 @@ def cluster_lines(exp: Experiment) -> list[str]:
         names = [f"{n.name} ({n.interface().name} {n.interface().ip})"
                  for n in where.cluster.nodes_for(role)]
         lines.append(f"  role {role}: {', '.join(names)}")
+    c = where.cluster
+    addresses = ", ".join(f"{n.name} {n.address}" for n in c.nodes)
+    lines.append(f"  SSH (management) to each node's address: {addresses}; "
+                 + ("modes may change the interface holding it (allow_management_changes)"
+                    if c.allow_management_changes else
+                    "a mode changing the interface holding it is refused")
+                 + f"; nodes restore by themselves {c.rollback_timeout_s:g} s after the "
+                 "controller's last renewal")
     return lines
 
 
@@ -226,21 +235,48 @@ def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     return path.name, path
 
 
+RESTORING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into RunInterrupted so that every `finally` restores state."""
+    """Turn SIGINT, SIGTERM and SIGHUP (the SSH session or terminal the run was started from
+    is gone) into RunInterrupted so that every `finally` restores state."""
     def handler(signum: int, _frame: object) -> None:
         # Ignore further signals so that the restore in progress cannot itself be cut short.
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in RESTORING_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
+        if signum == signal.SIGHUP:
+            quiet_terminal()
         raise RunInterrupted(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in RESTORING_SIGNALS}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def quiet_terminal() -> None:
+    """Point standard output and error that are a terminal that hung up at /dev/null, so that
+    the restore's messages cannot fail it (a write to a hung-up terminal raises EIO); output
+    going to a file or pipe is kept."""
+    for fd in (1, 2):
+        try:
+            if os.isatty(fd):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+
+
+def rollback_timeout(exp: Experiment) -> float:
+    """The rollback guard's timeout: the cluster file's rollback_timeout_s, or on one host
+    $TIERBENCH_ROLLBACK_TIMEOUT_S (default 30 s)."""
+    cluster = exp.placer.cluster
+    return cluster.rollback_timeout_s if cluster is not None else guard.local_timeout()
 
 
 def write_json(path: Path, data: object) -> None:
@@ -295,8 +331,16 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
     problems = []
+    cluster = exp.placer.cluster
     for m in registry.kind(exp.kind).modes(exp):
         eps = mode_endpoints(m, deployment)
+        if cluster is not None:
+            refused = guard.management_refusal(
+                m, eps, {n: itf for n in {ep.node for ep in eps if ep.node}
+                         if (itf := nodes.management_interface(cluster.node(n)))},
+                cluster.allow_management_changes, cluster.path or "the cluster file")
+            if refused:
+                problems.append(refused)
         problems += once_per_setting(apply.check_mode(m, eps,
                                                       containers=deployment.cpu_containers(m)),
                                      [ep.label for ep in eps])
@@ -344,6 +388,7 @@ class Run:
         exp, kind = self.exp, self.kind
         report_section(exp)
         check_space(exp)
+        rollback_timeout(exp)  # a bad $TIERBENCH_ROLLBACK_TIMEOUT_S refused before anything
         kind.preflight(exp, self.points)
         where = exp.placer
         if where.cluster is not None:  # every node checked before anything changes anywhere
@@ -541,7 +586,8 @@ class Run:
             row["deployment"] = record["deployment"] = self.deployment_index
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
-                                    exp.settle_s, self._save, deployment.cpu_containers(mode)):
+                                    exp.settle_s, self._save, deployment.cpu_containers(mode),
+                                    rollback_s=rollback_timeout(exp)):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
                 try:
                     sampler.start()
@@ -565,6 +611,8 @@ class Run:
                     write_rows(pdir / "per_second.csv", result.per_second)
                 record["complete"] = True
         finally:
+            if record.get("rollback_fired"):  # measured partly without the mode: measure again
+                record["complete"] = False
             record["summary"] = row
             self.rows.append(row)
             write_json(pdir / "point.json", record)

@@ -32,8 +32,8 @@ from tierbench.modes import congctl
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restore", "snapshot",
-           "targets", "view"]
+__all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restore",
+           "restore_commands", "snapshot", "targets", "view"]
 
 CONGESTION = "net.ipv4.tcp_congestion_control"
 ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
@@ -270,3 +270,13 @@ def restore(target: str, info: dict) -> list[str]:
     if node and info.get("routes"):
         found += congctl.restore(node, info["routes"], target)
     return found
+
+
+def restore_commands(info: dict) -> list[list[str]]:
+    """The commands that write one target's saved values back (in its namespace, on its node):
+    the rollback guard's plan for it: each saved sysctl, and on a node the host routes to its
+    peers as they were (congctl.restore_script, which needs no reading first)."""
+    out = [ethtool.sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
+    if info.get("routes"):
+        out.append(["sh", "-c", congctl.restore_script(info["routes"])])
+    return out
