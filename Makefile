@@ -35,7 +35,7 @@ test-cluster: setup images ## The cluster-lab tests in full and the stack tests 
 	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
 	  tests/test_web_servers_cluster_lab.py tests/test_proxies_cluster_lab.py \
-	  tests/test_advise_cluster_lab.py
+	  tests/test_advise_cluster_lab.py tests/test_quick_lab.py
 	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration
@@ -94,7 +94,7 @@ BENCH_PATH ?= /single-4096/file.bin
 # e.g. BENCH_ARGS="--seconds 3 --rounds 1" for a short check (python -m tierbench.bench --help)
 BENCH_ARGS ?=
 bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
-	$(VENV)/python -m tierbench.bench --loadgen tierbench-loadgen-1 \
+	$(VENV)/python -m tierbench.bench --loadgen $$($(VENV)/tierbench project)-loadgen-1 \
 	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH) $(BENCH_ARGS)
 
 SCALE_SIZES ?= 1,4,16

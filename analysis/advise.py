@@ -4,8 +4,9 @@ advise.json (written by tierbench.advise.run) names per workload the knobs the i
 change and those they cannot (with why), the mode that tested each knob, and the precision
 runs that measured them. From each run's summary.csv this module computes every knob's effect
 on the workload's metrics (throughput, latency, tail latency, CPU per unit of work) against
-the baseline, paired within blocks with the spread of the run's first blocks, as the run's own
-comparisons do (analysis.precision), and decides a recommendation by one rule (``RULE``).
+the baseline, paired within blocks with the spread of the run's first blocks (Stein's
+procedure: analysis.precision.paired_change(stein=True), valid for every comparison of the
+family, where the run's own comparisons take the spread of the later blocks), and decides a recommendation by one rule (``RULE``).
 Reads result files only.
 """
 
@@ -101,7 +102,7 @@ def change(values: Values, mode: str, base: str, name: str,
            spread: int | None) -> precision.Change:
     """A mode's paired change over another on a column (analysis.precision)."""
     return precision.paired_change(column(values, mode, name), column(values, base, name),
-                                   spread)
+                                   spread, stein=True)
 
 
 def interaction(values: Values, a: str, b: str, both: str, name: str,
@@ -116,7 +117,7 @@ def interaction(values: Values, a: str, b: str, both: str, name: str,
             ratios[block] = None
             continue
         ratios[block] = parts[0] * parts[1] / (parts[2] * parts[3])
-    return precision.paired_change(ratios, dict.fromkeys(ratios, 1.0), spread)
+    return precision.paired_change(ratios, dict.fromkeys(ratios, 1.0), spread, stein=True)
 
 
 # --------------------------------------------------------------------------- the rule

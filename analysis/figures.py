@@ -340,6 +340,41 @@ def inline(svg: str, ident: str, css_class: str, attrs: dict[str, str]) -> str:
     return head + ">" + rest
 
 
+def block_figure(series: list[tuple[str, list[float], int]], ident: str) -> str:
+    """The per-block diagnostic of a precision run: for each comparison (title, its blocks'
+    effects in % in run order, the first blocks that planned the run), the effect of every
+    block against its number, the first blocks hollow, the mean dashed; the title carries what
+    the caller says (lag-1 autocorrelation, drift)."""
+    ncols = max(1, min(3, len(series)))
+    nrows = math.ceil(len(series) / ncols)
+    with matplotlib.rc_context({**RC, "svg.hashsalt": ident}):
+        fig = MplFigure(figsize=(4.2 * ncols, 2.6 * nrows), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for n, ax in enumerate(axes.flat):
+            if n >= len(series):
+                ax.set_visible(False)
+                continue
+            title, effects, first = series[n]
+            xs = list(range(1, len(effects) + 1))
+            ax.plot(xs, effects, color="#9aa5b1", linewidth=0.8, gid=f"blocks-{n}-line")
+            ax.scatter(xs[:first], effects[:first], facecolors="none", edgecolors=PALETTE[0],
+                       s=18, label="first blocks (plan)")
+            ax.scatter(xs[first:], effects[first:], color=PALETTE[1], s=18,
+                       label="later blocks (spread)")
+            if effects:
+                ax.axhline(sum(effects) / len(effects), color="#555", linestyle="--",
+                           linewidth=0.8)
+            ax.set_title(plain(title), loc="left", fontsize=8.5)
+            ax.set_xlabel("block (run order)")
+            ax.set_ylabel("effect in the block, %")
+            if n == 0:
+                ax.legend(loc="best", frameon=False)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Creator": None, "Date": None,
+                                                  "Format": None, "Type": None})
+    return inline(buf.getvalue(), ident, "chart blocks", {"data-figure": "blocks"})
+
+
 # --------------------------------------------------------------------------- tables
 
 

@@ -33,7 +33,7 @@ from analysis import stats
 
 TIER_PREFIX = "cpu_s_"
 TEXT = ("point", "trace", "mode", "engine", "error", "phase")
-BOOLS = ("client_bound", "count_mismatch", "rate_short")
+BOOLS = ("client_bound", "count_mismatch", "rate_short", "softirq_bound", "unsteady")
 GENERATOR = "loadgen"
 
 Progress = Callable[[int, int, float], None]
@@ -205,6 +205,19 @@ def resolve_spec(manifest: dict[str, Any], given: dict[str, Any] | None,
     exp = manifest.get("experiment") if isinstance(manifest, dict) else None
     return (specs.generic(header, exp if isinstance(exp, dict) else {}, varying_columns(rows)),
             "generic", notes)
+
+
+def read_run_files(run: Path) -> tuple[list[dict[str, str]], dict[str, Any], dict[str, Any], str]:
+    """A run folder's summary rows, manifest ({} when unreadable), report spec and its source
+    (resolve_spec: the manifest's, else a generic one)."""
+    rows = read_summary_rows(run / "summary.csv")
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    header = list(dict.fromkeys(c for r in rows for c in r))
+    spec, source, _ = resolve_spec(manifest, None, rows, header)
+    return rows, manifest, spec, source
 
 
 def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],

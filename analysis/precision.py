@@ -10,13 +10,16 @@ of the two modes' values, stated in % (``+12.1 %``: 1.121 times the baseline):
   blocks' ratios remains. On the log scale (the ratio of geometric means: the interval stays
   positive, and an effect and its inverse are symmetric); Student t with n - 1 degrees of
   freedom over n blocks.
-- **paired, spread of the first blocks** (a precision run): the mean log ratio over all n
-  blocks, with the spread (and t's degrees of freedom) of the first ``min_repetitions`` blocks
-  only: Stein's two-stage procedure. A run that decides when to stop from the spread it has
-  seen, and then states an interval from that same spread, states intervals that are too narrow
-  (simulated: 90-92 % of 95 % intervals cover the truth); with the spread fixed by the first
-  blocks, the choice of n does not depend on the data the interval's centre comes from, and
-  coverage stays at its nominal 95 % (tests/test_precision.py prints the figures).
+- **paired, two stages** (a precision run, Kalibera & Jones 2013's dimensioning stage): the
+  first ``min_repetitions`` blocks only *plan* how many blocks a comparison needs (from a 90 %
+  upper confidence bound of their spread, chi-square with n0 - 1 df); the interval is the mean
+  log ratio over all n blocks with the spread (and t's degrees of freedom) of the blocks after
+  the first ones. Whether a comparison is *resolved* is decided by the plan alone (its planned
+  blocks were measured), so its interval is independent of that label: coverage among the
+  resolved comparisons is the nominal 95 % at every noise level. Labelling resolved by the
+  interval's own width would keep only the intervals whose spread came out small, and they
+  under-cover (Stein's single-spread interval: 87-90 % among resolved where out of reach is
+  common; tests/test_precision.py and analysis/README.md give the figures).
 - **welch**: the ratio of the two modes' arithmetic means, its interval by the delta method
   with Welch-Satterthwaite degrees of freedom; for runs whose repetitions were not measured in
   blocks (every run without ``precision``).
@@ -34,10 +37,13 @@ The runner's stopping rule (tierbench.runner) and the report use these same func
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
+
+from scipy import stats as scipy_stats
 
 from analysis import stats
 
@@ -46,12 +52,24 @@ Block = TypeVar("Block", bound=Hashable)  # what labels a block: its number, a n
 LEVEL = 0.95
 POWER = 0.80
 PAIRED, STEIN, WELCH = "paired", "paired-stein", "welch"
+TWO_STAGE, DEPLOYMENTS = "paired-two-stage", "paired-deployments"
+UCB_LEVEL = 0.90  # the plan's upper confidence bound of the first blocks' spread
+SERIAL_Z = 1.645  # lag-1 autocorrelation above z / sqrt(n) - 1 / n: serially correlated
+POOL_P = 0.25  # deployments: blocks are the unit unless F's p-value is below (Bancroft 1944)
 METHODS = {
     PAIRED: "paired: log ratio of the two modes within each block, t with n - 1 df",
     STEIN: "paired: mean log ratio of the two modes within each block over all blocks, "
              "spread and t's degrees of freedom from the first blocks (Stein's two-stage "
              "procedure: the choice of when to stop does not narrow the interval)",
     WELCH: "Welch: ratio of the modes' means, delta method with Welch-Satterthwaite df",
+    TWO_STAGE: "paired, two stages: the first blocks plan how many blocks are needed (90 % "
+               "upper bound of their spread); the interval is the mean log ratio over all "
+               "blocks with the spread and t's degrees of freedom of the blocks after the "
+               "first ones (Kalibera & Jones 2013's dimensioning stage), widened by the lag-1 "
+               "autocorrelation when it is positive",
+    DEPLOYMENTS: "paired, blocks nested in deployments: the mean of each deployment's mean log "
+                 "ratio, t with deployments - 1 df (the deployments differed: F test p < "
+                 f"{POOL_P:g})",
 }
 MAX_REPETITIONS_ESTIMATE = 100_000  # "more needed" beyond this is stated as such
 
@@ -67,6 +85,7 @@ class Target:
     min_repetitions: int = 3
     max_repetitions: int = 30
     budget_min: float | None = None
+    decision_pct: float | None = None  # also resolved once the interval settles this threshold
 
 
 @dataclass(frozen=True)
@@ -85,7 +104,36 @@ class Change:
     se: float | None = None
     df: float | None = None
     dropped: int = 0  # values left out: failed points (missing) or not positive
-    spread_n: int | None = None  # STEIN: the first blocks the spread comes from
+    spread_n: int | None = None  # STEIN: the first blocks the spread comes from; TWO_STAGE:
+    # the blocks after them
+    lag1: float | None = None  # lag-1 autocorrelation of the blocks' log ratios in run order
+    deployments: int = 1  # deployments (bring-ups) the blocks came from
+    deployment_share: float | None = None  # share of the blocks' variance between deployments
+    logs: tuple[float, ...] = ()  # the blocks' log ratios in run order (diagnostics)
+
+    @property
+    def serial(self) -> bool:
+        """Whether the blocks' log ratios are serially correlated (lag-1 autocorrelation above
+        its one-sided 5 % bound for independent blocks, z / sqrt(n) - 1 / n; 6 blocks at
+        least): their interval would be too narrow, so the comparison is not resolved."""
+        n = len(self.logs)
+        return self.lag1 is not None and n >= 6 and \
+            self.lag1 > SERIAL_Z / math.sqrt(n) - 1.0 / n
+
+    def decision(self, threshold_pct: float) -> str | None:
+        """What the interval settles against a practical threshold of ±``threshold_pct`` %:
+        'above' (wholly above +threshold: superiority), 'below' (wholly below -threshold:
+        inferiority), 'within' (within ±threshold: equivalence), or None."""
+        lo, hi = self.low_pct, self.high_pct
+        if lo is None or hi is None or self.serial:
+            return None
+        if lo > threshold_pct:
+            return "above"
+        if hi < -threshold_pct:
+            return "below"
+        if -threshold_pct <= lo and hi <= threshold_pct:
+            return "within"
+        return None
 
     @property
     def log_scale(self) -> bool:
@@ -176,14 +224,86 @@ class Change:
         return MAX_REPETITIONS_ESTIMATE
 
 
-def blocks_needed(change: Change, half_width_pct: float) -> int | None:
-    """The blocks a precision run's comparison needs in all to be resolved. Its interval takes
-    its spread and t's degrees of freedom from the first blocks (Stein), so once those are
-    measured the half-width at n blocks, 100 (e^(t s / sqrt n) - 1) on the log scale, is known
-    in advance: the answer does not change with later blocks (None: no spread yet)."""
-    if change.method == PAIRED and change.n >= 2:
-        change = replace(change, method=STEIN, spread_n=change.n)
-    return change.repetitions_for(half_width_pct)
+def blocks_needed(change: Change, half_width_pct: float,
+                  decision_pct: float | None = None) -> int | None:
+    """The blocks a comparison needs in all, its ``change.n`` blocks so far taken as the
+    dimensioning stage: the fewest n + m whose interval, with m further blocks giving the spread
+    (t with m - 1 df) and the spread at the 90 % upper confidence bound of the one observed
+    (chi-square with the change's df), is within ±``half_width_pct`` % of the ratio, or (with
+    ``decision_pct``) clears that threshold on the side the estimate lies on or lies within it.
+    The runner plans each condition with it and the report's "about N more" comes from it: one
+    formula. Welch changes: ``repetitions_for``. None: no spread yet, or deployments differ
+    (more deployments, not blocks, are needed); MAX_REPETITIONS_ESTIMATE when even that many
+    would not do."""
+    if change.method == WELCH:
+        return change.repetitions_for(half_width_pct)
+    sd, df = change.unit_sd(), change.df
+    if sd is None or df is None or not df > 0 or change.center is None or \
+            change.method == DEPLOYMENTS:
+        return None
+    n = change.n
+    goals = [math.log1p(half_width_pct / 100.0)]
+    if decision_pct is not None:
+        c, up, down = change.center, math.log1p(decision_pct / 100.0), \
+            math.log1p(-min(decision_pct, 99.0) / 100.0)
+        goals += [g for g in (c - up, down - c, min(up - c, c - down)) if g > 0]
+    goal = max(goals)
+    if sd == 0:
+        return n + 2
+    ucb = sd * math.sqrt(df / _chi2_low(df))
+    m = 2
+    while n + m < MAX_REPETITIONS_ESTIMATE:
+        if _t(m - 1) * ucb / math.sqrt(n + m) <= goal:
+            return n + m
+        m = m + 1 if m < 200 else int(m * 1.1)
+    return MAX_REPETITIONS_ESTIMATE
+
+
+@functools.lru_cache(maxsize=4096)
+def _t(df: float) -> float:
+    return stats.t_quantile(0.5 + LEVEL / 2.0, df)
+
+
+@functools.lru_cache(maxsize=1024)
+def _chi2_low(df: float) -> float:
+    return float(scipy_stats.chi2.ppf(1.0 - UCB_LEVEL, df))
+
+
+def lag1(logs: list[float] | tuple[float, ...]) -> float | None:
+    """The lag-1 autocorrelation of values in run order (None: fewer than 3 or no spread)."""
+    n = len(logs)
+    if n < 3:
+        return None
+    m = sum(logs) / n
+    dev = [x - m for x in logs]
+    var = sum(d * d for d in dev)
+    return None if var == 0 else sum(a * b for a, b in zip(dev, dev[1:])) / var
+
+
+def drift(logs: list[float] | tuple[float, ...]) -> tuple[float, float] | None:
+    """A linear trend of the blocks' log ratios over run order: (slope in % of the ratio per
+    block, its two-sided p-value: least squares, t with n - 2 df); None with fewer than 4
+    blocks or no spread. A small p-value says the effect itself changed during the run (a
+    mode's advantage growing as the host warmed, say): the mean is then an average over the
+    run's conditions, not one effect."""
+    n = len(logs)
+    if n < 4:
+        return None
+    xs = list(range(n))
+    mx, my = (n - 1) / 2.0, sum(logs) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, logs)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, logs))
+    if resid <= 0:
+        return None
+    se = math.sqrt(resid / (n - 2) / sxx)
+    p = float(2.0 * scipy_stats.t.sf(abs(slope / se), n - 2))
+    return 100.0 * math.expm1(slope), p
+
+
+def _sd(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
 def _logs(values: Iterable[float | None]) -> tuple[list[float], int]:
@@ -199,11 +319,23 @@ def _logs(values: Iterable[float | None]) -> tuple[list[float], int]:
 
 def paired_change(mode: Mapping[Block, float | None],
                   baseline: Mapping[Block, float | None],
-                  spread_from: int | None = None) -> Change:
+                  spread_from: int | None = None,
+                  deployments: Mapping[Block, Hashable] | None = None,
+                  stein: bool = False) -> Change:
     """The paired effect of ``mode`` over ``baseline``: both map a block to the value measured
-    in it; blocks missing either value (a failed point) are left out. ``spread_from``: take
-    the spread from the first that many blocks only (a precision run's minimum: Stein)."""
-    logs, dropped = [], 0
+    in it (blocks in run order); blocks missing either value (a failed point) are left out.
+    ``spread_from``: a precision run's first blocks (``min_repetitions``), which planned the run:
+    with at least two blocks after them, the spread comes from those later blocks only (two
+    stages). The standard error is widened by sqrt((1 + r) / (1 - r)), r the lag-1
+    autocorrelation corrected for its small-sample bias (r + (1 + 4 r) / n, at most 0.9), when
+    that is positive (6 blocks at least). ``deployments`` maps a block to the bring-up it was
+    measured in: with two or more, the share of the variance between deployments is recorded,
+    and when they differ (one-way F test, p < POOL_P) the deployments' means are the unit.
+    ``stein``: the spread from the first ``spread_from`` blocks instead, not widened (Stein's
+    two-stage procedure): exact for independent blocks whichever blocks the run stopped at,
+    but not among the comparisons its first blocks resolved; for statements made of every
+    comparison, as the advisor's Holm family is, not only of those labelled resolved."""
+    logs, blocks, dropped = [], [], 0
     for block in sorted(set(mode) | set(baseline),
                         key=lambda b: (0, b, "") if isinstance(b, (int, float)) else (1, 0, str(b))):
         a, b = mode.get(block), baseline.get(block)
@@ -212,20 +344,58 @@ def paired_change(mode: Mapping[Block, float | None],
             dropped += 1
             continue
         logs.append(pair[0] - pair[1])
+        blocks.append(block)
     n = len(logs)
     if n == 0:
         return Change(PAIRED, 0, dropped=dropped)
     mean = sum(logs) / n
     if n == 1:
-        return Change(PAIRED, 1, mean, dropped=dropped)
-    first = logs[:spread_from] if spread_from and spread_from < n else logs
-    if len(first) < 2:
-        return Change(PAIRED, n, mean, dropped=dropped)
-    m0 = sum(first) / len(first)
-    sd = math.sqrt(sum((d - m0) ** 2 for d in first) / (len(first) - 1))
-    if len(first) < n:
-        return Change(STEIN, n, mean, sd / math.sqrt(n), len(first) - 1, dropped, len(first))
-    return Change(PAIRED, n, mean, sd / math.sqrt(n), n - 1, dropped)
+        return Change(PAIRED, 1, mean, dropped=dropped, logs=tuple(logs))
+    r = lag1(logs) if n >= 6 else None
+    widen = 1.0
+    if r is not None and (rb := min(r + (1.0 + 4.0 * r) / n, 0.9)) > 0:
+        widen = math.sqrt((1.0 + rb) / (1.0 - rb))
+    numbered = all(isinstance(b, (int, float)) for b in blocks)
+    if stein and spread_from and 2 <= spread_from:
+        first = logs[:spread_from]
+        return Change(STEIN if len(first) < n else PAIRED, n, mean, _sd(first) / math.sqrt(n),
+                      len(first) - 1, dropped, len(first), r, logs=tuple(logs))
+    later = [] if not spread_from else logs[spread_from:] if not numbered else \
+        [x for x, b in zip(logs, blocks) if float(b) > spread_from]  # type: ignore[arg-type]
+    if len(later) >= 2:
+        change = Change(TWO_STAGE, n, mean, widen * _sd(later) / math.sqrt(n), len(later) - 1,
+                        dropped, len(later), r, logs=tuple(logs))
+    else:
+        change = Change(PAIRED, n, mean, widen * _sd(logs) / math.sqrt(n), n - 1, dropped,
+                        lag1=r, logs=tuple(logs))
+    if deployments:
+        change = _nested(change, [deployments.get(b) for b in blocks])
+    return change
+
+
+def _nested(change: Change, where: list[Hashable | None]) -> Change:
+    """The change with its blocks nested in deployments (``where``: each block's deployment)."""
+    groups: dict[Hashable, list[float]] = {}
+    for x, d in zip(change.logs, where):
+        groups.setdefault(d, []).append(x)
+    k, n = len(groups), len(change.logs)
+    if k < 2 or n <= k:
+        return replace(change, deployments=k)
+    grand = sum(change.logs) / n
+    means = {d: sum(v) / len(v) for d, v in groups.items()}
+    ssb = sum(len(v) * (means[d] - grand) ** 2 for d, v in groups.items())
+    ssw = sum((x - means[d]) ** 2 for d, v in groups.items() for x in v)
+    msb, msw = ssb / (k - 1), ssw / (n - k)
+    n0 = (n - sum(len(v) ** 2 for v in groups.values()) / n) / (k - 1)
+    between = max(0.0, (msb - msw) / n0)
+    share = between / (between + msw) if between + msw > 0 else 0.0
+    p = 1.0 if msw == 0 else float(scipy_stats.f.sf(msb / msw, k - 1, n - k))
+    if p >= POOL_P:
+        return replace(change, deployments=k, deployment_share=share)
+    unit = list(means.values())
+    return replace(change, method=DEPLOYMENTS, center=sum(unit) / k,
+                   se=_sd(unit) / math.sqrt(k), df=k - 1, deployments=k,
+                   deployment_share=share)
 
 
 def welch_change(mode: Iterable[float | None], baseline: Iterable[float | None]) -> Change:
@@ -274,8 +444,56 @@ def verdict(changes: Iterable[Change], blocks: int, target: Target) -> Verdict:
     return Verdict("continue", blocks)
 
 
-def statement(change: Change, target_pct: float | None, budget_left: bool = False) -> str:
-    """One sentence for the report: resolved or not, the interval, and what it would take."""
+@dataclass(frozen=True)
+class Outcome:
+    """A comparison at the end of a precision run (or so far): its change, the blocks its
+    first blocks planned (None: the first blocks are not all measured; their number when they
+    settled the decision themselves) and which target it met: 'precision' (the planned blocks measured),
+    'decision: above|below|within' (the interval settles the decision threshold), or None.
+    A serially correlated comparison meets neither."""
+
+    change: Change
+    planned: int | None
+    met: str | None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the comparison met a target."""
+        return self.met is not None
+
+
+def assess(change: Change, first: Change | None, target: Target) -> Outcome:
+    """Which target ``change`` (all its blocks) met, ``first`` being the same comparison over
+    the first ``target.min_repetitions`` blocks (None: fewer measured). The decision is looked
+    at twice only, after the first blocks and at the planned end, each look at the 95 % level
+    (one-sided error at most 2 x 2.5 %); precision is met by measuring the planned blocks, a
+    label that does not depend on the interval it is stated with."""
+    if first is None:
+        return Outcome(change, None, None)
+    settled = first.decision(target.decision_pct) if target.decision_pct is not None else None
+    if settled and change.n == first.n and not change.serial:
+        return Outcome(change, first.n, f"decision: {settled}")
+    planned = blocks_needed(first, target.half_width_pct, target.decision_pct)
+    if planned is None or change.n < planned or change.serial:
+        return Outcome(change, planned, None)
+    if target.decision_pct is not None and (d := change.decision(target.decision_pct)):
+        return Outcome(change, planned, f"decision: {d}")
+    for_precision = blocks_needed(first, target.half_width_pct)
+    if change.method == TWO_STAGE and for_precision is not None and \
+            change.n >= for_precision or \
+            change.method == DEPLOYMENTS and change.resolved(target.half_width_pct):
+        return Outcome(change, planned, "precision")
+    return Outcome(change, planned, None)
+
+
+MET = {"precision": "the planned blocks", "decision: above": "above the threshold",
+       "decision: below": "below the threshold", "decision: within": "within the threshold"}
+
+
+def statement(change: Change, target_pct: float | None, budget_left: bool = False,
+              outcome: Outcome | None = None, decision_pct: float | None = None) -> str:
+    """One sentence for the report: resolved or not (by ``outcome``, a precision run's, when
+    given: which target was met), the interval, and what it would take (blocks_needed)."""
     if change.effect_pct is None:
         return "not measured (no repetition of both modes)"
     if change.low_pct is None:
@@ -283,9 +501,20 @@ def statement(change: Change, target_pct: float | None, budget_left: bool = Fals
     interval = f"{change.effect_pct:+.1f} % [{change.low_pct:+.1f}, {change.high_pct:+.1f}]"
     if target_pct is None:
         return interval
-    if change.resolved(target_pct):
+    if change.serial:
+        return (f"not resolved: the blocks' log ratios are serially correlated (lag-1 "
+                f"{change.lag1:+.2f}), so the interval would be too narrow ({interval})")
+    if outcome is not None and outcome.met == "precision":
+        h = change.half_width_pct
+        wider = "" if h is None or h <= target_pct else \
+            f" (±{h:.1f} %: the blocks after the first spread more than they did)"
+        return f"resolved: {interval}{wider}"
+    if outcome is not None and outcome.met:
+        return f"decided, {outcome.met.split(': ')[1]} the threshold: {interval}"
+    if outcome is None and change.resolved(target_pct):
         return f"resolved: {interval}"
-    need = change.repetitions_for(target_pct)
+    need = (outcome.planned if outcome is not None and outcome.planned and
+            outcome.planned > change.n else blocks_needed(change, target_pct, decision_pct))
     why = "within the repetitions allowed" if budget_left else "within the budget"
     more = ("" if need is None else
             f": about {max(need - change.n, 1)} more repetitions would be needed at the "

@@ -19,7 +19,8 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, load, loadcurve, markup, precision, stats, tables
+from analysis import figures, kernelview, load, loadcurve, markup, precision, stats, tables
+from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
 
@@ -75,7 +76,8 @@ class Context:
         return tables.comparisons(self.points, self.baseline, self.group_cols, metrics,
                                   self.modes, self.paired,
                                   self.target.get("half_width_pct") if self.target else None,
-                                  spent, self.spread_from)
+                                  spent, self.spread_from,
+                                  self.target.get("decision_pct") if self.target else None)
 
     @property
     def name(self) -> str:
@@ -182,17 +184,20 @@ def without_phases_not_run(missing: dict[str, list[str]], rows: list[dict[str, A
 
 
 def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> dict[str, Any]:
-    """Client-bound points, failed points / errors / missing values, count mismatches, checks,
+    """Client-bound points, points with one CPU saturated by interrupt work, failed points / errors / missing values, count mismatches, checks,
     unstable results and layout notes; or that there is nothing to warn about."""
     cols = [c for c in ctx.group_cols if c != "phase"]
     missing = without_phases_not_run(tables.missing_values(ctx.rows, optional_for(ctx.spec)),
                                      ctx.rows, ctx.spec.get("phases") or [])
-    bound, problems, counts = [], [], []
+    bound, problems, counts, saturated = [], [], [], []
     checks = [c for c in ctx.spec["checks"] if any(c in r for r in ctx.rows)]
     for row in ctx.rows:
         if load.as_bool(row.get("client_bound")) is True:
             bound.append({**point_ref(row, cols), "generator": number(row.get("generator_cpu_pct")),
                           "advice": text(row.get("client_bound_advice"))})
+        if load.as_bool(row.get("softirq_bound")) is True:
+            saturated.append({**point_ref(row, cols), "cpu": text(row.get("softirq_bound_cpu")),
+                              "pct": number(row.get("cpu_max_irq_softirq_pct"))})
         if load.as_bool(row.get("count_mismatch")) is True:
             tidy = {k: number(row.get(k)) for k in ("requests", "engine_requests",
                                                      "records_requests")}
@@ -208,6 +213,9 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
         errors = number(row.get("errors"))
         if errors:
             issues.append({"kind": "text", "text": f"{errors:,.0f} request errors"})
+        if load.as_bool(row.get("unsteady")) is True:
+            issues.append({"kind": "text", "text": "window not shown steady: "
+                           f"{text(row.get('unsteady_why'))}"})
         for c in checks:
             if text(row.get(c)) and text(row.get(c)) != "ok":
                 issues.append({"kind": "text", "text": f"{c}: {text(row.get(c))}"})
@@ -225,14 +233,15 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
                                                  ctx.primary)
                     if w.kind in ("unstable", "unstable-point")]
     out: dict[str, Any] = {
-        "bound": bound, "problems": problems, "counts": counts, "unstable": unstable,
+        "bound": bound, "saturated": saturated, "problems": problems, "counts": counts, "unstable": unstable,
         "notes": notes, "no_rows": not ctx.rows, "rows": len(ctx.rows), "checks": checks,
         "bound_advice": CLIENT_BOUND_ADVICE[0].upper() + CLIENT_BOUND_ADVICE[1:],
         "count_mismatch_pct": f"{100 * stats.COUNT_MISMATCH:.0f}", "checks_ok": None}
     if checks and ctx.rows and not problems:
         out["checks_ok"] = sum(all(text(r.get(c)) == "ok" for c in checks) for r in ctx.rows)
         out["checks_means"] = "; ".join(CHECKS.get(c, c) for c in checks)
-    out["nothing"] = not (bound or problems or counts or not ctx.rows or unstable or notes)
+    out["nothing"] = not (bound or saturated or problems or counts or not ctx.rows or unstable
+                          or notes)
     return out
 
 
@@ -346,42 +355,12 @@ def comparison_card(ctx: Context) -> dict[str, Any] | None:
             "benefits": spans})
     return {"baseline": text(ctx.baseline), "label": text(ctx.spec["primary"]["label"]),
             "paired": ctx.paired,
-            "method": precision.METHODS[precision.STEIN if ctx.paired else precision.WELCH],
+            "method": precision.METHODS[precision.TWO_STAGE if ctx.paired else precision.WELCH],
             "benefits": [{"label": text(b["label"]),
                           "where": ", ".join(f"{k}={tables.label(v)}"
                                              for k, v in b["where"].items())
                           if b.get("where") else ""} for b in benefit],
             "rows": rows}
-
-
-def precision_card(ctx: Context) -> dict[str, Any] | None:
-    """What a precision run resolved: per condition and mode, the stated interval or what it
-    would take, and the smallest effect the run could have detected."""
-    target = ctx.target
-    if target is None:
-        return None
-    cmp = ctx.comparisons()
-    metric = str(target.get("metric"))
-    cmp = cmp[cmp["metric"] == metric]
-    if cmp.empty:
-        return None
-    record = got if isinstance(got := ctx.manifest.get("precision"), dict) else {}
-    why = {"budget": "the budget ran out, or would have, before every comparison was resolved",
-           "done": "every condition stopped: resolved; at the maximum of "
-                   f"{target.get('max_repetitions')} blocks; or out of reach, when the spread "
-                   f"of its first {target.get('min_repetitions')} blocks needs more blocks than "
-                   "the maximum allows"}.get(
-        str(record.get("stopped")), "the run did not finish")
-    budget = target.get("budget_min")
-    return {"baseline": text(ctx.baseline), "metric": metric,
-            "target": f"{float(target.get('half_width_pct') or 0):g}",
-            "min": target.get("min_repetitions"), "max": target.get("max_repetitions"),
-            "budget": f"{budget:g}" if budget else "", "why": why,
-            "method": precision.METHODS[precision.STEIN],
-            "rows": [{"condition": r["condition"], "mode": r["mode"], "baseline": r["baseline"],
-                      "repetitions": int(r["repetitions"]), "statement": r["statement"],
-                      "mde": MISSING if pd.isna(r["mde_pct"]) else f"{r['mde_pct']:.1f} %"}
-                     for _, r in cmp.iterrows()]}
 
 
 # --------------------------------------------------------------------------- per group
@@ -529,7 +508,9 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                     "caption": figures.RANGE_NOTE + " The 95 % CIs are in the table." + (
                         " Dashed outline: at least one repetition was client-bound."
                         if dashed else ""),
-                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries)})
+                    "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
+                    "kernel": kernelview.table(ctx.points, entries, ctx.colors),
+                    "why": kernelview.why_table(ctx.points, entries, ctx.colors)})
     return out, toc
 
 
@@ -666,7 +647,7 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
     notes = list(notes or []) + [n for n in spec_notes if n not in (notes or [])]
     groups, toc = sections(ctx)
     view = {"header": header(ctx), "warnings": warnings(ctx, samples, notes),
-            "figure": figure_card(ctx), "precision": precision_card(ctx),
+            "figure": figure_card(ctx), "precision": card.precision_card(ctx),
             "comparison": comparison_card(ctx), "toc": toc, "sections": groups,
             "loadcurve": loadcurve.card(ctx.points, ctx.group_cols, ctx.modes, ctx.baseline,
                                         ctx.colors) if loadcurve.has_curves(rows) else None,

@@ -40,8 +40,9 @@ OPTIONAL = (
     "remote_workers", "generator_cpu_scope", "generator_allowance_cores", "count_mismatch",
     "records_requests", "engine_requests", "threads_apart_s", "requests_per_client_asked",
     "page_cache_hit_ratio", "rate_short", "p90_ms", "p999_ms", "p*_ms_sent",
+    "unsteady", "unsteady_why", "deployment",
     "web_disk_read_mb", "web_cache_mb", "web_memory_mb", "storage_read_mb", "tps_*", "p50_ms_*",
-    "cycles_*",
+    "cycles_*", "softirq_bound_cpu", "stack_*", "node_*_stack_*", "cat_*",
 )
 
 LABELS = {  # default labels of well-known columns

@@ -18,7 +18,8 @@ import pandas as pd
 
 from markupsafe import Markup
 
-from analysis import load, markup, report
+from analysis import claims, load, markup, report
+from analysis.claimspec import Claim
 from analysis import spec as specs
 
 
@@ -29,13 +30,7 @@ def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     run = Path(entry["run"]) if entry.get("run") else None
     if run is None or not (run / "summary.csv").is_file():
         return view
-    rows = load.read_summary_rows(run / "summary.csv")
-    try:
-        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
-    header = list(dict.fromkeys(c for r in rows for c in r))
-    spec, source, _ = load.resolve_spec(manifest, None, rows, header)
+    rows, manifest, spec, source = load.read_run_files(run)
     ctx = report.Context(rows, manifest, spec, source)
     figure = report.figure_card(ctx)
     table = ctx.comparisons()
@@ -54,8 +49,32 @@ def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     return view
 
 
-def write_study_report(folder: Path) -> Path:
-    """Write FOLDER/study.html from FOLDER/study.json (analysis/templates/study.html.j2)."""
+def scoreboard(record: dict[str, Any],
+               row_claims: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """Every claim of the study evaluated on its experiment's run in this study (``row_claims``:
+    row id -> claims, else those the record holds), with the row's fidelity differences."""
+    todo, different = [], {}
+    for r in record.get("rows") or []:
+        fid = r.get("fidelity") if isinstance(r.get("fidelity"), dict) else {}
+        different[r["id"]] = str(fid.get("different") or "")
+        runs = {e.get("name"): Path(e["run"]) for e in r.get("experiments") or []
+                if e.get("run")}
+        raw = (row_claims or {}).get(r["id"], r.get("claims") or []) if row_claims is not None \
+            else r.get("claims") or []
+        for c in raw:
+            claim = Claim.model_validate(c)
+            todo.append((str(record.get("study") or ""), r["id"], claim,
+                         runs.get(claim.experiment)))
+    lines = claims.score(todo)
+    for line in lines:
+        line["different"] = different.get(line["row"], "")
+    return lines
+
+
+def write_study_report(folder: Path,
+                       row_claims: dict[str, list[dict[str, Any]]] | None = None) -> Path:
+    """Write FOLDER/study.html (analysis/templates/study.html.j2) and FOLDER/claims.csv from
+    FOLDER/study.json; ``row_claims``: the study file's claims by row (else the record's)."""
     folder = Path(folder)
     record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
     rows = record.get("rows") or []
@@ -63,11 +82,17 @@ def write_study_report(folder: Path) -> Path:
     for r in rows:
         for e in r.get("experiments") or []:
             counts[str(e.get("status"))] = counts.get(str(e.get("status")), 0) + 1
+    board = scoreboard(record, row_claims)
+    claims.write_csv(board, folder / "claims.csv")
     view = {"study": record.get("study"), "title": record.get("title"),
             "started": record.get("started"), "finished": record.get("finished"),
             "status": record.get("status"),
             "summary": ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
             "scale": record.get("scale") or 1,
+            "claims": [{**line, "measured": claims.interval_text(line),
+                        "first": i == 0 or board[i - 1]["row"] != line["row"]}
+                       for i, line in enumerate(board)],
+            "claim_counts": claims.counts_text(claims.counts(board)),
             "rows": [{"id": r["id"], "figures": r.get("figures"),
                       "fidelity": [(k.replace("_", " "), (r["fidelity"] or {}).get(k))
                                    for k in ("same", "different", "why", "to_close")]

@@ -15,7 +15,8 @@ from analysis import precision, stats
 ID_COLUMNS = frozenset({"point", "trace", "mode", "repetition", "engine", "error", "failed",
                         "order", "trace_kind", "cycles_source", "client_bound", "docroot",
                         "class", "phase", "test", "filesystem", "access", "integrity",
-                        "count_mismatch", "client_bound_advice", "generator_cpu_scope"})
+                        "count_mismatch", "client_bound_advice", "generator_cpu_scope",
+                        "unsteady", "unsteady_why", "deployment"})
 MISSING = "—"
 
 
@@ -223,11 +224,16 @@ def change_of(sub: pd.DataFrame, base: pd.DataFrame, column: str,
               paired: bool, spread_from: int | None = None) -> precision.Change:
     """A mode's change over the baseline on one column: paired by repetition (the block) in a
     run measured in blocks (the spread from its first ``spread_from`` blocks, as the run
-    decided when to stop), else Welch (analysis.precision)."""
+    decided when to stop; blocks nested in the deployments of a ``deployment`` column), else
+    Welch (analysis.precision)."""
     if paired and "repetition" in sub and "repetition" in base:
+        where = None
+        if "deployment" in base and base["deployment"].notna().any():
+            where = {r: d for r, d in zip(base["repetition"], base["deployment"])
+                     if not pd.isna(d)}
         return precision.paired_change(dict(zip(sub["repetition"], sub[column])),
                                        dict(zip(base["repetition"], base[column])),
-                                       spread_from)
+                                       spread_from, where)
     return precision.welch_change(sub[column].tolist(), base[column].tolist())
 
 
@@ -277,17 +283,22 @@ def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | lis
 
 COMPARISON_COLUMNS = ["condition", "mode", "baseline", "metric", "effect_pct", "low_pct",
                       "high_pct", "half_width_pct", "method", "repetitions", "resolved",
-                      "target_half_width_pct", "repetitions_needed", "mde_pct", "statement"]
+                      "target_half_width_pct", "repetitions_needed", "mde_pct", "met",
+                      "lag1", "deployments", "deployment_share", "statement"]
 
 
 def comparisons(points: pd.DataFrame, baseline: str, by: list[str], metrics: list[str],
                 modes: list[str], paired: bool, target_pct: float | None = None,
-                budget_spent: bool = False, spread_from: int | None = None) -> pd.DataFrame:
+                budget_spent: bool = False, spread_from: int | None = None,
+                decision_pct: float | None = None) -> pd.DataFrame:
     """comparisons.csv: one row per condition x mode x metric, each mode against the baseline:
     effect %, 95 % interval, method, repetitions (blocks when paired), resolved (interval at
     most ``target_pct`` wide on each side; empty without a target), the repetitions the target
     needs at the observed spread, the minimum detectable effect (95 %, 80 % power), and the
-    report's sentence (``budget_spent``: the run stopped because its budget ran out)."""
+    report's sentence (``budget_spent``: the run stopped because its budget ran out). In a
+    precision run (``spread_from``: its first blocks) resolved and the sentence come from
+    analysis.precision.assess, as the runner decided: ``met`` names the target met (precision
+    or a decision on ``decision_pct``); ``lag1`` is the blocks' lag-1 autocorrelation."""
     by = [c for c in by if c in points]
     ok = good(points)
     rows = []
@@ -299,17 +310,30 @@ def comparisons(points: pd.DataFrame, baseline: str, by: list[str], metrics: lis
                 continue
             for metric in [m for m in metrics if m in grp]:
                 c = change_of(sub, base, metric, paired, spread_from)
+                outcome = None
+                if target_pct is not None and spread_from and paired:
+                    first = change_of(sub[sub["repetition"] <= spread_from],
+                                      base[base["repetition"] <= spread_from], metric, True)
+                    outcome = precision.assess(
+                        c, first if first.n >= spread_from else None,
+                        precision.Target(metric, target_pct, spread_from,
+                                         decision_pct=decision_pct))
                 rows.append({
                     "condition": describe(by, key) or "all", "mode": mode, "baseline": baseline,
                     "metric": metric, "effect_pct": c.effect_pct, "low_pct": c.low_pct,
                     "high_pct": c.high_pct, "half_width_pct": c.half_width_pct,
                     "method": c.method, "repetitions": c.n,
-                    "resolved": None if target_pct is None else c.resolved(target_pct),
+                    "resolved": None if target_pct is None else
+                    outcome.resolved if outcome is not None else c.resolved(target_pct),
                     "target_half_width_pct": target_pct,
                     "repetitions_needed": None if target_pct is None else
-                    c.repetitions_for(target_pct),
-                    "mde_pct": c.mde_pct(),
-                    "statement": precision.statement(c, target_pct, not budget_spent)})
+                    outcome.planned if outcome is not None and outcome.resolved else
+                    precision.blocks_needed(c, target_pct, decision_pct),
+                    "mde_pct": c.mde_pct(), "met": outcome.met if outcome else None,
+                    "lag1": c.lag1, "deployments": c.deployments,
+                    "deployment_share": c.deployment_share,
+                    "statement": precision.statement(c, target_pct, not budget_spent,
+                                                     outcome, decision_pct)})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

@@ -30,8 +30,14 @@ want() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
 if want proxy || want web; then want apache || wanted+=(apache); fi
 
 # One build at a time per tag: tierbench and make may both ask for the same images.
-lock="${TMPDIR:-/tmp}/tierbench-images-$tag.lock"
-exec 9>"$lock"
+# The lock lives in a folder of this user's own (0700, checked: never a name another user
+# could have made a link of in the shared temporary folder).
+lockdir="${TMPDIR:-/tmp}/tierbench-$(id -u)"
+mkdir -p -m 0700 "$lockdir" 2>/dev/null || true
+[ -d "$lockdir" ] && [ ! -L "$lockdir" ] && [ "$(stat -c '%u %a' "$lockdir")" = "$(id -u) 700" ] \
+  || die "$lockdir is not a private folder of this user's (owner $(id -u), mode 0700): remove it and run again"
+lock="$lockdir/images-$tag.lock"
+exec 9>>"$lock"
 flock 9
 
 BASE_IMAGE=$(setup/base-image.sh)

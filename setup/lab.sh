@@ -243,6 +243,9 @@ write_cluster() {  # $1: N
     echo "version: 1"
     echo "ssh_config: ssh_config"
     echo "clock_bound_ms: 50"
+    echo "# eth0 carries both SSH and the tiers' traffic: modes change it, under the rollback guard"
+    echo "allow_management_changes: true"
+    echo "rollback_timeout_s: 30"
     echo "nodes:"
     for i in $(seq 1 "$n"); do
       echo "  - name: node$i"

@@ -52,3 +52,29 @@ def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=10)
+
+
+# what `ss -ti` prints before the congestion control's name when the connection has them
+_SS_OPTIONS = {"ts", "sack", "ecn", "ecnseen", "fastopen"}
+
+
+def ss_algorithms(text: str) -> list[tuple[str, str, str]]:
+    """`ss -tinH state established` (no State column) as (local ADDRESS:PORT, peer
+    ADDRESS:PORT, congestion control) per connection."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    found = []
+    for head, info in zip(lines[::2], lines[1::2]):
+        local, peer = head.split()[2:4]
+        algo = next(w for w in info.split() if w not in _SS_OPTIONS)
+        found.append((local, peer, algo))
+    return found
+
+
+def veth_between(ns_a: str, if_a: str, ns_b: str, if_b: str) -> None:
+    """Two new network namespaces joined by a veth pair, both ends and loopbacks up."""
+    sh("ip", "netns", "add", ns_a)
+    sh("ip", "netns", "add", ns_b)
+    sh("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b,
+       "netns", ns_b)
+    for ns, ifname in ((ns_a, if_a), (ns_b, if_b), (ns_a, "lo"), (ns_b, "lo")):
+        sh("ip", "-n", ns, "link", "set", ifname, "up")

@@ -61,6 +61,9 @@ class Sim(Model):
     sim: SimSettings
 
 
+BRING_UPS: list[str] = []  # the points fresh bring-ups (redeploy) started at
+
+
 class SimKind(Kind):
     """Points whose values come from a known model."""
 
@@ -97,6 +100,12 @@ class SimKind(Kind):
                previous: Deployment | None, point: Point) -> Deployment:
         """Nothing to bring up."""
         return Deployment(key, {"sim": Tier("sim", "server", [])}, {}, {})
+
+    def redeploy(self, exp: Experiment, key: Hashable, prepared: Any,
+                 previous: Deployment, point: Point) -> Deployment:
+        """A fresh bring-up: nothing to remove (never the placer's stack), counted."""
+        BRING_UPS.append(point.id)
+        return self.deploy(exp, key, prepared, None, point)
 
     def value(self, exp: Experiment, point: Point) -> float:
         """The point's value from the model (deterministic for a seed and point)."""

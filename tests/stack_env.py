@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tierbench.kinds import registry
-from tierbench.placement import clusterfile, nodes
+from tierbench.placement import clusterfile, compose, nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
@@ -173,7 +173,7 @@ def summary_rows(run_dir: Path) -> list[dict[str, str]]:
 # -ltnup` inside the node container), each marked by whether a process holding it runs in a
 # container of the tierbench project on that node (its cgroup names the container).
 _LISTENING = r"""
-ids=$(docker ps -q --no-trunc --filter label=com.docker.compose.project=tierbench)
+ids=$(docker ps -q --no-trunc --filter label=com.docker.compose.project=@PROJECT@)
 ss -Hltnup | while IFS= read -r line; do
   ours=no
   for pid in $(printf '%s\n' "$line" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
@@ -194,7 +194,7 @@ def listening(node: str) -> list[dict]:
     """What listens in a lab node's network namespace: [{"proto", "address", "port",
     "processes", "tierbench"}] (``address`` without brackets; ``tierbench``: held by a process
     of a tierbench container)."""
-    done = subprocess.run(["docker", "exec", node_container(node), "bash", "-c", _LISTENING],
+    done = subprocess.run(["docker", "exec", node_container(node), "bash", "-c", _LISTENING.replace("@PROJECT@", compose.PROJECT)],
                           capture_output=True, text=True, timeout=60, check=True)
     found = []
     for line in done.stdout.splitlines():

@@ -133,8 +133,9 @@ FIRST_PANEL = {
                ["uni · offloads-on", "uni · offloads-off", "bi · offloads-on",
                 "bi · offloads-off"]),
     "net-msgsize": ("lines", ["16,384", "65,536", "1,048,576"], ON_OFF),
-    "net-csum": ("bars", ["16384", "65536"], ["offloads-on", "checksum-off"]),
-    "net-csum-dc": ("lines", ["4,096", "16,384", "65,536"], ["offloads-on", "checksum-off"]),
+    "net-csum": ("bars", ["16384", "65536"], ["checksum-on-tso-off", "checksum-off-tso-off"]),
+    "net-csum-dc": ("lines", ["4,096", "16,384", "65,536"],
+                    ["checksum-on-tso-off", "checksum-off-tso-off"]),
     "fs-thinktime": ("lines", ["0", "0.5", "1", "2"], SERVERS_ON_OFF),
     "fs-clients": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
     "fs-randread": ("lines", ["1", "2", "4", "8"], SERVERS_ON_OFF),
@@ -277,7 +278,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
         return rows, traces, platforms, True
     if name == "net-csum-dc":
         sizes = (4096, 16384, 65536)
-        csum = ("offloads-on", "checksum-off")
+        csum = ("checksum-on-tso-off", "checksum-off-tso-off")
         traces = [{"name": f"single-{s // 1024}k", "kind": "single", "size": s} for s in sizes]
         rows = [{"trace": f"single-{s // 1024}k", "mode": m, "repetition": r,
                  "tps": 3000.0 / (1 + i) + r, "mean_ms": 2.0 * (1 + i) + (0.3 if j else 0),
@@ -438,7 +439,7 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                 for c in (1, 4, 16, 60, 120) for m in onoff for r in reps]
         return rows, [], onoff, True
     if name == "net-csum":
-        modes = ("offloads-on", "checksum-off")
+        modes = ("checksum-on-tso-off", "checksum-off-tso-off")
         rows = [{"trace": "", "connections": 1, "write_size": w, "direction": "uni", "mode": m,
                  "repetition": r, "mb_per_s": 2000.0 + r,
                  "server_cpu_us_per_kb": (0.2 if m == modes[0] else 0.5) + 0.01 * r,

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -406,7 +407,7 @@ def advisor_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
 
     @contextmanager
     def stub(mode: Any, eps: Any, watched: Any, state: Any, record: dict, settle: float,
-             save: Any, containers: Any = None) -> Iterator[None]:
+             save: Any, containers: Any = None, rollback_s: Any = None) -> Iterator[None]:
         applied.append(mode.name)
         record["interfaces_before"] = {"sim:eth0": default}
         # the state the kernel shows during the point: checksum off as veth shows it
@@ -451,8 +452,8 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert float(tso["throughput_effect_pct"]) == pytest.approx(-50, abs=3)
     assert gro["recommendation"] == "enable" and "generic-receive-offload on" in gro["commands"]
     assert sg["recommendation"] == "enable" and not sg["commands"]  # the same TPS for less CPU
-    assert "decides nothing and rules out a loss" in sg["reason"]
-    assert "host CPU per KB +30" in sg["reason"]
+    assert "decides nothing" in sg["reason"]
+    assert re.search(r"host CPU per KB \+(29\.[5-9]|30\.[0-4]) %", sg["reason"])  # truth +30
     jumbo = rows[("first", "jumbo")]
     assert jumbo["recommendation"] == "enable" and "mtu 9000" in jumbo["commands"]
     # checksum off took TSO off: named with it, its own effect measured against tso-off
@@ -480,9 +481,13 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     for knob in ("tso", "gro", "sg"):
         mine = rows[("first", knob)]
         other = theirs[f"{knob}-{mine['tested']}"]
-        assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]))
-        assert float(mine["throughput_low_pct"]) < float(other["low_pct"])
-        assert float(mine["throughput_high_pct"]) > float(other["high_pct"])
+        # (comparisons.csv takes the deployments' means as the unit when they differ, the
+        # advice every block: the same effect but for that weighting)
+        assert float(mine["throughput_effect_pct"]) == pytest.approx(float(other["effect_pct"]),
+                                                                     abs=0.05)
+        # its intervals: Stein's (the first blocks' spread, for a family of every comparison),
+        # at the Holm level, so never narrower than 95 %
+        assert mine["method"] == precision.STEIN and float(mine["confidence"]) > precision.LEVEL
     # the persistent forms of the recommended changes (gro on, jumbo), and their revert
     persist = folder / "persist" / "first"
     assert "ethtool -K eth0 generic-receive-offload on\nip link set dev eth0 mtu 9000" in \

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tierbench.placement import compose
+
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
 NODES = [*TIERBENCH, "nodes"]
@@ -34,7 +36,7 @@ def docker(*args: str) -> list[str]:
     return sorted(done.stdout.split()) if done.returncode == 0 else []
 
 
-PROJECT = "label=com.docker.compose.project=tierbench"
+PROJECT = f"label=com.docker.compose.project={compose.PROJECT}"
 
 
 def host_state() -> dict:
@@ -132,6 +134,12 @@ BAD_EXPERIMENTS = [
      "load.measure_s: a request-count run (requests_per_client) needs a time limit"),
     (experiment(load={"requests_per_client": 1000, "measure_s": 60, "rate": 50}),
      "load.requests_per_client: an open-loop run (rate) sends at a fixed rate"),
+    (experiment(load={"warmup_max_s": 30}),
+     "load.warmup_max_s: warmup_max_s bounds a warm-up found by steady state"),
+    (experiment(load={"warmup": "steady", "warmup_s": 40, "warmup_max_s": 30}),
+     "load.warmup_max_s: warmup_max_s (30) is shorter than the least warm-up"),
+    (experiment(load={"warmup": "steady", "requests_per_client": 100, "measure_s": 60}),
+     "load.warmup: a request-count run (requests_per_client) warms up in a run of its own"),
     (experiment(target="http://192.0.2.1/"), "target:"),
     (experiment(stack={"docroot": "nfs"}), "stack.docroot[0]: must be one of disk, tmpfs"),
     (experiment(stack={"docroot": "orangefs", "pvfs_io_servers": 9}),

@@ -28,7 +28,7 @@ import pytest
 from stack_env import (EXPERIMENTS, ROOT, TIERBENCH, lab_cluster, lab_run, last_run, nic_state,
                        summary_rows, tierbench)
 
-from tierbench.placement import clusterfile, nodes
+from tierbench.placement import clusterfile, disks, nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -57,7 +57,7 @@ def on_host(env: dict[str, str]) -> list[str]:
              if "tierbench-disk" in ln]
     state = env["TIERBENCH_STATE_DIR"]
     mounts = [ln for ln in Path("/proc/mounts").read_text().splitlines() if f" {state}/" in ln]
-    folder = Path("/var/lib/tierbench/disk-images")
+    folder = disks.image_dir({})
     images = [p.name for p in folder.glob("tierbench-disk*")] if folder.is_dir() else []
     return loops + mounts + images
 

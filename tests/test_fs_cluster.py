@@ -21,7 +21,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import cluster, clusterfile, diskbuild, nodes, placer
+from tierbench.placement import cluster, clusterfile, compose, diskbuild, nodes, placer
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
@@ -121,6 +121,10 @@ def test_each_server_asks_for_its_roles(on_cluster) -> None:
         lines = runner.cluster_lines(exp)
         assert "  role fs_server: node2 (eth0 198.18.16.12)" in lines
         assert "  role fs_client: node3 (eth0 198.18.16.13)" in lines
+        assert lines[-1].startswith("  SSH (management) to each node's address: node1 ")
+        assert lines[-1].endswith("a mode changing the interface holding it is refused; nodes "
+                                  "restore by themselves 30 s after the controller's last "
+                                  "renewal")
     iozone = registry.load_experiment("pfs-iozone", placer=on_cluster)
     assert kind.cluster_roles(iozone) == ["pfs_meta", "pfs_io", "pfs_clients"]
     assert "on their nodes" in "\n".join(runner.plan_lines(iozone))
@@ -240,7 +244,7 @@ def test_removing_the_stack_on_the_nodes_removes_whatever_the_project_runs(monke
     monkeypatch.setattr(diskbuild, "teardown", lambda env, hosts: torn.append([h.node for h in hosts]))
     where.down()
     assert torn == [[n.name for n in where.cluster.nodes]]
-    label = "label=com.docker.compose.project=tierbench"
+    label = f"label=com.docker.compose.project={compose.PROJECT}"
     for node in where.cluster.nodes:
         assert [a for n, a in calls if n == node.name] == [
             ("ps", "-aq", "--filter", label), ("stop", "-t", "10", "c1", "c2"),

@@ -17,6 +17,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,7 +382,7 @@ def test_host_scope_check_and_apply_on_a_host_veth(
 
 
 HOLDER = """
-import sys, time
+import json, sys, time
 from pathlib import Path
 from tierbench import runner
 from tierbench.interfaces.netif import Endpoint, StateFile
@@ -390,12 +391,16 @@ from tierbench.modes import model as modes
 mode = modes.load_mode(sys.argv[1], Path(sys.argv[1]).parent)
 eps = [Endpoint("web", "tbm-a0", int(sys.argv[2])), Endpoint("proxy", "tbm-b0", int(sys.argv[3]))]
 record = {}
+rollback_s = float(sys.argv[5]) if len(sys.argv) > 5 else None
 try:
     # what the runner does around every point: signals become RunInterrupted, the mode is
     # applied for the body and restored on the way out
     with runner.signals_raise(), apply.mode_applied(
-            mode, eps, eps, StateFile(Path(sys.argv[4])), record, 0, lambda: None):
+            mode, eps, eps, StateFile(Path(sys.argv[4])), record, 0, lambda: None,
+            rollback_s=rollback_s):
         print("applied", flush=True)
+        if rollback_s:
+            print(json.dumps(record["rollback"]), flush=True)
         time.sleep(120)
 except runner.RunInterrupted:
     assert record["restored"], record
@@ -410,9 +415,11 @@ sysctls: {net.ipv4.tcp_rmem: [4096, 131072, 16777216]}
 """
 
 
-def _hold(lab: Lab, mode_path: Path, state_path: Path) -> subprocess.Popen[str]:
+def _hold(lab: Lab, mode_path: Path, state_path: Path,
+          rollback_s: float | None = None) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(mode_path), str(lab.pid_a),
-                             str(lab.pid_b), str(state_path)], cwd=ROOT, text=True,
+                             str(lab.pid_b), str(state_path),
+                             *([str(rollback_s)] if rollback_s else [])], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -422,7 +429,8 @@ def _hold(lab: Lab, mode_path: Path, state_path: Path) -> subprocess.Popen[str]:
     return proc
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_signal_restores_everything(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
     m = write_mode(tmp_path, "held", SIGNAL_MODE)
     before = knobs.snapshot_mode(m, lab.eps)
@@ -454,6 +462,39 @@ def test_sigkill_then_restore_from_the_state_file(lab: Lab, tmp_path: Path) -> N
     # what `tierbench clean` does (restore_state puts back the whole mode's state)
     assert knobs.restore_state(saved) == []
     assert knobs.snapshot_mode(m, lab.eps) == before
+
+
+def test_sigkill_then_the_nodes_guard_restores_by_itself(lab: Lab, tmp_path: Path) -> None:
+    """The rollback guard (tierbench/modes/guard.py): a controller SIGKILLed with the mode
+    applied, and no `tierbench clean`: this host's agent puts every setting back (features,
+    MTU, channels, RPS, the qdisc, the namespaces' sysctls) within its timeout plus a few
+    seconds, read back here."""
+    timeout_s = 5.0
+    m = write_mode(tmp_path, "held", SIGNAL_MODE)
+    before = knobs.snapshot_mode(m, lab.eps)
+    proc = _hold(lab, tmp_path / "held.yml", tmp_path / "state" / "netif-state.json", timeout_s)
+    assert proc.stdout is not None
+    agents = json.loads(proc.stdout.readline())["agents"]
+    folder = Path(agents["this host"])
+    try:
+        assert oct(folder.stat().st_mode & 0o777) == "0o700"
+        time.sleep(timeout_s + 1)  # renewed meanwhile: still applied
+        assert knobs.verify_mode(m, lab.eps) == [] and not (folder / "fired").exists()
+        proc.kill()
+        proc.wait(timeout=10)
+        killed = time.monotonic()
+        assert knobs.verify_mode(m, lab.eps) == []  # left applied by the killed process
+        deadline = killed + timeout_s + 5
+        now = knobs.snapshot_mode(m, lab.eps)
+        while now != before and time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = knobs.snapshot_mode(m, lab.eps)
+        log = (folder / "log").read_text() if (folder / "log").exists() else "no log"
+        assert now == before, f"not restored {time.monotonic() - killed:.1f} s after SIGKILL: {log}"
+        assert (folder / "fired").exists()
+    finally:
+        stop(proc)
+        sh("rm", "-rf", "--", str(folder), check=False)
 
 
 def test_restore_reports_gone_namespaces_and_carries_on(lab: Lab, tmp_path: Path) -> None:

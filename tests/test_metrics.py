@@ -201,9 +201,11 @@ def test_every_point_has_the_memory_figures_and_says_what_the_bring_up_dropped()
     capped = StackSettings({"docroot": "disk", "web_memory": "512m"})
     chosen = steps.chosen(capped, s, None, None, 12)
     names = [type(st).__name__ for st in chosen]
-    assert names[:3] == ["PageCacheFigures", "MemoryFigures", "DroppedAfterBringUp"]
+    assert names[:4] == ["FreshProxyConnections", "PageCacheFigures", "MemoryFigures",
+                         "DroppedAfterBringUp"]
     assert "DroppedAfterBringUp" not in [type(st).__name__ for st in steps.chosen(
         StackSettings({"docroot": "disk"}), s, None, None)]
+    chosen = chosen[1:]
     ctx = SimpleNamespace(record={})
     chosen[2].before(ctx)  # type: ignore[arg-type]
     assert ctx.record["dropped_after_bring_up"].startswith(
@@ -213,6 +215,22 @@ def test_every_point_has_the_memory_figures_and_says_what_the_bring_up_dropped()
     measured = steps.Measured(None, samples[1], samples[2], samples)  # type: ignore[arg-type]
     assert chosen[1].after(ctx, measured) == {  # type: ignore[arg-type]
         "web_cache_mb": 2.0, "web_memory_mb": 512.0}
+
+
+def test_the_proxys_own_connections_are_its_established_ones_from_ephemeral_ports() -> None:
+    from tierbench.kinds.web import steps
+
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+        # listening on :80, and a client's connection to it (local port 80): not the proxy's
+        "   0: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0\n"
+        "   1: 0C00C6C6:0050 0A00C6C6:D431 01 00000000:00000000 00:00000000 00000000 0\n"
+        # the proxy's connections to the web tier (ports 40000 and 50001), one closing
+        "   2: 0C00C6C6:9C40 0B00C6C6:0050 01 00000000:00000000 00:00000000 00000000 0\n"
+        "   3: 0C00C6C6:C351 0B00C6C6:0050 01 00000000:00000000 00:00000000 00000000 0\n"
+        "   4: 0C00C6C6:C352 0B00C6C6:0050 06 00000000:00000000 00:00000000 00000000 0\n")
+    assert steps.outbound(table) == {("0C00C6C6:9C40", "0B00C6C6:0050"),
+                                     ("0C00C6C6:C351", "0B00C6C6:0050")}
 
 
 # --- latency histograms: per generator process, merged, and open-loop correction -------------

@@ -83,8 +83,8 @@ DELETE = object()
 
 BAD = [
     ("version", 2, "c.yml: version: must be 1 (the only version of the cluster file), got 2"),
-    ("colour", "blue", "c.yml: colour: unknown key (allowed: clock_bound_ms, nodes, roles, "
-     "ssh_config, version, workdir)"),
+    ("colour", "blue", "c.yml: colour: unknown key (allowed: allow_management_changes, "
+     "clock_bound_ms, nodes, roles, rollback_timeout_s, ssh_config, version, workdir)"),
     ("clock_bound_ms", 0, "c.yml: clock_bound_ms: must be greater than 0, got 0"),
     ("clock_bound_ms", "fast", "c.yml: clock_bound_ms: must be a number, got 'fast'"),
     ("nodes", DELETE, "c.yml: nodes: is required"),
@@ -157,7 +157,8 @@ def test_every_problem_at_once() -> None:
         "c.yml: nodes[0].port: must be a whole number, got '22'",
         "c.yml: nodes[1].interfaces[0].address: 'banana' is not an IP address such as "
         "198.18.16.11/24",
-        "c.yml: extra: unknown key (allowed: clock_bound_ms, nodes, roles, ssh_config, version, workdir)",
+        "c.yml: extra: unknown key (allowed: allow_management_changes, clock_bound_ms, nodes, "
+        "roles, rollback_timeout_s, ssh_config, version, workdir)",
         "c.yml: roles.proxy: no node named 'node9' (nodes: node1, node2)",
     ]
 

@@ -273,6 +273,25 @@ def test_the_uncached_16mb_experiment_reads_once_after_dropping_the_caches() -> 
     assert not any("moves the file once" in line for line in kind.plan_header(cached, []))
 
 
+def test_table_1_drops_the_caches_between_write_and_read_and_says_where_it_cannot(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """004 Table 1's reads are disk-bound: pfs-basic drops the page caches after the write (the
+    plan says so), and a host where /proc/sys/vm/drop_caches is not writable is refused in one
+    sentence before anything starts."""
+    exp = registry.load_experiment("pfs-basic")
+    assert exp.settings.pfs.drop_caches and not exp.settings.pfs.single_pass
+    kind = registry.kind("pfs")
+    assert any("page caches dropped after the write" in line
+               for line in kind.plan_header(exp, kind.points(exp, exp.seed)))
+    monkeypatch.setattr(orangefs, "check_image", lambda: None)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if path == "/proc/sys/vm/"
+                        "drop_caches" else real(path, mode))
+    with pytest.raises(ConfigError, match="pfs.drop_caches needs /proc/sys/vm/drop_caches "
+                                          "writable"):
+        kind.preflight(exp, [])
+
+
 @pytest.mark.parametrize("name", ["pfs-basic-16mb", "pfs-basic-16mb-uncached"])
 def test_the_16mb_experiments_send_the_file_with_both_methods_but_not_natively(
         name: str) -> None:

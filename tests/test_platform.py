@@ -218,10 +218,10 @@ def test_the_web_stack_starts_web_and_app_alone_under_their_platform(tmp_path: P
                                           r"platform of their own: app and web"):
         services.own_platforms([load_mode(str(path))])
     spec = compose.Services([], {}, platforms={"WEBAPP_CGROUP": "webapp"})
-    tag = compose.TAG.replace(".", "_")
-    assert spec.cgroup_env("cgroupfs") == {"SERVERS_CGROUP": f"/tierbench-{tag}-servers",
-                                           "WEBAPP_CGROUP": f"/tierbench-{tag}-webapp"}
-    assert spec.cgroup_env("systemd", "n1")["WEBAPP_CGROUP"] == f"tierbench_{tag}_n1_webapp.slice"
+    tag, slice_name = compose.TAG.replace(".", "_"), compose.PROJECT.replace("-", "_")
+    assert spec.cgroup_env("cgroupfs") == {"SERVERS_CGROUP": f"/{compose.PROJECT}-{tag}-servers",
+                                           "WEBAPP_CGROUP": f"/{compose.PROJECT}-{tag}-webapp"}
+    assert spec.cgroup_env("systemd", "n1")["WEBAPP_CGROUP"] == f"{slice_name}_{tag}_n1_webapp.slice"
 
 
 def test_every_servers_mode_is_a_platform_and_says_so() -> None:
@@ -253,9 +253,10 @@ def test_the_plan_prints_the_platform_of_every_point() -> None:
 
 def test_the_servers_parent_cgroup_is_named_for_the_engine() -> None:
     tag = compose.TAG.replace(".", "_")
-    assert compose.servers_cgroup("cgroupfs") == f"/tierbench-{tag}-servers"
-    assert compose.servers_cgroup("cgroupfs", "web1") == f"/tierbench-{tag}-web1-servers"
-    assert compose.servers_cgroup("systemd") == f"tierbench_{tag}_servers.slice"
+    assert compose.servers_cgroup("cgroupfs") == f"/{compose.PROJECT}-{tag}-servers"
+    assert compose.servers_cgroup("cgroupfs", "web1") == f"/{compose.PROJECT}-{tag}-web1-servers"
+    slice_name = compose.PROJECT.replace("-", "_")  # the checkout's project, no dash
+    assert compose.servers_cgroup("systemd") == f"{slice_name}_{tag}_servers.slice"
     assert "-" not in compose.servers_cgroup("systemd", "web-1")
     with pytest.raises(StackError, match="cgroup driver 'none'"):
         compose.servers_cgroup("none")

@@ -11,6 +11,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
@@ -46,6 +47,23 @@ def test_paired_change_leaves_out_blocks_missing_a_value() -> None:
     assert (c.n, c.dropped) == (2, 1)
     assert c.effect_pct == pytest.approx(10.0)
     assert c.half_width_pct == pytest.approx(0.0)  # both blocks say +10 % exactly
+
+
+def test_the_spread_comes_from_the_blocks_after_the_first_even_when_one_failed() -> None:
+    """Two stages: a failed point among the first 5 blocks does not move a first block's log
+    ratio into the spread, nor leave a later block out of it."""
+    mode = {b: 110.0 + b for b in range(1, 10)}
+    mode[2] = None
+    c = precision.paired_change(mode, dict.fromkeys(range(1, 10), 100.0), 5)
+    later = [math.log((110.0 + b) / 100.0) for b in range(6, 10)]
+    assert (c.method, c.n, c.spread_n, c.df) == ("paired-two-stage", 8, 4, 3)
+    m = sum(later) / 4
+    sd = math.sqrt(sum((x - m) ** 2 for x in later) / 3)
+    r = precision.lag1(list(c.logs))
+    assert r is not None
+    rb = min(r + (1 + 4 * r) / 8, 0.9)  # the lag-1 widening, bias-corrected
+    widen = math.sqrt((1 + rb) / (1 - rb)) if rb > 0 else 1.0
+    assert c.se == pytest.approx(widen * sd / math.sqrt(8))
 
 
 def test_welch_change_is_the_delta_method_ratio_of_means() -> None:
@@ -89,6 +107,34 @@ def test_the_target_is_relative_to_the_ratio_so_a_large_effect_can_be_resolved()
     assert c.resolved(5.0)
     small = precision.paired_change({b: v / 5 * 1.1 for b, v in mode.items()}, base)
     assert small.half_width_pct == pytest.approx(c.half_width_pct)  # the same spread
+
+
+def test_resolved_is_the_plan_measured_and_a_wider_interval_says_so() -> None:
+    """The first 5 blocks (quiet) plan the blocks; once they are measured the comparison is
+    resolved whatever the later blocks' spread, and a stated interval wider than asked says
+    so; before that, or with serially correlated blocks, it is not resolved."""
+    target = precision.Target(half_width_pct=5, min_repetitions=5, max_repetitions=30)
+    quiet = [0.10, 0.11, 0.09, 0.105, 0.095]
+    base = dict.fromkeys(range(1, 31), 1.0)
+
+    def change(logs: list[float], spread: int | None) -> precision.Change:
+        return precision.paired_change({b: math.exp(x) for b, x in enumerate(logs, 1)},
+                                       {b: base[b] for b in range(1, len(logs) + 1)}, spread)
+
+    first = change(quiet, None)
+    planned = precision.blocks_needed(first, 5)
+    assert planned is not None and 7 <= planned <= 10
+    noisy = quiet + [0.1 + 0.15 * (-1) ** i for i in range(planned - 5)]
+    early = precision.assess(change(noisy[:planned - 1], 5), first, target)
+    assert not early.resolved and early.planned == planned
+    done = precision.assess(change(noisy, 5), first, target)
+    assert done.met == "precision" and done.change.method == "paired-two-stage"
+    assert done.change.half_width_pct > 5
+    assert "spread more than they did" in precision.statement(done.change, 5, True, done)
+    trend = [0.1 + 0.01 * i for i in range(planned)]  # serially correlated: a ramp
+    ramp = precision.assess(change(trend, 5), change(trend[:5], None), target)
+    assert ramp.change.serial and not ramp.resolved
+    assert precision.drift(trend) is not None and precision.drift(trend)[1] < 0.001
 
 
 def test_the_stopping_rule_waits_for_the_minimum_and_stops_at_the_maximum() -> None:
@@ -136,78 +182,240 @@ def changes_of(exp: registry.Experiment, schedule: blocks.Schedule, rows: list[d
     return out
 
 
-@pytest.mark.parametrize("noise", [0.02, 0.05, 0.08])
-def test_stated_intervals_cover_the_true_effect_at_about_their_nominal_rate(
-        noise: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """400 simulated runs per noise level (two conditions each, drift 30 %): the stated 95 %
-    intervals of runs that stop when their interval is 5 points wide cover the true effect at
-    about 95 % (analysis.precision: the spread from the first blocks). 800 comparisons have a
-    standard error of 0.8 points: the bounds allow three. (Seeds 1001-2000 measured 0.949 at
-    noise 0.08, with and without drift; stating the spread of all blocks instead measured
-    0.90-0.92.)"""
-    sim_kind.use(monkeypatch)
-    kind = sim_kind.SimKind()
-    truth = {"small": 0.10, "none": 0.0}
-    covered = total = resolved = 0
-    blocks_used = []
-    for seed in range(1, 401):
-        path, modes = sim_kind.write_experiment(
-            tmp_path, truth, noise=noise, seed=seed,
-            precision={"half_width_pct": 5, "min_repetitions": 5, "max_repetitions": 30})
-        exp = registry.load_experiment(str(path), modes)
-        schedule, rows = simulate(exp, kind)
-        for name, (paired, _) in changes_of(exp, schedule, rows).items():
-            total += 1
-            covered += paired.low_pct <= 100 * truth[name] <= paired.high_pct
-            resolved += paired.resolved(5)
-            blocks_used.append(paired.n)
-    rate = covered / total
-    blocks_used.sort()
-    print(f"noise {noise}: coverage {rate:.3f} of {total}, resolved {resolved / total:.2f}, "
-          f"median blocks {blocks_used[len(blocks_used) // 2]}")
-    assert 0.925 <= rate <= 0.975
+def blocks_of(sigma: float, runs: int, seed: int, nmax: int, rho: float = 0.0,
+              effect: float = 0.1) -> np.ndarray:
+    """``runs`` series of ``nmax`` block log ratios: the true effect (ln 1.1) plus normal noise
+    of sd ``sigma``, independent or AR(1) with lag-1 correlation ``rho`` (the same marginal sd)."""
+    rng = np.random.default_rng(seed)
+    e = rng.normal(0.0, sigma, (runs, nmax))
+    for i in range(1, nmax):
+        e[:, i] = rho * e[:, i - 1] + math.sqrt(1 - rho * rho) * e[:, i]
+    return math.log1p(effect) + e
+
+
+def run_rule(logs: np.ndarray, target: precision.Target) -> precision.Outcome:
+    """One run of the runner's rule on a series of block log ratios: the first blocks, then the
+    blocks they planned when within the maximum (or none, when they settled the decision), and
+    the outcome analysis.precision states (as tierbench.blocks.Schedule does)."""
+    n0 = target.min_repetitions
+
+    def change(n: int, spread: int | None) -> precision.Change:
+        return precision.paired_change({b: math.exp(x) for b, x in enumerate(logs[:n], 1)},
+                                       dict.fromkeys(range(1, n + 1), 1.0), spread)
+
+    first = change(n0, None)
+    at_first = precision.assess(first, first, target)
+    if at_first.resolved or (at_first.planned or 10**9) > target.max_repetitions:
+        return at_first
+    return precision.assess(change(at_first.planned, n0), first, target)
+
+
+def naive_rule(logs: np.ndarray, target: precision.Target) -> precision.Change | None:
+    """The rule a user would write: a block more until the interval of all blocks is narrow
+    enough (None: not within the maximum)."""
+    for n in range(target.min_repetitions, target.max_repetitions + 1):
+        c = precision.paired_change({b: math.exp(x) for b, x in enumerate(logs[:n], 1)},
+                                    dict.fromkeys(range(1, n + 1), 1.0))
+        if c.resolved(target.half_width_pct):
+            return c
+    return None
+
+
+def coverage(outcomes: list[precision.Outcome], truth: float = 10.0) -> tuple[float, int]:
+    """Coverage of the true effect (%) among the resolved outcomes, and how many there were."""
+    hits = [o.change.low_pct <= truth <= o.change.high_pct for o in outcomes if o.resolved]
+    return (sum(hits) / len(hits) if hits else float("nan")), len(hits)
+
+
+TARGET = precision.Target(half_width_pct=5, min_repetitions=5, max_repetitions=30)
+
+
+@pytest.mark.parametrize(("sigma", "runs"), [(0.03, 1200), (0.06, 1500), (0.09, 3500),
+                                             (0.12, 8000)])
+def test_resolved_intervals_cover_the_truth_where_out_of_reach_is_common(
+        sigma: float, runs: int) -> None:
+    """Block log ratios of known effect (+10 %) and spread sd sigma, through the runner's rule
+    (5 first blocks, at most 30, ±5 %): among the comparisons labelled resolved, the stated
+    95 % intervals cover the truth at least 93 % of the time, at spreads where nearly every
+    run is resolved (0.03) and where most are out of reach (0.12: about 13 % resolved). At
+    least 850 resolved comparisons per level: a standard error of 0.75 points."""
+    outcomes = [run_rule(x, TARGET) for x in blocks_of(sigma, runs, 40 + int(sigma * 100), 30)]
+    rate, resolved = coverage(outcomes)
+    print(f"block sd {sigma}: coverage among resolved {rate:.3f} of {resolved} "
+          f"({resolved / runs:.2f} resolved)")
+    assert resolved >= 850
+    assert rate >= 0.93
+
+
+def test_the_naive_rule_under_covers_so_the_coverage_test_can_fail() -> None:
+    """Negative control: stopping when the interval of all blocks is narrow enough and calling
+    that resolved covers the truth in about 84 % of resolved comparisons at block sd 0.15 (and
+    the single-spread Stein interval the runner used before, 82 %): the test above would catch
+    either."""
+    hits = []
+    for x in blocks_of(0.15, 1600, 7, 30):
+        c = naive_rule(x, TARGET)
+        if c is not None:
+            hits.append(c.low_pct <= 10.0 <= c.high_pct)
+    rate = sum(hits) / len(hits)
+    print(f"naive rule at block sd 0.15: coverage among resolved {rate:.3f} of {len(hits)}")
+    assert len(hits) >= 220  # the standard error is 2.5 points
+    assert rate < 0.90
+
+
+def test_serially_correlated_blocks_are_detected_or_widened() -> None:
+    """AR(1) block log ratios (lag-1 correlation 0.5, as a VM's steal time would make them):
+    intervals that assume independent blocks cover about 75 % of the time at block sd 0.06. The
+    rule widens the interval by the lag-1 autocorrelation and refuses to call a comparison
+    resolved when that autocorrelation is significant: the coverage among resolved comparisons
+    rises (not to 95 %: 20-30 blocks estimate a correlation too loosely; analysis/README.md),
+    and a share of comparisons is refused with the reason stated."""
+    logs = blocks_of(0.06, 2500, 11, 30, rho=0.5)
+    outcomes = [run_rule(x, TARGET) for x in logs]
+    rate, resolved = coverage(outcomes)
+    refused = sum(o.change.serial for o in outcomes if o.planned and o.change.n >= o.planned)
+    assert not any(o.resolved for o in outcomes if o.change.serial)
+    plain = []
+    for o, x in zip(outcomes, logs):
+        if o.resolved:  # the same blocks, the interval of independent blocks
+            n = o.change.n
+            sd = float(np.std(x[5:n], ddof=1))
+            h = scipy_stats.t.ppf(0.975, n - 6) * sd / math.sqrt(n)
+            plain.append(abs(float(np.mean(x[:n])) - math.log(1.1)) <= h)
+    plain_rate = sum(plain) / len(plain)
+    print(f"AR(1) 0.5, block sd 0.06: coverage among resolved {rate:.3f} of {resolved} (as "
+          f"independent: {plain_rate:.3f}); refused as serially correlated: {refused}")
+    assert refused >= 0.25 * len(outcomes)
+    assert rate >= plain_rate + 0.05
+    assert rate >= 0.80
+    assert "serially correlated" in precision.statement(
+        next(o.change for o in outcomes if o.change.serial), 5.0)
+
+
+def test_paired_intervals_are_narrower_than_welch_under_drift() -> None:
+    """A host that slows 30 % over 20 blocks moves both modes of a block alike: the paired
+    interval (within blocks) is typically (the median of 200 runs) more than 3 times and in 90 % of
+    runs more than twice narrower than Welch's on the same values."""
+    rng = np.random.default_rng(12)
+    ratios = []
+    for _ in range(200):
+        level = 1000 * (1 - 0.3 * np.arange(20) / 20)
+        on = level * 1.1 * np.exp(rng.normal(0, 0.03, 20))
+        off = level * np.exp(rng.normal(0, 0.03, 20))
+        paired = precision.paired_change(dict(enumerate(on)), dict(enumerate(off)))
+        welch = precision.welch_change(list(on), list(off))
+        ratios.append(welch.half_width_pct / paired.half_width_pct)
+    print(f"Welch / paired half-width under drift: median {sorted(ratios)[100]:.1f}")
+    assert sorted(ratios)[20] > 2.0 and sorted(ratios)[100] > 3.0
+
+
+def test_blocks_nested_in_deployments_count_the_deployments_spread() -> None:
+    """Blocks from 4 bring-ups of 5 blocks each, the effect shifting by sd 0.04 from one
+    bring-up to the next (placement, memory layout) and by sd 0.02 between blocks: taking the
+    20 blocks as independent covers the truth about 85 % of the time; with the deployments as
+    a level (their means the unit when they differ) at least 92 %, and the share of the spread
+    between deployments is stated."""
+    rng = np.random.default_rng(9)
+    nested, flat, shares = [], [], []
+    for _ in range(1500):
+        shift = rng.normal(0, 0.04, 4)
+        logs = [math.log(1.1) + shift[d] + rng.normal(0, 0.02) for d in range(4)
+                for _ in range(5)]
+        mode = {b: math.exp(x) for b, x in enumerate(logs, 1)}
+        base = dict.fromkeys(mode, 1.0)
+        c = precision.paired_change(mode, base, None, {b: (b - 1) // 5 for b in mode})
+        f = precision.paired_change(mode, base)
+        assert c.deployments == 4 and f.deployments == 1
+        nested.append(c.low_pct <= 10.0 <= c.high_pct)
+        flat.append(f.low_pct <= 10.0 <= f.high_pct)
+        shares.append(c.deployment_share)
+    print(f"deployments: coverage nested {np.mean(nested):.3f}, as independent blocks "
+          f"{np.mean(flat):.3f}, share between deployments {np.median(shares):.2f}")
+    assert np.mean(nested) >= 0.92 and np.mean(flat) <= 0.88
+    assert 0.5 <= float(np.median(shares)) <= 0.9  # 0.04² / (0.04² + 0.02²) = 0.8
+
+
+def test_comparisons_csv_nests_blocks_in_the_deployments_the_points_record() -> None:
+    """A points table whose rows carry a `deployment` (the runner's bring-up index): the
+    comparison's row gives the number of deployments and the share of the spread between
+    them, and its interval takes the deployments' means as the unit when they differ."""
+    import pandas as pd
+
+    from analysis import tables
+
+    rng = np.random.default_rng(2)
+    shift = {0: 0.0, 1: 0.15, 2: -0.1}
+    rows = []
+    for block in range(1, 13):
+        d = (block - 1) // 4
+        for mode, effect in ((sim_kind.TREATMENT, math.log(1.1) + shift[d]),
+                             (sim_kind.BASELINE, 0.0)):
+            rows.append({"mode": mode, "repetition": block, "deployment": d, "failed": False,
+                         "tps": 1000 * math.exp(effect + rng.normal(0, 0.01))})
+    points = pd.DataFrame(rows)
+    (row,) = tables.comparisons(points, sim_kind.BASELINE, [], ["tps"],
+                                [sim_kind.TREATMENT, sim_kind.BASELINE], True, 5.0,
+                                spread_from=None).to_dict("records")
+    assert row["deployments"] == 3 and row["deployment_share"] > 0.9
+    assert row["method"] == "paired-deployments" and row["resolved"] is False
+    flat = tables.comparisons(points.drop(columns="deployment"), sim_kind.BASELINE, [],
+                              ["tps"], [sim_kind.TREATMENT, sim_kind.BASELINE], True, 5.0)
+    assert flat["half_width_pct"].iloc[0] < row["half_width_pct"]
+
+
+def test_a_decision_stops_a_large_effect_at_once_and_errs_rarely() -> None:
+    """With a decision threshold of 5 %: a +200 % effect is decided after the first blocks
+    (above the threshold); a null effect is decided within ±5 % when shown small; an effect
+    exactly at the threshold is wrongly decided (above or below) in at most 5 % of runs (two
+    looks at 2.5 % each)."""
+    target = precision.Target(half_width_pct=1, min_repetitions=5, max_repetitions=30,
+                              decision_pct=5)
+    big = [run_rule(x, target) for x in blocks_of(0.07, 200, 3, 30, effect=2.0)]
+    assert all(o.met == "decision: above" and o.change.n == 5 for o in big)
+    null = [run_rule(x, target) for x in blocks_of(0.03, 300, 4, 30, effect=0.0)]
+    assert sum(o.met == "decision: within" for o in null) >= 0.9 * len(null)
+    edge = [run_rule(x, target) for x in blocks_of(0.06, 3000, 5, 30, effect=0.05)]
+    wrong = sum(o.met in ("decision: above", "decision: below") for o in edge) / len(edge)
+    print(f"decided beyond a threshold the effect sits on: {wrong:.3f}")
+    assert wrong <= 0.05
 
 
 def test_the_rule_stops_where_the_spread_says_it_should(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With noise sd s on each value, a block's log ratio has sd s·√2: a half-width of h (on
-    the log scale) needs about (t·s·√2 / h)² blocks, t with the first blocks' degrees of
-    freedom. Runs stop near that, never before the minimum, and a condition that cannot be
-    resolved within the maximum stops after the first blocks, out of reach."""
+    """Through the runner's own schedule: a quiet condition is resolved a few blocks after the
+    first ones (the later blocks give the spread: 2 at least), and one that cannot be resolved
+    within the maximum stops after the first blocks, out of reach, its blocks needed stated."""
     sim_kind.use(monkeypatch)
     kind = sim_kind.SimKind()
-    stops = {0.01: [], 0.04: [], 0.5: []}
-    for noise in stops:
-        for seed in range(1, 41):
+    for noise in (0.01, 0.5):
+        for seed in range(1, 21):
             path, modes = sim_kind.write_experiment(
                 tmp_path, {"only": 0.1}, noise=noise, seed=seed, drift=0.0,
                 precision={"half_width_pct": 5, "min_repetitions": 5,
                            "max_repetitions": 30})
             exp = registry.load_experiment(str(path), modes)
             schedule, rows = simulate(exp, kind)
-            stops[noise].append(max(r["repetition"] for r in rows))
+            (cond,) = schedule.record(rows, 5, 0.0)["conditions"]
             if noise == 0.5:
-                (cond,) = schedule.record(rows, 5, 0.0)["conditions"]
                 assert cond["state"] == "out of reach" and cond["blocks_needed"] > 30
-    median = {n: sorted(v)[len(v) // 2] for n, v in stops.items()}
-    print(f"median blocks at noise 0.01, 0.04, 0.5: {median}")
-    assert set(stops[0.01]) == {5}  # resolved at the minimum
-    h = 5 / 110  # +10 % within ±5 points, on the log scale
-    expected = (scipy_stats.t.ppf(0.975, 4) * 0.04 * math.sqrt(2) / h) ** 2  # about 12
-    assert abs(median[0.04] - expected) <= 3
-    assert set(stops[0.5]) == {5}
+                assert cond["blocks"] == 5
+            else:
+                (c,) = cond["comparisons"]
+                assert cond["state"] == "resolved" or (cond["state"], c["serial"]) == (
+                    "not resolved", True)  # the lag-1 test's 5 % false alarms
+                assert 7 <= cond["blocks"] <= 12
 
 
 def test_each_condition_stops_where_its_first_blocks_said_and_one_out_of_reach_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The spread of the first blocks fixes how many blocks a comparison needs (Stein): each
-    resolved condition stops exactly there, and one that needs more than max_repetitions
+    """The first blocks plan how many blocks a comparison needs (the dimensioning stage): each
+    condition stops exactly there, and one that needs more than max_repetitions
     stops after the first blocks, its needed blocks stated."""
     sim_kind.use(monkeypatch)
     kind = sim_kind.SimKind()
     for seed in range(1, 21):
         path, modes = sim_kind.write_experiment(
-            tmp_path, {"near": (0.1, 0.03), "far": (0.1, 0.2)}, drift=0.0, seed=seed,
+            tmp_path, {"near": (0.1, 0.015), "far": (0.1, 0.2)}, drift=0.0, seed=seed,
             precision={"half_width_pct": 5, "min_repetitions": 5, "max_repetitions": 30})
         exp = registry.load_experiment(str(path), modes)
         schedule, rows = simulate(exp, kind)
@@ -218,8 +426,8 @@ def test_each_condition_stops_where_its_first_blocks_said_and_one_out_of_reach_a
             said[json.loads(cond)["condition"]] = precision.blocks_needed(change, 5)
         states = {c["condition"]["condition"]: c
                   for c in schedule.record(rows, 30, 0.0)["conditions"]}
-        assert states["near"]["state"] == "resolved"
-        assert states["near"]["blocks"] == max(said["near"], 5)
+        assert states["near"]["state"] in ("resolved", "not resolved")  # lag-1 false alarms
+        assert states["near"]["blocks"] == said["near"]
         assert states["far"]["state"] == "out of reach" and states["far"]["blocks"] == 5
         assert states["far"]["blocks_needed"] == said["far"] > 30
 
@@ -235,7 +443,7 @@ def test_a_budget_goes_to_the_conditions_it_can_resolve(
     checked = 0
     for seed in range(1, 41):
         path, modes = sim_kind.write_experiment(
-            tmp_path, {"a": (0.1, 0.045), "b": (0.1, 0.05)}, drift=0.0, seed=seed,
+            tmp_path, {"a": (0.1, 0.02), "b": (0.1, 0.025)}, drift=0.0, seed=seed,
             precision={"half_width_pct": 5, "min_repetitions": 5, "max_repetitions": 40,
                        "budget_min": 1.0})
         exp = registry.load_experiment(str(path), modes)
@@ -250,7 +458,8 @@ def test_a_budget_goes_to_the_conditions_it_can_resolve(
         schedule, rows = simulate(registry.load_experiment(str(path), modes), kind, point_s)
         rec = schedule.record(rows, max(r["repetition"] for r in rows), point_s * len(rows))
         states = sorted((c["blocks"], c["state"]) for c in rec["conditions"])
-        assert states == [(5, "out of reach"), (5 + r0, "resolved")]
+        assert states[0] == (5, "out of reach") and states[1][0] == 5 + r0
+        assert states[1][1] in ("resolved", "not resolved")  # not: the lag-1 false alarm
         assert rec["stopped"] == "budget" and len(rows) * point_s <= 60.0 + 1e-9
         checked += 1
     print(f"{checked} of 40 seeds had a choice to make")
@@ -281,18 +490,24 @@ def test_a_precision_run_stops_each_condition_when_resolved(sim_env: Path) -> No
     rec = manifest["precision"]
     assert rec["stopped"] == "done" and rec["baseline"] == sim_kind.BASELINE
     assert {c["state"] for c in rec["conditions"]} == {"resolved"}
-    assert all(c["blocks"] == 3 for c in rec["conditions"])
+    assert all(c["blocks"] == c["comparisons"][0]["planned_blocks"] > 5
+               for c in rec["conditions"])  # the blocks the first 5 planned, no more
     plan = json.loads((run_dir / "plan.json").read_text())
-    assert len(plan["points"]) == 12 and plan["design"]["planned_blocks"] == 3
+    assert plan["design"]["planned_blocks"] == max(c["blocks"] for c in rec["conditions"])
     report.write_report(run_dir)
     with (run_dir / "comparisons.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 2 and {r["method"] for r in rows} == {"paired"}
+    assert len(rows) == 2 and {r["method"] for r in rows} == {"paired-two-stage"}
+    assert {r["met"] for r in rows} == {"precision"}
     clear = next(r for r in rows if r["condition"] == "clear")
     assert float(clear["low_pct"]) < 20 < float(clear["high_pct"])
     assert clear["resolved"] == "True" and clear["statement"].startswith("resolved: +")
     html = (run_dir / "report.html").read_text()
     assert "Precision: what this run resolved" in html and "paired" in html
+    for c in rec["conditions"]:  # state, blocks used / planned, the target met
+        assert f">resolved</td><td class=\"num\">{c['blocks']} / {c['blocks_needed']}</td>" \
+            f"<td class=\"l\">the planned blocks</td>" in html
+    assert 'data-figure="blocks"' in html and "block (run order)" in html
 
 
 def test_a_budget_ends_the_blocks_and_the_report_says_so(sim_env: Path) -> None:
@@ -301,20 +516,30 @@ def test_a_budget_ends_the_blocks_and_the_report_says_so(sim_env: Path) -> None:
     path, modes = sim_kind.write_experiment(
         sim_env, {"hard": 0.1}, noise=0.006, drift=0.0, sleep_s=0.05,
         precision={"half_width_pct": 1, "min_repetitions": 3, "max_repetitions": 1000,
-                   "budget_min": 0.01})
+                   "budget_min": 0.01, "deployments": 1})
+    # (one deployment: with two, their F test's p falls below POOL_P a quarter of the time by
+    # chance, and blocks_needed then asks for deployments, not blocks: no "about N more")
     exp = registry.load_experiment(str(path), modes)
     run_dir = runner.Run(exp).execute()
     rec = json.loads((run_dir / "manifest.json").read_text())["precision"]
     assert rec["stopped"] == "budget"
     (cond,) = rec["conditions"]
-    assert (cond["state"], cond["out_of_reach"]) == ("out of reach", "budget")
+    # out of reach within the budget left after the first blocks; on a loaded machine the
+    # first blocks themselves can use the 0.6 s up, and the next block is not started
+    assert (cond["state"], cond.get("out_of_reach", "budget")) in (
+        ("out of reach", "budget"), ("budget", "budget"))
     assert cond["blocks"] < cond["blocks_needed"] <= 1000
     report.write_report(run_dir)
     with (run_dir / "comparisons.csv").open() as fh:
         row = next(csv.DictReader(fh))
     assert row["resolved"] == "False"
     assert "not resolved within the budget" in row["statement"]
-    assert "more repetitions would be needed" in row["statement"]
+    # one formula: the card's "about N more" is what the runner planned
+    assert f"about {cond['blocks_needed'] - cond['blocks']} more repetitions would be " \
+        "needed" in row["statement"]
+    html = (run_dir / "report.html").read_text()
+    assert f"{cond['blocks']} / {cond['blocks_needed']}</td>" in html
+    assert ">out of reach</td>" in html or ">budget</td>" in html
 
 
 def test_an_interrupted_precision_run_resumes_with_the_blocks_it_chose(

@@ -138,6 +138,22 @@ def test_no_client_bound_warning_without_client_bound_rows(
     assert "No warnings" in page
 
 
+def test_a_window_not_shown_steady_is_a_warning_and_its_empty_reason_no_alarm(
+    rows: list[dict], manifest: dict
+) -> None:
+    for row in rows:
+        row["client_bound"] = "false"
+        row["unsteady"], row["unsteady_why"], row["warmup_s"] = "false", "", 5
+    page = render_report(rows, manifest)
+    assert "No warnings" in page and "not shown steady" not in page
+    rows[2]["unsteady"] = "true"
+    rows[2]["unsteady_why"] = "the window's trend moves its mean by +12 %"
+    top = warnings_part(render_report(rows, manifest))
+    assert "Points with errors or missing values (1)" in top
+    assert "window not shown steady: the window&#39;s trend moves its mean by +12 %" in top
+    assert rows[2]["point"] in top
+
+
 def test_empty_advice_of_points_that_were_not_client_bound_is_no_alarm(
     rows: list[dict], manifest: dict
 ) -> None:
@@ -281,3 +297,63 @@ def test_a_request_count_run_says_so_in_the_header(rows: list[dict], manifest: d
     assert "request-count run: 10,000 requests per client (1 client: 10,000, 64 clients: " \
         "640,000 a point)" in page
     assert "scaled by 0.5 (--scale)" in page
+
+
+def test_a_point_with_one_cpu_saturated_by_softirq_is_warned_of(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43: softirq_bound is flagged as client_bound is; the offload figures that do not
+    apply to a point (nothing sent) are not missing values."""
+    for row in rows:
+        row.update({"client_bound": "false", "softirq_bound": "false",
+                    "cpu_max_irq_softirq_pct": "12", "stack_web_retrans_pct": "0.1"})
+    rows[3].update({"softirq_bound": "true", "softirq_bound_cpu": "cpu1",
+                    "cpu_max_irq_softirq_pct": "96.5", "stack_web_retrans_pct": ""})
+    top = warnings_part(render_report(rows, manifest))
+    block = top[top.index("One CPU saturated by interrupt work (1)"):]
+    block = block[:block.index("</div>")]
+    assert rows[3]["point"] in block and rows[2]["point"] not in block
+    assert "cpu1, 96 % irq + softirq" in block
+    assert "missing" not in top and "No warnings" not in top
+    rows[3]["softirq_bound"] = "false"
+    assert "One CPU saturated" not in render_report(rows, manifest)
+
+
+def table_by_mode(rows: list[dict], manifest: dict, title: str,
+                  values: Callable[[bool], dict[str, str]]) -> str:
+    """The report's table titled ``title`` once each row has ``values(offloads on?)``; the
+    report without those columns has no such table."""
+    assert title not in render_report(rows, manifest)
+    for row in rows:
+        row.update(values("on" in row["mode"]))
+    page = render_report(rows, manifest)
+    part = page[page.index(title):]
+    return part[:part.index("</table>")]
+
+
+def test_the_per_cpu_and_offload_table_shows_each_modes_means(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43: per mode the per-CPU figures and each tier's offload figures, means of the
+    repetitions; a run without those columns has no such table."""
+    part = table_by_mode(rows, manifest, "what the offloads did", lambda on: {
+        "cpu_max_busy_pct": "80", "cpu_max_irq_softirq_pct": "20",
+        "net_rx_softirq_per_s": "1000", "net_rx_softirq_top_cpu_pct": "90",
+        "softirq_bound": "false", "stack_web_segs_per_tx_packet": "30" if on else "1",
+        "stack_web_bytes_per_tx_packet": "43000", "stack_web_rx_packets_per_skb": "1",
+        "stack_web_retrans_pct": "0", "stack_web_drops": "0"})
+    assert "web: what the offloads did" in part and "segments / tx packet" in part
+    assert ">30.00<" in part and ">1.00<" in part and "43,000" in part
+
+
+def test_the_why_table_gives_each_categorys_cpu_per_kb_by_mode(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 43 with --profile categories: a category's share of the busy samples times the
+    point's host CPU per KB, mean per mode."""
+    part = table_by_mode(rows, manifest, "Why: where the CPU went", lambda on: {
+        "host_cpu_us_per_kb": "10", "cat_samples": "1000",
+        "cat_segmentation_pct": "5" if on else "30", "cat_data_copy_pct": "40",
+        "cat_uncategorized_pct": "1"})
+    assert "host CPU µs per KB" in part and "segmentation" in part
+    assert ">0.50<" in part and ">3.00<" in part and ">4.00<" in part

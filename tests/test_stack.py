@@ -75,6 +75,47 @@ def test_large_transfers_cost_more_cpu_per_kb_without_offloads(two_modes: Path) 
     assert off > on, f"offloads off {off:.2f} us/KB is not above offloads on {on:.2f} us/KB"
 
 
+def test_every_point_has_the_per_cpu_view_and_the_tiers_counters(two_modes: Path) -> None:
+    """Issue 43 on a real point: each CPU's shares and the tiers' protocol counters over the
+    window, and what TSO/GSO did: with offloads on the web tier hands its veth packets of many
+    segments (1 MB answers), with them off one segment each."""
+    by_mode = {r["mode"]: r for r in summary(two_modes)}
+    for row in by_mode.values():
+        assert row["softirq_bound"] in ("true", "false")
+        assert 0 <= float(row["cpu_max_irq_softirq_pct"]) <= 100
+        cpus = list(csv.DictReader((two_modes / "points" / row["point"] / "cpus.csv").open()))
+        assert len(cpus) == os.cpu_count()
+        for c in cpus:
+            assert sum(float(c[k]) for k in ("usr_pct", "sys_pct", "irq_pct", "softirq_pct",
+                                             "iowait_pct", "steal_pct", "idle_pct")) \
+                == pytest.approx(100, abs=0.1)
+        counters = list(csv.DictReader(
+            (two_modes / "points" / row["point"] / "counters.csv").open()))
+        scopes = {c["scope"] for c in counters}
+        assert {"host", "loadgen", "proxy", "web"} <= scopes
+    on = float(by_mode["offloads-on"]["stack_web_segs_per_tx_packet"])
+    off = float(by_mode["offloads-off"]["stack_web_segs_per_tx_packet"])
+    assert on > 4 and off < 1.1, (on, off)
+
+
+def test_a_profiled_run_says_where_each_tiers_cpu_went(env: dict[str, str]) -> None:
+    """Issue 43's --profile categories on the real stack: every point gets its categories per
+    tier from perf on every CPU, few samples uncategorized, and with checksum offload off the
+    kernel checksums in software: a larger checksum share than with offloads on."""
+    done = tierbench(env, "run", str(EXPERIMENTS / "two-modes.yml"), "--profile", "categories")
+    assert done.returncode == 0, done.stderr
+    run = run_dir(env, "two-modes")
+    by_mode = {r["mode"]: r for r in summary(run)}
+    for row in by_mode.values():
+        assert int(row["cat_samples"]) > 500
+        assert float(row["cat_uncategorized_pct"]) < 5
+        cats = list(csv.DictReader((run / "points" / row["point"] / "categories.csv").open()))
+        assert {"web", "proxy"} <= {c["tier"] for c in cats}
+        assert not (run / "points" / row["point"] / "perf.data").exists()
+    on, off = (float(by_mode[m]["cat_checksum_pct"]) for m in ("offloads-on", "offloads-off"))
+    assert off > on, (on, off)
+
+
 def test_snapshots_show_the_mode_during_and_the_original_after(two_modes: Path) -> None:
     manifest = json.loads((two_modes / "manifest.json").read_text())
     assert manifest["status"] == "complete"
@@ -279,7 +320,7 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
 
     done = tierbench(env, "clean")
     assert done.returncode == 0, done.stderr
-    label = "label=com.docker.compose.project=tierbench"
+    label = f"label=com.docker.compose.project={compose.PROJECT}"
     containers = subprocess.run(["docker", "ps", "-aq", "--filter", label, "--filter",
                                  "label=com.docker.compose.config-hash"],
                                 capture_output=True, text=True).stdout.split()

@@ -4,13 +4,16 @@ experiments end to end (a refused experiment recorded, the report, resume), scal
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from analysis import runs as runs_list
-from tierbench import cli, runner, study
+from analysis import tables
+from tierbench import blocks, cli, runner, study
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 import sim_kind
@@ -75,6 +78,11 @@ def test_scale_shortens_windows_counts_and_repetitions_down_to_their_floors() ->
 # --------------------------------------------------------------------------- a study run
 
 
+CLAIM = ("{id: %s, figure: Fig. 1, source: 999 §1 Fig. 1, says: the treatment raises TPS, "
+         "experiment: %s, metric: tps, kind: direction, a: {mode: sim-on}, b: {mode: sim-off}, "
+         "higher: %s}")
+
+
 @pytest.fixture()
 def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A study of two rows of simulated experiments (and one that does not exist)."""
@@ -91,15 +99,21 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (studies / "999.yml").write_text(
         "study: '999'\ntitle: a simulated study\nrows:\n"
         "  - {id: SIM-a, figures: 'Fig. 1', experiments: [sim-a, sim-missing],\n"
-        "     fidelity: {same: the model, different: nothing, why: it is simulated}}\n"
-        "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b]}\n")
+        "     fidelity: {same: the model, different: nothing, why: it is simulated},\n"
+        f"     claims: [{CLAIM % ('up', 'sim-a', 'true')}, {CLAIM % ('down', 'sim-a', 'false')},\n"
+        f"              {CLAIM % ('gone', 'sim-missing', 'true')}]}}\n"
+        "  - {id: SIM-b, figures: 'Fig. 2', experiments: [sim-b],\n"
+        f"     claims: [{CLAIM % ('flat', 'sim-b', 'true')}]}}\n")
     monkeypatch.setattr(study, "STUDIES_DIR", studies)
 
-    def load(name: str, scale: float | None, where: object = None) -> registry.Experiment:
+    def load(name: str, scale: float | None, where: object = None,
+             precision: dict | None = None) -> registry.Experiment:
         if name not in paths:
             raise ConfigError(f"no experiment {name!r}")
-        return registry.with_scale(registry.load_experiment(str(paths[name][0]),
-                                                            paths[name][1]), scale)
+        return registry.with_precision(
+            registry.with_scale(registry.load_experiment(str(paths[name][0]),
+                                                         paths[name][1]), scale),
+            **(precision or {}))
 
     monkeypatch.setattr(study, "experiment", load)
     return tmp_path
@@ -122,6 +136,18 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
     assert "no experiment &#39;sim-missing&#39;" in html
     assert f'href="../../sim/{run_a.name}/report.html"' in html
     assert "sim-on vs sim-off: +" in html  # the comparison's sentence
+    # the scoreboard: +20 % reproduced, the same claimed downwards reversed, a true 0 not
+    # reproduced (within 5 %), the experiment that was refused not measured
+    verdicts = {r["claim"]: r for r in csv.DictReader((folder / "claims.csv").open())}
+    assert {k: v["verdict"] for k, v in verdicts.items()} == {
+        "up": "reproduced", "down": "reversed", "gone": "not measured",
+        "flat": "not reproduced"}
+    assert float(verdicts["up"]["low_pct"]) > 10 and verdicts["up"]["row"] == "SIM-a"
+    assert html.index('id="scoreboard"') < html.index('id="SIM-a"')
+    board = html[html.index('id="scoreboard"'):html.index('id="SIM-a"')]
+    assert "<summary>differences</summary>nothing</details>" in board  # SIM-a's fidelity row
+    assert board.count("<tr>") == 5 and "sim-b: tps, mode=sim-on above mode=sim-off" in board
+    assert "1 reproduced, 1 not reproduced, 1 reversed, 1 not measured" in html
     listed = runs_list.runs(sim_study / "results")
     assert sorted(r["experiment"] for r in listed) == ["sim", "sim", "study 999"]
     assert [r["started"] for r in listed] == sorted((r["started"] for r in listed),
@@ -130,6 +156,46 @@ def test_a_study_runs_every_experiment_records_refusals_and_writes_its_report(
     assert next(r for r in listed if r["experiment"] == "study 999")["points"] == \
         "2/3 experiments"
     assert "this host" in runs_list.table(listed)
+
+
+def test_a_study_with_precision_runs_every_experiment_in_blocks(sim_study: Path) -> None:
+    """`tierbench study ID --precision 5`: every experiment is a precision run (its manifest
+    has the precision record, its blocks as its first ones planned); resuming with other
+    precision options is refused in one sentence."""
+    options = {"half_width_pct": 5.0, "min_repetitions": 3, "max_repetitions": 12,
+               "budget_min": None}
+    folder = study.run(study.load("999"), precision=options)
+    record = json.loads((folder / "study.json").read_text())
+    assert record["precision"] == {"half_width_pct": 5.0, "min_repetitions": 3,
+                                   "max_repetitions": 12}
+    runs = [Path(e["run"]) for r in record["rows"] for e in r["experiments"] if e["run"]]
+    assert len(runs) == 2
+    for run in runs:
+        rec = json.loads((run / "manifest.json").read_text())["precision"]
+        assert rec["target"]["half_width_pct"] == 5.0 and rec["stopped"] == "done"
+        (cond,) = rec["conditions"]
+        assert cond["blocks"] > 3  # the first blocks planned more (two stages)
+    with pytest.raises(ConfigError, match="resume with the same"):
+        study.run(study.load("999"), resume=folder, precision={"half_width_pct": 2.0})
+
+
+def test_the_plan_of_a_precision_run_counts_the_blocks_it_expects(
+        sim_study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan --study --precision: an experiment's estimate is its points per block times the
+    blocks its first ones would plan at the experiment's variation, not the first blocks
+    only; a budget caps it, but not below the first blocks."""
+    monkeypatch.setattr(sim_kind.SimKind, "point_seconds", lambda self, exp: 1.0)
+    exp = study.experiment("sim-a", None, None, {"half_width_pct": 5.0, "min_repetitions": 8})
+    per_block = len(runner.points_of(exp)) // 8
+    expected = blocks.expected_blocks(exp)
+    assert 8 < expected <= 30
+    assert runner.estimate_s(exp) == pytest.approx(
+        registry.kind("sim").point_seconds(exp) * per_block * expected)
+    capped = study.experiment("sim-a", None, None, {"half_width_pct": 5.0,
+                                                    "min_repetitions": 8, "budget_min": 0.01})
+    assert runner.estimate_s(capped) == 8 * per_block < runner.estimate_s(exp)
+    lines = study.plan_lines(study.load("999"), precision={"half_width_pct": 5.0})
+    assert "precision ±5 %" in lines[0]
 
 
 def test_an_interrupted_study_resumes_where_it_stopped(
@@ -173,3 +239,91 @@ def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> N
     lines = runner.plan_lines(quick)
     assert "64 clients: 6,400 a point; at most 216 s" in lines[1]
     assert "load.requests_per_client 10000 -> 100" in lines[3]
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def claim_vocabulary(name: str) -> tuple[dict[str, set[str]], set[str]]:
+    """An experiment's condition columns with the values its points give them (as summary.csv
+    writes them: the kind's identity; `phase` for a report with phases) and its metrics."""
+    exp = registry.load_experiment(name)
+    kind = registry.kind(exp.kind)
+    section = runner.report_section(exp)
+    values: dict[str, set[str]] = {}
+    for point in kind.points(exp, exp.seed):
+        for k, v in kind.identity(exp, point).items():
+            values.setdefault(k, set()).add(tables.label(v))
+    phases = section.get("phases") or []
+    if phases:
+        values["phase"] = set(phases)
+    metrics = set()
+    for c in kind.columns(exp):
+        metrics.add(c.name)
+        metrics.update(c.name[len(p) + 1:] for p in phases if c.name.startswith(f"{p}_"))
+    metrics.update(re.findall(r"'column': '([\w.]+)'", str(section)))
+    return values, metrics
+
+
+@pytest.mark.parametrize("sid", sorted(CATALOGUE))
+def test_every_claim_names_conditions_its_experiment_runs_and_a_column_it_writes(
+        sid: str) -> None:
+    """The schema validation of every study's claims: the model accepts them (study.load), each
+    names one of its row's experiments, every condition's columns and values are ones the
+    experiment's points have, the metric one its summary (or report) has, and no condition
+    matches nothing."""
+    rows = study.load(sid).rows
+    assert sum(len(r.claims) for r in rows) >= 1
+    for row in rows:
+        for c in row.claims:
+            values, metrics = claim_vocabulary(c.experiment)
+            assert c.metric in metrics, (row.id, c.id, c.metric)
+            conds = [c.a, c.b, *(c.order or [])] + [{c.factor: lv} for lv in c.levels or []]
+            for cond in [c.where, *(x for x in conds if x)]:
+                for key, want in cond.items():
+                    assert key in values, (row.id, c.id, key, sorted(values))
+                    wanted = {tables.label(w) for w in (want if isinstance(want, list)
+                                                         else [want])}
+                    assert wanted & values[key], (row.id, c.id, key, want, values[key])
+
+
+def test_a_claim_on_an_experiment_its_row_does_not_run_is_refused(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    (tmp_path / "998.yml").write_text(
+        "study: '998'\ntitle: t\nrows:\n  - {id: SIM-a, figures: 'Fig. 1', experiments: [a],\n"
+        f"     claims: [{CLAIM % ('up', 'b', 'true')}]}}\n")
+    monkeypatch.setattr(study, "STUDIES_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="claim 'up' names experiment 'b', which the row "
+                                          "does not run"):
+        study.load("998")
+
+
+def test_tierbench_claims_scores_a_study_folder_and_a_run_and_refuses_other_folders(
+        sim_study: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = study.run(study.load("999"))
+    assert cli.claim_counts(folder) == "1 reproduced, 1 not reproduced, 1 reversed, 1 not measured"
+    capsys.readouterr()
+    out_csv = tmp_path / "all.csv"
+    assert cli.main(["claims", str(folder), "--csv", str(out_csv)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"study 999 run {folder.name} (") and out[0].endswith(
+        "1 reproduced, 1 not reproduced, 1 reversed, 1 not measured")
+    assert any(" up " in line and "reproduced" in line for line in out[1:])
+    assert len(out_csv.read_text().splitlines()) == 5
+    run_a = Path(next(e["run"] for r in json.loads((folder / "study.json").read_text())["rows"]
+                      for e in r["experiments"] if e["name"] == "sim-a"))
+    assert cli.main(["claims", str(run_a)]) == 2  # a run of `sim`: no study claims on it
+    assert "no study states claims on experiment 'sim'" in capsys.readouterr().err
+    assert cli.main(["claims", str(tmp_path)]) == 2
+    assert "not a run (no summary.csv) or a study's folder" in capsys.readouterr().err
+
+
+def test_the_fidelity_pages_scoreboard_is_what_the_generator_prints_for_the_example_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    example = next(Path("examples/quick").iterdir())
+    assert cli.main(["claims", str(example), "--as", "dc-single", "--markdown"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("- **Scoreboard** (generated by `tierbench claims` from run ")
+    assert "2026-11-27, 2 CPUs" in line and "scale 1" in line
+    assert f"\n{line}\n" in Path("docs/fidelity.md").read_text()

@@ -5,25 +5,38 @@ nodes; reports and comparisons."""
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import shlex
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
+from typing import ContextManager
 
 import yaml
 
 from tierbench import runner, study
 from tierbench.advise import run as advise
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import MODES_DIR, results_root
+from tierbench.config.files import MODES_DIR, results_root, state_dir
 from tierbench.kinds import registry
 from tierbench.kinds.web import load, locust
+from tierbench.measure import profile
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
 from tierbench.kinds.pfs import orangefs
-from tierbench.placement import clusterfile, compose, nodes, placer
+from tierbench.placement import clusterfile, compose, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
+
+
+def precision_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The precision options given on the command line, as Precision's keys (None: not given)."""
+    return {"half_width_pct": args.precision, "metric": args.metric,
+            "min_repetitions": args.min_repetitions, "max_repetitions": args.max_repetitions,
+            "budget_min": args.budget_min, "decision_pct": args.decision,
+            "deployments": getattr(args, "deployments", None)}
 
 
 def experiment(args: argparse.Namespace) -> registry.Experiment:
@@ -31,10 +44,7 @@ def experiment(args: argparse.Namespace) -> registry.Experiment:
     applied."""
     exp = registry.with_scale(registry.load_experiment(args.experiment, placer=args.where),
                               args.scale)
-    return registry.with_precision(
-        exp, half_width_pct=args.precision,
-        metric=args.metric, min_repetitions=args.min_repetitions,
-        max_repetitions=args.max_repetitions, budget_min=args.budget_min)
+    return registry.with_precision(exp, **precision_options(args))
 
 
 def resume_folder(args: argparse.Namespace, what: str) -> Path | None:
@@ -49,7 +59,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an experiment (or continue an interrupted run) and write its results and report."""
     exp = experiment(args)
     resume = resume_folder(args, "run")
+    if args.profile:
+        if args.where.cluster is not None:
+            raise ConfigError("--profile categories runs on one host only for now (a cluster's "
+                              "nodes are not profiled yet); nothing was run")
+        profile.check()
+        exp.profile = args.profile
     compose.preflight(cluster=args.where.cluster is not None)
+    with locked(args):
+        return run_locked(args, exp, resume)
+
+
+def locked(args: argparse.Namespace, nodes_now: bool = False) -> ContextManager[object]:
+    """The run lock of this host (tierbench.placement.runlock), held while the command changes
+    anything; a cluster's nodes take theirs once checked (ClusterPlacer.check), or at once with
+    ``nodes_now`` (clean: those that answer). A second run is refused naming who holds it."""
+    where = args.where.cluster
+    return runlock.hold(shlex.join(["tierbench", *sys.argv[1:]]),
+                        [nodes.transport(n) for n in where.nodes] if where and nodes_now else [],
+                        skip_unreachable=True)
+
+
+def run_locked(args: argparse.Namespace, exp: registry.Experiment, resume: Path | None) -> int:
+    """cmd_run once the locks are held."""
     run = runner.Run(exp, resume)
     try:
         run_dir = run.execute()
@@ -78,7 +110,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.study:
         if args.experiment:
             raise ConfigError("plan: give an experiment or --study, not both")
-        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where)))
+        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where,
+                                          precision_options(args))))
         return 0
     if not args.experiment:
         raise ConfigError("plan: name an experiment (e.g. quick) or give --study ID")
@@ -93,12 +126,43 @@ def cmd_study(args: argparse.Namespace) -> int:
     resume = resume_folder(args, "study")
     compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = study.run(chosen, args.scale, resume, args.where)
+        with locked(args):
+            folder = study.run(chosen, args.scale, resume, args.where, precision_options(args))
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; `tierbench study "
               f"{args.study} --resume <the study folder above>` continues", file=sys.stderr)
         return 130
     print(f"tierbench: study report: {folder / 'study.html'}")
+    print(f"tierbench: claims: {claim_counts(folder)} (claims.csv)")
+    return 0
+
+
+def claim_counts(folder: Path) -> str:
+    """The scoreboard's counts of a study's folder."""
+    from analysis import claims  # pandas: loaded when needed
+
+    with open(folder / "claims.csv", encoding="utf-8") as f:
+        return claims.counts_text(claims.counts(csv.DictReader(f)))
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    """The paper's claims checked on recorded runs: a table, markdown or claims.csv."""
+    from analysis import claims  # pandas: loaded when needed
+
+    boards = study.scoreboards([Path(r) for r in args.runs], args.as_experiment)
+    every = [line for _, lines in boards for line in lines]
+    if args.csv:
+        claims.write_csv(every, Path(args.csv))
+    for facts, lines in boards:
+        if args.markdown:
+            print(claims.markdown(lines, facts))
+            continue
+        print(f"{facts['experiment']} run {facts['run']} ({facts['date']}, {facts['machine']}, "
+              f"scale {facts['scale']}): {claims.counts_text(claims.counts(lines))}")
+        for line in lines:
+            print(f"  {line['row']:<16} {line['figure']:<10} {line['claim']:<22} "
+                  f"{line['verdict']:<15} {claims.interval_text(line)}"
+                  + (f"  ({line['note']})" if line["note"] else ""))
     return 0
 
 
@@ -108,7 +172,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
                              placer=args.where)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
-        folder = advisor.run()
+        with locked(args):
+            folder = advisor.run()
     except runner.RunInterrupted as exc:
         print(f"tierbench: interrupted by {exc}: interfaces restored; the advice so far is in "
               f"{advisor.folder}", file=sys.stderr)
@@ -142,10 +207,19 @@ def cmd_pfs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    """This checkout's Compose project name and state folder (for a plain `docker compose -p`)."""
+    print(compose.PROJECT if not args.state else state_dir())
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
-    """Restore interface settings a crashed run left changed and remove the stack."""
-    for note in runner.clean(args.where, keep_stack=args.keep_stack):
-        print(f"tierbench: {note}")
+    """Restore interface settings a crashed run left changed and remove the stack: this
+    checkout's (--all: every checkout's containers, volumes and tmpfs), never while a run holds
+    this host's or a node's lock."""
+    with locked(args, nodes_now=True):
+        for note in runner.clean(args.where, keep_stack=args.keep_stack, every=args.all):
+            print(f"tierbench: {note}")
     return 0
 
 
@@ -272,12 +346,16 @@ def add_cluster_arg(p: argparse.ArgumentParser) -> None:
                         "else this host); see cluster.example.yml")
 
 
-def add_precision_args(p: argparse.ArgumentParser) -> None:
-    """--precision PCT and its limits: run in blocks until every comparison is resolved."""
+def add_precision_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
+    """--precision PCT and its limits: run in blocks until every comparison is resolved (and
+    --scale, unless ``scale`` is False)."""
     g = p.add_argument_group("precision (blocks until every comparison is resolved; overrides "
                              "the experiment's precision key and repetitions)")
     g.add_argument("--precision", type=float, metavar="PCT",
                    help="half-width of each comparison's 95 %% interval, in %% (e.g. 5)")
+    g.add_argument("--decision", type=float, metavar="PCT", help="a practical threshold: a "
+                   "comparison is also resolved once its interval lies above +PCT %%, below "
+                   "-PCT %% or within ±PCT %%")
     g.add_argument("--metric", help="summary column the comparisons are on (default tps)")
     g.add_argument("--min-repetitions", type=int, metavar="N", help="blocks every condition "
                    "runs (default 8)")
@@ -285,9 +363,12 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
                    "(default 30)")
     g.add_argument("--budget-min", type=float, metavar="MIN", help="stop starting blocks when "
                    "this many minutes of measuring are spent")
-    p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
-                   "windows, request counts, file sizes and repetitions by F, each no lower "
-                   "than a floor the plan shows; recorded in the results")
+    g.add_argument("--deployments", type=int, metavar="N", help="fresh bring-ups the first "
+                   "blocks are spread over (default 2; later blocks go on in new ones)")
+    if scale:
+        p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
+                       "windows, request counts, file sizes and repetitions by F, each no "
+                       "lower than a floor the plan shows; recorded in the results")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -298,6 +379,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run of this experiment in RUN_DIR")
+    r.add_argument("--profile", choices=("categories",),
+                   help="perf on every CPU per point: CPU by kernel category per tier "
+                   "(docs/measurement.md)")
     add_precision_args(r)
     add_cluster_arg(r)
     r.set_defaults(func=cmd_run)
@@ -314,8 +398,20 @@ def parser() -> argparse.ArgumentParser:
                     "--scale)")
     st.add_argument("--resume", metavar="STUDY_DIR",
                     help="continue an interrupted study in results/study-ID/<run-id>")
+    add_precision_args(st, scale=False)
     add_cluster_arg(st)
     st.set_defaults(func=cmd_study)
+    cl = sub.add_parser("claims", help="the papers' claims checked on recorded runs (a run of "
+                        "an experiment, or a study's folder)")
+    cl.add_argument("runs", nargs="+", metavar="RESULTS",
+                    help="results/<experiment>/<run-id> or results/study-ID/<run-id>")
+    cl.add_argument("--as", dest="as_experiment", metavar="EXPERIMENT",
+                    help="check a run of another experiment against EXPERIMENT's claims (its "
+                         "conditions must be in the run: quick for dc-single)")
+    cl.add_argument("--markdown", action="store_true",
+                    help="one paragraph per run, as docs/fidelity.md's scoreboards")
+    cl.add_argument("--csv", metavar="PATH", help="also write every line to PATH (claims.csv)")
+    cl.set_defaults(func=cmd_claims)
     ad = sub.add_parser("advise", help="which offloads to turn on for which workload, measured "
                         "on these interfaces (docs/advise.md)")
     ad.add_argument("--budget-min", type=float, default=30.0, metavar="MIN",
@@ -335,8 +431,15 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("clean", help="restore interfaces left changed and remove the stack")
     c.add_argument("--keep-stack", action="store_true",
                    help="only restore interface settings; leave the containers running")
+    c.add_argument("--all", action="store_true",
+                   help="remove every checkout's stack (containers, networks, volumes, tmpfs) "
+                        f"on this host or the nodes, not only this checkout's ({compose.PROJECT})")
     add_cluster_arg(c)
     c.set_defaults(func=cmd_clean)
+    pj = sub.add_parser("project", help="this checkout's Compose project name (docker compose -p "
+                                         "NAME reaches its stack)")
+    pj.add_argument("--state", action="store_true", help="its state folder instead")
+    pj.set_defaults(func=cmd_project)
     rp = sub.add_parser("report", help="(re)write report.html of a run directory")
     rp.add_argument("run")
     rp.set_defaults(func=cmd_report)
@@ -390,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
+        if compose.PROJECT_PROBLEM:
+            raise ConfigError(compose.PROJECT_PROBLEM)
         args.where = placement(args)
         return args.func(args)
     except TierbenchError as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -40,14 +41,16 @@ from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult, RunEnds, log)
 from tierbench.measure.counters import MeasureError, node_breakdown, window
-from tierbench.modes import apply
+from tierbench.measure import profile
+from tierbench.measure.kernelview import point_view
+from tierbench.modes import apply, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import placer, provenance, space
+from tierbench.placement import compose, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
 class RunInterrupted(Exception):
-    """SIGINT or SIGTERM arrived during a run."""
+    """SIGINT, SIGTERM or SIGHUP arrived during a run."""
 
 
 def points_of(exp: Experiment) -> list[Point]:
@@ -59,8 +62,16 @@ def points_of(exp: Experiment) -> list[Point]:
 
 
 def estimate_s(exp: Experiment) -> float:
-    """Estimated wall time of the measured points (bring-up not included)."""
-    return registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
+    """Estimated wall time of the measured points (bring-up not included); a precision run's
+    counts the blocks it is expected to measure (tierbench.blocks.expected_blocks), within its
+    budget."""
+    first = registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
+    if exp.precision is None:
+        return first
+    seconds = first * blocks.expected_blocks(exp) / exp.precision.min_repetitions
+    if exp.precision.budget_min is not None:
+        seconds = max(first, min(seconds, exp.precision.budget_min * 60))
+    return seconds
 
 
 def report_section(exp: Experiment) -> dict[str, Any]:
@@ -152,12 +163,40 @@ def cluster_lines(exp: Experiment) -> list[str]:
                           "services have no host-networking overlay and no roles)")
     where.cluster.require_roles(*roles)
     lines = [f"cluster {where.cluster.path}: services with host networking through each node's "
-             "Docker context; modes on the nodes' data-plane interfaces over SSH"]
+             "Docker context; modes on the nodes' data-plane interfaces over SSH (a congestion "
+             "control on each node's routes to the run's other nodes only)"]
     for role in roles:
         names = [f"{n.name} ({n.interface().name} {n.interface().ip})"
                  for n in where.cluster.nodes_for(role)]
         lines.append(f"  role {role}: {', '.join(names)}")
+    c = where.cluster
+    addresses = ", ".join(f"{n.name} {n.address}" for n in c.nodes)
+    lines.append(f"  SSH (management) to each node's address: {addresses}; "
+                 + ("modes may change the interface holding it (allow_management_changes)"
+                    if c.allow_management_changes else
+                    "a mode changing the interface holding it is refused")
+                 + f"; nodes restore by themselves {c.rollback_timeout_s:g} s after the "
+                 "controller's last renewal")
     return lines
+
+
+def node_mode_problems(exp: Experiment) -> list[str]:
+    """What no node of the run can take of the experiment's modes (a sysctl its kernel lacks or
+    its read-only /proc/sys keeps, a congestion control it does not have), one sentence each
+    with the nodes it holds for: asked before anything starts, not at the first point."""
+    cluster = exp.placer.cluster
+    kind = registry.kind(exp.kind)
+    used = {n.name for role in kind.cluster_roles(exp) for n in cluster.nodes_for(role)}
+    via = [nodes.transport(n) for n in cluster.nodes if n.name in used]
+    groups: dict[str, list[str]] = {}
+    for mode in kind.modes(exp):
+        for node in via:
+            for p in sysctls.node_problems(mode, node):
+                key = re.sub(rf"\b{re.escape(str(node.name))}\b", "\0", p)
+                groups.setdefault(key, []).append(str(node.name))
+    return [key.replace("\0", ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1
+                        else names[0])
+            for key, names in groups.items()]
 
 
 def node_needs(exp: Experiment, needs: list[space.Need]) -> tuple[dict[str, int], dict[str, int]]:
@@ -196,21 +235,48 @@ def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     return path.name, path
 
 
+RESTORING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into RunInterrupted so that every `finally` restores state."""
+    """Turn SIGINT, SIGTERM and SIGHUP (the SSH session or terminal the run was started from
+    is gone) into RunInterrupted so that every `finally` restores state."""
     def handler(signum: int, _frame: object) -> None:
         # Ignore further signals so that the restore in progress cannot itself be cut short.
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in RESTORING_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
+        if signum == signal.SIGHUP:
+            quiet_terminal()
         raise RunInterrupted(signal.Signals(signum).name)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in RESTORING_SIGNALS}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def quiet_terminal() -> None:
+    """Point standard output and error that are a terminal that hung up at /dev/null, so that
+    the restore's messages cannot fail it (a write to a hung-up terminal raises EIO); output
+    going to a file or pipe is kept."""
+    for fd in (1, 2):
+        try:
+            if os.isatty(fd):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+
+
+def rollback_timeout(exp: Experiment) -> float:
+    """The rollback guard's timeout: the cluster file's rollback_timeout_s, or on one host
+    $TIERBENCH_ROLLBACK_TIMEOUT_S (default 30 s)."""
+    cluster = exp.placer.cluster
+    return cluster.rollback_timeout_s if cluster is not None else guard.local_timeout()
 
 
 def write_json(path: Path, data: object) -> None:
@@ -265,8 +331,16 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
     problems = []
+    cluster = exp.placer.cluster
     for m in registry.kind(exp.kind).modes(exp):
         eps = mode_endpoints(m, deployment)
+        if cluster is not None:
+            refused = guard.management_refusal(
+                m, eps, {n: itf for n in {ep.node for ep in eps if ep.node}
+                         if (itf := nodes.management_interface(cluster.node(n)))},
+                cluster.allow_management_changes, cluster.path or "the cluster file")
+            if refused:
+                problems.append(refused)
         problems += once_per_setting(apply.check_mode(m, eps,
                                                       containers=deployment.cpu_containers(m)),
                                      [ep.label for ep in eps])
@@ -305,6 +379,7 @@ class Run:
         self.prepared: Any = None
         self.point_times: list[float] = []  # wall time of each point measured (budget)
         self.deploy_s = 0.0  # time spent bringing deployments up
+        self.deployment_index = 0  # a precision run's bring-up (blocks.deployment_of)
 
     # -- the run
     def execute(self) -> Path:
@@ -313,6 +388,7 @@ class Run:
         exp, kind = self.exp, self.kind
         report_section(exp)
         check_space(exp)
+        rollback_timeout(exp)  # a bad $TIERBENCH_ROLLBACK_TIMEOUT_S refused before anything
         kind.preflight(exp, self.points)
         where = exp.placer
         if where.cluster is not None:  # every node checked before anything changes anywhere
@@ -320,6 +396,9 @@ class Run:
             disk, mem = node_needs(exp, kind.needs(exp, self.points))
             log(f"tierbench: checking {len(where.cluster.nodes)} node(s) of {where.name}")
             cast(ClusterPlacer, where).check(disk, mem)
+            problems = node_mode_problems(exp)
+            if problems:
+                raise netif.NetifError("; ".join(problems) + "; nothing was started")
         if self.resume is not None:
             self._open_for_resume(self.resume)
         else:
@@ -389,14 +468,34 @@ class Run:
 
     def _deploy(self, key: Any, point: Point) -> Deployment:
         exp, kind = self.exp, self.kind
+        fresh = self._next_bring_up(point)  # a precision run's next deployment
         if self.deployment is None:
             self.deployment = kind.deploy(exp, key, self.prepared, None, point)
             check_modes(exp, self.deployment)
             self._open_manifest(self.deployment)
+        elif fresh:
+            log(f"tierbench: block {point.repetition}: fresh bring-up {self.deployment_index} "
+                "(blocks nested in deployments)")
+            self.deployment = kind.redeploy(exp, key, self.prepared, self.deployment, point)
+            check_modes(exp, self.deployment)
         elif key != self.deployment.key:
             self.deployment = kind.deploy(exp, key, self.prepared, self.deployment, point)
             check_modes(exp, self.deployment)
+        if fresh:
+            self.manifest.setdefault("deployments", []).append(
+                {"deployment": self.deployment_index, "first_point": point.id,
+                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         return self.deployment
+
+    def _next_bring_up(self, point: Point) -> bool:
+        """Whether a precision run's point starts a bring-up other than the one up (its
+        block's, blocks.deployment_of), which it then becomes."""
+        if self.exp.precision is None:
+            return False
+        index = blocks.deployment_of(self.exp, point.repetition)
+        changed = index != self.deployment_index
+        self.deployment_index = index
+        return changed
 
     def _open_manifest(self, deployment: Deployment) -> None:
         exp, kind = self.exp, self.kind
@@ -412,6 +511,7 @@ class Run:
                 **kind.provenance(exp, deployment),
                 **self._cluster_record(exp.placer),
                 "report": report_section(exp),
+                **({"profile": exp.profile} if exp.profile else {}),
                 "points": {},
             }
         self.manifest["status"] = "running"
@@ -482,28 +582,37 @@ class Run:
             record["applied_mode"] = mode.name
         self.manifest["points"][point.id] = record
         row = dict(kind.identity(exp, point))
+        if exp.precision is not None:  # the bring-up its block ran on (blocks nested in them)
+            row["deployment"] = record["deployment"] = self.deployment_index
         try:
             with apply.mode_applied(mode, eps, deployment.watched(), self.state, record,
-                                    exp.settle_s, self._save, deployment.cpu_containers(mode)):
+                                    exp.settle_s, self._save, deployment.cpu_containers(mode),
+                                    rollback_s=rollback_timeout(exp)):
                 sampler = deployment.sampler(pdir / "samples.jsonl")
                 try:
                     sampler.start()
                 except TierbenchError as exc:  # on a cluster: a node that stopped answering
                     why = exp.placer.engines_answer() or str(exc)
                     raise RunEnds(f"{why} during {point.id}; the run ends here") from None
-                try:
-                    result: PointResult = kind.run_point(PointContext(
-                        exp, point, deployment, pdir, record, sampler, prepared, log))
-                finally:
-                    sampler.stop()
+                with profile.Recording(pdir, exp.profile == "categories",
+                                       deployment.counters) as perf:
+                    try:
+                        result: PointResult = kind.run_point(PointContext(
+                            exp, point, deployment, pdir, record, sampler, prepared, log))
+                    finally:
+                        sampler.stop()
+                    row.update(perf.finish(result.window))
                 row.update(result.values)
                 row.update(node_figures(sampler.samples, result.window))
+                row.update(point_view(sampler.samples, result.window, pdir))
                 if result.error:
                     row["error"] = result.error
                 if result.per_second is not None:
                     write_rows(pdir / "per_second.csv", result.per_second)
                 record["complete"] = True
         finally:
+            if record.get("rollback_fired"):  # measured partly without the mode: measure again
+                record["complete"] = False
             record["summary"] = row
             self.rows.append(row)
             write_json(pdir / "point.json", record)
@@ -662,9 +771,10 @@ def write_report(run_dir: Path) -> Path | None:
         raise ConfigError(str(exc)) from None
 
 
-def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
-    """Restore interfaces a crashed run left changed, then remove the stack (on every node of
-    the cluster ``where`` places services on); returns notes."""
+def clean(where: placer.Placer, keep_stack: bool = False, every: bool = False) -> list[str]:
+    """Restore interfaces a crashed run of this checkout left changed, then remove its stack (on
+    every node of the cluster ``where`` places services on; ``every``: every checkout's
+    containers, networks, volumes and tmpfs); returns notes."""
     notes = []
     for kind in registry.kinds().values():
         try:
@@ -687,7 +797,9 @@ def clean(where: placer.Placer, keep_stack: bool = False) -> list[str]:
     if keep_stack:
         notes.append("left the stack running (--keep-stack)")
     else:
-        where.down()
-        notes.append(f"removed the stack's containers, networks and volumes on {where.name}")
+        where.down(every)
+        notes.append(f"removed {'every checkout' if every else 'this checkout'}'s stack "
+                     f"({'tierbench*' if every else compose.PROJECT}): containers, networks and "
+                     f"volumes on {where.name}")
         notes += where.clean()
     return notes

@@ -10,6 +10,11 @@ holds which experiment) and study.html (analysis.study: each figure in the paper
 the paper's numbers beside the measured ones, the fidelity row, what was resolved, links to each
 experiment's report). ``--resume`` continues an interrupted study: finished experiments are
 kept, an interrupted one resumes where it stopped.
+
+Each row also states its paper's claims (``claims:``, analysis.claimspec's model: checkable
+statements over named conditions, with their source); the study's report opens with their
+verdicts on this run (the scoreboard, also claims.csv), and ``scoreboards`` gives them for
+recorded runs (``tierbench claims``).
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
+from pydantic import model_validator
+
+from analysis.claimspec import Claim, Claims
 from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import (EXPERIMENTS_DIR, fresh_run_dir, read_text, read_yaml,
                                     results_root)
-from tierbench.config.models import Model, text, validate
+from tierbench.config.models import Model, check, text, validate
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, log
 from tierbench.placement.placer import Placer
@@ -47,6 +55,16 @@ class Row(Model):
     figures: str
     experiments: list[Annotated[str, text(r"^[\w.-]+$", "dc-single")]]
     fidelity: Fidelity | None = None
+    claims: list[Claim] = []
+
+    @model_validator(mode="after")
+    def _claims_of_its_experiments(self) -> Row:
+        Claims(claims=self.claims)  # ids unique within the row
+        for c in self.claims:
+            check(c.experiment in self.experiments,
+                  f"claim {c.id!r} names experiment {c.experiment!r}, which the row does not "
+                  f"run (it runs: {', '.join(self.experiments) or 'none'})")
+        return self
 
 
 class Study(Model):
@@ -70,23 +88,32 @@ def load(study_id: str) -> Study:
     return validate(Study, read_yaml(path, "study file"), str(path))
 
 
-def experiment(name: str, scale: float | None, where: Placer | None = None) -> Experiment:
-    """One of the study's experiments, scaled, to run on ``where`` (None: this host)."""
-    return registry.with_scale(registry.load_experiment(name, placer=where), scale)
+def experiment(name: str, scale: float | None, where: Placer | None = None,
+               precision: dict[str, Any] | None = None) -> Experiment:
+    """One of the study's experiments, scaled, to run on ``where`` (None: this host), with the
+    command line's precision options (``precision``: Precision's keys, None values left out;
+    an experiment of one mode is refused in one sentence: nothing to compare)."""
+    exp = registry.with_scale(registry.load_experiment(name, placer=where), scale)
+    return registry.with_precision(exp, **(precision or {}))
 
 
 def plan_lines(study: Study, scale: float | None = None,
-               where: Placer | None = None) -> list[str]:
-    """Every experiment of the study with its points and time, and the total."""
+               where: Placer | None = None,
+               precision: dict[str, Any] | None = None) -> list[str]:
+    """Every experiment of the study with its points and time (a precision run's: the blocks
+    it is expected to measure), and the total."""
+    given = {k: v for k, v in (precision or {}).items() if v is not None}
     lines = [f"study {study.study}: {study.title}" + (f", scaled by {scale:g}" if scale and
-                                                      scale != 1 else "")]
+                                                      scale != 1 else "")
+             + (f", precision ±{given['half_width_pct']:g} %" if "half_width_pct" in given
+                else "")]
     total = 0.0
     for row in study.rows:
         if not row.experiments:
             lines.append(f"  {row.id:<16} {row.figures:<22} documented only: nothing to run")
         for name in row.experiments:
             try:
-                exp = experiment(name, scale, where)
+                exp = experiment(name, scale, where, precision)
                 seconds = runner.estimate_s(exp)
                 points = len(runner.points_of(exp))
             except TierbenchError as exc:
@@ -106,11 +133,13 @@ def new_dir(study: Study) -> Path:
 
 
 def run(study: Study, scale: float | None = None, resume: Path | None = None,
-        where: Placer | None = None) -> Path:
+        where: Placer | None = None, precision: dict[str, Any] | None = None) -> Path:
     """Run every experiment of the study (on resume: those not complete) on ``where`` (None:
     this host); returns the study's
     folder. A refused or failed experiment is recorded and the next one runs; an interrupt
-    ends the study (its record says where to resume)."""
+    ends the study (its record says where to resume). ``precision``: the command line's
+    precision options, applied to every experiment (each run's budget is its own)."""
+    precision = {k: v for k, v in (precision or {}).items() if v is not None}
     if resume is not None:
         folder = resume
         record = json.loads(read_text(folder / "study.json", "study record")) \
@@ -121,12 +150,17 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
         if (record.get("scale") or 1) != (scale or 1):
             raise ConfigError(f"--resume {folder}: the study ran with --scale "
                               f"{record.get('scale') or 1:g}; resume with the same")
+        if (record.get("precision") or {}) != precision:
+            raise ConfigError(f"--resume {folder}: the study ran with precision options "
+                              f"{record.get('precision') or 'none'}; resume with the same")
     else:
         folder = new_dir(study)
         record = {"study": study.study, "title": study.title, "scale": scale or 1,
+                  "precision": precision,
                   "started": now(), "finished": None, "status": "running",
                   "rows": [{"id": r.id, "figures": r.figures,
                             "fidelity": r.fidelity.model_dump() if r.fidelity else None,
+                            "claims": [c.model_dump() for c in r.claims],
                             "experiments": [{"name": n, "status": "planned", "run": None}
                                             for n in r.experiments]} for r in study.rows]}
     save(folder, record)
@@ -135,7 +169,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     try:
         for n, entry in enumerate(todo, 1):
             log(f"tierbench: study {study.study} [{n}/{len(todo)}]: {entry['name']}")
-            run_one(entry, scale, where)
+            run_one(entry, scale, where, precision)
             save(folder, record)
         record["status"] = "complete"
     except runner.RunInterrupted as exc:
@@ -144,15 +178,16 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     finally:
         record["finished"] = now()
         save(folder, record)
-        write_report(folder)
+        write_report(folder, study)
     return folder
 
 
-def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None) -> None:
+def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None,
+            precision: dict[str, Any] | None = None) -> None:
     """One experiment of a study, its outcome written into its entry."""
     previous = Path(entry["run"]) if entry.get("run") else None
     try:
-        exp = experiment(entry["name"], scale, where)
+        exp = experiment(entry["name"], scale, where, precision)
         r = runner.Run(exp, previous if previous and previous.is_dir() else None)
         try:
             r.execute()
@@ -183,8 +218,53 @@ def save(folder: Path, record: dict[str, Any]) -> None:
     runner.write_json(folder / "study.json", record)
 
 
-def write_report(folder: Path) -> Path:
-    """study.html of a study's folder (analysis.study)."""
+def claims_of(study: Study) -> dict[str, list[dict[str, Any]]]:
+    """Each row's claims as the study file states them now (a study run's report evaluates
+    these, so that claims added or corrected since apply to earlier runs too)."""
+    return {r.id: [c.model_dump() for c in r.claims] for r in study.rows}
+
+
+def write_report(folder: Path, study: Study | None = None) -> Path:
+    """study.html and claims.csv of a study's folder (analysis.study), the claims of ``study``
+    (None: those its record holds)."""
     from analysis import study as report  # pandas and matplotlib: loaded when needed
 
-    return report.write_study_report(folder)
+    return report.write_study_report(folder, claims_of(study) if study else None)
+
+
+def claims_for(experiment_name: str) -> list[tuple[str, str, Claim]]:
+    """Every study's claims checked on that experiment: (study, row, claim)."""
+    return [(sid, r.id, c) for sid in names() for r in load(sid).rows for c in r.claims
+            if c.experiment == experiment_name]
+
+
+def scoreboards(folders: list[Path], as_experiment: str | None = None
+                ) -> list[tuple[dict[str, str], list[dict[str, Any]]]]:
+    """``tierbench claims``: the scoreboard of each folder, a run of an experiment (the claims
+    on that experiment, or on ``as_experiment``'s: a run of another experiment with the same
+    conditions, such as quick for dc-single) or a study's folder (the study file's claims), with
+    what names the run (id, date, machine, scale)."""
+    from analysis import claims as evaluation  # pandas: loaded when needed
+    from analysis import study as report
+
+    out = []
+    for folder in folders:
+        if (folder / "study.json").is_file():
+            record = json.loads(read_text(folder / "study.json", "study record"))
+            lines = report.scoreboard(record, claims_of(load(str(record.get("study")))))
+            facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
+                     "machine": "see each experiment's manifest", "scale":
+                     f"{record.get('scale') or 1:g}", "experiment": f"study {record.get('study')}"}
+            out.append((facts, lines))
+            continue
+        if not (folder / "summary.csv").is_file():
+            raise ConfigError(f"{folder}: not a run (no summary.csv) or a study's folder (no "
+                              "study.json)")
+        facts = evaluation.run_facts(folder)
+        name = as_experiment or facts["experiment"]
+        found = claims_for(name)
+        if not found:
+            raise ConfigError(f"{folder}: no study states claims on experiment {name!r}; give "
+                              "--as EXPERIMENT for a run of another experiment")
+        out.append((facts, evaluation.score((s, r, c, folder) for s, r, c in found)))
+    return out

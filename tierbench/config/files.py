@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import yaml
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.paths import refusal
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
@@ -34,9 +37,57 @@ def fresh_run_dir(base: Path) -> Path:
     return path
 
 
+# The Compose project of this checkout: every container, network, volume, tmpfs, cgroup and
+# state folder of its runs carries it, so that two checkouts on one host or rack (two users, or
+# one user's two branches) never take or remove each other's. Stable per checkout: a short hash
+# of the checkout's absolute path, unless TIERBENCH_PROJECT (environment, then .env) names it.
+PROJECT_ENV = "TIERBENCH_PROJECT"
+PROJECT_PREFIX = "tierbench"
+PROJECT_NAME = re.compile(r"tierbench(-[a-z0-9][a-z0-9_]{0,30})?")
+STATE_ROOT = Path("/run/tierbench")
+
+
+def dotenv(path: Path | None = None) -> dict[str, str]:
+    """KEY=VALUE lines of the checkout's .env (as docker compose reads it), if there is one."""
+    path = path or ROOT / ".env"
+    values: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines() if path.is_file() else []
+    except OSError:
+        return values
+    for line in lines:
+        key, sep, value = line.strip().partition("=")
+        if sep and key and not key.startswith("#"):
+            values[key.strip()] = value.strip().strip("'\"")
+    return values
+
+
+def default_project(root: Path = ROOT) -> str:
+    """tierbench-<6 hex digits of the checkout's absolute path's SHA-256>."""
+    return f"{PROJECT_PREFIX}-{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:6]}"
+
+
+def project_name(root: Path = ROOT) -> str:
+    """This checkout's Compose project name (see PROJECT_ENV); ConfigError in one sentence
+    when the override is not one tierbench can own."""
+    given = os.environ.get(PROJECT_ENV) or dotenv(root / ".env").get(PROJECT_ENV)
+    if not given:
+        return default_project(root)
+    if not PROJECT_NAME.fullmatch(given):
+        raise ConfigError(f"{PROJECT_ENV}={given!r} is not a project name tierbench can own: "
+                          "give tierbench or tierbench-NAME (NAME: lower case letters, digits "
+                          "and '_', at most 31)")
+    return given
+
+
 def state_dir() -> Path:
-    """Where crash-safe state lives: $TIERBENCH_STATE_DIR or /run/tierbench."""
-    return Path(os.environ.get("TIERBENCH_STATE_DIR", "/run/tierbench"))
+    """Where this checkout's crash-safe state lives: $TIERBENCH_STATE_DIR, else
+    /run/tierbench/<project> (one folder per checkout: its restore snapshot, disk systems,
+    database password and tmpfs mount points)."""
+    given = os.environ.get("TIERBENCH_STATE_DIR")
+    if given and refusal(given, "TIERBENCH_STATE_DIR"):
+        raise ConfigError(str(refusal(given, "TIERBENCH_STATE_DIR")))
+    return Path(given) if given else STATE_ROOT / project_name()
 
 
 def read_text(path: Path, what: str = "file") -> str:

@@ -33,6 +33,19 @@ from tierbench.config.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 
+# Control characters (a newline, a tab, an escape...): never in a name or a path a file gives,
+# where a trailing newline would otherwise slip past a pattern's `$` into a command or a path.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def control_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a name or a path because of a control character, or None."""
+    found = CONTROL.search(value)
+    if found is None:
+        return None
+    return (f"holds a control character ({found.group()!r} at position {found.start()}); "
+            "names and paths may not")
+
 
 def problem(message: str, sub: str | None = None, **ctx: Any) -> PydanticCustomError:
     """A validation problem with our own wording ({name} fields filled from ctx); ``sub`` is a
@@ -154,7 +167,10 @@ def text(pattern: str | None = None, example: str = "", min_length: int = 1) -> 
             raise problem("must be a string{like}, got {got}",
                           like=f" like {example}" if example else "", got=_short(value))
         value = str(value)
-        if len(value) < min_length or (compiled and not compiled.match(value)):
+        why = control_problem(value)
+        if why:
+            raise problem("{why}, got {got}", why=why, got=_short(value))
+        if len(value) < min_length or (compiled and not compiled.fullmatch(value)):
             raise problem("must look like {example}, got {got}", example=example or pattern,
                           got=_short(value))
         return value
@@ -172,7 +188,9 @@ def name_problem(value: str) -> str | None:
     """Why ``value`` cannot name a file (see NAME), or None."""
     if len(value) > NAME_MAX:
         return f"is longer than {NAME_MAX} characters"
-    if not re.match(NAME, value):
+    if control_problem(value):
+        return control_problem(value)
+    if not re.fullmatch(NAME, value):
         return ("may hold only letters, digits, '.', '_' and '-', and never '..' or a leading "
                 "or trailing '.' (it names files)")
     return None

@@ -32,8 +32,10 @@ PERIOD_US = 100_000
 NODE_CODE = "# " + "-" * 40 + " the code a node runs"  # starts after this line
 
 
-def on_node(node: Transport, call: str) -> Any:
-    """Run ``call`` (an expression of this module's functions) on ``node``; its JSON value."""
+def node_argv(call: str, *, exit_on_error: bool = False) -> list[str]:
+    """``python3 -c PROGRAM``: this module's node code evaluating ``call`` (an expression of its
+    functions) and printing its JSON value, or {"error": ...} (then exiting 1 when
+    ``exit_on_error``: the rollback guard's commands, which no one reads)."""
     own = Path(__file__).read_text()
     program = "\n".join([
         "from __future__ import annotations", "import json", "from pathlib import Path",
@@ -41,8 +43,14 @@ def on_node(node: Transport, call: str) -> Any:
         cgroups.source(), own.split(NODE_CODE + "\n", 1)[1],
         f"try:\n    print(json.dumps({{'value': {call}}}))\n"
         "except (NetifError, OSError, ValueError) as exc:\n"
-        "    print(json.dumps({'error': str(exc)}))"])
-    out = netif.run_ns(None, ["python3", "-c", program], str(node.name), node)
+        "    print(json.dumps({'error': str(exc)}))"
+        + ("\n    raise SystemExit(1)" if exit_on_error else "")])
+    return ["python3", "-c", program]
+
+
+def on_node(node: Transport, call: str) -> Any:
+    """Run ``call`` (an expression of this module's functions) on ``node``; its JSON value."""
+    out = netif.run_ns(None, node_argv(call), str(node.name), node)
     try:
         answer = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -187,12 +187,19 @@ def qdisc_commands(ifname: str, q: dict[str, Any]) -> list[list[str]]:
     raise NetifError(f"unknown qdisc kind {kind!r}")
 
 
+def sh_argv(script: str, in_netns: bool) -> list[str]:
+    """``sh -c SCRIPT``, with /sys showing the namespace it runs in when that is a container's
+    (a fresh sysfs mount in a mount namespace of its own: run it inside ``nsenter -n``)."""
+    if not in_netns:
+        return ["sh", "-c", script]
+    return ["unshare", "-m", "--", "sh", "-c", f"mount -t sysfs none /sys && {script}"]
+
+
 def run_sh(ep: Endpoint, script: str) -> str:
     """Run a shell script with /sys showing the endpoint's netns (fresh sysfs mount if needed)."""
     if ep.netns_pid is None:
-        return netif.run_ns(None, ["sh", "-c", script], ep.label, ep.via)
-    argv = ["nsenter", "-t", str(ep.netns_pid), "-n", "--", "unshare", "-m", "--",
-            "sh", "-c", f"mount -t sysfs none /sys && {script}"]
+        return netif.run_ns(None, sh_argv(script, False), ep.label, ep.via)
+    argv = ["nsenter", "-t", str(ep.netns_pid), "-n", "--", *sh_argv(script, True)]
     return netif.run_ns(None, argv, ep.label)
 
 
@@ -242,10 +249,12 @@ def sysctl_path(key: str) -> str:
 @lru_cache(maxsize=256)
 def sysctl_on_node(key: str, node: Transport) -> str:
     """``host`` when ``key`` exists on a cluster node (whose tiers share its namespace: host
-    networking), ``missing`` when it does not."""
+    networking), ``readonly`` when it exists but cannot be written there (a node whose /proc/sys
+    is mounted read-only, as in a container), ``missing`` when it does not."""
     path = shlex.quote(sysctl_path(key))
-    out = netif.run_ns(None, ["sh", "-c", f"test -e {path} && echo host || echo missing"],
-                       str(node.name), node)
+    script = (f"if ! test -e {path}; then echo missing; elif test -w {path}; then echo host; "
+              "else echo readonly; fi")
+    out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
     return out.strip() or "missing"
 
 
@@ -272,7 +281,12 @@ def read_sysctl(pid: int | None, key: str, who: str, node: Transport | None = No
 
 def write_sysctl(pid: int | None, key: str, value: str, who: str,
                  node: Transport | None = None) -> None:
-    netif.run_ns(pid, ["sysctl", "-q", "-w", f"{key}={value}"], who, node or LOCAL)
+    netif.run_ns(pid, sysctl_argv(key, value), who, node or LOCAL)
+
+
+def sysctl_argv(key: str, value: str) -> list[str]:
+    """``sysctl -q -w KEY=VALUE`` (a value with spaces stays one argument)."""
+    return ["sysctl", "-q", "-w", f"{key}={value}"]
 
 
 @lru_cache(maxsize=64)
@@ -311,8 +325,13 @@ def mask_writes(queues: dict, rps: str | None, xps: str | None,
     return writes
 
 
+def masks_script(ifname: str, writes: dict[str, str]) -> str:
+    """The shell script writing ``writes`` ({queue/file: value}) under the queues' folder (values
+    and paths quoted)."""
+    d = f"/sys/class/net/{ifname}/queues"
+    return " && ".join(f"echo {shlex.quote(v)} > {shlex.quote(f'{d}/{f}')}"
+                       for f, v in sorted(writes.items()))
+
+
 def write_masks(ep: Endpoint, writes: dict[str, str]) -> None:
-    d = f"/sys/class/net/{ep.ifname}/queues"
-    script = " && ".join(f"echo {shlex.quote(v)} > {shlex.quote(f'{d}/{f}')}"
-                         for f, v in sorted(writes.items()))
-    run_sh(ep, script)
+    run_sh(ep, masks_script(ep.ifname, writes))

@@ -44,6 +44,7 @@ __all__ = [
     "read_features",
     "restore",
     "restore_differences",
+    "restore_commands",
     "restore_endpoint",
     "restore_plan",
     "run_in",
@@ -100,12 +101,15 @@ class NetifError(TierbenchError):
 @dataclass(frozen=True)
 class Endpoint:
     """One network interface (``ifname``) inside the netns of ``netns_pid`` (None = host), on
-    this machine or, through ``via``, on a cluster node reached over SSH."""
+    this machine or, through ``via``, on a cluster node reached over SSH; ``peers``: on a
+    cluster, the data-plane addresses of the run's other nodes (a congestion control is set on
+    the routes to them, tierbench.modes.congctl)."""
 
     tier: str
     ifname: str
     netns_pid: int | None
     via: Transport = LOCAL
+    peers: tuple[str, ...] = ()
 
     @property
     def node(self) -> str | None:
@@ -282,8 +286,10 @@ def restore_differences(saved: dict, current: dict) -> list[str]:
     return diffs
 
 
-def restore_plan(saved: dict, current: dict) -> list[tuple[str, bool]]:
-    """ethtool -K arguments (long kernel-level names) that bring ``current`` back to ``saved``.
+def restore_plan(saved: dict, current: dict | None) -> list[tuple[str, bool]]:
+    """ethtool -K arguments (long kernel-level names) that bring ``current`` back to ``saved``
+    (``current`` None: unknown, every feature the snapshot can set, as the rollback guard
+    runs them without reading the interface first).
 
     Only leaf features are sent (aggregates like tx-checksumming follow their children).
     A feature the snapshot shows as "off [requested on]" is requested on again, so the
@@ -291,10 +297,15 @@ def restore_plan(saved: dict, current: dict) -> list[tuple[str, bool]]:
     checksum/scatter-gather ones before segmentation ones.
     """
     saved_feats = saved.get("features", {})
-    cur_feats = current.get("features", {})
+    cur_feats = (current or {}).get("features", {})
     plan: list[tuple[str, bool]] = []
     for name in _leaves(saved_feats):
         feat = saved_feats[name]
+        if current is None:
+            if not feat.get("fixed"):
+                plan.append((name, bool(feat["on"] if feat.get("requested") is None
+                                        else feat["requested"])))
+            continue
         now = cur_feats.get(name)
         if feat.get("fixed") or now is None or now.get("fixed"):
             continue
@@ -492,17 +503,31 @@ def check(eps: list[Endpoint], want: NicSettings, snaps: dict[str, dict]) -> Non
         raise NetifError("; ".join(problems))
 
 
+def features_argv(ifname: str, args: list[tuple[str, bool]]) -> list[str]:
+    """``ethtool -K IFNAME name on|off ...``."""
+    return ["ethtool", "-K", ifname] + [a for name, value in args for a in (name, onoff(value))]
+
+
+def mtu_argv(ifname: str, mtu: int) -> list[str]:
+    return ["ip", "link", "set", "dev", ifname, "mtu", str(mtu)]
+
+
 def set_features(ep: Endpoint, args: list[tuple[str, bool]]) -> None:
-    if not args:
-        return
-    argv = ["ethtool", "-K", ep.ifname]
-    for name, value in args:
-        argv += [name, onoff(value)]
-    run_in(ep, argv)
+    if args:
+        run_in(ep, features_argv(ep.ifname, args))
 
 
 def set_mtu(ep: Endpoint, mtu: int) -> None:
-    run_in(ep, ["ip", "link", "set", "dev", ep.ifname, "mtu", str(mtu)])
+    run_in(ep, mtu_argv(ep.ifname, mtu))
+
+
+def restore_commands(snap: dict) -> list[list[str]]:
+    """The commands that put the snapshot's MTU and features back whatever the interface holds
+    now (restore_plan without a current state), in the order restore_endpoint runs them: the
+    rollback guard's part for one interface (run in the endpoint's namespace, on its node)."""
+    out = [mtu_argv(snap["ifname"], int(snap["mtu"]))] if snap.get("mtu") is not None else []
+    plan = restore_plan(snap, None)
+    return out + ([features_argv(snap["ifname"], plan)] if plan else [])
 
 
 def read_features(ep: Endpoint, snap: dict | None = None) -> dict:

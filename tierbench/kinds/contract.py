@@ -34,6 +34,7 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.models import Model, check, number, text, whole
 from tierbench.interfaces.netif import Endpoint
 from tierbench.kinds import families
+from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
@@ -91,19 +92,29 @@ class Precision(Model):
     """A precision target (experiment key `precision`, or `tierbench run --precision`): run
     repetitions in blocks (every mode of a condition once per block) until every comparison of
     a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
-    the estimated ratio (analysis.precision), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+    the estimated ratio (analysis.precision), or settles ``decision_pct`` (a practical threshold:
+    above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
     metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
     half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
     min_repetitions: Annotated[int, whole(3, 1000)] = 8
     max_repetitions: Annotated[int, whole(2, 1000)] = 30
     budget_min: Annotated[float, number(0.01)] | None = None
+    # a practical threshold in %: a comparison is also resolved once its interval lies wholly
+    # above +threshold, wholly below -threshold or within ±threshold (analysis.precision)
+    decision_pct: Annotated[float, number(0, 1000)] | None = None
+    # the bring-ups the first min_repetitions blocks are spread over (later blocks go on in new
+    # ones of as many blocks): blocks nested in deployments (tierbench.blocks); 1: one for all
+    deployments: Annotated[int, whole(1, 100)] = 2
 
     @model_validator(mode="after")
     def _ordered(self) -> Precision:
         check(self.min_repetitions <= self.max_repetitions,
               f"min_repetitions ({self.min_repetitions}) must not exceed max_repetitions "
               f"({self.max_repetitions})")
+        check(self.deployments <= self.min_repetitions,
+              f"deployments ({self.deployments}) must not exceed min_repetitions "
+              f"({self.min_repetitions}): each bring-up holds at least one of the first blocks")
         return self
 
 
@@ -124,6 +135,7 @@ class Experiment(Generic[S]):
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
+    profile: str | None = None  # --profile categories: CPU by kernel category per point
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     # where it runs: this host, or the cluster given on the command line (made once per run)
     placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
@@ -406,6 +418,13 @@ class Kind(Generic[S, I, P]):
         ``previous`` when there is one."""
         raise NotImplementedError
 
+    def redeploy(self, exp: Experiment[S], key: Hashable, prepared: P,
+                 previous: Deployment[I], point: Point) -> Deployment[I]:
+        """A fresh bring-up of what ``key`` needs (a precision run's next deployment): every
+        service removed, then brought up as for the first point."""
+        exp.placer.down()
+        return self.deploy(exp, key, prepared, None, point)
+
     def provenance(self, exp: Experiment[S], deployment: Deployment[I]) -> dict[str, Any]:
         """Versions and settings of this kind's software, for the manifest."""
         return {}
@@ -437,9 +456,11 @@ class Kind(Generic[S, I, P]):
         return f"{point.id} {self.what(exp, point)} {point.mode} rep {point.repetition}"
 
     def brief(self, row: dict[str, Any]) -> str:
-        """One progress line of a measured point: its error, else its first figures."""
+        """One progress line of a measured point: its error, else its first figures (the
+        kind's: the runner's per-CPU view and counters left to summary.csv)."""
         return failed(row) or ", ".join(
-            f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
+            f"{k} {v:.4g}" for k, v in row.items()
+            if isinstance(v, float) and not is_view_column(k))
 
     def clean(self, where: Placer) -> list[str]:
         """Stop whatever of this kind a crashed run left running on ``where`` (`tierbench

@@ -33,8 +33,9 @@ from typing import Any
 
 from tierbench import cgroups
 from tierbench.config.errors import TierbenchError
-from tierbench.measure import sampler
-from tierbench.measure.sampler import CgroupCpu, SamplerError, host_cpu, iface_counters
+from tierbench.measure import kernel, sampler
+from tierbench.measure.sampler import (CgroupCpu, SamplerError, host_cpu, iface_counters,
+                                       kernel_counters, tier_stacks)
 from tierbench.transport import Transport
 
 READY_TIMEOUT_S = 30.0
@@ -42,6 +43,11 @@ NODE_PART = "# " + "-" * 77 + " on the node"  # the code a node runs starts afte
 GRACE_S = 0.6  # how long after a tick the controller waits for late nodes before merging
 # the sampler's import of the cgroup readers: on a node their code goes with it instead
 CGROUPS_IMPORT = "from tierbench.cgroups import controller_path, folder, mountpoint\n"
+KERNEL_IMPORT = ("from tierbench.measure.kernel import cpu_lines, ethtool_stats, netns, "
+                 "softirqs, stack_counters\n")
+FUTURE = "from __future__ import annotations\n"
+# what a node's sample carries beyond CPU, cgroups and interfaces, kept per node when merged
+KERNEL_KEYS = ("cpus", "softirqs", "stack", "ethtool")
 
 
 class AgentError(TierbenchError):
@@ -116,6 +122,8 @@ def serve(config: dict[str, Any], fd: int = 0, out: Any = None) -> None:
                 s["net"][label] = iface_counters(ifname)
             except OSError:
                 s.setdefault("gone", []).append(label)
+        s.update(kernel_counters(ifaces))
+        s["stack"].update(tier_stacks(counters))
         return s
 
     emit({"ready": time.time(), "boot_id": boot_id(), "gone": gone})
@@ -144,8 +152,9 @@ def program(config: dict[str, Any]) -> str:
     own = Path(__file__).read_text()
     node_part = own.split(NODE_PART, 1)[1].split("\ndef program(", 1)[0]
     return "\n".join([
-        Path(sampler.__file__).read_text().replace(CGROUPS_IMPORT, ""),
+        Path(sampler.__file__).read_text().replace(CGROUPS_IMPORT, "").replace(KERNEL_IMPORT, ""),
         cgroups.source(),
+        Path(kernel.__file__).read_text().replace(FUTURE, ""),
         "import select\nimport sys\nfrom typing import Any",
         node_part,
         f"serve(json.loads({json.dumps(json.dumps(config))}))",
@@ -243,7 +252,8 @@ def merge(parts: dict[str, dict[str, Any]], tiers: dict[str, list[tuple[str, str
                            "host": {}, "cpu": {}, "net": {}, "nodes": {}}
     counted: set[str] = set()
     for node, p in parts.items():
-        out["nodes"][node] = {"t": p["t"], "host": p["host"]}
+        out["nodes"][node] = {"t": p["t"], "host": p["host"],
+                              **{k: p[k] for k in KERNEL_KEYS if k in p}}
         kernel = kernels.get(node) or node
         if kernel not in counted:
             counted.add(kernel)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.cgroups import controller_path, folder, mountpoint
+from tierbench.measure.kernel import cpu_lines, ethtool_stats, netns, softirqs, stack_counters
 
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -90,6 +91,7 @@ class CgroupCpu:
         if here is None:
             raise SamplerError(f"no cpuacct (v1) or cgroup2 hierarchy for pid {pid}")
         self.version, self.dir = here
+        self.pid = pid
         self.memory = memory_dir(lines)
         self.read()  # fail now, not in the sampling thread
 
@@ -129,6 +131,10 @@ class CgroupCpu:
                 return text
         return ""
 
+    def pids(self) -> list[int]:
+        """The process the counter was made for (its network namespace is the container's)."""
+        return [self.pid]
+
 
 class CgroupGroup:
     """Several containers counted as one tier (the Locust master and its worker containers,
@@ -151,12 +157,47 @@ class CgroupGroup:
         """The cpusets of the parts, comma-joined (as a cpuset list reads)."""
         return ",".join(dict.fromkeys(c for cg in self.parts.values() if (c := cg.cpus())))
 
+    def pids(self) -> list[int]:
+        """One process of each part."""
+        return [pid for cg in self.parts.values() for pid in cg.pids()]
+
 
 def host_cpu() -> dict[str, int]:
     """The aggregate `cpu` line of /proc/stat, in clock ticks."""
     with open("/proc/stat") as fh:
         values = fh.readline().split()[1:]
     return {k: int(v) for k, v in zip(PROC_STAT_FIELDS, values)}
+
+
+def kernel_counters(ifaces: Mapping[str, str]) -> dict[str, Any]:
+    """Each CPU's /proc/stat line ("cpus"), its NET_RX/NET_TX softirqs ("softirqs"), our
+    namespace's protocol counters ("stack": {"host": ...}) and the driver statistics of the
+    interfaces ``ifaces`` names ("ethtool": label -> counters, where the driver gives any)."""
+    out: dict[str, Any] = {"cpus": cpu_lines(), "softirqs": softirqs(),
+                           "stack": {"host": stack_counters(Path("/proc/net"))}}
+    stats = {label: got for label, ifname in ifaces.items() if (got := ethtool_stats(ifname))}
+    if stats:
+        out["ethtool"] = stats
+    return out
+
+
+def tier_stacks(cgroups: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Each tier's protocol and interface counters, summed over the distinct network namespaces
+    of its containers; a tier in ours (host networking) is the host's, left out."""
+    ours, out = netns(), {}
+    for name, cg in cgroups.items():
+        seen: set[str] = set()
+        total: dict[str, int] = {}
+        for pid in getattr(cg, "pids", list)():
+            ns = netns(pid)
+            if not ns or ns == ours or ns in seen:
+                continue
+            seen.add(ns)
+            for key, value in stack_counters(Path(f"/proc/{pid}/net")).items():
+                total[key] = total.get(key, 0) + value
+        if total:
+            out[name] = total
+    return out
 
 
 def iface_counters(ifname: str) -> dict[str, int]:
@@ -237,6 +278,8 @@ class Sampler:
                 sample["net"][label] = iface_counters(ifname)
             except OSError:
                 pass  # the interface went away (container stopped); the summary notices
+        sample.update(kernel_counters(self.ifaces))
+        sample["stack"].update(tier_stacks(self.cgroups))
         if self.probes:
             sample["probes"] = {name: probe() for name, probe in self.probes.items()}
         return sample

@@ -21,6 +21,7 @@ from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes import cpus, endpoint, sysctls
 from tierbench.modes.cpus import Containers
+from tierbench.modes.guard import Guard
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport
 
@@ -170,7 +171,7 @@ def state_view(state: dict) -> dict[str, Any]:
         return {label: netif.settings_view(s) for label, s in state.items()}
     return {"endpoints": {label: endpoint.view(snap)
                           for label, snap in state.get("endpoints", {}).items()},
-            "sysctls": {t: dict(i.get("values", {})) for t, i in state.get("sysctls", {}).items()},
+            "sysctls": {t: sysctls.view(i) for t, i in state.get("sysctls", {}).items()},
             **cpus.view(state)}
 
 
@@ -178,11 +179,15 @@ def state_view(state: dict) -> dict[str, Any]:
 def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
                  state_file: netif.StateFile, record: dict, settle_s: float,
                  save: Callable[[], None],
-                 containers: Containers | None = None) -> Iterator[None]:
+                 containers: Containers | None = None,
+                 rollback_s: float | None = None) -> Iterator[None]:
     """Apply a mode to its endpoints for the body of the `with`, verified, and restore it after,
     whatever happens. ``record`` (the point's manifest entry) gets the interfaces and the mode's
     settings before, during and after; the pre-change state is on disk (``state_file``) before
-    the first change, so `tierbench clean` can restore after a crash. ``containers``: as for
+    the first change, so `tierbench clean` can restore after a crash, and with ``rollback_s``
+    the rollback guard is armed on every node the mode changes (and this host) before the
+    first change, so that they restore by themselves ``rollback_s`` seconds after the
+    controller stops renewing it (:mod:`tierbench.modes.guard`). ``containers``: as for
     snapshot_mode."""
     watched = watched + [ep for ep in eps if ep not in watched]
 
@@ -206,7 +211,13 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
     state_file.save(state)
     save()
     problems: list[str] = []
+    armed = Guard(rollback_s) if rollback_s and not mode.sets_nothing else None
     try:
+        if armed is not None:
+            armed.arm(state, mode)
+            record["rollback"] = {"timeout_s": rollback_s,
+                                  "agents": {n.name or "this host": folder
+                                             for n, folder in armed.armed}}
         apply_mode(mode, eps, state)
         time.sleep(settle_s)
         record["interfaces_during"] = interfaces()
@@ -218,6 +229,10 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
         yield
     finally:
         problems = [p for p in restore_state(state) if "gone, nothing to restore" not in p]
+        if armed is not None:
+            fired = armed.disarm()
+            if fired:  # the controller's renewals stopped reaching it (a cut path)
+                record["rollback_fired"] = fired
         record["interfaces_after"] = interfaces()
         live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
         try:
@@ -232,6 +247,11 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
             record["restore_problems"] = problems
         else:
             state_file.clear()
+    if record.get("rollback_fired"):
+        raise NetifError(f"the rollback guard put mode {mode.name}'s settings back by itself "
+                         f"during {record.get('point', 'the point')} (the controller's renewals "
+                         f"stopped reaching it: {'; '.join(record['rollback_fired'])}), so the "
+                         "point did not measure the mode; check the link to that node")
     if problems:
         raise NetifError("interfaces could not be restored after "
                          f"{record.get('point', 'the point')}: {'; '.join(problems)}; "

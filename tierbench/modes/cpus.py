@@ -19,8 +19,8 @@ from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "per_platform", "problems", "restore", "snapshot", "targets",
-           "view"]
+__all__ = ["change", "mismatches", "per_platform", "problems", "restore", "restore_commands",
+           "snapshot", "targets", "view"]
 
 Containers = list[tuple[str, Transport, int]]  # (label, node, PID on the node) of covered containers
 
@@ -229,6 +229,34 @@ def restore_container(target: str, info: dict) -> list[str]:
     if have != saved:
         return [f"{info.get('label', target)}: CPU settings are {have}, snapshot had {saved}"]
     return []
+
+
+def restore_commands(state: dict) -> list[tuple[dict[str, Any], list[str]]]:
+    """The commands that put the saved cpusets and limits back, in restore's order (each
+    platform widened to hold its saved CPUs too, the containers, the platforms' own settings),
+    each with the target it runs for (its node, its process): the rollback guard's plan.
+    They run the cgroup code of :mod:`tierbench.interfaces.cpu` there with python3."""
+    chosen = state.get("platform", {})
+    out: list[tuple[dict[str, Any], list[str]]] = []
+    for entry in chosen.values():
+        saved = str(entry["values"]["cpuset"])
+        if saved:
+            dirs = entry["dirs"]
+            out.append((entry, cpu.node_argv(
+                f"write_dirs({dirs!r}, ','.join(str(c) for c in sorted(parse(str(read_dirs("
+                f"{dirs!r})['cpuset'])) | parse({saved!r})))) or None, None, set_limit=False)",
+                exit_on_error=True)))
+    for info in state.get("cpu", {}).values():
+        saved_c = info["values"]
+        out.append((info, cpu.node_argv(
+            f"write_cgroup({int(info['pid'])}, {saved_c['cpuset'] or None!r}, "
+            f"{saved_c['limit']!r}, set_limit=True)", exit_on_error=True)))
+    for entry in chosen.values():
+        saved_p = entry["values"]
+        out.append((entry, cpu.node_argv(
+            f"write_dirs({entry['dirs']!r}, {saved_p['cpuset'] or None!r}, "
+            f"{saved_p['limit']!r}, set_limit=True)", exit_on_error=True)))
+    return out
 
 
 def view(state: dict) -> dict[str, Any]:

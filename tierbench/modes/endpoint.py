@@ -16,7 +16,8 @@ from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Knobs, Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "problems", "qdisc_problem", "restore", "snapshot", "view"]
+__all__ = ["change", "mismatches", "problems", "qdisc_problem", "restore", "restore_commands",
+           "snapshot", "view"]
 
 
 # The ethtool settings a snapshot holds when the mode sets them: the snapshot's key (the mode's
@@ -384,6 +385,38 @@ def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
         cur = ethtool.qdisc_root(ep)
         if cur != root and root.get("handle") in (None, "0:") and cur.get("handle") != "0:":
             out.append(f"{name}: root qdisc is {cur}, snapshot had {root}")
+    return out
+
+
+def restore_commands(snap: dict, mode: Mode) -> list[list[str]]:
+    """The commands that put back what ``mode`` changes on the endpoint of ``snap``, whatever
+    the interface holds now, in restore's order (features and MTU, channels, rings,
+    coalescing, RSS, RPS/XPS, the root qdisc): the rollback guard's plan for it, each run in
+    the endpoint's namespace on its node. Only the keys the mode sets are written back (a
+    driver refuses `ethtool -L other 1` it cannot change, and the mode never touched it)."""
+    k, ifname = mode.knobs, snap["ifname"]
+    out = netif.restore_commands(snap)
+    for key, option, wanted in (("channels", "-L", k.channels), ("rings", "-G", k.rings),
+                                ("coalesce", "-C", k.coalesce)):
+        saved = snap.get(key, {}).get("current") or {}
+        back = {name: saved[name] for name in (adaptive_first(saved) if key == "coalesce"
+                                               else saved)
+                if (name in wanted or name.startswith("adaptive")) and name in saved
+                and isinstance(saved[name], (bool, int))}
+        if back and wanted:
+            out.append(["ethtool", option, ifname] + ethtool.ethtool_args(back).split())
+    if snap.get("rss", {}).get("table"):
+        out.append(["ethtool", "-X", ifname, "default"])
+    queues = snap.get("queues")
+    if queues and "error" not in queues:
+        writes = {f"{q}/{f}": v for q, files in queues.items() for f, v in files.items()
+                  if v != "unreadable"}
+        if writes:
+            out.append(ethtool.sh_argv(ethtool.masks_script(ifname, writes),
+                                       snap.get("netns_pid") is not None))
+    root = snap.get("qdisc_root")
+    if root is not None and root.get("handle") in (None, "0:"):
+        out.append(["tc", "qdisc", "del", "dev", ifname, "root"])
     return out
 
 

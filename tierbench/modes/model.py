@@ -210,8 +210,9 @@ def _sysctls(value: Any) -> Any:
         raise problem("must be a mapping of sysctl: value")
     out = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not SYSCTL.match(key):
-            raise problem("not a sysctl name like net.core.rmem_max", sub=str(key))
+        if not isinstance(key, str) or not SYSCTL.fullmatch(key):
+            raise problem("not a sysctl name like net.core.rmem_max",
+                          sub=key if isinstance(key, str) and key.isprintable() else repr(key))
         out[key] = _sysctl_value(key, item)
     return out
 

@@ -3,15 +3,22 @@ cluster node's host), read (a snapshot), checked against the kernel, set, read b
 restored, through :mod:`tierbench.interfaces.ethtool`'s sysctl helpers.
 
 The snapshot's part is the mode state's "sysctls": per target its process (None: the host),
-its namespace's inode (to tell a reused PID), its node and the saved values.
+its namespace's inode (to tell a reused PID), its node and the saved values; on a cluster node
+whose mode sets the congestion control, also "routes": the node's host routes to its peers as
+they were (tierbench.modes.congctl).
 
 A congestion control set in the containers' namespaces (net.ipv4.tcp_congestion_control) must
 be in the host's allowed list (net.ipv4.tcp_allowed_congestion_control, one for the whole
 machine: a namespace may pick only an allowed algorithm, EPERM otherwise, even for root). When
 it is not, the host target carries the allowed list too: the algorithm is added to it before
 the namespaces are set and the saved list is put back with the rest. Widening the list changes
-no connection, it only lets namespaces choose; on a cluster the nodes' own namespace is set,
-which needs no allowance.
+no connection, it only lets namespaces choose.
+
+On a cluster the tiers share each node's own namespace (host networking), where the sysctl
+would switch every connection of the node: there the congestion control goes on the routes to
+the run's other nodes instead (tierbench.modes.congctl), which needs no allowance and no
+writable /proc/sys. The other sysctls are written on the node; a node whose /proc/sys is
+read-only (a lab node) refuses them before the run starts (:func:`node_problems`).
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from typing import Any
 
 from tierbench.interfaces import ethtool, netif
 from tierbench.interfaces.netif import Endpoint, NetifError
+from tierbench.modes import congctl
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "nodes", "problems", "restore", "snapshot", "targets"]
+__all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restore",
+           "restore_commands", "snapshot", "targets", "view"]
 
 CONGESTION = "net.ipv4.tcp_congestion_control"
 ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
@@ -36,15 +45,27 @@ def nodes(endpoints: list[Endpoint]) -> list[Transport]:
     return list(dict.fromkeys(ep.via for ep in endpoints if ep.via.remote))
 
 
+def peers(node: Transport, endpoints: list[Endpoint]) -> list[str]:
+    """The data-plane peers of a node's endpoints (where its tiers connect)."""
+    return list(dict.fromkeys(p for ep in endpoints if ep.via == node for p in ep.peers))
+
+
 def targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
     """Where each sysctl goes: {target: {"pid": pid|None, "netns_ino": ino, "keys": [...]}};
     on a cluster, each node's host (its tiers share it: host networking), with the node and
-    the ssh command that reaches it."""
+    the ssh command that reaches it, the congestion control left out of the keys and its
+    routes' peers under "peers"."""
     on = nodes(endpoints)
     if on:
-        return {f"node:{n.name}": {"pid": None, "netns_ino": None, **n.record(),
-                                   "keys": list(mode.knobs.sysctls)}
-                for n in on if mode.knobs.sysctls}
+        keys = [k for k in mode.knobs.sysctls if k != CONGESTION]
+        on_nodes: dict[str, dict[str, Any]] = {}
+        for n in on:
+            info: dict[str, Any] = {"pid": None, "netns_ino": None, **n.record(), "keys": keys}
+            if CONGESTION in mode.knobs.sysctls:
+                info["peers"] = peers(n, endpoints)
+            if keys or "peers" in info:
+                on_nodes[f"node:{n.name}"] = info
+        return on_nodes
     pids: dict[int, int] = {}
     for ep in endpoints:
         if ep.netns_pid is not None:
@@ -87,7 +108,52 @@ def snapshot(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]
         where = node.record() if node else {}
         out[target] = {"pid": info["pid"], "netns_ino": info["netns_ino"], **where,
                        "values": values}
+        if node and "peers" in info:
+            out[target]["routes"] = congctl.read(node, info["peers"], target)
     return out
+
+
+def view(info: dict[str, Any]) -> dict[str, Any]:
+    """A target's saved values for the manifest, its routes as "route PEER" keys."""
+    return {**info.get("values", {}),
+            **{f"route {p}": congctl.canonical(line) for p, line in info.get("routes", {}).items()}}
+
+
+def node_problems(mode: Mode, node: Transport, peers: list[str] | None = None) -> list[str]:
+    """Why ``mode``'s sysctls cannot be set on a cluster node ([] = they can): a sysctl its
+    kernel lacks or its /proc/sys keeps read-only, a congestion control it does not have, or
+    (``peers`` given: the run's other nodes) no peer to set one on. Run before anything starts
+    (the runner's preflight, every node of the run) and again on the deployment's nodes."""
+    found: list[str] = []
+    for key, value in mode.knobs.sysctls.items():
+        try:
+            if key == CONGESTION:
+                available = ethtool.read_sysctl(None, AVAILABLE, f"node:{node.name}",
+                                                node).split()
+                if value not in available:
+                    found.append(f"mode {mode.name} sets the congestion control {value!r}, "
+                                 f"which the kernel of {node.name} does not have (it has "
+                                 f"{', '.join(available)}); load its module there (modprobe "
+                                 f"tcp_{value}) or change the mode")
+                elif peers is not None and not peers:
+                    found.append(f"mode {mode.name} sets the congestion control, which "
+                                 f"tierbench sets on {node.name}'s routes to the run's other "
+                                 f"nodes, and no other node of the run has a data-plane "
+                                 f"address (tiers on one node talk over its local routes)")
+                continue
+            scope = ethtool.sysctl_on_node(key, node)
+        except NetifError as exc:
+            found.append(str(exc))
+            continue
+        if scope == "missing":
+            found.append(f"sysctl {key} does not exist on the kernel of {node.name} (no "
+                         f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+        elif scope == "readonly":
+            found.append(f"mode {mode.name} cannot run on {node.name}: its /proc/sys is "
+                         f"read-only (a container, such as a lab node), so sysctl {key} cannot "
+                         f"be set there; drop the sysctl from the mode or run it on nodes whose "
+                         f"/proc/sys is writable")
+    return found
 
 
 def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
@@ -95,19 +161,12 @@ def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
     namespaces ([] = every one can be set)."""
     found: list[str] = []
     on = nodes(endpoints)
+    for node in on:
+        found += node_problems(mode, node, peers(node, endpoints))
+    if on:
+        return found
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
-        for node in on:
-            try:
-                missing = ethtool.sysctl_on_node(key, node) == "missing"
-            except NetifError as exc:
-                found.append(str(exc))
-                continue
-            if missing:
-                found.append(f"sysctl {key} does not exist on the kernel of {node.name} (no "
-                             f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
-        if on:
-            continue
         scope = ethtool.sysctl_scope(key)
         if scope == "missing":
             found.append(f"sysctl {key} does not exist on this kernel (no "
@@ -130,8 +189,12 @@ def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
 
 
 def change(mode: Mode, state: dict) -> None:
-    """Every sysctl of the mode written at each target of ``state``."""
+    """Every sysctl of the mode written at each target of ``state`` (on a cluster node, the
+    congestion control on its routes to the peers)."""
     for target, info in state.get("sysctls", {}).items():
+        node = node_of(info)
+        if node and "routes" in info:
+            congctl.set_routes(node, info["routes"], mode.knobs.sysctls[CONGESTION], target)
         for key in info["values"]:
             if key == ALLOWED:  # the algorithm the namespaces are given, added
                 have = ethtool.read_sysctl(None, key, target)
@@ -139,8 +202,7 @@ def change(mode: Mode, state: dict) -> None:
                 if want != have:
                     ethtool.write_sysctl(None, key, want, target)
                 continue
-            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target,
-                                 node_of(info))
+            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target, node)
 
 
 def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> list[str]:
@@ -149,9 +211,14 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
     out: list[str] = []
     chosen = (state or {}).get("sysctls") or {
         t: {"pid": i["pid"], "node": i.get("node"), "ssh": i.get("ssh"),
-            "values": dict.fromkeys(i["keys"])}
+            "values": dict.fromkeys(i["keys"]),
+            **({"routes": dict.fromkeys(i["peers"])} if "peers" in i else {})}
         for t, i in targets(mode, endpoints).items()}
     for target, info in chosen.items():
+        node = node_of(info)
+        if node and "routes" in info:
+            out += route_mismatches(node, list(info["routes"]), mode.knobs.sysctls[CONGESTION],
+                                    target)
         for key in info["values"]:
             want = mode.knobs.sysctls.get(CONGESTION if key == ALLOWED else key)
             if want is None:
@@ -167,6 +234,17 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
             elif have != want:
                 out.append(f"{target}: sysctl {key} is {have!r}, wanted {want!r}")
     return out
+
+
+def route_mismatches(node: Transport, peers: list[str], want: str, target: str) -> list[str]:
+    """The node's routes to its peers read back that do not carry ``want``."""
+    try:
+        routes = congctl.read(node, peers, target)
+    except NetifError as exc:
+        return [f"{target}: could not re-read the routes to the peers: {exc}"]
+    return [f"{target}: the route to {p} has congctl {congctl.congctl_of(line)!r}, "
+            f"wanted {want!r}" for p, line in routes.items()
+            if congctl.congctl_of(line) != want]
 
 
 def restore(target: str, info: dict) -> list[str]:
@@ -189,4 +267,16 @@ def restore(target: str, info: dict) -> list[str]:
                     found.append(f"{target}: sysctl {key} is {have!r}, snapshot had {value!r}")
         except NetifError as exc:
             found.append(str(exc))
+    if node and info.get("routes"):
+        found += congctl.restore(node, info["routes"], target)
     return found
+
+
+def restore_commands(info: dict) -> list[list[str]]:
+    """The commands that write one target's saved values back (in its namespace, on its node):
+    the rollback guard's plan for it: each saved sysctl, and on a node the host routes to its
+    peers as they were (congctl.restore_script, which needs no reading first)."""
+    out = [ethtool.sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
+    if info.get("routes"):
+        out.append(["sh", "-c", congctl.restore_script(info["routes"])])
+    return out

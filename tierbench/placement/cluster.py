@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.files import ROOT, results_root
+from tierbench.config.paths import MARKER
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import access, compose, diskbuild, disks, nodes
+from tierbench.placement import access, compose, diskbuild, disks, nodes, owned, runlock
 from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
-from tierbench.transport import Transport
+from tierbench.transport import Transport, TransportError
 
 ROLE_LABEL = "org.tierbench.role"
 PORT_LABEL = "org.tierbench.port"
@@ -224,6 +225,8 @@ class ClusterPlacer(Placer):
                                    need_mem_bytes=need_mem or 0)
         if report.problems:
             raise ClusterError(report.problems)
+        # every node reachable: its run lock taken for the run under way (runlock.hold)
+        runlock.take_nodes([nodes.transport(n) for n in self.cluster.nodes])
         self.report = report
         self.offsets = {name: r.offset_s for name, r in report.clocks.items()}
         return report
@@ -401,6 +404,9 @@ class ClusterPlacer(Placer):
         tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=workloads/data",
                               "--exclude=__pycache__", "-c", "workloads"],
                              capture_output=True, check=True, timeout=60).stdout
+        # the workdir tierbench's own (made with its marker, or adopted), refused otherwise
+        self.claim(self.cluster.workdir, "the cluster's workdir", ("results", "workloads"),
+                   nodes.transport(node))
         # emptied in place, not removed: containers a run left up bind-mount this folder, and
         # a new folder would leave them an empty, deleted one
         script = (f"mkdir -p {work}/results {work}/workloads && "
@@ -420,10 +426,21 @@ class ClusterPlacer(Placer):
             hosts = {n for s, h in where.items() for n in h
                      if _named_volumes(config["services"][s]) & users}
             q = shlex.quote(path)
-            script = (f"mountpoint -q {q} || {{ mkdir -p {q} && mount -t tmpfs -o "
-                      f"size={shlex.quote(size)},mode=0755 {compose.TMPFS_SOURCE} {q}; }}")
+            script = (f"mountpoint -q {q} || mount -t tmpfs -o "
+                      f"size={shlex.quote(size)},mode=0755 {compose.TMPFS_SOURCE} {q}")
             for node in sorted(hosts):
+                via = nodes.transport(self.node(node))
+                if via.run(["mountpoint", "-q", path], timeout=60).returncode != 0:
+                    self.claim(path, "the tmpfs folder", (), via)
                 nodes.run_on_node(self.node(node), script, timeout=60)
+
+    @staticmethod
+    def claim(path: str, what: str, entries: tuple[str, ...], via: Transport) -> None:
+        """owned.claim on a node, its refusal a StackError."""
+        try:
+            owned.claim(path, what, entries, via)
+        except owned.OwnershipError as exc:
+            raise StackError(str(exc)) from None
 
     def stale_volumes(self, config: dict[str, Any], where: dict[str, dict[str, int]]) -> list[str]:
         """Volumes on the nodes that exist with another driver or options than the files say."""
@@ -445,15 +462,17 @@ class ClusterPlacer(Placer):
                     stale.append(f"{name} on {node_name}")
         return stale
 
-    def down(self) -> None:
-        """Every node: the project's containers, networks and volumes removed, tmpfs unmounted;
-        then the disk systems on the nodes (and here) removed."""
+    def down(self, every: bool = False) -> None:
+        """Every node: this checkout's project's containers, networks and volumes removed, its
+        tmpfs unmounted (``every``: every checkout's); then the disk systems on the nodes (and
+        here) removed."""
         env = {**compose.dotenv(), **os.environ}
 
         def down(node: Node) -> None:
             compose.remove_project(lambda *args: nodes.run_docker(node, *args,
-                                                                  timeout=300).stdout)
-            nodes.run_on_node(node, compose.UNMOUNT_TMPFS, timeout=60)
+                                                                  timeout=300).stdout, every)
+            nodes.run_on_node(node, compose.UNMOUNT_ALL_TMPFS if every else compose.UNMOUNT_TMPFS,
+                              timeout=60)
 
         problems = [str(r) for r in self.each([n.name for n in self.cluster.nodes], down).values()
                     if isinstance(r, Exception)]
@@ -536,7 +555,18 @@ class ClusterPlacer(Placer):
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
         """The first data-plane interface of the container's node."""
         node = self.node(container.node or "")
-        return [Endpoint(node.name, node.interface().name, None, nodes.transport(node))]
+        return [Endpoint(node.name, node.interface().name, None, nodes.transport(node),
+                         self.peers(node.name))]
+
+    def peers(self, name: str) -> tuple[str, ...]:
+        """The data-plane addresses of the other nodes the run's services are on (every other
+        node of the cluster file before anything is placed): where a node's tiers connect."""
+        used = {n for hosts in self.placed.values() for n in hosts} or {
+            n.name for n in self.cluster.nodes}
+        own = {i.ip for i in self.node(name).interfaces}
+        return tuple(dict.fromkeys(i.ip for n in self.cluster.nodes
+                                   if n.name in used and n.name != name
+                                   for i in n.interfaces if i.ip not in own))
 
     def counter(self, container: Container) -> NodeCgroup:
         """Read on the container's node by its sampling agent."""
@@ -580,7 +610,7 @@ class ClusterPlacer(Placer):
     def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
         """Those interfaces on every node the containers run on."""
         used = list(dict.fromkeys(c.node for c in containers if c.node))
-        return [Endpoint(n, name, None, nodes.transport(self.node(n)))
+        return [Endpoint(n, name, None, nodes.transport(self.node(n)), self.peers(n))
                 for n in used for name in names]
 
     def address(self, container: Container, subnet: str | None = None) -> str:
@@ -689,13 +719,15 @@ class ClusterPlacer(Placer):
     def clean(self) -> list[str]:
         """The load generator's files left in WORKDIR/results on every node removed (after
         down())."""
-        notes = [f"removed what a run left in {self.cluster.workdir}/results on the nodes"]
-        work = shlex.quote(f"{self.cluster.workdir}/results")
+        notes = [f"removed what a run left in {self.cluster.workdir}/results on the nodes whose "
+                 f"workdir's {MARKER} names it"]
         for n in self.cluster.nodes:
             try:
-                nodes.run_on_node(n, f"rm -rf {work}", timeout=60)
-            except NodeError as exc:
-                notes.append(str(exc))
+                if not owned.remove_entry(self.cluster.workdir, "results", nodes.transport(n)):
+                    notes.append(f"{n.name}: left {self.cluster.workdir}/results: no {MARKER} "
+                                 "there names it as tierbench's")
+            except TransportError as exc:
+                notes.append(f"{n.name}: {exc}")
         return notes
 
 

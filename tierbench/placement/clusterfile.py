@@ -13,6 +13,10 @@ A cluster file (``cluster.example.yml`` is the commented example)::
     version: 1
     ssh_config: ssh_config          # optional: ssh -F FILE, relative to the cluster file
     clock_bound_ms: 50              # optional: largest clock offset accepted (default 50 ms)
+    rollback_timeout_s: 30          # optional: a node puts a mode's settings back by itself
+                                    # this long after the controller's last renewal (default 30)
+    allow_management_changes: false  # optional: modes may change the interface carrying SSH
+                                    # (then rollback_timeout_s must be set)
     nodes:
       - name: node1                 # lower case, digits, '-'
         address: 198.18.16.11       # SSH address (IP or DNS name)
@@ -45,10 +49,13 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
+from tierbench.config.models import control_problem
+from tierbench.config.paths import system_problem
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
+DEFAULT_ROLLBACK_S = 30.0
 @dataclass(frozen=True)
 class Role:
     """A role of the cluster file, as the kind whose services run there declares it: its name
@@ -153,12 +160,20 @@ class ClusterError(TierbenchError):
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_control(cls, value: Any) -> Any:
+        why = control_problem(value) if isinstance(value, str) else None
+        if why:
+            raise ValueError(f"{value!r} {why}")
+        return value
+
 
 def _matching(pattern: re.Pattern[str], what: str) -> Any:
     """A validator of a name field: the value when ``pattern`` matches it, else "... is not
     WHAT" (None passes: the field is optional)."""
     def check(cls: type, value: str | None) -> str | None:
-        if value is not None and not pattern.match(value):
+        if value is not None and not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not {what}")
         return value
     return classmethod(check)
@@ -216,7 +231,7 @@ class Node(_Model):
     @classmethod
     def _address(cls, value: str) -> str:
         ip = _ip(value) if "/" not in value else None
-        if ip is None and not _HOSTNAME.match(value):
+        if ip is None and not _HOSTNAME.fullmatch(value):
             raise ValueError(f"{value!r} is neither an IP address nor a host name")
         return ip or value
 
@@ -248,6 +263,13 @@ class Cluster(_Model):
     workdir: str = Field(default=DEFAULT_WORKDIR,
                          description="folder on every node for the checkout's workloads/ and "
                                      "the load generator's files (absolute)")
+    rollback_timeout_s: float = Field(
+        default=DEFAULT_ROLLBACK_S, ge=5, le=3600,
+        description="seconds after the controller's last renewal at which each node puts a "
+                    "mode's settings back by itself (the rollback guard)")
+    allow_management_changes: bool = Field(
+        default=False, description="modes may change the interface that carries SSH to a node "
+                                   "(management and data planes are the same on purpose)")
     nodes: list[Node] = Field(min_length=1)
     # the roles: block, a model made from the declared roles (Roles.model)
     roles: _Model = _Model()
@@ -257,12 +279,12 @@ class Cluster(_Model):
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, value: str) -> str:
-        if not re.match(r"^/[A-Za-z0-9_./-]*$", value) or "/../" in f"{value}/" \
+        if not re.fullmatch(r"/[A-Za-z0-9_./-]*", value) or "/../" in f"{value}/" \
                 or "/./" in f"{value}/":
             raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/tierbench "
                              "(letters, digits, '_', '.', '-' and '/')")
         value = re.sub(r"/+", "/", value).rstrip("/") or "/"
-        why = system_folder(value)
+        why = system_folder(value) or system_problem(value)
         if why:
             raise ValueError(f"{value} {why}: tierbench empties folders in it on every node "
                              "(`tierbench clean --cluster` removes WORKDIR/results); give it "
@@ -443,11 +465,16 @@ def _cross_problems(where: str, data: Mapping[str, Any], base: Path | None,
         path = path if path.is_absolute() else base / path
         if not path.is_file():
             problems.append(f"{where}: ssh_config: no such file {path}")
+    if data.get("allow_management_changes") is True and "rollback_timeout_s" not in data:
+        problems.append(f"{where}: allow_management_changes: true lets modes change the "
+                        "interface that carries SSH to the nodes, so rollback_timeout_s must be "
+                        "set too (seconds after which a node that no longer hears from the "
+                        "controller puts the settings back, e.g. 30)")
     roles = data.get("roles")
     # Role references are checked against a node list that is whole: a malformed or repeated
     # node entry is reported once, not again through every role that names it.
     whole = bool(nodes) and len(names) == len(nodes) and all(
-        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.match(n["name"])
+        isinstance(n, dict) and isinstance(n.get("name"), str) and _NODE_NAME.fullmatch(n["name"])
         for n in nodes)
     if isinstance(roles, dict) and whole:
         known = ", ".join(names) or "none"

@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierbench.config.errors import TierbenchError
-from tierbench.config.files import ROOT, results_root
-from tierbench.placement import access, diskbuild, disks
+from tierbench.config.files import (PROJECT_PREFIX, ROOT, default_project, dotenv, project_name,
+                                    results_root)
+from tierbench.placement import access, diskbuild, disks, owned
 from tierbench.placement.clusterfile import Cluster
 
-PROJECT = "tierbench"
+try:
+    PROJECT = project_name()  # this checkout's Compose project (tierbench.config.files)
+    PROJECT_PROBLEM: str | None = None
+except TierbenchError as _exc:  # a bad TIERBENCH_PROJECT: the command line says so, in one line
+    PROJECT, PROJECT_PROBLEM = default_project(), str(_exc)
 TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
 # The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
 # platform's CPUs and CPU time can be set once for the tiers it holds (modes with
@@ -88,6 +93,8 @@ class Services:
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    if argv[:2] == ["docker", "compose"] and "-p" not in argv:
+        argv = ["docker", "compose", "-p", PROJECT, *argv[2:]]  # never the file's own name
     try:
         done = subprocess.run(
             argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
@@ -122,39 +129,45 @@ def preflight(cluster: bool = False) -> None:
         raise StackError("no Docker engine with Compose v2 answers: run `make setup`") from None
 
 
-def dotenv(path: Path = ROOT / ".env") -> dict[str, str]:
-    """KEY=VALUE lines of the checkout's .env (as docker compose reads it), if there is one."""
-    values: dict[str, str] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            key, sep, value = line.strip().partition("=")
-            if sep and key and not key.startswith("#"):
-                values[key.strip()] = value.strip().strip("'\"")
-    return values
-
-
-# The source name of every tmpfs tierbench mounts for services to bind: `down` unmounts them by it.
-TMPFS_SOURCE = "tierbench"
+# The source name of every tmpfs tierbench mounts for services to bind: this checkout's project,
+# so `down` unmounts its own by it and never another checkout's (`clean --all`: every source
+# named tierbench or tierbench-*).
+TMPFS_SOURCE = PROJECT
 # Every tmpfs of that source unmounted (on a node: run there), whatever folder a run used.
 UNMOUNT_TMPFS = (f"awk '$1 == \"{TMPFS_SOURCE}\" && $3 == \"tmpfs\" {{print $2}}' /proc/self/mounts "
                  "| while read -r p; do umount \"$p\"; done; true")
+# clean --all: every checkout's
+UNMOUNT_ALL_TMPFS = (f"awk '($1 == \"{PROJECT_PREFIX}\" || $1 ~ /^{PROJECT_PREFIX}-/) && "
+                     "$3 == \"tmpfs\" {print $2}' /proc/self/mounts "
+                     "| while read -r p; do umount \"$p\"; done; true")
+
+
+def ours(project: str, every: bool = False) -> bool:
+    """A Compose project (or tmpfs source) name this checkout removes: its own, or with
+    ``every`` (clean --all) any checkout's."""
+    if not every:
+        return project == PROJECT
+    return project == PROJECT_PREFIX or project.startswith(PROJECT_PREFIX + "-")
 
 
 def mount_tmpfs(path: Path, size: str) -> None:
     """Mount a tmpfs on the host at ``path``, unless one is mounted there already."""
     if os.path.ismount(path):
         return
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        owned.claim(str(path), "the tmpfs folder")  # never a system folder or someone else's
+    except owned.OwnershipError as exc:
+        raise StackError(str(exc)) from None
     _run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", TMPFS_SOURCE, str(path)],
          timeout=30)
 
 
-def unmount_tmpfs() -> None:
-    """Unmount every tmpfs tierbench mounted on this host for services to bind (their files go
-    with them)."""
+def unmount_tmpfs(every: bool = False) -> None:
+    """Unmount every tmpfs this checkout (``every``: any checkout) mounted on this host for
+    services to bind (their files go with them)."""
     for line in Path("/proc/self/mounts").read_text().splitlines():
         source, point, fstype = (line.split() + ["", "", ""])[:3]
-        if source == TMPFS_SOURCE and fstype == "tmpfs":
+        if ours(source, every) and fstype == "tmpfs":
             _run(["umount", point.replace("\\040", " ")], timeout=60)
 
 
@@ -199,7 +212,7 @@ def servers_cgroup(driver: str, node: str | None = None, platform: str = "server
     engine with this cgroup driver (`docker info`'s CgroupDriver): a slice for systemd, a folder
     below the hierarchy's root for cgroupfs; one per tag, and on a cluster one per node (the
     lab's nodes share the machine's cgroup tree)."""
-    name = "-".join(["tierbench", TAG.replace(".", "_"), *([node] if node else []), platform])
+    name = "-".join([PROJECT, TAG.replace(".", "_"), *([node] if node else []), platform])
     if driver == "systemd":
         # a dash in a slice's name nests it (a-b.slice is in a.slice): the name keeps none
         return name.replace("-", "_") + ".slice"
@@ -244,9 +257,30 @@ def parse_cpuset(text: str) -> list[int]:
     return cpus
 
 
+def others_up(docker: Callable[..., str]) -> list[str]:
+    """Other checkouts' projects with networks or running containers on one engine."""
+    fmt = '{{.Label "com.docker.compose.project"}}'
+    found = docker("network", "ls", "--format", fmt).split() + docker("ps", "--format",
+                                                                       fmt).split()
+    return sorted({p for p in found if ours(p, True) and p != PROJECT})
+
+
+def refuse_others(docker: Callable[..., str], where: str = "this host") -> None:
+    """StackError in one sentence when another checkout's stack is up: its networks take the
+    same addresses (on a node, the same ports), and it is not this checkout's to remove."""
+    others = others_up(docker)
+    if others:
+        raise StackError(f"another checkout's stack ({', '.join(others)}) is up on {where}, on "
+                         "the addresses and ports this one needs: its own `tierbench clean` "
+                         "removes it (or `tierbench clean --all`, if it is nobody's any more); "
+                         f"this checkout is {PROJECT}")
+
+
 def up_spec(spec: Services) -> None:
     """Bring ``spec`` up on this host's engine, waiting until every service is healthy: tmpfs
-    mounted first, volumes made for other settings by an earlier run removed first."""
+    mounted first, volumes made for other settings by an earlier run removed first; refused
+    while another checkout's stack is up."""
+    refuse_others(lambda *args: _run(["docker", *args], timeout=60))
     check_cpusets(spec.env, spec.cpusets)
     for path, size in spec.tmpfs.items():
         mount_tmpfs(Path(path), size)
@@ -321,12 +355,29 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def remove_project(docker: Callable[..., str]) -> None:
+def projects(docker: Callable[..., str], every: bool = False) -> list[str]:
+    """The Compose projects of one engine this checkout removes: its own, or with ``every``
+    every checkout's (any project named tierbench or tierbench-*, containers or volumes)."""
+    if not every:
+        return [PROJECT]
+    found = docker("ps", "-a", "--format", '{{.Label "com.docker.compose.project"}}').split()
+    found += docker("volume", "ls", "--format",
+                    '{{.Label "com.docker.compose.project"}}').split()
+    return sorted({p for p in found if ours(p, True)} | {PROJECT})
+
+
+def remove_project(docker: Callable[..., str], every: bool = False) -> None:
     """Remove the project's containers (stopped with 10 s of grace first), networks and volumes
     from one engine (``docker(*args)`` runs ``docker ARGS`` there and returns its output),
     found by Compose's project label: whichever compose files, overlays and profiles brought
-    them up, as `docker compose down -v --remove-orphans` of all of them would."""
-    label = f"label=com.docker.compose.project={PROJECT}"
+    them up, as `docker compose down -v --remove-orphans` of all of them would. Only this
+    checkout's project, unless ``every`` (clean --all): then every checkout's."""
+    for project in projects(docker, every):
+        _remove_one(docker, project)
+
+
+def _remove_one(docker: Callable[..., str], project: str) -> None:
+    label = f"label=com.docker.compose.project={project}"
     ids = docker("ps", "-aq", "--filter", label).split()
     if ids:
         docker("stop", "-t", "10", *ids)
@@ -339,12 +390,14 @@ def remove_project(docker: Callable[..., str]) -> None:
         docker("volume", "rm", "-f", *volumes)
 
 
-def down() -> None:
+def down(every: bool = False) -> None:
     """Remove the stack's containers, networks and volumes (whatever kind brought them up),
-    then the tmpfs mounts and the disk systems they used."""
-    remove_project(lambda *args: _run(["docker", *args], timeout=300))
+    then the tmpfs mounts and the disk systems they used: this checkout's (``every``: every
+    checkout's containers, networks, volumes and tmpfs; disk systems are each checkout's
+    state's)."""
+    remove_project(lambda *args: _run(["docker", *args], timeout=300), every)
     access.forget_database_password()
-    unmount_tmpfs()
+    unmount_tmpfs(every)
     try:
         diskbuild.teardown({**dotenv(), **os.environ})
     except disks.DiskError as exc:

@@ -2,7 +2,7 @@
 them, else emulated, and labelled so.
 
 An emulated device is a loop device over an image file (`DISK_IMAGE_DIR`, default
-/var/lib/tierbench/disk-images; its size checked against the free space there before anything is
+/var/lib/tierbench/disk-images/PROJECT: each checkout's own; its size checked against the free space there before anything is
 written), opened with direct I/O so that its reads reach the host's disk rather than the image
 file's page cache. Each device is throttled at the paper's bandwidths (004 Table 3) by the
 block-I/O controller of the containers that use it (Compose `blkio_config`, in an overlay written
@@ -45,15 +45,17 @@ from pydantic import BeforeValidator, WithJsonSchema, model_validator
 
 from tierbench import transport
 from tierbench.config.errors import TierbenchError
-from tierbench.config.files import state_dir
+from tierbench.config.files import project_name, state_dir
+from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
+from tierbench.placement import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
 from tierbench.transport import Transport, TransportError
 
 MB = 1_000_000
 MIB = 1 << 20
 IMAGE_PREFIX = "tierbench-disk-"
-DEFAULT_IMAGE_DIR = "/var/lib/tierbench/disk-images"
+DEFAULT_IMAGE_DIR = "/var/lib/tierbench/disk-images"  # below it, one folder per checkout
 # room a file system needs beside its files: journal, inode tables, btrfs metadata
 OVERHEAD, SPARE = 0.15, 256 * MIB
 
@@ -364,7 +366,10 @@ def host_of(record: Mapping[str, Any] | None) -> Host:
 
 def image_dir(env: Mapping[str, str]) -> Path:
     """Where emulated devices' image files go on this host (DISK_IMAGE_DIR)."""
-    return Path(env.get("DISK_IMAGE_DIR") or DEFAULT_IMAGE_DIR)
+    given = env.get("DISK_IMAGE_DIR")
+    if given and refusal(given, "DISK_IMAGE_DIR"):
+        raise DiskError(str(refusal(given, "DISK_IMAGE_DIR")))
+    return Path(given) if given else Path(DEFAULT_IMAGE_DIR) / project_name()
 
 
 def disks_root() -> Path:
@@ -419,6 +424,7 @@ TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",
          "umount": "install util-linux", "mkfs.ext3": "install e2fsprogs",
          "mkfs.btrfs": "install btrfs-progs", "mdadm": "install mdadm",
          "blockdev": "install util-linux", "fallocate": "install util-linux",
+         "lsblk": "install util-linux", "blkid": "install util-linux",
          "python3": "install python3", "ssh": "install openssh-client"}
 
 
@@ -430,7 +436,7 @@ def tools_for(plans: list[Plan], host: Host = LOCAL) -> list[str]:
     if any(p.layout.raid0 for p in plans):
         need.append("mdadm" if has_md(host) else "mkfs.btrfs")
     if any(not p.system.emulated for p in plans):
-        need.append("blockdev")
+        need += ["blockdev", "lsblk", "blkid"]
     return need
 
 
@@ -464,7 +470,8 @@ def preflight_on(plans: list[Plan], hosts_of: Callable[[Plan], Mapping[str, Host
 
 def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
     """Refuse, before anything is written, what cannot be built on the host: not root, a
-    missing tool, a named device that does not exist, is not a block device, is in use or too
+    missing tool, a named device that does not exist, is not a block device, is in use (mounted,
+    swap, an LVM, md or ZFS member, held, partitioned: tierbench.placement.diskuse) or too
     small."""
     if not plans:
         return
@@ -501,6 +508,10 @@ def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
                 raise DiskError(f"disk system {p.system.name}: {dev} is in use{host.where} "
                                 f"({busy[0]} is mounted at {mounted[busy[0]]}): name a device "
                                 "nothing uses")
+            why = diskuse.probe(host.proc, real)
+            if why:
+                raise DiskError(f"disk system {p.system.name}: {dev} is in use{host.where} "
+                                f"({why}): name a device nothing uses")
             size = int(host.run(["blockdev", "--getsize64", dev], f"size of {dev}").strip() or 0)
             if size < p.device_bytes:
                 raise DiskError(f"disk system {p.system.name}: {dev} holds {size} bytes but "

@@ -163,6 +163,24 @@ def run_on_node(node: Node, command: str | Sequence[str], *, timeout: float = 60
     return _checked(node, done, shown, check=check, over_ssh=True)
 
 
+# The interface that holds the address this SSH session arrived at (sshd's $SSH_CONNECTION:
+# client address and port, server address and port): the one carrying the controller's SSH.
+MANAGEMENT_SCRIPT = ('set -- $SSH_CONNECTION; [ -n "$3" ] || exit 0; '
+                     'ip -o addr show to "$3" | awk \'{print $2; exit}\'')
+_management: dict[tuple[str, str, int, str], str | None] = {}
+
+
+def management_interface(node: Node) -> str | None:
+    """The node's interface that carries the controller's SSH (None: none found, e.g. sshd
+    gives no $SSH_CONNECTION); asked once per node and address."""
+    key = (node.name, node.address, node.port, node.user)
+    if key not in _management:
+        done = run_on_node(node, MANAGEMENT_SCRIPT, timeout=30)
+        name = done.stdout.strip().split("@", 1)[0]
+        _management[key] = name or None
+    return _management[key]
+
+
 def run_docker(node: Node, *args: str, timeout: float = 120, input: str | None = None,
                check: bool = True) -> subprocess.CompletedProcess[str]:
     """``docker --context`` on the node's engine, with the same errors as run_on_node."""

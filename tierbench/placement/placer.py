@@ -38,8 +38,9 @@ class Placer:
         """Bring ``spec``'s services up and wait until they are healthy."""
         raise NotImplementedError
 
-    def down(self) -> None:
-        """Remove every service of the project, its networks and volumes."""
+    def down(self, every: bool = False) -> None:
+        """Remove every service of this checkout's project, its networks and volumes
+        (``every``: every checkout's, `tierbench clean --all`)."""
         raise NotImplementedError
 
     def replicas(self) -> list[Container]:
@@ -218,9 +219,9 @@ class LocalPlacer(Placer):
         """compose up on this host (compose.up_spec)."""
         compose.up_spec(spec)
 
-    def down(self) -> None:
+    def down(self, every: bool = False) -> None:
         """compose down (compose.down)."""
-        compose.down()
+        compose.down(every)
 
     def replicas(self) -> list[Container]:
         """The project's running containers (compose.replicas)."""

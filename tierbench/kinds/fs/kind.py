@@ -38,8 +38,8 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
     plan_widths = (36, 20)
 
     def cluster_roles(self, exp: Experiment[FsSettings]) -> list[str]:
-        """GlusterFS: the server (and its hog) on the fs_server node, the client on the
-        fs_client node; OrangeFS: the pfs kind's roles (compose/host-pvfs.yml)."""
+        """GlusterFS: the server (and its hog) on the fs_server node, the clients round the
+        fs_client nodes; OrangeFS: the pfs kind's roles (compose/host-pvfs.yml)."""
         if self.settings(exp).server == "orangefs":
             return ["pfs_meta", "pfs_io", "pfs_clients"]
         return list(self.roles)

@@ -31,11 +31,13 @@ PROFILE_COLUMNS = ["prof_samples", "prof_write_pct", "prof_tcp_output_pct",
 PERF_DIR = "perf"  # under the cluster file's workdir on the sender node, removed after a point
 # What perf_check runs (here, or on the sender node): perf's presence, a 0.1 s system-wide
 # recording of the CPU clock (its first error line), and the first 50 lines of /proc/kallsyms.
+# Its error output goes to a private folder (mktemp -d), never a fixed name in the shared /tmp.
 PERF_PROBE = ("command -v perf >/dev/null 2>&1 || { echo NO-PERF; exit 0; }; "
+              "d=$(mktemp -d) || exit 1; "
               "perf record -q -e cpu-clock -a -g -o /dev/null -- sleep 0.1 >/dev/null "
-              "2>/tmp/.tierbench-perf-probe && echo RECORD-OK || "
-              "{ echo RECORD-FAILED; head -n 1 /tmp/.tierbench-perf-probe; }; "
-              "rm -f /tmp/.tierbench-perf-probe; echo KALLSYMS; head -n 50 /proc/kallsyms")
+              "2>\"$d/err\" && echo RECORD-OK || "
+              "{ echo RECORD-FAILED; head -n 1 \"$d/err\"; }; "
+              "rm -rf \"$d\"; echo KALLSYMS; head -n 50 /proc/kallsyms")
 
 
 @dataclass

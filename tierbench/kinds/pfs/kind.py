@@ -6,6 +6,7 @@ that does it."""
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +25,7 @@ from tierbench.kinds.pfs import orangefs
 from tierbench.placement import disks, placer, space
 from tierbench.kinds.pfs.orangefs import PfsError
 
+DROP_CACHES = "/proc/sys/vm/drop_caches"
 PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
                  "server_cpu_pct", "client_cpu_us_per_kb", "server_cpu_us_per_kb",
                  "host_usr_pct", "host_sys_pct", "host_softirq_pct", "host_idle_pct",
@@ -142,6 +144,9 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
                        if p.drop_caches else "")
                     + f"; {p.measure_s:g} s per phase is its bound in the estimate"]
                     if p.test == "basic" and p.single_pass else []) + ([
+                    "  the page caches dropped after the write and before each later phase, so "
+                    "the read starts from the devices (004 Table 1's figures are disk-bound)"]
+                    if p.test == "basic" and p.drop_caches and not p.single_pass else []) + ([
                     "  after the read, the file sent to a TCP sink on 127.0.0.1 in the client "
                     "container (filesend) with read/write calls of the buffer's size (phase "
                     "sendrw) and with sendfile(2) of as many bytes per call (phase sendfile): "
@@ -235,6 +240,12 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         """The OrangeFS image exists; the disk system pfs.storage names can be built here
         (root, tools, named devices)."""
         orangefs.check_image()
+        p = self.settings(exp)
+        if p.test == "basic" and p.drop_caches and exp.placer.cluster is None and \
+                not os.access(DROP_CACHES, os.W_OK):
+            raise ConfigError(f"{exp.source}: pfs.drop_caches needs {DROP_CACHES} writable "
+                              "(root on this host); run as root, or set drop_caches: false and "
+                              "the reads come from the page cache")
         plans = [m for n in self.settings(exp).io_servers
                  if (m := stack.storage_plan(exp.settings, n))]
         try:

@@ -75,7 +75,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
     for key in ("target_rate", "achieved_rate", "late_requests", "rate_short", "workers",
                 "remote_workers",
                 "generator_cpu_scope", "engine_requests", "records_requests", "count_mismatch",
-                "threads_apart_s", "requests_per_client", "requests_per_client_asked"):
+                "threads_apart_s", "requests_per_client", "requests_per_client_asked",
+                "warmup_s", "unsteady", "unsteady_why"):
         if key in result.extra:
             row[key] = result.extra[key]
     if row.get("client_bound"):

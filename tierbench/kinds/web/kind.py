@@ -88,7 +88,9 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
                      "rate": ld.rate_record(), **({"arrival": ld.arrival} if ld.rate else {}),
                      "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
                      **({"requests_per_client": ld.requests_per_client}
-                        if ld.requests_per_client else {})},
+                        if ld.requests_per_client else {}),
+                     **({"warmup": "steady", "warmup_max_s": ld.warmup_max_s}
+                        if ld.warmup == "steady" else {})},
             "target": s.target,
             "allow_foreign_target": s.allow_foreign_target,
             "settle_s": exp.settle_s,

@@ -15,6 +15,7 @@ from typing import Any
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import results_root
 from tierbench.kinds.web import webmetrics
+from tierbench.measure import steady
 from tierbench.placement.compose import Container, parse_cpuset
 from tierbench.placement.placer import LocalPlacer, Placer
 from workloads import target as target_guard
@@ -59,6 +60,9 @@ class LoadSpec:
     # and measure_s is only its time limit. None: a timed window of measure_s.
     requests_per_client: int | None = None
     dynamic: bool = False  # the trace has dynamic requests: wrk counts their answers by kind
+    # load.warmup: steady: the warm-up ends where MSER-5 finds steady state, at least warmup_s
+    # and at most warmup_max_s (the load runs warmup_max_s + measure_s). None: a fixed warm-up.
+    warmup_max_s: float | None = None
     # where the loadgen runs: the engines' commands go through it (docker exec here or on a node)
     where: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
 
@@ -184,6 +188,31 @@ def log_tail(path: Path) -> str:
 
 
 FINISHED_FILE = "locust-finished.txt"  # a request-count run: "K M", K of M clients finished
+
+
+def load_s(spec: LoadSpec) -> float:
+    """How long a timed run loads the stack: the longest warm-up, then the measured time."""
+    return (spec.warmup_s if spec.warmup_max_s is None else spec.warmup_max_s) + spec.measure_s
+
+
+def warmup_found(spec: LoadSpec, per_second: Callable[[int], list[float]]) -> steady.Steady:
+    """The warm-up of a timed run (tierbench.measure.steady): found in the successful requests
+    per second from the load's start (``per_second(n)``: the first n seconds' counts), or the
+    fixed one, checked for drift in the window."""
+    seconds = int(load_s(spec))
+    return steady.detect(per_second(seconds), spec.measure_s, spec.warmup_s, spec.warmup_max_s)
+
+
+def warmup_extra(spec: LoadSpec, found: steady.Steady | None) -> dict:
+    """The summary row's warm-up figures: its length, and the flag of a window that starts
+    before steady state was shown (a request-count run: its fixed warm-up, not checked)."""
+    if found is None:
+        return {"warmup_s": spec.warmup_s}
+    out: dict = {"warmup_s": found.warmup_s, "unsteady": not found.steady,
+                 "warmup": found.record(spec.warmup_max_s)}
+    if found.why:
+        out["unsteady_why"] = found.why
+    return out
 
 
 def count_env(spec: LoadSpec, point_dir: Path) -> dict[str, str]:

@@ -16,7 +16,9 @@ from tierbench.config.files import ROOT
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, check_clients_finished,
                                       container_path, count_env, count_extra, cpuset_cores,
-                                      exec_engine, log_tail, start_engine, stop)
+                                      exec_engine, load_s, log_tail, start_engine, stop,
+                                      warmup_extra, warmup_found)
+from tierbench.measure.steady import Steady
 from tierbench.placement.compose import TAG, Container, parse_cpuset
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
@@ -55,7 +57,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     if spec.targets:  # several proxies: each user bound to one, by its client number
         env["TARGETS"] = ",".join(spec.targets)
     env.update(count_env(spec, point_dir))
-    duration = spec.warmup_s + spec.measure_s
+    duration = load_s(spec)
     log = point_dir / "locust.log"
     started = time.time()
     code = exec_engine(spec.where, locust_argv(spec, point_dir, duration), env, loadgen, log,
@@ -65,8 +67,8 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
         raise LoadgenError(f"Locust exited with code {code} and wrote no request log: "
                            f"{log_tail(log)}")
     check_clients_finished(spec, point_dir)
-    window = locust_window(started, requests, spec)
-    extra: dict = {"processes": spec.processes, **count_extra(spec)}
+    window, found = locust_window(started, requests, spec)
+    extra: dict = {"processes": spec.processes, **count_extra(spec), **warmup_extra(spec, found)}
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:
@@ -78,16 +80,24 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
 
 
 def locust_window(started: float, requests: webmetrics.RequestLog | list[webmetrics.Request],
-                  spec: LoadSpec) -> tuple[float, float]:
-    """Warm-up then the measured window, counted from the first request sent: time Locust spends
-    starting (and its users opening their traces) is neither warm-up nor measured. A
-    request-count run's window ends when its last request ended (the last client finished)."""
-    first = webmetrics.first_sent(requests)
-    first = started if first is None else first
-    begin = max(started, first) + spec.warmup_s
+                  spec: LoadSpec, load_started: float | None = None
+                  ) -> tuple[tuple[float, float], Steady | None]:
+    """Warm-up then the measured window, counted from the first request sent (or from
+    ``load_started``, the master's start of a distributed run): time Locust spends starting
+    (and its users opening their traces) is neither warm-up nor measured. A request-count
+    run's window ends when its last request ended (the last client finished); a timed one's
+    warm-up is the fixed one or the one found by steady state (load.warmup_found, over the
+    successful requests per second), with the steady state found."""
+    if load_started is None:
+        first = webmetrics.first_sent(requests)
+        load_started = max(started, started if first is None else first)
     if spec.requests_per_client:
-        return (begin, max(begin, webmetrics.last_ended(requests) or begin))
-    return (begin, begin + spec.measure_s)
+        begin = load_started + spec.warmup_s
+        return (begin, max(begin, webmetrics.last_ended(requests) or begin)), None
+    origin = load_started
+    found = warmup_found(spec, lambda n: webmetrics.served_per_second(requests, origin, n))
+    begin = load_started + found.warmup_s
+    return (begin, begin + spec.measure_s), found
 
 
 
@@ -185,7 +195,7 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
     if spec.allow_foreign_target:
         env["ALLOW_FOREIGN_TARGET"] = worker_env["ALLOW_FOREIGN_TARGET"] = "1"
     # One second more than warm-up + measure: the window ends before the master stops the users.
-    duration = spec.warmup_s + spec.measure_s + 1
+    duration = load_s(spec) + 1
     procs = []
     try:
         for n, w in enumerate(workers, 1):
@@ -225,14 +235,13 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
                            f"{log_tail(log)}")
     check_clients_finished(spec, point_dir)
     started = float(started_file.read_text())
-    if spec.requests_per_client:  # each worker counts its warm-up from its own first request
-        window = locust_window(started, logs, spec)
-    else:
-        begin = started + spec.warmup_s
-        window = (begin, begin + spec.measure_s)
+    # each worker of a request-count run counts its warm-up from its own first request
+    window, found = locust_window(started, logs, spec,
+                                  None if spec.requests_per_client else started)
     extra: dict = {"processes": spec.processes, "workers": spec.workers,
                    "remote_workers": spec.remote_workers,
-                   "worker_logs": workers_logged(logs), **count_extra(spec)}
+                   "worker_logs": workers_logged(logs), **count_extra(spec),
+                   **warmup_extra(spec, found)}
     if spec.remote_workers:
         extra["generator_cpu_scope"] = ("local containers only: remote workers on other nodes "
                                         "are not sampled")

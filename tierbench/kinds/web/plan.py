@@ -6,14 +6,23 @@ from __future__ import annotations
 from tierbench.kinds.contract import Experiment, Point
 from tierbench.kinds.web import services, webdisks
 from tierbench.kinds.web.settings import Load, StackSettings, WebSettings, stack_for
-from tierbench.kinds.web.sizes import POINT_OVERHEAD_S
+from tierbench.kinds.web.sizes import POINT_OVERHEAD_S, warmup_run_s
 from tierbench.placement.clusterfile import Cluster
 
 
 def point_seconds(exp: Experiment[WebSettings]) -> float:
-    """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
+    """settle + warm-up (its maximum, when found by steady state: the load runs that long) +
+    measured + overhead (a request-count run: its time limit)."""
     ld = exp.settings.load
-    return exp.settle_s + ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    return exp.settle_s + warmup_run_s(ld) + ld.measure_s + POINT_OVERHEAD_S
+
+
+def warmup_text(ld: Load) -> str:
+    """The plan's words for the warm-up."""
+    if ld.warmup != "steady":
+        return f"warm-up {ld.warmup_s:g} s"
+    return (f"warm-up until steady (MSER-5: at least {ld.warmup_s:g} s, at most "
+            f"{ld.warmup_max_s:g} s; the load runs {ld.warmup_max_s:g} s + the window)")
 
 
 def header(exp: Experiment[WebSettings], points: list[Point]) -> list[str]:
@@ -25,7 +34,7 @@ def header(exp: Experiment[WebSettings], points: list[Point]) -> list[str]:
             + (f"; Locust master + {ld.workers} worker container(s) x {ld.processes} "
                f"process(es), {ld.remote_workers} remote" if ld.workers or ld.remote_workers
                else ""),
-            f"per point: settle {exp.settle_s:g} s + warm-up {ld.warmup_s:g} s + measured "
+            f"per point: settle {exp.settle_s:g} s + {warmup_text(ld)} + measured "
             + (f"until every client has sent {ld.requests_per_client:,} requests "
                f"({counted_total(ld)}; at most {ld.measure_s:g} s, so times are upper bounds)"
                if ld.requests_per_client else f"{ld.measure_s:g} s")

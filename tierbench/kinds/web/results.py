@@ -62,7 +62,8 @@ def brief(row: dict[str, Any]) -> str:
     check when it did not pass)."""
     if "error" in row:
         return f"FAILED ({row['error']})"
-    flag_ = " CLIENT-BOUND" if row.get("client_bound") else ""
+    flag_ = (" CLIENT-BOUND" if row.get("client_bound") else "") + \
+        (" UNSTEADY" if row.get("unsteady") else "")
     db = f", database {row['db_tps']:.0f} TPS" if "db_tps" in row else ""
     check = row.get("write_check")
     check = f"; WRITE CHECK: {check}" if check not in (None, "ok") else ""
@@ -82,12 +83,19 @@ def point_title(exp: Experiment[WebSettings], point: Point) -> str:
 
 
 def end_note(rows: list[dict[str, Any]]) -> str | None:
-    """How many points were client-bound, and what to do about it."""
+    """How many points were client-bound, and what to do about it; how many windows were not
+    shown steady (tierbench.measure.steady)."""
     bound = [r for r in rows if r.get("client_bound")]
-    if not bound:
-        return None
-    return (f"tierbench: {len(bound)} of {len(rows)} points were client-bound: "
-            f"{bound[-1].get('client_bound_advice', '')}")
+    unsteady = [r for r in rows if r.get("unsteady")]
+    notes = []
+    if bound:
+        notes.append(f"tierbench: {len(bound)} of {len(rows)} points were client-bound: "
+                     f"{bound[-1].get('client_bound_advice', '')}")
+    if unsteady:
+        notes.append(f"tierbench: {len(unsteady)} of {len(rows)} points' windows were not "
+                     f"steady ({unsteady[-1].get('unsteady_why', '')}): use load.warmup: "
+                     "steady, a longer warmup_max_s or a longer measure_s")
+    return "\n".join(notes) or None
 
 
 

@@ -48,7 +48,20 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
                     own=tuple(where.own_addresses()),
                     fetch=lambda: where.pull(loadgen, ctx.dir),
                     requests_per_client=ld.requests_per_client,
-                    dynamic=tracelib.content(point["trace"]) != "static", where=where)
+                    dynamic=tracelib.content(point["trace"]) != "static", where=where,
+                    warmup_max_s=ld.warmup_max_s if ld.warmup == "steady" else None)
+
+
+def mark_times(now: float, spec: LoadSpec) -> list[float]:
+    """Marks inside the measured window (every third of it from the end of the warm-up), so
+    that it holds two samples even when a loaded host delays the ticks; with a warm-up found
+    by steady state, every third of a window from the least warm-up to the end of the load,
+    so that any window it may choose holds two."""
+    step = spec.measure_s / 3
+    first, last = now + spec.warmup_s + step, now + spec.warmup_s + 2 * step
+    if spec.warmup_max_s is not None:
+        last = now + spec.warmup_max_s + spec.measure_s - step / 2
+    return [first + i * step for i in range(int((last - first) / step + 1e-9) + 1)]
 
 
 def run(ctx: WebContext, s: WebSettings) -> PointResult:
@@ -68,10 +81,7 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
     where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
     for step in steps:
         step.before(ctx)
-    # two marks inside the measured window (at a third and two thirds of it, from when the
-    # load starts), so that it holds two samples even when a loaded host delays the ticks
-    began = time.time() + ld.warmup_s
-    unmark = ctx.marks_at([began + ld.measure_s / 3, began + ld.measure_s * 2 / 3])
+    unmark = ctx.marks_at(mark_times(time.time(), spec))
     try:
         try:
             result = engines.run(spec, loadgen, ctx.dir, trace,
@@ -88,6 +98,8 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
         # Wall-clock bounds: samples and requests before measure_start are warm-up.
         ctx.record["window"] = {"load_started": result.started, "measure_start": start,
                                 "measure_end": end}
+        if "warmup" in result.extra:  # how long the warm-up was, and whether it was steady
+            ctx.record["warmup"] = result.extra["warmup"]
         row = engines.summary_row(samples, result, generator=GENERATOR,
                                   bytes_label=client_ifaces)
         # The samples that bracket the numbers above: analysis recomputes from these.

@@ -17,6 +17,7 @@ import yaml
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root, state_dir
+from tierbench.config.paths import refusal
 from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
 from tierbench.kinds.web import roles
@@ -127,12 +128,24 @@ def docroot_parts(docroot: str) -> tuple[str, bool]:
 
 def tmpfs_docroot(env: dict[str, str]) -> Path:
     """Where the tmpfs docroot is mounted on the host (compose/docroot-tmpfs.yml binds it)."""
-    return Path(env.get("DOCROOT_TMPFS_DIR") or "/run/tierbench/docroot-tmpfs")
+    return checked(env, "DOCROOT_TMPFS_DIR") or state_dir() / "docroot-tmpfs"
 
 
 def hot_dir(env: dict[str, str]) -> Path:
     """Where the tmpfs of the hot small files is mounted on the host (compose/hot-tmpfs.yml)."""
-    return Path(env.get("HOT_TMPFS_DIR") or "/run/tierbench/hot-tmpfs")
+    return checked(env, "HOT_TMPFS_DIR") or state_dir() / "hot-tmpfs"
+
+
+def checked(env: dict[str, str], key: str) -> Path | None:
+    """The folder .env or the environment gives as ``key``, refused in one sentence when it is
+    a system folder (tierbench.config.paths); None when not given."""
+    given = env.get(key)
+    if not given:
+        return None
+    why = refusal(given, key)
+    if why:
+        raise ConfigError(why)
+    return Path(given)
 
 
 def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:

@@ -48,6 +48,11 @@ class Load(Model):
     arrival: Annotated[str, choice("constant", "poisson")] = "constant"
     warmup_s: Annotated[float, number(0)] = 5
     measure_s: Annotated[float, number(2)] = 15
+    # steady: the warm-up ends where the successful requests per second reach steady state
+    # (MSER-5, tierbench.measure.steady), at least warmup_s and at most warmup_max_s; fixed:
+    # warmup_s (the window is checked for drift either way)
+    warmup: Annotated[str, choice("fixed", "steady")] = "fixed"
+    warmup_max_s: Annotated[float, number(1)] = 60
     workers: Annotated[int, whole(0)] = 0
     remote_workers: Annotated[int, whole(0)] = 0
     worker_wait_s: Annotated[float, number(1)] = 60
@@ -63,8 +68,17 @@ class Load(Model):
                           "too, or drop arrival", sub="arrival")
         if self.rate is not None and len(set(self.rate)) != len(self.rate):
             raise problem("two rates are the same: list each offered rate once", sub="rate")
+        if self.warmup == "steady" and self.warmup_max_s < self.warmup_s:
+            raise problem(f"warmup_max_s ({self.warmup_max_s:g}) is shorter than the least "
+                          f"warm-up, warmup_s ({self.warmup_s:g})", sub="warmup_max_s")
+        if "warmup_max_s" in self.model_fields_set and self.warmup != "steady":
+            raise problem("warmup_max_s bounds a warm-up found by steady state: add "
+                          "warmup: steady, or drop it", sub="warmup_max_s")
         if self.requests_per_client is None:
             return self
+        if self.warmup == "steady":
+            raise problem("a request-count run (requests_per_client) warms up in a run of its "
+                          "own, for warmup_s: drop warmup: steady", sub="warmup")
         if self.rate is not None:
             raise problem("an open-loop run (rate) sends at a fixed rate for measure_s; "
                           "request counts are for closed-loop clients: drop one of the two",

@@ -11,8 +11,8 @@ from typing import Any
 from tierbench.config.files import results_root
 from tierbench.kinds.contract import Experiment, Point
 from tierbench.kinds.web import appdb, services, webdisks
-from tierbench.kinds.web.settings import (StackSettings, WebSettings, has_dynamic, loads_proxy,
-                                          stack_for, stack_settings, trace_dicts)
+from tierbench.kinds.web.settings import (Load, StackSettings, WebSettings, has_dynamic,
+                                          loads_proxy, stack_for, stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import filesets_of, hot_sets
 from tierbench.placement import disks, space
 from workloads import filesets, worldcup
@@ -44,6 +44,12 @@ CACHE_MAX_FILE_BYTES = 64 << 20
 PAGE = 4096
 
 
+def warmup_run_s(ld: Load) -> float:
+    """How long the load runs besides measure_s: the warm-up, or its maximum when it is found
+    by steady state (the load runs that long whatever the warm-up found)."""
+    return ld.warmup_max_s if ld.warmup == "steady" else ld.warmup_s
+
+
 def trace_bytes(spec: dict[str, Any], seed: int) -> int:
     """Bytes of a trace file's request lines (a World Cup trace's from its log's objects)."""
     if spec["kind"] == "worldcup":
@@ -57,7 +63,7 @@ def results_bytes(exp: Experiment[WebSettings], specs: list[dict[str, Any]], poi
     points' samples and logs."""
     s = exp.settings
     ld = s.load
-    seconds = ld.warmup_s + ld.measure_s + POINT_OVERHEAD_S
+    seconds = warmup_run_s(ld) + ld.measure_s + POINT_OVERHEAD_S
     total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
     if s.engine == "locust":
         procs = ld.processes * max(ld.workers, 1) + ld.remote_workers

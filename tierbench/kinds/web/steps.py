@@ -14,7 +14,7 @@ from tierbench.kinds.contract import PointContext
 from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
-from tierbench.kinds.web.settings import StackSettings, WebSettings
+from tierbench.kinds.web.settings import StackSettings, WebSettings, loads_proxy
 from tierbench.placement import compose, diskbuild
 from workloads import traces as tracelib
 
@@ -46,6 +46,59 @@ class Step:
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         """Figures over the measured window, for the point's row."""
         return {}
+
+
+# A graceful restart (Apache: its children finish, then exit) or reload (HAProxy in
+# master-worker mode: a new worker, the old one stopping softly) of each proxy closes the
+# connections the previous point left open to the web tier, so that every point opens its own
+# with the mode's settings (MTU, offloads) in force.
+PROXY_RELOAD = {"apache": "kill -USR1 1", "haproxy": "kill -USR2 1"}
+EPHEMERAL = (32768, 60999)  # Linux's default ip_local_port_range: the ports a client opens
+RELOAD_WAIT_S = 10.0
+
+
+def outbound(tables: str) -> set[tuple[str, str]]:
+    """The established TCP connections a process opened (its local port ephemeral), as
+    (local, remote) of /proc/net/tcp and tcp6."""
+    out = set()
+    for line in tables.splitlines():
+        f = line.split()
+        if len(f) < 4 or f[3] != "01" or ":" not in f[1]:
+            continue
+        if EPHEMERAL[0] <= int(f[1].rsplit(":", 1)[1], 16) <= EPHEMERAL[1]:
+            out.add((f[1], f[2]))
+    return out
+
+
+class FreshProxyConnections(Step):
+    """Every point starts with fresh proxy-to-web connections: the proxies' keep-alive
+    connections to the web tier (kept 30 s idle) closed by a graceful restart of each proxy
+    before the load, and waited for (at most RELOAD_WAIT_S); point.json's
+    ``proxy_connections`` says how many were open and how many were left."""
+
+    def __init__(self, proxy: str) -> None:
+        self.proxy = proxy
+
+    def before(self, ctx: StepContext) -> None:
+        where = ctx.deployment.placer
+        proxies = ctx.deployment.tiers["proxy"].containers
+        old = {c.name: outbound(where.proc_net(c, ("tcp", "tcp6"))) for c in proxies}
+        for c in proxies:
+            where.exec(c, ["sh", "-c", PROXY_RELOAD[self.proxy]], timeout=30)
+        t0 = time.monotonic()
+        while True:
+            left = sum(len(old[c.name] & outbound(where.proc_net(c, ("tcp", "tcp6"))))
+                       for c in proxies)
+            if not left or time.monotonic() - t0 > RELOAD_WAIT_S:
+                break
+            time.sleep(0.2)
+        ctx.record["proxy_connections"] = {
+            "restart": f"{self.proxy}: {PROXY_RELOAD[self.proxy]}",
+            "open_before": sum(len(v) for v in old.values()), "left": left,
+            "wait_s": round(time.monotonic() - t0, 2)}
+        if left:
+            ctx.log(f"tierbench: {left} proxy-to-web connection(s) of the previous point were "
+                    f"still open {RELOAD_WAIT_S:g} s after the proxies' graceful restart")
 
 
 class ProxyCache(Step):
@@ -313,7 +366,8 @@ def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
     the experiment's settings, the disk system it was built on (``disk``: its record) and the
     files dropped from the page cache after its bring-up (``dropped``, under a memory cap)."""
     dynamic = stack.app_db
-    steps: list[Step] = [ProxyCache()] if stack.proxy_cache else []
+    steps: list[Step] = [FreshProxyConnections(stack.proxy)] if loads_proxy(s.target) else []
+    steps += [ProxyCache()] if stack.proxy_cache else []
     steps += [PageCacheFigures(), MemoryFigures()]
     if disk is not None:
         steps.append(DiskSystem(disk))

@@ -276,6 +276,16 @@ def first_sent(requests: RequestLog | list[Request]) -> float | None:
     return first
 
 
+def served_per_second(requests: RequestLog | list[Request], origin: float, n: int) -> list[float]:
+    """Successful requests (2xx, 3xx) that ended in each of the n seconds from ``origin``."""
+    counts = np.zeros(n)
+    edges = origin + np.arange(n + 1, dtype=float)
+    for b in RequestLog.of(requests).arrays(("end_s", "status")):
+        ok = (b["status"] >= 200) & (b["status"] < 400)
+        counts += np.histogram(b["end_s"][ok], bins=edges)[0]
+    return [float(c) for c in counts]
+
+
 def last_ended(requests: RequestLog | list[Request]) -> float | None:
     """When the last request ended, None without requests."""
     last = None

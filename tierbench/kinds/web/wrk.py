@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 
 from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, LoadSpec,
                                       container_path, count_extra, cpuset_cores, exec_engine,
-                                      limit_reached, log_tail, requests_in)
+                                      limit_reached, load_s, log_tail, requests_in,
+                                      warmup_extra, warmup_found)
 from tierbench.placement.compose import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
@@ -152,7 +153,8 @@ def latency_of(histogram: dict[int, int]) -> dict:
             "stdev": math.sqrt(var) / 1000, "percentiles": pct}
 
 
-def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> dict:
+def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0,
+                 measure_s: float | None = None) -> dict:
     """The LoadResult aggregate of a wrk run: counts over exactly its measured window.
 
     wrk's clock starts when its last thread has read the trace; earlier threads are already
@@ -162,14 +164,17 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> 
     (`finished_last`). With a warm-up in the run, or when the threads started apart (more than
     1 % of the window), the requests, errors and bytes are those the replay counted inside the
     window (per second, prorated). wrk's own count is checked against the replay's over the
-    whole run; its latency histogram covers the whole run (with warm-up, said in `source`)."""
+    whole run; its latency histogram covers the whole run (with warm-up, said in `source`).
+    With `measure_s` (a warm-up found by steady state, load.warmup: steady) the window is that
+    long from the end of the warm-up; the load that ran after it is not counted."""
     errors = summary["errors"]
     failed = sum(errors.values())
     last = max(summary["started"], summary.get("started_last") or summary["started"])
     apart = last - summary["started"]
     end = summary["finished_last"] if summary.get("requests_per_client") else \
         last + summary["duration_s"]
-    window = (last + warmup_s, end)
+    window = (last + warmup_s,
+              end if measure_s is None else min(end, last + warmup_s + measure_s))
     if window[1] <= window[0]:
         raise LoadgenError(f"wrk ran {end - last:.1f} s, not more than its {warmup_s:g} s of "
                            "warm-up: nothing was measured")
@@ -179,11 +184,12 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> 
     ok = 1 - errors["status"] / summary["requests"] if summary["requests"] else 0.0
     share = in_window / summary["requests"] if summary["requests"] else 0.0
     late = apart > 0.01 * (end - last)
-    cut = late or warmup_s > 0
-    records = requests_in(summary["per_second"], active, active) if warmup_s > 0 else in_window
+    whole = warmup_s > 0 or measure_s is not None  # the run holds more than the window
+    cut = late or whole
+    records = requests_in(summary["per_second"], active, active) if whole else in_window
     own = wrk_uncorrected(summary.get("histogram_us") or [], summary.get("duration_us", 0),
                           summary["requests"], connections)
-    over = " over warm-up and measured time (one run)" if warmup_s > 0 else ""
+    over = " over warm-up and measured time (one run)" if whole else ""
     if own is not None:
         latency = {**latency_of(own), "uncorrected": True,
                    "source": f"wrk's histogram{over} without its coordinated-"
@@ -208,6 +214,15 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0) -> 
         "error_kinds": errors,
         "per_second": summary["per_second"],
     }
+
+
+def seconds_of(summary: dict, n: int) -> list[float]:
+    """The requests the replay counted in each of the first n seconds after wrk's clock
+    started (its last thread's start), as aggregate_of counts them."""
+    last = max(summary["started"], summary.get("started_last") or summary["started"])
+    active = (summary["started"], last + summary["duration_s"])
+    return [requests_in(summary["per_second"], (last + i, last + i + 1), active)
+            for i in range(n)]
 
 
 COUNTED_AIM_S = 2 * MIN_COUNTED_S  # twice the least: the rate may still rise after the warm-up
@@ -246,9 +261,8 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
                         max(1, math.ceil(spec.warmup_s)))
         per_client = counted_enough(per_client, warm, spec.users)
         spec = replace(spec, requests_per_client=per_client)
-    warmup_in_run = 0.0 if counted else spec.warmup_s
     summary = run_once(spec, loadgen, point_dir, trace, "measure",
-                       max(1, math.ceil(warmup_in_run + spec.measure_s)),
+                       max(1, math.ceil(spec.measure_s if counted else load_s(spec))),
                        spec.requests_per_client)
     threads = wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))
     if per_client and summary.get("threads_finished", 0) < threads:
@@ -257,7 +271,9 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
                             f"{threads} threads had not had their clients' "
                             f"{per_client:,} requests each answered "
                             f"({summary.get('sent', 0):,} of {want:,} sent)")
-    agg = aggregate_of(summary, spec.users, warmup_in_run)
+    found = None if counted else warmup_found(spec, lambda n: seconds_of(summary, n))
+    agg = aggregate_of(summary, spec.users, found.warmup_s if found else 0.0,
+                       None if spec.warmup_max_s is None else spec.measure_s)
     allowance = float(min(threads, cpuset_cores(loadgen)))
     measured_s = agg["window"][1] - agg["window"][0]
     extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
@@ -272,6 +288,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
+    extra.update(warmup_extra(spec, found))
     if per_client != asked:
         extra["requests_per_client_asked"] = asked
     return LoadResult("wrk", started, agg["window"], None, agg, allowance, extra)
