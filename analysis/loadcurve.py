@@ -156,12 +156,10 @@ def draw(panels: list[tuple[str, dict[str, list[LoadPoint]], dict[str, Knee]]],
     w, h = figures.PANEL_SIZE
     with matplotlib.rc_context({**figures.RC, "svg.hashsalt": ident}):
         fig = MplFigure(figsize=(w * 1.2 * ncols, h * 1.2 * nrows), layout="constrained")
-        axes = fig.subplots(nrows, ncols, squeeze=False)
-        for n, ax in enumerate(axes.flat):
-            if n >= len(panels):
-                ax.set_visible(False)
-                continue
-            title, curves, knees = panels[n]
+        flat = list(fig.subplots(nrows, ncols, squeeze=False).flat)
+        for spare in flat[len(panels):]:
+            spare.set_visible(False)
+        for n, (ax, (title, curves, knees)) in enumerate(zip(flat, panels)):
             for j, (mode, pts) in enumerate(curves.items()):
                 color = colors.get(mode, figures.PALETTE[j % len(figures.PALETTE)])
                 for col, style in (("p99", "-"), ("p50", "--")):
