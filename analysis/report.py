@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, kernelview, load, markup, precision, stats, tables
+from analysis import figures, kernelview, load, loadcurve, markup, precision, stats, tables
 from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
@@ -649,6 +649,8 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
     view = {"header": header(ctx), "warnings": warnings(ctx, samples, notes),
             "figure": figure_card(ctx), "precision": card.precision_card(ctx),
             "comparison": comparison_card(ctx), "toc": toc, "sections": groups,
+            "loadcurve": loadcurve.card(ctx.points, ctx.group_cols, ctx.modes, ctx.baseline,
+                                        ctx.colors) if loadcurve.has_curves(rows) else None,
             "samples": samples_card(ctx, samples, recomputed), "points": points_tables(ctx),
             "manifest": markup.provenance_items(manifest),
             "manifest_points": len(manifest["points"])

@@ -89,6 +89,7 @@ FIRST_PANEL = {
                   ON_OFF),
     "dc-worldcup": ("bars", ["wc98-day46"], PLATFORMS_ON_OFF),
     "dc-zipf": ("lines", ["0.5", "0.75", "0.9", "0.95"], ON_OFF),
+    "latency-at-load": ("lines", ["100", "400", "800", "1,600"], ON_OFF),
     "dc-clients": ("lines", ["1", "4", "16", "64", "256"], ON_OFF),
     "dc-classes": ("bars", [f"class-{c}" for c in range(5)], ["tmpfs", "ide", "orangefs"]),
     "dc-hybrid": ("bars", ["bg-class-1", "bg-class-2"],
@@ -249,6 +250,15 @@ def family_rows(name: str) -> tuple[list[dict], list, tuple[str, ...], bool]:
                  "host_cpu_us_per_kb": 50.0 - 5 * i + (0 if m.endswith("offloads-on") else 20)}
                 for i, t in enumerate(names) for m in modes for r in reps]
         return rows, traces, modes, True
+    if name == "latency-at-load":  # a knee between 400 and 800/s
+        rates = (100, 400, 800, 1600)
+        traces = [{"name": "single-4k", "kind": "single", "size": 4096}]
+        rows = [{"trace": "single-4k", "mode": m, "repetition": r, "target_rate": float(q),
+                 "achieved_rate": q - r, "rate_short": False,
+                 "tps": q - r, "p50_ms": 1.0 + q / 1000 + 0.01 * r,
+                 "p99_ms": 3.0 + (q / 400) ** 3 + (0 if m == onoff[0] else 1) + 0.1 * r}
+                for q in rates for m in onoff for r in reps]
+        return rows, traces, onoff, True
     if name == "dc-zipf":
         alphas = (0.95, 0.9, 0.75, 0.5)
         traces = [{"name": f"zipf-{a}", "kind": "zipf", "alpha": a} for a in alphas]

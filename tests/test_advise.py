@@ -285,7 +285,7 @@ def test_the_budget_goes_in_proportion_and_never_below_the_least_worth_running()
 def test_the_plan_says_when_the_budget_cannot_hold_every_workload() -> None:
     suite = plan.load()
     lines = plan.plan_lines(suite.workloads, 10, {w.name: 5.0 for w in suite.workloads}, 10)
-    assert lines[0].startswith("budget 10 min of measuring over 6 workload(s)")
+    assert lines[0].startswith("budget 10 min of measuring over 8 workload(s)")
     assert "8 blocks 6.7 min" in lines[1]
     assert lines[-1].startswith("the budget holds less than 8 blocks of every workload")
     assert not plan.plan_lines(suite.workloads[:1], 10, {"small-static": 2.0}, 10)[-1] \
@@ -295,8 +295,11 @@ def test_the_plan_says_when_the_budget_cannot_hold_every_workload() -> None:
 def test_the_suite_loads_and_builds_every_workload_with_generated_modes() -> None:
     suite = plan.load()
     assert [w.name for w in suite.workloads] == [
-        "small-static", "large-static", "dynamic", "bulk-stream", "request-response",
-        "many-connections"]
+        "small-static", "static-at-half-load", "static-at-high-load", "large-static", "dynamic",
+        "bulk-stream", "request-response", "many-connections"]
+    at_load = [w for w in suite.workloads if w.name.endswith("-load")]
+    assert [w.primary for w in at_load] == ["tail", "tail"]
+    assert all(w.metrics["tail"].better == "lower" for w in at_load)
     modes, _ = knobs.modes(knobs.plan([veth()]))
     for w in suite.workloads:
         exp = plan.experiment(suite, w, modes, suite.settle_s)
@@ -304,6 +307,9 @@ def test_the_suite_loads_and_builds_every_workload_with_generated_modes() -> Non
         target = plan.with_target(exp, w, 5.0, 120)
         assert target.precision is not None and target.precision.budget_min == 2
         assert target.precision.metric == w.metrics[w.primary].column
+        if w in at_load:  # an open loop at its fixed rate, p99 counted from the send time
+            assert exp.settings.engine == "locust" and len(exp.settings.load.rate) == 1
+            assert target.precision.metric == "p99_ms"
     assert plan.chosen(suite, ["bulk-stream", "small-static"])[0].name == "small-static"
     with pytest.raises(ConfigError, match="no workload 'nope' in the suite"):
         plan.chosen(suite, ["nope"])

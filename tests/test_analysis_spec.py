@@ -46,7 +46,7 @@ def test_every_family_is_covered_and_paper_numbers_are_labelled() -> None:
         "dc-disk-file", "dc-disk-classes", "dc-placement", "net-platform", "net-platform-bw", "net-b2b",
         "net-b2b-rr", "net-sockopt", "net-txprofile", "pfs-profile", "net-dmacopy",
         "dc-dynamic", "dc-cpus", "fs-thinktime", "fs-clients", "fs-randread", "fs-filebench",
-        "pfs-iozone"}
+        "pfs-iozone", "latency-at-load"}
     numbers = {"dc-single": 9754, "dc-zipf": 2212, "dc-clients": 14996,
                "pfs-concurrent": 731, "pfs-basic": 775, "net-conns": 11792,
                "dc-disk-basic": 147,

@@ -226,3 +226,36 @@ def test_placements_are_a_factor_with_their_settings(tmp_path: Path) -> None:
     # points of one placement run together (one restart per placement)
     order = [p["docroot"] for p in points]
     assert order == sorted(order, key=order.index)
+
+
+def test_a_list_of_rates_is_a_factor_and_plans_without_one_do_not_change(tmp_path: Path) -> None:
+    """load.rate: several offered rates are a factor (a load curve), one point per rate like
+    users; one rate, or none, plans exactly as before (no rate factor on a closed loop, no rate
+    on the plan's lines)."""
+    def plan(name: str, load: str) -> tuple[list[str], list]:
+        path = minimal(tmp_path, extra=f"engine: locust\nload: {load}")
+        exp = config.load_experiment(str(write(tmp_path, name, path.read_text())))
+        lines = runner.plan_lines(exp)
+        return [line.replace(name, "exp.yml") for line in lines], runner.points_of(exp)
+
+    closed, closed_points = plan("closed.yml", "{users: 4}")
+    one, one_points = plan("one.yml", "{users: 4, rate: 300}")
+    curve, points = plan("curve.yml", "{users: 4, rate: [800, 100, 400]}")
+    assert one == closed and all("rate" not in p.factors for p in closed_points)
+    assert [p.factors["rate"] for p in one_points] == [300] * len(closed_points)
+    assert [(p.mode, p.repetition) for p in one_points] == \
+        [(p.mode, p.repetition) for p in closed_points]
+    assert len(points) == 3 * len(closed_points) == 12
+    assert sorted({p["rate"] for p in points}) == [100, 400, 800]
+    assert len({(p.mode, p.repetition, p["rate"]) for p in points}) == 12
+    assert sum("rate=400/s" in line for line in curve) == 4
+    web = registry.kind("web")
+    resolved = web.resolved(config.load_experiment(str(tmp_path / "curve.yml")))
+    assert resolved["load"]["rate"] == [800, 100, 400]
+    # its report's conditions are per rate, whatever the family (here dc-single's)
+    assert web.report(resolved)["factors"] == ["trace", "target_rate"]
+    resolved = web.resolved(config.load_experiment(str(tmp_path / "one.yml")))
+    assert resolved["load"]["rate"] == 300 and web.report(resolved)["factors"] == ["trace"]
+    with pytest.raises(config.ConfigError, match=r"load.rate: two rates are the same"):
+        config.load_experiment(str(minimal(tmp_path, extra="engine: locust\n"
+                                                            "load: {rate: [100, 100]}")))

@@ -77,7 +77,7 @@ def test_shipped_experiments_keep_the_contract(name: str) -> None:
 
 
 def test_families_are_found_by_kind_and_by_name() -> None:
-    assert len(families.names()) == 38
+    assert len(families.names()) == 39
     assert families.names("disk") == ["dc-disk-basic"]
     assert set(families.names("pfs")) == {"pfs-basic", "pfs-concurrent", "pfs-streams"}
     assert "pfs-profile" in families.names("net") and "dc-single" in families.names("web")

@@ -51,7 +51,7 @@ class Workload(Model):
 
     name: Annotated[str, text(r"^[a-z][a-z0-9-]*$", "small-static")]
     description: str
-    primary: Annotated[str, choice("throughput", "latency")]
+    primary: Annotated[str, choice("throughput", "latency", "tail")]
     metrics: dict[str, Metric]
     experiment: dict[str, Any]
 

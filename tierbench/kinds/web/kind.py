@@ -85,7 +85,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate, **({"arrival": ld.arrival} if ld.rate else {}),
+                     "rate": ld.rate_record(), **({"arrival": ld.arrival} if ld.rate else {}),
                      "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
                      **({"requests_per_client": ld.requests_per_client}
                         if ld.requests_per_client else {}),
@@ -103,18 +103,21 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         }
 
     def axes(self, exp: Experiment[WebSettings]) -> list[tuple[str, list[Any]]]:
-        """trace x mode x users x docroot x placement (004 Table 4) x repetition."""
+        """trace x mode x users x rate (an open loop's offered load) x docroot x placement
+        (004 Table 4) x repetition."""
         s = exp.settings
         return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
-                ("users", list(s.load.users)), ("docroot", list(s.stack.docroot)),
+                ("users", list(s.load.users)), ("rate", s.load.rates),
+                ("docroot", list(s.stack.docroot)),
                 ("placement", list(s.stack.placement) if s.stack.placement else [None]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
     def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
-        """A point's factors (placement only when the experiment has the factor)."""
+        """A point's factors (placement and rate only when the experiment has the factor)."""
         out = super().point_factors(combo)
-        if out.get("placement") is None:
-            out.pop("placement", None)
+        for factor in ("placement", "rate"):
+            if out.get(factor) is None:
+                out.pop(factor, None)
         return out
 
     def deployment_key(self, exp: Experiment[WebSettings],

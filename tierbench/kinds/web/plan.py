@@ -95,6 +95,7 @@ def nodes_line(stack: StackSettings, cluster: Cluster) -> str:
 def point_line(exp: Experiment[WebSettings], point: Point) -> str:
     """trace, mode, repetition, users, time (at most that, in a request-count run)."""
     about = "<=" if exp.settings.load.requests_per_client else "~"
+    rate = f"  rate={point['rate']:g}/s" if len(exp.settings.load.rate or []) > 1 else ""
     return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
-            f"rep={point.repetition}  users={point['users']}  "
+            f"rep={point.repetition}  users={point['users']}{rate}  "
             f"{about}{point_seconds(exp):.0f} s")

@@ -28,6 +28,10 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
              "placement": listed((resolved.get("stack") or {}).get("placement"))}
     # the family's own order (e.g. static content before dynamic) for what the file does not list
     spec["order"] = {**spec.get("order", {}), **{k: v for k, v in order.items() if len(v) > 1}}
+    rates = (resolved.get("load") or {}).get("rate")
+    if isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
+        # a load curve in any family: its conditions (comparisons, precision) are per rate
+        spec["factors"] = [*spec["factors"], "target_rate"]
     return spec
 
 

@@ -40,7 +40,7 @@ def load_spec(ctx: WebContext, s: WebSettings) -> LoadSpec:
     return LoadSpec(engine=s.engine, users=point["users"], warmup_s=ld.warmup_s,
                     measure_s=ld.measure_s, processes=ld.processes,
                     think=ld.think.model_dump() if ld.think else None,
-                    rate=ld.rate, arrival=ld.arrival, target=target, targets=targets,
+                    rate=point.factors.get("rate"), arrival=ld.arrival, target=target, targets=targets,
                     allow_foreign_target=s.allow_foreign_target,
                     workers=ld.workers, remote_workers=ld.remote_workers,
                     worker_wait_s=ld.worker_wait_s,

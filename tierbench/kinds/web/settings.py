@@ -41,7 +41,9 @@ class Load(Model):
     users: Annotated[list[int], one_or_many(whole(1), "whole number >= 1")] = [16]
     processes: Annotated[int, whole(1)] = 1
     think: Think | None = None
-    rate: Annotated[float, number(0.001)] | None = None
+    # an open loop's offered rate in requests/s; a list of rates is a factor (a load curve:
+    # one point per rate, `rate` beside `users`)
+    rate: Annotated[list[float], one_or_many(number(0.001), "rate in requests/s")] | None = None
     # an open loop's arrival process: evenly spaced, or Poisson (exponential gaps, seeded)
     arrival: Annotated[str, choice("constant", "poisson")] = "constant"
     warmup_s: Annotated[float, number(0)] = 5
@@ -64,6 +66,8 @@ class Load(Model):
         if "arrival" in self.model_fields_set and self.rate is None:
             raise problem("arrival sets an open loop's arrival process: give rate (requests/s) "
                           "too, or drop arrival", sub="arrival")
+        if self.rate is not None and len(set(self.rate)) != len(self.rate):
+            raise problem("two rates are the same: list each offered rate once", sub="rate")
         if self.warmup == "steady" and self.warmup_max_s < self.warmup_s:
             raise problem(f"warmup_max_s ({self.warmup_max_s:g}) is shorter than the least "
                           f"warm-up, warmup_s ({self.warmup_s:g})", sub="warmup_max_s")
@@ -83,6 +87,17 @@ class Load(Model):
             raise problem("a request-count run (requests_per_client) needs a time limit: give "
                           "measure_s, the longest its measured window may take", sub="measure_s")
         return self
+
+    @property
+    def rates(self) -> list[float | None]:
+        """The rate axis: the offered rates, or [None] for a closed loop."""
+        return list(self.rate) if self.rate is not None else [None]
+
+    def rate_record(self) -> float | list[float] | None:
+        """The rate as the resolved experiment records it: one value, or the list of several."""
+        if self.rate is None:
+            return None
+        return self.rate[0] if len(self.rate) == 1 else list(self.rate)
 
 
 def _docroot(value: Any) -> Any:

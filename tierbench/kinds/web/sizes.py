@@ -67,7 +67,7 @@ def results_bytes(exp: Experiment[WebSettings], specs: list[dict[str, Any]], poi
     total = sum(trace_bytes(spec, exp.seed) for spec in specs) + points * seconds * SAMPLE_BYTES
     if s.engine == "locust":
         procs = ld.processes * max(ld.workers, 1) + ld.remote_workers
-        records = int((ld.rate or LOCUST_RPS_PER_PROCESS * procs) * seconds)
+        records = int((max(ld.rate or [0]) or LOCUST_RPS_PER_PROCESS * procs) * seconds)
         if ld.requests_per_client:  # a request-count run: its requests and the warm-up's
             records = min(records, ld.requests_per_client * max(ld.users) + int(
                 LOCUST_RPS_PER_PROCESS * procs * (ld.warmup_s + POINT_OVERHEAD_S)))
