@@ -341,9 +341,14 @@ def test_worker_request_logs_become_one_parquet_file_and_open_loop_figures(
     assert locust.workers_logged(merged) == 2
     fig = locust.open_loop_figures(merged, (10.0, 12.0), rate=4.0)
     assert fig == {"target_rate": 4.0, "achieved_rate": 1.0, "late_requests": 1,
-                   "late_threshold_ms": locust.LATE_MS, "rate_short": True}
-    # 1 success per second against 4 offered falls short; at 1.05 offered it does not
-    assert locust.open_loop_figures(merged, (10.0, 12.0), rate=1.05)["rate_short"] is False
+                   "late_threshold_ms": locust.LATE_MS, "rate_short": False}
+
+
+def test_an_open_loop_falls_short_beyond_a_poisson_counts_noise() -> None:
+    # 1,000 offered: 95 % less 3 sd of a Poisson count (95) is 855
+    assert not locust.rate_short(856, 1000.0) and locust.rate_short(854, 1000.0)
+    # 100,000 offered: the noise is 949 of 95,000
+    assert locust.rate_short(94_000, 100_000.0) and not locust.rate_short(94_100, 100_000.0)
 
 
 # --- Locust users against a real HTTP server -------------------------------------------------

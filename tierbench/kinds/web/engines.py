@@ -39,8 +39,9 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                                 generator=generator, generator_allowance=result.allowance_cores,
                                 bytes_label=bytes_label, open_loop="target_rate" in result.extra,
                                 histograms=hist)
-        if result.requests.path is not None:  # the point's folder: its histograms beside it
-            hist.write(result.requests.path.parent / webmetrics.HISTOGRAMS)
+        path = getattr(result.requests, "path", None)  # records in memory have no file
+        if path is not None:  # the point's folder: its histograms beside it
+            hist.write(path.parent / webmetrics.HISTOGRAMS)
     else:
         agg = result.aggregate or {}
         if agg.get("requests", 0) <= 0:

@@ -5,6 +5,7 @@ per-request records are the point's figures."""
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import subprocess
@@ -23,8 +24,10 @@ from tierbench.placement.compose import TAG, Container, parse_cpuset
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
 LATE_MS = 10.0  # open loop: a request that left more than this after its schedule is late
-# open loop: a point whose successful requests per second in the window fall below this share of
-# the offered rate did not run at the load asked (the generator or the stack could not keep up)
+# open loop: a point whose successful requests in the window fall below this share of the offered
+# ones, less three standard deviations of a Poisson count of that mean (a Poisson arrival process
+# offers that many only on average), did not run at the load asked: the generator or the stack
+# could not keep up
 RATE_SHORT = 0.95
 
 
@@ -269,4 +272,10 @@ def open_loop_figures(requests: webmetrics.RequestLog, window: tuple[float, floa
     achieved = ok / span if span > 0 else 0.0
     return {"target_rate": rate, "achieved_rate": achieved,
             "late_requests": late, "late_threshold_ms": LATE_MS,
-            "rate_short": achieved < RATE_SHORT * rate}
+            "rate_short": rate_short(ok, rate * span)}
+
+
+def rate_short(answered: int, offered: float) -> bool:
+    """Whether an open loop answered fewer of its `offered` requests (its rate x the window)
+    than it should have had it kept up (RATE_SHORT, less a Poisson count's 3 sd)."""
+    return answered < RATE_SHORT * offered - 3 * math.sqrt(offered)
