@@ -98,6 +98,10 @@ def test_every_point_has_the_per_cpu_view_and_the_tiers_counters(two_modes: Path
     assert on > 4 and off < 1.1, (on, off)
 
 
+# perf's recording, its categories and the tiers' pids are tested without the stack
+# (test_profile_categories.py: a real one-second recording and a captured transfer): this run
+# repeats them on the stack (make test-cluster)
+@pytest.mark.full
 def test_a_profiled_run_says_where_each_tiers_cpu_went(env: dict[str, str]) -> None:
     """Issue 43's --profile categories on the real stack: every point gets its categories per
     tier from perf on every CPU, few samples uncategorized, and with checksum offload off the
@@ -277,9 +281,11 @@ def start_and_wait_for_load(env: dict[str, str]) -> tuple[subprocess.Popen, Path
     pytest.fail("the interrupt experiment never reached its measured window")
 
 
-# SIGTERM takes the same handler as SIGINT (runner.signals_raise), and test_knobs_veth restores
-# after both on veth pairs in seconds: the stack's SIGTERM run repeats them (make test-cluster)
-@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.full)])
+# SIGTERM and SIGHUP take the same handler as SIGINT (runner.signals_raise), and test_knobs_veth
+# restores after each on veth pairs in seconds: the stack's SIGTERM and SIGHUP runs repeat them
+# (make test-cluster)
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.full),
+                                 pytest.param(signal.SIGHUP, marks=pytest.mark.full)])
 def test_interrupt_mid_point_restores_interfaces(env: dict[str, str], two_modes: Path,
                                                  sig: signal.Signals) -> None:
     proc, run = start_and_wait_for_load(env)
