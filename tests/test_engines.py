@@ -7,16 +7,16 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
-from typing import Any
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from locust_lab import (LOCUST, ROOT, Server, four_subsets, parquet_rows, run_locust, servers,
+                        two_subsets)
 
 from tierbench.kinds.web import engines, load, locust, wrk
 from tierbench.kinds.web import webmetrics as metrics
@@ -24,8 +24,6 @@ from tierbench.kinds.web.load import LoadgenError, LoadSpec
 from tierbench.placement.compose import Container
 from workloads import traces
 
-ROOT = Path(__file__).resolve().parent.parent
-LOCUST = Path(sys.executable).parent / "locust"
 
 
 # --- target guard and spec checks ----------------------------------------------------------
@@ -354,102 +352,9 @@ def test_an_open_loop_falls_short_beyond_a_poisson_counts_noise() -> None:
 # --- Locust users against a real HTTP server -------------------------------------------------
 
 
-class Server(ThreadingHTTPServer):
-    """Answers every GET (and POST) with 64 bytes after `delay` seconds; records paths,
-    methods and concurrency."""
-
-    daemon_threads = True
-
-    def __init__(self, delay: float = 0.0) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
-        # stall_s: every request that arrives from 1.5 s after the first one until stall_s later
-        # is held until the stall ends (a server that stops answering for a while)
-        self.stall_s, self.first = 0.0, None
-        self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
-        self.lock = threading.Lock()
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.do_GET()
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        srv = self.server
-        with srv.lock:
-            if srv.first is None:
-                srv.first = time.time()
-            hold = srv.stall_s and srv.first + 1.5 - time.time()  # stalled from 1.5 s, 1 s long
-        if hold and -srv.stall_s < hold <= 0:
-            time.sleep(srv.stall_s + hold)
-        with srv.lock:
-            srv.paths.append(self.path)
-            srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
-            srv.inflight += 1
-            srv.max_inflight = max(srv.max_inflight, srv.inflight)
-        time.sleep(srv.delay)
-        with srv.lock:
-            srv.inflight -= 1
-        self.send_response(200)
-        self.send_header("Content-Length", "64")
-        self.end_headers()
-        self.wfile.write(b"x" * 64)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
-def server():
-    def make(delay: float = 0.0) -> Server:
-        srv = Server(delay)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        made.append(srv)
-        return srv
-
-    made: list[Server] = []
-    yield make
-    for srv in made:
-        srv.shutdown()
-        srv.server_close()
-
-
-def run_locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
-           user_class: str = "TraceUser", processes: int = 1, **env: str) -> list[dict]:
-    """Run the real locust binary on the engine's locustfile; returns the request log rows."""
-    log = tmp_path / "requests.csv"
-    full_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log), "USERS": str(users),
-                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT),
-                # the test server is on 127.0.0.1, which workers refuse unless allowed
-                "ALLOW_FOREIGN_TARGET": "1", **env}
-    argv = [str(LOCUST), "-f", str(ROOT / "workloads/locust/trace_replay.py"), "--headless",
-            "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
-            "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
-            "--csv", str(tmp_path / "locust"), "--csv-full-history", "--exit-code-on-error", "0"]
-    if processes > 1:
-        argv += ["--processes", str(processes)]
-    done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
-                          timeout=seconds + 60, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return parquet_rows(tmp_path, done.stderr)
-
-
-def parquet_rows(point: Path, stderr: str = "") -> list[dict]:
-    """The engine's request logs converted as the runner does, rows as text (like the CSV)."""
-    merged = metrics.convert_request_logs(point)
-    assert merged is not None, stderr[-2000:]
-    return [{k: str(v) for k, v in r.items()}
-            for r in pq.read_table(point / "requests.parquet").to_pylist()]
-
-
-def two_subsets(tmp_path: Path) -> Path:
-    path = tmp_path / "trace.txt"
-    traces.write(path, [f"/a/{i}" for i in range(5)] + [f"/b/{i}" for i in range(5)],
-                 "two subsets", subset=5)
-    return path
+def server() -> Iterator[Any]:
+    yield from servers()
 
 
 def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server) -> None:
@@ -464,13 +369,6 @@ def test_trace_users_replay_their_own_subsets_closed_loop(tmp_path: Path, server
     assert seq_b[:7] == [f"/b/{i % 5}" for i in range(7)]
     assert abs(len(seq_a) - len(seq_b)) <= 0.2 * len(srv.paths)
     assert srv.max_inflight <= 2  # closed loop: one request at a time per user
-
-
-def four_subsets(tmp_path: Path) -> Path:
-    path = tmp_path / "trace.txt"
-    traces.write(path, [f"/{c}/{i}" for c in "abcd" for i in range(5)], "four subsets",
-                 subset=5)
-    return path
 
 
 @pytest.mark.parametrize("processes, warmup", [(1, 0.0), (1, 0.5), (2, 0.5)])
@@ -553,53 +451,6 @@ def test_open_loop_keeps_its_rate_when_answers_are_slow(tmp_path: Path, server) 
     assert 40 <= fig["achieved_rate"] <= 60
     assert srv.max_inflight >= 5
     assert fig["late_requests"] <= 0.1 * len(rows)
-
-
-def stalled_percentiles(tmp_path: Path, srv: Server, **run: Any) -> dict[str, float]:
-    """Latency percentiles of the requests that ended 0.5 to 4 s after the server's first one
-    (the stall from 1.5 to 2.5 s inside), counted as the summary counts them."""
-    tmp_path.mkdir()
-    run_locust(tmp_path, srv, two_subsets(tmp_path), **run)
-    hist = metrics.Histograms()
-    open_loop = run.get("user_class") == "OpenLoopUser"
-    assert srv.first is not None
-    metrics.count_window(metrics.records_of(tmp_path), srv.first + 0.5, srv.first + 4.0,
-                         open_loop, hist)
-    return metrics.latency_figures(hist, open_loop)
-
-
-def test_open_loop_latency_matches_a_stall_that_a_closed_loop_hides(tmp_path: Path,
-                                                                      server) -> None:
-    """The server stops answering for 1 s of a 3.5 s window. Offered 100 requests/s in Poisson
-    arrivals, 1 s / 3.5 s of them arrive in the stall and wait U(0, 1 s); the others are
-    answered at once. So the q-th percentile is 1 s x (1 - (1 - q) x
-    3.5) above q = 1 - 1/3.5: p90 650 ms, p99 965 ms; bound +-150 ms (Poisson counts, a shared
-    host). A closed loop of 2 users has only its 2 requests in flight waiting out the stall,
-    among thousands answered at once: its p90 stays at a few ms."""
-    srv = server()
-    srv.stall_s = 1.0
-    opened = stalled_percentiles(tmp_path / "open", srv, users=4, seconds=6,
-                                 user_class="OpenLoopUser", RATE="100", ARRIVAL="poisson")
-    assert 500 <= opened["p90_ms"] <= 800 and 815 <= opened["p99_ms"] <= 1100
-    assert opened["p50_ms"] < 100
-    srv2 = server()
-    srv2.stall_s = 1.0
-    closed = stalled_percentiles(tmp_path / "closed", srv2, users=2, seconds=6)
-    assert closed["p90_ms"] < 50 < 500 <= opened["p90_ms"]
-
-
-def test_poisson_arrivals_keep_the_rate_with_exponential_gaps(tmp_path: Path, server) -> None:
-    srv = server()
-    rows = run_locust(tmp_path, srv, two_subsets(tmp_path), users=1, seconds=5,
-                      user_class="OpenLoopUser", RATE="80", ARRIVAL="poisson")
-    # each request's intended send time: when it left, less how late it left
-    intended = np.sort([float(r["end_s"]) - (float(r["latency_ms"]) + float(r["late_ms"])) / 1000
-                        for r in rows])
-    gaps = np.diff(intended)
-    assert len(gaps) > 200 and 64 <= 1 / gaps.mean() <= 96
-    # exponential gaps: their coefficient of variation is 1 (evenly spaced ones: 0); over 200+
-    # gaps its standard error is below 0.07
-    assert 0.8 <= gaps.std() / gaps.mean() <= 1.2
 
 
 def test_dynamic_writes_are_posted_and_counted_from_the_request_log(tmp_path: Path,

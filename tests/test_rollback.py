@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tierbench import runner
+from tierbench import interrupts
 from tierbench.config.errors import ConfigError
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NicSettings
@@ -205,7 +205,7 @@ def test_sighup_during_a_run_restores_like_sigterm() -> None:
                           timeout=30, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, f"killed by signal {-done.returncode}: {done.stderr}"
     assert done.stdout.split() == ["restored", "interrupted", "SIGHUP"]
-    assert signal.SIGHUP in runner.RESTORING_SIGNALS
+    assert signal.SIGHUP in interrupts.RESTORING_SIGNALS
 
 
 # ------------------------------------------------------------------ the management path

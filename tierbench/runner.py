@@ -20,13 +20,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
 import shutil
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +33,7 @@ from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import fresh_run_dir, read_text, results_root
 from tierbench.interfaces import netif
+from tierbench.interrupts import RunInterrupted, signals_raise
 from tierbench.kinds import families, registry
 from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult, RunEnds, log)
@@ -47,10 +44,6 @@ from tierbench.modes import apply, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import compose, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
-
-
-class RunInterrupted(Exception):
-    """SIGINT, SIGTERM or SIGHUP arrived during a run."""
 
 
 def points_of(exp: Experiment) -> list[Point]:
@@ -233,43 +226,6 @@ def new_run_dir(exp: Experiment) -> tuple[str, Path]:
     """A fresh results/<experiment>/<run-id>/ (never an existing one)."""
     path = fresh_run_dir(results_root() / exp.name)
     return path.name, path
-
-
-RESTORING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextmanager
-def signals_raise() -> Iterator[None]:
-    """Turn SIGINT, SIGTERM and SIGHUP (the SSH session or terminal the run was started from
-    is gone) into RunInterrupted so that every `finally` restores state."""
-    def handler(signum: int, _frame: object) -> None:
-        # Ignore further signals so that the restore in progress cannot itself be cut short.
-        for s in RESTORING_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        if signum == signal.SIGHUP:
-            quiet_terminal()
-        raise RunInterrupted(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, handler) for s in RESTORING_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def quiet_terminal() -> None:
-    """Point standard output and error that are a terminal that hung up at /dev/null, so that
-    the restore's messages cannot fail it (a write to a hung-up terminal raises EIO); output
-    going to a file or pipe is kept."""
-    for fd in (1, 2):
-        try:
-            if os.isatty(fd):
-                null = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(null, fd)
-                os.close(null)
-        except OSError:
-            pass
 
 
 def rollback_timeout(exp: Experiment) -> float:

@@ -1,0 +1,127 @@
+"""A real in-process HTTP server and the real `locust` binary on the engine's locustfile, for
+the tests of the Locust users (test_engines.py, test_open_loop.py): no Docker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tierbench.kinds.web import webmetrics as metrics
+from workloads import traces
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = Path(sys.executable).parent / "locust"
+
+
+class Server(ThreadingHTTPServer):
+    """Answers every GET (and POST) with 64 bytes after `delay` seconds; records paths,
+    methods and concurrency."""
+
+    daemon_threads = True
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.delay, self.paths, self.inflight, self.max_inflight = delay, [], 0, 0
+        # stall_s: every request that arrives from 1.5 s after the first one until stall_s later
+        # is held until the stall ends (a server that stops answering for a while)
+        self.stall_s, self.first = 0.0, None
+        self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
+        self.lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        srv = self.server
+        with srv.lock:
+            if srv.first is None:
+                srv.first = time.time()
+            hold = srv.stall_s and srv.first + 1.5 - time.time()  # stalled from 1.5 s, 1 s long
+        if hold and -srv.stall_s < hold <= 0:
+            time.sleep(srv.stall_s + hold)
+        with srv.lock:
+            srv.paths.append(self.path)
+            srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
+            srv.inflight += 1
+            srv.max_inflight = max(srv.max_inflight, srv.inflight)
+        time.sleep(srv.delay)
+        with srv.lock:
+            srv.inflight -= 1
+        self.send_response(200)
+        self.send_header("Content-Length", "64")
+        self.end_headers()
+        self.wfile.write(b"x" * 64)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def run_locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: int,
+               user_class: str = "TraceUser", processes: int = 1, **env: str) -> list[dict]:
+    """Run the real locust binary on the engine's locustfile; returns the request log rows."""
+    log = tmp_path / "requests.csv"
+    full_env = {**os.environ, "TRACE": str(trace), "REQUEST_LOG": str(log), "USERS": str(users),
+                "PROCESSES": str(processes), "PYTHONPATH": str(ROOT),
+                # the test server is on 127.0.0.1, which workers refuse unless allowed
+                "ALLOW_FOREIGN_TARGET": "1", **env}
+    argv = [str(LOCUST), "-f", str(ROOT / "workloads/locust/trace_replay.py"), "--headless",
+            "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
+            "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
+            "--csv", str(tmp_path / "locust"), "--csv-full-history", "--exit-code-on-error", "0"]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
+                          timeout=seconds + 60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return parquet_rows(tmp_path, done.stderr)
+
+
+def parquet_rows(point: Path, stderr: str = "") -> list[dict]:
+    """The engine's request logs converted as the runner does, rows as text (like the CSV)."""
+    merged = metrics.convert_request_logs(point)
+    assert merged is not None, stderr[-2000:]
+    return [{k: str(v) for k, v in r.items()}
+            for r in pq.read_table(point / "requests.parquet").to_pylist()]
+
+
+def two_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/a/{i}" for i in range(5)] + [f"/b/{i}" for i in range(5)],
+                 "two subsets", subset=5)
+    return path
+
+
+
+def servers() -> Iterator[Callable[..., Server]]:
+    """Yields a maker of started servers (`make(delay)`), and shuts them all down after."""
+    def make(delay: float = 0.0) -> Server:
+        srv = Server(delay)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        made.append(srv)
+        return srv
+
+    made: list[Server] = []
+    yield make
+    for srv in made:
+        srv.shutdown()
+        srv.server_close()
+
+
+def four_subsets(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.txt"
+    traces.write(path, [f"/{c}/{i}" for c in "abcd" for i in range(5)], "four subsets",
+                 subset=5)
+    return path
