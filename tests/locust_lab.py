@@ -4,6 +4,7 @@ the tests of the Locust users (test_engines.py, test_open_loop.py): no Docker.""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -81,12 +82,21 @@ def run_locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: in
             "--host", f"http://127.0.0.1:{srv.server_address[1]}", "-u", str(users),
             "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2", "--only-summary",
             "--csv", str(tmp_path / "locust"), "--csv-full-history", "--exit-code-on-error", "0"]
-    if processes > 1:
-        argv += ["--processes", str(processes)]
+    if processes > 1:  # its master on a free port of 127.0.0.1: tests run two at a time
+        port = free_port()
+        argv += ["--processes", str(processes), "--master-bind-host", "127.0.0.1",
+                 "--master-bind-port", str(port), "--master-port", str(port)]
     done = subprocess.run(argv + [user_class], env=full_env, capture_output=True, text=True,
                           timeout=seconds + 60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return parquet_rows(tmp_path, done.stderr)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def parquet_rows(point: Path, stderr: str = "") -> list[dict]:

@@ -25,7 +25,7 @@ WRAPPER = """<html><body><iframe id="f" src="report.html" style="width:1300px;he
 </iframe><script>
 document.getElementById("f").addEventListener("load", () => {
   const d = document.getElementById("f").contentDocument;
-  const out = [...d.querySelectorAll("svg.chart.group, div.family")].map(s => {
+  const out = [...d.querySelectorAll("svg.chart.group, div.family, div.loadcurve")].map(s => {
     const r = s.getBoundingClientRect();
     return {cls: s.getAttribute("class"), w: Math.round(r.width), h: Math.round(r.height),
             marks: s.querySelectorAll("rect,path,circle,td").length};
@@ -107,7 +107,7 @@ def test_pfs_report_screenshot_has_no_console_errors(tmp_path: Path) -> None:
 
 
 def rendered(page: Path, profile: Path) -> tuple[list[dict], list[str]]:
-    """Size and mark count of every figure (svg.chart.group, div.family) as laid out by
+    """Size and mark count of every figure (svg.chart.group, div.family, div.loadcurve) as laid out by
     Chromium, and the console messages of the page."""
     wrapper = page.parent / "wrapper.html"
     wrapper.write_text(WRAPPER.replace("report.html", page.name))
@@ -119,7 +119,8 @@ def rendered(page: Path, profile: Path) -> tuple[list[dict], list[str]]:
 
 
 def expected_figures(page: str) -> int:
-    return page.count('<svg class="chart group"') + page.count('<div class="family"')
+    return page.count('<svg class="chart group"') + page.count('<div class="family"') + \
+        page.count('<div class="loadcurve"')
 
 
 def test_every_figure_renders(built: Path, tmp_path: Path) -> None:
