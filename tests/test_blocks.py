@@ -111,3 +111,17 @@ def test_a_precision_run_brings_each_deployment_up_afresh_and_records_it(
     assert manifest["deployments"][1]["first_point"] == first_of_block3
     point = json.loads((run_dir / "points" / rows[-1]["point"] / "point.json").read_text())
     assert point["deployment"] == int(rows[-1]["deployment"])
+
+
+def test_the_last_line_says_when_a_decision_not_the_width_settled_a_condition() -> None:
+    record = {"target": {"half_width_pct": 5, "decision_pct": 5, "min_repetitions": 8},
+              "blocks": 8, "stopped": "done",
+              "conditions": [{"condition": {"trace": t}, "blocks": 8, "state": "resolved",
+                              "comparisons": [{"met": met}]}
+                             for t, met in (("4k", "decision: above"), ("1m", "precision"))]}
+    line = blocks.Schedule.summary_line(record)
+    assert line.startswith("tierbench: precision: 2 of 2 condition(s) resolved within ±5 % or, "
+                           "1 of them, settled against the ±5 % threshold after 8 block(s)")
+    for c in record["conditions"]:
+        c["comparisons"] = [{"met": "precision"}]
+    assert "2 of 2 condition(s) resolved within ±5 % after 8" in blocks.Schedule.summary_line(record)

@@ -395,6 +395,12 @@ class Schedule:
             f"upper bound of the spread of its first {record['target']['min_repetitions']}"
             + (" (more than max_repetitions)" if c["out_of_reach"] == "maximum"
                else " (more than the budget left)") for c in far)
-        return (f"tierbench: precision: {resolved} of {len(conds)} condition(s) resolved within "
-                f"±{record['target']['half_width_pct']:g} % after {record['blocks']} block(s) "
-                f"({why}){beyond}")
+        target = record["target"]
+        decided = sum(c["state"] == "resolved" and any(
+            str(x.get("met") or "").startswith("decision") for x in c.get("comparisons", []))
+            for c in conds)
+        how = f"within ±{target['half_width_pct']:g} %" if not decided else \
+            (f"within ±{target['half_width_pct']:g} % or, {decided} of them, settled against "
+             f"the ±{target['decision_pct']:g} % threshold")
+        return (f"tierbench: precision: {resolved} of {len(conds)} condition(s) resolved {how} "
+                f"after {record['blocks']} block(s) ({why}){beyond}")
