@@ -403,6 +403,10 @@ def test_two_deployments_leave_the_blocks_the_unit_and_say_so() -> None:
     assert rate >= 0.93
     assert all(c.method != "paired-deployments" and c.deployments == 2 for c, _ in runs)
     assert all(c.df is not None and c.df >= 6 for c, _ in runs)
+    from analysis.precision_card import deployments_cell
+
+    assert "holds for these bring-ups" in str(deployments_cell(2, runs[0][0].deployment_share))
+    assert "counted in the interval" in str(deployments_cell(3, 0.4))
 
 
 def test_comparisons_csv_nests_blocks_in_the_deployments_the_points_record() -> None:
