@@ -54,8 +54,10 @@ POWER = 0.80
 PAIRED, STEIN, WELCH = "paired", "paired-stein", "welch"
 TWO_STAGE, DEPLOYMENTS = "paired-two-stage", "paired-deployments"
 UCB_LEVEL = 0.90  # the plan's upper confidence bound of the first blocks' spread
-SERIAL_Z = 1.645  # lag-1 autocorrelation above z / sqrt(n) - 1 / n: serially correlated
-POOL_P = 0.25  # deployments: blocks are the unit unless F's p-value is below (Bancroft 1944)
+SERIAL_Z = 1.645  # lag-1 autocorrelation above z / sqrt(n) - 1 / n: serially correlated; the
+# interval is widened for the lag-1 autocorrelation's one-sided 95 % upper bound (the same z)
+RHO_MAX = 0.9  # the largest lag-1 autocorrelation the widening assumes
+MIN_DEPLOYMENTS = 3  # deployments before their spread enters the interval (2 give it 1 df)
 METHODS = {
     PAIRED: "paired: log ratio of the two modes within each block, t with n - 1 df",
     STEIN: "paired: mean log ratio of the two modes within each block over all blocks, "
@@ -65,11 +67,13 @@ METHODS = {
     TWO_STAGE: "paired, two stages: the first blocks plan how many blocks are needed (90 % "
                "upper bound of their spread); the interval is the mean log ratio over all "
                "blocks with the spread and t's degrees of freedom of the blocks after the "
-               "first ones (Kalibera & Jones 2013's dimensioning stage), widened by the lag-1 "
-               "autocorrelation when it is positive",
-    DEPLOYMENTS: "paired, blocks nested in deployments: the mean of each deployment's mean log "
-                 "ratio, t with deployments - 1 df (the deployments differed: F test p < "
-                 f"{POOL_P:g})",
+               "first ones (Kalibera & Jones 2013's dimensioning stage), widened by the AR(1) "
+               "variance of a mean at the 95 % upper bound of the blocks' lag-1 "
+               "autocorrelation",
+    DEPLOYMENTS: "paired, blocks nested in deployments (3 or more): the mean log ratio with "
+                 "the variance of a mean of blocks in deployments (one-way random-effects "
+                 "components by the method of moments, Satterthwaite's degrees of freedom), "
+                 "when that is wider than the blocks' interval",
 }
 MAX_REPETITIONS_ESTIMATE = 100_000  # "more needed" beyond this is stated as such
 
@@ -110,6 +114,7 @@ class Change:
     deployments: int = 1  # deployments (bring-ups) the blocks came from
     deployment_share: float | None = None  # share of the blocks' variance between deployments
     logs: tuple[float, ...] = ()  # the blocks' log ratios in run order (diagnostics)
+    widened: float = 1.0  # the factor on se for a possible serial correlation (``widening``)
 
     @property
     def serial(self) -> bool:
@@ -231,13 +236,16 @@ def blocks_needed(change: Change, half_width_pct: float,
     (t with m - 1 df) and the spread at the 90 % upper confidence bound of the one observed
     (chi-square with the change's df), is within ±``half_width_pct`` % of the ratio, or (with
     ``decision_pct``) clears that threshold on the side the estimate lies on or lies within it.
-    The runner plans each condition with it and the report's "about N more" comes from it: one
-    formula. Welch changes: ``repetitions_for``. None: no spread yet, or deployments differ
+    The spread is the blocks' own, before the widening for a possible serial correlation
+    (``widening``, which the stated interval carries). The runner plans each condition with it
+    and the report's "about N more" comes from it: one formula. Welch changes: ``repetitions_for``. None: no spread yet, or deployments differ
     (more deployments, not blocks, are needed); MAX_REPETITIONS_ESTIMATE when even that many
     would not do."""
     if change.method == WELCH:
         return change.repetitions_for(half_width_pct)
     sd, df = change.unit_sd(), change.df
+    if sd is not None:
+        sd /= change.widened  # the blocks' own spread: serial correlation is the interval's
     if sd is None or df is None or not df > 0 or change.center is None or \
             change.method == DEPLOYMENTS:
         return None
@@ -326,11 +334,11 @@ def paired_change(mode: Mapping[Block, float | None],
     in it (blocks in run order); blocks missing either value (a failed point) are left out.
     ``spread_from``: a precision run's first blocks (``min_repetitions``), which planned the run:
     with at least two blocks after them, the spread comes from those later blocks only (two
-    stages). The standard error is widened by sqrt((1 + r) / (1 - r)), r the lag-1
-    autocorrelation corrected for its small-sample bias (r + (1 + 4 r) / n, at most 0.9), when
-    that is positive (6 blocks at least). ``deployments`` maps a block to the bring-up it was
-    measured in: with two or more, the share of the variance between deployments is recorded,
-    and when they differ (one-way F test, p < POOL_P) the deployments' means are the unit.
+    stages). From 6 blocks on, the standard error is widened for serial correlation
+    (``widening``: the lag-1 autocorrelation's 95 % upper bound). ``deployments`` maps a block
+    to the bring-up it was measured in: with two or more, the share of the variance between
+    deployments is recorded, and with three or more the interval is the wider of the blocks'
+    and the variance-components one (``_nested``).
     ``stein``: the spread from the first ``spread_from`` blocks instead, not widened (Stein's
     two-stage procedure): exact for independent blocks whichever blocks the run stopped at,
     but not among the comparisons its first blocks resolved; for statements made of every
@@ -352,9 +360,6 @@ def paired_change(mode: Mapping[Block, float | None],
     if n == 1:
         return Change(PAIRED, 1, mean, dropped=dropped, logs=tuple(logs))
     r = lag1(logs) if n >= 6 else None
-    widen = 1.0
-    if r is not None and (rb := min(r + (1.0 + 4.0 * r) / n, 0.9)) > 0:
-        widen = math.sqrt((1.0 + rb) / (1.0 - rb))
     numbered = all(isinstance(b, (int, float)) for b in blocks)
     if stein and spread_from and 2 <= spread_from:
         first = logs[:spread_from]
@@ -363,18 +368,57 @@ def paired_change(mode: Mapping[Block, float | None],
     later = [] if not spread_from else logs[spread_from:] if not numbered else \
         [x for x, b in zip(logs, blocks) if float(b) > spread_from]  # type: ignore[arg-type]
     if len(later) >= 2:
-        change = Change(TWO_STAGE, n, mean, widen * _sd(later) / math.sqrt(n), len(later) - 1,
-                        dropped, len(later), r, logs=tuple(logs))
+        w = widening(r, n, len(later))
+        change = Change(TWO_STAGE, n, mean, w * _sd(later) / math.sqrt(n), len(later) - 1,
+                        dropped, len(later), r, logs=tuple(logs), widened=w)
     else:
-        change = Change(PAIRED, n, mean, widen * _sd(logs) / math.sqrt(n), n - 1, dropped,
-                        lag1=r, logs=tuple(logs))
+        w = widening(r, n, n)
+        change = Change(PAIRED, n, mean, w * _sd(logs) / math.sqrt(n), n - 1, dropped,
+                        lag1=r, logs=tuple(logs), widened=w)
     if deployments:
         change = _nested(change, [deployments.get(b) for b in blocks])
     return change
 
 
+def ar1_factor(rho: float, n: int, m: int) -> float:
+    """Under AR(1) errors of lag-1 correlation ``rho``: the variance of a mean of ``n``
+    consecutive blocks over the expected variance estimate of ``m`` consecutive blocks divided
+    by n (1 for independent blocks). The first is sigma^2 / n (1 + 2 sum (1 - k / n) rho^k),
+    the second is biased low by the correlation (2 / (m (m - 1)) sum (m - k) rho^k of it)."""
+    if rho == 0:
+        return 1.0
+    mean = 1.0 + 2.0 * sum((n - k) * rho ** k for k in range(1, n)) / n
+    spread = 1.0 - 2.0 * sum((m - k) * rho ** k for k in range(1, m)) / (m * (m - 1))
+    return mean / max(spread, 1e-3)
+
+
+def widening(r: float | None, n: int, m: int) -> float:
+    """The factor on a standard error for serial correlation, from ``r``, the lag-1
+    autocorrelation of ``n`` blocks in run order (None: fewer than 6, no widening), the spread
+    coming from ``m`` of them: r corrected for its small-sample bias (r + (1 + 4 r) / n,
+    Kendall 1954), its one-sided 95 % upper bound (+ 1.645 sqrt((1 - r^2) / n), Bartlett's
+    variance), at most RHO_MAX, and ``ar1_factor`` at that bound (none when it is not
+    positive). Twenty blocks do not tell a correlation of 0.5 from none (the lag-1 test
+    refuses about 40 % of such comparisons, and those it lets through are the ones whose
+    estimate came out low), so the interval assumes the largest correlation the blocks do not
+    rule out: independent blocks pay with an interval about 1.5 times as wide."""
+    if r is None:
+        return 1.0
+    rb = max(min(r + (1.0 + 4.0 * r) / n, RHO_MAX), -RHO_MAX)
+    bound = min(rb + SERIAL_Z * math.sqrt((1.0 - rb * rb) / n), RHO_MAX)
+    return math.sqrt(ar1_factor(bound, n, m)) if bound > 0 else 1.0
+
+
 def _nested(change: Change, where: list[Hashable | None]) -> Change:
-    """The change with its blocks nested in deployments (``where``: each block's deployment)."""
+    """The change with its blocks nested in deployments (``where``: each block's deployment):
+    the share of the blocks' variance between deployments (one-way analysis of variance,
+    method of moments), and from MIN_DEPLOYMENTS on the wider of ``change``'s interval and the
+    one for a mean of blocks in deployments: variance sigma_b^2 sum n_i^2 / n^2 + sigma_w^2 / n
+    at the components' estimates (sigma_b^2 at least 0), t with Satterthwaite's degrees of
+    freedom. No pre-test decides between the two (a test of whether deployments differ at
+    p < 0.25 fires a quarter of the time by chance and misses moderate differences). With 2
+    deployments their spread has 1 degree of freedom: the blocks stay the unit and the
+    interval holds for these bring-ups (the report says so)."""
     groups: dict[Hashable, list[float]] = {}
     for x, d in zip(change.logs, where):
         groups.setdefault(d, []).append(x)
@@ -389,13 +433,17 @@ def _nested(change: Change, where: list[Hashable | None]) -> Change:
     n0 = (n - sum(len(v) ** 2 for v in groups.values()) / n) / (k - 1)
     between = max(0.0, (msb - msw) / n0)
     share = between / (between + msw) if between + msw > 0 else 0.0
-    p = 1.0 if msw == 0 else float(scipy_stats.f.sf(msb / msw, k - 1, n - k))
-    if p >= POOL_P:
-        return replace(change, deployments=k, deployment_share=share)
-    unit = list(means.values())
-    return replace(change, method=DEPLOYMENTS, center=sum(unit) / k,
-                   se=_sd(unit) / math.sqrt(k), df=k - 1, deployments=k,
-                   deployment_share=share)
+    flat = replace(change, deployments=k, deployment_share=share)
+    own = change._half()
+    if k < MIN_DEPLOYMENTS or between == 0 or own is None:
+        return flat
+    q = sum(len(v) ** 2 for v in groups.values()) / (n * n)
+    c1, c2 = q / n0, 1.0 / n - q / n0  # the variance of the mean: c1 MSB + c2 MSW
+    var = c1 * msb + c2 * msw
+    df = var * var / ((c1 * msb) ** 2 / (k - 1) + (c2 * msw) ** 2 / (n - k))
+    if _t(df) * math.sqrt(var) <= own:
+        return flat
+    return replace(flat, method=DEPLOYMENTS, se=math.sqrt(var), df=df, widened=1.0)
 
 
 def welch_change(mode: Iterable[float | None], baseline: Iterable[float | None]) -> Change:
@@ -505,9 +553,13 @@ def statement(change: Change, target_pct: float | None, budget_left: bool = Fals
         return (f"not resolved: the blocks' log ratios are serially correlated (lag-1 "
                 f"{change.lag1:+.2f}), so the interval would be too narrow ({interval})")
     if outcome is not None and outcome.met == "precision":
-        h = change.half_width_pct
+        h, own = change.half_width_pct, change._relative(change._half(
+            se=None if change.se is None else change.se / change.widened))
         wider = "" if h is None or h <= target_pct else \
-            f" (±{h:.1f} %: the blocks after the first spread more than they did)"
+            f" (±{h:.1f} %: the blocks after the first spread more than they did)" \
+            if own is None or own > target_pct else \
+            (f" (±{h:.1f} %: widened {change.widened:.2f} times for a serial correlation "
+             "its blocks do not rule out)")
         return f"resolved: {interval}{wider}"
     if outcome is not None and outcome.met:
         return f"decided, {outcome.met.split(': ')[1]} the threshold: {interval}"

@@ -71,9 +71,7 @@ def precision_card(ctx: Any) -> dict[str, Any] | None:
                          r["half_width_pct"] > float(target.get("half_width_pct") or 0)
                          else ""),
                      "lag1": MISSING if lag is None else f"{lag:+.2f}",
-                     "deployments": deployments if deployments < 2 else
-                     f"{deployments} ({100 * float(r['deployment_share'] or 0):.0f} % of the "
-                     "spread)",
+                     "deployments": deployments_cell(deployments, r["deployment_share"]),
                      "statement": r["statement"],
                      "mde": MISSING if pd.isna(r["mde_pct"]) else f"{r['mde_pct']:.1f} %"})
     return {"baseline": text(ctx.baseline), "metric": metric,
@@ -84,6 +82,18 @@ def precision_card(ctx: Any) -> dict[str, Any] | None:
             "method": precision.METHODS[precision.TWO_STAGE], "rows": rows,
             "warnings": warnings,
             "figure": Markup(figures.block_figure(series, "blocks")) if series else ""}
+
+
+def deployments_cell(deployments: int, share: Any) -> str | int:
+    """The card's deployments: how many, the share of the blocks' spread between them, and
+    whether the interval counts it (3 deployments or more: analysis.precision._nested)."""
+    if deployments < 2:
+        return deployments
+    pct = f"{100 * float(0 if share is None or pd.isna(share) else share):.0f} % of the spread"
+    if deployments < precision.MIN_DEPLOYMENTS:
+        return (f"{deployments} ({pct}; the interval holds for these bring-ups: "
+                f"{precision.MIN_DEPLOYMENTS} or more put their spread into it)")
+    return f"{deployments} ({pct}, counted in the interval)"
 
 
 def block_change(ctx: Any, condition: str, mode: str, metric: str
