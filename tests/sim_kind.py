@@ -119,7 +119,9 @@ class SimKind(Kind):
 
     def run_point(self, ctx: PointContext) -> PointResult:
         """The model's value as the point's TPS."""
-        time.sleep(ctx.exp.settings.sim.sleep_s)  # type: ignore[attr-defined]
+        seconds = ctx.exp.settings.sim.sleep_s  # type: ignore[attr-defined]
+        time.sleep(seconds)
+        CLOCK[0] += seconds
         return PointResult({"tps": self.value(ctx.exp, ctx.point)})
 
     def identity(self, exp: Experiment, point: Point) -> dict[str, Any]:
@@ -143,6 +145,28 @@ class SimKind(Kind):
                 "columns": [], "costs": [], "benefit": [], "baseline": BASELINE,
                 "figures": [{"type": "bars", "x": "condition", "y": "tps", "series": "mode"}],
                 "samples": False}
+
+
+CLOCK = [0.0]  # seconds the sim's points have taken, for a runner on the sim's clock
+
+
+class _SimTime:
+    """The time module as the runner sees it under ``use_sim_clock``: monotonic() is the sim's
+    points' own seconds, so a budget ends after the same points however loaded the machine."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def monotonic() -> float:
+        return CLOCK[0]
+
+
+def use_sim_clock(monkeypatch: Any) -> None:
+    """The runner's clock counts only the sim points' sleep_s (budget tests)."""
+    from tierbench import runner
+    CLOCK[0] = 0.0
+    monkeypatch.setattr(runner, "time", _SimTime())
 
 
 def use(monkeypatch: Any) -> None:
