@@ -441,7 +441,7 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert (first["pair"]["a"], first["pair"]["b"]) == ("gro", "jumbo")
     table = list(csv.DictReader((folder / "advice.csv").open()))
     assert [r["knob"] for r in table if r["workload"] == "first"] == [
-        *knobs.KNOBS, "all", "gro x jumbo"]
+        *knobs.KNOBS, "all", "gro x jumbo", "configuration (round 1)"]
     rows = {(r["workload"], r["knob"]): r for r in table}
     knob_rows = [r for r in table if r["row"] == "knob"]
     measured = [r for r in knob_rows if r["recommendation"] != "cannot change"]
@@ -495,8 +495,23 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert "generic-receive-offload off" in (persist / "revert.sh").read_text()
     assert "GenericReceiveOffload=yes\nMTUBytes=9000" in \
         (persist / "10-tierbench-sim_eth0.link").read_text()
+    # one configuration: both workloads recommend gro on and jumbo (their verdicts merged),
+    # confirmed against the current one on both (the simulation gives it no loss)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["merged"] == config["changes"] == {"gro": "on", "jumbo": "on"}
+    assert config["confirmed"] and config["nic"] == {
+        "features": {"generic-receive-offload": True}, "mtu": 9000}
+    assert [i["label"] for i in config["interfaces"]] == ["sim:eth0"]
+    confirmation = [r for r in table if r["row"] == "confirmation"]
+    assert [r["workload"] for r in confirmation] == ["first", "second"]
+    assert all(r["tested"] == "gro on, jumbo on" and float(r["throughput_low_pct"]) < 0 <
+               float(r["throughput_high_pct"]) for r in confirmation)
+    assert [(r["knob"], r["recommendation"]) for r in table if r["row"] == "configuration"] == \
+        [("gro", "confirmed"), ("jumbo", "confirmed")]
+    assert "generic-receive-offload on" in (folder / "persist" / "confirmed" / "apply.sh").read_text()
     html = (folder / "advice.html").read_text()
-    assert html.count("<h2>") == 2 and "What these interfaces cannot change" in html
+    assert "One configuration, confirmed" in html and "confirmed on 2 workload(s)" in html
+    assert html.count("<h2>") == 3 and "What these interfaces cannot change" in html
     assert "nsenter" not in html and "ethtool -K eth0 generic-receive-offload on" in html
     assert record["spent_s"] <= 5 * 60
 

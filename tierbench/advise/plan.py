@@ -33,6 +33,9 @@ MIN_BLOCKS = 8  # blocks every mode runs: the least worth running. The rule's in
 # 1 - 0.0025 is about 14) they decide nothing; with 8 (7 df, t about 4.5) a +10 % knob at a
 # block sd of 0.04 is recommended in more than 80 % of runs (tests/test_advise_rule.py)
 PAIR_MODES = 4  # the 2 x 2: baseline, each knob, both
+CONFIRM_MODES = 2  # the confirmation: baseline and the merged configuration
+TYPICAL_MODES = 12  # a workload's modes before its interfaces are read (veth's: a baseline,
+# nine knobs, all-on, all-off)
 MARGIN = 1.15  # a block may take this much longer than estimated
 MAX_BLOCKS = 20
 
@@ -143,6 +146,13 @@ def cost(point_s: float, modes: int) -> Cost:
                 point_s * MIN_BLOCKS * PAIR_MODES)
 
 
+def confirm_cost(point_s: float) -> float:
+    """The least of one confirmation round on a workload, in seconds of measuring (MIN_BLOCKS
+    blocks of the baseline and the configuration, with MARGIN): kept back from the budget at
+    the start."""
+    return point_s * MIN_BLOCKS * CONFIRM_MODES * MARGIN
+
+
 def share(remaining_s: float, costs: list[Cost]) -> float | None:
     """The budget of the first of ``costs`` (the workloads still to run, in order): its part of
     what remains in proportion to the minimum costs of all of them, raised to its least worth
@@ -180,6 +190,9 @@ def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, 
     for w, c in zip(workloads, costs):
         lines.append(f"  {w.name:<18} ~{point_s[w.name]:.1f} s a point; {MIN_BLOCKS} blocks "
                      f"{c.least / 60:.1f} min, with the 2 x 2 {c.minimum / 60:.1f} min")
+    confirm = sum(confirm_cost(point_s[w.name]) for w in workloads) / 60
+    lines.append(f"  the confirmation   {MIN_BLOCKS} blocks of the baseline and the merged "
+                 f"configuration on every workload, about {confirm:.1f} min a round")
     need = sum(c.least for c in costs) * MARGIN / 60
     if need > budget_min:
         lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "
