@@ -169,7 +169,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
 def cmd_advise(args: argparse.Namespace) -> int:
     """Measure which offloads help which workload on these interfaces; write the advice."""
     advisor = advise.Advisor(args.workloads, args.budget_min, args.precision,
-                             placer=args.where, weights=args.weights)
+                             placer=args.where, weights=args.weights, window_s=args.window_s)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
         with locked(args):
@@ -447,6 +447,9 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--precision", type=float, default=5.0, metavar="PCT",
                     help="half-width of each comparison's 95 %% interval asked for, in %% "
                          "(default 5)")
+    ad.add_argument("--window-s", type=float, metavar="S", help="every workload's measured "
+                    "window (default: the suite's, 10 s; shorter buys more blocks of less "
+                    "worth)")
     ad.add_argument("--weights", metavar="NAME=W,...",
                     help="the workloads' weights in the merged configuration (default equal)")
     add_cluster_arg(ad)
@@ -460,8 +463,9 @@ def parser() -> argparse.ArgumentParser:
                     "this host)")
     aa.add_argument("--interface", nargs="+", metavar="IF", help="set these interfaces "
                     "(default: those the configuration lists on the host or node)")
-    aa.add_argument("--check-address", metavar="ADDR", help="also an address that must answer "
-                    "a ping through the interface after the change")
+    aa.add_argument("--check-address", metavar="ADDR[:PORT]", help="also an address that "
+                    "must answer after the change: a ping through the interface, or a TCP "
+                    "connection to PORT")
     add_cluster_arg(aa)
     aa.set_defaults(func=cmd_advise_apply)
     rs = sub.add_parser("runs", help="every run under the results folder, newest first "

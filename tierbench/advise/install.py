@@ -19,6 +19,7 @@ forms are under persist/confirmed/ of the run.
 from __future__ import annotations
 
 import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,13 +89,30 @@ def reachable(ep: Endpoint, address: str | None) -> str | None:
         if up.returncode != 0 or state not in ("up", "unknown"):
             return f"{ep.ifname} is {state or 'gone'} after the change"
         if address:
-            ping = ep.via.run(["ping", "-c", "2", "-W", "2", "-I", ep.ifname, address],
-                              timeout=20)
-            if ping.returncode != 0:
-                return f"{address} did not answer a ping through {ep.ifname}"
+            return answers(ep, address)
     except TransportError as exc:
         return str(exc)
     return None
+
+
+CONNECT = ("import socket, sys\n"
+           "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()")
+
+
+def answers(ep: Endpoint, address: str) -> str | None:
+    """Why ``address`` does not answer from the interface's host, or None: ADDR:PORT a TCP
+    connection (python3 there), ADDR two pings through the interface."""
+    host, _, port = address.rpartition(":")
+    if port.isdigit() and host and ":" not in host.strip("[]"):
+        python = "python3" if ep.via.remote else sys.executable
+        done = ep.via.run([python, "-c", CONNECT, host.strip("[]"), port], timeout=20)
+        return None if done.returncode == 0 else \
+            f"{address} did not take a TCP connection after the change"
+    done = ep.via.run(["ping", "-c", "2", "-W", "2", "-I", ep.ifname, address], timeout=20)
+    if done.returncode == 127 or "not found" in (done.stderr or ""):
+        return f"cannot check {address}: ping is not installed (iputils-ping), give ADDR:PORT"
+    return None if done.returncode == 0 else \
+        f"{address} did not answer a ping through {ep.ifname}"
 
 
 def apply_one(t: Target, out_dir: Path, timeout_s: float, address: str | None,

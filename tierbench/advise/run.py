@@ -69,10 +69,11 @@ class Advisor:
 
     def __init__(self, workloads: list[str] | None, budget_min: float,
                  half_width_pct: float = 5.0, suite_path: Path = plan.SUITE,
-                 placer: Placer | None = None, weights: str | None = None) -> None:
+                 placer: Placer | None = None, weights: str | None = None,
+                 window_s: float | None = None) -> None:
         if not budget_min > 0:
             raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
-        self.suite = plan.load(suite_path)
+        self.suite = plan.with_window(plan.load(suite_path), window_s)
         self.suite_path = suite_path
         self.workloads = plan.chosen(self.suite, workloads)
         self.weights = merge.parse_weights(weights, [w.name for w in self.workloads])
@@ -120,13 +121,13 @@ class Advisor:
             "suite": str(self.suite_path), "placement": self.where.name,
             "cluster": self.where.cluster.path if self.where.cluster else None,
             "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
-            "workloads": [self.entry(w) for w in self.workloads]}
+            "workloads": [self.entry(w) for w in self.workloads],
+            "confirmation": {"status": "planned", "weights": self.weights}}
         save(self.folder, self.record)
         log(f"tierbench: advise: {len(self.workloads)} workload(s), budget "
             f"{self.budget_s / 60:g} min of measuring; record in {self.folder}")
         try:
             with runner.signals_raise():
-                self.keep_back()
                 for n, (w, entry) in enumerate(zip(self.workloads, self.record["workloads"])):
                     log(f"tierbench: advise [{n + 1}/{len(self.workloads)}]: {w.name}")
                     self.workload(w, entry, self.workloads[n + 1:])
@@ -149,19 +150,6 @@ class Advisor:
         """A workload's experiment with the baseline alone (for its estimates)."""
         return plan.experiment(self.suite, w, [knobs.baseline()], self.settle_s(),
                                str(self.suite_path), self.where)
-
-    def keep_back(self) -> None:
-        """Keep back the confirmation's least (plan.confirm_cost) from the budget when it
-        also holds the first workload's least; else nothing (the confirmation then runs only
-        on what the workloads left)."""
-        first = self.point_s(self.baseline_exp(self.workloads[0]))
-        need = sum(plan.confirm_cost(self.point_s(self.baseline_exp(w)))
-                   for w in self.workloads)
-        if self.remaining_s - need >= plan.cost(first, plan.TYPICAL_MODES).least * plan.MARGIN:
-            self.reserve_s = need
-            self.remaining_s -= need
-        self.record["confirmation"] = {"status": "planned", "weights": self.weights,
-                                       "reserved_s": round(self.reserve_s, 1)}
 
     def confirmation(self) -> None:
         """Merge the workloads' verdicts and confirm the configuration (confirm.settle)."""
@@ -289,13 +277,16 @@ class Advisor:
             entry["status"] = self.not_run(mine, len(exp.modes))
             log(f"tierbench: advise: {w.name}: {entry['status']}")
             return
-        knob_s, pair_s = plan.split(share, mine)
+        knob_s, pair_s, conf_s = plan.split(share, mine)
+        self.remaining_s -= conf_s  # kept back for the confirmation after every workload
+        self.reserve_s += conf_s
         run = self.run_one(plan.with_target(exp, w, self.half_width_pct, knob_s))
         entry["runs"]["knobs"] = str(run.dir) if run.dir else None
         spent = spent_s(run)
-        entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent)
+        entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent,
+                               confirm_s=round(conf_s, 1))
         entry["status"] = "complete"
-        left = share - spent
+        left = share - conf_s - spent
         pair = self.pair_for(w, entry, plans, run)
         if pair is None:
             return
@@ -319,7 +310,7 @@ class Advisor:
         """Why a workload is not run: the budget left and what its least needs."""
         return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left, "
                 f"{plan.MIN_BLOCKS} blocks of its {modes} modes need about "
-                f"{c.least * plan.MARGIN / 60:.1f} min")
+                f"{c.least * plan.MARGIN / 60:.1f} min with its confirmation")
 
     def run_one(self, exp: Experiment) -> runner.Run:
         """One precision run through the runner (its report written); the budget and the
