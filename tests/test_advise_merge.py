@@ -146,3 +146,38 @@ def test_weights_that_are_not_weights_are_one_sentence(text: str, message: str) 
         merge.parse_weights(text, list(WORKLOADS))
     assert str(got.value) == message
     assert merge.parse_weights("b=2.5", list(WORKLOADS)) == {"a": 1.0, "b": 2.5}
+
+
+def test_the_advice_says_what_was_dropped_and_what_is_kept() -> None:
+    from analysis import advise_confirm
+
+    truth = {"a": {"gro": 0.10, "jumbo": 0.10}, "b": {"gro": -0.20, "jumbo": 0.10}}
+    seed = next(s for s in range(50) if "gro" in confirmed(s, truth, {"a": 1.0, "b": 1.0},
+                                                          ("b", "gro"))["merged"])
+    votes = knob_votes(seed, truth, ("b", "gro"))
+    merged = merge.merge(votes, {"a": 1.0, "b": 1.0})
+    conf = {"weights": {"a": 1.0, "b": 1.0}, "merged": merged.changes,
+            "votes": [vars(v) for v in votes],
+            "scores": [{"knob": k, "state": s, "score": v, "why": merged.why[(k, s)]}
+                       for (k, s), v in merged.scores.items()],
+            **confirm.settle(merged.changes, votes, confirmation(seed, truth))}
+    rows = advise_confirm.rows({"confirmation": conf})
+    final = [(r["knob"], r["recommendation"]) for r in rows if r["row"] == "configuration"]
+    assert final == [("jumbo", "confirmed"), ("gro", "dropped")]
+    dropped = next(r for r in rows if r["recommendation"] == "dropped")
+    assert dropped["reason"].startswith("round 1: b: TPS -")
+    rounds = [r for r in rows if r["row"] == "confirmation"]
+    assert [(r["workload"], r["knob"]) for r in rounds] == [
+        ("a", "configuration (round 1)"), ("b", "configuration (round 1)"),
+        ("a", "configuration (round 2)"), ("b", "configuration (round 2)")]
+    assert rounds[1]["recommendation"] == "worse beyond the threshold"
+    assert float(rounds[1]["throughput_high_pct"]) < -2
+    gro = next(r for r in rows if r["row"] == "merged" and r["knob"] == "gro")
+    assert gro["recommendation"] == "merged" and "a +1 (x1)" in gro["reason"]
+    # nothing confirmed: the current configuration is kept, and said so
+    kept = advise_confirm.rows({"confirmation": {
+        "merged": {"gro": "on"}, **confirm.settle({"gro": "on"}, [], lambda c, n: "no time")}})
+    assert [(r["knob"], r["recommendation"], r["reason"]) for r in kept
+            if r["row"] == "configuration"] == [
+        ("(none)", "current configuration kept",
+         "not confirmed: no time; kept: the current configuration")]

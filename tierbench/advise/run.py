@@ -182,6 +182,8 @@ class Advisor:
 
         todo = [(w, e, merge.settings(e, changes)) for w, e in measured]
         todo = [t for t in todo if t[2][2]]
+        if not todo:
+            return "no measured workload's interfaces take these changes"
         least = [plan.confirm_cost(self.point_s(self.baseline_exp(w))) for w, _, _ in todo]
         if self.remaining_s < sum(least):
             return (f"{self.remaining_s / 60:.1f} min of the budget were left, round {n} "
