@@ -23,7 +23,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from analysis import load, markup, precision, stats
+from analysis import advise_confirm, load, markup, precision, stats
 
 ROLES = ("throughput", "latency", "tail", "cpu")
 BASELINE = "baseline"
@@ -501,7 +501,8 @@ def rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Every row of advice.csv."""
     target = markup.number(record.get("half_width_pct"))
     return [r for w in record.get("workloads") or []
-            for r in workload_rows(w, target, record.get("catalogue"))]
+            for r in workload_rows(w, target, record.get("catalogue"))] + \
+        advise_confirm.rows(record)
 
 
 def _cell(value: Any) -> Any:
@@ -572,7 +573,8 @@ def render(record: dict[str, Any], table: list[dict[str, Any]], folder: Path) ->
         budget_min=markup.number(record.get("budget_min")) or 0.0,
         spent_min=(markup.number(record.get("spent_s")) or 0.0) / 60,
         half_width=markup.number(record.get("half_width_pct")) or 0.0,
-        workloads=[workload_view(w, table, folder) for w in record.get("workloads") or []])
+        workloads=[workload_view(w, table, folder) for w in record.get("workloads") or []],
+        configuration=advise_confirm.view(record, table))
 
 
 def write_advice(folder: Path | str) -> tuple[Path, Path]:

@@ -268,25 +268,42 @@ def test_the_rule_reads_latency_the_right_way_and_keeps_what_is_not_on_or_off() 
 def test_the_budget_goes_in_proportion_and_never_below_the_least_worth_running() -> None:
     small, big = plan.cost(5.0, 10), plan.cost(10.0, 10)
     assert plan.MIN_BLOCKS == 8
-    assert small.least == 5.0 * 8 * 10 and small.pair == 5.0 * 8 * 4
-    assert small.minimum == 5.0 * 8 * 14
+    # its knob run's 10 modes and its confirmation's 2, 8 blocks each
+    assert small.least == 5.0 * 8 * 12 and small.pair == 5.0 * 8 * 4
+    assert small.confirm == 5.0 * 8 * 2 and small.minimum == 5.0 * 8 * 16
     # plenty: in proportion to the minimum costs (1 : 2)
     assert plan.share(8000, [small, big]) == pytest.approx(8000 / 3)
-    # scarce: raised to the least worth running (460 s), while it fits; else not run
-    assert plan.share(1000, [small, big]) == pytest.approx(400 * plan.MARGIN)
-    assert plan.share(800, [big, small]) is None  # big needs 920 s
+    # scarce: raised to the least worth running (552 s), while it fits; else not run
+    assert plan.share(1000, [small, big]) == pytest.approx(480 * plan.MARGIN)
+    assert plan.share(1000, [big, small]) is None  # big needs 1104 s
     assert plan.share(400, [small, big]) is None
-    # the 2 x 2 is kept back only when the knob run still gets its least
-    assert plan.split(1000, small) == pytest.approx((1000 - 160 * plan.MARGIN,
-                                                     160 * plan.MARGIN))
-    assert plan.split(480, small) == (480, 0.0)
+    # the confirmation's least is kept back first, the 2 x 2's only when the knob run still
+    # gets its least
+    conf = 80 * plan.MARGIN
+    assert plan.split(1000, small) == pytest.approx((1000 - conf - 160 * plan.MARGIN,
+                                                     160 * plan.MARGIN, conf))
+    assert plan.split(560, small) == pytest.approx((560 - conf, 0.0, conf))
+
+
+def test_windows_are_10_s_unless_asked_and_never_below_2_s() -> None:
+    suite = plan.load()
+    for w in suite.workloads:
+        exp = plan.experiment(suite, w, [knobs.baseline()], 0.2)
+        settings = exp.settings.load if exp.kind == "web" else exp.settings.net  # type: ignore
+        assert settings.measure_s == 10 and settings.warmup_s == 2, w.name
+    short = plan.with_window(suite, 3)
+    assert {(w.experiment.get("load") or w.experiment.get("net"))["measure_s"]
+            for w in short.workloads} == {3}
+    assert suite.workloads[0].experiment["load"]["measure_s"] == 10  # a copy
+    with pytest.raises(ConfigError, match=r"^--window-s must be at least 2 seconds, got 1$"):
+        plan.with_window(suite, 1)
 
 
 def test_the_plan_says_when_the_budget_cannot_hold_every_workload() -> None:
     suite = plan.load()
     lines = plan.plan_lines(suite.workloads, 10, {w.name: 5.0 for w in suite.workloads}, 10)
     assert lines[0].startswith("budget 10 min of measuring over 8 workload(s)")
-    assert "8 blocks 6.7 min" in lines[1]
+    assert "8 blocks 8.0 min with its confirmation" in lines[1]
     assert lines[-1].startswith("the budget holds less than 8 blocks of every workload")
     assert not plan.plan_lines(suite.workloads[:1], 10, {"small-static": 2.0}, 10)[-1] \
         .startswith("the budget holds less")
@@ -441,7 +458,7 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert (first["pair"]["a"], first["pair"]["b"]) == ("gro", "jumbo")
     table = list(csv.DictReader((folder / "advice.csv").open()))
     assert [r["knob"] for r in table if r["workload"] == "first"] == [
-        *knobs.KNOBS, "all", "gro x jumbo"]
+        *knobs.KNOBS, "all", "gro x jumbo", "configuration (round 1)"]
     rows = {(r["workload"], r["knob"]): r for r in table}
     knob_rows = [r for r in table if r["row"] == "knob"]
     measured = [r for r in knob_rows if r["recommendation"] != "cannot change"]
@@ -495,8 +512,23 @@ def test_an_advise_run_measures_every_knob_and_writes_the_advice(
     assert "generic-receive-offload off" in (persist / "revert.sh").read_text()
     assert "GenericReceiveOffload=yes\nMTUBytes=9000" in \
         (persist / "10-tierbench-sim_eth0.link").read_text()
+    # one configuration: both workloads recommend gro on and jumbo (their verdicts merged),
+    # confirmed against the current one on both (the simulation gives it no loss)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["merged"] == config["changes"] == {"gro": "on", "jumbo": "on"}
+    assert config["confirmed"] and config["nic"] == {
+        "features": {"generic-receive-offload": True}, "mtu": 9000}
+    assert [i["label"] for i in config["interfaces"]] == ["sim:eth0"]
+    confirmation = [r for r in table if r["row"] == "confirmation"]
+    assert [r["workload"] for r in confirmation] == ["first", "second"]
+    assert all(r["tested"] == "gro on, jumbo on" and float(r["throughput_low_pct"]) < 0 <
+               float(r["throughput_high_pct"]) for r in confirmation)
+    assert [(r["knob"], r["recommendation"]) for r in table if r["row"] == "configuration"] == \
+        [("gro", "confirmed"), ("jumbo", "confirmed")]
+    assert "generic-receive-offload on" in (folder / "persist" / "confirmed" / "apply.sh").read_text()
     html = (folder / "advice.html").read_text()
-    assert html.count("<h2>") == 2 and "What these interfaces cannot change" in html
+    assert "One configuration, confirmed" in html and "confirmed on 2 workload(s)" in html
+    assert html.count("<h2>") == 3 and "What these interfaces cannot change" in html
     assert "nsenter" not in html and "ethtool -K eth0 generic-receive-offload on" in html
     assert record["spent_s"] <= 5 * 60
 

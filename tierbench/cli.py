@@ -169,7 +169,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
 def cmd_advise(args: argparse.Namespace) -> int:
     """Measure which offloads help which workload on these interfaces; write the advice."""
     advisor = advise.Advisor(args.workloads, args.budget_min, args.precision,
-                             placer=args.where)
+                             placer=args.where, weights=args.weights, window_s=args.window_s)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
         with locked(args):
@@ -181,6 +181,32 @@ def cmd_advise(args: argparse.Namespace) -> int:
     print(f"tierbench: advice: {folder / 'advice.html'}\n"
           f"tierbench: advice: {folder / 'advice.csv'}\n{still_up(args.where)}")
     return 0
+
+
+def cmd_advise_apply(args: argparse.Namespace) -> int:
+    """Set an advise run's confirmed configuration, kept only when still reachable."""
+    from tierbench.advise import install
+
+    cluster = args.where.cluster
+    if args.node and cluster is None:
+        raise ConfigError("--node needs a cluster file (--cluster FILE or $"
+                          f"{clusterfile.CLUSTER_ENV})")
+    node_of(args)
+    install.check_run(Path(args.run))  # its errors before the lock
+    via = nodes.transport(cluster.node(args.node)) if args.node else None
+    with locked(args):
+        lines = install.apply_run(Path(args.run), args.interface, via or install.LOCAL,
+                                  args.check_address)
+    print("\n".join(f"tierbench: advise apply: {line}" for line in lines))
+    return 0
+
+
+def node_of(args: argparse.Namespace) -> None:
+    """--node NAME checked against the cluster file (one sentence when it names none)."""
+    cluster = args.where.cluster
+    if args.node and cluster is not None and args.node not in [n.name for n in cluster.nodes]:
+        raise ConfigError(f"--node: no node {args.node!r} in {cluster.path} (nodes: "
+                          f"{', '.join(n.name for n in cluster.nodes)})")
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -421,8 +447,27 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--precision", type=float, default=5.0, metavar="PCT",
                     help="half-width of each comparison's 95 %% interval asked for, in %% "
                          "(default 5)")
+    ad.add_argument("--window-s", type=float, metavar="S", help="every workload's measured "
+                    "window (default: the suite's, 10 s; shorter buys more blocks of less "
+                    "worth)")
+    ad.add_argument("--weights", metavar="NAME=W,...",
+                    help="the workloads' weights in the merged configuration (default equal)")
     add_cluster_arg(ad)
     ad.set_defaults(func=cmd_advise)
+    ads = ad.add_subparsers(dest="advise_action", metavar="apply")
+    aa = ads.add_parser("apply", help="set an advise run's confirmed configuration, kept only "
+                        "when the controller still reaches the interfaces (docs/advise.md)")
+    aa.add_argument("run", metavar="RUN", help="the advise run's folder "
+                    "(results/advise/<run-id>)")
+    aa.add_argument("--node", metavar="NAME", help="a node of the cluster file (default: "
+                    "this host)")
+    aa.add_argument("--interface", nargs="+", metavar="IF", help="set these interfaces "
+                    "(default: those the configuration lists on the host or node)")
+    aa.add_argument("--check-address", metavar="ADDR[:PORT]", help="also an address that "
+                    "must answer after the change: a ping through the interface, or a TCP "
+                    "connection to PORT")
+    add_cluster_arg(aa)
+    aa.set_defaults(func=cmd_advise_apply)
     rs = sub.add_parser("runs", help="every run under the results folder, newest first "
                         "(studies and advise sessions too)")
     rs.add_argument("--results", metavar="DIR", help="results folder (default "

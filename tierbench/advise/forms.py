@@ -20,7 +20,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from tierbench.advise import knobs
+from tierbench.advise import knobs, merge
 from tierbench.interfaces import ethtool
 
 # ethtool -k feature -> systemd.link [Link] key
@@ -221,4 +221,22 @@ def persist(folder: Path) -> list[Path]:
         if change:
             out += write(folder, str(entry["name"]), entry.get("endpoints") or [], change, back,
                          unknown)
+    return out
+
+
+def persist_confirmed(folder: Path, record: dict[str, Any]) -> list[Path]:
+    """The persistent forms of the confirmed configuration (merge.interfaces), under
+    persist/confirmed/ (persist/confirmed-1/, -2/ ... when interfaces take different
+    settings)."""
+    changes = (record.get("confirmation") or {}).get("confirmed") or {}
+    if not (record.get("confirmation") or {}).get("is_confirmed") or not changes:
+        return []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in merge.interfaces(record, changes):
+        groups.setdefault(json.dumps([item["nic"], item["revert"]], sort_keys=True),
+                          []).append(item)
+    out = []
+    for n, items in enumerate(groups.values()):
+        name = "confirmed" if len(groups) == 1 else f"confirmed-{n + 1}"
+        out += write(folder, name, items, items[0]["nic"], items[0]["revert"])
     return out

@@ -33,6 +33,9 @@ MIN_BLOCKS = 8  # blocks every mode runs: the least worth running. The rule's in
 # 1 - 0.0025 is about 14) they decide nothing; with 8 (7 df, t about 4.5) a +10 % knob at a
 # block sd of 0.04 is recommended in more than 80 % of runs (tests/test_advise_rule.py)
 PAIR_MODES = 4  # the 2 x 2: baseline, each knob, both
+CONFIRM_MODES = 2  # the confirmation: baseline and the merged configuration
+TYPICAL_MODES = 12  # a workload's modes before its interfaces are read (veth's: a baseline,
+# nine knobs, all-on, all-off)
 MARGIN = 1.15  # a block may take this much longer than estimated
 MAX_BLOCKS = 20
 
@@ -100,6 +103,24 @@ def chosen(suite: Suite, names: list[str] | None) -> list[Workload]:
     return [w for w in suite.workloads if w.name in names]
 
 
+WINDOW_KEYS = ("load", "net")  # the blocks of the suite's kinds (web, net) that hold measure_s
+
+
+def with_window(suite: Suite, window_s: float | None) -> Suite:
+    """The suite with every workload's measured window ``window_s`` seconds (None: as the
+    suite file says, 10 s); one sentence below 2 s."""
+    if window_s is None:
+        return suite
+    if not window_s >= 2:
+        raise ConfigError(f"--window-s must be at least 2 seconds, got {window_s:g}")
+    out = suite.model_copy(deep=True)
+    for w in out.workloads:
+        for key in WINDOW_KEYS:
+            if isinstance(w.experiment.get(key), dict):
+                w.experiment[key] = {**w.experiment[key], "measure_s": window_s}
+    return out
+
+
 def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
                where: str = str(SUITE), placer: Placer | None = None) -> Experiment:
     """The workload's experiment with these modes (validated as its file would be), to run on
@@ -129,27 +150,38 @@ def with_target(exp: Experiment, w: Workload, half_width_pct: float,
 @dataclass(frozen=True)
 class Cost:
     """What a workload's runs cost at least, in seconds of measuring: ``minimum`` (MIN_BLOCKS
-    blocks of its modes and of the 2 x 2), the weight of its share; ``least`` (MIN_BLOCKS
-    blocks of its modes), the least worth running; ``pair`` (MIN_BLOCKS blocks of the 2 x 2)."""
+    blocks of its modes, of the 2 x 2 and of its confirmation), the weight of its share;
+    ``least`` (MIN_BLOCKS blocks of its modes and of its confirmation), the least worth
+    running; ``pair`` (MIN_BLOCKS blocks of the 2 x 2); ``confirm`` (MIN_BLOCKS blocks of the
+    baseline and the merged configuration: kept back for the confirmation)."""
 
     minimum: float
     least: float
     pair: float
+    confirm: float = 0.0
 
 
 def cost(point_s: float, modes: int) -> Cost:
     """A workload's costs from the time of one point and its number of modes."""
-    return Cost(point_s * MIN_BLOCKS * (modes + PAIR_MODES), point_s * MIN_BLOCKS * modes,
-                point_s * MIN_BLOCKS * PAIR_MODES)
+    knob, conf = point_s * MIN_BLOCKS * modes, point_s * MIN_BLOCKS * CONFIRM_MODES
+    pair = point_s * MIN_BLOCKS * PAIR_MODES
+    return Cost(knob + pair + conf, knob + conf, pair, conf)
+
+
+def confirm_cost(point_s: float) -> float:
+    """The least of one confirmation round on a workload, in seconds of measuring (MIN_BLOCKS
+    blocks of the baseline and the configuration, with MARGIN)."""
+    return point_s * MIN_BLOCKS * CONFIRM_MODES * MARGIN
 
 
 def share(remaining_s: float, costs: list[Cost]) -> float | None:
     """The budget of the first of ``costs`` (the workloads still to run, in order): its part of
     what remains in proportion to the minimum costs of all of them, raised to its least worth
-    running (MIN_BLOCKS blocks of its modes, with MARGIN) while what remains holds that; None
-    when it does not (the workload is not run). Called again before each workload: what one
-    did not spend goes to those after it. (Sharing among only the workloads whose least fits
-    gave the first all of a small budget on its first, uncalibrated estimate.)"""
+    running (MIN_BLOCKS blocks of its modes and its confirmation, with MARGIN) while what
+    remains holds that; None when it does not (the workload is not run). Called again before
+    each workload: what one did not spend goes to those after it. (Sharing among only the
+    workloads whose least fits gave the first all of a small budget on its first,
+    uncalibrated estimate.)"""
     total = sum(c.minimum for c in costs)
     if not costs or total <= 0:
         return None
@@ -159,14 +191,16 @@ def share(remaining_s: float, costs: list[Cost]) -> float | None:
     return max(least, remaining_s * costs[0].minimum / total)
 
 
-def split(share_s: float, c: Cost) -> tuple[float, float]:
-    """A workload's share over its knob run and its 2 x 2: the 2 x 2's least is kept back when
-    the knob run still gets its own; otherwise the knob run gets it all (and the 2 x 2 what it
-    leaves, if that is enough)."""
-    keep = c.pair * MARGIN
-    if share_s - keep >= c.least * MARGIN:
-        return share_s - keep, keep
-    return share_s, 0.0
+def split(share_s: float, c: Cost) -> tuple[float, float, float]:
+    """A workload's share over its knob run, its 2 x 2 and its confirmation: the
+    confirmation's least is kept back first (for the confirmation after every workload); the
+    2 x 2's when the knob run still gets its own; otherwise the knob run gets the rest (and
+    the 2 x 2 what it leaves, if that is enough)."""
+    conf = c.confirm * MARGIN
+    rest, keep = share_s - conf, c.pair * MARGIN
+    if rest - keep >= (c.least - c.confirm) * MARGIN:
+        return rest - keep, keep, conf
+    return rest, 0.0, conf
 
 
 def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, float],
@@ -179,7 +213,8 @@ def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, 
     costs = [cost(point_s[w.name], modes) for w in workloads]
     for w, c in zip(workloads, costs):
         lines.append(f"  {w.name:<18} ~{point_s[w.name]:.1f} s a point; {MIN_BLOCKS} blocks "
-                     f"{c.least / 60:.1f} min, with the 2 x 2 {c.minimum / 60:.1f} min")
+                     f"{c.least / 60:.1f} min with its confirmation, with the 2 x 2 "
+                     f"{c.minimum / 60:.1f} min")
     need = sum(c.least for c in costs) * MARGIN / 60
     if need > budget_min:
         lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "

@@ -12,7 +12,11 @@ For each workload of the suite, in order (results/advise/<run-id>/advise.json re
    all-off, once per block, until every comparison is resolved or the workload's share of the
    budget is spent (plan.share); then, when its share still holds the least of it, a 2 x 2
    run of the two changes the advice recommends (analysis.advise.candidates);
-4. advice.csv and advice.html are written (analysis.advise).
+4. the workloads' verdicts are merged into one configuration (merge: weighted votes) and
+   confirmed against the current one on every measured workload (confirm: a paired run per
+   workload and round; a change that makes one worse beyond the threshold is dropped), within
+   the part of the budget kept back for it at the start (plan.confirm_cost);
+5. advice.csv, advice.html, config.json and the persistent forms are written.
 
 Every interface is restored after every point by the runner, and after every trial here.
 """
@@ -26,7 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tierbench import runner
-from tierbench.advise import forms, knobs, plan
+from tierbench.advise import confirm, forms, knobs, merge, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
@@ -65,12 +69,15 @@ class Advisor:
 
     def __init__(self, workloads: list[str] | None, budget_min: float,
                  half_width_pct: float = 5.0, suite_path: Path = plan.SUITE,
-                 placer: Placer | None = None) -> None:
+                 placer: Placer | None = None, weights: str | None = None,
+                 window_s: float | None = None) -> None:
         if not budget_min > 0:
             raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
-        self.suite = plan.load(suite_path)
+        self.suite = plan.with_window(plan.load(suite_path), window_s)
         self.suite_path = suite_path
         self.workloads = plan.chosen(self.suite, workloads)
+        self.weights = merge.parse_weights(weights, [w.name for w in self.workloads])
+        self.reserve_s = 0.0  # kept back for the confirmation
         self.budget_s = budget_min * 60
         self.half_width_pct = half_width_pct
         self.remaining_s = self.budget_s
@@ -114,7 +121,8 @@ class Advisor:
             "suite": str(self.suite_path), "placement": self.where.name,
             "cluster": self.where.cluster.path if self.where.cluster else None,
             "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
-            "workloads": [self.entry(w) for w in self.workloads]}
+            "workloads": [self.entry(w) for w in self.workloads],
+            "confirmation": {"status": "planned", "weights": self.weights}}
         save(self.folder, self.record)
         log(f"tierbench: advise: {len(self.workloads)} workload(s), budget "
             f"{self.budget_s / 60:g} min of measuring; record in {self.folder}")
@@ -124,16 +132,79 @@ class Advisor:
                     log(f"tierbench: advise [{n + 1}/{len(self.workloads)}]: {w.name}")
                     self.workload(w, entry, self.workloads[n + 1:])
                     save(self.folder, self.record)
+                self.remaining_s += self.reserve_s
+                self.reserve_s = 0.0
+                self.confirmation()
             self.record["status"] = "complete"
         except runner.RunInterrupted as exc:
             self.record["status"] = f"interrupted by {exc}"
             raise
         finally:
             self.record["finished"] = now()
-            self.record["spent_s"] = round(self.budget_s - self.remaining_s, 1)
+            self.record["spent_s"] = round(self.budget_s - self.remaining_s - self.reserve_s, 1)
             save(self.folder, self.record)
             write_advice(self.folder)
         return self.folder
+
+    def baseline_exp(self, w: plan.Workload) -> Experiment:
+        """A workload's experiment with the baseline alone (for its estimates)."""
+        return plan.experiment(self.suite, w, [knobs.baseline()], self.settle_s(),
+                               str(self.suite_path), self.where)
+
+    def confirmation(self) -> None:
+        """Merge the workloads' verdicts and confirm the configuration (confirm.settle)."""
+        from analysis import advise as advice
+
+        assert self.folder is not None
+        votes = merge.votes(self.record, advice.rows(self.record))
+        merged = merge.merge(votes, self.weights)
+        conf = self.record["confirmation"]
+        conf.update(merged=merged.changes, votes=[vars(v) for v in votes], scores=[
+            {"knob": k, "state": s, "score": v, "why": merged.why[(k, s)]}
+            for (k, s), v in merged.scores.items()])
+        measured = [(w, e) for w, e in zip(self.workloads, self.record["workloads"])
+                    if e.get("status") == "complete"]
+        log(f"tierbench: advise: merged configuration: {', '.join(merged.names()) or 'none'}")
+        conf.update(confirm.settle(merged.changes, votes,
+                                   lambda changes, n: self.confirm_round(measured, changes, n)))
+        unmeasured = [e["name"] for e in self.record["workloads"]
+                      if e.get("status") != "complete"]
+        if unmeasured and conf.get("is_confirmed"):
+            conf["status"] += f"; not measured on {', '.join(unmeasured)} (not run)"
+        log(f"tierbench: advise: {conf['status']}")
+        save(self.folder, self.record)
+
+    def confirm_round(self, measured: list[tuple[plan.Workload, dict[str, Any]]],
+                      changes: dict[str, str], n: int) -> confirm.Outcomes | str:
+        """One round of the confirmation: per measured workload a run of the baseline and the
+        configuration's changes its interfaces take; or why the budget cannot hold it."""
+        from analysis import advise as advice
+
+        todo = [(w, e, merge.settings(e, changes)) for w, e in measured]
+        todo = [t for t in todo if t[2][2]]
+        if not todo:
+            return "no measured workload's interfaces take these changes"
+        least = [plan.confirm_cost(self.point_s(self.baseline_exp(w))) for w, _, _ in todo]
+        if self.remaining_s < sum(least):
+            return (f"{self.remaining_s / 60:.1f} min of the budget were left, round {n} "
+                    f"needs about {sum(least) / 60:.1f} min ({plan.MIN_BLOCKS} blocks of 2 "
+                    f"modes on {len(todo)} workload(s))")
+        out: confirm.Outcomes = {}
+        for i, (w, entry, (nic, _, taken)) in enumerate(todo):
+            mode = knobs.make_mode(confirm.MODE, "the merged configuration: "
+                                   + ", ".join(taken), nic)
+            exp = plan.experiment(self.suite, w, [knobs.baseline(), mode], self.settle_s(),
+                                  str(self.suite_path), self.where)
+            exp.name = f"advise-{w.name}-confirm{n}"
+            share = max(least[i], self.remaining_s * least[i] / sum(least[i:]))
+            run = self.run_one(plan.with_target(exp, w, self.half_width_pct, share))
+            entry["runs"][f"confirm{n}"] = str(run.dir) if run.dir else None
+            if run.dir is None:
+                continue
+            values, spread = advice.run_values(run.dir)
+            out[w.name] = {**confirm.judge(entry, values, spread), "taken": taken,
+                           "run": str(run.dir)}
+        return out
 
     @staticmethod
     def entry(w: plan.Workload) -> dict[str, Any]:
@@ -208,13 +279,16 @@ class Advisor:
             entry["status"] = self.not_run(mine, len(exp.modes))
             log(f"tierbench: advise: {w.name}: {entry['status']}")
             return
-        knob_s, pair_s = plan.split(share, mine)
+        knob_s, pair_s, conf_s = plan.split(share, mine)
+        self.remaining_s -= conf_s  # kept back for the confirmation after every workload
+        self.reserve_s += conf_s
         run = self.run_one(plan.with_target(exp, w, self.half_width_pct, knob_s))
         entry["runs"]["knobs"] = str(run.dir) if run.dir else None
         spent = spent_s(run)
-        entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent)
+        entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent,
+                               confirm_s=round(conf_s, 1))
         entry["status"] = "complete"
-        left = share - spent
+        left = share - conf_s - spent
         pair = self.pair_for(w, entry, plans, run)
         if pair is None:
             return
@@ -238,7 +312,7 @@ class Advisor:
         """Why a workload is not run: the budget left and what its least needs."""
         return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left, "
                 f"{plan.MIN_BLOCKS} blocks of its {modes} modes need about "
-                f"{c.least * plan.MARGIN / 60:.1f} min")
+                f"{c.least * plan.MARGIN / 60:.1f} min with its confirmation")
 
     def run_one(self, exp: Experiment) -> runner.Run:
         """One precision run through the runner (its report written); the budget and the
@@ -381,10 +455,14 @@ def endpoint_view(snap: dict) -> dict[str, Any]:
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
-    """advice.csv and advice.html of an advise folder (analysis.advise), and the persistent
-    forms of the recommended changes (forms.persist: persist/<workload>/)."""
+    """advice.csv and advice.html of an advise folder (analysis.advise), the persistent
+    forms of the recommended changes (forms.persist: persist/<workload>/), config.json
+    (merge.write_config) and the forms of the confirmed configuration (persist/confirmed/)."""
     from analysis import advise as advice
 
     out = advice.write_advice(folder)
     forms.persist(folder)
+    record = json.loads((folder / "advise.json").read_text(encoding="utf-8"))
+    merge.write_config(folder, record)
+    forms.persist_confirmed(folder, record)
     return out
