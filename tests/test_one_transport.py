@@ -59,7 +59,8 @@ def ours(path: Path) -> list[str]:
 
 
 def test_only_the_transport_starts_processes() -> None:
-    bad = [f"{rel}:{line}: {what}" for pkg in PACKAGES for path in sorted((ROOT / pkg).rglob("*.py"))
+    bad = [f"{rel}:{line}: {what}"
+           for pkg in PACKAGES for path in sorted((ROOT / pkg).rglob("*.py"))
            if (rel := str(path.relative_to(ROOT))) not in ALLOWED
            for line, what in process_starts(path)]
     assert not bad, "start processes through tierbench.transport:\n" + "\n".join(bad)

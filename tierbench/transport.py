@@ -13,7 +13,7 @@ after a crash.
 This module imports nothing of tierbench: its errors say what failed, and the caller says it in
 its own words (naming the interface, the node or the disk system it was working on). It is the
 only module of tierbench that imports :mod:`subprocess` (ruff's banned-api rule, TID251 in
-pyproject.toml, and tests/test_architecture.py hold every other module to that, but for the two
+pyproject.toml, and tests/test_one_transport.py hold every other module to that, but for the two
 programs whose source runs on a node with the standard library alone: modes/deadman.py and
 measure/kernel.py). A command that does not finish in time is one error, :class:`DidNotFinish`,
 whether it was run to its end (:func:`run_argv`, :meth:`Transport.run`) or started

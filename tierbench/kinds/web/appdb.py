@@ -29,7 +29,7 @@ from typing import Any
 
 from tierbench.placement import compose, space
 from tierbench.placement.placer import Placer
-from tierbench.transport import DEVNULL, DidNotFinish, PIPE, Process
+from tierbench.transport import DEVNULL, PIPE, DidNotFinish, Process, TransportError
 
 DATABASE = "tierbench"
 ROLE = "tierbench"  # the application tier's role (images/db/db-start.sh)
@@ -323,16 +323,22 @@ def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[spa
 def start_again(where: Placer, container: compose.Container) -> None:
     """Start a stopped container of the stack again (on its node) and wait until it is
     healthy."""
-    done = where.start(container, timeout=120)
-    if done.returncode != 0:
+    try:
+        done = where.start(container, timeout=120)
         why = (done.stderr.strip().splitlines() or ["it is gone"])[-1]
+    except TransportError as exc:  # docker is missing, or did not finish
+        done, why = None, str(exc)
+    if done is None or done.returncode != 0:
         raise compose.StackError(f"the {container.service} tier's container {container.name} "
                                  f"could not be started ({why}): run `tierbench clean` and "
                                  "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
     while time.monotonic() < deadline:
-        health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
-                              container.id, timeout=30).stdout.strip()
+        try:
+            health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
+                                  container.id, timeout=30).stdout.strip()
+        except TransportError:
+            health = ""
         if health == "healthy":
             return
         time.sleep(1)
