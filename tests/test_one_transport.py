@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from tierbench import transport
+from tierbench.placement import nodes
 from tierbench.placement.compose import Container
+from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import LocalPlacer
 from tierbench.transport import LOCAL, PIPE, DidNotFinish, Transport, TransportError
 
@@ -124,3 +126,13 @@ def test_a_container_command_that_does_not_finish_raises(monkeypatch) -> None:
         LocalPlacer().docker(box, "inspect", timeout=0.2)
     with pytest.raises(DidNotFinish):
         LocalPlacer().exec(box, ["true"], timeout=0.2)
+
+
+def test_here_or_on_a_node_is_one_call() -> None:
+    """nodes.run_at runs here for no node, with run_on_node's checks and wording."""
+    assert nodes.run_at(None, "echo a; echo b >&2").stdout == "a\n"
+    assert nodes.run_at(None, "exit 3", check=False).returncode == 3
+    with pytest.raises(NodeError, match=r"^this host: `echo oops >&2; exit 3` failed with exit code 3: oops$"):
+        nodes.run_at(None, "echo oops >&2; exit 3")
+    with pytest.raises(NodeError, match=r"^this host: `sleep 5`: .*did not finish within 0.2 s"):
+        nodes.run_at(None, "sleep 5", timeout=0.2)
