@@ -217,7 +217,7 @@ def test_commands_reach_the_db_container_through_its_nodes_engine(
             return Transport("node4", ("ssh",), "tierbench-node4")
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(placer.subprocess, "run", lambda argv, **kw: seen.append(argv) or
+    monkeypatch.setattr(placer, "run_argv", lambda argv, **kw: seen.append(argv) or
                         subprocess.CompletedProcess(argv, 0, "1\n", ""))
     assert appdb.sql(OnNode(), DB, "SELECT 1") == "1"
     assert seen[-1] == ["docker", "--context", "tierbench-node4", "exec", "-u", "postgres", "id",

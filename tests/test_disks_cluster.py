@@ -22,6 +22,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.pfs import orangefs
 from tierbench.kinds.web import webdisks
 from tierbench.placement import cluster, diskbuild, disks, placer, space
+from tierbench import transport
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ class FakeRun:
 def fake(monkeypatch, tmp_path) -> FakeRun:
     monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path / "state"))
     run = FakeRun()
-    monkeypatch.setattr(disks.subprocess, "run", run)
+    monkeypatch.setattr(transport.subprocess, "run", run)  # the one place commands run
     return run
 
 

@@ -20,6 +20,7 @@ from tierbench.measure.counters import MeasureError
 from tierbench.placement import cluster, clusterfile, compose, nodes
 from tierbench.placement.compose import Container
 from tierbench.placement.clusterfile import parse_cluster
+from tierbench import transport
 
 LAB = {
     "version": 1, "workdir": "/srv/tb",
@@ -73,7 +74,7 @@ def test_preflight_checks_perf_on_the_sender_node_not_here(
     monkeypatch.setattr(compose, "require_image", lambda image: None)
     monkeypatch.setattr(flows, "daemon_nofile", lambda: None)
     fake = Node(monkeypatch, {"perf record": "RECORD-OK\nKALLSYMS\n" + KALLSYMS_OK})
-    monkeypatch.setattr(profile.subprocess, "run", lambda *a, **k: pytest.fail(
+    monkeypatch.setattr(transport, "run_argv", lambda *a, **k: pytest.fail(
         f"perf ran on the controller: {a}"))
     kind.preflight(exp, [])
     assert [n for n, _ in fake.calls] == ["node1"]
@@ -106,7 +107,7 @@ def test_the_profile_is_recorded_and_reported_on_the_sender_node(
         def wait(self, timeout: float | None = None) -> int:
             return 0
 
-    monkeypatch.setattr(profile.subprocess, "Popen", Popen)
+    monkeypatch.setattr(transport, "start_argv", Popen)
     senders = [Container("net-client", f"id{i}", f"tierbench-net-client-{i}", 4000 + i, "img",
                          "sha", "0-1", node="node1", context="tierbench-node1")
                for i in (1, 2)]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tierbench.kinds import registry
+from tierbench import transport
 from tierbench.placement import nodes
 from tierbench.placement.clusterfile import ClusterError, load_cluster, parse_cluster
 from tierbench.placement.nodes import ClockReading, NodeError
@@ -274,7 +275,7 @@ def test_run_on_node_errors(monkeypatch: pytest.MonkeyPatch) -> None:
                                                   "-offload\n"),
                        "sleep": subprocess.TimeoutExpired("ssh", 2),
                        "uname": done(0, out="6.1.0\n")})
-    monkeypatch.setattr(nodes.subprocess, "run", run)
+    monkeypatch.setattr(transport.subprocess, "run", run)
     assert nodes.run_on_node(node, "uname -r").stdout == "6.1.0\n"
     with pytest.raises(NodeError) as info:
         nodes.run_on_node(node, "unreachable")
@@ -317,7 +318,7 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
         "--context tierbench-node2 version": done(1, err="context \"tierbench-node2\" not found"),
         "compose version": done(0, "2.26.1\n"),
     })
-    monkeypatch.setattr(nodes.subprocess, "run", run)
+    monkeypatch.setattr(transport.subprocess, "run", run)
     offsets = {"node1": 0.0004, "node2": -0.2}
     monkeypatch.setattr(nodes, "measure_clock",
                         lambda node, timeout: ClockReading(node.name, offsets[node.name], 0.002, 7))

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
 from tierbench.placement.compose import Container
 from tierbench.placement.placer import LocalPlacer
+from tierbench.transport import run_argv
 from workloads import traces
 
 BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""
@@ -49,8 +49,7 @@ class BareUser(FastHttpUser):
 
 def container(name: str) -> Container:
     """A running container by name or id, as the engines need it."""
-    done = subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
-                          timeout=30, check=False)
+    done = run_argv(["docker", "inspect", name], timeout=30)
     if done.returncode != 0:
         raise load.LoadgenError(f"no container named {name!r} is running")
     info = json.loads(done.stdout)[0]
@@ -73,7 +72,7 @@ def plain_wrk(gen: Container, url: str, connections: int, threads: int, seconds:
     """Requests/s of wrk without any script against one URL."""
     argv = ["docker", "exec", gen.id, "wrk", "-t", str(threads), "-c", str(connections),
             "-d", f"{seconds}s", url]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    done = run_argv(argv, timeout=seconds + 60)
     log.write_text(done.stdout + done.stderr)
     found = re.search(r"(\d+) requests in ([\d.]+)(m?s)", done.stdout)
     if done.returncode != 0 or not found:

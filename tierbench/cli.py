@@ -8,7 +8,6 @@ import argparse
 import csv
 import json
 import shlex
-import subprocess
 import sys
 import time
 from typing import Any
@@ -29,6 +28,7 @@ from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_mod
 from tierbench.kinds.pfs import orangefs
 from tierbench.placement import clusterfile, compose, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
+from tierbench.transport import run_argv
 
 
 def precision_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     runs = 0
     while args.runs == 0 or runs < args.runs:
         # A worker exits when its master quits (end of a point); the next point needs a new one.
-        code = subprocess.run(cmd, check=False).returncode
+        code = run_argv(cmd, timeout=None, stdout=None, stderr=None).returncode
         runs += 1
         if code not in (0, 1):
             print(f"tierbench: worker exited with code {code}", file=sys.stderr)

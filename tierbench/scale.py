@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from tierbench.config.files import ROOT, results_root
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.report import report_spec
 from tierbench.placement import space
+from tierbench.transport import run_argv
 from workloads import worldcup
 
 MILLION = 1_000_000
@@ -192,8 +192,8 @@ print(json.dumps({"s": time.monotonic() - t, "report_bytes": out.stat().st_size,
 
 def stage(code: str, *args: Path) -> dict:
     """Run one stage in its own process; its JSON line (time, peak memory, figures)."""
-    done = subprocess.run([sys.executable, "-c", PEAK + code, *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=3600, check=False)
+    done = run_argv([sys.executable, "-c", PEAK + code, *map(str, args)], cwd=ROOT,
+                    timeout=3600)
     if done.returncode != 0:
         raise ScaleError(f"a stage failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -11,7 +11,13 @@ data (its :meth:`record` goes into state files), so that a later process reaches
 after a crash.
 
 This module imports nothing of tierbench: its errors say what failed, and the caller says it in
-its own words (naming the interface, the node or the disk system it was working on).
+its own words (naming the interface, the node or the disk system it was working on). It is the
+only module of tierbench that imports :mod:`subprocess` (ruff's banned-api rule, TID251 in
+pyproject.toml, and tests/test_one_transport.py hold every other module to that, but for the two
+programs whose source runs on a node with the standard library alone: modes/deadman.py and
+measure/kernel.py). A command that does not finish in time is one error, :class:`DidNotFinish`,
+whether it was run to its end (:func:`run_argv`, :meth:`Transport.run`) or started
+(:func:`start_argv`, :meth:`Transport.popen`) and then waited for (:class:`Process`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 Command = str | Sequence[str]  # a shell snippet, or an argv
+CompletedProcess = subprocess.CompletedProcess  # a command that finished, whatever its exit code
+PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
 
 
 class TransportError(Exception):
@@ -34,6 +42,41 @@ class TransportError(Exception):
                  timeout: float | None = None) -> None:
         super().__init__(message)
         self.missing, self.timeout = missing, timeout
+
+
+class DidNotFinish(TransportError):
+    """The command did not finish within ``timeout`` seconds (the one error for that): what it
+    wrote meanwhile is ``output`` and ``stderr`` when it was captured. Started processes are not
+    killed by it; a command run to its end (run_argv) is."""
+
+    def __init__(self, message: str, *, timeout: float, output: Any = None,
+                 stderr: Any = None) -> None:
+        super().__init__(message, timeout=timeout)
+        self.timeout: float = timeout
+        self.output, self.stderr = output, stderr
+
+
+class Process(subprocess.Popen):
+    """A started command (subprocess.Popen), whose :meth:`wait` and :meth:`communicate` raise
+    DidNotFinish when it does not finish within their ``timeout``."""
+
+    def _late(self, exc: subprocess.TimeoutExpired) -> DidNotFinish:
+        argv = self.args if isinstance(self.args, (list, tuple)) else [str(self.args)]
+        return DidNotFinish(f"`{shlex.join(map(str, argv[:3]))} ...` did not finish within "
+                            f"{exc.timeout:g} s", timeout=exc.timeout, output=exc.output,
+                            stderr=exc.stderr)
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            return super().wait(timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise self._late(exc) from None
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        try:
+            return super().communicate(input, timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise self._late(exc) from None
 
 
 def shown(command: Command) -> str:
@@ -78,17 +121,18 @@ class Transport:
 
     def run(self, command: Command, *, netns: int | None = None, timeout: float = 60,
             input: str | bytes | None = None, text: bool = True
-            ) -> subprocess.CompletedProcess:
+            ) -> CompletedProcess:
         """Run ``command`` there and return the finished process, whatever its exit code;
-        TransportError when it cannot start or does not finish within ``timeout`` s."""
+        TransportError when it cannot start, DidNotFinish when it does not finish within
+        ``timeout`` s."""
         return run_argv(self.argv(command, netns), timeout=timeout, input=input, text=text)
 
     def popen(self, command: Command, *, netns: int | None = None,
-              **kwargs: Any) -> subprocess.Popen:
+              **kwargs: Any) -> Process:
         """Start ``command`` there (subprocess.Popen's keywords)."""
         return start_argv(self.argv(command, netns), **kwargs)
 
-    def unreachable(self, done: subprocess.CompletedProcess) -> bool:
+    def unreachable(self, done: CompletedProcess) -> bool:
         """Whether a finished command failed because ssh did not reach the node."""
         return self.remote and done.returncode == 255
 
@@ -124,27 +168,35 @@ def of(record: Mapping[str, Any] | None) -> Transport:
     return Transport(record["node"], tuple(record.get("ssh") or ()), record.get("context"))
 
 
-def run_argv(argv: list[str], *, timeout: float = 60, input: str | bytes | None = None,
-             text: bool = True, cwd: Any = None, env: Mapping[str, str] | None = None
-             ) -> subprocess.CompletedProcess:
-    """Run ``argv`` on this machine (see Transport.run)."""
+def run_argv(argv: Sequence[str], *, timeout: float | None = 60,
+             input: str | bytes | None = None, text: bool = True, cwd: Any = None,
+             env: Mapping[str, str] | None = None, stdin: Any = None, stdout: Any = PIPE,
+             stderr: Any = PIPE) -> CompletedProcess:
+    """Run ``argv`` on this machine and return the finished process, whatever its exit code
+    (its output captured unless ``stdout``/``stderr`` say otherwise: None leaves them to this
+    process's, DEVNULL drops them, STDOUT merges stderr into stdout); TransportError when it
+    cannot start, DidNotFinish (it is killed) when it does not finish within ``timeout`` s (None:
+    no limit)."""
+    argv = list(argv)
     try:
-        return subprocess.run(argv, input=input, capture_output=True, text=text,
-                              timeout=timeout, check=False, cwd=cwd, env=env)
+        return subprocess.run(argv, input=input, stdin=stdin, stdout=stdout, stderr=stderr,
+                              text=text, timeout=timeout, check=False, cwd=cwd, env=env)
     except FileNotFoundError as exc:
         missing = exc.filename or argv[0]
         raise TransportError(f"{missing} is not installed", missing=missing) from None
-    except subprocess.TimeoutExpired:
-        raise TransportError(f"`{shlex.join(argv[:3])} ...` did not finish within {timeout:g} s",
-                             timeout=timeout) from None
+    except subprocess.TimeoutExpired as exc:
+        raise DidNotFinish(f"`{shlex.join(argv[:3])} ...` did not finish within {timeout:g} s",
+                           timeout=exc.timeout, output=exc.output, stderr=exc.stderr) from None
     except OSError as exc:
         raise TransportError(f"cannot run `{argv[0]}`: {exc}") from None
 
 
-def start_argv(argv: list[str], **kwargs: Any) -> subprocess.Popen:
-    """Start ``argv`` on this machine (TransportError when it is not installed)."""
+def start_argv(argv: Sequence[str], **kwargs: Any) -> Process:
+    """Start ``argv`` on this machine (subprocess.Popen's keywords; TransportError when it is
+    not installed)."""
+    argv = list(argv)
     try:
-        return subprocess.Popen(argv, **kwargs)
+        return Process(argv, **kwargs)
     except FileNotFoundError as exc:
         missing = exc.filename or argv[0]
         raise TransportError(f"{missing} is not installed", missing=missing) from None

@@ -13,14 +13,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NetifError
-from tierbench.transport import LOCAL, Transport, TransportError
+from tierbench.transport import LOCAL, Transport, TransportError, run_argv
 
 _CHANNEL_LABELS = {"RX": "rx", "TX": "tx", "Other": "other", "Combined": "combined"}
 
@@ -270,8 +269,7 @@ def sysctl_scope(key: str) -> str:
     if not os.path.exists(path):
         return "missing"
     script = f'test -e {shlex.quote(path)} || exit 3; test -w {shlex.quote(path)} || exit 4'
-    probe = subprocess.run(["unshare", "-n", "--", "sh", "-c", script],
-                           capture_output=True, timeout=30, check=False)
+    probe = run_argv(["unshare", "-n", "--", "sh", "-c", script], timeout=30, text=False)
     return {0: "netns", 4: "netns-readonly"}.get(probe.returncode, "host")
 
 

@@ -23,7 +23,6 @@ import json
 import os
 import select
 import shlex
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.measure import kernel, sampler
 from tierbench.measure.sampler import (CgroupCpu, SamplerError, host_cpu, iface_counters,
                                        kernel_counters, tier_stacks)
-from tierbench.transport import Transport
+from tierbench.transport import DidNotFinish, PIPE, Transport
 
 READY_TIMEOUT_S = 30.0
 NODE_PART = "# " + "-" * 77 + " on the node"  # the code a node runs starts after this line
@@ -170,8 +169,8 @@ class NodeStream:
 
     def __init__(self, node: str, via: Transport, command: str) -> None:
         self.node = node
-        self.proc = via.popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = via.popen(command, stdin=PIPE, stdout=PIPE,
+                              stderr=PIPE, text=True, bufsize=1)
         self.ticks: dict[Any, dict[str, Any]] = {}
         self.ready: dict[str, Any] | None = None
         self.ended = threading.Event()
@@ -224,7 +223,7 @@ class NodeStream:
         """The tail of the agent's stderr (after it ended)."""
         try:
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except DidNotFinish:
             return "no answer"
         err = self.proc.stderr.read() if self.proc.stderr else ""
         lines = [ln.strip() for ln in (err or "").splitlines() if ln.strip()]
@@ -238,7 +237,7 @@ class NodeStream:
             pass
         try:
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        except DidNotFinish:
             self.proc.kill()
             self.proc.wait(timeout=10)
 

@@ -17,7 +17,6 @@ import csv
 import re
 import shutil
 import signal
-import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -29,6 +28,7 @@ from typing import Any
 import yaml
 
 from tierbench.config.errors import ConfigError
+from tierbench.transport import DEVNULL, DidNotFinish, Process, run_argv, start_argv
 
 TABLE_FILE = Path(__file__).with_name("categories.yml")
 PROFILE_HZ = 499  # samples per second per CPU (a prime: not in step with 1 kHz timers)
@@ -180,41 +180,39 @@ def check() -> None:
     if shutil.which("perf") is None:
         raise ConfigError("--profile categories needs perf on this host (Debian and Ubuntu: "
                           "apt-get install linux-perf, setup/host-tools.sh); nothing was run")
-    done = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-g", "-o",
-                           "/dev/null", "--", "sleep", "0.1"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = run_argv(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-g", "-o",
+                     "/dev/null", "--", "sleep", "0.1"], timeout=60)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no reason given"])[0][:200]
         raise ConfigError(f"--profile categories: perf cannot sample every CPU here ({why}); "
                           "run as root with kernel.perf_event_paranoid <= 1; nothing was run")
 
 
-def start(folder: Path) -> subprocess.Popen | None:
+def start(folder: Path) -> Process | None:
     """perf record of every CPU's clock with call graphs, stamped with the wall clock, into
     the point's folder, until stop(); None when the folder's file system has under
     MIN_FREE_BYTES free (the point then has no profile, and says so)."""
     if shutil.disk_usage(folder).free < MIN_FREE_BYTES:
         return None
-    return subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ),
-                             "-a", "-g", "-k", "CLOCK_REALTIME", "-o", str(folder / DATA_FILE)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return start_argv(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ),
+                       "-a", "-g", "-k", "CLOCK_REALTIME", "-o", str(folder / DATA_FILE)],
+                      stdout=DEVNULL, stderr=DEVNULL)
 
 
-def stop(proc: subprocess.Popen, folder: Path, tiers: Mapping[int, str],
+def stop(proc: Process, folder: Path, tiers: Mapping[int, str],
          span: tuple[float, float] | None, table: Table | None = None) -> dict[str, Any]:
     """End perf record, read its samples, and give the point's category columns (writing
     categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier."""
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
+    except DidNotFinish:
         proc.kill()
         proc.wait(timeout=10)
     data = folder / DATA_FILE
     try:
-        done = subprocess.run(["perf", "script", "-i", str(data), "-F",
-                               "comm,pid,tid,cpu,time,ip,sym,dso"], capture_output=True,
-                              text=True, timeout=600, check=False)
+        done = run_argv(["perf", "script", "-i", str(data), "-F",
+                         "comm,pid,tid,cpu,time,ip,sym,dso"], timeout=600)
     finally:
         data.unlink(missing_ok=True)
     columns, rows, folded = breakdown(list(parse_script(done.stdout)), table or load_table(),
@@ -236,7 +234,7 @@ class Recording:
     def __init__(self, folder: Path, on: bool, counters: Mapping[str, Any] | None = None
                  ) -> None:
         self.folder, self.on, self.counters = folder, on, counters or {}
-        self.proc: subprocess.Popen | None = None
+        self.proc: Process | None = None
         self.tiers: dict[int, str] = {}
         self.done = threading.Event()
         self.watch = threading.Thread(target=self._watch, name="profile-pids", daemon=True)

@@ -31,7 +31,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,7 +45,7 @@ from tierbench.placement.compose import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
-from tierbench.transport import Transport, TransportError
+from tierbench.transport import DidNotFinish, Transport, TransportError, run_argv
 
 ROLE_LABEL = "org.tierbench.role"
 PORT_LABEL = "org.tierbench.port"
@@ -64,6 +63,15 @@ class NodeCgroup:
 
     def __init__(self, node: str, pid: int) -> None:
         self.node, self.pid = node, pid
+
+
+def local_tar(args: list[str], *, timeout: float, input: bytes | None = None) -> bytes:
+    """``tar ARGS`` on the controller (bytes in and out); NodeError when it fails."""
+    done = run_argv(["tar", *args], input=input, text=False, timeout=timeout)
+    if done.returncode != 0:
+        raise NodeError(f"controller: `tar {shlex.join(args[:3])} ...` failed with exit code "
+                        f"{done.returncode}: {nodes.tail(done.stderr) or 'no output'}")
+    return done.stdout
 
 
 def env_name(service: str) -> str:
@@ -255,9 +263,8 @@ class ClusterPlacer(Placer):
     def run_compose(self, node: Node, argv: list[str], env: dict[str, str], timeout: float,
                     what: str) -> str:
         try:
-            done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
+            done = run_argv(argv, cwd=ROOT, env=env, timeout=timeout)
+        except DidNotFinish:
             raise StackError(f"{node.name}: {what} did not finish within {timeout:.0f} s") from None
         if done.returncode != 0:
             detail = nodes.tail(done.stderr or done.stdout)
@@ -273,8 +280,7 @@ class ClusterPlacer(Placer):
         """The resolved compose configuration (`docker compose config`: no engine needed)."""
         argv = ["docker", "compose", "-p", PROJECT, *(a for f in files for a in ("-f", f)),
                 *(a for p in profiles for a in ("--profile", p)), "config", "--format", "json"]
-        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        done = run_argv(argv, cwd=ROOT, env=env, timeout=60)
         if done.returncode != 0:
             raise StackError(f"`docker compose config` of {', '.join(Path(f).name for f in files)} "
                              f"failed: {nodes.tail(done.stderr)}")
@@ -401,9 +407,8 @@ class ClusterPlacer(Placer):
     def send_workloads(self, node: Node) -> None:
         """The checkout's workloads/ (its data/ left out) into WORKDIR on the node."""
         work = shlex.quote(self.cluster.workdir)
-        tar = subprocess.run(["tar", "-C", str(ROOT), "--exclude=workloads/data",
-                              "--exclude=__pycache__", "-c", "workloads"],
-                             capture_output=True, check=True, timeout=60).stdout
+        tar = local_tar(["-C", str(ROOT), "--exclude=workloads/data", "--exclude=__pycache__",
+                         "-c", "workloads"], timeout=60)
         # the workdir tierbench's own (made with its marker, or adopted), refused otherwise
         self.claim(self.cluster.workdir, "the cluster's workdir", ("results", "workloads"),
                    nodes.transport(node))
@@ -641,8 +646,7 @@ class ClusterPlacer(Placer):
         root = results_root()
         rel = [str(p.resolve().relative_to(root)) for p in paths]
         files = [r for r, p in zip(rel, paths) if not p.is_dir()]
-        tar = subprocess.run(["tar", "-C", str(root), "-c", *files], capture_output=True,
-                             check=True, timeout=300).stdout if files else b""
+        tar = local_tar(["-C", str(root), "-c", *files], timeout=300) if files else b""
         work = shlex.quote(f"{self.cluster.workdir}/results")
         folders = " ".join(shlex.quote(f"{self.cluster.workdir}/results/{r}")
                            for r, p in zip(rel, paths) if p.is_dir())
@@ -665,8 +669,7 @@ class ClusterPlacer(Placer):
             raise NodeError(f"{container.node}: copying {rel} back failed: "
                             f"{nodes.tail(done.stderr)}")
         if done.stdout:
-            subprocess.run(["tar", "-C", str(root), "-x", "--skip-old-files"], input=done.stdout,
-                           check=True, timeout=300)
+            local_tar(["-C", str(root), "-x", "--skip-old-files"], input=done.stdout, timeout=300)
 
     def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
         """/proc/PID/net/NAME of the container's process, read on its node over SSH (with host

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from tierbench.config.files import (PROJECT_PREFIX, ROOT, default_project, doten
                                     results_root)
 from tierbench.placement import access, diskbuild, disks, owned
 from tierbench.placement.clusterfile import Cluster
+from tierbench.transport import DEVNULL, DidNotFinish, TransportError, run_argv
 
 try:
     PROJECT = project_name()  # this checkout's Compose project (tierbench.config.files)
@@ -96,13 +96,12 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float =
     if argv[:2] == ["docker", "compose"] and "-p" not in argv:
         argv = ["docker", "compose", "-p", PROJECT, *argv[2:]]  # never the file's own name
     try:
-        done = subprocess.run(
-            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except FileNotFoundError:
-        raise StackError(f"{argv[0]} is not installed: run `make setup`") from None
-    except subprocess.TimeoutExpired:
+        done = run_argv(argv, cwd=ROOT, env=env, timeout=timeout)
+    except DidNotFinish:
         raise StackError(f"`{' '.join(argv[:4])} ...` did not finish within {timeout:.0f} s") from None
+    except TransportError as exc:
+        raise StackError(f"{argv[0]} is not installed: run `make setup`" if exc.missing
+                         else str(exc)) from None
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
         tail = " | ".join(detail[-3:]) if detail else f"exit code {done.returncode}"
@@ -186,9 +185,9 @@ def ensure_images(names: Iterable[str], how: str = "`make images`") -> None:
         return
     short = [n.removeprefix("tierbench-") for n in todo]
     try:
-        done = subprocess.run([str(IMAGES_SH), *short], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              timeout=3600, check=False)
-    except subprocess.TimeoutExpired:
+        done = run_argv([str(IMAGES_SH), *short], cwd=ROOT, stdout=DEVNULL, stderr=None,
+                        timeout=3600)
+    except DidNotFinish:
         raise StackError(f"building {', '.join(todo)} took more than an hour: run `make images` "
                          "to see why") from None
     if done.returncode != 0:

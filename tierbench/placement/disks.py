@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 import re
 import shlex
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
 from tierbench.placement import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
-from tierbench.transport import Transport, TransportError
+from tierbench.transport import CompletedProcess, Transport, TransportError
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -300,7 +299,7 @@ class Host:
         return {"node": self.node, "ssh": list(self.via.ssh), "workdir": self.workdir}
 
     def proc(self, argv: list[str], timeout: float = 300,
-             input: str | None = None) -> subprocess.CompletedProcess:
+             input: str | None = None) -> CompletedProcess:
         """Run argv here or on the node; the finished process (never raises on its exit code;
         DiskError when it cannot start or does not finish)."""
         try:

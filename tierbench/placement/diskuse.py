@@ -15,9 +15,10 @@ lines, /proc/swaps and the holders); :func:`probe` runs the commands on the host
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from tierbench.transport import CompletedProcess
 
 # blkid TYPE values of a device that belongs to something else, and what they mean
 SIGNATURES = {
@@ -29,7 +30,7 @@ SIGNATURES = {
     "bcache": "is a bcache device",
 }
 
-Proc = Callable[..., subprocess.CompletedProcess]
+Proc = Callable[..., CompletedProcess]
 
 
 def _tree(lsblk: str) -> list[dict[str, Any]]:

@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -30,7 +29,8 @@ from tierbench.config.errors import TierbenchError
 from tierbench.placement.clusterfile import (CLUSTER_ENV, DEFAULT_CLOCK_BOUND_MS, Cluster,
                                              ClusterError, Node, Roles, cluster_path,
                                              load_cluster)
-from tierbench.transport import Transport, TransportError, run_argv
+from tierbench.transport import (LOCAL, PIPE, CompletedProcess, Transport, TransportError, run_argv,
+                                 start_argv)
 
 
 class NodeError(TierbenchError):
@@ -130,8 +130,8 @@ def tail(text: str | bytes | None, lines: int = 3, limit: int = 400) -> str:
     return out if len(out) <= limit else "..." + out[-limit:]
 
 
-def _checked(node: Node, done: subprocess.CompletedProcess[str], shown: str, *, check: bool,
-             over_ssh: bool) -> subprocess.CompletedProcess[str]:
+def _checked(node: Node, done: CompletedProcess[str], shown: str, *, check: bool,
+             over_ssh: bool) -> CompletedProcess[str]:
     if check and done.returncode != 0:
         if over_ssh and done.returncode == 255:
             raise NodeError(f"{node.name}: cannot reach {node.ssh_target} over SSH (port "
@@ -150,7 +150,7 @@ def _could_not_run(node: Node, exc: TransportError, shown: str) -> NodeError:
 
 
 def run_on_node(node: Node, command: str | Sequence[str], *, timeout: float = 60,
-                input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+                input: str | None = None, check: bool = True) -> CompletedProcess[str]:
     """Run ``command`` on ``node`` over SSH and return the finished process (text output).
     With ``check`` (the default) a non-zero exit raises NodeError naming the node, the command
     and the tail of its stderr; a timeout always does."""
@@ -161,6 +161,24 @@ def run_on_node(node: Node, command: str | Sequence[str], *, timeout: float = 60
     except TransportError as exc:
         raise _could_not_run(node, exc, shown) from None
     return _checked(node, done, shown, check=check, over_ssh=True)
+
+
+def run_at(node: Node | None, command: str | Sequence[str], *, timeout: float = 60,
+           input: str | None = None, check: bool = True) -> CompletedProcess[str]:
+    """run_on_node on ``node``, or the same on this host (None), so that a caller that works
+    here or on a node makes one call: with ``check`` a non-zero exit raises NodeError, and a
+    command that cannot run or does not finish always does, naming where."""
+    if node is not None:
+        return run_on_node(node, command, timeout=timeout, input=input, check=check)
+    shown = _command_text(command)
+    try:
+        done = LOCAL.run(command, timeout=timeout, input=input)
+    except TransportError as exc:
+        raise NodeError(f"this host: `{shown}`: {exc}") from None
+    if check and done.returncode != 0:
+        raise NodeError(f"this host: `{shown}` failed with exit code {done.returncode}: "
+                        f"{tail(done.stderr) or tail(done.stdout) or 'no output'}")
+    return done
 
 
 # The interface that holds the address this SSH session arrived at (sshd's $SSH_CONNECTION:
@@ -182,7 +200,7 @@ def management_interface(node: Node) -> str | None:
 
 
 def run_docker(node: Node, *args: str, timeout: float = 120, input: str | None = None,
-               check: bool = True) -> subprocess.CompletedProcess[str]:
+               check: bool = True) -> CompletedProcess[str]:
     """``docker --context`` on the node's engine, with the same errors as run_on_node."""
     shown = "docker " + shlex.join(args)
     try:
@@ -198,7 +216,10 @@ def image_ids(node: Node | None, images: Sequence[str], *, timeout: float = 60) 
     if node is not None:
         done = run_docker(node, *argv[1:], timeout=timeout)
     else:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        try:
+            done = run_argv(argv, timeout=timeout)
+        except TransportError as exc:
+            raise NodeError(f"controller: `docker image ls`: {exc}") from None
         if done.returncode != 0:
             raise NodeError(f"controller: `docker image ls` failed: {tail(done.stderr)}")
     have = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
@@ -224,10 +245,9 @@ def ship_images(node: Node, images: Sequence[str], *,
         return {img: remote[img] for img in images}
     say(f"{node.name}: shipping {len(todo)} image(s): {', '.join(todo)}")
     start = time.monotonic()
-    save = subprocess.Popen(["docker", "save", *todo], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    load = subprocess.Popen(transport(node).docker("load", "-q"), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    save = start_argv(["docker", "save", *todo], stdout=PIPE, stderr=PIPE)
+    load = start_argv(transport(node).docker("load", "-q"), stdin=PIPE, stdout=PIPE,
+                      stderr=PIPE)
     def kill_both() -> None:
         save.kill()
         load.kill()
@@ -353,7 +373,7 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
     takes the midpoint of send and receive as the matching instant; the exchange with the
     shortest round trip wins (the first one, which includes the SSH handshake, is discarded)."""
     proc = transport(node, connect_timeout=min(10, timeout)).popen(
-        _CLOCK_LOOP, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        _CLOCK_LOOP, stdin=PIPE, stdout=PIPE, stderr=PIPE,
         text=True, bufsize=1)
     timer = threading.Timer(timeout, proc.kill)
     timer.start()

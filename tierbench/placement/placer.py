@@ -13,7 +13,6 @@ or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Pla
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
 from tierbench.placement import compose, disks
 from tierbench.placement.compose import Container, Services, StackError
-from tierbench.transport import LOCAL, Transport, TransportError, run_argv, start_argv
+from tierbench.transport import (LOCAL, CompletedProcess, Process, Transport, TransportError,
+                                 run_argv, start_argv)
 
 
 class Placer:
@@ -77,38 +77,39 @@ class Placer:
 
     def exec(self, container: Container, argv: list[str], *, env: dict[str, str] | None = None,
              user: str | None = None, timeout: float = 600,
-             input: str | None = None) -> subprocess.CompletedProcess:
+             input: str | None = None) -> CompletedProcess:
         """Run a command in a container and wait for it (never raises on its exit code;
-        subprocess.TimeoutExpired when it does not finish within ``timeout`` s)."""
+        transport.DidNotFinish when it does not finish within ``timeout`` s, TransportError
+        when docker cannot run)."""
         argv = self.transport(container).exec_argv(container.id, argv, env=env, user=user,
                                                    interactive=input is not None)
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False, input=input)
+        return run_argv(argv, timeout=timeout, input=input)
 
     def popen(self, container: Container, argv: list[str], *,
               env: dict[str, str] | None = None, user: str | None = None,
-              interactive: bool = False, **kwargs: Any) -> subprocess.Popen:
+              interactive: bool = False, **kwargs: Any) -> Process:
         """Start a command in a container without waiting (subprocess.Popen's keywords: its
         output, a new session, ...)."""
         return start_argv(self.transport(container).exec_argv(
             container.id, argv, env=env, user=user, interactive=interactive), **kwargs)
 
     def docker(self, container: Container, *args: str,
-               timeout: float = 60) -> subprocess.CompletedProcess:
+               timeout: float = 60) -> CompletedProcess:
         """``docker ARGS`` on the engine the container runs on (never raises on its exit code;
-        a timeout is a finished process with exit code 124)."""
-        try:
-            return run_argv(self.transport(container).docker(*args), timeout=timeout)
-        except TransportError as exc:
-            return subprocess.CompletedProcess(args, 124, "", str(exc))
+        transport.DidNotFinish when it does not finish within ``timeout`` s, TransportError
+        when docker cannot run)."""
+        return run_argv(self.transport(container).docker(*args), timeout=timeout)
 
-    def start(self, container: Container, timeout: float = 120) -> subprocess.CompletedProcess:
+    def start(self, container: Container, timeout: float = 120) -> CompletedProcess:
         """Start a stopped container again (a tier a fault stopped)."""
         return self.docker(container, "start", container.id, timeout=timeout)
 
     def stop(self, container: Container, grace_s: int = 2) -> None:
         """Stop a container (a fault an experiment asks for)."""
-        self.docker(container, "stop", "-t", str(grace_s), container.id)
+        try:
+            self.docker(container, "stop", "-t", str(grace_s), container.id)
+        except TransportError:
+            pass
 
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
         """The interfaces that carry a container's traffic, for modes."""
@@ -166,10 +167,14 @@ class Placer:
         read of each comes from the disk. Only the project's own volume is touched. Returns
         how many files."""
         name = f"{compose.PROJECT}_{volume}"
-        found = self.docker(container, "volume", "inspect", "-f", "{{.Mountpoint}}", name)
-        if found.returncode != 0:
+        try:
+            found = self.docker(container, "volume", "inspect", "-f", "{{.Mountpoint}}", name)
+            why = (found.stderr.strip().splitlines() or ['no answer'])[-1]
+        except TransportError as exc:
+            found, why = None, str(exc)
+        if found is None or found.returncode != 0:
             raise StackError(f"the volume {name} cannot be found{self.where(container.service)}"
-                             f": {(found.stderr.strip().splitlines() or ['no answer'])[-1]}")
+                             f": {why}")
         try:
             done = self.transport(container).run(["python3", "-c", EVICT, found.stdout.strip()],
                                                  timeout=600)
@@ -254,10 +259,9 @@ class LocalPlacer(Placer):
 
     def address(self, container: Container, subnet: str | None = None) -> str:
         """The container's address on the network whose addresses start with ``subnet``."""
-        done = subprocess.run(["docker", "inspect", "-f",
-                               "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
-                               container.id], capture_output=True, text=True, timeout=30,
-                              check=False)
+        done = run_argv(["docker", "inspect", "-f",
+                         "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                         container.id], timeout=30)
         found = [a for a in done.stdout.split() if subnet is None or a.startswith(subnet)]
         if not found:
             raise StackError(f"{container.name} has no address"
@@ -276,7 +280,7 @@ class LocalPlacer(Placer):
 
     def drop_caches(self, containers: list[Container]) -> None:
         """Write back, then drop this host's page cache."""
-        subprocess.run(["sync"], check=False, timeout=300)
+        run_argv(["sync"], timeout=300, stdout=None, stderr=None)
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 

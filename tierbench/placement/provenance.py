@@ -9,7 +9,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,13 @@ from typing import Any
 from tierbench.config.files import ROOT
 from tierbench.placement import compose
 from tierbench.placement.placer import Placer
+from tierbench.transport import TransportError, run_argv
 
 
 def _out(argv: list[str], cwd: Path = ROOT) -> str:
     try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_argv(argv, cwd=cwd, timeout=60)
+    except TransportError:
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
 
@@ -62,9 +62,8 @@ def cpu_mhz() -> tuple[float | None, str]:
 def hardware_counters() -> bool:
     """Whether `perf stat -e cycles` counts real cycles here (False in most VMs)."""
     try:
-        done = subprocess.run(["perf", "stat", "-x,", "-e", "cycles", "true"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_argv(["perf", "stat", "-x,", "-e", "cycles", "true"], timeout=30)
+    except TransportError:
         return False
     return done.returncode == 0 and "<not supported>" not in done.stderr \
         and "<not counted>" not in done.stderr
@@ -139,15 +138,14 @@ def image_file(where: Placer, container: compose.Container, path: str) -> str | 
     if not created:
         return None
     try:
-        done = subprocess.run([*docker, "cp", f"{created}:{path}", "-"], capture_output=True,
-                              timeout=60, check=False)
+        done = run_argv([*docker, "cp", f"{created}:{path}", "-"], timeout=60, text=False)
         if done.returncode != 0:
             return None
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
             member = tar.next()
             handle = tar.extractfile(member) if member else None
             return handle.read().decode() if handle else None
-    except (OSError, subprocess.TimeoutExpired, tarfile.TarError):
+    except (OSError, TransportError, tarfile.TarError):
         return None
     finally:
         _out([*docker, "rm", created])

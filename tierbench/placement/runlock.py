@@ -24,7 +24,6 @@ import json
 import os
 import shlex
 import socket
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -35,7 +34,7 @@ from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, STATE_ROOT, project_name
-from tierbench.transport import Transport, TransportError
+from tierbench.transport import DidNotFinish, PIPE, Process, Transport, TransportError
 
 LOCK_DIR_ENV = "TIERBENCH_LOCK_DIR"
 NODE_LOCK_DIR = str(STATE_ROOT / "locks")
@@ -196,7 +195,7 @@ class NodeLock:
         self.via = via
         self.folder = folder
         self.timeout = timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: Process | None = None
 
     @property
     def where(self) -> str:
@@ -205,8 +204,8 @@ class NodeLock:
     def _start(self, owner: Owner) -> tuple[str, list[str], str]:
         argv = ["sh", "-c", NODE_SCRIPT, "sh", self.folder, json.dumps(asdict(owner))]
         try:
-            proc = self.via.popen(shlex.join(argv), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            proc = self.via.popen(shlex.join(argv), stdin=PIPE,
+                                  stdout=PIPE, stderr=PIPE, text=True)
         except TransportError as exc:
             raise LockHeld(f"{self.where}: cannot take its run lock: {exc}") from None
         first = (proc.stdout.readline() if proc.stdout else "").strip()
@@ -252,7 +251,7 @@ class NodeLock:
             if proc.stdin:
                 proc.stdin.close()
             proc.wait(timeout=self.timeout)
-        except (subprocess.TimeoutExpired, OSError):
+        except (DidNotFinish, OSError):
             proc.kill()
             proc.wait()
 

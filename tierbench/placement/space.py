@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
 from tierbench.placement import compose, disks
+from tierbench.transport import TransportError, run_argv
 
 GIB = 1 << 30
 MEMORY = "memory (a tmpfs lives in memory)"  # where every need in memory adds up
@@ -76,11 +76,10 @@ def setting_size(name: str, default: str) -> int:
 def docker_root() -> Path:
     """Docker's data folder (volumes and images live there)."""
     try:
-        out = subprocess.run(["docker", "info", "--format", "{{json .DockerRootDir}}"],
-                             capture_output=True, text=True, timeout=30, check=False)
+        out = run_argv(["docker", "info", "--format", "{{json .DockerRootDir}}"], timeout=30)
         if out.returncode == 0 and out.stdout.strip():
             return Path(json.loads(out.stdout))
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+    except (TransportError, ValueError):
         pass
     return Path("/var/lib/docker")
 

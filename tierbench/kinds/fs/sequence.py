@@ -5,7 +5,6 @@ figures over the samples that bracket each timed part."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 import threading
 import time
 from typing import Any
@@ -19,6 +18,7 @@ from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose
 from tierbench.kinds.pfs.orangefs import PfsError
+from tierbench.transport import DidNotFinish, PIPE, STDOUT
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
 START_PER_CONTAINER_S = 0.3  # and this much more for each container beyond the first
@@ -35,7 +35,7 @@ def run(ctx: FsContext, f: Fs) -> PointResult:
     except (tools.FsParseError, PfsError, compose.StackError) as exc:
         ctx.close_window()
         return PointResult(error=str(exc))
-    except subprocess.TimeoutExpired as exc:
+    except DidNotFinish as exc:
         ctx.close_window()
         return PointResult(error=f"the tool did not finish within {exc.timeout:.0f} s and "
                            "was stopped")
@@ -77,8 +77,8 @@ def dbench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     limit = f.measure_s * 2 + 120 + 0.005 * us * p["programs"]
     try:
         with (ctx.dir / "dbench.txt").open("w") as raw:
-            proc = ctx.deployment.placer.popen(client, argv, stdout=subprocess.PIPE,
-                                               stderr=subprocess.STDOUT, text=True)
+            proc = ctx.deployment.placer.popen(client, argv, stdout=PIPE,
+                                               stderr=STDOUT, text=True)
             killer = threading.Timer(limit, proc.kill)
             killer.start()
             try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
 from tierbench.placement import space
+from tierbench.transport import LOCAL, DidNotFinish
 
 DMA_CLASS = Path("/sys/class/dma")
 DMATEST = Path("/sys/module/dmatest/parameters")
@@ -160,8 +160,7 @@ def dma_summaries(log: str, channel: str) -> list[dict[str, Any]]:
 
 def kernel_log() -> str:
     """The kernel's log (dmesg)."""
-    return subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30,
-                          check=False).stdout
+    return LOCAL.run(["dmesg"], timeout=30).stdout
 
 
 def load_dmatest(modules: Path = DMATEST.parent.parent) -> tuple[bool, str | None]:
@@ -169,8 +168,7 @@ def load_dmatest(modules: Path = DMATEST.parent.parent) -> tuple[bool, str | Non
     not)."""
     if (modules / "dmatest").exists():
         return False, None
-    done = subprocess.run(["modprobe", "dmatest"], capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = LOCAL.run(["modprobe", "dmatest"], timeout=60)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return False, f"the kernel's dmatest module could not be loaded ({why})"
@@ -179,7 +177,7 @@ def load_dmatest(modules: Path = DMATEST.parent.parent) -> tuple[bool, str | Non
 
 def unload_dmatest() -> None:
     """Unload the dmatest module (loaded by load_dmatest)."""
-    subprocess.run(["modprobe", "-r", "dmatest"], capture_output=True, timeout=60, check=False)
+    LOCAL.run(["modprobe", "-r", "dmatest"], timeout=60)
 
 
 def run_dma(channel: str, size: int, params: Path = DMATEST,
@@ -218,7 +216,7 @@ def run_point(ctx: PointContext[Any, Any, CopyPlan | None], seconds: int) -> Poi
     started = time.time()
     try:
         done = where.exec(sender, copybench_argv(size, seconds, pool), timeout=seconds + 120)
-    except subprocess.TimeoutExpired:
+    except DidNotFinish:
         ctx.close_window()
         return PointResult(error=f"copybench did not finish within {seconds + 120} s and was "
                            "stopped")

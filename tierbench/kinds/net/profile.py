@@ -8,7 +8,6 @@ read on that node), and perf script / perf report there; only their text comes b
 from __future__ import annotations
 
 import shlex
-import subprocess
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from tierbench.kinds.net import tools
 from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu
 from tierbench.placement import compose, nodes, placer
+from tierbench.transport import DEVNULL, LOCAL, Process
 
 PROFILE_HZ = 999
 PROFILE_COLUMNS = ["prof_samples", "prof_write_pct", "prof_tcp_output_pct",
@@ -45,7 +45,7 @@ class Profiler:
     """perf record under way for one point: here (``node`` None) or on the sender node, where
     ``remote`` is the folder holding perf.data."""
 
-    proc: subprocess.Popen
+    proc: Process
     node: Any = None
     remote: str | None = None
 
@@ -85,13 +85,8 @@ def perf_check(source: str, node: Any = None) -> None:
     """Refuse, with one sentence, a profile this host (or the sender node ``node``, over SSH)
     cannot take: no perf, perf that cannot sample the CPU clock of the whole system, or hidden
     kernel symbols."""
-    if node is None:
-        probe = subprocess.run(["sh", "-c", PERF_PROBE], capture_output=True, text=True,
-                               timeout=60, check=False).stdout
-        where = "this host"
-    else:
-        probe = nodes.run_on_node(node, PERF_PROBE, timeout=60).stdout
-        where = f"node {node.name} (the senders' node, net_client)"
+    probe = nodes.run_at(node, PERF_PROBE, timeout=60).stdout
+    where = "this host" if node is None else f"node {node.name} (the senders' node, net_client)"
     found = perf_problem(source, probe, where)
     if found:
         raise ConfigError(found)
@@ -129,9 +124,8 @@ def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -
         cpus = ",".join(dict.fromkeys(c for s in senders if (c := CgroupCpu(s.pid).cpus())))
         ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
                                  "seconds": seconds}
-        return Profiler(subprocess.Popen(perf_record_argv(cpus, seconds,
-                                                          str(ctx.dir / "perf.data")),
-                                         stdout=subprocess.DEVNULL, stderr=log_file))
+        return Profiler(LOCAL.popen(perf_record_argv(cpus, seconds, str(ctx.dir / "perf.data")),
+                                    stdout=DEVNULL, stderr=log_file))
     cpus = node_cpusets(node, [s.pid for s in senders if s.node == node.name])
     if not cpus:
         raise MeasureError(f"{node.name}: the senders' CPUs could not be read there "
@@ -142,8 +136,8 @@ def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -
                              "seconds": seconds, "node": node.name}
     script = (f"mkdir -p {shlex.quote(remote)} && exec "
               + shlex.join(perf_record_argv(cpus, seconds, f"{remote}/perf.data")))
-    return Profiler(nodes.transport(node).popen(script, stdout=subprocess.DEVNULL,
-                                                stderr=log_file, stdin=subprocess.DEVNULL),
+    return Profiler(nodes.transport(node).popen(script, stdout=DEVNULL,
+                                                stderr=log_file, stdin=DEVNULL),
                     node, remote)
 
 
@@ -151,23 +145,17 @@ def profile_texts(ctx: PointContext, profiler: Profiler) -> tuple[str, str]:
     """Wait for perf record, then perf script's and perf report's text (on the sender node for
     a cluster: run there, the text copied back, perf.data removed there)."""
     profiler.proc.wait(timeout=120)
-    if profiler.node is None:
-        script_argv, report_argv = perf_text_argvs(str(ctx.dir / "perf.data"))
-        script = subprocess.run(script_argv, capture_output=True, text=True, timeout=600,
-                                check=False)
-        report = subprocess.run(report_argv, capture_output=True, text=True, timeout=600,
-                                check=False)
-        return script.stdout, report.stdout
     node, remote = profiler.node, profiler.remote
-    assert remote is not None  # start() gives a node's profiler its folder there
-    script_argv, report_argv = perf_text_argvs(f"{remote}/perf.data")
+    script_argv, report_argv = perf_text_argvs(f"{remote}/perf.data" if remote
+                                               else str(ctx.dir / "perf.data"))
     try:
-        script = nodes.run_on_node(node, shlex.join(script_argv) + " 2>/dev/null", timeout=600,
-                                   check=False)
-        report = nodes.run_on_node(node, shlex.join(report_argv) + " 2>/dev/null", timeout=600,
-                                   check=False)
+        script = nodes.run_at(node, shlex.join(script_argv) + " 2>/dev/null", timeout=600,
+                              check=False)
+        report = nodes.run_at(node, shlex.join(report_argv) + " 2>/dev/null", timeout=600,
+                              check=False)
     finally:
-        nodes.run_on_node(node, f"rm -rf {shlex.quote(remote)}", timeout=60, check=False)
+        if remote:  # start() gives a node's profiler its folder there
+            nodes.run_at(node, f"rm -rf {shlex.quote(remote)}", timeout=60, check=False)
     return script.stdout, report.stdout
 
 
@@ -196,7 +184,5 @@ def finish(ctx: PointContext, profiler: Profiler, tool: str,
 def version(where: placer.Placer, on_node: bool) -> str:
     """perf's version, here or on the sender node."""
     node = sender_node(where) if on_node else None
-    done = (subprocess.run(["perf", "--version"], capture_output=True, text=True, timeout=30,
-                           check=False) if node is None else
-            nodes.run_on_node(node, "perf --version", timeout=30, check=False))
+    done = nodes.run_at(node, "perf --version", timeout=30, check=False)
     return done.stdout.strip() or "unknown"

@@ -6,7 +6,6 @@ figures over the samples that bracket the measured window."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from tierbench.kinds.net.stack import RECEIVER, SENDER, NetInfo
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose, placer
+from tierbench.transport import DidNotFinish, Process, STDOUT
 
 START_DELAY_S = 1.0  # every sender process starts this far ahead, at the same instant
 CPU_COLUMNS = ["window_s", "bytes_moved", "cpu_s_net-client", "cpu_s_net-server",
@@ -49,7 +49,7 @@ class AtOnce:
                  name: str, stop: str) -> None:
         self.folder, self.senders, self.name, self.stop = folder, senders, name, stop
         self.where = where
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[Process] = []
         self.outs: list[IO[str]] = []
         self.count = 0
 
@@ -66,7 +66,7 @@ class AtOnce:
             out = (self.folder / f"{self.name}-sender{c + 1}.txt").open("w")
             self.outs.append(out)
             self.procs.append(self.where.popen(sender, ["sh", "-c", script], stdout=out,
-                                               stderr=subprocess.STDOUT))
+                                               stderr=STDOUT))
 
     def wait(self, timeout: Callable[[], float]) -> None:
         """Wait for every sender's shell, each at most ``timeout()`` seconds."""
@@ -104,7 +104,7 @@ def run(ctx: NetContext, n: Net) -> PointResult:
             values = stream(ctx, n, started)
         else:
             values = latency(ctx, n, started)
-    except subprocess.TimeoutExpired as exc:
+    except DidNotFinish as exc:
         ctx.close_window()
         return PointResult(error=f"{n.tool if n.test == 'stream' else 'sockperf'} did not "
                            f"finish within {exc.timeout:.0f} s and was stopped (the host "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import shlex
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from tierbench.kinds.pfs.streams import (SEND_PHASES, PointFactors, Stream, adle
 from tierbench.kinds.pfs import orangefs
 from tierbench.placement import compose
 from tierbench.kinds.pfs.orangefs import PfsError, label
+from tierbench.transport import DidNotFinish
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
 SENDER = "filesend"  # in the OrangeFS image (images/orangefs/filesend.c)
@@ -182,7 +182,7 @@ class Phases:
             try:
                 done = self.where.exec(group[0].client, ["sh", "-c", script], timeout=timeout)
                 text = done.stdout + done.stderr
-            except subprocess.TimeoutExpired:
+            except DidNotFinish:
                 text = ""
             results = []
             parse = parse_send_line if phase in SEND_PHASES else parse_io_line
@@ -293,7 +293,7 @@ class Phases:
             try:
                 self.where.exec(c, ["sh", "-c", script],
                                 timeout=self.settings.job_timeout_s * 2 + 10)
-            except subprocess.TimeoutExpired:
+            except DidNotFinish:
                 log(f"tierbench: removing the files of the point in {label(c)} timed out")
 
 

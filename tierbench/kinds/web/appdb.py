@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import os
 import select
-import subprocess
 import threading
 import time
 from typing import Any
 
 from tierbench.placement import compose, space
 from tierbench.placement.placer import Placer
+from tierbench.transport import DEVNULL, PIPE, DidNotFinish, Process, TransportError
 
 DATABASE = "tierbench"
 ROLE = "tierbench"  # the application tier's role (images/db/db-start.sh)
@@ -68,7 +68,7 @@ def sql(where: Placer, container: compose.Container, statement: str,
     try:
         done = where.exec(container, [*psql_argv(DATABASE), "-c", statement], user="postgres",
                           timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except DidNotFinish:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
 
@@ -112,7 +112,7 @@ def wait_until_app_idle(where: Placer, app: compose.Container,
             out = where.exec(app, ["cat", "/proc/net/tcp", "/proc/net/tcp6"],
                              timeout=30).stdout
             busy = requests_in(out) if "local_address" in out else -1
-        except subprocess.TimeoutExpired:
+        except DidNotFinish:
             busy = -1
         idle_readings = idle_readings + 1 if busy == 0 else 0
         if idle_readings == 2 or busy < 0 or time.monotonic() >= deadline:
@@ -131,7 +131,7 @@ class PgStats:
                  open_timeout: float = 10.0) -> None:
         self.container, self.timeout, self.open_timeout = container, timeout, open_timeout
         self.where = where
-        self.proc: subprocess.Popen | None = None
+        self.proc: Process | None = None
         self.buffer = b""
         self.answered = False  # whether the open session has answered once
         # the sampling thread and a mark taken on the kind's thread may read at once; one
@@ -179,8 +179,8 @@ class PgStats:
         self.close()
         self.buffer, self.answered = b"", False
         self.proc = self.where.popen(self.container, psql_argv("postgres"), user="postgres",
-                                     interactive=True, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     interactive=True, stdin=PIPE,
+                                     stdout=PIPE, stderr=DEVNULL,
                                      start_new_session=True)
 
     def line(self, timeout: float) -> str:
@@ -323,16 +323,22 @@ def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[spa
 def start_again(where: Placer, container: compose.Container) -> None:
     """Start a stopped container of the stack again (on its node) and wait until it is
     healthy."""
-    done = where.start(container, timeout=120)
-    if done.returncode != 0:
+    try:
+        done = where.start(container, timeout=120)
         why = (done.stderr.strip().splitlines() or ["it is gone"])[-1]
+    except TransportError as exc:  # docker is missing, or did not finish
+        done, why = None, str(exc)
+    if done is None or done.returncode != 0:
         raise compose.StackError(f"the {container.service} tier's container {container.name} "
                                  f"could not be started ({why}): run `tierbench clean` and "
                                  "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
     while time.monotonic() < deadline:
-        health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
-                              container.id, timeout=30).stdout.strip()
+        try:
+            health = where.docker(container, "inspect", "-f", "{{.State.Health.Status}}",
+                                  container.id, timeout=30).stdout.strip()
+        except TransportError:
+            health = ""
         if health == "healthy":
             return
         time.sleep(1)

@@ -5,7 +5,6 @@ an engine run in the container and its stop, and the request-count run's checks.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from tierbench.kinds.web import webmetrics
 from tierbench.measure import steady
 from tierbench.placement.compose import Container, parse_cpuset
 from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.transport import DidNotFinish, Process, STDOUT
 from workloads import target as target_guard
 
 TARGET = "http://proxy"
@@ -145,11 +145,11 @@ def cpuset_cores(loadgen: Container) -> int:
 
 
 def start_engine(where: Placer, argv: list[str], env: dict[str, str], container: Container,
-                 log: Any) -> subprocess.Popen:
+                 log: Any) -> Process:
     """argv started in a container as the invoking user, with env, its output to ``log``; in
     its own session: a Ctrl-C reaches tierbench, which stops the engine itself (see stop())."""
     return where.popen(container, argv, env=env, user=user(), stdout=log,
-                       stderr=subprocess.STDOUT, start_new_session=True)
+                       stderr=STDOUT, start_new_session=True)
 
 
 def exec_engine(where: Placer, argv: list[str], env: dict[str, str], loadgen: Container,
@@ -169,7 +169,7 @@ def _exec_engine(where: Placer, argv: list[str], env: dict[str, str], loadgen: C
         proc = start_engine(where, argv, env, loadgen, log)
         try:
             return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except DidNotFinish:
             for c in (loadgen, *also):
                 stop(where, c)
             proc.kill()

@@ -8,7 +8,6 @@ import ipaddress
 import math
 import os
 import re
-import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, check_
                                       warmup_extra, warmup_found)
 from tierbench.measure.steady import Steady
 from tierbench.placement.compose import TAG, Container, parse_cpuset
+from tierbench.transport import DidNotFinish
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"
 LATE_MS = 10.0  # open loop: a request that left more than this after its schedule is late
@@ -213,7 +213,7 @@ def run_distributed(spec: LoadSpec, loadgen: Container, workers: list[Container]
         for p in procs:
             try:
                 p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+            except DidNotFinish:
                 pass
     finally:
         if any(p.poll() is None for p in procs):

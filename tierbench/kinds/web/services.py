@@ -10,7 +10,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import yaml
@@ -24,6 +23,7 @@ from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
 from tierbench.placement.cluster import host_files
+from tierbench.transport import LOCAL
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
             "loadgen-back": "compose/loadgen-back.yml", "workers": "compose/loadgen-workers.yml",
@@ -201,8 +201,7 @@ def master_bind_problem(env: dict[str, str]) -> str | None:
     if address.is_unspecified:
         return (f"MASTER_BIND={value} would publish the Locust master, which admits any worker, "
                 "on every address of this host: set it to the one address the workers reach")
-    done = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, timeout=30,
-                          check=False)
+    done = LOCAL.run(["ip", "-j", "addr"], timeout=30)
     try:
         mine = {a.get("local") for link in json.loads(done.stdout or "[]")
                 for a in link.get("addr_info", [])}
