@@ -200,3 +200,41 @@ def test_a_program_of_known_cost_in_data_copy_is_attributed_to_data_copy(
     assert cols["cat_samples"] >= total
     assert total == pytest.approx(cpu_s * profile.PROFILE_HZ, rel=0.25), (total, cpu_s)
     assert mine.get("data copy", 0) > total / 2, mine
+
+
+def test_the_profiling_cost_bench_gives_each_conditions_ratio_of_medians(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench --profile-cost on runs whose truth is known: profiled runs with 10 % lower TPS
+    and 20 % more CPU per KB on the 1 MB trace, none on the 4 KB one; a failed point left
+    out; runs alternated off, on, on, off."""
+    from tierbench import bench
+    order: list[bool] = []
+
+    def fake_run(experiment: str, scale: float, profiled: bool) -> Path:
+        order.append(profiled)
+        d = tmp_path / f"run{len(order)}"
+        d.mkdir()
+        rows = []
+        for rep, jitter in enumerate((0.98, 1.0, 1.03)):
+            for trace, tps, kb in (("single-4k", 2000.0, 0.5), ("single-1m", 300.0, 0.02)):
+                slow = profiled and trace == "single-1m"
+                rows.append({"trace": trace, "mode": "offloads-on", "error": "",
+                             "tps": tps * jitter * (0.9 if slow else 1.0),
+                             "host_cpu_us_per_kb": kb * jitter * (1.2 if slow else 1.0)})
+        if profiled:  # a failed point, left out
+            rows.append({"trace": "single-4k", "mode": "offloads-on", "error": "wrk failed",
+                         "tps": 1.0, "host_cpu_us_per_kb": 99.0})
+        with (d / "summary.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return d
+
+    monkeypatch.setattr(bench, "quick_run", fake_run)
+    got = bench.profile_cost("quick", 0.6, 2)
+    assert order == [False, True, True, False]
+    r = got["ratios"]
+    assert r["single-1m offloads-on"]["tps"] == pytest.approx(0.9)
+    assert r["single-1m offloads-on"]["host_cpu_us_per_kb"] == pytest.approx(1.2)
+    assert r["single-4k offloads-on"] == {"tps": pytest.approx(1.0),
+                                          "host_cpu_us_per_kb": pytest.approx(1.0)}
