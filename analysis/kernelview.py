@@ -7,12 +7,14 @@ columns only (docs/measurement.md says how the runner computes them)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import tables
+from analysis import stats, tables
 from analysis.markup import MISSING
 
 CPU_FIGURES = (("cpu_max_busy_pct", "busiest CPU %"),
@@ -87,18 +89,98 @@ def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]]
     cats = categories(points)
     if not cats:
         return None
-    per_kb = "host_cpu_us_per_kb" in points and points["host_cpu_us_per_kb"].notna().any()
+    per_kb = has_per_kb(points)
     rows = []
     for mode, name, group in entries:
-        ok = tables.good(group).copy()
-        cells = []
-        for c in cats:
-            column = f"cat_{c}_pct"
-            if per_kb:
-                ok[f"why_{c}"] = pd.to_numeric(ok[column], errors="coerce") / 100 * \
-                    pd.to_numeric(ok["host_cpu_us_per_kb"], errors="coerce")
-                column = f"why_{c}"
-            cells.append(value(ok, column, 2 if per_kb else 1))
+        ok = with_why(tables.good(group), cats, per_kb)
+        cells = [value(ok, f"why_{c}", 2 if per_kb else 1) for c in cats]
         rows.append({"color": colors[mode], "name": name, "cells": cells})
     return {"columns": [(f"cat_{c}_pct", c.replace("_", " ")) for c in cats], "rows": rows,
-            "unit": "host CPU µs per KB" if per_kb else "% of busy samples"}
+            "unit": unit(per_kb)}
+
+
+def has_per_kb(points: pd.DataFrame) -> bool:
+    """Whether the run has host CPU per KB (the categories are then shown in µs per KB)."""
+    return "host_cpu_us_per_kb" in points and bool(points["host_cpu_us_per_kb"].notna().any())
+
+
+def unit(per_kb: bool) -> str:
+    """The unit of the why_<category> columns."""
+    return "host CPU µs per KB" if per_kb else "% of busy samples"
+
+
+def with_why(points: pd.DataFrame, cats: list[str], per_kb: bool) -> pd.DataFrame:
+    """The points with a why_<category> column each: the category's host CPU µs per KB (its
+    share of the busy samples times host_cpu_us_per_kb, point by point) when ``per_kb``, else
+    its share in %."""
+    out = points.copy()
+    for c in cats:
+        share = pd.to_numeric(out[f"cat_{c}_pct"], errors="coerce")
+        out[f"why_{c}"] = share / 100 * pd.to_numeric(out["host_cpu_us_per_kb"],
+                                                      errors="coerce") if per_kb else share
+    return out
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How one category moved from a baseline mode to another: the means over repetitions in
+    each (``unit``), the difference mode - baseline and its 95 % Welch half-width (None with
+    under two repetitions in a mode)."""
+
+    category: str
+    baseline: float | None
+    mode: float | None
+    diff: float | None
+    half: float | None
+
+    @property
+    def direction(self) -> int:
+        """+1: up (the interval above zero), -1: down (below), 0: not told apart."""
+        if self.diff is None or self.half is None:
+            return 0
+        return 1 if self.diff - self.half > 0 else -1 if self.diff + self.half < 0 else 0
+
+
+def moved(base: pd.DataFrame, other: pd.DataFrame) -> tuple[str, list[Moved]]:
+    """Per category, how the CPU moved from the points ``base`` (a baseline mode's
+    repetitions) to ``other`` (another mode's, same condition): the unit and the moves, the
+    largest difference first. Failed points are left out."""
+    both = pd.concat([base, other])
+    cats = categories(both)
+    per_kb = has_per_kb(both)
+    a = with_why(tables.good(base), cats, per_kb)
+    b = with_why(tables.good(other), cats, per_kb)
+    out = []
+    for c in cats:
+        ea, eb = stats.mean_ci(a[f"why_{c}"]), stats.mean_ci(b[f"why_{c}"])
+        diff = half = None
+        if ea.mean is not None and eb.mean is not None:
+            diff = eb.mean - ea.mean
+        if ea.sd is not None and eb.sd is not None:
+            ua, ub = ea.sd ** 2 / ea.n, eb.sd ** 2 / eb.n
+            df = ((ua + ub) ** 2 / (ua * ua / (ea.n - 1) + ub * ub / (eb.n - 1))
+                  if ua + ub > 0 else float(ea.n + eb.n - 2))
+            half = stats.t_quantile(0.975, df) * math.sqrt(ua + ub)
+        out.append(Moved(c.replace("_", " "), ea.mean, eb.mean, diff, half))
+    out.sort(key=lambda m: -abs(m.diff or 0.0))
+    return unit(per_kb), out
+
+
+def what_moved(base: pd.DataFrame, other: pd.DataFrame, top: int = 3) -> str:
+    """One line for a recommendation: the ``top`` categories that moved most with their
+    interval ('checksum +0.12 µs/KB [0.08, 0.16]'), then the largest ones not told apart
+    ('unchanged: data copy'); '' without a profile."""
+    if not categories(pd.concat([base, other])):
+        return ""
+    u, moves = moved(base, other)
+    short = "µs/KB" if u.startswith("host") else "% of busy"
+    told = [m for m in moves if m.direction != 0 and m.category != "uncategorized"]
+    same = sorted((m for m in moves if m.direction == 0 and m.baseline is not None
+                   and m.category not in ("uncategorized", "other")),
+                  key=lambda m: -(m.baseline or 0.0))
+    bits = [f"{m.category} {m.diff:+.3g} {short} [{m.diff - m.half:.3g}, "
+            f"{m.diff + m.half:.3g}]" for m in told[:top]
+            if m.diff is not None and m.half is not None]
+    if same:
+        bits.append("unchanged: " + ", ".join(m.category for m in same[:2]))
+    return "; ".join(bits) or "no category told apart"
