@@ -30,9 +30,10 @@ def read_folded_text(text: str) -> Counter[tuple[str, ...]]:
 
 def frames(stacks: Counter[tuple[str, ...]], min_share: float = MIN_SHARE
            ) -> tuple[list[str], list[str], list[str], list[int]]:
-    """The icicle's nodes: ids (the chain up to the frame), labels (the frame), parents and
-    values (samples in the frame and everything it called); frames under ``min_share`` of all
-    samples left out (their samples stay in their parent's value)."""
+    """The icicle's nodes: ids (a number per distinct chain up to the frame, callers before
+    callees), labels (the frame), parents (their caller's id, '' for a process) and values
+    (samples in the frame and everything it called); frames under ``min_share`` of all samples
+    left out (their samples stay in their parent's value)."""
     total = sum(stacks.values())
     value: Counter[tuple[str, ...]] = Counter()
     for chain, n in stacks.items():
@@ -40,8 +41,9 @@ def frames(stacks: Counter[tuple[str, ...]], min_share: float = MIN_SHARE
             value[chain[:depth]] += n
     keep = [k for k, v in value.items() if v >= min_share * total]
     keep.sort(key=lambda k: (len(k), -value[k]))
-    ids = [";".join(k) for k in keep]
-    parents = [";".join(k[:-1]) for k in keep]
+    number = {k: str(i) for i, k in enumerate(keep)}
+    ids = [number[k] for k in keep]
+    parents = [number.get(k[:-1], "") for k in keep]
     return ids, [k[-1] for k in keep], parents, [value[k] for k in keep]
 
 
