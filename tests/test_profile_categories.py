@@ -178,8 +178,8 @@ def test_a_program_of_known_cost_in_data_copy_is_attributed_to_data_copy(
     """A program whose CPU is known (its own process_time) and spent in one kernel path:
     4 MB read()s of a file in memory (/dev/shm) into one buffer, i.e. the kernel copying page
     cache to user space. Through the real profile (perf with call graphs, categories.yml, the
-    tier by cgroup.procs): its samples add up to its CPU time at PROFILE_HZ (within 25 %), and
-    the majority of them is data copy (root and perf; about 4 s)."""
+    tier by cgroup.procs): its samples are no more than its CPU time's worth at PROFILE_HZ
+    (and not far fewer), and the majority of them is data copy (root and perf; about 6 s)."""
     profile.check()
     cg = FakeCgroup(tmp_path)
     out = tmp_path / "point"
@@ -198,7 +198,10 @@ def test_a_program_of_known_cost_in_data_copy_is_attributed_to_data_copy(
                 if r["tier"] == "copier"}
     total = sum(mine.values())
     assert cols["cat_samples"] >= total
-    assert total == pytest.approx(cpu_s * profile.PROFILE_HZ, rel=0.25), (total, cpu_s)
+    # no other process's samples are its own (at most its CPU time's worth); perf drops
+    # samples when the host is oversubscribed (seen: 63 % of them at a load of 12 on 2 CPUs)
+    assert 0.3 * cpu_s * profile.PROFILE_HZ < total < 1.25 * cpu_s * profile.PROFILE_HZ, \
+        (total, cpu_s)
     assert mine.get("data copy", 0) > total / 2, mine
 
 
