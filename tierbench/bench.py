@@ -190,37 +190,45 @@ def quick_run(experiment: str, scale: float, profiled: bool) -> Path:
     return Path(found.group(1))
 
 
-def condition_medians(run_dir: Path) -> dict[tuple[str, str], dict[str, float]]:
-    """Per condition (trace, mode) of a web run's summary.csv, the median of each of
-    PROFILE_COST_FIGURES over its points without an error."""
+def condition_values(run_dir: Path) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per condition (trace, mode) of a web run's summary.csv, each of PROFILE_COST_FIGURES
+    over its points without an error."""
     with (run_dir / "summary.csv").open(newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if not r.get("error")]
-    out: dict[tuple[str, str], dict[str, float]] = {}
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
     for key in sorted({(r["trace"], r["mode"]) for r in rows}):
         mine = [r for r in rows if (r["trace"], r["mode"]) == key]
-        out[key] = {c: statistics.median(float(r[c]) for r in mine if r.get(c))
-                    for c, _ in PROFILE_COST_FIGURES}
+        out[key] = {c: [float(r[c]) for r in mine if r.get(c)] for c, _ in PROFILE_COST_FIGURES}
     return out
 
 
 def profile_cost(experiment: str, scale: float, rounds: int) -> dict:
     """Runs of ``experiment`` without and with --profile categories, alternated (off, on, on,
-    off, ...); per condition the ratio profiled / not of the medians of each figure over the
-    runs' medians."""
+    off, ...); per condition the ratio profiled / not of the medians of each figure over all
+    the runs' points."""
     runs: dict[bool, list[Path]] = {False: [], True: []}
     for r in range(rounds):
         for on in ((False, True) if r % 2 == 0 else (True, False)):
             runs[on].append(quick_run(experiment, scale, on))
-    med = {on: [condition_medians(d) for d in dirs] for on, dirs in runs.items()}
+    return cost_of(runs)
+
+
+def cost_of(runs: dict[bool, list[Path]]) -> dict:
+    """The runs' figures per condition (profiled or not: every point's, over the runs) and the
+    ratio profiled / not of their medians."""
+    got = {on: [condition_values(d) for d in dirs] for on, dirs in runs.items()}
     ratios: dict[str, dict[str, float]] = {}
-    for key in med[False][0]:
+    values: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for key in got[False][0]:
         name = f"{key[0]} {key[1]}"
-        ratios[name] = {}
+        ratios[name], values[name] = {}, {}
         for col, _ in PROFILE_COST_FIGURES:
-            ratios[name][col] = (statistics.median(m[key][col] for m in med[True])
-                                 / statistics.median(m[key][col] for m in med[False]))
+            v = {("on" if on else "off"): [x for m in got[on] for x in m[key][col]]
+                 for on in (False, True)}
+            values[name][col] = v
+            ratios[name][col] = statistics.median(v["on"]) / statistics.median(v["off"])
     return {"runs": {("on" if k else "off"): [str(d) for d in v] for k, v in runs.items()},
-            "ratios": ratios}
+            "ratios": ratios, "values": values}
 
 
 def profile_cost_main(args: argparse.Namespace) -> int:
@@ -238,6 +246,10 @@ def profile_cost_main(args: argparse.Namespace) -> int:
           + ", ".join(lab for _, lab in PROFILE_COST_FIGURES))
     for name, r in got["ratios"].items():
         print(f"  {name}: " + ", ".join(f"{r[c]:.3f}" for c, _ in PROFILE_COST_FIGURES))
+        for col, lab in PROFILE_COST_FIGURES:
+            v = got["values"][name][col]
+            print(f"    {lab}: not profiled " + " ".join(f"{x:.4g}" for x in v["off"])
+                  + "; profiled " + " ".join(f"{x:.4g}" for x in v["on"]))
     for col, lab in PROFILE_COST_FIGURES:
         print(f"  median over conditions, {lab}: "
               f"{statistics.median(r[col] for r in got['ratios'].values()):.3f}")
