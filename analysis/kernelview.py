@@ -78,46 +78,68 @@ def categories(points: pd.DataFrame) -> list[str]:
     """The categories of a --profile categories run (cat_<category>_pct columns), in column
     order; idle left out (the shares are of busy samples)."""
     return [c[len("cat_"):-len("_pct")] for c in points.columns
-            if c.startswith("cat_") and c.endswith("_pct") and c != "cat_idle_pct"]
+            if c.startswith("cat_") and c.endswith("_pct") and c != "cat_idle_pct"
+            and not c.startswith("cat_tiers_")]
 
 
 def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
               colors: dict[str, str]) -> dict[str, Any] | None:
-    """Per mode, where the host's CPU went: each category's host CPU µs per KB (its share of
-    the busy samples times host_cpu_us_per_kb, point by point) where the run has CPU per KB,
-    else its share in %; None without a profile."""
+    """Per mode, where the CPU went: each category's CPU µs per KB (with_why) where the run
+    has bytes or CPU per KB, else its share in %; None without a profile."""
     cats = categories(points)
     if not cats:
         return None
-    per_kb = has_per_kb(points)
+    how = basis(points)
     rows = []
     for mode, name, group in entries:
-        ok = with_why(tables.good(group), cats, per_kb)
-        cells = [value(ok, f"why_{c}", 2 if per_kb else 1) for c in cats]
+        ok = with_why(tables.good(group), cats, how)
+        cells = [value(ok, f"why_{c}", 1 if how == SHARE else 2) for c in cats]
         rows.append({"color": colors[mode], "name": name, "cells": cells})
     return {"columns": [(f"cat_{c}_pct", c.replace("_", " ")) for c in cats], "rows": rows,
-            "unit": unit(per_kb)}
+            "unit": unit(how)}
 
 
-def has_per_kb(points: pd.DataFrame) -> bool:
-    """Whether the run has host CPU per KB (the categories are then shown in µs per KB)."""
-    return "host_cpu_us_per_kb" in points and bool(points["host_cpu_us_per_kb"].notna().any())
+TIERS, HOST, SHARE = "tiers", "host", "share"
+UNITS = {TIERS: "the tiers' CPU µs per KB", HOST: "host CPU µs per KB",
+         SHARE: "% of busy samples"}
 
 
-def unit(per_kb: bool) -> str:
+def has(points: pd.DataFrame, column: str) -> bool:
+    """Whether the points have values in ``column``."""
+    return column in points and bool(points[column].notna().any())
+
+
+def basis(points: pd.DataFrame) -> str:
+    """What the why_<category> columns measure: the tiers' own CPU per KB where the run has
+    the tiers' samples and its bytes (a shared host's other processes left out), else the
+    host's CPU per KB, else the shares of the busy samples."""
+    if has(points, "cat_tiers_cpu_s") and has(points, "bytes_moved"):
+        return TIERS
+    return HOST if has(points, "host_cpu_us_per_kb") else SHARE
+
+
+def unit(how: str) -> str:
     """The unit of the why_<category> columns."""
-    return "host CPU µs per KB" if per_kb else "% of busy samples"
+    return UNITS[how]
 
 
-def with_why(points: pd.DataFrame, cats: list[str], per_kb: bool) -> pd.DataFrame:
-    """The points with a why_<category> column each: the category's host CPU µs per KB (its
-    share of the busy samples times host_cpu_us_per_kb, point by point) when ``per_kb``, else
-    its share in %."""
+def with_why(points: pd.DataFrame, cats: list[str], how: str) -> pd.DataFrame:
+    """The points with a why_<category> column each, point by point: TIERS, the category's
+    share of the tiers' samples times the CPU seconds they stand for, in µs per KB moved;
+    HOST, its share of the busy samples times host_cpu_us_per_kb; SHARE, its share in %."""
     out = points.copy()
+
+    def num(column: str) -> pd.Series:
+        return pd.to_numeric(out[column], errors="coerce")
+
     for c in cats:
-        share = pd.to_numeric(out[f"cat_{c}_pct"], errors="coerce")
-        out[f"why_{c}"] = share / 100 * pd.to_numeric(out["host_cpu_us_per_kb"],
-                                                      errors="coerce") if per_kb else share
+        if how == TIERS:
+            out[f"why_{c}"] = (num(f"cat_tiers_{c}_pct") / 100 * num("cat_tiers_cpu_s") * 1e6
+                               / (num("bytes_moved") / 1024))
+        elif how == HOST:
+            out[f"why_{c}"] = num(f"cat_{c}_pct") / 100 * num("host_cpu_us_per_kb")
+        else:
+            out[f"why_{c}"] = num(f"cat_{c}_pct")
     return out
 
 
@@ -147,9 +169,9 @@ def moved(base: pd.DataFrame, other: pd.DataFrame) -> tuple[str, list[Moved]]:
     largest difference first. Failed points are left out."""
     both = pd.concat([base, other])
     cats = categories(both)
-    per_kb = has_per_kb(both)
-    a = with_why(tables.good(base), cats, per_kb)
-    b = with_why(tables.good(other), cats, per_kb)
+    how = basis(both)
+    a = with_why(tables.good(base), cats, how)
+    b = with_why(tables.good(other), cats, how)
     out = []
     for c in cats:
         ea, eb = stats.mean_ci(a[f"why_{c}"]), stats.mean_ci(b[f"why_{c}"])
@@ -163,7 +185,7 @@ def moved(base: pd.DataFrame, other: pd.DataFrame) -> tuple[str, list[Moved]]:
             half = stats.t_quantile(0.975, df) * math.sqrt(ua + ub)
         out.append(Moved(c.replace("_", " "), ea.mean, eb.mean, diff, half))
     out.sort(key=lambda m: -abs(m.diff or 0.0))
-    return unit(per_kb), out
+    return unit(how), out
 
 
 def what_moved(base: pd.DataFrame, other: pd.DataFrame, top: int = 3) -> str:
@@ -173,7 +195,7 @@ def what_moved(base: pd.DataFrame, other: pd.DataFrame, top: int = 3) -> str:
     if not categories(pd.concat([base, other])):
         return ""
     u, moves = moved(base, other)
-    short = "µs/KB" if u.startswith("host") else "% of busy"
+    short = "% of busy" if u == UNITS[SHARE] else "µs/KB"
     told = [m for m in moves if m.direction != 0 and m.category != "uncategorized"]
     same = sorted((m for m in moves if m.direction == 0 and m.baseline is not None
                    and m.category not in ("uncategorized", "other")),

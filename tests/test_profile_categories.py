@@ -241,3 +241,16 @@ def test_the_profiling_cost_bench_gives_each_conditions_ratio_of_medians(
     assert r["single-1m offloads-on"]["host_cpu_us_per_kb"] == pytest.approx(1.2)
     assert r["single-4k offloads-on"] == {"tps": pytest.approx(1.0),
                                           "host_cpu_us_per_kb": pytest.approx(1.0)}
+
+
+def test_the_tiers_own_samples_are_counted_apart_from_other_processes(
+        table: profile.Table) -> None:
+    """On a shared host most busy samples may be other processes': the tiers' own get their
+    count, the CPU seconds they stand for and their categories' shares without them."""
+    samples = ([sample(["csum_partial"], pid=10)] * 3 + [sample(["tcp_ack"], pid=20)]
+               + [sample(["memcpy_orig"], pid=99)] * 16)  # pid 99: no tier's
+    cols, _, _ = profile.breakdown(samples, table, {10: "web", 20: "proxy"}, None)
+    assert cols["cat_samples"] == 20 and cols["cat_tiers_samples"] == 4
+    assert cols["cat_tiers_cpu_s"] == pytest.approx(4 / profile.PROFILE_HZ)
+    assert cols["cat_tiers_checksum_pct"] == pytest.approx(75)
+    assert cols["cat_tiers_data_copy_pct"] == 0 and cols["cat_data_copy_pct"] == 80

@@ -2,7 +2,7 @@
 against on, three repetitions. The categories move as the kernel predicts: with checksum offload
 off the stack computes checksums in software, and with segmentation and receive aggregation off
 it handles every segment of 1.5 KB on its own, so checksum and per-packet protocol work (TCP/IP)
-take more host CPU per KB, each asserted as a direction with its 95 % interval over the
+take more of the tiers' CPU per KB, each asserted as a direction with its 95 % interval over the
 repetitions; every point keeps its uncategorized samples under UNCATEGORIZED_BOUND % of its busy
 ones. Marked full (about 3 min; make test-cluster runs it): the profile's parts are tested
 without the stack in test_profile_categories.py, the intervals in test_what_moved.py."""
@@ -39,7 +39,7 @@ def test_offloads_off_move_the_categories_the_kernel_predicts(
     off = points[points["mode"] == "offloads-off+tcp-cubic"]
     assert len(on) == len(off) == 3
     unit, moves = kernelview.moved(on, off)
-    assert unit == "host CPU µs per KB"
+    assert unit == "the tiers' CPU µs per KB"
     got = {m.category: m for m in moves}
     assert got["checksum"].direction == 1, got["checksum"]
     assert got["tcp ip"].direction == 1, got["tcp ip"]

@@ -1,5 +1,5 @@
 """What moved between two modes, by kernel category (issue 43, for the advisor and the docs'
-figures): per category the difference of host CPU µs per KB with a 95 % Welch interval, on
+figures): per category the difference of CPU µs per KB with a 95 % Welch interval, on
 simulated points whose truth is known."""
 
 from __future__ import annotations
@@ -76,3 +76,20 @@ def test_the_line_for_a_recommendation_names_what_moved_and_what_did_not() -> No
     assert line.endswith("unchanged: data copy"), line
     assert kernelview.what_moved(pd.DataFrame([{"mode": "a", "tps": 1.0}]),
                                  pd.DataFrame([{"mode": "b", "tps": 1.0}])) == ""
+
+
+def test_the_tiers_own_cpu_per_kb_is_preferred_to_the_hosts() -> None:
+    """With the tiers' samples and the bytes moved, a category's CPU per KB is the tiers' (the
+    share of their samples times the CPU seconds those stand for, per KB), not the host's,
+    which counts a shared host's other processes."""
+    def point(mode: str, checksum_pct: float) -> dict:
+        return {"mode": mode, "bytes_moved": 1024 * 1e6, "cat_tiers_cpu_s": 2.0,
+                "cat_tiers_checksum_pct": checksum_pct, "cat_tiers_user_pct": 100 - checksum_pct,
+                "cat_checksum_pct": 50.0, "cat_user_pct": 50.0, "host_cpu_us_per_kb": 9.0}
+    base = pd.DataFrame([point("on", 1.0), point("on", 1.0)])
+    other = pd.DataFrame([point("off", 10.0), point("off", 10.0)])
+    u, moves = kernelview.moved(base, other)
+    got = {m.category: m for m in moves}
+    assert u == "the tiers' CPU µs per KB"
+    assert got["checksum"].baseline == pytest.approx(0.02)  # 1 % of 2 s over 1e6 KB
+    assert got["checksum"].diff == pytest.approx(0.18)

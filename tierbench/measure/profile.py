@@ -142,8 +142,10 @@ def breakdown(samples: list[Sample], table: Table, tiers: Mapping[int, str],
               span: tuple[float, float] | None) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                          Counter[str]]:
     """Summary columns (cat_samples, cat_idle_pct, cat_<category>_pct of the busy samples,
-    cat_uncategorized_pct), categories.csv's rows (tier, category, samples, % of the busy
-    samples) and the folded stacks, over the window ``span`` (all samples without one)."""
+    cat_uncategorized_pct; the tiers' own: cat_tiers_samples, the CPU seconds they stand for,
+    cat_tiers_cpu_s, and cat_tiers_<category>_pct of them, without other processes'),
+    categories.csv's rows (tier, category, samples, % of the busy samples) and the folded
+    stacks, over the window ``span`` (all samples without one)."""
     inside = [s for s in samples if span is None or span[0] <= s.t <= span[1]]
     by: Counter[tuple[str, str]] = Counter()
     folded: Counter[str] = Counter()
@@ -156,11 +158,16 @@ def breakdown(samples: list[Sample], table: Table, tiers: Mapping[int, str],
         by[(tiers.get(s.pid, OTHERS), cat)] += 1
         folded[";".join([s.comm] + [sym for sym, _ in reversed(s.frames)])] += 1
     busy = sum(by.values())
+    mine = sum(v for (t, _), v in by.items() if t != OTHERS)
     out: dict[str, Any] = {"cat_samples": busy,
-                           "cat_idle_pct": 100.0 * idle / len(inside) if inside else None}
+                           "cat_idle_pct": 100.0 * idle / len(inside) if inside else None,
+                           "cat_tiers_samples": mine, "cat_tiers_cpu_s": mine / PROFILE_HZ}
     for name in table.names():
         n = sum(v for (_, c), v in by.items() if c == name)
         out[f"cat_{slug(name)}_pct"] = 100.0 * n / busy if busy else None
+    for name in table.names():
+        n = sum(v for (t, c), v in by.items() if c == name and t != OTHERS)
+        out[f"cat_tiers_{slug(name)}_pct"] = 100.0 * n / mine if mine else None
     rows = [{"tier": tier, "category": cat, "samples": n,
              "pct_of_busy": round(100.0 * n / busy, 3)} for (tier, cat), n in sorted(by.items())]
     return out, rows, folded
