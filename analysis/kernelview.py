@@ -83,9 +83,10 @@ def categories(points: pd.DataFrame) -> list[str]:
 
 
 def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
-              colors: dict[str, str]) -> dict[str, Any] | None:
+              colors: dict[str, str], baseline: str | None = None) -> dict[str, Any] | None:
     """Per mode, where the CPU went: each category's CPU µs per KB (with_why) where the run
-    has bytes or CPU per KB, else its share in %; None without a profile."""
+    has bytes or CPU per KB, else its share in %, and what moved from the ``baseline`` mode
+    to each other one (moved_lines); None without a profile."""
     cats = categories(points)
     if not cats:
         return None
@@ -96,7 +97,22 @@ def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]]
         cells = [value(ok, f"why_{c}", 1 if how == SHARE else 2) for c in cats]
         rows.append({"color": colors[mode], "name": name, "cells": cells})
     return {"columns": [(f"cat_{c}_pct", c.replace("_", " ")) for c in cats], "rows": rows,
-            "unit": unit(how)}
+            "unit": unit(how), "moved": moved_lines(entries, baseline)}
+
+
+def moved_lines(entries: list[tuple[str, str, pd.DataFrame]], baseline: str | None
+                ) -> list[tuple[str, str]]:
+    """(row, line) per entry of a mode other than ``baseline`` that has a baseline entry
+    with the same other factors: what moved from it (what_moved)."""
+    base = {name[len(mode):]: group for mode, name, group in entries if mode == baseline}
+    out = []
+    for mode, name, group in entries:
+        ref = base.get(name[len(mode):])
+        if mode != baseline and ref is not None:
+            line = what_moved(ref, group)
+            if line:
+                out.append((f"{name} against {baseline}", line))
+    return out
 
 
 TIERS, HOST, SHARE = "tiers", "host", "share"
@@ -197,7 +213,7 @@ def what_moved(base: pd.DataFrame, other: pd.DataFrame, top: int = 3) -> str:
     u, moves = moved(base, other)
     short = "% of busy" if u == UNITS[SHARE] else "µs/KB"
     told = [m for m in moves if m.direction != 0 and m.category != "uncategorized"]
-    same = sorted((m for m in moves if m.direction == 0 and m.baseline is not None
+    same = sorted((m for m in moves if m.direction == 0 and m.baseline
                    and m.category not in ("uncategorized", "other")),
                   key=lambda m: -(m.baseline or 0.0))
     bits = [f"{m.category} {m.diff:+.3g} {short} [{m.diff - m.half:.3g}, "

@@ -510,7 +510,8 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                         if dashed else ""),
                     "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
                     "kernel": kernelview.table(ctx.points, entries, ctx.colors),
-                    "why": kernelview.why_table(ctx.points, entries, ctx.colors)})
+                    "why": kernelview.why_table(ctx.points, entries, ctx.colors,
+                                               ctx.baseline)})
     return out, toc
 
 

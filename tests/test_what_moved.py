@@ -93,3 +93,18 @@ def test_the_tiers_own_cpu_per_kb_is_preferred_to_the_hosts() -> None:
     assert u == "the tiers' CPU µs per KB"
     assert got["checksum"].baseline == pytest.approx(0.02)  # 1 % of 2 s over 1e6 KB
     assert got["checksum"].diff == pytest.approx(0.18)
+
+
+def test_the_why_table_says_what_moved_from_the_baseline_in_each_condition() -> None:
+    rng = np.random.default_rng(5)
+    on, off = points("offloads-on", 4, rng, 0.002), points("offloads-off", 4, rng, 0.002)
+    entries = [("offloads-on", "offloads-on", on), ("offloads-off", "offloads-off", off)]
+    got = kernelview.why_table(pd.concat([on, off]), entries,
+                               {"offloads-on": "#000", "offloads-off": "#111"}, "offloads-on")
+    assert got is not None
+    ((who, line),) = got["moved"]
+    assert who == "offloads-off against offloads-on"
+    assert "checksum +" in line and "unchanged: data copy" in line
+    plain = kernelview.why_table(pd.concat([on, off]), entries, {"offloads-on": "#000",
+                                 "offloads-off": "#111"})
+    assert plain is not None and plain["moved"] == []  # no baseline
