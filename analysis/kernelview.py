@@ -76,10 +76,11 @@ def table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
 
 def categories(points: pd.DataFrame) -> list[str]:
     """The categories of a --profile categories run (cat_<category>_pct columns), in column
-    order; idle left out (the shares are of busy samples)."""
+    order; idle left out (the shares are of busy samples), and perf's own CPU and the tiers'
+    shares, which are not categories of the busy samples."""
     return [c[len("cat_"):-len("_pct")] for c in points.columns
-            if c.startswith("cat_") and c.endswith("_pct") and c != "cat_idle_pct"
-            and not c.startswith("cat_tiers_")]
+            if c.startswith("cat_") and c.endswith("_pct")
+            and c not in ("cat_idle_pct", "cat_perf_cpu_pct") and not c.startswith("cat_tiers_")]
 
 
 def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],

@@ -117,6 +117,7 @@ def test_a_point_recorded_here_gets_its_categories(tmp_path: Path) -> None:
                         "pass"], check=True)
         cols = rec.finish(None)
     assert cols["cat_samples"] > 50 and cols["cat_user_pct"] > 20
+    assert 0 < cols["cat_perf_cpu_pct"] < 50  # perf record's own CPU, % of one CPU
     assert not (tmp_path / profile.DATA_FILE).exists()
     with (tmp_path / profile.CATEGORIES_FILE).open() as fh:
         assert any(r["tier"] == profile.OTHERS for r in csv.DictReader(fh))

@@ -108,3 +108,9 @@ def test_the_why_table_says_what_moved_from_the_baseline_in_each_condition() -> 
     plain = kernelview.why_table(pd.concat([on, off]), entries, {"offloads-on": "#000",
                                  "offloads-off": "#111"})
     assert plain is not None and plain["moved"] == []  # no baseline
+
+
+def test_perf_and_the_tiers_columns_are_not_categories() -> None:
+    cols = pd.DataFrame([{"cat_checksum_pct": 1.0, "cat_idle_pct": 5.0, "cat_perf_cpu_pct": 2.0,
+                          "cat_tiers_checksum_pct": 3.0, "cat_uncategorized_pct": 0.1}])
+    assert kernelview.categories(cols) == ["checksum", "uncategorized"]

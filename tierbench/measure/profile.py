@@ -14,11 +14,13 @@ categories; this module is the run-wide, every-kind profile.
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -207,10 +209,25 @@ def start(folder: Path) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process ``pid`` has used, from /proc (None: gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(proc: subprocess.Popen, folder: Path, tiers: Mapping[int, str],
-         span: tuple[float, float] | None, table: Table | None = None) -> dict[str, Any]:
+         span: tuple[float, float] | None, table: Table | None = None,
+         started: float | None = None) -> dict[str, Any]:
     """End perf record, read its samples, and give the point's category columns (writing
-    categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier."""
+    categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier. With
+    ``started`` (the recording's start, time.monotonic()), also cat_perf_cpu_pct: perf
+    record's own CPU time as % of one CPU over the recording (what sampling took from the
+    point, besides the interrupts that take the samples)."""
+    own = cpu_seconds(proc.pid)
+    took = time.monotonic() - started if started is not None else None
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=60)
@@ -226,6 +243,8 @@ def stop(proc: subprocess.Popen, folder: Path, tiers: Mapping[int, str],
         data.unlink(missing_ok=True)
     columns, rows, folded = breakdown(list(parse_script(done.stdout)), table or load_table(),
                                       tiers, span)
+    if own is not None and took:
+        columns["cat_perf_cpu_pct"] = round(100.0 * own / took, 3)
     with (folder / CATEGORIES_FILE).open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=["tier", "category", "samples", "pct_of_busy"])
         writer.writeheader()
@@ -244,6 +263,7 @@ class Recording:
                  ) -> None:
         self.folder, self.on, self.counters = folder, on, counters or {}
         self.proc: subprocess.Popen | None = None
+        self.started: float | None = None
         self.tiers: dict[int, str] = {}
         self.done = threading.Event()
         self.watch = threading.Thread(target=self._watch, name="profile-pids", daemon=True)
@@ -256,6 +276,7 @@ class Recording:
 
     def __enter__(self) -> Recording:
         if self.on:
+            self.started = time.monotonic()
             self.proc = start(self.folder)
             self.watch.start()
         return self
@@ -270,7 +291,7 @@ class Recording:
                     f"{MIN_FREE_BYTES >> 20} MB free for perf.data"}
         proc, self.proc = self.proc, None
         self._end_watch()
-        return stop(proc, self.folder, self.tiers, span)
+        return stop(proc, self.folder, self.tiers, span, started=self.started)
 
     def _end_watch(self) -> None:
         if self.watch.is_alive():
