@@ -93,7 +93,10 @@ BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin
 # e.g. BENCH_ARGS="--seconds 3 --rounds 1" for a short check (python -m tierbench.bench --help)
 BENCH_ARGS ?=
-bench: setup-venv ## Engine benchmarks on the running stack: wrk engine vs plain wrk, Locust vs bare FastHttpUser
+# the cost of --profile categories: quick without and with it (BENCH_PROFILE_ARGS, e.g. "--rounds 2")
+BENCH_PROFILE_ARGS ?= --rounds 1
+bench: setup-venv ## Benchmarks: --profile categories' cost on quick's points (runs quick, leaves the stack up), then on that stack the wrk engine vs plain wrk, Locust vs bare FastHttpUser
+	$(VENV)/python -m tierbench.bench --profile-cost $(BENCH_PROFILE_ARGS)
 	$(VENV)/python -m tierbench.bench --loadgen $$($(VENV)/tierbench project)-loadgen-1 \
 	  --results $${TIERBENCH_RESULTS:-results} --target $(BENCH_TARGET) --path $(BENCH_PATH) $(BENCH_ARGS)
 

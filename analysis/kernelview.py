@@ -7,12 +7,14 @@ columns only (docs/measurement.md says how the runner computes them)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import tables
+from analysis import stats, tables
 from analysis.markup import MISSING
 
 CPU_FIGURES = (("cpu_max_busy_pct", "busiest CPU %"),
@@ -74,31 +76,150 @@ def table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
 
 def categories(points: pd.DataFrame) -> list[str]:
     """The categories of a --profile categories run (cat_<category>_pct columns), in column
-    order; idle left out (the shares are of busy samples)."""
+    order; idle left out (the shares are of busy samples), and perf's own CPU and the tiers'
+    shares, which are not categories of the busy samples."""
     return [c[len("cat_"):-len("_pct")] for c in points.columns
-            if c.startswith("cat_") and c.endswith("_pct") and c != "cat_idle_pct"]
+            if c.startswith("cat_") and c.endswith("_pct")
+            and c not in ("cat_idle_pct", "cat_perf_cpu_pct") and not c.startswith("cat_tiers_")]
 
 
 def why_table(points: pd.DataFrame, entries: list[tuple[str, str, pd.DataFrame]],
-              colors: dict[str, str]) -> dict[str, Any] | None:
-    """Per mode, where the host's CPU went: each category's host CPU µs per KB (its share of
-    the busy samples times host_cpu_us_per_kb, point by point) where the run has CPU per KB,
-    else its share in %; None without a profile."""
+              colors: dict[str, str], baseline: str | None = None) -> dict[str, Any] | None:
+    """Per mode, where the CPU went: each category's CPU µs per KB (with_why) where the run
+    has bytes or CPU per KB, else its share in %, and what moved from the ``baseline`` mode
+    to each other one (moved_lines); None without a profile."""
     cats = categories(points)
     if not cats:
         return None
-    per_kb = "host_cpu_us_per_kb" in points and points["host_cpu_us_per_kb"].notna().any()
+    how = basis(points)
     rows = []
     for mode, name, group in entries:
-        ok = tables.good(group).copy()
-        cells = []
-        for c in cats:
-            column = f"cat_{c}_pct"
-            if per_kb:
-                ok[f"why_{c}"] = pd.to_numeric(ok[column], errors="coerce") / 100 * \
-                    pd.to_numeric(ok["host_cpu_us_per_kb"], errors="coerce")
-                column = f"why_{c}"
-            cells.append(value(ok, column, 2 if per_kb else 1))
+        ok = with_why(tables.good(group), cats, how)
+        cells = [value(ok, f"why_{c}", 1 if how == SHARE else 2) for c in cats]
         rows.append({"color": colors[mode], "name": name, "cells": cells})
     return {"columns": [(f"cat_{c}_pct", c.replace("_", " ")) for c in cats], "rows": rows,
-            "unit": "host CPU µs per KB" if per_kb else "% of busy samples"}
+            "unit": unit(how), "moved": moved_lines(entries, baseline)}
+
+
+def moved_lines(entries: list[tuple[str, str, pd.DataFrame]], baseline: str | None
+                ) -> list[tuple[str, str]]:
+    """(row, line) per entry of a mode other than ``baseline`` that has a baseline entry
+    with the same other factors: what moved from it (what_moved)."""
+    base = {name[len(mode):]: group for mode, name, group in entries if mode == baseline}
+    out = []
+    for mode, name, group in entries:
+        ref = base.get(name[len(mode):])
+        if mode != baseline and ref is not None:
+            line = what_moved(ref, group)
+            if line:
+                out.append((f"{name} against {baseline}", line))
+    return out
+
+
+TIERS, HOST, SHARE = "tiers", "host", "share"
+UNITS = {TIERS: "the tiers' CPU µs per KB", HOST: "host CPU µs per KB",
+         SHARE: "% of busy samples"}
+
+
+def has(points: pd.DataFrame, column: str) -> bool:
+    """Whether the points have values in ``column``."""
+    return column in points and bool(points[column].notna().any())
+
+
+def basis(points: pd.DataFrame) -> str:
+    """What the why_<category> columns measure: the tiers' own CPU per KB where the run has
+    the tiers' samples and its bytes (a shared host's other processes left out), else the
+    host's CPU per KB, else the shares of the busy samples."""
+    if has(points, "cat_tiers_cpu_s") and has(points, "bytes_moved"):
+        return TIERS
+    return HOST if has(points, "host_cpu_us_per_kb") else SHARE
+
+
+def unit(how: str) -> str:
+    """The unit of the why_<category> columns."""
+    return UNITS[how]
+
+
+def with_why(points: pd.DataFrame, cats: list[str], how: str) -> pd.DataFrame:
+    """The points with a why_<category> column each, point by point: TIERS, the category's
+    share of the tiers' samples times the CPU seconds they stand for, in µs per KB moved;
+    HOST, its share of the busy samples times host_cpu_us_per_kb; SHARE, its share in %."""
+    out = points.copy()
+
+    def num(column: str) -> pd.Series:
+        return pd.to_numeric(out[column], errors="coerce")
+
+    for c in cats:
+        if how == TIERS:
+            out[f"why_{c}"] = (num(f"cat_tiers_{c}_pct") / 100 * num("cat_tiers_cpu_s") * 1e6
+                               / (num("bytes_moved") / 1024))
+        elif how == HOST:
+            out[f"why_{c}"] = num(f"cat_{c}_pct") / 100 * num("host_cpu_us_per_kb")
+        else:
+            out[f"why_{c}"] = num(f"cat_{c}_pct")
+    return out
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How one category moved from a baseline mode to another: the means over repetitions in
+    each (``unit``), the difference mode - baseline and its 95 % Welch half-width (None with
+    under two repetitions in a mode)."""
+
+    category: str
+    baseline: float | None
+    mode: float | None
+    diff: float | None
+    half: float | None
+
+    @property
+    def direction(self) -> int:
+        """+1: up (the interval above zero), -1: down (below), 0: not told apart."""
+        if self.diff is None or self.half is None:
+            return 0
+        return 1 if self.diff - self.half > 0 else -1 if self.diff + self.half < 0 else 0
+
+
+def moved(base: pd.DataFrame, other: pd.DataFrame) -> tuple[str, list[Moved]]:
+    """Per category, how the CPU moved from the points ``base`` (a baseline mode's
+    repetitions) to ``other`` (another mode's, same condition): the unit and the moves, the
+    largest difference first. Failed points are left out."""
+    both = pd.concat([base, other])
+    cats = categories(both)
+    how = basis(both)
+    a = with_why(tables.good(base), cats, how)
+    b = with_why(tables.good(other), cats, how)
+    out = []
+    for c in cats:
+        ea, eb = stats.mean_ci(a[f"why_{c}"]), stats.mean_ci(b[f"why_{c}"])
+        diff = half = None
+        if ea.mean is not None and eb.mean is not None:
+            diff = eb.mean - ea.mean
+        if ea.sd is not None and eb.sd is not None:
+            ua, ub = ea.sd ** 2 / ea.n, eb.sd ** 2 / eb.n
+            df = ((ua + ub) ** 2 / (ua * ua / (ea.n - 1) + ub * ub / (eb.n - 1))
+                  if ua + ub > 0 else float(ea.n + eb.n - 2))
+            half = stats.t_quantile(0.975, df) * math.sqrt(ua + ub)
+        out.append(Moved(c.replace("_", " "), ea.mean, eb.mean, diff, half))
+    out.sort(key=lambda m: -abs(m.diff or 0.0))
+    return unit(how), out
+
+
+def what_moved(base: pd.DataFrame, other: pd.DataFrame, top: int = 3) -> str:
+    """One line for a recommendation: the ``top`` categories that moved most with their
+    interval ('checksum +0.12 µs/KB [0.08, 0.16]'), then the largest ones not told apart
+    ('unchanged: data copy'); '' without a profile."""
+    if not categories(pd.concat([base, other])):
+        return ""
+    u, moves = moved(base, other)
+    short = "% of busy" if u == UNITS[SHARE] else "µs/KB"
+    told = [m for m in moves if m.direction != 0 and m.category != "uncategorized"]
+    same = sorted((m for m in moves if m.direction == 0 and m.baseline
+                   and m.category not in ("uncategorized", "other")),
+                  key=lambda m: -(m.baseline or 0.0))
+    bits = [f"{m.category} {m.diff:+.3g} {short} [{m.diff - m.half:.3g}, "
+            f"{m.diff + m.half:.3g}]" for m in told[:top]
+            if m.diff is not None and m.half is not None]
+    if same:
+        bits.append("unchanged: " + ", ".join(m.category for m in same[:2]))
+    return "; ".join(bits) or "no category told apart"

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, kernelview, load, loadcurve, markup, precision, stats, tables
+from analysis import figures, flamegraph, kernelview, load, loadcurve, markup, precision, stats, tables
 from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
@@ -510,7 +510,8 @@ def sections(ctx: Context) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]
                         if dashed else ""),
                     "costs": cost_table(ctx, entries), "nodes": node_table(ctx, entries),
                     "kernel": kernelview.table(ctx.points, entries, ctx.colors),
-                    "why": kernelview.why_table(ctx.points, entries, ctx.colors)})
+                    "why": kernelview.why_table(ctx.points, entries, ctx.colors,
+                                               ctx.baseline)})
     return out, toc
 
 
@@ -606,8 +607,10 @@ def cell(column: str, value: Any, optional: bool) -> dict[str, str]:
     return {"cls": "num", "text": fmt(column, n)}
 
 
-def points_tables(ctx: Context, per_table: int = 14) -> list[dict[str, Any]]:
-    """Every row of summary.csv, in run order, columns split into tables of `per_table`."""
+def points_tables(ctx: Context, per_table: int = 14, flames: dict[str, str] | None = None
+                  ) -> list[dict[str, Any]]:
+    """Every row of summary.csv, in run order, columns split into tables of `per_table`; a
+    point with a flame graph (``flames``: point -> page) links to it."""
     columns = list(dict.fromkeys(c for r in ctx.rows for c in r if isinstance(c, str)))
     ident = [c for c in ("point", *ctx.spec["factors"], "mode", "repetition") if c in columns]
     rest = [c for c in columns if c not in ident]
@@ -623,8 +626,11 @@ def points_tables(ctx: Context, per_table: int = 14) -> list[dict[str, Any]]:
                 classes.append("cb")
             if text(row.get("error")) or number(row.get("errors")):
                 classes.append("bad")
-            rows.append({"classes": " ".join(classes),
-                         "cells": [cell(c, row.get(c), optional(c)) for c in cols]})
+            cells = [cell(c, row.get(c), optional(c)) for c in cols]
+            href = (flames or {}).get(text(row.get("point")))
+            if href and cols[0] == "point":
+                cells[0]["href"] = href
+            rows.append({"classes": " ".join(classes), "cells": cells})
         out.append({"columns": cols, "rows": rows})
     return out
 
@@ -635,10 +641,12 @@ def points_tables(ctx: Context, per_table: int = 14) -> list[dict[str, Any]]:
 def render_report(rows: list[Row], manifest: dict[str, Any],
                   samples: pd.DataFrame | None = None,
                   recomputed: dict[str, dict[str, Any]] | None = None,
-                  notes: list[str] | None = None, spec: dict[str, Any] | None = None) -> str:
+                  notes: list[str] | None = None, spec: dict[str, Any] | None = None,
+                  flames: dict[str, str] | None = None) -> str:
     """Summary rows (dicts, as read from summary.csv) + manifest (+ per-second samples) as one
-    self-contained HTML page (analysis/templates/report.html.j2). The spec: manifest "report",
-    else `spec`, else generic."""
+    self-contained HTML page (analysis/templates/report.html.j2), linking each point's flame
+    graph (``flames``: point -> page). The spec: manifest "report", else `spec`, else
+    generic."""
     manifest = manifest if isinstance(manifest, dict) else {}
     rows = [dict(r) for r in rows]
     header_cols = list(dict.fromkeys(c for r in rows for c in r))
@@ -651,7 +659,9 @@ def render_report(rows: list[Row], manifest: dict[str, Any],
             "comparison": comparison_card(ctx), "toc": toc, "sections": groups,
             "loadcurve": loadcurve.card(ctx.points, ctx.group_cols, ctx.modes, ctx.baseline,
                                         ctx.colors) if loadcurve.has_curves(rows) else None,
-            "samples": samples_card(ctx, samples, recomputed), "points": points_tables(ctx),
+            "samples": samples_card(ctx, samples, recomputed), "points": points_tables(ctx, flames=flames),
+            "flames": [dict(point_ref(r, ctx.group_cols), href=(flames or {})[text(r.get("point"))])
+                       for r in rows if text(r.get("point")) in (flames or {})],
             "manifest": markup.provenance_items(manifest),
             "manifest_points": len(manifest["points"])
             if isinstance(manifest.get("points"), dict | list) else 0}
@@ -694,8 +704,14 @@ def write_report(run_dir: Path, progress: load.Progress | None = None,
             notes.append(f"per-second samples could not be read ({type(exc).__name__}: {exc}); "
                          "the report shows summary.csv only")
             samples, recomputed = None, {}
+    flames: dict[str, str] = {}
+    try:
+        flames = flamegraph.write_all(run_dir, {text(r.get("point")): " ".join(
+            text(r.get(c)) for c in ("point", "mode", "repetition")) for r in rows})
+    except (OSError, ValueError, ImportError) as exc:
+        notes.append(f"flame graphs could not be written ({type(exc).__name__}: {exc})")
     out = run_dir / "report.html"
-    out.write_text(render_report(rows, manifest, samples, recomputed, notes, spec),
+    out.write_text(render_report(rows, manifest, samples, recomputed, notes, spec, flames),
                    encoding="utf-8")
     write_comparisons(run_dir, rows, manifest, spec)
     return out

@@ -5,9 +5,14 @@
    requests per loadgen CPU-second of each, steadier than TPS when the host is shared.
 2. Locust engine requests per client CPU-second / a bare FastHttpUser's: same target file, one
    process, CPU from the loadgen container's cgroup, alternated, medians compared. Goal >= 0.9.
+3. `--profile-cost`: what `--profile categories` costs (issue 43), on quick's points: quick run
+   without and with the profile (alternated over --rounds, at --scale), and per condition the
+   ratio of the medians, profiled / not, of TPS and of host CPU per KB. Brings the stack up
+   itself (a `tierbench run`) and leaves it up, as a run does.
 
 Usage: python -m tierbench.bench --loadgen CONTAINER --results DIR [--target URL] [--path P]
 DIR is the host folder mounted at /results in the loadgen container.
+       python -m tierbench.bench --profile-cost [--scale F] [--rounds N]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tierbench import transport
 from tierbench.config.files import results_root
 from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
@@ -168,12 +174,97 @@ def locust_ratio(gen: Container, target: str, path: str, users: int, seconds: in
             "bare_req_per_cpu_s": b_eff, "ratio": e_eff / b_eff}
 
 
+PROFILE_COST_FIGURES = (("tps", "TPS"), ("host_cpu_us_per_kb", "host CPU us/KB"))
+
+
+def quick_run(experiment: str, scale: float, profiled: bool) -> Path:
+    """One `tierbench run` of ``experiment`` (profiled or not): its run folder."""
+    argv = [sys.executable, "-m", "tierbench.cli", "run", experiment, "--scale", f"{scale:g}",
+            *(["--profile", "categories"] if profiled else [])]
+    done = transport.run_argv(argv, timeout=7200)
+    found = re.search(r"tierbench: done: (.+)/summary\.csv", done.stdout)
+    if done.returncode != 0 or not found:
+        why = (done.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise load.LoadgenError(f"`{' '.join(argv[2:])}` failed: {why}")
+    return Path(found.group(1))
+
+
+def condition_values(run_dir: Path) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per condition (trace, mode) of a web run's summary.csv, each of PROFILE_COST_FIGURES
+    over its points without an error."""
+    with (run_dir / "summary.csv").open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if not r.get("error")]
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for key in sorted({(r["trace"], r["mode"]) for r in rows}):
+        mine = [r for r in rows if (r["trace"], r["mode"]) == key]
+        out[key] = {c: [float(r[c]) for r in mine if r.get(c)] for c, _ in PROFILE_COST_FIGURES}
+    return out
+
+
+def profile_cost(experiment: str, scale: float, rounds: int) -> dict:
+    """Runs of ``experiment`` without and with --profile categories, alternated (off, on, on,
+    off, ...); per condition the ratio profiled / not of the medians of each figure over all
+    the runs' points."""
+    runs: dict[bool, list[Path]] = {False: [], True: []}
+    for r in range(rounds):
+        for on in ((False, True) if r % 2 == 0 else (True, False)):
+            runs[on].append(quick_run(experiment, scale, on))
+    return cost_of(runs)
+
+
+def cost_of(runs: dict[bool, list[Path]]) -> dict:
+    """The runs' figures per condition (profiled or not: every point's, over the runs) and the
+    ratio profiled / not of their medians."""
+    got = {on: [condition_values(d) for d in dirs] for on, dirs in runs.items()}
+    ratios: dict[str, dict[str, float]] = {}
+    values: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for key in got[False][0]:
+        name = f"{key[0]} {key[1]}"
+        ratios[name], values[name] = {}, {}
+        for col, _ in PROFILE_COST_FIGURES:
+            v = {("on" if on else "off"): [x for m in got[on] for x in m[key][col]]
+                 for on in (False, True)}
+            values[name][col] = v
+            ratios[name][col] = statistics.median(v["on"]) / statistics.median(v["off"])
+    return {"runs": {("on" if k else "off"): [str(d) for d in v] for k, v in runs.items()},
+            "ratios": ratios, "values": values}
+
+
+def profile_cost_main(args: argparse.Namespace) -> int:
+    """--profile-cost: print, per condition, the ratios profiled / not."""
+    t0 = time.time()
+    try:
+        got = profile_cost(args.experiment, args.scale, args.rounds)
+    except (load.LoadgenError, transport.TransportError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    print(f"bench: --profile categories against none, {args.experiment} at --scale "
+          f"{args.scale:g}, {args.rounds} run(s) each alternated, {time.time() - t0:.0f} s; runs: "
+          + ", ".join(f"{k} {' '.join(v)}" for k, v in got["runs"].items()))
+    print("  condition: ratio profiled / not of the medians: "
+          + ", ".join(lab for _, lab in PROFILE_COST_FIGURES))
+    for name, r in got["ratios"].items():
+        print(f"  {name}: " + ", ".join(f"{r[c]:.3f}" for c, _ in PROFILE_COST_FIGURES))
+        for col, lab in PROFILE_COST_FIGURES:
+            v = got["values"][name][col]
+            print(f"    {lab}: not profiled " + " ".join(f"{x:.4g}" for x in v["off"])
+                  + "; profiled " + " ".join(f"{x:.4g}" for x in v["on"]))
+    for col, lab in PROFILE_COST_FIGURES:
+        print(f"  median over conditions, {lab}: "
+              f"{statistics.median(r[col] for r in got['ratios'].values()):.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run both benchmarks and print the ratios with their inputs."""
+    """Run both benchmarks and print the ratios with their inputs (or --profile-cost's)."""
     ap = argparse.ArgumentParser(prog="python -m tierbench.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--loadgen", required=True, help="loadgen container name or id")
-    ap.add_argument("--results", required=True, type=Path,
+    ap.add_argument("--profile-cost", action="store_true",
+                    help="only the cost of --profile categories (runs EXPERIMENT itself)")
+    ap.add_argument("--experiment", default="quick", help="--profile-cost's experiment")
+    ap.add_argument("--scale", type=float, default=0.6, help="--profile-cost's --scale")
+    ap.add_argument("--loadgen", help="loadgen container name or id")
+    ap.add_argument("--results", type=Path,
                     help="host folder mounted at /results in the loadgen container")
     ap.add_argument("--target", default=load.TARGET, help="base URL (default http://proxy)")
     ap.add_argument("--path", default="/single-4096/file.bin", help="file requested")
@@ -184,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--locust-users", type=int, default=16)
     ap.add_argument("--allow-foreign-target", action="store_true")
     args = ap.parse_args(argv)
+    if args.profile_cost:
+        return profile_cost_main(args)
+    if args.loadgen is None or args.results is None:
+        ap.error("--loadgen and --results are required (but with --profile-cost)")
     os.environ["TIERBENCH_RESULTS"] = str(args.results.resolve())
     try:
         load.check_target(args.target, args.allow_foreign_target)

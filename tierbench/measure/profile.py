@@ -14,10 +14,12 @@ categories; this module is the run-wide, every-kind profile.
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shutil
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -142,8 +144,10 @@ def breakdown(samples: list[Sample], table: Table, tiers: Mapping[int, str],
               span: tuple[float, float] | None) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                          Counter[str]]:
     """Summary columns (cat_samples, cat_idle_pct, cat_<category>_pct of the busy samples,
-    cat_uncategorized_pct), categories.csv's rows (tier, category, samples, % of the busy
-    samples) and the folded stacks, over the window ``span`` (all samples without one)."""
+    cat_uncategorized_pct; the tiers' own: cat_tiers_samples, the CPU seconds they stand for,
+    cat_tiers_cpu_s, and cat_tiers_<category>_pct of them, without other processes'),
+    categories.csv's rows (tier, category, samples, % of the busy samples) and the folded
+    stacks, over the window ``span`` (all samples without one)."""
     inside = [s for s in samples if span is None or span[0] <= s.t <= span[1]]
     by: Counter[tuple[str, str]] = Counter()
     folded: Counter[str] = Counter()
@@ -156,11 +160,16 @@ def breakdown(samples: list[Sample], table: Table, tiers: Mapping[int, str],
         by[(tiers.get(s.pid, OTHERS), cat)] += 1
         folded[";".join([s.comm] + [sym for sym, _ in reversed(s.frames)])] += 1
     busy = sum(by.values())
+    mine = sum(v for (t, _), v in by.items() if t != OTHERS)
     out: dict[str, Any] = {"cat_samples": busy,
-                           "cat_idle_pct": 100.0 * idle / len(inside) if inside else None}
+                           "cat_idle_pct": 100.0 * idle / len(inside) if inside else None,
+                           "cat_tiers_samples": mine, "cat_tiers_cpu_s": mine / PROFILE_HZ}
     for name in table.names():
         n = sum(v for (_, c), v in by.items() if c == name)
         out[f"cat_{slug(name)}_pct"] = 100.0 * n / busy if busy else None
+    for name in table.names():
+        n = sum(v for (t, c), v in by.items() if c == name and t != OTHERS)
+        out[f"cat_tiers_{slug(name)}_pct"] = 100.0 * n / mine if mine else None
     rows = [{"tier": tier, "category": cat, "samples": n,
              "pct_of_busy": round(100.0 * n / busy, 3)} for (tier, cat), n in sorted(by.items())]
     return out, rows, folded
@@ -199,10 +208,25 @@ def start(folder: Path) -> Process | None:
                       stdout=DEVNULL, stderr=DEVNULL)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process ``pid`` has used, from /proc (None: gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(proc: Process, folder: Path, tiers: Mapping[int, str],
-         span: tuple[float, float] | None, table: Table | None = None) -> dict[str, Any]:
+         span: tuple[float, float] | None, table: Table | None = None,
+         started: float | None = None) -> dict[str, Any]:
     """End perf record, read its samples, and give the point's category columns (writing
-    categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier."""
+    categories.csv and perf-folded.txt; perf.data removed); ``tiers``: PID -> tier. With
+    ``started`` (the recording's start, time.monotonic()), also cat_perf_cpu_pct: perf
+    record's own CPU time as % of one CPU over the recording (what sampling took from the
+    point, besides the interrupts that take the samples)."""
+    own = cpu_seconds(proc.pid)
+    took = time.monotonic() - started if started is not None else None
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=60)
@@ -217,6 +241,8 @@ def stop(proc: Process, folder: Path, tiers: Mapping[int, str],
         data.unlink(missing_ok=True)
     columns, rows, folded = breakdown(list(parse_script(done.stdout)), table or load_table(),
                                       tiers, span)
+    if own is not None and took:
+        columns["cat_perf_cpu_pct"] = round(100.0 * own / took, 3)
     with (folder / CATEGORIES_FILE).open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=["tier", "category", "samples", "pct_of_busy"])
         writer.writeheader()
@@ -235,6 +261,7 @@ class Recording:
                  ) -> None:
         self.folder, self.on, self.counters = folder, on, counters or {}
         self.proc: Process | None = None
+        self.started: float | None = None
         self.tiers: dict[int, str] = {}
         self.done = threading.Event()
         self.watch = threading.Thread(target=self._watch, name="profile-pids", daemon=True)
@@ -247,6 +274,7 @@ class Recording:
 
     def __enter__(self) -> Recording:
         if self.on:
+            self.started = time.monotonic()
             self.proc = start(self.folder)
             self.watch.start()
         return self
@@ -261,7 +289,7 @@ class Recording:
                     f"{MIN_FREE_BYTES >> 20} MB free for perf.data"}
         proc, self.proc = self.proc, None
         self._end_watch()
-        return stop(proc, self.folder, self.tiers, span)
+        return stop(proc, self.folder, self.tiers, span, started=self.started)
 
     def _end_watch(self) -> None:
         if self.watch.is_alive():
