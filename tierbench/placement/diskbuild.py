@@ -374,6 +374,10 @@ def throttles(server: Server, system: System) -> dict[str, Any]:
     if system.write_bps:
         out["device_write_bps"] = [{"path": d, "rate": system.write_bps}
                                    for d in server.devices]
+    for key, rate in (("device_read_iops", system.read_iops),
+                      ("device_write_iops", system.write_iops)):
+        if rate:
+            out[key] = [{"path": d, "rate": rate} for d in server.devices]
     return out
 
 
@@ -472,9 +476,13 @@ def _blkio_dir(pid: int, host: Host = LOCAL) -> tuple[int, Path] | None:
     return None
 
 
+IO_MAX = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"}
+
+
 def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
-    """The read/write bytes-per-second limits a process's cgroup has, by 'major:minor' (read
-    on the host the process runs on)."""
+    """The read/write limits a process's cgroup has (bytes and requests a second: read_bps,
+    write_bps, read_iops, write_iops), by 'major:minor' (read on the host the process runs
+    on)."""
     found = _blkio_dir(pid, host)
     if found is None:
         return {}
@@ -482,7 +490,9 @@ def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     if version == 1:
         for key, name in (("read_bps", "blkio.throttle.read_bps_device"),
-                          ("write_bps", "blkio.throttle.write_bps_device")):
+                          ("write_bps", "blkio.throttle.write_bps_device"),
+                          ("read_iops", "blkio.throttle.read_iops_device"),
+                          ("write_iops", "blkio.throttle.write_iops_device")):
             text_ = host.read(str(folder / name))
             for line in (text_ or "").splitlines():
                 dev, _, value = line.partition(" ")
@@ -493,8 +503,8 @@ def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
             dev, *pairs = line.split()
             for pair in pairs:
                 k, _, v = pair.partition("=")
-                if k in ("rbps", "wbps") and v != "max":
-                    out.setdefault(dev, {})["read_bps" if k == "rbps" else "write_bps"] = int(v)
+                if k in IO_MAX and v != "max":
+                    out.setdefault(dev, {})[IO_MAX[k]] = int(v)
     return out
 
 
@@ -515,8 +525,9 @@ def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str,
     problems = []
     for dev in server.devices:
         have = limits.get(device_number(dev, host), {})
-        got[dev] = {"read_bps": have.get("read_bps"), "write_bps": have.get("write_bps")}
-        for key, want in (("read_bps", system.read_bps), ("write_bps", system.write_bps)):
+        got[dev] = {key: have.get(key) for key in IO_MAX.values()}
+        for key, want in (("read_bps", system.read_bps), ("write_bps", system.write_bps),
+                          ("read_iops", system.read_iops), ("write_iops", system.write_iops)):
             if want and have.get(key) != want:
                 problems.append(f"{dev}: {key} {have.get(key)} in the cgroup, {want} wanted")
     return got, problems

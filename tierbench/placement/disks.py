@@ -70,7 +70,8 @@ class DiskError(TierbenchError):
 @dataclass(frozen=True)
 class System:
     """A disk system: `devices` per web server (RAID-0 members when raid0), each throttled to
-    read_bps / write_bps (None: the device's own speed); real when `paths` names devices."""
+    read_bps / write_bps (None: the device's own speed) and to read_iops / write_iops requests a
+    second (None: no limit; what makes a seek cost); real when `paths` names devices."""
 
     name: str
     devices: int
@@ -79,6 +80,8 @@ class System:
     raid0: bool
     paths: tuple[str, ...] = ()
     note: str = ""
+    read_iops: int | None = None
+    write_iops: int | None = None
 
     @property
     def emulated(self) -> bool:
@@ -89,6 +92,8 @@ class System:
         """One line for the plan, the manifest and the report."""
         rates = (f"{self.read_bps / MB:g}/{self.write_bps / MB:g} MB/s read/write per device"
                  if self.read_bps and self.write_bps else "unthrottled")
+        if self.read_iops and self.write_iops:
+            rates += f", {self.read_iops}/{self.write_iops} IOPS"
         what = (f"emulated: {self.devices} loop device{'s' if self.devices > 1 else ''}"
                 if self.emulated else f"real: {', '.join(self.paths)}")
         raid = ", RAID-0" if self.raid0 else ""
@@ -96,10 +101,24 @@ class System:
 
 
 # 004 §5.1 Table 3: IDE 35/39, SCSI 58/55 MB/s read/write; RAID-0 of three SCSI disks (the
-# paper measured 120/147 MB/s for it: here three SCSI-rate devices striped, whatever that gives)
+# paper measured 120/147 MB/s for it: here three SCSI-rate devices striped, whatever that gives).
+# Requests a second, so that a seek costs (004 §5.2 explains class 3's and Fig. 12b's gains by
+# seek time): 004 §3.2 names the disks but not their seek times; one random request takes an
+# average seek plus half a rotation. The IDE disk (Seagate ST340016A) turns at 7,200 rpm (4.2 ms
+# half a rotation), with about 9 ms average seek for that class of ATA disk: about 75 a second;
+# the SCSI disk (Fujitsu MAM3184MC, "1500rpm" in 004: the model is a 15,000 rpm disk) 2.0 ms
+# half a rotation with about 3.5 ms average seek: about 180 a second. Both estimates, not
+# figures of 004's. The throttle counts requests as submitted, before a disk's queue merges
+# them: a request under about 470 KB (IDE) or 320 KB (SCSI) is bound by the count, not the
+# bandwidth. RAID-0 members get none: each stripe unit (4 or 64 KiB) is its own request there,
+# which a real disk merges with its neighbours without a seek, so a count would charge striping
+# seeks it does not have.
+IDE_IOPS, SCSI_IOPS = 75, 180
 BUILTIN = {
-    "ide": System("ide", 1, 35 * MB, 39 * MB, False, note="004 Table 3 IDE: 35/39 MB/s"),
-    "scsi": System("scsi", 1, 58 * MB, 55 * MB, False, note="004 Table 3 SCSI: 58/55 MB/s"),
+    "ide": System("ide", 1, 35 * MB, 39 * MB, False, note="004 Table 3 IDE: 35/39 MB/s",
+                  read_iops=IDE_IOPS, write_iops=IDE_IOPS),
+    "scsi": System("scsi", 1, 58 * MB, 55 * MB, False, note="004 Table 3 SCSI: 58/55 MB/s",
+                   read_iops=SCSI_IOPS, write_iops=SCSI_IOPS),
     "raid0": System("raid0", 3, 58 * MB, 55 * MB, True,
                     note="004 Table 3 RAID-0 of 3 SCSI disks: 120/147 MB/s in the paper"),
 }
@@ -131,6 +150,8 @@ class DiskSystemSpec(Model):
     read_mb_s: Annotated[float, number(0.1)] | None = None
     write_mb_s: Annotated[float, number(0.1)] | None = None
     raid0: Annotated[bool, flag()] | None = None
+    read_iops: Annotated[int, number(1)] | None = None
+    write_iops: Annotated[int, number(1)] | None = None
     wipe: Annotated[bool, flag()] = False
     note: Annotated[str, text()] | None = None
 
@@ -166,7 +187,8 @@ def resolve(custom: Mapping[str, DiskSystemSpec] | None = None) -> dict[str, Sys
             round(spec.read_mb_s * MB) if spec.read_mb_s is not None else None,
             round(spec.write_mb_s * MB) if spec.write_mb_s is not None else None,
             bool(spec.raid0) if spec.raid0 is not None else count > 1,
-            tuple(spec.devices) if real else (), spec.note or "")
+            tuple(spec.devices) if real else (), spec.note or "",
+            spec.read_iops, spec.write_iops)
     return out
 
 
