@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from tierbench.placement.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError,
-                                       Host, Plan, System, free_bytes, has_md, host_of,
-                                       overlay_path, state_path)
+                                       Host, Plan, System, dm_table, free_bytes, host_of,
+                                       load_raid_modules, overlay_path, raid_kind, state_path)
 
 
 @dataclass
@@ -179,7 +179,9 @@ def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
         mine = server.devices
         host.run(["mkdir", "-p", str(folder)], f"making {folder}", 60)
         if lay.raid0:
-            if has_md(host):
+            load_raid_modules(host)
+            kind = raid_kind(host)
+            if kind == "md":
                 md = f"/dev/md/tierbench-{s}"
                 server.md.append(md)
                 _save(built)
@@ -189,6 +191,15 @@ def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
                 host.run(["mkfs.ext3", "-q", "-F", md], f"ext3 on {md}")
                 _mount(host, md, folder, built, server)
                 built.filesystem = f"ext3 on md RAID-0, {MD_CHUNK_KIB} KiB chunk"
+            elif kind == "dm":
+                name = f"{host.prefix()}{s}".replace("@", "-")
+                server.md.append(f"/dev/mapper/{name}")
+                _save(built)
+                host.run(["dmsetup", "create", name, "--table",
+                          dm_table(mine, p.device_bytes)], f"striped RAID-0 of {s}")
+                host.run(["mkfs.ext3", "-q", "-F", f"/dev/mapper/{name}"], f"ext3 on {name}")
+                _mount(host, f"/dev/mapper/{name}", folder, built, server)
+                built.filesystem = f"ext3 on device-mapper RAID-0, {MD_CHUNK_KIB} KiB chunk"
             else:
                 host.run(["mkfs.btrfs", "-q", "-f", "-d", "raid0", "-m", "raid0", *mine],
                          f"btrfs RAID-0 of {s}")
@@ -340,7 +351,8 @@ def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
     for md in (m for s in servers for m in s.md):
         if host.proc(["test", "-e", md], 60).returncode == 0:
             try:
-                host.run(["mdadm", "--stop", md], f"stop {md}")
+                host.run(["dmsetup", "remove", Path(md).name] if md.startswith("/dev/mapper/")
+                         else ["mdadm", "--stop", md], f"stop {md}")
             except DiskError as exc:
                 problems.append(str(exc))
     # a loop device may have gone meanwhile (detached on unmount, or by another clean): only

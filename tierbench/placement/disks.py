@@ -9,7 +9,9 @@ block-I/O controller of the containers that use it (Compose `blkio_config`, in a
 here); tierbench reads the limits back from the containers' cgroups. Under cgroup v1 buffered
 writes are not charged to a container, so throttled writes must use direct I/O: the web tier only
 reads, and the disk benchmark writes with O_DIRECT. RAID-0 over several devices is mdadm's where
-the kernel has md, else btrfs's raid0 profile (this project's development kernel has no md).
+the kernel has md (md_mod and raid0 loaded first where they are modules), else device-mapper
+striping at the same 4 KiB chunk, else btrfs's raid0 profile (this project's development kernel
+has neither md nor device-mapper).
 
 A web server's disks are mounted on its host under `<state>/disks/<server>`: one device (ext3,
 as in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
@@ -416,9 +418,27 @@ def has_md(host: Host = LOCAL) -> bool:
                      timeout=60).returncode == 0
 
 
+def has_dm_striped(host: Host = LOCAL) -> bool:
+    """The host's kernel has device-mapper with its striped target and dmsetup is installed."""
+    return host.proc(["sh", "-c", "command -v dmsetup >/dev/null && test -e /dev/mapper/control "
+                      "&& dmsetup targets 2>/dev/null | grep -q '^striped'"],
+                     timeout=60).returncode == 0
+
+
+def load_raid_modules(host: Host = LOCAL) -> None:
+    """Load md (md_mod, raid0) and device-mapper (dm_mod) where the kernel has them as modules,
+    before a RAID-0 is built (a kernel without them, or without module loading, stays as it
+    is: what exists is asked next)."""
+    host.proc(["sh", "-c", "for m in md_mod raid0 dm_mod; do modprobe -q $m 2>/dev/null; done; "
+               "true"], timeout=60)
+
+
 def raid_kind(host: Host = LOCAL) -> str:
-    """How RAID-0 is made on the host: 'md' or 'btrfs'."""
-    return "md" if has_md(host) else "btrfs"
+    """How RAID-0 is made on the host: 'md', else device-mapper striping ('dm'), else
+    'btrfs'."""
+    if has_md(host):
+        return "md"
+    return "dm" if has_dm_striped(host) else "btrfs"
 
 
 # 004 §3.2 striped its RAID-0 in 4 KB units: md is told that chunk (which decides which files
@@ -428,23 +448,36 @@ MD_CHUNK_KIB = 4
 BTRFS_STRIPE_KIB = 64
 STRIPE_WORDS = {
     "md": f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe)",
-    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has no md, "
-             f"which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
+    "dm": f"device-mapper striping with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe; this "
+          "kernel has no md)",
+    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has neither md "
+             f"nor device-mapper, which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
 }
+DM_CHUNK_SECTORS = MD_CHUNK_KIB * 1024 // 512
+
+
+def dm_table(devices: list[str], device_bytes: int) -> str:
+    """The device-mapper table of a RAID-0 over ``devices`` of ``device_bytes`` each, striped
+    at 004 §3.2's 4 KiB (each device's sectors rounded down to whole chunks)."""
+    per = device_bytes // 512 // DM_CHUNK_SECTORS * DM_CHUNK_SECTORS
+    members = " ".join(f"{d} 0" for d in devices)
+    return f"0 {per * len(devices)} striped {len(devices)} {DM_CHUNK_SECTORS} {members}"
 
 
 def raid_words(host: Host = LOCAL) -> str:
     """How RAID-0 will be made and with which stripe, for the plan and the manifest: this
     host's tool, or the node's without asking it (decided on the node when it is built)."""
     if host.node:
-        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or btrfs with its "
-                f"fixed {BTRFS_STRIPE_KIB} KiB stripe if {host.node}'s kernel has no md")
+        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or device-mapper "
+                f"striping at that chunk, or btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe "
+                f"if {host.node}'s kernel has neither")
     return STRIPE_WORDS[raid_kind(host)]
 
 
 TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",
          "umount": "install util-linux", "mkfs.ext3": "install e2fsprogs",
          "mkfs.btrfs": "install btrfs-progs", "mdadm": "install mdadm",
+         "dmsetup": "install dmsetup",
          "blockdev": "install util-linux", "fallocate": "install util-linux",
          "lsblk": "install util-linux", "blkid": "install util-linux",
          "python3": "install python3", "ssh": "install openssh-client"}
@@ -456,7 +489,7 @@ def tools_for(plans: list[Plan], host: Host = LOCAL) -> list[str]:
     if any(p.system.emulated for p in plans):
         need += ["losetup", "fallocate"]
     if any(p.layout.raid0 for p in plans):
-        need.append("mdadm" if has_md(host) else "mkfs.btrfs")
+        need.append({"md": "mdadm", "dm": "dmsetup", "btrfs": "mkfs.btrfs"}[raid_kind(host)])
     if any(not p.system.emulated for p in plans):
         need += ["blockdev", "lsblk", "blkid"]
     return need
