@@ -131,21 +131,22 @@ def test_iops_limits_are_set_beside_the_bandwidths_and_read_back_from_io_max(fak
     server = diskbuild.Server("web1", "/state/disks/web1", ["/dev/loop7"], [])
     assert diskbuild.throttles(server, disks.BUILTIN["ide"])["device_read_iops"] == [
         {"path": "/dev/loop7", "rate": disks.IDE_IOPS}]
-    assert diskbuild.throttles(server, disks.BUILTIN["scsi"])["device_write_iops"] == [
+    assert diskbuild.throttles(server, disks.BUILTIN["scsi"])["device_read_iops"] == [
         {"path": "/dev/loop7", "rate": disks.SCSI_IOPS}]
+    assert "device_write_iops" not in diskbuild.throttles(server, disks.BUILTIN["scsi"])
     assert "device_read_iops" not in diskbuild.throttles(server, disks.BUILTIN["raid0"])
-    assert "75/75 IOPS" in disks.BUILTIN["ide"].describe()
+    assert "75/unlimited IOPS read/write" in disks.BUILTIN["ide"].describe()
     files = {"/proc/98/cgroup": "0::/system.slice/docker-abc.scope\n",
              "/proc/self/mountinfo": "30 20 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
              "/sys/fs/cgroup/system.slice/docker-abc.scope/io.max":
-                 "7:7 rbps=35000000 wbps=39000000 riops=75 wiops=max\n"}
+                 "7:7 rbps=35000000 wbps=39000000 riops=max wiops=max\n"}
     for path, text in files.items():
         fake.answers.append((lambda w, a, path=path: a == ["cat", path], text, 0))
     fake.answers.append((lambda w, a: a[:2] == ["stat", "-L"], "7:7\n", 0))
     limits, problems = diskbuild.check_throttles(server, disks.BUILTIN["ide"], 98)
     assert limits == {"/dev/loop7": {"read_bps": 35_000_000, "write_bps": 39_000_000,
-                                     "read_iops": 75, "write_iops": None}}
-    assert problems == ["/dev/loop7: write_iops None in the cgroup, 75 wanted"]
+                                     "read_iops": None, "write_iops": None}}
+    assert problems == ["/dev/loop7: read_iops None in the cgroup, 75 wanted"]
 
 
 def test_without_md_raid0_is_device_mapper_striping_at_4_kib_after_loading_modules(fake) -> None:
@@ -208,13 +209,13 @@ def test_throttles_and_page_cache_are_read_and_dropped_on_the_node(fake) -> None
              "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.read_bps_device": "7:7 35000000\n",
              "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_bps_device": "7:7 39000000\n",
              "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.read_iops_device": "7:7 75\n",
-             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_iops_device": "7:7 75\n"}
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_iops_device": ""}
     for path, text in files.items():
         fake.answers.append((lambda w, a, path=path: w == "node3" and a == ["cat", path], text, 0))
     fake.answers.append((lambda w, a: w == "node3" and a[:2] == ["stat", "-L"], "7:7\n", 0))
     limits, problems = diskbuild.check_throttles(built.server("disk-bench"), disks.BUILTIN["ide"], 99)
     assert problems == [] and limits == {"/dev/loop7": {
-        "read_bps": 35_000_000, "write_bps": 39_000_000, "read_iops": 75, "write_iops": 75}}
+        "read_bps": 35_000_000, "write_bps": 39_000_000, "read_iops": 75, "write_iops": None}}
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "python3", "12\n", 0))
     assert diskbuild.evict(built) == 12
     assert not any(a[0] in ("cat", "stat", "python3") and "/proc/99" in " ".join(a)
