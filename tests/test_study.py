@@ -264,13 +264,17 @@ def test_scale_recommended_runs_each_row_at_its_own_scale_with_its_repetitions(
     assert "a number or recommended, got 'most'" in capsys.readouterr().err
 
 
-def test_a_recommended_study_run_leaves_out_rows_without_a_scale(sim_study: Path) -> None:
+def test_a_recommended_study_run_leaves_out_rows_without_a_scale(
+        sim_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = study.run(study.load("999"), scale=study.RECOMMENDED)
     entries = {e["name"]: e for r in json.loads((folder / "study.json").read_text())["rows"]
                for e in r["experiments"]}
     assert entries["sim-b"]["status"] == "refused"
     assert "SIM-b has no recommended scale" in entries["sim-b"]["note"]
     assert entries["sim-a"]["status"] == "complete"
+    capsys.readouterr()
+    assert cli.main(["claims", str(folder), "--markdown"]) == 0  # the recorded scale is a word
+    assert "recommended" in capsys.readouterr().out
 
 
 def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> None:

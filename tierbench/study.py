@@ -158,6 +158,11 @@ def scale_words(scale: Scale) -> str:
     return f", scaled by {float(scale):g}" if scale and scale != 1 else ""
 
 
+def scale_text(scale: Scale) -> str:
+    """A recorded scale in words: the factor, or `recommended` (each row its own)."""
+    return str(scale) if isinstance(scale, str) else f"{scale or 1:g}"
+
+
 def new_dir(study: Study) -> Path:
     """A fresh results/study-<id>/<run-id>/."""
     return fresh_run_dir(results_root() / f"study-{study.study}")
@@ -180,7 +185,7 @@ def run(study: Study, scale: Scale = None, resume: Path | None = None,
                               f"results/study-{study.study}/<run-id> folder")
         if (record.get("scale") or 1) != (scale or 1):
             raise ConfigError(f"--resume {folder}: the study ran with --scale "
-                              f"{record.get('scale') or 1}; resume with the same")
+                              f"{scale_text(record.get('scale'))}; resume with the same")
         if (record.get("precision") or {}) != precision:
             raise ConfigError(f"--resume {folder}: the study ran with precision options "
                               f"{record.get('precision') or 'none'}; resume with the same")
@@ -288,7 +293,7 @@ def scoreboards(folders: list[Path], as_experiment: str | None = None
             lines = report.scoreboard(record, claims_of(load(str(record.get("study")))))
             facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
                      "machine": "see each experiment's manifest", "scale":
-                     f"{record.get('scale') or 1:g}", "experiment": f"study {record.get('study')}"}
+                     scale_text(record.get("scale")), "experiment": f"study {record.get('study')}"}
             out.append((facts, lines))
             continue
         if not (folder / "summary.csv").is_file():
