@@ -10,11 +10,14 @@ missing=()
 command -v ethtool >/dev/null || missing+=(ethtool)
 command -v tc >/dev/null && command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
-# disk systems (004 §5): loop devices (util-linux), ext3, and RAID-0 with btrfs where the kernel
-# has no md (with md, mdadm)
+# disk systems (004 §5): loop devices (util-linux), ext3, and RAID-0 with md (mdadm) where the
+# kernel has md (loaded first where it is a module), else device-mapper striping (dmsetup), else
+# btrfs
 command -v losetup >/dev/null || missing+=(util-linux)
 command -v mkfs.ext3 >/dev/null || missing+=(e2fsprogs)
+for m in md_mod raid0 dm_mod; do modprobe -q "$m" 2>/dev/null || true; done
 if [ -e /proc/mdstat ]; then command -v mdadm >/dev/null || missing+=(mdadm)
+elif [ -e /dev/mapper/control ]; then command -v dmsetup >/dev/null || missing+=(dmsetup)
 else command -v mkfs.btrfs >/dev/null || missing+=(btrfs-progs); fi
 if [ "${1:-}" = tests ]; then command -v chromium >/dev/null || missing+=(chromium); fi
 if ! command -v perf >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-cache >/dev/null \

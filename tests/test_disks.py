@@ -411,3 +411,32 @@ def test_folders_on_one_file_system_add_up(tmp_path: Path) -> None:
     both = space.problems([images, volumes])  # each fits alone, together they do not
     assert len(both) == 1 and "images" in both[0] and "file sets" in both[0]
     assert "fix a; fix b" in both[0]
+
+
+def test_a_raid_striped_wider_than_004s_is_warned_on_every_point_of_the_report(
+        tmp_path: Path) -> None:
+    """The plan is not the only place: each point striped at btrfs' 64 KiB carries the
+    raid_stripe check, which the report lists among the point's problems; 4 KiB is ok and
+    points with nothing striped have no value and no warning."""
+    import synthetic_runs
+    from analysis import report
+
+    assert disks.stripe_check("ext3 on md RAID-0, 4 KiB chunk") == "ok"
+    assert disks.stripe_check("ext3 on device-mapper RAID-0, 4 KiB chunk") == "ok"
+    assert disks.stripe_check("ext3") is None
+    wide = disks.stripe_check("btrfs raid0, 64 KiB stripe (no md in this kernel)")
+    assert wide and "64 KiB" in wide and "004 §3.2's 4 KiB" in wide
+    rows, traces, modes, _web = synthetic_runs.family_rows("dc-placement")
+    for row in rows:
+        row["raid_stripe"] = wide if str(row["placement"]).startswith("raid") else None
+    spec = disks.with_stripe_check(synthetic_runs.spec_of("dc-placement"))
+    man = synthetic_runs.manifest("dc-placement", traces, modes, spec)
+    page = report.write_report(synthetic_runs.write_run(tmp_path / "run", rows, man)).read_text()
+    top = page[: page.index('id="figure"')]
+    raid = sum(str(r["placement"]).startswith("raid") for r in rows)
+    assert raid and top.count("raid_stripe: striped at btrfs") == raid
+    assert "values missing" not in top and "raid_stripe</" not in top
+    placed = {"name": "dc-placement", "stack": {"placement": ["single-disk", "raid"]}}
+    assert registry.kind("web").report(placed)["checks"][-1] == "raid_stripe"
+    assert "raid_stripe" not in registry.kind("web").report({"name": "quick"}).get("checks", [])
+    assert "raid_stripe" in registry.kind("disk").report({"name": "dc-disk-basic"})["checks"]

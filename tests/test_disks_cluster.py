@@ -67,7 +67,9 @@ class FakeRun:
         if argv[0] == "sh" and "df -PB1" in argv[2]:
             return f"{1 << 40}\n", 0
         if argv[0] == "sh" and "/proc/mdstat" in argv[2]:
-            return "", 1  # no md: btrfs
+            return "", 1  # no md
+        if argv[0] == "sh" and "dmsetup targets" in argv[2]:
+            return "", 1  # no device-mapper striping: btrfs
         if argv[0] in ("test", "find", "losetup"):
             return ("", 1) if argv[0] != "losetup" else ('{"loopdevices": []}', 0)
         return "", 0
@@ -124,6 +126,53 @@ def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
     assert "node3" in disks.raid_words(NODE)  # the plan does not ask the node
 
 
+def test_iops_limits_are_set_beside_the_bandwidths_and_read_back_from_io_max(fake) -> None:
+    """A seek costs: the IDE and SCSI systems' request limits go into the containers'
+    blkio_config and are read back from cgroup v2's io.max; one missing is a mismatch."""
+    server = diskbuild.Server("web1", "/state/disks/web1", ["/dev/loop7"], [])
+    assert diskbuild.throttles(server, disks.BUILTIN["ide"])["device_read_iops"] == [
+        {"path": "/dev/loop7", "rate": disks.IDE_IOPS}]
+    assert diskbuild.throttles(server, disks.BUILTIN["scsi"])["device_read_iops"] == [
+        {"path": "/dev/loop7", "rate": disks.SCSI_IOPS}]
+    assert "device_write_iops" not in diskbuild.throttles(server, disks.BUILTIN["scsi"])
+    assert "device_read_iops" not in diskbuild.throttles(server, disks.BUILTIN["raid0"])
+    assert "75/unlimited IOPS read/write" in disks.BUILTIN["ide"].describe()
+    files = {"/proc/98/cgroup": "0::/system.slice/docker-abc.scope\n",
+             "/proc/self/mountinfo": "30 20 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+             "/sys/fs/cgroup/system.slice/docker-abc.scope/io.max":
+                 "7:7 rbps=35000000 wbps=39000000 riops=max wiops=max\n"}
+    for path, text in files.items():
+        fake.answers.append((lambda w, a, path=path: a == ["cat", path], text, 0))
+    fake.answers.append((lambda w, a: a[:2] == ["stat", "-L"], "7:7\n", 0))
+    limits, problems = diskbuild.check_throttles(server, disks.BUILTIN["ide"], 98)
+    assert limits == {"/dev/loop7": {"read_bps": 35_000_000, "write_bps": 39_000_000,
+                                     "read_iops": None, "write_iops": None}}
+    assert problems == ["/dev/loop7: read_iops None in the cgroup, 75 wanted"]
+
+
+def test_without_md_raid0_is_device_mapper_striping_at_4_kib_after_loading_modules(fake) -> None:
+    raid = disks.BUILTIN["raid0"]
+    p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
+    fake.answers.append((lambda w, a: a[0] == "sh" and "dmsetup targets" in a[2], "", 0))
+    built = diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
+    node = fake.on("node3")
+    load = next(i for i, a in enumerate(node) if a[0] == "sh" and "modprobe" in a[2])
+    assert all(m in node[load][2] for m in ("md_mod", "raid0", "dm_mod"))
+    create = next(i for i, a in enumerate(node) if a[:2] == ["dmsetup", "create"])
+    assert load < create
+    name, table = node[create][2], node[create][-1]
+    sectors = p.device_bytes // 512 // 8 * 8
+    assert table == (f"0 {3 * sectors} striped 3 8 /dev/loop7 0 /dev/loop7 0 /dev/loop7 0")
+    assert name == "tierbench-disk-node3-web" and not any(a[0] == "mdadm" for a in node)
+    assert ["mkfs.ext3", "-q", "-F", f"/dev/mapper/{name}"] in node
+    assert built.filesystem == "ext3 on device-mapper RAID-0, 4 KiB chunk"
+    assert disks.raid_kind(NODE) == "dm" and "device-mapper" in disks.STRIPE_WORDS["dm"]
+    fake.calls.clear()
+    fake.answers.append((lambda w, a: a == ["test", "-e", f"/dev/mapper/{name}"], "", 0))
+    diskbuild.teardown({}, [NODE])
+    assert ["dmsetup", "remove", name] in fake.on("node3")
+
+
 def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
     diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     fake.calls.clear()
@@ -159,13 +208,15 @@ def test_throttles_and_page_cache_are_read_and_dropped_on_the_node(fake) -> None
              "/proc/self/mountinfo": "40 30 0:35 / /sys/fs/cgroup/blkio rw - cgroup cgroup "
                                      "rw,blkio\n",
              "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.read_bps_device": "7:7 35000000\n",
-             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_bps_device": "7:7 39000000\n"}
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_bps_device": "7:7 39000000\n",
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.read_iops_device": "7:7 75\n",
+             "/sys/fs/cgroup/blkio/docker/abc/blkio.throttle.write_iops_device": ""}
     for path, text in files.items():
         fake.answers.append((lambda w, a, path=path: w == "node3" and a == ["cat", path], text, 0))
     fake.answers.append((lambda w, a: w == "node3" and a[:2] == ["stat", "-L"], "7:7\n", 0))
     limits, problems = diskbuild.check_throttles(built.server("disk-bench"), disks.BUILTIN["ide"], 99)
-    assert problems == [] and limits == {"/dev/loop7": {"read_bps": 35_000_000,
-                                                        "write_bps": 39_000_000}}
+    assert problems == [] and limits == {"/dev/loop7": {
+        "read_bps": 35_000_000, "write_bps": 39_000_000, "read_iops": 75, "write_iops": None}}
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "python3", "12\n", 0))
     assert diskbuild.evict(built) == 12
     assert not any(a[0] in ("cat", "stat", "python3") and "/proc/99" in " ".join(a)
@@ -279,4 +330,6 @@ def test_the_disk_kind_plans_on_a_cluster_with_its_role() -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "  role disk: web1 (ens1f0 10.20.0.3)" in done.stdout
-    assert "md with a 4 KiB chunk (004 §3.2's stripe), or btrfs with its fixed 64 KiB stripe if web1's kernel has no md" in done.stdout
+    assert ("md with a 4 KiB chunk (004 §3.2's stripe), or device-mapper striping at that "
+            "chunk, or btrfs with its fixed 64 KiB stripe if web1's kernel has neither"
+            ) in done.stdout

@@ -106,7 +106,8 @@ def test_fio_on_a_nodes_emulated_disks_runs_at_the_papers_bandwidths(lab) -> Non
     assert record["servers"]["disk-bench"]["root"] == \
         f"{lab['cluster'].workdir}/disks/disk-bench"
     limits = record["throttles_read_back"]["disk-bench"]
-    assert len(limits) == 3 and all(v == {"read_bps": 58_000_000, "write_bps": 55_000_000}
+    assert len(limits) == 3 and all(v == {"read_bps": 58_000_000, "write_bps": 55_000_000,
+                                              "read_iops": None, "write_iops": None}
                                     for v in limits.values())
     node3 = lab["cluster"].node("node3")
     left = on_node(node3, lab["cluster"].workdir)

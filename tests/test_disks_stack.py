@@ -91,8 +91,13 @@ def test_fio_on_emulated_disks_runs_at_the_papers_bandwidths(env: dict[str, str]
     record = next(p["disk"] for p in manifest["points"].values()
                   if p["disk"]["system"] == "raid0")
     limits = record["throttles_read_back"]["disk-bench"]
-    assert len(limits) == 3 and all(v == {"read_bps": 58_000_000, "write_bps": 55_000_000}
+    assert len(limits) == 3 and all(v == {"read_bps": 58_000_000, "write_bps": 55_000_000,
+                                              "read_iops": None, "write_iops": None}
                                     for v in limits.values())
+    ide_record = next(p["disk"] for p in manifest["points"].values()
+                      if p["disk"]["system"] == "ide")
+    assert [v["read_iops"] for v in ide_record["throttles_read_back"]["disk-bench"].values()] \
+        == [disks.IDE_IOPS]  # a seek costs (004 §3.2's disks; values in disks.py)
     assert record["emulated"] and ("raid0" in record["filesystem"]
                                    or "RAID-0" in record["filesystem"])
     assert manifest["experiment"]["disk_systems"]["ide"]["emulated"] is True

@@ -13,6 +13,7 @@ These tests FAIL (never skip) when the machine cannot run them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -176,6 +177,27 @@ def test_shipped_mode_round_trip_on_veth(lab: Lab, name: str) -> None:
     assert knobs.verify_mode(m, lab.eps, before) == []
     assert knobs.restore_state(before) == []
     assert knobs.snapshot_mode(m, lab.eps) == before
+
+
+@pytest.mark.parametrize("name,rate", [
+    ("servers-1cpu", "500Mbit"), ("servers-2cpus-half", "914Mbit"), ("servers-2cpus", "1748Mbit"),
+    ("platform-1000mhz", "500Mbit"), ("platform-700mhz", "914Mbit"),
+    ("platform-2400mhz", "1748Mbit")])
+def test_a_platform_modes_link_rate_is_on_the_interface(lab: Lab, name: str, rate: str) -> None:
+    """004 Fig. 14b's rate of each platform, read back with `tc -s qdisc show` (the mode's
+    link part alone: its cpu: part needs the stack's platform cgroups, test_platform.py)."""
+    m = dataclasses.replace(modes.load_mode(name), cpu={}, roles=())
+    before = knobs.snapshot_mode(m, lab.eps)
+    assert knobs.check_mode(m, lab.eps, before) == []
+    knobs.apply_mode(m, lab.eps, before)
+    try:
+        assert knobs.verify_mode(m, lab.eps, before) == []
+        for ns, ifname in ((NS_A, A_IF), (NS_B, B_IF)):
+            shown = sh("tc", "-n", ns, "-s", "qdisc", "show", "dev", ifname).stdout
+            assert "tbf 1: root" in shown and f"rate {rate} " in shown, shown
+    finally:
+        assert knobs.restore_state(before) == []
+    assert f"rate {rate}" not in sh("tc", "-n", NS_A, "qdisc", "show", "dev", A_IF).stdout
 
 
 REFUSALS = {

@@ -569,7 +569,8 @@ def test_the_overlay_binds_servers_at_data_and_the_client_at_disk_throttled() ->
         {"type": "bind", "source": "/state/disks/pvfs-client", "target": "/disk"}]
     assert services["pvfs-client"]["blkio_config"] == {
         "device_read_bps": [{"path": "/dev/loop1", "rate": 35_000_000}],
-        "device_write_bps": [{"path": "/dev/loop1", "rate": 39_000_000}]}
+        "device_write_bps": [{"path": "/dev/loop1", "rate": 39_000_000}],
+        "device_read_iops": [{"path": "/dev/loop1", "rate": 75}]}
     # the disk overlay's volumes come first, the built system's binds over them last
     files = orangefs.compose_files("ide", [Path("/state/disks.yml")])
     assert [f.rsplit("/", 1)[-1] for f in files] == [

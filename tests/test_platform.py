@@ -232,10 +232,40 @@ def test_every_servers_mode_is_a_platform_and_says_so() -> None:
         assert mode.cpu.get("cpuset") == cpuset and mode.cpu.get("limit") == limit, name
         assert "platform" in mode.description and "load generator" in mode.description, name
     assert load_mode("servers-2cpus-half").platform() == (
-        "platform=CPUs 0-1, 1 CPU of time in all, shared by the server tiers")
+        "platform=CPUs 0-1, 1 CPU of time in all, shared by the server tiers, links tbf 914mbit")
     assert load_mode("platform-700mhz").platform() == (
         "platform=the stack's cpusets, 0.29 CPU of time each (every tier, load generator "
-        "included; per container)")
+        "included; per container), links tbf 914mbit")
+
+
+# 004 §3.2 / §6.1 Fig. 14b: Cluster 1 (2 x 2.4 GHz) 1748, Cluster 2 (2 x 1 GHz) 500, Cluster 3
+# (4 x 700 MHz) 914 Mb/s; the data center's platforms stand for them by CPU time
+FIG_14B = {"platform-2400mhz": "1748mbit", "platform-1000mhz": "500mbit",
+           "platform-700mhz": "914mbit", "servers-2cpus": "1748mbit", "servers-1cpu": "500mbit",
+           "servers-2cpus-half": "914mbit"}
+
+
+def test_every_platform_mode_shapes_its_links_at_its_clusters_fig_14b_rate() -> None:
+    for name, rate in FIG_14B.items():
+        mode = load_mode(name)
+        assert mode.knobs.qdisc == {"kind": "tbf", "rate": rate, "latency": "50ms"}, name
+        assert mode.platform().endswith(f", links tbf {rate}"), name
+        assert f"{rate[:-4]} Mb/s" in " ".join(mode.description.split()), name
+    # combined with an offload or cache setting, the platform keeps its link
+    assert load_mode("servers-1cpu+servers-offloads-on").knobs.qdisc["rate"] == "500mbit"
+    assert load_mode("servers-2cpus+proxy-cache-on").knobs.qdisc["rate"] == "1748mbit"
+
+
+def test_the_plan_says_in_one_sentence_whether_the_host_could_set_clocks(tmp_path: Path) -> None:
+    from tierbench.modes import cpus
+
+    assert "this host has no cpufreq" in cpus.clock_line(tmp_path)
+    for n in (0, 1):
+        (tmp_path / f"cpu{n}" / "cpufreq").mkdir(parents=True)
+        (tmp_path / f"cpu{n}" / "cpufreq" / "scaling_max_freq").write_text("2400000\n")
+    line = cpus.clock_line(tmp_path)
+    assert "this host has cpufreq (2 CPUs' scaling_max_freq), which tierbench does not write" \
+        in line and line.startswith("clock: ")
 
 
 def test_the_plan_prints_the_platform_of_every_point() -> None:
@@ -249,6 +279,7 @@ def test_the_plan_prints_the_platform_of_every_point() -> None:
     for line in points:
         mode = line.split("mode=")[1].split()[0]
         assert line.endswith("  " + want[mode]), line
+    assert sum(ln.startswith("clock: ") for ln in lines) == 1
 
 
 def test_the_servers_parent_cgroup_is_named_for_the_engine() -> None:

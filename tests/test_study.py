@@ -18,6 +18,8 @@ from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 import sim_kind
 
+ROOT = Path(__file__).resolve().parent.parent
+
 # The catalogue's rows (the brief's EXPERIMENTS.md), by study.
 CATALOGUE = {
     "000": ["NET-bw", "NET-streams", "NET-sockopt", "NET-dmacopy", "NET-msgsize", "DC-single",
@@ -104,6 +106,7 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (studies / "999.yml").write_text(
         "study: '999'\ntitle: a simulated study\nrows:\n"
         "  - {id: SIM-a, figures: 'Fig. 1', experiments: [sim-a, sim-missing],\n"
+        "     recommended_scale: 1,\n"
         "     fidelity: {same: the model, different: nothing, why: it is simulated},\n"
         f"     claims: [{CLAIM % ('up', 'sim-a', 'true')}, {CLAIM % ('down', 'sim-a', 'false')},\n"
         f"              {CLAIM % ('gone', 'sim-missing', 'true')}]}}\n"
@@ -112,12 +115,14 @@ def sim_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(study, "STUDIES_DIR", studies)
 
     def load(name: str, scale: float | None, where: object = None,
-             precision: dict | None = None) -> registry.Experiment:
+             precision: dict | None = None, *,
+             keep_repetitions: bool = False) -> registry.Experiment:
         if name not in paths:
             raise ConfigError(f"no experiment {name!r}")
         return registry.with_precision(
             registry.with_scale(registry.load_experiment(str(paths[name][0]),
-                                                         paths[name][1]), scale),
+                                                         paths[name][1]), scale,
+                                keep_repetitions=keep_repetitions),
             **(precision or {}))
 
     monkeypatch.setattr(study, "experiment", load)
@@ -230,6 +235,46 @@ def test_an_interrupted_study_resumes_where_it_stopped(
     assert b["run"] == first_b["run"]  # the same run folder, resumed
     with pytest.raises(ConfigError, match="ran with --scale 1; resume with the same"):
         study.run(study.load("999"), scale=0.5, resume=folder)
+
+
+def test_scale_recommended_runs_each_row_at_its_own_scale_with_its_repetitions(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """004's rows with a recommended scale, repetitions kept (a plain --scale 0.01 halves
+    them), the others left out and named; an experiment alone refuses it in one sentence."""
+    s004 = study.load("004")
+    rows = {r.id: r for r in s004.rows}
+    assert rows["DC-static"].recommended_scale == 0.01 and rows["DC-dynamic"].recommended_scale \
+        is None
+    kept = study.experiment("dc-static", 0.01, keep_repetitions=True)
+    halved = study.experiment("dc-static", 0.01)
+    assert (kept.repetitions, halved.repetitions) == (4, 2)
+    assert kept.scaled[0].startswith("scaled by 0.01 (--scale recommended, repetitions kept)")
+    lines = study.plan_lines(s004, study.RECOMMENDED)
+    assert "at each row's recommended scale (repetitions kept" in lines[0]
+    static = next(ln for ln in lines if " dc-static " in ln)
+    assert static.endswith("at 0.01") and " 96 points" in static
+    assert any("dc-dynamic: left out (the row has no recommended scale)" in ln for ln in lines)
+    hours = float(lines[-1].split("(")[1].split(" h")[0])
+    assert 1 <= hours <= 6, lines[-1]  # a few hours on this machine, stated in docs/fidelity.md
+    assert lines[-1] in (ROOT / "docs" / "fidelity.md").read_text()
+    assert cli.main(["plan", "dc-static", "--scale", "recommended"]) == 2
+    assert "--scale recommended is a study's rows' own scale" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--study", "004", "--scale", "most"])
+    assert "a number or recommended, got 'most'" in capsys.readouterr().err
+
+
+def test_a_recommended_study_run_leaves_out_rows_without_a_scale(
+        sim_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = study.run(study.load("999"), scale=study.RECOMMENDED)
+    entries = {e["name"]: e for r in json.loads((folder / "study.json").read_text())["rows"]
+               for e in r["experiments"]}
+    assert entries["sim-b"]["status"] == "refused"
+    assert "SIM-b has no recommended scale" in entries["sim-b"]["note"]
+    assert entries["sim-a"]["status"] == "complete"
+    capsys.readouterr()
+    assert cli.main(["claims", str(folder), "--markdown"]) == 0  # the recorded scale is a word
+    assert "recommended" in capsys.readouterr().out
 
 
 def test_the_004_rows_count_requests_as_the_paper_and_scale_shortens_them() -> None:

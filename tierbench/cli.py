@@ -39,9 +39,22 @@ def precision_options(args: argparse.Namespace) -> dict[str, Any]:
             "deployments": getattr(args, "deployments", None)}
 
 
+def scale_arg(value: str) -> float | str:
+    """--scale: a factor, or `recommended` (a study's rows, each at its own)."""
+    if value == study.RECOMMENDED:
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or recommended, got {value!r}") from None
+
+
 def experiment(args: argparse.Namespace) -> registry.Experiment:
     """The experiment named on the command line, with --scale and the precision options
     applied."""
+    if args.scale == study.RECOMMENDED:
+        raise ConfigError("--scale recommended is a study's rows' own scale: use it with "
+                          "`tierbench plan --study ID` or `tierbench study ID`, or give a number")
     exp = registry.with_scale(registry.load_experiment(args.experiment, placer=args.where),
                               args.scale)
     return registry.with_precision(exp, **precision_options(args))
@@ -392,7 +405,7 @@ def add_precision_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
     g.add_argument("--deployments", type=int, metavar="N", help="fresh bring-ups the first "
                    "blocks are spread over (default 2; later blocks go on in new ones)")
     if scale:
-        p.add_argument("--scale", type=float, metavar="F", help="shorten (F < 1) the measured "
+        p.add_argument("--scale", type=scale_arg, metavar="F", help="shorten (F < 1) the measured "
                        "windows, request counts, file sizes and repetitions by F, each no "
                        "lower than a floor the plan shows; recorded in the results")
 
@@ -420,8 +433,9 @@ def parser() -> argparse.ArgumentParser:
     st = sub.add_parser("study", help="run every experiment of a study (000-004) and write the "
                         "study's report")
     st.add_argument("study", metavar="ID", help="000, 001, 002, 003 or 004")
-    st.add_argument("--scale", type=float, metavar="F", help="shorten every experiment (as run "
-                    "--scale)")
+    st.add_argument("--scale", type=scale_arg, metavar="F", help="shorten every experiment (as "
+                    "run --scale), or `recommended`: each row at its study file's recommended "
+                    "scale, repetitions kept (rows without one left out)")
     st.add_argument("--resume", metavar="STUDY_DIR",
                     help="continue an interrupted study in results/study-ID/<run-id>")
     add_precision_args(st, scale=False)

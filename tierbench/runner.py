@@ -40,7 +40,7 @@ from tierbench.kinds.contract import (Deployment, Experiment, Kind, Point, Point
 from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
-from tierbench.modes import apply, guard, sysctls
+from tierbench.modes import apply, cpus, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import compose, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
@@ -99,6 +99,8 @@ def plan_lines(exp: Experiment) -> list[str]:
             current = key
         lines.append(kind.point_line(exp, p)
                      + (f"  {exp.mode(p.mode).platform()}" if platforms else ""))
+    if platforms:
+        lines.append(cpus.clock_line())
     total = kind.point_seconds(exp) * len(points)
     if exp.precision is not None:
         return lines + blocks.plan_lines(exp, points, kind.point_seconds(exp), kind.bring_up)

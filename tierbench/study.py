@@ -31,7 +31,7 @@ from tierbench import runner
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import (EXPERIMENTS_DIR, fresh_run_dir, read_text, read_yaml,
                                     results_root)
-from tierbench.config.models import Model, check, text, validate
+from tierbench.config.models import Model, check, number, text, validate
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, log
 from tierbench.placement.placer import Placer
@@ -56,6 +56,9 @@ class Row(Model):
     experiments: list[Annotated[str, text(r"^[\w.-]+$", "dc-single")]]
     fidelity: Fidelity | None = None
     claims: list[Claim] = []
+    # the scale `--scale recommended` runs the row's experiments at, repetitions kept (rows
+    # without one are left out of such a run)
+    recommended_scale: Annotated[float, number(0.0001, 1)] | None = None
 
     @model_validator(mode="after")
     def _claims_of_its_experiments(self) -> Row:
@@ -88,23 +91,38 @@ def load(study_id: str) -> Study:
     return validate(Study, read_yaml(path, "study file"), str(path))
 
 
+RECOMMENDED = "recommended"
+Scale = float | str | None  # a factor, or RECOMMENDED: each row's own
+
+
+def row_scale(row: Row, scale: Scale) -> tuple[float | None, bool]:
+    """The factor a row's experiments run at, and whether their repetitions are kept (a
+    recommended scale); ConfigError for a row --scale recommended leaves out."""
+    if scale != RECOMMENDED:
+        return (float(scale) if scale is not None else None), False
+    if row.recommended_scale is None:
+        raise ConfigError(f"{row.id} has no recommended scale: not in a --scale recommended run")
+    return row.recommended_scale, True
+
+
 def experiment(name: str, scale: float | None, where: Placer | None = None,
-               precision: dict[str, Any] | None = None) -> Experiment:
+               precision: dict[str, Any] | None = None, *,
+               keep_repetitions: bool = False) -> Experiment:
     """One of the study's experiments, scaled, to run on ``where`` (None: this host), with the
     command line's precision options (``precision``: Precision's keys, None values left out;
     an experiment of one mode is refused in one sentence: nothing to compare)."""
-    exp = registry.with_scale(registry.load_experiment(name, placer=where), scale)
+    exp = registry.with_scale(registry.load_experiment(name, placer=where), scale,
+                              keep_repetitions=keep_repetitions)
     return registry.with_precision(exp, **(precision or {}))
 
 
-def plan_lines(study: Study, scale: float | None = None,
+def plan_lines(study: Study, scale: Scale = None,
                where: Placer | None = None,
                precision: dict[str, Any] | None = None) -> list[str]:
     """Every experiment of the study with its points and time (a precision run's: the blocks
     it is expected to measure), and the total."""
     given = {k: v for k, v in (precision or {}).items() if v is not None}
-    lines = [f"study {study.study}: {study.title}" + (f", scaled by {scale:g}" if scale and
-                                                      scale != 1 else "")
+    lines = [f"study {study.study}: {study.title}" + scale_words(scale)
              + (f", precision ±{given['half_width_pct']:g} %" if "half_width_pct" in given
                 else "")]
     total = 0.0
@@ -112,8 +130,13 @@ def plan_lines(study: Study, scale: float | None = None,
         if not row.experiments:
             lines.append(f"  {row.id:<16} {row.figures:<22} documented only: nothing to run")
         for name in row.experiments:
+            if scale == RECOMMENDED and row.recommended_scale is None:
+                lines.append(f"  {row.id:<16} {row.figures:<22} {name}: left out (the row has "
+                             "no recommended scale)")
+                continue
             try:
-                exp = experiment(name, scale, where, precision)
+                factor, keep = row_scale(row, scale)
+                exp = experiment(name, factor, where, precision, keep_repetitions=keep)
                 seconds = runner.estimate_s(exp)
                 points = len(runner.points_of(exp))
             except TierbenchError as exc:
@@ -121,10 +144,23 @@ def plan_lines(study: Study, scale: float | None = None,
                 continue
             total += seconds
             lines.append(f"  {row.id:<16} {row.figures:<22} {name:<18} {points:>4} points  "
-                         f"{seconds / 60:6.1f} min")
+                         f"{seconds / 60:6.1f} min"
+                         + (f"  at {factor:g}" if scale == RECOMMENDED else ""))
     lines.append(f"estimated duration: {total / 60:.1f} min ({total / 3600:.1f} h) of measuring, "
                  "plus bring-ups, file sets and seeds")
     return lines
+
+
+def scale_words(scale: Scale) -> str:
+    """How the plan's first line says the scale."""
+    if scale == RECOMMENDED:
+        return ", at each row's recommended scale (repetitions kept; rows without one left out)"
+    return f", scaled by {float(scale):g}" if scale and scale != 1 else ""
+
+
+def scale_text(scale: Scale) -> str:
+    """A recorded scale in words: the factor, or `recommended` (each row its own)."""
+    return str(scale) if isinstance(scale, str) else f"{scale or 1:g}"
 
 
 def new_dir(study: Study) -> Path:
@@ -132,7 +168,7 @@ def new_dir(study: Study) -> Path:
     return fresh_run_dir(results_root() / f"study-{study.study}")
 
 
-def run(study: Study, scale: float | None = None, resume: Path | None = None,
+def run(study: Study, scale: Scale = None, resume: Path | None = None,
         where: Placer | None = None, precision: dict[str, Any] | None = None) -> Path:
     """Run every experiment of the study (on resume: those not complete) on ``where`` (None:
     this host); returns the study's
@@ -149,7 +185,7 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
                               f"results/study-{study.study}/<run-id> folder")
         if (record.get("scale") or 1) != (scale or 1):
             raise ConfigError(f"--resume {folder}: the study ran with --scale "
-                              f"{record.get('scale') or 1:g}; resume with the same")
+                              f"{scale_text(record.get('scale'))}; resume with the same")
         if (record.get("precision") or {}) != precision:
             raise ConfigError(f"--resume {folder}: the study ran with precision options "
                               f"{record.get('precision') or 'none'}; resume with the same")
@@ -165,11 +201,13 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
                                             for n in r.experiments]} for r in study.rows]}
     save(folder, record)
     todo = [e for r in record["rows"] for e in r["experiments"] if e["status"] != "complete"]
+    rows = {id(e): row for row, kept in zip(study.rows, record["rows"])
+            for e in kept["experiments"]}  # the record's rows are the study file's, in order
     log(f"tierbench: study {study.study}: {len(todo)} experiment(s) to run; record in {folder}")
     try:
         for n, entry in enumerate(todo, 1):
             log(f"tierbench: study {study.study} [{n}/{len(todo)}]: {entry['name']}")
-            run_one(entry, scale, where, precision)
+            run_one(entry, rows[id(entry)], scale, where, precision)
             save(folder, record)
         record["status"] = "complete"
     except runner.RunInterrupted as exc:
@@ -182,12 +220,13 @@ def run(study: Study, scale: float | None = None, resume: Path | None = None,
     return folder
 
 
-def run_one(entry: dict[str, Any], scale: float | None, where: Placer | None = None,
+def run_one(entry: dict[str, Any], row: Row, scale: Scale, where: Placer | None = None,
             precision: dict[str, Any] | None = None) -> None:
-    """One experiment of a study, its outcome written into its entry."""
+    """One experiment of a study (of ``row``), its outcome written into its entry."""
     previous = Path(entry["run"]) if entry.get("run") else None
     try:
-        exp = experiment(entry["name"], scale, where, precision)
+        factor, keep = row_scale(row, scale)
+        exp = experiment(entry["name"], factor, where, precision, keep_repetitions=keep)
         r = runner.Run(exp, previous if previous and previous.is_dir() else None)
         try:
             r.execute()
@@ -254,7 +293,7 @@ def scoreboards(folders: list[Path], as_experiment: str | None = None
             lines = report.scoreboard(record, claims_of(load(str(record.get("study")))))
             facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
                      "machine": "see each experiment's manifest", "scale":
-                     f"{record.get('scale') or 1:g}", "experiment": f"study {record.get('study')}"}
+                     scale_text(record.get("scale")), "experiment": f"study {record.get('study')}"}
             out.append((facts, lines))
             continue
         if not (folder / "summary.csv").is_file():

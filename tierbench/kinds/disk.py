@@ -46,7 +46,7 @@ PHASE_COLUMNS = ("mb_per_s", "iops", "lat_ms", "bytes", "s", "cpu_pct", "cpu_us_
 SUMMARY_COLUMNS = ["point", "system", "emulated", "mode", "repetition", "filesystem",
                    "block_size", "file_mb",
                    *(f"{ph}_{c}" for ph in PHASES for c in PHASE_COLUMNS),
-                   "throttle_read_mb_s", "throttle_write_mb_s", "throttle"]
+                   "throttle_read_mb_s", "throttle_write_mb_s", "throttle", "raid_stripe"]
 POINT_OVERHEAD_S = 8.0  # fio start-up, file removal, counters
 
 
@@ -334,7 +334,8 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         where = dep.placer
         ctx.record["disk"] = dep.info.record
         system = dep.info.system
-        row: dict[str, Any] = {"filesystem": dep.info.built.filesystem}
+        row: dict[str, Any] = {"filesystem": dep.info.built.filesystem,
+                               "raid_stripe": disks.stripe_check(dep.info.built.filesystem)}
         limits = dep.info.limits
         reads = [v["read_bps"] for v in limits.values() if v.get("read_bps")]
         writes = [v["write_bps"] for v in limits.values() if v.get("write_bps")]
@@ -393,4 +394,4 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         spec = families.load("dc-disk-basic")
         systems = list((resolved.get("disk") or {}).get("systems") or [])
         spec["order"] = {"system": systems} if len(systems) > 1 else {}
-        return spec
+        return disks.with_stripe_check(spec)

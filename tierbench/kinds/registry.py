@@ -164,10 +164,12 @@ def with_precision(exp: Experiment, **given: Any) -> Experiment:
     return exp
 
 
-def with_scale(exp: Experiment, factor: float | None) -> Experiment:
+def with_scale(exp: Experiment, factor: float | None, *,
+               keep_repetitions: bool = False) -> Experiment:
     """The experiment shortened (factor < 1) or lengthened: every setting its kind lists as
     scalable, times the factor but never below its least value, and the repetitions (at least
-    2 where there were more than 1). Recorded as ``scale``; the plan lists each change."""
+    2 where there were more than 1; kept with ``keep_repetitions``: a study row's recommended
+    scale). Recorded as ``scale``; the plan lists each change."""
     if factor is None or factor == 1:
         return exp
     if not 0 < factor <= 100:
@@ -180,13 +182,14 @@ def with_scale(exp: Experiment, factor: float | None) -> Experiment:
         after = _value(exp.settings, path)
         if before != after:
             changes.append(f"{path} {before} -> {after}")
-    if exp.precision is None and exp.repetitions > 1:
+    if exp.precision is None and exp.repetitions > 1 and not keep_repetitions:
         before = exp.repetitions
         exp.repetitions = max(2, math.ceil(exp.repetitions * factor))
         if exp.repetitions != before:
             changes.append(f"repetitions {before} -> {exp.repetitions}")
     exp.scale = factor
-    exp.scaled = [f"scaled by {factor:g} (--scale): "
+    exp.scaled = [f"scaled by {factor:g} (--scale"
+                  + (" recommended, repetitions kept" if keep_repetitions else "") + "): "
                   + ("; ".join(changes) or "nothing this kind can shorten")]
     return exp
 

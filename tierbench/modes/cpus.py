@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from tierbench.interfaces import cpu, netif
@@ -19,10 +20,24 @@ from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
-__all__ = ["change", "mismatches", "per_platform", "problems", "restore", "restore_commands",
+__all__ = ["change", "clock_line", "mismatches", "per_platform", "problems", "restore", "restore_commands",
            "snapshot", "targets", "view"]
 
 Containers = list[tuple[str, Transport, int]]  # (label, node, PID on the node) of covered containers
+
+
+CPUFREQ = Path("/sys/devices/system/cpu")
+
+
+def clock_line(root: Path = CPUFREQ) -> str:
+    """One sentence for the plan of a run whose modes set platforms: whether this host could
+    lower its CPUs' clocks (cpufreq's scaling_max_freq), and that tierbench does not: a
+    platform's speed is its CPU time (and its link rate where the mode shapes one)."""
+    files = sorted(root.glob("cpu[0-9]*/cpufreq/scaling_max_freq"))
+    where = (f"this host has cpufreq ({len(files)} CPUs' scaling_max_freq), which tierbench "
+             "does not write" if files else f"this host has no cpufreq ({root}/cpu*/cpufreq)")
+    return ("clock: the platforms' CPU clocks (004 §3.2: 2.4 GHz, 1 GHz, 700 MHz) are not set: "
+            f"{where}; CPU time stands in for them")
 
 
 def per_platform(mode: Mode) -> bool:

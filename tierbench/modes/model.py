@@ -350,7 +350,14 @@ class Mode:
         return True
 
     def platform(self) -> str:
-        """The CPUs the mode gives, in words (the plan prints it for every point)."""
+        """The CPUs the mode gives and, when it shapes its tiers' links, their rate, in words
+        (the plan prints it for every point)."""
+        rate = self.knobs.qdisc.get("rate")
+        link = f", links {self.knobs.qdisc['kind']} {rate}" if rate and self.cpu else ""
+        return self.cpu_words() + link
+
+    def cpu_words(self) -> str:
+        """The CPUs the mode gives, in words."""
         if not self.cpu:
             return "platform=the stack's cpusets (.env *_CPUS), no CPU limit"
         cpus = f"CPUs {self.cpu['cpuset']}" if "cpuset" in self.cpu else "the stack's cpusets"

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from tierbench.placement.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError,
-                                       Host, Plan, System, free_bytes, has_md, host_of,
-                                       overlay_path, state_path)
+                                       Host, Plan, System, dm_table, free_bytes, host_of,
+                                       load_raid_modules, overlay_path, raid_kind, state_path)
 
 
 @dataclass
@@ -179,7 +179,9 @@ def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
         mine = server.devices
         host.run(["mkdir", "-p", str(folder)], f"making {folder}", 60)
         if lay.raid0:
-            if has_md(host):
+            load_raid_modules(host)
+            kind = raid_kind(host)
+            if kind == "md":
                 md = f"/dev/md/tierbench-{s}"
                 server.md.append(md)
                 _save(built)
@@ -189,6 +191,15 @@ def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
                 host.run(["mkfs.ext3", "-q", "-F", md], f"ext3 on {md}")
                 _mount(host, md, folder, built, server)
                 built.filesystem = f"ext3 on md RAID-0, {MD_CHUNK_KIB} KiB chunk"
+            elif kind == "dm":
+                name = f"{host.prefix()}{s}".replace("@", "-")
+                server.md.append(f"/dev/mapper/{name}")
+                _save(built)
+                host.run(["dmsetup", "create", name, "--table",
+                          dm_table(mine, p.device_bytes)], f"striped RAID-0 of {s}")
+                host.run(["mkfs.ext3", "-q", "-F", f"/dev/mapper/{name}"], f"ext3 on {name}")
+                _mount(host, f"/dev/mapper/{name}", folder, built, server)
+                built.filesystem = f"ext3 on device-mapper RAID-0, {MD_CHUNK_KIB} KiB chunk"
             else:
                 host.run(["mkfs.btrfs", "-q", "-f", "-d", "raid0", "-m", "raid0", *mine],
                          f"btrfs RAID-0 of {s}")
@@ -340,7 +351,8 @@ def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
     for md in (m for s in servers for m in s.md):
         if host.proc(["test", "-e", md], 60).returncode == 0:
             try:
-                host.run(["mdadm", "--stop", md], f"stop {md}")
+                host.run(["dmsetup", "remove", Path(md).name] if md.startswith("/dev/mapper/")
+                         else ["mdadm", "--stop", md], f"stop {md}")
             except DiskError as exc:
                 problems.append(str(exc))
     # a loop device may have gone meanwhile (detached on unmount, or by another clean): only
@@ -374,6 +386,10 @@ def throttles(server: Server, system: System) -> dict[str, Any]:
     if system.write_bps:
         out["device_write_bps"] = [{"path": d, "rate": system.write_bps}
                                    for d in server.devices]
+    for key, rate in (("device_read_iops", system.read_iops),
+                      ("device_write_iops", system.write_iops)):
+        if rate:
+            out[key] = [{"path": d, "rate": rate} for d in server.devices]
     return out
 
 
@@ -472,9 +488,13 @@ def _blkio_dir(pid: int, host: Host = LOCAL) -> tuple[int, Path] | None:
     return None
 
 
+IO_MAX = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"}
+
+
 def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
-    """The read/write bytes-per-second limits a process's cgroup has, by 'major:minor' (read
-    on the host the process runs on)."""
+    """The read/write limits a process's cgroup has (bytes and requests a second: read_bps,
+    write_bps, read_iops, write_iops), by 'major:minor' (read on the host the process runs
+    on)."""
     found = _blkio_dir(pid, host)
     if found is None:
         return {}
@@ -482,7 +502,9 @@ def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     if version == 1:
         for key, name in (("read_bps", "blkio.throttle.read_bps_device"),
-                          ("write_bps", "blkio.throttle.write_bps_device")):
+                          ("write_bps", "blkio.throttle.write_bps_device"),
+                          ("read_iops", "blkio.throttle.read_iops_device"),
+                          ("write_iops", "blkio.throttle.write_iops_device")):
             text_ = host.read(str(folder / name))
             for line in (text_ or "").splitlines():
                 dev, _, value = line.partition(" ")
@@ -493,8 +515,8 @@ def read_throttles(pid: int, host: Host = LOCAL) -> dict[str, dict[str, int]]:
             dev, *pairs = line.split()
             for pair in pairs:
                 k, _, v = pair.partition("=")
-                if k in ("rbps", "wbps") and v != "max":
-                    out.setdefault(dev, {})["read_bps" if k == "rbps" else "write_bps"] = int(v)
+                if k in IO_MAX and v != "max":
+                    out.setdefault(dev, {})[IO_MAX[k]] = int(v)
     return out
 
 
@@ -515,8 +537,9 @@ def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str,
     problems = []
     for dev in server.devices:
         have = limits.get(device_number(dev, host), {})
-        got[dev] = {"read_bps": have.get("read_bps"), "write_bps": have.get("write_bps")}
-        for key, want in (("read_bps", system.read_bps), ("write_bps", system.write_bps)):
+        got[dev] = {key: have.get(key) for key in IO_MAX.values()}
+        for key, want in (("read_bps", system.read_bps), ("write_bps", system.write_bps),
+                          ("read_iops", system.read_iops), ("write_iops", system.write_iops)):
             if want and have.get(key) != want:
                 problems.append(f"{dev}: {key} {have.get(key)} in the cgroup, {want} wanted")
     return got, problems

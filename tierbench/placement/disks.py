@@ -9,7 +9,9 @@ block-I/O controller of the containers that use it (Compose `blkio_config`, in a
 here); tierbench reads the limits back from the containers' cgroups. Under cgroup v1 buffered
 writes are not charged to a container, so throttled writes must use direct I/O: the web tier only
 reads, and the disk benchmark writes with O_DIRECT. RAID-0 over several devices is mdadm's where
-the kernel has md, else btrfs's raid0 profile (this project's development kernel has no md).
+the kernel has md (md_mod and raid0 loaded first where they are modules), else device-mapper
+striping at the same 4 KiB chunk, else btrfs's raid0 profile (this project's development kernel
+has neither md nor device-mapper).
 
 A web server's disks are mounted on its host under `<state>/disks/<server>`: one device (ext3,
 as in 004) or a RAID-0 at that folder, or, for 004 Table 4's distributions, one device per folder
@@ -69,7 +71,8 @@ class DiskError(TierbenchError):
 @dataclass(frozen=True)
 class System:
     """A disk system: `devices` per web server (RAID-0 members when raid0), each throttled to
-    read_bps / write_bps (None: the device's own speed); real when `paths` names devices."""
+    read_bps / write_bps (None: the device's own speed) and to read_iops / write_iops requests a
+    second (None: no limit; what makes a seek cost); real when `paths` names devices."""
 
     name: str
     devices: int
@@ -78,6 +81,8 @@ class System:
     raid0: bool
     paths: tuple[str, ...] = ()
     note: str = ""
+    read_iops: int | None = None
+    write_iops: int | None = None
 
     @property
     def emulated(self) -> bool:
@@ -88,6 +93,9 @@ class System:
         """One line for the plan, the manifest and the report."""
         rates = (f"{self.read_bps / MB:g}/{self.write_bps / MB:g} MB/s read/write per device"
                  if self.read_bps and self.write_bps else "unthrottled")
+        if self.read_iops or self.write_iops:
+            rates += (f", {self.read_iops or 'unlimited'}/{self.write_iops or 'unlimited'} "
+                      "IOPS read/write")
         what = (f"emulated: {self.devices} loop device{'s' if self.devices > 1 else ''}"
                 if self.emulated else f"real: {', '.join(self.paths)}")
         raid = ", RAID-0" if self.raid0 else ""
@@ -95,10 +103,26 @@ class System:
 
 
 # 004 §5.1 Table 3: IDE 35/39, SCSI 58/55 MB/s read/write; RAID-0 of three SCSI disks (the
-# paper measured 120/147 MB/s for it: here three SCSI-rate devices striped, whatever that gives)
+# paper measured 120/147 MB/s for it: here three SCSI-rate devices striped, whatever that gives).
+# Requests a second, so that a seek costs (004 §5.2 explains class 3's and Fig. 12b's gains by
+# seek time): 004 §3.2 names the disks but not their seek times; one random request takes an
+# average seek plus half a rotation. The IDE disk (Seagate ST340016A) turns at 7,200 rpm (4.2 ms
+# half a rotation), with about 9 ms average seek for that class of ATA disk: about 75 a second;
+# the SCSI disk (Fujitsu MAM3184MC, "1500rpm" in 004: the model is a 15,000 rpm disk) 2.0 ms
+# half a rotation with about 3.5 ms average seek: about 180 a second. Both estimates, not
+# figures of 004's. The throttle counts requests as submitted, before a disk's queue merges
+# them: a read under about 470 KB (IDE) or 320 KB (SCSI) is bound by the count, not the
+# bandwidth. Reads only (the web tier only reads): ext3's direct writes reach the loop device in
+# requests of about 64 KB (seen: fio's 1 MiB sequential writes at 4.6 MB/s under 75 a second),
+# which a disk's write cache would take without a seek each. RAID-0 members get none: each stripe
+# unit (4 or 64 KiB) is its own request there, which a real disk merges with its neighbours
+# without a seek, so a count would charge striping seeks it does not have.
+IDE_IOPS, SCSI_IOPS = 75, 180
 BUILTIN = {
-    "ide": System("ide", 1, 35 * MB, 39 * MB, False, note="004 Table 3 IDE: 35/39 MB/s"),
-    "scsi": System("scsi", 1, 58 * MB, 55 * MB, False, note="004 Table 3 SCSI: 58/55 MB/s"),
+    "ide": System("ide", 1, 35 * MB, 39 * MB, False, note="004 Table 3 IDE: 35/39 MB/s",
+                  read_iops=IDE_IOPS),
+    "scsi": System("scsi", 1, 58 * MB, 55 * MB, False, note="004 Table 3 SCSI: 58/55 MB/s",
+                   read_iops=SCSI_IOPS),
     "raid0": System("raid0", 3, 58 * MB, 55 * MB, True,
                     note="004 Table 3 RAID-0 of 3 SCSI disks: 120/147 MB/s in the paper"),
 }
@@ -130,6 +154,8 @@ class DiskSystemSpec(Model):
     read_mb_s: Annotated[float, number(0.1)] | None = None
     write_mb_s: Annotated[float, number(0.1)] | None = None
     raid0: Annotated[bool, flag()] | None = None
+    read_iops: Annotated[int, number(1)] | None = None
+    write_iops: Annotated[int, number(1)] | None = None
     wipe: Annotated[bool, flag()] = False
     note: Annotated[str, text()] | None = None
 
@@ -165,7 +191,8 @@ def resolve(custom: Mapping[str, DiskSystemSpec] | None = None) -> dict[str, Sys
             round(spec.read_mb_s * MB) if spec.read_mb_s is not None else None,
             round(spec.write_mb_s * MB) if spec.write_mb_s is not None else None,
             bool(spec.raid0) if spec.raid0 is not None else count > 1,
-            tuple(spec.devices) if real else (), spec.note or "")
+            tuple(spec.devices) if real else (), spec.note or "",
+            spec.read_iops, spec.write_iops)
     return out
 
 
@@ -393,9 +420,27 @@ def has_md(host: Host = LOCAL) -> bool:
                      timeout=60).returncode == 0
 
 
+def has_dm_striped(host: Host = LOCAL) -> bool:
+    """The host's kernel has device-mapper with its striped target and dmsetup is installed."""
+    return host.proc(["sh", "-c", "command -v dmsetup >/dev/null && test -e /dev/mapper/control "
+                      "&& dmsetup targets 2>/dev/null | grep -q '^striped'"],
+                     timeout=60).returncode == 0
+
+
+def load_raid_modules(host: Host = LOCAL) -> None:
+    """Load md (md_mod, raid0) and device-mapper (dm_mod) where the kernel has them as modules,
+    before a RAID-0 is built (a kernel without them, or without module loading, stays as it
+    is: what exists is asked next)."""
+    host.proc(["sh", "-c", "for m in md_mod raid0 dm_mod; do modprobe -q $m 2>/dev/null; done; "
+               "true"], timeout=60)
+
+
 def raid_kind(host: Host = LOCAL) -> str:
-    """How RAID-0 is made on the host: 'md' or 'btrfs'."""
-    return "md" if has_md(host) else "btrfs"
+    """How RAID-0 is made on the host: 'md', else device-mapper striping ('dm'), else
+    'btrfs'."""
+    if has_md(host):
+        return "md"
+    return "dm" if has_dm_striped(host) else "btrfs"
 
 
 # 004 §3.2 striped its RAID-0 in 4 KB units: md is told that chunk (which decides which files
@@ -405,23 +450,57 @@ MD_CHUNK_KIB = 4
 BTRFS_STRIPE_KIB = 64
 STRIPE_WORDS = {
     "md": f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe)",
-    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has no md, "
-             f"which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
+    "dm": f"device-mapper striping with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe; this "
+          "kernel has no md)",
+    "btrfs": f"btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe (this kernel has neither md "
+             f"nor device-mapper, which would stripe at 004 §3.2's {MD_CHUNK_KIB} KB)",
 }
+DM_CHUNK_SECTORS = MD_CHUNK_KIB * 1024 // 512
+
+
+def stripe_check(filesystem: str) -> str | None:
+    """A point's ``raid_stripe`` check from what was built (Built.filesystem): 'ok' for a
+    RAID-0 at 004 §3.2's chunk, a sentence for btrfs' wider stripe (the report warns on the
+    point), None where nothing is striped."""
+    if f"RAID-0, {MD_CHUNK_KIB} KiB chunk" in filesystem:
+        return "ok"
+    if "btrfs raid0" in filesystem:
+        return (f"striped at btrfs' {BTRFS_STRIPE_KIB} KiB, not 004 §3.2's {MD_CHUNK_KIB} KiB "
+                "(the host has neither md nor device-mapper striping), so fewer files span "
+                "several disks than in the paper")
+    return None
+
+
+def with_stripe_check(spec: dict[str, Any]) -> dict[str, Any]:
+    """A report spec with the ``raid_stripe`` check (warned on every point striped wider than
+    004's; empty on points with nothing striped)."""
+    spec["checks"] = list(dict.fromkeys([*spec.get("checks", []), "raid_stripe"]))
+    spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), "raid_stripe"]))
+    return spec
+
+
+def dm_table(devices: list[str], device_bytes: int) -> str:
+    """The device-mapper table of a RAID-0 over ``devices`` of ``device_bytes`` each, striped
+    at 004 §3.2's 4 KiB (each device's sectors rounded down to whole chunks)."""
+    per = device_bytes // 512 // DM_CHUNK_SECTORS * DM_CHUNK_SECTORS
+    members = " ".join(f"{d} 0" for d in devices)
+    return f"0 {per * len(devices)} striped {len(devices)} {DM_CHUNK_SECTORS} {members}"
 
 
 def raid_words(host: Host = LOCAL) -> str:
     """How RAID-0 will be made and with which stripe, for the plan and the manifest: this
     host's tool, or the node's without asking it (decided on the node when it is built)."""
     if host.node:
-        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or btrfs with its "
-                f"fixed {BTRFS_STRIPE_KIB} KiB stripe if {host.node}'s kernel has no md")
+        return (f"md with a {MD_CHUNK_KIB} KiB chunk (004 §3.2's stripe), or device-mapper "
+                f"striping at that chunk, or btrfs with its fixed {BTRFS_STRIPE_KIB} KiB stripe "
+                f"if {host.node}'s kernel has neither")
     return STRIPE_WORDS[raid_kind(host)]
 
 
 TOOLS = {"losetup": "install util-linux", "mount": "install util-linux",
          "umount": "install util-linux", "mkfs.ext3": "install e2fsprogs",
          "mkfs.btrfs": "install btrfs-progs", "mdadm": "install mdadm",
+         "dmsetup": "install dmsetup",
          "blockdev": "install util-linux", "fallocate": "install util-linux",
          "lsblk": "install util-linux", "blkid": "install util-linux",
          "python3": "install python3", "ssh": "install openssh-client"}
@@ -433,7 +512,7 @@ def tools_for(plans: list[Plan], host: Host = LOCAL) -> list[str]:
     if any(p.system.emulated for p in plans):
         need += ["losetup", "fallocate"]
     if any(p.layout.raid0 for p in plans):
-        need.append("mdadm" if has_md(host) else "mkfs.btrfs")
+        need.append({"md": "mdadm", "dm": "dmsetup", "btrfs": "mkfs.btrfs"}[raid_kind(host)])
     if any(not p.system.emulated for p in plans):
         need += ["blockdev", "lsblk", "blkid"]
     return need

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tierbench.kinds import families
+from tierbench.placement import disks
 
 
 def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
@@ -28,6 +29,9 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
              "placement": listed((resolved.get("stack") or {}).get("placement"))}
     # the family's own order (e.g. static content before dynamic) for what the file does not list
     spec["order"] = {**spec.get("order", {}), **{k: v for k, v in order.items() if len(v) > 1}}
+    if resolved.get("disk_systems") or any("raid" in str(x)
+                                           for x in order["docroot"] + order["placement"]):
+        spec = disks.with_stripe_check(spec)  # a RAID-0 docroot: its stripe is checked
     rates = (resolved.get("load") or {}).get("rate")
     if isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
         # a load curve in any family: its conditions (comparisons, precision) are per rate

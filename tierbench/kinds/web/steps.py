@@ -15,7 +15,7 @@ from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings, loads_proxy
-from tierbench.placement import compose, diskbuild
+from tierbench.placement import compose, diskbuild, disks
 from workloads import traces as tracelib
 
 # A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,
@@ -160,6 +160,11 @@ class DiskSystem(Step):
 
     def before(self, ctx: StepContext) -> None:
         ctx.record["disk"] = self.record
+
+    def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
+        """The RAID-0 stripe check (the report warns on a point striped wider than 004's)."""
+        check = disks.stripe_check(str(self.record.get("filesystem") or ""))
+        return {"raid_stripe": check} if check else {}
 
 
 class DroppedAfterBringUp(Step):
