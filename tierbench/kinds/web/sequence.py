@@ -100,6 +100,8 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
                                 "measure_end": end}
         if "warmup" in result.extra:  # how long the warm-up was, and whether it was steady
             ctx.record["warmup"] = result.extra["warmup"]
+        if "latency" in result.extra:  # where wrk's latency figures come from (window or run)
+            ctx.record["latency"] = result.extra["latency"]
         row = engines.summary_row(samples, result, generator=GENERATOR,
                                   bytes_label=client_ifaces)
         # The samples that bracket the numbers above: analysis recomputes from these.
