@@ -29,7 +29,12 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
     # the family's own order (e.g. static content before dynamic) for what the file does not list
     spec["order"] = {**spec.get("order", {}), **{k: v for k, v in order.items() if len(v) > 1}}
     rates = (resolved.get("load") or {}).get("rate")
-    if isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
+    fractions = (resolved.get("load") or {}).get("rate_of_max")
+    if isinstance(fractions, list) and len(fractions) > 1:
+        # rates as fractions of each mode's own maximum: the modes meet at equal fractions,
+        # never at equal target_rate (each mode's differs)
+        spec["factors"] = [f for f in spec["factors"] if f != "target_rate"] + ["rate_of_max"]
+    elif isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
         # a load curve in any family: its conditions (comparisons, precision) are per rate
         spec["factors"] = [*spec["factors"], "target_rate"]
     return spec
