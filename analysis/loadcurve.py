@@ -34,7 +34,8 @@ RATE = "target_rate"
 FRACTION = "rate_of_max"  # rates as fractions of each mode's maximum: the modes meet at these
 RULE = (f"the knee is the highest offered load up to which every load's mean p99 stays within "
         f"{KNEE_FACTOR:g}x of the mean p99 at the lowest offered load and no repetition fell "
-        "short of the offered rate (achieved < 95 % of offered: rate_short)")
+        "short of the offered rate (rate_short: answered below 95 % of the requests offered, "
+        "less a Poisson count's 3 sd)")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class LoadPoint:
     achieved: stats.Estimate
     p50: stats.Estimate
     p99: stats.Estimate
-    short: bool  # a repetition achieved < 95 % of the offered rate
+    short: bool  # a repetition was rate_short (fell short of the offered rate)
 
 
 @dataclass(frozen=True)
