@@ -10,7 +10,9 @@ short has none either (nothing to measure the rise from). A rate_short point is 
 
 Equal offered load (`equal_load`): at each offered rate, each mode's mean p99 over the
 baseline's, with the delta-method interval with Welch-Satterthwaite degrees of freedom over the
-repetitions (stats.ratio_of_means, as the report's other comparisons without blocks).
+repetitions (stats.ratio_of_means, as the report's other comparisons without blocks). Rates
+given as fractions of each mode's measured maximum (`load.rate_of_max`, the summary's
+`rate_of_max`) differ between modes: the modes are then compared at equal fractions.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from analysis import figures, load, markup, stats, tables
 
 KNEE_FACTOR = 2.0  # a load whose p99 exceeds this multiple of the lowest load's is past the knee
 RATE = "target_rate"
+FRACTION = "rate_of_max"  # rates as fractions of each mode's maximum: the modes meet at these
 RULE = (f"the knee is the highest offered load up to which every load's mean p99 stays within "
         f"{KNEE_FACTOR:g}x of the mean p99 at the lowest offered load and no repetition fell "
-        "short of the offered rate (achieved < 95 % of offered: rate_short)")
+        "short of the offered rate (rate_short: answered below 95 % of the requests offered, "
+        "less a Poisson count's 3 sd)")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class LoadPoint:
     achieved: stats.Estimate
     p50: stats.Estimate
     p99: stats.Estimate
-    short: bool  # a repetition achieved < 95 % of the offered rate
+    short: bool  # a repetition was rate_short (fell short of the offered rate)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,8 @@ def knee(points: list[LoadPoint], factor: float = KNEE_FACTOR) -> Knee:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A mode's mean p99 against the baseline's at one offered rate."""
+    """A mode's mean p99 against the baseline's at one offered rate (or fraction of each
+    mode's maximum: `level` names which)."""
 
     where: str
     offered: float
@@ -114,11 +119,18 @@ class Comparison:
     p99_baseline: float | None
     ratio: stats.Ratio
     short: bool  # either side has a rate_short repetition
+    level: str = RATE
+
+
+def level_of(points: pd.DataFrame) -> str:
+    """The column the modes meet at: the fraction of each mode's maximum when the run gave
+    rates that way, else the offered rate."""
+    return FRACTION if FRACTION in points and points[FRACTION].notna().any() else RATE
 
 
 def conditions(points: pd.DataFrame, group_cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
     """The conditions besides the offered rate (trace, users, ...): (label, rows)."""
-    by = [c for c in group_cols if c not in (RATE, "phase")]
+    by = [c for c in group_cols if c not in (RATE, FRACTION, "phase")]
     if not by:
         return [("all", points)]
     return [(tables.describe(by, key) or "all", grp) for key, grp in tables.groups(points, by)]
@@ -130,9 +142,10 @@ def equal_load(points: pd.DataFrame, baseline: str, modes: list[str],
     of the mode over the baseline's, Welch delta-method 95 % interval over repetitions."""
     out = []
     ok = tables.good(points)
+    level = level_of(ok)
     for where, grp in conditions(ok, group_cols):
-        for rate in sorted({float(v) for v in grp[RATE].dropna()}):
-            at = grp[grp[RATE].astype(float) == rate]
+        for rate in sorted({float(v) for v in grp[level].dropna()}):
+            at = grp[grp[level].astype(float) == rate]
             base = at[at["mode"] == baseline]
             for mode in [m for m in modes if m != baseline]:
                 sub = at[at["mode"] == mode]
@@ -143,7 +156,7 @@ def equal_load(points: pd.DataFrame, baseline: str, modes: list[str],
                 a, b = sub[column].tolist(), base[column].tolist()
                 out.append(Comparison(where, rate, mode, len(sub), len(base),
                                       stats.mean_ci(a).mean, stats.mean_ci(b).mean,
-                                      stats.ratio_of_means(a, b), short))
+                                      stats.ratio_of_means(a, b), short, level))
     return out
 
 
@@ -204,7 +217,8 @@ def card(points: pd.DataFrame, group_cols: list[str], modes: list[str], baseline
     rows = []
     for c in equal_load(points, baseline, modes, group_cols) if baseline else []:
         r = c.ratio
-        rows.append({"where": c.where, "offered": f"{c.offered:,.0f}", "mode": c.mode,
+        offered = f"{c.offered:g}x max" if c.level == FRACTION else f"{c.offered:,.0f}"
+        rows.append({"where": c.where, "offered": offered, "mode": c.mode,
                      "n": c.n, "n_baseline": c.n_baseline,
                      "p99s": f"{c.p99 or 0:,.2f} / {c.p99_baseline or 0:,.2f}",
                      "ratio": Markup(markup.ci_span(

@@ -23,8 +23,8 @@ LOCUST = Path(sys.executable).parent / "locust"
 
 
 class Server(ThreadingHTTPServer):
-    """Answers every GET (and POST) with 64 bytes after `delay` seconds; records paths,
-    methods and concurrency."""
+    """Answers every GET (and POST) with 64 bytes after `delay` seconds (or `slow_s` for every
+    `slow_every`-th, or held by a stall); records paths, methods and concurrency."""
 
     daemon_threads = True
 
@@ -34,12 +34,18 @@ class Server(ThreadingHTTPServer):
         # stall_s: every request that arrives from 1.5 s after the first one until stall_s later
         # is held until the stall ends (a server that stops answering for a while)
         self.stall_s, self.first = 0.0, None
+        # slow_every: every slow_every-th request (the 1st, then every slow_every) is answered
+        # slow_s later instead of `delay`: a known share of slow answers
+        self.slow_every, self.slow_s, self.count = 0, 0.0, 0
         self.methods: list[tuple[str, str, str | None]] = []  # method, path, Content-Length
         self.lock = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body leave in two writes: without TCP_NODELAY the body waits for the client's
+    # delayed ACK (40 ms on Linux) whenever the headers are still unacknowledged
+    disable_nagle_algorithm = True
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -58,7 +64,9 @@ class Handler(BaseHTTPRequestHandler):
             srv.methods.append((self.command, self.path, self.headers.get("Content-Length")))
             srv.inflight += 1
             srv.max_inflight = max(srv.max_inflight, srv.inflight)
-        time.sleep(srv.delay)
+            slow = srv.slow_every and srv.count % srv.slow_every == 0
+            srv.count += 1
+        time.sleep(srv.slow_s if slow else srv.delay)
         with srv.lock:
             srv.inflight -= 1
         self.send_response(200)

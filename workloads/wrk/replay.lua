@@ -31,6 +31,20 @@
 -- (wrk.thread:stop()). The last thread to finish wakes wrk's main thread with SIGINT, which
 -- wrk takes as the end of the run: the run ends when its last client has finished, and -d
 -- is only a time limit.
+--
+-- Window-only latencies: wrk records every answer's latency (from when its request was written)
+-- in one histogram shared by its threads (C's `statistics.latency`, src/stats.h), and its Lua
+-- cannot tell which connection an answer came on, so the script cannot time requests itself.
+-- Thread 0 instead reads that histogram every TICK_S (longer when a read would take more than
+-- SCAN_SHARE of its time: the read walks min..max microseconds) and keeps what each read added,
+-- per bucket of 3 significant digits (1 us below 1 ms, then 10 us, 100 us, ...: a value's
+-- bucket is within 1 % of it); done() writes these `latency_ticks` ([time, [[bucket_us,
+-- count], ...]]), and tierbench takes the window's latencies as the difference between the
+-- reads nearest its ends. The histogram is found once in wrk's .bss (the exported __bss_start
+-- and _end bound it: two adjacent pointers to histograms whose limit is TIMEOUT_S in
+-- microseconds, latency first), and done() checks it is the very one wrk hands it; otherwise
+-- no ticks are written. The reads happen while the run goes on, before wrk adds its
+-- coordinated-omission samples, so they count what was measured.
 
 local ffi = require("ffi")
 ffi.cdef [[
@@ -40,6 +54,8 @@ int getpid(void);
 int tgkill(int tgid, int tid, int sig);
 int usleep(unsigned int usec);
 typedef struct { uint64_t count; uint64_t limit; uint64_t min; uint64_t max; uint64_t data[]; } tb_stats;
+extern char __bss_start[];
+extern char _end[];
 ]]
 local ts = ffi.new("tb_timespec")
 local function now()
@@ -49,6 +65,83 @@ end
 
 local threads = {}
 local next_tid = 0
+
+-- Window-only latencies (above): thread 0's reads of wrk's latency histogram.
+local TICK_S, SCAN_SHARE = 0.25, 0.02
+local lat_stats, searched, next_tick = nil, false, 0
+local bucket_seen = {}  -- bucket -> its count at the last read
+ticks = {}              -- one "[time, [[bucket, added], ...]]" per read (read by done())
+stats_addr = 0          -- where the histogram was found (0: not found)
+
+-- wrk's latency histogram: the first of two adjacent .bss pointers to histograms of the limit
+-- TIMEOUT_S sets (statistics = {latency, requests}), each checked readable in /proc/self/maps.
+local function find_stats()
+  local maps = {}
+  for line in io.lines("/proc/self/maps") do
+    local a, b, perm = line:match("^(%x+)-(%x+) (%S+)")
+    if a and perm:sub(1, 1) == "r" then maps[#maps + 1] = {tonumber(a, 16), tonumber(b, 16)} end
+  end
+  local function stats_at(p)
+    if p <= 0 then return nil end
+    for _, m in ipairs(maps) do
+      if p >= m[1] and p + 32 <= m[2] then return ffi.cast("tb_stats *", p) end
+    end
+    return nil
+  end
+  local limit = tonumber(os.getenv("TIMEOUT_S") or "10") * 1000000 + 1
+  local lo = tonumber(ffi.cast("uintptr_t", ffi.C.__bss_start))
+  local hi = tonumber(ffi.cast("uintptr_t", ffi.C._end))
+  local words = ffi.cast("uint64_t *", lo - lo % 8)
+  local n = math.floor((hi - (lo - lo % 8)) / 8)
+  for i = 0, n - 2 do
+    local a, b = stats_at(tonumber(words[i])), stats_at(tonumber(words[i + 1]))
+    if a and b and tonumber(a.limit) == limit and tonumber(b.limit) == limit then
+      return a, tonumber(words[i])
+    end
+  end
+  return nil, 0
+end
+
+local function bucket_width(us)
+  if us < 1000 then return 1 elseif us < 10000 then return 10 elseif us < 100000 then return 100
+  elseif us < 1000000 then return 1000 elseif us < 10000000 then return 10000 end
+  return 100000
+end
+
+-- One read: what each bucket gained since the last, with the time of the read.
+local function read_latencies(t)
+  local st = lat_stats
+  local us, hi = tonumber(st.min), tonumber(st.max)
+  local parts = {}
+  while us <= hi do
+    local w = bucket_width(us)
+    local b = us - us % w
+    local e = math.min(b + w - 1, hi)
+    local sum = 0
+    for v = us, e do sum = sum + tonumber(st.data[v]) end
+    local seen = bucket_seen[b] or 0
+    if sum ~= seen then
+      parts[#parts + 1] = string.format("[%d, %d]", b, sum - seen)
+      bucket_seen[b] = sum
+    end
+    us = b + w
+  end
+  ticks[#ticks + 1] = string.format("[%.6f, [%s]]", t, table.concat(parts, ", "))
+end
+
+local function tick(t)
+  if not searched then
+    searched = true
+    lat_stats, stats_addr = find_stats()
+  end
+  if not lat_stats then
+    next_tick = math.huge
+    return
+  end
+  read_latencies(t)
+  local took = now() - t
+  next_tick = t + math.max(TICK_S, took / SCAN_SHARE)
+end
 
 -- Several proxies (THREAD_TARGETS="host:port,...", stack.proxies): each thread sends to the one
 -- of its own number, all its connections and so all its clients bound to that proxy, as 004's
@@ -223,6 +316,10 @@ function request()
   ffi.C.clock_gettime(0, ts)
   local s = tonumber(ts.tv_sec)
   buckets[s] = (buckets[s] or 0) + 1
+  if tid == 0 then
+    local t = s + tonumber(ts.tv_nsec) * 1e-9
+    if t >= next_tick then tick(t) end
+  end
   return r
 end
 
@@ -282,6 +379,13 @@ function done(summary, latency, requests)
     end
   end)
   if not ok then hist = {} end
+  -- thread 0's reads of the latency histogram, if what it read is the histogram wrk hands done()
+  local lticks = "null"
+  local t0 = threads[1]
+  if t0 and (t0:get("stats_addr") or 0) ~= 0 and tonumber(t0:get("stats_addr")) ==
+      tonumber(ffi.cast("uintptr_t", ffi.cast("tb_stats **", latency)[0])) then
+    lticks = "[" .. table.concat(t0:get("ticks") or {}, ", ") .. "]"
+  end
   local e = summary.errors
   local out = io.open(os.getenv("WRK_OUT"), "w")
   -- a request-count run: the quota per client, what was sent, when the last thread finished
@@ -298,11 +402,11 @@ function done(summary, latency, requests)
     '"errors": {"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}, ' ..
     '"latency_ms": {"min": %.3f, "max": %.3f, "mean": %.3f, "stdev": %.3f, ' ..
     '"percentiles": {%s}}, "per_second": [%s], "dynamic_ok": %d, "writes_ok": %d, ' ..
-    '"duration_us": %d, "histogram_us": [%s]}\n',
+    '"duration_us": %d, "histogram_us": [%s], "latency_ticks": %s}\n',
     start, last_start, summary.duration / 1e6, summary.requests, summary.bytes,
     e.connect, e.read, e.write, e.status, e.timeout,
     latency.min / 1000, latency.max / 1000, latency.mean / 1000, latency.stdev / 1000,
     table.concat(pct, ", "), table.concat(ps, ", "), dyn, writes, summary.duration,
-    table.concat(hist, ", ")))
+    table.concat(hist, ", "), lticks))
   out:close()
 end

@@ -73,7 +73,8 @@ def summary_row(samples: list[dict], result: LoadResult, *, generator: str,
                     / (n / (end - start))})
     row["engine"] = result.engine
     row["generator_allowance_cores"] = result.allowance_cores
-    for key in ("target_rate", "achieved_rate", "late_requests", "rate_short", "workers",
+    for key in ("target_rate", "rate_of_max", "max_rate", "achieved_rate", "late_requests",
+                "rate_short", "workers",
                 "remote_workers",
                 "generator_cpu_scope", "engine_requests", "records_requests", "count_mismatch",
                 "threads_apart_s", "requests_per_client", "requests_per_client_asked",

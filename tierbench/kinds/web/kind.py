@@ -85,7 +85,9 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             "load": {"users": list(ld.users), "processes": ld.processes, "workers": ld.workers,
                      "remote_workers": ld.remote_workers, "worker_wait_s": ld.worker_wait_s,
                      "think": ld.think.model_dump() if ld.think else None,
-                     "rate": ld.rate_record(), **({"arrival": ld.arrival} if ld.rate else {}),
+                     "rate": ld.rate_record(),
+                     **({"rate_of_max": list(ld.rate_of_max)} if ld.rate_of_max else {}),
+                     **({"arrival": ld.arrival} if ld.open_loop else {}),
                      "warmup_s": ld.warmup_s, "measure_s": ld.measure_s,
                      **({"requests_per_client": ld.requests_per_client}
                         if ld.requests_per_client else {}),
@@ -103,19 +105,21 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         }
 
     def axes(self, exp: Experiment[WebSettings]) -> list[tuple[str, list[Any]]]:
-        """trace x mode x users x rate (an open loop's offered load) x docroot x placement
-        (004 Table 4) x repetition."""
+        """trace x mode x users x rate (an open loop's offered load) or rate_of_max (the same
+        as fractions of each mode's maximum) x docroot x placement (004 Table 4) x repetition."""
         s = exp.settings
         return [("trace", trace_dicts(s)), ("mode", [m.name for m in exp.modes]),
                 ("users", list(s.load.users)), ("rate", s.load.rates),
+                ("rate_of_max", s.load.fractions),
                 ("docroot", list(s.stack.docroot)),
                 ("placement", list(s.stack.placement) if s.stack.placement else [None]),
                 ("repetition", list(range(1, exp.repetitions + 1)))]
 
     def point_factors(self, combo: dict[str, Any]) -> dict[str, Any]:
-        """A point's factors (placement and rate only when the experiment has the factor)."""
+        """A point's factors (placement, rate and rate_of_max only when the experiment has the
+        factor)."""
         out = super().point_factors(combo)
-        for factor in ("placement", "rate"):
+        for factor in ("placement", "rate", "rate_of_max"):
             if out.get(factor) is None:
                 out.pop(factor, None)
         return out

@@ -42,7 +42,12 @@ def header(exp: Experiment[WebSettings], points: list[Point]) -> list[str]:
             "(mode switch, snapshots, load generator start/stop)",
             "NIC modes switch without restarting containers; server options restart the "
             "services whose settings change (points are grouped to restart as rarely as "
-            "possible)"]
+            "possible)"] + ([
+                "rates as fractions of each mode's maximum (rate_of_max "
+                f"{', '.join(f'{f:g}' for f in ld.rate_of_max)}): the first point of each mode "
+                "(trace, users, stack) first measures that maximum with a closed loop of "
+                f"{ld.users[0] if len(ld.users) == 1 else 'its'} users (+ {warmup_run_s(ld):g} "
+                f"s + {ld.measure_s:g} s, recorded in max_rate.json)"] if ld.rate_of_max else [])
 
 
 def counted_total(load: Load) -> str:
@@ -96,6 +101,8 @@ def point_line(exp: Experiment[WebSettings], point: Point) -> str:
     """trace, mode, repetition, users, time (at most that, in a request-count run)."""
     about = "<=" if exp.settings.load.requests_per_client else "~"
     rate = f"  rate={point['rate']:g}/s" if len(exp.settings.load.rate or []) > 1 else ""
+    if len(exp.settings.load.rate_of_max or []) > 1:
+        rate = f"  rate={point['rate_of_max']:g}x max"
     return (f"  {point.id}  trace={point['trace']['name']:<14} mode={point.mode:<16} "
             f"rep={point.repetition}  users={point['users']}{rate}  "
             f"{about}{point_seconds(exp):.0f} s")

@@ -33,7 +33,12 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
                                            for x in order["docroot"] + order["placement"]):
         spec = disks.with_stripe_check(spec)  # a RAID-0 docroot: its stripe is checked
     rates = (resolved.get("load") or {}).get("rate")
-    if isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
+    fractions = (resolved.get("load") or {}).get("rate_of_max")
+    if isinstance(fractions, list) and len(fractions) > 1:
+        # rates as fractions of each mode's own maximum: the modes meet at equal fractions,
+        # never at equal target_rate (each mode's differs)
+        spec["factors"] = [f for f in spec["factors"] if f != "target_rate"] + ["rate_of_max"]
+    elif isinstance(rates, list) and len(rates) > 1 and "target_rate" not in spec["factors"]:
         # a load curve in any family: its conditions (comparisons, precision) are per rate
         spec["factors"] = [*spec["factors"], "target_rate"]
     return spec

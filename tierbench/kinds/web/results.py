@@ -77,6 +77,7 @@ def point_title(exp: Experiment[WebSettings], point: Point) -> str:
     s = exp.settings
     extra = (f" {point['users']} users" if len(s.load.users) > 1 else "") + \
         (f" at {point['rate']:g} requests/s" if len(s.load.rate or []) > 1 else "") + \
+        (f" at {point['rate_of_max']:g}x max" if len(s.load.rate_of_max or []) > 1 else "") + \
         (f" on {point['docroot']}" if len(s.stack.docroot) > 1 else "") + \
         (f" placed {point.factors['placement']}" if "placement" in point.factors else "")
     return f"{point.id} {point['trace']['name']}{extra} {point.mode} rep {point.repetition}"

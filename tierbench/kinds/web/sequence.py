@@ -6,9 +6,11 @@ figures (kinds.web.steps)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines, services
+from tierbench.kinds.web import engines, maxrate, services
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
 from tierbench.kinds.web.prepare import WebPrepared
@@ -64,6 +66,24 @@ def mark_times(now: float, spec: LoadSpec) -> list[float]:
     return [first + i * step for i in range(int((last - first) / step + 1e-9) + 1)]
 
 
+def offered_fraction(ctx: WebContext, spec: LoadSpec, fraction: float, trace: Any,
+                     workers: list[Any] | None) -> LoadSpec:
+    """The point's load at `fraction` of its condition's maximum (kinds.web.maxrate), measured
+    now by a closed loop when no earlier point of the run has; recorded as `max_rate`."""
+    loadgen = ctx.deployment.containers[GENERATOR]
+
+    def closed(closed_spec: LoadSpec, folder: Any) -> Any:
+        ctx.log(f"tierbench: {ctx.point.id}: measuring the maximum of mode {ctx.point.mode} "
+                f"(closed loop, {closed_spec.users} users) for rate_of_max")
+        return engines.run(closed_spec, loadgen, folder, trace, workers)
+
+    entry = maxrate.maximum(ctx.dir.parent.parent,
+                            maxrate.condition_key(ctx.point.mode, ctx.point.factors), spec,
+                            ctx.point.id, ctx.dir, closed)
+    ctx.record["max_rate"] = entry
+    return replace(spec, rate=maxrate.offered(fraction, entry))
+
+
 def run(ctx: WebContext, s: WebSettings) -> PointResult:
     """Replay the point's trace; the summary over the samples bracketing the window."""
     ld, point, dep = s.load, ctx.point, ctx.deployment
@@ -78,14 +98,23 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
     spec = load_spec(ctx, s)
     trace = ctx.prepared.traces[point["trace"]["name"]]
     index = tracelib.index_path(trace)  # the engines read the trace through it
+    fraction = point.factors.get("rate_of_max")
+    if fraction is not None:  # the closed loop's folder, pushed with the point's
+        (ctx.dir / "max").mkdir(exist_ok=True)
     where.push(loadgen, [trace, *([index] if index.exists() else []), ctx.dir])
+    workers = list(dep.info.workers) if ld.workers else None
+    if fraction is not None:
+        try:
+            spec = offered_fraction(ctx, spec, fraction, trace, workers)
+        except LoadgenError as exc:
+            ctx.log(f"tierbench: {point.id} failed: {exc}")
+            return PointResult(error=str(exc))
     for step in steps:
         step.before(ctx)
     unmark = ctx.marks_at(mark_times(time.time(), spec))
     try:
         try:
-            result = engines.run(spec, loadgen, ctx.dir, trace,
-                                 list(dep.info.workers) if ld.workers else None)
+            result = engines.run(spec, loadgen, ctx.dir, trace, workers)
         finally:
             unmark()
             samples = ctx.close_window()
@@ -100,6 +129,10 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
                                 "measure_end": end}
         if "warmup" in result.extra:  # how long the warm-up was, and whether it was steady
             ctx.record["warmup"] = result.extra["warmup"]
+        if fraction is not None:  # the rate offered as a fraction of the measured maximum
+            result.extra.update(rate_of_max=fraction, max_rate=ctx.record["max_rate"]["tps"])
+        if "latency" in result.extra:  # where wrk's latency figures come from (window or run)
+            ctx.record["latency"] = result.extra["latency"]
         row = engines.summary_row(samples, result, generator=GENERATOR,
                                   bytes_label=client_ifaces)
         # The samples that bracket the numbers above: analysis recomputes from these.

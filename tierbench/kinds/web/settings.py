@@ -35,6 +35,9 @@ class Think(Model):
     mean_ms: Annotated[float, number(0)]
 
 
+MAX_FRACTION = 2.0  # rate_of_max: at most twice the closed loop's maximum (past saturation)
+
+
 class Load(Model):
     """How the engine loads the stack."""
 
@@ -44,6 +47,12 @@ class Load(Model):
     # an open loop's offered rate in requests/s; a list of rates is a factor (a load curve:
     # one point per rate, `rate` beside `users`)
     rate: Annotated[list[float], one_or_many(number(0.001), "rate in requests/s")] | None = None
+    # an open loop's offered rate as fractions of the mode's measured maximum (0.5: half of
+    # it): the first point of each mode (and trace, users, stack) measures that maximum with a
+    # closed loop of the same engine, users and windows, recorded in the run's max_rate.json and
+    # the points' rows (max_rate); a list is a factor (rate_of_max), as rate. Not with rate.
+    rate_of_max: Annotated[list[float], one_or_many(number(0.001),
+                                                    "fraction of the maximum")] | None = None
     # an open loop's arrival process: evenly spaced, or Poisson (exponential gaps, seeded)
     arrival: Annotated[str, choice("constant", "poisson")] = "constant"
     warmup_s: Annotated[float, number(0)] = 5
@@ -63,11 +72,23 @@ class Load(Model):
 
     @model_validator(mode="after")
     def _counted(self) -> Load:
-        if "arrival" in self.model_fields_set and self.rate is None:
+        if "arrival" in self.model_fields_set and self.rate is None and \
+                self.rate_of_max is None:
             raise problem("arrival sets an open loop's arrival process: give rate (requests/s) "
-                          "too, or drop arrival", sub="arrival")
+                          "or rate_of_max too, or drop arrival", sub="arrival")
         if self.rate is not None and len(set(self.rate)) != len(self.rate):
             raise problem("two rates are the same: list each offered rate once", sub="rate")
+        if self.rate_of_max is not None:
+            if self.rate is not None:
+                raise problem("rate gives the offered rates in requests/s and rate_of_max as "
+                              "fractions of each mode's maximum: give one of the two",
+                              sub="rate_of_max")
+            if len(set(self.rate_of_max)) != len(self.rate_of_max):
+                raise problem("two fractions are the same: list each once", sub="rate_of_max")
+            if max(self.rate_of_max) > MAX_FRACTION:
+                raise problem(f"a fraction above {MAX_FRACTION:g} offers more than the "
+                              "generator's closed loop reached: give fractions of the maximum "
+                              f"up to {MAX_FRACTION:g}", sub="rate_of_max")
         if self.warmup == "steady" and self.warmup_max_s < self.warmup_s:
             raise problem(f"warmup_max_s ({self.warmup_max_s:g}) is shorter than the least "
                           f"warm-up, warmup_s ({self.warmup_s:g})", sub="warmup_max_s")
@@ -79,7 +100,7 @@ class Load(Model):
         if self.warmup == "steady":
             raise problem("a request-count run (requests_per_client) warms up in a run of its "
                           "own, for warmup_s: drop warmup: steady", sub="warmup")
-        if self.rate is not None:
+        if self.rate is not None or self.rate_of_max is not None:
             raise problem("an open-loop run (rate) sends at a fixed rate for measure_s; "
                           "request counts are for closed-loop clients: drop one of the two",
                           sub="requests_per_client")
@@ -92,6 +113,16 @@ class Load(Model):
     def rates(self) -> list[float | None]:
         """The rate axis: the offered rates, or [None] for a closed loop."""
         return list(self.rate) if self.rate is not None else [None]
+
+    @property
+    def fractions(self) -> list[float | None]:
+        """The rate_of_max axis: the fractions of each mode's maximum, or [None]."""
+        return list(self.rate_of_max) if self.rate_of_max is not None else [None]
+
+    @property
+    def open_loop(self) -> bool:
+        """Does the load arrive at a rate (rate or rate_of_max) rather than from clients?"""
+        return self.rate is not None or self.rate_of_max is not None
 
     def rate_record(self) -> float | list[float] | None:
         """The rate as the resolved experiment records it: one value, or the list of several."""
@@ -360,8 +391,9 @@ class WebSettings(Model):
         if self.engine == "wrk" and any(t.kind == "mix" for t in self.traces):
             raise problem("traces: a mix trace needs engine: locust (its per-site TPS comes from "
                           "the per-request log, which wrk does not keep)")
-        if self.engine == "wrk" and (self.load.think is not None or self.load.rate is not None):
-            raise problem("load: think and rate need engine: locust (wrk is closed loop)")
+        if self.engine == "wrk" and (self.load.think is not None or self.load.open_loop):
+            raise problem("load: think and rate need engine: locust (wrk is closed loop; "
+                          "rate_of_max too)")
         if self.engine != "locust" and (self.load.workers or self.load.remote_workers):
             raise problem("load.workers: Locust workers need engine: locust (this experiment "
                           "uses {engine})", engine=self.engine)

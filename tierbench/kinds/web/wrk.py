@@ -1,7 +1,9 @@
 """The wrk engine: closed-loop connections at a high rate, the trace replayed by a Lua script.
 A timed point is one wrk run over warm-up and measured time, on the same connections, its
 figures cut from the replay's per-second counts; a request-count run follows a timed warm-up
-run. wrk's own counts and its latency histogram without its coordinated-omission correction."""
+run. wrk's own counts; the latencies of the window only, from the replay's reads of wrk's
+histogram during the run (else its whole-run histogram without its coordinated-omission
+correction)."""
 
 from __future__ import annotations
 
@@ -10,15 +12,22 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
+from collections import Counter
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, LoadSpec,
                                       container_path, count_extra, cpuset_cores, exec_engine,
                                       limit_reached, load_s, log_tail, requests_in,
                                       warmup_extra, warmup_found)
+from tierbench.kinds.web import webmetrics
 from tierbench.placement.compose import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
+# wrk's --timeout: answers slower than this count as timeouts; replay.lua also finds wrk's
+# latency histogram by the limit it sets (TIMEOUT_S in microseconds)
+TIMEOUT_S = 10
 
 
 def wrk_threads(users: int, processes: int, proxies: int = 1) -> int:
@@ -77,7 +86,7 @@ def wrk_argv(spec: LoadSpec, duration_s: int, script: bool = True) -> list[str]:
     """The wrk command line: connections = users, threads as wrk_threads(), latency printed."""
     threads = wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))
     argv = ["wrk", "-t", str(threads), "-c", str(spec.users), "-d", f"{duration_s}s",
-            "--timeout", "10s", "--latency"]
+            "--timeout", f"{TIMEOUT_S}s", "--latency"]
     if script:
         argv += ["-s", WRK_SCRIPT]
     return argv + [wrk_url(spec.target)]
@@ -91,7 +100,7 @@ def run_once(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path, n
     out = point_dir / f"wrk-{name}.json"
     env = {"TRACE": container_path(trace), "CONNECTIONS": str(spec.users),
            "THREADS": str(wrk_threads(spec.users, spec.processes, max(1, len(spec.targets)))),
-           "WRK_OUT": container_path(out)}
+           "WRK_OUT": container_path(out), "TIMEOUT_S": str(TIMEOUT_S)}
     if spec.targets:  # each thread's proxy (replay.lua's setup)
         env["THREAD_TARGETS"] = ",".join(thread_targets(spec))
     if per_client:
@@ -153,6 +162,74 @@ def latency_of(histogram: dict[int, int]) -> dict:
             "stdev": math.sqrt(var) / 1000, "percentiles": pct}
 
 
+def bucket_width(us: int) -> int:
+    """The width of the latency bucket holding `us` microseconds, as replay.lua buckets them:
+    3 significant digits (1 us below 1 ms, 10 us below 10 ms, ...), each value within 1 %."""
+    width = 1
+    while us >= 1000 * width and width < 100_000:
+        width *= 10
+    return width
+
+
+def bucketed(histogram: dict[int, int]) -> Counter[int]:
+    """A {microseconds: count} histogram in replay.lua's buckets ({bucket start: count})."""
+    out: Counter[int] = Counter()
+    for us, count in histogram.items():
+        out[us - us % bucket_width(us)] += count
+    return out
+
+
+def window_buckets(summary: dict, window: tuple[float, float], own: dict[int, int] | None,
+                   at_end: bool) -> tuple[Counter[int], tuple[float, float]] | None:
+    """The latencies wrk recorded between the replay's reads of its histogram nearest the
+    window's ends ({bucket start: count}, and the times of those reads), None without reads.
+    A window that ends with the run ends with wrk's whole histogram (`own`, without its
+    coordinated-omission samples), which also holds the answers after the last read."""
+    ticks = summary.get("latency_ticks")
+    if not ticks:
+        return None
+    cum: Counter[int] = Counter()
+    reads: list[tuple[float, Counter[int]]] = [(float(summary["started"]), Counter())]
+    for t, added in ticks:
+        cum.update({int(b): int(c) for b, c in added})
+        reads.append((float(t), cum.copy()))
+
+    def nearest(t: float) -> tuple[float, Counter[int]]:
+        return min(reads, key=lambda r: abs(r[0] - t))
+
+    t0, first = nearest(window[0])
+    ends = [nearest(window[1])]
+    if at_end and own is not None:
+        ends.insert(0, (window[1], bucketed(own)))
+    for t1, last in ends:
+        diff = {b: c - first.get(b, 0) for b, c in last.items()}
+        if all(c >= 0 for c in diff.values()) and all(b in last for b in first):
+            return Counter({b: c for b, c in diff.items() if c}), (t0, t1)
+    return None
+
+
+def histograms_of(buckets: Counter[int], exact: bool = False) -> webmetrics.Histograms:
+    """A bucketed window (window_buckets) as the point's histograms: one generator process (wrk),
+    each bucket counted at its middle, a whole microsecond (exact: the keys are the values), in
+    ms."""
+    hist = webmetrics.Histograms()
+    lat = hist.each.setdefault((webmetrics.SENT, -1), webmetrics.Latencies())
+    starts = sorted(buckets)
+    lat.values = np.array([(b if exact else b + bucket_width(b) // 2) / 1000
+                           for b in starts])
+    lat.counts = np.array([buckets[b] for b in starts], np.int64)
+    return hist
+
+
+def figures_of(hist: webmetrics.Histograms, source: str) -> dict:
+    """latency_ms of a window's histograms: percentiles and mean as every point states them."""
+    fig = webmetrics.latency_figures(hist, False)
+    return {"percentiles": {str(q) if q != int(q) else str(int(q)): fig[k]
+                            for k, q in webmetrics.PERCENTILES.items()},
+            "mean": fig["mean_ms"], "max": float(hist.merged(webmetrics.SENT).values[-1]),
+            "uncorrected": True, "window_only": True, "source": source}
+
+
 def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0,
                  measure_s: float | None = None) -> dict:
     """The LoadResult aggregate of a wrk run: counts over exactly its measured window.
@@ -190,7 +267,19 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0,
     own = wrk_uncorrected(summary.get("histogram_us") or [], summary.get("duration_us", 0),
                           summary["requests"], connections)
     over = " over warm-up and measured time (one run)" if whole else ""
-    if own is not None:
+    inside = window_buckets(summary, window, own, window[1] >= end - 1e-6)
+    hist = None
+    if inside is not None and inside[0]:
+        hist = histograms_of(inside[0])
+        latency = figures_of(hist, "wrk's latencies recorded between its histogram's reads at "
+                             f"{inside[1][0] - last:+.2f} s and {inside[1][1] - last:+.2f} s from "
+                             "its start (the window only, without coordinated-omission "
+                             "samples), in buckets within 1 %")
+    elif own is not None and not cut:  # the run is the window
+        hist = histograms_of(Counter(own), exact=True)
+        latency = figures_of(hist, "wrk's histogram without its coordinated-omission "
+                             "correction (the run is the window)")
+    elif own is not None:
         latency = {**latency_of(own), "uncorrected": True,
                    "source": f"wrk's histogram{over} without its coordinated-"
                    "omission correction", "wrk_corrected": summary["latency_ms"]}
@@ -211,6 +300,7 @@ def aggregate_of(summary: dict, connections: int = 0, warmup_s: float = 0.0,
         "p50_ms": latency["percentiles"]["50"],
         "p99_ms": latency["percentiles"]["99"],
         "latency_ms": latency,
+        "histograms": hist,
         "error_kinds": errors,
         "per_second": summary["per_second"],
     }
@@ -274,6 +364,9 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     found = None if counted else warmup_found(spec, lambda n: seconds_of(summary, n))
     agg = aggregate_of(summary, spec.users, found.warmup_s if found else 0.0,
                        None if spec.warmup_max_s is None else spec.measure_s)
+    hist = agg.pop("histograms")
+    if hist is not None:  # the window's latencies, as a Locust point's (webmetrics.HISTOGRAMS)
+        hist.write(point_dir / webmetrics.HISTOGRAMS)
     allowance = float(min(threads, cpuset_cores(loadgen)))
     measured_s = agg["window"][1] - agg["window"][0]
     extra = {"threads": threads, "connections": spec.users, "wrk_duration_s": summary["duration_s"],
@@ -288,6 +381,7 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     extra["dynamic_answered"] = summary.get("dynamic_ok", 0) + warm.get("dynamic_ok", 0)
     extra["writes_ok"] = summary.get("writes_ok", 0) + warm.get("writes_ok", 0)
     extra["runs"] = 2 if warm else 1
+    extra["latency"] = {k: v for k, v in agg["latency_ms"].items() if k != "wrk_corrected"}
     extra.update(warmup_extra(spec, found))
     if per_client != asked:
         extra["requests_per_client_asked"] = asked
