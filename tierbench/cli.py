@@ -454,8 +454,9 @@ def parser() -> argparse.ArgumentParser:
     cl.set_defaults(func=cmd_claims)
     ad = sub.add_parser("advise", help="which offloads to turn on for which workload, measured "
                         "on these interfaces (docs/advise.md)")
-    ad.add_argument("--budget-min", type=float, default=30.0, metavar="MIN",
-                    help="minutes of measuring over every workload (default 30)")
+    ad.add_argument("--budget-min", type=float, default=60.0, metavar="MIN",
+                    help="minutes of measuring over every workload (default 60: the first "
+                    "workload at 10-s windows; the whole suite needs hours)")
     ad.add_argument("--workloads", nargs="+", metavar="NAME",
                     help="only these workloads of experiments/advise/suite.yml")
     ad.add_argument("--precision", type=float, default=5.0, metavar="PCT",
