@@ -171,6 +171,61 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
         floor_of("elsewhere.module")
 
 
+def kind_packages() -> dict[str, str]:
+    """Each kind's own modules' prefix, by kind name, from the registry: the package of its
+    class's module ``kind`` (tierbench.kinds.web), or the module itself for a one-module kind
+    (tierbench.kinds.disk)."""
+    out = {}
+    for name, kind in registry.kinds().items():
+        module = type(kind).__module__
+        out[name] = module.removesuffix(".kind") if module.endswith(".kind") else module
+    return out
+
+
+def kind_of_module(module: str, packages: dict[str, str]) -> str | None:
+    """The kind a module belongs to (None: no kind's, e.g. the contract or a shared tier)."""
+    return next((k for k, p in packages.items()
+                 if module == p or module.startswith(p + ".")), None)
+
+
+def other_kinds_imported(module_kind: str, g: dict[str, set[str]],
+                         packages: dict[str, str]) -> list[str]:
+    """Every import by one kind's modules of another kind's module."""
+    return [f"{name} imports {t} (the {kind_of_module(t, packages)} kind's)"
+            for name, targets in sorted(g.items())
+            if kind_of_module(name, packages) == module_kind
+            for t in sorted(targets) if kind_of_module(t, packages) not in (None, module_kind)]
+
+
+@pytest.mark.parametrize("kind", sorted(registry.kinds()))
+def test_no_kind_imports_another(kind: str) -> None:
+    """Kinds are sealed: what two kinds share is on a floor below them (tierbench.tiers: the
+    OrangeFS cluster), never in one of them."""
+    bad = other_kinds_imported(kind, graph(), kind_packages())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_command_line_imports_no_kind() -> None:
+    """tierbench.cli reaches kinds through the registry (a kind's own subcommands:
+    Kind.commands), never a kind's module."""
+    packages = kind_packages()
+    bad = [t for t in graph()["tierbench.cli"] if kind_of_module(t, packages)]
+    assert not bad, bad
+
+
+def test_the_sealed_kind_checks_can_fail() -> None:
+    """An import of another kind's module is caught; of the contract or a tier it is not."""
+    packages = {"a": "tierbench.kinds.a", "b": "tierbench.kinds.b"}
+    g = {"tierbench.kinds.a.x": {"tierbench.kinds.b.y", "tierbench.kinds.contract",
+                                 "tierbench.tiers.orangefs", "tierbench.kinds.a.z"},
+         "tierbench.kinds.b.y": set()}
+    assert other_kinds_imported("a", g, packages) == \
+        ["tierbench.kinds.a.x imports tierbench.kinds.b.y (the b kind's)"]
+    assert other_kinds_imported("b", g, packages) == []
+    assert kind_packages()["web"] == "tierbench.kinds.web"
+    assert kind_packages()["disk"] == "tierbench.kinds.disk"
+
+
 # Names in placement modules that look like a kind's but are the placement's own: the variables
 # it gives every compose file, the stack's password it makes, and a medium of a space check.
 PLACEMENT_OWN = {

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tierbench.kinds import registry
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import compose
 from tierbench.placement.clusterfile import ClusterError, Role, Roles, parse_cluster
 

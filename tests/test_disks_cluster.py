@@ -19,7 +19,7 @@ import pytest
 from test_cluster import config, lab
 
 from tierbench.kinds import registry
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
 from tierbench.placement import cluster, diskbuild, disks, placer, space
 from tierbench.transport import Transport

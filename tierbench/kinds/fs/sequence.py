@@ -18,7 +18,7 @@ from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPr
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import compose
-from tierbench.kinds.pfs.orangefs import PfsError
+from tierbench.tiers.orangefs import PfsError
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
 START_PER_CONTAINER_S = 0.3  # and this much more for each container beyond the first

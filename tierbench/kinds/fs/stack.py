@@ -1,5 +1,5 @@
 """The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, 1-18 clients
-and, for a busy server, the CPU hog) or an OrangeFS cluster (kinds.pfs.orangefs), brought up for
+and, for a busy server, the CPU hog) or an OrangeFS cluster (tiers.orangefs), brought up for
 a deployment key and found wherever they run; a container that stopped during a point."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tierbench.interfaces import netif
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.fs.roles import ADMISSIONS
 from tierbench.kinds.fs.settings import MAX_CLIENTS, Fs
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.measure.sampler import CgroupGroup
 from tierbench.placement import compose, placer
 

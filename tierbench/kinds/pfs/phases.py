@@ -24,9 +24,9 @@ from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (SEND_PHASES, PointFactors, Stream, adler32, aggregate,
                                          make_source_cmd, parse_io_line, parse_send_line,
                                          phase_cpu, send_figures, send_problems, sha256)
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import compose
-from tierbench.kinds.pfs.orangefs import PfsError, label
+from tierbench.tiers.orangefs import PfsError, label
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
 SENDER = "filesend"  # in the OrangeFS image (images/orangefs/filesend.c)

@@ -1,4 +1,4 @@
-"""The OrangeFS cluster a pfs point runs on (kinds.pfs.orangefs): 1 metadata + N I/O servers and
+"""The OrangeFS cluster a pfs point runs on (tiers.orangefs): 1 metadata + N I/O servers and
 the clients the test needs, brought up anew for each N (with pfs.storage naming a disk system,
 each I/O server's device(s) and the client's local disk built first, their limits read back and
 their reads sampled), found wherever they run; a server that stopped during a point."""
@@ -11,9 +11,9 @@ from typing import Any
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.pfs.settings import Pfs, PfsSettings, client_disk_bytes, cluster_clients
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import compose, diskbuild, disks, placer, space
-from tierbench.kinds.pfs.orangefs import PfsError, label
+from tierbench.tiers.orangefs import PfsError, label
 
 TIERS = ("pfs-client", "pfs-server")
 

@@ -18,8 +18,7 @@ import yaml
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root, state_dir
 from tierbench.config.paths import refusal
-from tierbench.kinds.pfs import orangefs
-from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
+from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
 from tierbench.placement import compose
@@ -375,7 +374,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
         n = int(settings.get("pvfs_io_servers", 3))
         env["PVFS_IO_SERVERS"] = str(n)
         spec.profiles = ["pfs"]
-        spec.cpusets.update(PFS_CPUSETS)
+        spec.cpusets.update(orangefs.CPUSETS)
         services = [s for s in compose.compose([*spec.args(), "config", "--services"], env,
                                                timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]

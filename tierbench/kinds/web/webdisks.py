@@ -9,7 +9,7 @@ each server's disks into its web container and throttles them, and reads the lim
 
 A docroot on OrangeFS may store on a disk system too (`pvfs_storage: ide`, 004 §4.1: each PVFS
 I/O server's ext3 on an IDE disk): then the plan's servers are the I/O servers, each with its own
-device(s), bound at the server's /data and throttled in its container (kinds/pfs/orangefs.py,
+device(s), bound at the server's /data and throttled in its container (tiers/orangefs.py,
 which the pfs kind's `pfs.storage` uses too).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.kinds.web import services
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import compose, diskbuild, disks, placer
 from workloads import filesets
 from workloads import spread

@@ -2,7 +2,8 @@
 listed, labelled and checked; its storage on tmpfs, on volumes (compose/pvfs-disk.yml) or on a
 disk system (004 §4.1: each PVFS I/O server's ext3 on its own IDE disk), whose plan, build and
 Compose overlay (each server's mount bound at its /data, a client's at its /disk, throttled)
-are here for every kind that runs OrangeFS on one."""
+are here for every kind that runs OrangeFS on one; the cluster file's roles its services run on
+and the CPU lists its compose files pin them to, which each kind running it declares."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import TierbenchError
-from tierbench.kinds.pfs.roles import CPUSETS
 from tierbench.placement import compose, diskbuild, disks, placer
+from tierbench.placement.clusterfile import Role
+
+ROLES = (
+    Role("pfs_meta", "the OrangeFS metadata server", server=True),
+    Role("pfs_io", "the OrangeFS I/O servers", nodes="list", server=True),
+    Role("pfs_clients", "the OrangeFS clients", nodes="list"),
+)
+
+# The CPU-list variables compose/pvfs.yml reads (.env), with their defaults.
+CPUSETS = {"PVFS_SERVER_CPUS": "1", "PVFS_CLIENT_CPUS": "0"}
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")  # besides a disk system's name
@@ -120,6 +130,13 @@ def stopped_servers(io_servers: int, found: list[compose.Container] | None = Non
     this host's running containers)."""
     running = {c.service for c in (compose.replicas() if found is None else found)}
     return [s for s in server_services(io_servers) if s not in running]
+
+
+def remove(where: placer.Placer, what: str = "the OrangeFS cluster") -> list[str]:
+    """Everything the placer runs removed at the end of a run that ran OrangeFS (its servers
+    admit whoever connects; the next run makes a new cluster): the run's closing note."""
+    where.down()
+    return [f"removed {what} (its OrangeFS servers admit whoever connects)"]
 
 
 def status_json() -> str:
