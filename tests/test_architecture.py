@@ -171,6 +171,46 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
         floor_of("elsewhere.module")
 
 
+def closure(g: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` reaches through its imports (itself aside)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for t in g.get(todo.pop(), set()) - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen - {start}
+
+
+def concrete_placers() -> set[str]:
+    """The modules that bring services up: those defining a subclass of Placer (this host's,
+    a cluster's) and Compose's (compose.py, which this host's placer drives)."""
+    found = {"tierbench.placement.compose"}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and b.id == "Placer" for b in node.bases):
+                found.add(name)
+    return found
+
+
+def test_the_placer_interface_imports_no_concrete_placer() -> None:
+    """placement/placer.py (the interface the kinds call) and placement/model.py (what they
+    hand it and get back) reach no placer and not Compose, however indirectly."""
+    concrete = concrete_placers()
+    assert {"tierbench.placement.local", "tierbench.placement.cluster"} <= concrete
+    g = graph()
+    for module in ("tierbench.placement.placer", "tierbench.placement.model"):
+        assert not closure(g, module) & concrete, (module, closure(g, module) & concrete)
+
+
+def test_the_placer_check_can_fail() -> None:
+    """An indirect import of a concrete placer is found."""
+    g = {"p": {"m"}, "m": {"c"}, "c": set()}
+    assert closure(g, "p") & {"c"} == {"c"}
+    assert closure(g, "c") == set()
+
+
 def kind_packages() -> dict[str, str]:
     """Each kind's own modules' prefix, by kind name, from the registry: the package of its
     class's module ``kind`` (tierbench.kinds.web), or the module itself for a one-module kind

@@ -28,8 +28,8 @@ from pathlib import Path
 from tierbench.config.files import results_root
 from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
-from tierbench.placement.compose import Container
-from tierbench.placement.placer import LocalPlacer
+from tierbench.placement.model import Container
+from tierbench.placement.local import LocalPlacer
 from workloads import traces
 
 BARE_LOCUSTFILE = '''"""A bare FastHttpUser: the reference the trace-replaying engine is compared with."""

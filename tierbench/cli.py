@@ -23,7 +23,7 @@ from tierbench.kinds import registry
 from tierbench.measure import profile
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.placement import clusterfile, compose, nodes, placer, runlock
+from tierbench.placement import clusterfile, compose, local, model, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.tiers import orangefs
 
@@ -206,7 +206,7 @@ def cmd_pfs(args: argparse.Namespace) -> int:
 
 def cmd_project(args: argparse.Namespace) -> int:
     """This checkout's Compose project name and state folder (for a plain `docker compose -p`)."""
-    print(compose.PROJECT if not args.state else state_dir())
+    print(model.PROJECT if not args.state else state_dir())
     return 0
 
 
@@ -267,7 +267,7 @@ def cmd_modes(args: argparse.Namespace) -> int:
         running = [d for k in registry.kinds().values()
                    if (d := k.running(args.where)) is not None]
         if not running:
-            raise compose.StackError(f"mode {mode.name}: nothing of tierbench is running; start "
+            raise model.StackError(f"mode {mode.name}: nothing of tierbench is running; start "
                                      "the stack (tierbench run) or check a mode with "
                                      "host_interfaces")
         eps = runner.mode_endpoints(mode, running[0])
@@ -409,7 +409,7 @@ def parser() -> argparse.ArgumentParser:
                    help="only restore interface settings; leave the containers running")
     c.add_argument("--all", action="store_true",
                    help="remove every checkout's stack (containers, networks, volumes, tmpfs) "
-                        f"on this host or the nodes, not only this checkout's ({compose.PROJECT})")
+                        f"on this host or the nodes, not only this checkout's ({model.PROJECT})")
     add_cluster_arg(c)
     c.set_defaults(func=cmd_clean)
     pj = sub.add_parser("project", help="this checkout's Compose project name (docker compose -p "
@@ -455,15 +455,15 @@ def placement(args: argparse.Namespace) -> placer.Placer:
     path = clusterfile.cluster_path(args.cluster) if hasattr(args, "cluster") else None
     if path is not None:
         return ClusterPlacer(clusterfile.load_cluster(path, registry.roles()))
-    return placer.LocalPlacer()
+    return local.LocalPlacer()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
-        if compose.PROJECT_PROBLEM:
-            raise ConfigError(compose.PROJECT_PROBLEM)
+        if model.PROJECT_PROBLEM:
+            raise ConfigError(model.PROJECT_PROBLEM)
         args.where = placement(args)
         return args.func(args)
     except TierbenchError as exc:

@@ -38,10 +38,11 @@ from tierbench.kinds import families
 from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
-from tierbench.placement import compose
+from tierbench.placement import model
 from tierbench.placement.clusterfile import Role
-from tierbench.placement.compose import Container
-from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.placement.model import Container
+from tierbench.placement.local import LocalPlacer
+from tierbench.placement.placer import Placer
 from tierbench.placement.space import Need
 from tierbench.transport import Transport
 
@@ -530,7 +531,7 @@ def end_if_stopped(where: Placer, point: Point, row: dict[str, Any],
     are; on a cluster, a node whose Docker engine stopped answering ends it too."""
     try:
         running = {c.id for c in where.replicas()}
-    except compose.StackError as exc:
+    except model.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
     down = [c for c in containers if c.id not in running]
     if down:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import TierbenchError
-from tierbench.placement import compose, diskbuild, disks, placer
+from tierbench.placement import compose, diskbuild, disks, model, placer
 from tierbench.placement.clusterfile import Role
 
 ROLES = (
@@ -83,7 +83,7 @@ def check_image() -> None:
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
                  storage: str = "tmpfs", job_timeout_s: int = 15,
-                 extra: list[Path] | None = None) -> compose.Services:
+                 extra: list[Path] | None = None) -> model.Services:
     """1 metadata + N I/O servers and K clients, as a placement brings them up (``extra``: the
     overlay of a disk system built for their storage)."""
     if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
@@ -91,7 +91,7 @@ def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
                        f"client; asked for {io_servers} servers and {clients} clients")
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
-    return compose.Services(compose_files(storage, extra), env,
+    return model.Services(compose_files(storage, extra), env,
                             services=[*server_services(io_servers), CLIENT_SERVICE],
                             scale={CLIENT_SERVICE: clients}, timeout=300, cpusets=CPUSETS)
 
@@ -104,8 +104,8 @@ def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
                                  job_timeout_s=job_timeout_s))
 
 
-def cluster_containers(found: list[compose.Container] | None = None,
-                       ) -> tuple[list[compose.Container], list[compose.Container]]:
+def cluster_containers(found: list[model.Container] | None = None,
+                       ) -> tuple[list[model.Container], list[model.Container]]:
     """(servers, clients) of the running cluster (among ``found``, else this host's running
     containers), servers metadata first then pvfs-io1.."""
     found = compose.replicas() if found is None else found
@@ -118,14 +118,14 @@ def cluster_containers(found: list[compose.Container] | None = None,
     return servers, clients
 
 
-def label(c: compose.Container) -> str:
+def label(c: model.Container) -> str:
     """A container's name in results: pvfs-meta, pvfs-io2, pvfs-client-3."""
     if c.service == "pvfs-client":
         return f"pvfs-client-{c.name.rsplit('-', 1)[-1]}"
     return c.service
 
 
-def stopped_servers(io_servers: int, found: list[compose.Container] | None = None) -> list[str]:
+def stopped_servers(io_servers: int, found: list[model.Container] | None = None) -> list[str]:
     """Servers of the cluster that are not running (stopped or crashed), among ``found`` (else
     this host's running containers)."""
     running = {c.service for c in (compose.replicas() if found is None else found)}

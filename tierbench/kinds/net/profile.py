@@ -17,7 +17,7 @@ from tierbench.kinds.contract import PointContext
 from tierbench.kinds.net import tools
 from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu
-from tierbench.placement import compose, nodes, placer
+from tierbench.placement import model, nodes, placer
 
 PROFILE_HZ = 999
 PROFILE_COLUMNS = ["prof_samples", "prof_write_pct", "prof_tcp_output_pct",
@@ -119,7 +119,7 @@ def node_cpusets(node: Any, pids: list[int]) -> str:
                                   if line.startswith("Cpus_allowed_list:")))
 
 
-def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -> Profiler:
+def start(ctx: PointContext, senders: list[model.Container], seconds: float) -> Profiler:
     """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`: here, or on
     the sender node over SSH (into WORKDIR/perf/<run>-<point> there)."""
     where = ctx.deployment.placer

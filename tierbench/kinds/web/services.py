@@ -2,7 +2,7 @@
 and the overlays: HAProxy, tmpfs docroot, docroot on OrangeFS, hot files, memory caps, the
 application and database tiers, Locust workers and master, three web servers, and proxy2..
 written at bring-up for stack.proxies), the environment
-they read, the images they run and the :class:`~tierbench.placement.compose.Services` spec the
+they read, the images they run and the :class:`~tierbench.placement.model.Services` spec the
 placer brings up (on this host or on cluster nodes)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tierbench.config.paths import refusal
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
-from tierbench.placement import compose
+from tierbench.placement import compose, model
 from tierbench.placement.cluster import host_files
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
@@ -340,7 +340,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
                overlays: list[Path] | None = None, cluster: bool = False,
-               platforms: dict[str, str] | None = None) -> compose.Services:
+               platforms: dict[str, str] | None = None) -> model.Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
@@ -364,7 +364,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     proxies = int(settings.get("proxies") or 1)
     if proxies > 1:
         files.append(str(write_proxies_overlay(files, env, proxies, cluster)))
-    spec = compose.Services(files, env,
+    spec = model.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
                     admissions=roles.ADMISSIONS, platforms=dict(platforms or {}))

@@ -16,7 +16,7 @@ from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, L
                                       container_path, count_extra, cpuset_cores, exec_engine,
                                       limit_reached, load_s, log_tail, requests_in,
                                       warmup_extra, warmup_found)
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
 
