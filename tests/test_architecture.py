@@ -79,6 +79,15 @@ def floor_of(module: str) -> tuple[int, str]:
     return best[1], best[2]
 
 
+def test_the_floor_table_is_readable() -> None:
+    """No cell of the floor table over about 400 characters (the detail is in the section below
+    it and in tierbench/README.md)."""
+    long = [(line.split("|")[2].strip(), len(cell.strip()))
+            for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines()
+            if re.match(r"\| \d+ \|", line) for cell in line.split("|") if len(cell.strip()) > 420]
+    assert not long, long
+
+
 def test_every_module_has_a_floor() -> None:
     for name in MODULES:
         floor_of(name)
