@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tierbench.kinds import registry
-from tierbench.placement import clusterfile, compose, nodes
+from tierbench.placement import clusterfile, model, nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
@@ -194,7 +194,7 @@ def listening(node: str) -> list[dict]:
     """What listens in a lab node's network namespace: [{"proto", "address", "port",
     "processes", "tierbench"}] (``address`` without brackets; ``tierbench``: held by a process
     of a tierbench container)."""
-    done = subprocess.run(["docker", "exec", node_container(node), "bash", "-c", _LISTENING.replace("@PROJECT@", compose.PROJECT)],
+    done = subprocess.run(["docker", "exec", node_container(node), "bash", "-c", _LISTENING.replace("@PROJECT@", model.PROJECT)],
                           capture_output=True, text=True, timeout=60, check=True)
     found = []
     for line in done.stdout.splitlines():

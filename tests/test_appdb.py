@@ -17,7 +17,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.web import appdb
 from tierbench.measure.sampler import Sampler
 from tierbench.kinds.web import services
-from tierbench.placement import compose, placer, space
+from tierbench.placement import local, model, placer, space
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,14 +117,14 @@ def fake_psql(monkeypatch: pytest.MonkeyPatch, *sessions: dict[str, str]) -> lis
     return starts
 
 
-DB = compose.Container("db", "id", "tierbench-db-1", 1, "img", "sha256:x", "1")
+DB = model.Container("db", "id", "tierbench-db-1", 1, "img", "sha256:x", "1")
 
 
-class Here(placer.LocalPlacer):
+class Here(local.LocalPlacer):
     """Runs the db container's psql session on this host as it is (the fake psql is a shell
     loop), checking it is asked for as the postgres user with its input open."""
 
-    def popen(self, container: compose.Container, argv: list[str], *,
+    def popen(self, container: model.Container, argv: list[str], *,
               env: dict[str, str] | None = None, user: str | None = None,
               interactive: bool = False, **kwargs: Any) -> subprocess.Popen:
         assert container is DB and user == "postgres" and interactive
@@ -212,8 +212,8 @@ def test_commands_reach_the_db_container_through_its_nodes_engine(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """psql runs in the db container through the placer: through the Docker context of the
     node the container is on (this host's engine when it has none)."""
-    class OnNode(placer.LocalPlacer):
-        def transport(self, container: compose.Container) -> Transport:
+    class OnNode(local.LocalPlacer):
+        def transport(self, container: model.Container) -> Transport:
             return Transport("node4", ("ssh",), "tierbench-node4")
 
     seen: list[list[str]] = []
@@ -222,7 +222,7 @@ def test_commands_reach_the_db_container_through_its_nodes_engine(
     assert appdb.sql(OnNode(), DB, "SELECT 1") == "1"
     assert seen[-1] == ["docker", "--context", "tierbench-node4", "exec", "-u", "postgres", "id",
                         "psql", "-X", "-q", "-A", "-t", "-d", "tierbench", "-c", "SELECT 1"]
-    assert appdb.sql(placer.LocalPlacer(), DB, "SELECT 1") == "1"
+    assert appdb.sql(local.LocalPlacer(), DB, "SELECT 1") == "1"
     assert seen[-1][:5] == ["docker", "exec", "-u", "postgres", "id"]
 
 

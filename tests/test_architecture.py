@@ -79,6 +79,15 @@ def floor_of(module: str) -> tuple[int, str]:
     return best[1], best[2]
 
 
+def test_the_floor_table_is_readable() -> None:
+    """No cell of the floor table over about 400 characters (the detail is in the section below
+    it and in tierbench/README.md)."""
+    long = [(line.split("|")[2].strip(), len(cell.strip()))
+            for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines()
+            if re.match(r"\| \d+ \|", line) for cell in line.split("|") if len(cell.strip()) > 420]
+    assert not long, long
+
+
 def test_every_module_has_a_floor() -> None:
     for name in MODULES:
         floor_of(name)
@@ -169,6 +178,101 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
         floor_of("tierbench.config.models")[0]
     with pytest.raises(AssertionError, match="no layer"):
         floor_of("elsewhere.module")
+
+
+def closure(g: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` reaches through its imports (itself aside)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for t in g.get(todo.pop(), set()) - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen - {start}
+
+
+def concrete_placers() -> set[str]:
+    """The modules that bring services up: those defining a subclass of Placer (this host's,
+    a cluster's) and Compose's (compose.py, which this host's placer drives)."""
+    found = {"tierbench.placement.compose"}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and b.id == "Placer" for b in node.bases):
+                found.add(name)
+    return found
+
+
+def test_the_placer_interface_imports_no_concrete_placer() -> None:
+    """placement/placer.py (the interface the kinds call) and placement/model.py (what they
+    hand it and get back) reach no placer and not Compose, however indirectly."""
+    concrete = concrete_placers()
+    assert {"tierbench.placement.local", "tierbench.placement.cluster"} <= concrete
+    g = graph()
+    for module in ("tierbench.placement.placer", "tierbench.placement.model"):
+        assert not closure(g, module) & concrete, (module, closure(g, module) & concrete)
+
+
+def test_the_placer_check_can_fail() -> None:
+    """An indirect import of a concrete placer is found."""
+    g = {"p": {"m"}, "m": {"c"}, "c": set()}
+    assert closure(g, "p") & {"c"} == {"c"}
+    assert closure(g, "c") == set()
+
+
+def kind_packages() -> dict[str, str]:
+    """Each kind's own modules' prefix, by kind name, from the registry: the package of its
+    class's module ``kind`` (tierbench.kinds.web), or the module itself for a one-module kind
+    (tierbench.kinds.disk)."""
+    out = {}
+    for name, kind in registry.kinds().items():
+        module = type(kind).__module__
+        out[name] = module.removesuffix(".kind") if module.endswith(".kind") else module
+    return out
+
+
+def kind_of_module(module: str, packages: dict[str, str]) -> str | None:
+    """The kind a module belongs to (None: no kind's, e.g. the contract or a shared tier)."""
+    return next((k for k, p in packages.items()
+                 if module == p or module.startswith(p + ".")), None)
+
+
+def other_kinds_imported(module_kind: str, g: dict[str, set[str]],
+                         packages: dict[str, str]) -> list[str]:
+    """Every import by one kind's modules of another kind's module."""
+    return [f"{name} imports {t} (the {kind_of_module(t, packages)} kind's)"
+            for name, targets in sorted(g.items())
+            if kind_of_module(name, packages) == module_kind
+            for t in sorted(targets) if kind_of_module(t, packages) not in (None, module_kind)]
+
+
+@pytest.mark.parametrize("kind", sorted(registry.kinds()))
+def test_no_kind_imports_another(kind: str) -> None:
+    """Kinds are sealed: what two kinds share is on a floor below them (tierbench.tiers: the
+    OrangeFS cluster), never in one of them."""
+    bad = other_kinds_imported(kind, graph(), kind_packages())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_command_line_imports_no_kind() -> None:
+    """tierbench.cli reaches kinds through the registry (a kind's own subcommands:
+    Kind.commands), never a kind's module."""
+    packages = kind_packages()
+    bad = [t for t in graph()["tierbench.cli"] if kind_of_module(t, packages)]
+    assert not bad, bad
+
+
+def test_the_sealed_kind_checks_can_fail() -> None:
+    """An import of another kind's module is caught; of the contract or a tier it is not."""
+    packages = {"a": "tierbench.kinds.a", "b": "tierbench.kinds.b"}
+    g = {"tierbench.kinds.a.x": {"tierbench.kinds.b.y", "tierbench.kinds.contract",
+                                 "tierbench.tiers.orangefs", "tierbench.kinds.a.z"},
+         "tierbench.kinds.b.y": set()}
+    assert other_kinds_imported("a", g, packages) == \
+        ["tierbench.kinds.a.x imports tierbench.kinds.b.y (the b kind's)"]
+    assert other_kinds_imported("b", g, packages) == []
+    assert kind_packages()["web"] == "tierbench.kinds.web"
+    assert kind_packages()["disk"] == "tierbench.kinds.disk"
 
 
 # Names in placement modules that look like a kind's but are the placement's own: the variables

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tierbench.placement import compose
+from tierbench.placement import model
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERBENCH = [sys.executable, "-m", "tierbench.cli"]
@@ -36,7 +36,7 @@ def docker(*args: str) -> list[str]:
     return sorted(done.stdout.split()) if done.returncode == 0 else []
 
 
-PROJECT = f"label=com.docker.compose.project={compose.PROJECT}"
+PROJECT = f"label=com.docker.compose.project={model.PROJECT}"
 
 
 def host_state() -> dict:

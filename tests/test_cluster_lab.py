@@ -36,7 +36,7 @@ from stack_env import (EXPERIMENTS, TAG, TIERBENCH, ROOT, Listeners, fastcgi_ans
                        lab_cluster, lab_run, last_run, nic_state, orangefs_image,
                        postgres_answer, db_window_rel, summary_rows, tierbench)
 
-from tierbench.placement import compose, nodes
+from tierbench.placement import model, nodes
 
 pytestmark = pytest.mark.stack
 
@@ -126,7 +126,7 @@ def test_the_dynamic_tiers_listen_on_their_nodes_and_admit_only_their_peers(lab)
     # nothing but the tiers' data-plane addresses was ever admitted: PHP-FPM said why it dropped
     manifest = json.loads((last_run(lab, "rack-dynamic") / "manifest.json").read_text())
     assert manifest["cluster"]["services"]["app"] == ["node3"]
-    logs = sh("docker", "--context", "tierbench-node3", "logs", f"{compose.PROJECT}-app-1")
+    logs = sh("docker", "--context", "tierbench-node3", "logs", f"{model.PROJECT}-app-1")
     assert f"Connection disallowed: IP address '{ip['node1']}' has been dropped" in \
         logs.stdout + logs.stderr
     assert nic_state(lab["cluster"]) == lab["before"]

@@ -8,6 +8,7 @@ import yaml
 
 from tierbench import runner
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import dotenv
 from tierbench.kinds import registry
 from tierbench.kinds.web.settings import stack_for, trace_dicts
 from tierbench.modes.model import load_mode
@@ -259,3 +260,22 @@ def test_a_list_of_rates_is_a_factor_and_plans_without_one_do_not_change(tmp_pat
     with pytest.raises(config.ConfigError, match=r"load.rate: two rates are the same"):
         config.load_experiment(str(minimal(tmp_path, extra="engine: locust\n"
                                                             "load: {rate: [100, 100]}")))
+
+
+def test_dotenv_drops_comments_after_values_and_keeps_quoted_ones(tmp_path: Path) -> None:
+    """A comment after an unquoted value is not part of it (the hand parser kept it: PROXY_CPUS
+    became "1 # the proxy's core"), a quoted value keeps its # and spaces, `export` and blank
+    or comment lines are allowed, a key without a value is left out."""
+    env = tmp_path / ".env"
+    env.write_text("# the CPU layout\n\nPROXY_CPUS=1 # the proxy's core\n"
+                   "TITLE=\"a # b\"\nexport WEB_CPUS=2\nSINGLE='x y'\nEMPTY=\nBARE\n")
+    assert dotenv(env) == {"PROXY_CPUS": "1", "TITLE": "a # b", "WEB_CPUS": "2",
+                           "SINGLE": "x y", "EMPTY": ""}
+    assert dotenv(tmp_path / "absent") == {}
+
+
+def test_an_unreadable_dotenv_is_one_sentence(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_bytes(b"A=\xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"\.env: cannot be read \(not UTF-8 text\)"):
+        dotenv(env)

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from stack_env import TIERBENCH, cli_env, db_window_rel
 
-from tierbench.placement import compose
+from tierbench.placement import compose, model
 
 pytestmark = pytest.mark.stack
 
@@ -183,7 +183,7 @@ def test_the_password_is_in_no_result_log_or_image(env: dict[str, str], wrk_run:
         assert password not in logs.stdout + logs.stderr, c.name
     for image in ("tierbench-app", "tierbench-db"):
         config = subprocess.run(["docker", "image", "inspect", "-f", "{{json .Config.Env}}",
-                                 f"{image}:{compose.TAG}"], capture_output=True, text=True,
+                                 f"{image}:{model.TAG}"], capture_output=True, text=True,
                                 check=True).stdout
         assert "PASSWORD" not in config, image
     app = compose.service_containers(("app",))["app"]

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from tierbench.kinds import registry
-from tierbench.kinds.pfs import orangefs
-from tierbench.placement import compose
+from tierbench.tiers import orangefs
+from tierbench.placement import compose, model
 from tierbench.placement.clusterfile import ClusterError, Role, Roles, parse_cluster
 
 # The roles as the placement named them before the kinds declared them: (one node, a list,
@@ -63,10 +63,10 @@ def test_a_new_kinds_role_is_taken_by_the_cluster_file() -> None:
 def test_the_cpu_lists_checked_are_those_the_spec_declares() -> None:
     beyond = str(os.cpu_count() or 1)
     compose.check_cpusets({"OTHER_CPUS": beyond}, {})  # not declared: not this spec's
-    with pytest.raises(compose.StackError, match=f"X_CPUS={beyond} names CPU {beyond} but this "
+    with pytest.raises(model.StackError, match=f"X_CPUS={beyond} names CPU {beyond} but this "
                                                  "host has"):
         compose.check_cpusets({"X_CPUS": beyond}, {"X_CPUS": "0"})
-    with pytest.raises(compose.StackError, match="X_CPUS='a' is not a CPU list"):
+    with pytest.raises(model.StackError, match="X_CPUS='a' is not a CPU list"):
         compose.check_cpusets({}, {"X_CPUS": "a"})
 
 

@@ -18,7 +18,7 @@ from tierbench.config.models import validate
 from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import diskbuild, disks
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster

@@ -19,9 +19,9 @@ import pytest
 from test_cluster import config, lab
 
 from tierbench.kinds import registry
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, placer, space
+from tierbench.placement import cluster, diskbuild, disks, local, space
 from tierbench import transport
 from tierbench.transport import Transport
 
@@ -253,7 +253,7 @@ def test_the_cluster_placer_builds_on_the_roles_node() -> None:
     assert host.root() == Path("/var/lib/tierbench/disks")
     assert host.prefix() == "tierbench-disk@node2-"
     assert where.disk_host("web").node == "node3"
-    assert placer.LocalPlacer().disk_host("web") is disks.LOCAL
+    assert local.LocalPlacer().disk_host("web") is disks.LOCAL
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:

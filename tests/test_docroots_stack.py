@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from stack_env import TIERBENCH, cli_env
 
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
@@ -34,18 +34,18 @@ def run(env: dict[str, str]) -> Path:
     # plain docroot volume. Compose would keep it for the tmpfs docroot the experiment asks
     # for, and the web tier would serve the wrong files; the run must replace it.
     subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
-    made = subprocess.run(["docker", "volume", "create", f"{compose.PROJECT}_docroot"],
+    made = subprocess.run(["docker", "volume", "create", f"{model.PROJECT}_docroot"],
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     done = subprocess.run([*TIERBENCH, "run", str(EXPERIMENT)], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"{compose.PROJECT}_docroot were made for other settings" in done.stderr
+    assert f"{model.PROJECT}_docroot were made for other settings" in done.stderr
     return next((Path(env["TIERBENCH_RESULTS"]) / "hybrid-short").iterdir())
 
 
 def fetch(path: str) -> bytes:
-    done = subprocess.run(["docker", "exec", f"{compose.PROJECT}-loadgen-1", "python3", "-c",
+    done = subprocess.run(["docker", "exec", f"{model.PROJECT}-loadgen-1", "python3", "-c",
                            "import sys, urllib.request; sys.stdout.buffer.write("
                            f"urllib.request.urlopen('http://proxy{path}').read())"],
                           capture_output=True, timeout=60)

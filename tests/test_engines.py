@@ -21,7 +21,7 @@ from locust_lab import (LOCUST, ROOT, Server, four_subsets, parquet_rows, run_lo
 from tierbench.kinds.web import engines, load, locust, wrk
 from tierbench.kinds.web import webmetrics as metrics
 from tierbench.kinds.web.load import LoadgenError, LoadSpec
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 from workloads import traces
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tierbench import bench
 from tierbench.kinds.web import steps
-from tierbench.placement.placer import LocalPlacer
+from tierbench.placement.local import LocalPlacer
 
 pytestmark = pytest.mark.stack
 

@@ -21,8 +21,8 @@ from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import cluster, clusterfile, compose, diskbuild, nodes, placer
-from tierbench.placement.compose import Container
+from tierbench.placement import cluster, clusterfile, diskbuild, model, nodes, placer
+from tierbench.placement.model import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 
@@ -244,7 +244,7 @@ def test_removing_the_stack_on_the_nodes_removes_whatever_the_project_runs(monke
     monkeypatch.setattr(diskbuild, "teardown", lambda env, hosts: torn.append([h.node for h in hosts]))
     where.down()
     assert torn == [[n.name for n in where.cluster.nodes]]
-    label = f"label=com.docker.compose.project={compose.PROJECT}"
+    label = f"label=com.docker.compose.project={model.PROJECT}"
     for node in where.cluster.nodes:
         assert [a for n, a in calls if n == node.name] == [
             ("ps", "-aq", "--filter", label), ("stop", "-t", "10", "c1", "c2"),

@@ -15,7 +15,7 @@ import pytest
 
 from stack_env import ROOT, cli_env, orangefs_image, tierbench
 
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
@@ -75,9 +75,9 @@ def test_dbench_think_time_and_a_busy_server(env: dict[str, str]) -> None:
     assert tools["dbench"].startswith("dbench version 4") and tools["glusterfs"].startswith(
         "glusterfs 10")
     assert "Measured here: throughput" in (run / "report.html").read_text()
-    assert f"{compose.PROJECT}-fs-hog-1" in running()  # the busy points ran last; clean stops it
+    assert f"{model.PROJECT}-fs-hog-1" in running()  # the busy points ran last; clean stops it
     assert tierbench(env, "clean").returncode == 0
-    assert not {n for n in running() if n.startswith(f"{compose.PROJECT}-fs-")}
+    assert not {n for n in running() if n.startswith(f"{model.PROJECT}-fs-")}
 
 
 def test_random_reads_with_offloads_on_and_off(env: dict[str, str]) -> None:
@@ -98,7 +98,7 @@ def test_random_reads_with_offloads_on_and_off(env: dict[str, str]) -> None:
         jobs = json.loads((run / "points" / point / "fio-1.json").read_text())["jobs"]
         assert len(jobs) == 2 and {j["job options"]["bs"] for j in jobs} == {"1024"}
     # each point's files were removed from the share after it
-    share = subprocess.run(["docker", "exec", f"{compose.PROJECT}-fs-client-1", "ls", "/mnt/share"],
+    share = subprocess.run(["docker", "exec", f"{model.PROJECT}-fs-client-1", "ls", "/mnt/share"],
                            capture_output=True, text=True, timeout=60)
     assert share.returncode == 0 and "p00" not in share.stdout, share.stdout
     assert tierbench(env, "clean").returncode == 0
@@ -159,7 +159,7 @@ def test_filebench_from_18_clients_at_once_against_a_capped_server(
     assert max(ends) - min(ends) < 2500, ends
     assert all(r["jobs"][0]["read"]["runtime"] >= 3500 for r in reports)
     # the brick's own view: every client machine's address connected and served data
-    status = subprocess.run(["docker", "exec", f"{compose.PROJECT}-fs-server-1", "gluster",
+    status = subprocess.run(["docker", "exec", f"{model.PROJECT}-fs-server-1", "gluster",
                              "--mode=script", "volume", "status", "share", "clients"],
                             capture_output=True, text=True, timeout=60)
     assert status.returncode == 0, status.stderr
@@ -184,7 +184,7 @@ def test_filebench_from_18_clients_at_once_against_a_capped_server(
         0.3 * float(row["mb_per_s"])
     check_interfaces(run)
     assert tierbench(env, "clean").returncode == 0
-    assert not {n for n in running() if n.startswith(f"{compose.PROJECT}-fs-")}
+    assert not {n for n in running() if n.startswith(f"{model.PROJECT}-fs-")}
 
 
 def test_iozone_sessions_on_orangefs(env: dict[str, str]) -> None:

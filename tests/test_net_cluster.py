@@ -18,7 +18,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.net import flows, profile
 from tierbench.measure.counters import MeasureError
 from tierbench.placement import cluster, clusterfile, compose, nodes
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 from tierbench.placement.clusterfile import parse_cluster
 from tierbench import transport
 

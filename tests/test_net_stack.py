@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from tierbench.kinds.net import tools
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parent.parent
-COMPOSE = ["docker", "compose", "-p", compose.PROJECT, "-f", "docker-compose.yml", "-f",
+COMPOSE = ["docker", "compose", "-p", model.PROJECT, "-f", "docker-compose.yml", "-f",
            "compose/net.yml"]
 IMAGE = f"tierbench-net:{os.environ.get('TIERBENCH_TAG', '0.1.0')}"
-CLIENT, SERVER = f"{compose.PROJECT}-net-client-1", f"{compose.PROJECT}-net-server-1"
+CLIENT, SERVER = f"{model.PROJECT}-net-client-1", f"{model.PROJECT}-net-server-1"
 # Payload bytes reach the receiver's veth with their Ethernet, IP and TCP headers (66 bytes per
 # 1448-byte segment at MTU 1500: 4.6 %, less when GSO sends one header for several segments),
 # plus connection setup: the veth must count at least the payload and at most 5 % + 64 KiB more.
@@ -73,7 +73,7 @@ def tier():
                    check=False).returncode == 0:
                 break
             time.sleep(2)
-        run("docker", "network", "rm", f"{compose.PROJECT}_net", check=False)
+        run("docker", "network", "rm", f"{model.PROJECT}_net", check=False)
 
 
 def test_limits_inside_the_containers(tier):

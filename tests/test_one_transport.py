@@ -17,7 +17,7 @@ from tierbench import transport
 from tierbench.placement import nodes
 from tierbench.placement.compose import Container
 from tierbench.placement.nodes import NodeError
-from tierbench.placement.placer import LocalPlacer
+from tierbench.placement.local import LocalPlacer
 from tierbench.transport import LOCAL, PIPE, DidNotFinish, Transport, TransportError
 
 ROOT = Path(__file__).resolve().parent.parent

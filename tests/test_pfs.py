@@ -18,7 +18,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.pfs import phases, settings, streams
 from tierbench.kinds.contract import Experiment
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE_DIR = ROOT / "images" / "orangefs"

@@ -19,7 +19,7 @@ import pytest
 from stack_env import TAG, cli_env, orangefs_image, tierbench
 
 from tierbench.kinds.pfs import streams
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
@@ -56,7 +56,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, image: None) -> dict[str, str]
 
 
 def client_sh(script: str, client: int = 1) -> str:
-    done = subprocess.run(["docker", "exec", f"{compose.PROJECT}-pvfs-client-{client}", "sh", "-c",
+    done = subprocess.run(["docker", "exec", f"{model.PROJECT}-pvfs-client-{client}", "sh", "-c",
                            script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{script}: {done.stderr[-1500:]}"
     return done.stdout
@@ -87,7 +87,7 @@ def test_cluster_stores_files_striped_and_returns_them_intact(env: dict[str, str
     assert done.returncode == 0, done.stderr
     names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True,
                            text=True, check=True).stdout.split()
-    assert not [n for n in names if n.startswith(f"{compose.PROJECT}-pvfs")], names
+    assert not [n for n in names if n.startswith(f"{model.PROJECT}-pvfs")], names
     assert "pvfs" not in tierbench(env, "pfs", "status").stdout
 
 

@@ -17,8 +17,8 @@ from tierbench.interfaces.netif import NetifError
 from tierbench.kinds import registry
 from tierbench.modes import apply
 from tierbench.modes.model import load_mode
-from tierbench.placement import compose
-from tierbench.placement.compose import StackError
+from tierbench.placement import compose, model
+from tierbench.placement.model import StackError
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,10 +217,10 @@ def test_the_web_stack_starts_web_and_app_alone_under_their_platform(tmp_path: P
                                           r"proxy, web: the web stack starts only these under a "
                                           r"platform of their own: app and web"):
         services.own_platforms([load_mode(str(path))])
-    spec = compose.Services([], {}, platforms={"WEBAPP_CGROUP": "webapp"})
-    tag, slice_name = compose.TAG.replace(".", "_"), compose.PROJECT.replace("-", "_")
-    assert spec.cgroup_env("cgroupfs") == {"SERVERS_CGROUP": f"/{compose.PROJECT}-{tag}-servers",
-                                           "WEBAPP_CGROUP": f"/{compose.PROJECT}-{tag}-webapp"}
+    spec = model.Services([], {}, platforms={"WEBAPP_CGROUP": "webapp"})
+    tag, slice_name = model.TAG.replace(".", "_"), model.PROJECT.replace("-", "_")
+    assert spec.cgroup_env("cgroupfs") == {"SERVERS_CGROUP": f"/{model.PROJECT}-{tag}-servers",
+                                           "WEBAPP_CGROUP": f"/{model.PROJECT}-{tag}-webapp"}
     assert spec.cgroup_env("systemd", "n1")["WEBAPP_CGROUP"] == f"{slice_name}_{tag}_n1_webapp.slice"
 
 
@@ -283,14 +283,14 @@ def test_the_plan_prints_the_platform_of_every_point() -> None:
 
 
 def test_the_servers_parent_cgroup_is_named_for_the_engine() -> None:
-    tag = compose.TAG.replace(".", "_")
-    assert compose.servers_cgroup("cgroupfs") == f"/{compose.PROJECT}-{tag}-servers"
-    assert compose.servers_cgroup("cgroupfs", "web1") == f"/{compose.PROJECT}-{tag}-web1-servers"
-    slice_name = compose.PROJECT.replace("-", "_")  # the checkout's project, no dash
-    assert compose.servers_cgroup("systemd") == f"{slice_name}_{tag}_servers.slice"
-    assert "-" not in compose.servers_cgroup("systemd", "web-1")
+    tag = model.TAG.replace(".", "_")
+    assert model.servers_cgroup("cgroupfs") == f"/{model.PROJECT}-{tag}-servers"
+    assert model.servers_cgroup("cgroupfs", "web1") == f"/{model.PROJECT}-{tag}-web1-servers"
+    slice_name = model.PROJECT.replace("-", "_")  # the checkout's project, no dash
+    assert model.servers_cgroup("systemd") == f"{slice_name}_{tag}_servers.slice"
+    assert "-" not in model.servers_cgroup("systemd", "web-1")
     with pytest.raises(StackError, match="cgroup driver 'none'"):
-        compose.servers_cgroup("none")
+        model.servers_cgroup("none")
 
 
 def test_every_server_tier_and_no_client_starts_under_the_servers_cgroup() -> None:

@@ -29,9 +29,9 @@ from tierbench.kinds.web import services, sizes, steps, wrk
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_spec
 from tierbench.kinds.web.settings import StackSettings
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import access, cluster, placer, space
+from tierbench.placement import access, cluster, local, space
 from tierbench.placement.clusterfile import parse_cluster
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 from workloads import filesets, traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,7 +250,7 @@ def box(service: str, pid: int) -> Container:
     return Container(service, f"id-{service}", f"tierbench-{service}-1", pid, "img", "sha", "1")
 
 
-class FakePlacer(placer.LocalPlacer):
+class FakePlacer(local.LocalPlacer):
     """The stack's containers without Docker: counters and endpoints by name, commands
     answered by `answers` (container name -> stdout)."""
 

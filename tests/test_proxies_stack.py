@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from stack_env import cli_env, summary_rows, tierbench
 
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
@@ -26,7 +26,7 @@ PROXIES = ("proxy", "proxy2", "proxy3", "proxy4")
 
 def service_exec(service: str, *argv: str) -> str:
     ids = subprocess.run(["docker", "ps", "-q", "--filter",
-                          f"label=com.docker.compose.project={compose.PROJECT}", "--filter",
+                          f"label=com.docker.compose.project={model.PROJECT}", "--filter",
                           f"label=com.docker.compose.service={service}"],
                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert len(ids) == 1, (service, ids)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from stack_env import cli_env, summary_rows, tierbench
 
-from tierbench.placement import compose
+from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
 
@@ -27,7 +27,7 @@ TMPFS_KIB = 16 * 1024
 
 def proxy_container() -> str:
     ids = subprocess.run(["docker", "ps", "-q", "--filter",
-                          f"label=com.docker.compose.project={compose.PROJECT}", "--filter",
+                          f"label=com.docker.compose.project={model.PROJECT}", "--filter",
                           "label=com.docker.compose.service=proxy"],
                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert len(ids) == 1, ids

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from stack_env import Listeners, lab_cluster, lab_run, last_run, listening, nic_state, summary_rows
 
-from tierbench.placement import compose
-from tierbench.placement.compose import TAG
+from tierbench.placement import model
+from tierbench.placement.model import TAG
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -78,7 +78,7 @@ def test_the_file_server_listens_on_its_nodes_address_and_admits_only_the_client
     assert {("node2", "glusterd"), ("node2", "glusterfsd")} <= listeners.processes()
     client = lab["cluster"].node("node1").interface().ip
     got = subprocess.run(["docker", "--context", "tierbench-node2", "exec",
-                          f"{compose.PROJECT}-fs-server-1", "gluster", "--mode=script", "volume", "get",
+                          f"{model.PROJECT}-fs-server-1", "gluster", "--mode=script", "volume", "get",
                           "share", "auth.allow"], capture_output=True, text=True, timeout=60)
     assert got.returncode == 0, got.stderr
     assert [ln.split()[-1] for ln in got.stdout.splitlines() if ln.startswith("auth.allow")] \

@@ -23,7 +23,7 @@ from tierbench.config.models import Model, safe_name, text, validate
 from tierbench.kinds import registry
 from tierbench.modes.model import ModeFile
 from tierbench.kinds.web import services
-from tierbench.placement import compose, diskuse, disks, owned, runlock
+from tierbench.placement import compose, disks, diskuse, model, owned, runlock
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 
@@ -228,7 +228,7 @@ def test_each_checkout_has_its_own_project_and_state_folder(
     assert files.project_name(a) != files.project_name(b)
     assert files.project_name(a) == files.project_name(a / ".." / "tierbench")  # stable
     assert re.fullmatch(r"tierbench-[0-9a-f]{6}", files.project_name(a))
-    assert files.state_dir() == Path("/run/tierbench") / compose.PROJECT
+    assert files.state_dir() == Path("/run/tierbench") / model.PROJECT
     (b / ".env").write_text("LOADGEN_CPUS=0\nTIERBENCH_PROJECT=tierbench-bob\n")
     assert files.project_name(b) == "tierbench-bob"
     monkeypatch.setenv(files.PROJECT_ENV, "tierbench")  # the old single name, on purpose
@@ -246,7 +246,7 @@ def test_compose_commands_name_the_checkouts_project(monkeypatch: pytest.MonkeyP
         seen.append(list(argv)), subprocess.CompletedProcess(argv, 0, "{}", ""))[1])
     compose.compose(["-f", "docker-compose.yml", "ps"], {})
     compose.config_of(["-f", "docker-compose.yml"], {})
-    assert [a[:4] for a in seen] == [["docker", "compose", "-p", compose.PROJECT]] * 2
+    assert [a[:4] for a in seen] == [["docker", "compose", "-p", model.PROJECT]] * 2
 
 
 class Engine:
@@ -254,7 +254,7 @@ class Engine:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, ...]] = []
-        self.projects = ["tierbench", "tierbench-0a1b2c", compose.PROJECT, "someoneelse"]
+        self.projects = ["tierbench", "tierbench-0a1b2c", model.PROJECT, "someoneelse"]
 
     def __call__(self, *args: str) -> str:
         self.calls.append(args)
@@ -273,14 +273,14 @@ class Engine:
 def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
     engine = Engine()
     compose.remove_project(engine)
-    assert engine.removed() == [compose.PROJECT]
+    assert engine.removed() == [model.PROJECT]
     assert not [a for a in engine.calls if "--format" in a]  # nobody else's even listed
     engine = Engine()
     compose.remove_project(engine, every=True)
-    assert sorted(engine.removed()) == sorted(["tierbench", "tierbench-0a1b2c", compose.PROJECT])
-    assert compose.ours(compose.PROJECT) and not compose.ours("tierbench-0a1b2c")
+    assert sorted(engine.removed()) == sorted(["tierbench", "tierbench-0a1b2c", model.PROJECT])
+    assert compose.ours(model.PROJECT) and not compose.ours("tierbench-0a1b2c")
     assert compose.ours("tierbench-0a1b2c", every=True) and not compose.ours("tierbenchx", True)
-    assert compose.TMPFS_SOURCE == compose.PROJECT
+    assert compose.TMPFS_SOURCE == model.PROJECT
 
 
 # --------------------------------------------------------------------------- the run lock
@@ -367,7 +367,7 @@ def test_a_stale_node_lock_of_a_dead_controller_process_is_taken_over(tmp_path: 
     host and a pid gone here, so the holder on the node is ended and the lock taken."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    dead = runlock.Owner("alice", socket.gethostname(), gone.pid, str(ROOT), compose.PROJECT,
+    dead = runlock.Owner("alice", socket.gethostname(), gone.pid, str(ROOT), model.PROJECT,
                          "tierbench run quick", "2026-01-01T00:00:00Z")
     first = runlock.NodeLock(NODE, str(tmp_path / "locks"))
     first.acquire(dead)
@@ -433,7 +433,7 @@ def test_env_paths_are_refused_in_one_sentence(monkeypatch: pytest.MonkeyPatch) 
 def test_a_folder_is_used_only_when_tierbench_made_it_or_it_is_empty(tmp_path: Path) -> None:
     new = tmp_path / "new" / "docroot-tmpfs"
     owned.claim(str(new), "the tmpfs folder")
-    assert (new / paths.MARKER).read_text() == f"tierbench {compose.PROJECT}\n"
+    assert (new / paths.MARKER).read_text() == f"tierbench {model.PROJECT}\n"
     owned.claim(str(new), "the tmpfs folder")  # again: its own
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -463,7 +463,7 @@ def test_a_workdir_from_before_markers_is_adopted(tmp_path: Path) -> None:
         (old / entry).mkdir(parents=True)
     owned.claim(str(old), "the cluster's workdir", ("results", "workloads"))
     assert (old / paths.MARKER).read_text().splitlines() == [
-        f"tierbench {compose.PROJECT}", "results", "workloads"]
+        f"tierbench {model.PROJECT}", "results", "workloads"]
 
 
 def test_clean_removes_only_what_the_marker_names(tmp_path: Path) -> None:
@@ -485,11 +485,11 @@ def test_a_tmpfs_is_not_mounted_over_someone_elses_folder(
     theirs = tmp_path / "docs"
     theirs.mkdir()
     (theirs / "report.odt").write_text("x")
-    with pytest.raises(compose.StackError, match=r"^the tmpfs folder .*/docs holds report.odt "):
+    with pytest.raises(model.StackError, match=r"^the tmpfs folder .*/docs holds report.odt "):
         compose.mount_tmpfs(theirs, "1g")
     assert seen == []
     compose.mount_tmpfs(tmp_path / "mine", "1g")
-    assert seen == [["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", compose.PROJECT,
+    assert seen == [["mount", "-t", "tmpfs", "-o", "size=1g,mode=0755", model.PROJECT,
                      str(tmp_path / "mine")]]
 
 
@@ -504,12 +504,12 @@ def test_a_lock_folder_that_cannot_be_made_is_one_sentence(tmp_path: Path) -> No
 def test_a_bring_up_is_refused_while_another_checkouts_stack_is_up() -> None:
     """Its networks hold the stack's fixed addresses: refused in one sentence, never removed."""
     def engine(*args: str) -> str:
-        return {"network": f"bridge\n{compose.PROJECT}\ntierbench-0a1b2c\n",
+        return {"network": f"bridge\n{model.PROJECT}\ntierbench-0a1b2c\n",
                 "ps": "someoneelse\n"}[args[0]]
-    with pytest.raises(compose.StackError) as info:
+    with pytest.raises(model.StackError) as info:
         compose.refuse_others(engine)
     assert str(info.value) == (
         "another checkout's stack (tierbench-0a1b2c) is up on this host, on the addresses and "
         "ports this one needs: its own `tierbench clean` removes it (or `tierbench clean --all`, "
-        f"if it is nobody's any more); this checkout is {compose.PROJECT}")
-    compose.refuse_others(lambda *a: f"{compose.PROJECT}\nbridge\n")  # its own: no refusal
+        f"if it is nobody's any more); this checkout is {model.PROJECT}")
+    compose.refuse_others(lambda *a: f"{model.PROJECT}\nbridge\n")  # its own: no refusal

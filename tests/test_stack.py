@@ -17,7 +17,7 @@ import pytest
 from stack_env import TIERBENCH, cli_env, tierbench
 
 from tierbench.interfaces import netif
-from tierbench.placement import compose
+from tierbench.placement import compose, model
 
 pytestmark = pytest.mark.stack
 
@@ -326,7 +326,7 @@ def test_clean_restores_after_sigkill_then_removes_everything(env: dict[str, str
 
     done = tierbench(env, "clean")
     assert done.returncode == 0, done.stderr
-    label = f"label=com.docker.compose.project={compose.PROJECT}"
+    label = f"label=com.docker.compose.project={model.PROJECT}"
     containers = subprocess.run(["docker", "ps", "-aq", "--filter", label, "--filter",
                                  "label=com.docker.compose.config-hash"],
                                 capture_output=True, text=True).stdout.split()

@@ -33,8 +33,8 @@ from tierbench import transport
 from tierbench.config.files import results_root
 from tierbench.kinds.web import engines, load, wrk
 from tierbench.measure.sampler import CgroupCpu
-from tierbench.placement.compose import Container
-from tierbench.placement.placer import LocalPlacer
+from tierbench.placement.model import Container
+from tierbench.placement.local import LocalPlacer
 from tierbench.transport import run_argv
 from workloads import traces
 

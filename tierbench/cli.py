@@ -9,7 +9,6 @@ import csv
 import json
 import shlex
 import sys
-import time
 from typing import Any
 from pathlib import Path
 from typing import ContextManager
@@ -21,14 +20,12 @@ from tierbench.advise import run as advise
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR, results_root, state_dir
 from tierbench.kinds import registry
-from tierbench.kinds.web import load, locust
 from tierbench.measure import profile
 from tierbench.modes import apply
 from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
-from tierbench.kinds.pfs import orangefs
-from tierbench.placement import clusterfile, compose, nodes, placer, runlock
+from tierbench.placement import clusterfile, compose, local, model, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
-from tierbench.transport import run_argv
+from tierbench.tiers import orangefs
 
 
 def precision_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -248,7 +245,7 @@ def cmd_pfs(args: argparse.Namespace) -> int:
 
 def cmd_project(args: argparse.Namespace) -> int:
     """This checkout's Compose project name and state folder (for a plain `docker compose -p`)."""
-    print(compose.PROJECT if not args.state else state_dir())
+    print(model.PROJECT if not args.state else state_dir())
     return 0
 
 
@@ -283,27 +280,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    """Run Locust workers for a master on another node, again after every point, until Ctrl-C."""
-    if args.processes < 1:
-        raise load.LoadgenError(f"--processes must be >= 1, got {args.processes}")
-    compose.require_image("tierbench-loadgen")  # built here the first time
-    cmd = locust.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
-                                    cpus=args.cpus, network=args.network,
-                                    allow_foreign_target=args.allow_foreign_target)
-    print(f"tierbench: {' '.join(cmd)}", file=sys.stderr)
-    runs = 0
-    while args.runs == 0 or runs < args.runs:
-        # A worker exits when its master quits (end of a point); the next point needs a new one.
-        code = run_argv(cmd, timeout=None, stdout=None, stderr=None).returncode
-        runs += 1
-        if code not in (0, 1):
-            print(f"tierbench: worker exited with code {code}", file=sys.stderr)
-            return code
-        time.sleep(1)
-    return 0
-
-
 def cmd_modes(args: argparse.Namespace) -> int:
     """``tierbench modes list|show|diff|check``: inspect modes; check changes nothing."""
     modes_dir = Path(getattr(args, "modes_dir", None) or MODES_DIR)
@@ -330,7 +306,7 @@ def cmd_modes(args: argparse.Namespace) -> int:
         running = [d for k in registry.kinds().values()
                    if (d := k.running(args.where)) is not None]
         if not running:
-            raise compose.StackError(f"mode {mode.name}: nothing of tierbench is running; start "
+            raise model.StackError(f"mode {mode.name}: nothing of tierbench is running; start "
                                      "the stack (tierbench run) or check a mode with "
                                      "host_interfaces")
         eps = runner.mode_endpoints(mode, running[0])
@@ -493,7 +469,7 @@ def parser() -> argparse.ArgumentParser:
                    help="only restore interface settings; leave the containers running")
     c.add_argument("--all", action="store_true",
                    help="remove every checkout's stack (containers, networks, volumes, tmpfs) "
-                        f"on this host or the nodes, not only this checkout's ({compose.PROJECT})")
+                        f"on this host or the nodes, not only this checkout's ({model.PROJECT})")
     add_cluster_arg(c)
     c.set_defaults(func=cmd_clean)
     pj = sub.add_parser("project", help="this checkout's Compose project name (docker compose -p "
@@ -512,18 +488,11 @@ def parser() -> argparse.ArgumentParser:
     pf.add_argument("--strip-size", type=int, default=65536, help="bytes (default 65536)")
     pf.add_argument("--job-timeout", type=int, default=15, help="seconds (default 15)")
     pf.set_defaults(func=cmd_pfs)
-    w = sub.add_parser("worker", help="Locust workers on this node for a run's master on another "
-                       "node (experiment key load.remote_workers)")
-    w.add_argument("--master", required=True, help="address of the master's node (port 5557)")
-    w.add_argument("--port", type=int, default=locust.MASTER_PORT)
-    w.add_argument("--processes", type=int, default=1, help="worker processes (one core each)")
-    w.add_argument("--cpus", help="cpuset of the worker container, e.g. 0-3")
-    w.add_argument("--network", default="host", help="Docker network of the worker container")
-    w.add_argument("--allow-foreign-target", action="store_true",
-                   help="let these workers load a target outside 198.18.0.0/15")
-    w.add_argument("--runs", type=int, default=0,
-                   help="stop after this many worker runs (points); 0: until Ctrl-C")
-    w.set_defaults(func=cmd_worker)
+    for kind in registry.kinds().values():  # each kind's own subcommands (Kind.commands)
+        for command in kind.commands:
+            k = sub.add_parser(command.name, help=command.help)
+            command.arguments(k)
+            k.set_defaults(func=command.run)
     nd = sub.add_parser("nodes", help="check a cluster's nodes, or print their provenance "
                         "(changes nothing)")
     nodes.add_arguments(nd)
@@ -546,15 +515,15 @@ def placement(args: argparse.Namespace) -> placer.Placer:
     path = clusterfile.cluster_path(args.cluster) if hasattr(args, "cluster") else None
     if path is not None:
         return ClusterPlacer(clusterfile.load_cluster(path, registry.roles()))
-    return placer.LocalPlacer()
+    return local.LocalPlacer()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: errors a user can fix are one line on stderr and exit code 2."""
     args = parser().parse_args(argv)
     try:
-        if compose.PROJECT_PROBLEM:
-            raise ConfigError(compose.PROJECT_PROBLEM)
+        if model.PROJECT_PROBLEM:
+            raise ConfigError(model.PROJECT_PROBLEM)
         args.where = placement(args)
         return args.func(args)
     except TierbenchError as exc:

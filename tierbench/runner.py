@@ -42,7 +42,7 @@ from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply, cpus, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
-from tierbench.placement import compose, nodes, placer, provenance, space
+from tierbench.placement import model, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 
 
@@ -757,7 +757,7 @@ def clean(where: placer.Placer, keep_stack: bool = False, every: bool = False) -
     else:
         where.down(every)
         notes.append(f"removed {'every checkout' if every else 'this checkout'}'s stack "
-                     f"({'tierbench*' if every else compose.PROJECT}): containers, networks and "
+                     f"({'tierbench*' if every else model.PROJECT}): containers, networks and "
                      f"volumes on {where.name}")
         notes += where.clean()
     return notes

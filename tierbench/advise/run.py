@@ -40,7 +40,8 @@ from tierbench.modes import apply
 from tierbench.modes.model import Mode
 from tierbench.placement import nodes
 from tierbench.placement.cluster import ClusterPlacer
-from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.placement.local import LocalPlacer
+from tierbench.placement.placer import Placer
 
 # A point's wall time over its kind's estimate before one was measured here: the kind's own
 # estimate (0.6 to 0.8 of it was measured for the suite's short points on the shared 2-core

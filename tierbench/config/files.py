@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from dotenv import dotenv_values
 
 from tierbench.config.errors import ConfigError
 from tierbench.config.paths import refusal
@@ -48,18 +49,19 @@ STATE_ROOT = Path("/run/tierbench")
 
 
 def dotenv(path: Path | None = None) -> dict[str, str]:
-    """KEY=VALUE lines of the checkout's .env (as docker compose reads it), if there is one."""
+    """The variables the checkout's .env sets (docker compose reads the same file), if there is
+    one, parsed by python-dotenv: quotes, `export`, a comment after an unquoted value, ${VAR};
+    a key without a value is left out. ConfigError in one sentence when it cannot be read."""
     path = path or ROOT / ".env"
-    values: dict[str, str] = {}
+    if not path.is_file():
+        return {}
     try:
-        lines = path.read_text().splitlines() if path.is_file() else []
-    except OSError:
-        return values
-    for line in lines:
-        key, sep, value = line.strip().partition("=")
-        if sep and key and not key.startswith("#"):
-            values[key.strip()] = value.strip().strip("'\"")
-    return values
+        values = dotenv_values(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
+            (exc.strerror or str(exc))
+        raise ConfigError(f"{path}: cannot be read ({reason})") from None
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def default_project(root: Path = ROOT) -> str:

@@ -20,6 +20,7 @@ GetConfig/Prepare/Run/Cleanup with samples, and flent's declarative test definit
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import random
 import sys
@@ -37,10 +38,11 @@ from tierbench.kinds import families
 from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
-from tierbench.placement import compose
+from tierbench.placement import model
 from tierbench.placement.clusterfile import Role
-from tierbench.placement.compose import Container
-from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.placement.model import Container
+from tierbench.placement.local import LocalPlacer
+from tierbench.placement.placer import Placer
 from tierbench.placement.space import Need
 from tierbench.transport import Transport
 
@@ -51,6 +53,16 @@ CLIENT, SERVER = "client", "server"
 S = TypeVar("S", bound=BaseModel)
 I = TypeVar("I")  # noqa: E741 (the deployment's Info)
 P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand a kind adds to the tierbench command: its name and one line of help, its
+    arguments added to its parser, and what it does (the exit code)."""
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 class RunEnds(TierbenchError):
@@ -288,11 +300,15 @@ class Kind(Generic[S, I, P]):
     scalable: ClassVar[dict[str, float]] = {}
     # The cluster file's roles the kind brings (name, what runs there, one node or a list,
     # server or client): the registry hands every kind's to the placement, which names none. A
-    # role several kinds' services run on is declared by one of them (OrangeFS's by pfs).
+    # role several kinds' services run on is declared alike by each (OrangeFS's by pfs, fs and
+    # web: tiers/orangefs.py's ROLES).
     declared_roles: ClassVar[tuple[Role, ...]] = ()
     # The cluster file's roles the kind's services run on (declared by it or another kind); a
     # kind with none does not run on a cluster (its services have no host overlay yet).
     roles: ClassVar[tuple[str, ...]] = ()
+    # Subcommands the kind adds to the tierbench command (`tierbench worker`: the web kind's
+    # Locust workers for another node's master); the command line adds every kind's.
+    commands: ClassVar[tuple[Command, ...]] = ()
     # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
     plan_widths: ClassVar[tuple[int, int]] = (34, 16)
 
@@ -515,7 +531,7 @@ def end_if_stopped(where: Placer, point: Point, row: dict[str, Any],
     are; on a cluster, a node whose Docker engine stopped answering ends it too."""
     try:
         running = {c.id for c in where.replicas()}
-    except compose.StackError as exc:
+    except model.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
     down = [c for c in containers if c.id not in running]
     if down:

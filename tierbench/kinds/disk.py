@@ -30,7 +30,7 @@ from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.placement import compose, diskbuild, disks, model, placer, space
 from tierbench.placement.clusterfile import Role
 
 SERVICE = "disk-bench"
@@ -286,27 +286,27 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         try:
             built = diskbuild.ensure(p, space.settings(), log, host)
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         server = built.server(SERVICE)
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
         files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
-        where.up(compose.Services(files=[*files, str(disks.overlay_path())],
+        where.up(model.Services(files=[*files, str(disks.overlay_path())],
                                   env={**compose.dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
         dep = self.running(where)
         if dep is None:
-            raise compose.StackError(f"the {SERVICE} container is not running"
+            raise model.StackError(f"the {SERVICE} container is not running"
                                      f"{where.where(SERVICE)}: see `docker"
                                      f"{where.context_arg(SERVICE)} compose logs {SERVICE}`")
         container = dep.containers[SERVICE]
         try:
             limits, problems = diskbuild.check_throttles(server, p.system, container.pid)
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         if problems:
-            raise compose.StackError(f"the {SERVICE} container's block-I/O limits are not the "
+            raise model.StackError(f"the {SERVICE} container's block-I/O limits are not the "
                                      f"disk system's: {problems[0]}")
         dep.key = key
         dep.info = DiskInfo(built, p.system, limits,

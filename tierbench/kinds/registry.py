@@ -21,7 +21,8 @@ from tierbench.config.models import (Model, name_problem, non_empty_list, number
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import Mode, load_mode_list
 from tierbench.placement.clusterfile import Roles
-from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.placement.local import LocalPlacer
+from tierbench.placement.placer import Placer
 
 DEFAULT_KIND = "web"
 

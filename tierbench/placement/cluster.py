@@ -41,7 +41,7 @@ from tierbench.config.paths import MARKER
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
 from tierbench.placement import access, compose, diskbuild, disks, nodes, owned, runlock
-from tierbench.placement.compose import PROJECT, Container, Services, StackError
+from tierbench.placement.model import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts

@@ -547,7 +547,7 @@ def check_throttles(server: Server, system: System, pid: int) -> tuple[dict[str,
 
 def verify(built: Built, system: System, containers: Sequence[Any]) -> dict[str, Any]:
     """The record of the disk system with the limits of each container that uses it (a
-    compose.Container whose service is one of its servers) read back from its cgroup;
+    model.Container whose service is one of its servers) read back from its cgroup;
     DiskError when one differs from the system's bandwidths."""
     record = built.record()
     record["description"] = system.describe()

@@ -2,9 +2,11 @@
 down, list and stop their containers, run commands in them, the interfaces a mode acts on and
 the counters the sampler reads, and the files a load generator reads and writes.
 
-Two placements: :class:`LocalPlacer`, this host's Docker engine (Compose networks, veth pairs,
-cgroups read here; the default), and ``tierbench.placement.cluster.ClusterPlacer``, bare-metal
-nodes through Docker contexts with host networking (``--cluster FILE``). The command line
+Two placements implement it: ``tierbench.placement.local.LocalPlacer``, this host's Docker engine
+(Compose networks, veth pairs, cgroups read here; the default), and
+``tierbench.placement.cluster.ClusterPlacer``, bare-metal nodes through Docker contexts with host
+networking (``--cluster FILE``). This module imports neither, nor Compose: only the placement's
+model (tierbench.placement.model: Services, Container, StackError). The command line
 makes one for a run and the experiment carries it (``Experiment.placer``) to the kinds, which
 never know which it is. Every command a kind runs in a container, and every container it starts
 or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Placer.start`,
@@ -16,17 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
-from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
-from tierbench.placement import compose, disks
-from tierbench.placement.compose import Container, Services, StackError
+from tierbench.measure.sampler import CgroupGroup
+from tierbench.placement import disks, model
+from tierbench.placement.model import Container, Services, StackError
 from tierbench.transport import (LOCAL, CompletedProcess, Process, Transport, TransportError,
                                  run_argv, start_argv)
 
 
 class Placer:
-    """The interface; :class:`LocalPlacer` documents what each method does on one host."""
+    """The interface; LocalPlacer (placement/local.py) documents what each method does on one
+    host."""
 
     name = "placement"
     cluster: Any = None
@@ -166,7 +168,7 @@ class Placer:
         from the page cache of the host ``container`` runs on, written back first: the next
         read of each comes from the disk. Only the project's own volume is touched. Returns
         how many files."""
-        name = f"{compose.PROJECT}_{volume}"
+        name = f"{model.PROJECT}_{volume}"
         try:
             found = self.docker(container, "volume", "inspect", "-f", "{{.Mountpoint}}", name)
             why = (found.stderr.strip().splitlines() or ['no answer'])[-1]
@@ -213,75 +215,6 @@ class Placer:
     def clean(self) -> list[str]:
         """Notes of what was removed beyond this host's stack (nothing on one host)."""
         return []
-
-
-class LocalPlacer(Placer):
-    """This host's Docker engine: the Compose project and its networks, veth pairs, cgroups."""
-
-    name = "this host"
-
-    def up(self, spec: Services) -> None:
-        """compose up on this host (compose.up_spec)."""
-        compose.up_spec(spec)
-
-    def down(self, every: bool = False) -> None:
-        """compose down (compose.down)."""
-        compose.down(every)
-
-    def replicas(self) -> list[Container]:
-        """The project's running containers (compose.replicas)."""
-        return compose.replicas()
-
-    def endpoints(self, label: str, container: Container) -> list[Endpoint]:
-        """The container's veth and its host peer."""
-        return netif.veth_endpoints(label, container.pid)
-
-    def counter(self, container: Container) -> CgroupCpu:
-        """The container's cgroup, read on this host."""
-        return CgroupCpu(container.pid)
-
-    def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
-                probes: dict[str, Any] | None = None) -> Sampler:
-        """The single-host sampler."""
-        return Sampler(out, counters, ifaces, probes=probes)
-
-    def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
-        """The host ends of the veths."""
-        return {ep.label: ep.ifname for ep in endpoints if ep.netns_pid is None}
-
-    def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
-        """What the host ends of their veths transmit into the containers."""
-        return [(ep.label, "tx_bytes") for ep in endpoints if ep.netns_pid is None]
-
-    def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
-        """This host's interfaces of those names."""
-        return [Endpoint("host", name, None) for name in names]
-
-    def address(self, container: Container, subnet: str | None = None) -> str:
-        """The container's address on the network whose addresses start with ``subnet``."""
-        done = run_argv(["docker", "inspect", "-f",
-                         "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
-                         container.id], timeout=30)
-        found = [a for a in done.stdout.split() if subnet is None or a.startswith(subnet)]
-        if not found:
-            raise StackError(f"{container.name} has no address"
-                             + (f" starting with {subnet}" if subnet else ""))
-        return found[0]
-
-    def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
-        """/proc/PID/net/NAME of the container's process, read here."""
-        tables = []
-        for name in names:
-            try:
-                tables.append(Path(f"/proc/{container.pid}/net/{name}").read_text())
-            except OSError:
-                continue
-        return "".join(tables)
-
-    def drop_caches(self, containers: list[Container]) -> None:
-        """Write back, then drop this host's page cache."""
-        run_argv(["sync"], timeout=300, stdout=None, stderr=None)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
 # Drops a folder's files from the page cache (python3 on the host that has them): written back

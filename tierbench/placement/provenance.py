@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.files import ROOT
-from tierbench.placement import compose
+from tierbench.placement import compose, model
 from tierbench.placement.placer import Placer
 from tierbench.transport import TransportError, run_argv
 
@@ -89,7 +89,7 @@ def host_tcp() -> dict[str, str | None]:
     return out
 
 
-def container_tcp(where: Placer, containers: dict[str, compose.Container]
+def container_tcp(where: Placer, containers: dict[str, model.Container]
                   ) -> dict[str, dict[str, str | None]]:
     """Each container's TCP settings as its own network namespace has them (a container with
     host networking: its node's); {} for one that cannot be read."""
@@ -130,7 +130,7 @@ def parse_packages(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def image_file(where: Placer, container: compose.Container, path: str) -> str | None:
+def image_file(where: Placer, container: model.Container, path: str) -> str | None:
     """The text of a file in the container's image (read from a created, never started,
     container; on a cluster node through its Docker context); None when there is none."""
     docker = where.transport(container).docker()
@@ -151,7 +151,7 @@ def image_file(where: Placer, container: compose.Container, path: str) -> str | 
         _out([*docker, "rm", created])
 
 
-def image_packages(where: Placer, containers: dict[str, compose.Container]
+def image_packages(where: Placer, containers: dict[str, model.Container]
                    ) -> dict[str, dict[str, Any]]:
     """Per image ID of the containers: its name, the base image and Debian snapshot it was built
     from (its labels) and the Debian packages installed in it ({name: version})."""
@@ -176,7 +176,7 @@ def image_packages(where: Placer, containers: dict[str, compose.Container]
     return out
 
 
-def collect(containers: dict[str, compose.Container], where: Placer) -> dict[str, Any]:
+def collect(containers: dict[str, model.Container], where: Placer) -> dict[str, Any]:
     """Everything the manifest records about the software and hardware of a run (its
     containers' images read where they run)."""
     return {

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
-from tierbench.placement import compose, disks
+from tierbench.placement import compose, disks, model
 from tierbench.transport import TransportError, run_argv
 
 GIB = 1 << 30
@@ -59,7 +59,7 @@ def parse_size(text: str, what: str) -> int:
     """A size such as 8g, 512m or 1073741824 in bytes (tmpfs and Compose spell them so)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", str(text).lower())
     if not m:
-        raise compose.StackError(f"{what}={text!r} is not a size like 8g or 512m")
+        raise model.StackError(f"{what}={text!r} is not a size like 8g or 512m")
     return int(float(m.group(1)) * UNITS[m.group(2)])
 
 

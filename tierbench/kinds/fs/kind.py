@@ -17,7 +17,7 @@ from tierbench.kinds.fs import sequence, stack, tools
 from tierbench.kinds.fs.roles import ROLES
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings, memory_bytes
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import compose, placer, space
 
 
@@ -266,8 +266,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         a new one); the GlusterFS server stays up, admitting only the client's address."""
         if deployment.info.server != "orangefs":
             return []
-        exp.placer.down()
-        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
+        return orangefs.remove(exp.placer)
 
     def running(self, where: placer.Placer) -> Deployment[FsInfo] | None:
         """The file-server tier, when it is up."""

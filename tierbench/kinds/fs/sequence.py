@@ -16,8 +16,8 @@ from tierbench.kinds.fs.settings import FILEBENCH, LAYOUT, MIB, SET_B_FILES, Fs,
 from tierbench.kinds.fs.stack import BRICK_PATH, PVFS_MOUNT, SHARE, FsInfo, FsPrepared
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import compose
-from tierbench.kinds.pfs.orangefs import PfsError
+from tierbench.placement import model
+from tierbench.tiers.orangefs import PfsError
 from tierbench.transport import DidNotFinish, PIPE, STDOUT
 
 START_DELAY_S = 2.0  # fio clients in several containers start together, this far ahead
@@ -32,7 +32,7 @@ def run(ctx: FsContext, f: Fs) -> PointResult:
               "iozone": iozone}[f.test]
     try:
         values, windows, per_second = runner(ctx, f)
-    except (tools.FsParseError, PfsError, compose.StackError) as exc:
+    except (tools.FsParseError, PfsError, model.StackError) as exc:
         ctx.close_window()
         return PointResult(error=str(exc))
     except DidNotFinish as exc:
@@ -141,7 +141,7 @@ def filebench(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     w = FILEBENCH[ctx.point["workload"]]
     clients = ctx.deployment.info.clients[:f.clients]
     if len(clients) < f.clients:
-        raise compose.StackError(f"the point needs {f.clients} client machines but "
+        raise model.StackError(f"the point needs {f.clients} client machines but "
                                  f"{len(clients)} run: bring the tier up again (`tierbench "
                                  "clean`, then the run)")
     base = f"{ctx.prepared.run_id}-filebench"
@@ -214,7 +214,7 @@ def client_folder(base: str, k: int, clients: int) -> str:
     return base if clients == 1 else f"{base}/c{k + 1}"
 
 
-def per_client(ctx: FsContext, clients: list[compose.Container], reports: list[dict],
+def per_client(ctx: FsContext, clients: list[model.Container], reports: list[dict],
                direction: str) -> dict[str, Any]:
     """Each client's own figures kept in the point's record (per_client); in the row, how many
     clients there were, how many moved data in the timed part, and the slowest one's bytes in %
@@ -227,16 +227,16 @@ def per_client(ctx: FsContext, clients: list[compose.Container], reports: list[d
             "slowest_client_pct": 100 * min(moved) / mean if mean else None}
 
 
-def in_parallel(ctx: FsContext, jobs: list[tuple[compose.Container, list[str]]], what: str,
+def in_parallel(ctx: FsContext, jobs: list[tuple[model.Container, list[str]]], what: str,
                 timeout: float) -> None:
     """Commands that must succeed, one in each container, all at once; StackError naming the
     first that failed."""
     errors: list[str] = []
 
-    def one(container: compose.Container, argv: list[str]) -> None:
+    def one(container: model.Container, argv: list[str]) -> None:
         try:
             checked(ctx, container, argv, what, timeout)
-        except compose.StackError as exc:
+        except model.StackError as exc:
             errors.append(str(exc))
 
     threads = [threading.Thread(target=one, args=job) for job in jobs]
@@ -245,7 +245,7 @@ def in_parallel(ctx: FsContext, jobs: list[tuple[compose.Container, list[str]]],
     for t in threads:
         t.join()
     if errors:
-        raise compose.StackError(errors[0])
+        raise model.StackError(errors[0])
 
 def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     """Sessions spread over the client containers write, then read, their own files at the
@@ -280,7 +280,7 @@ def iozone(ctx: FsContext, f: Fs) -> tuple[dict, dict, list]:
     values["client_containers_used"] = len(spread)
     return values, windows, []
 
-def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
+def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[model.Container, list[str]]],
            name: str) -> tuple[dict[str, Any], float]:
     """fio in each container at once, all starting at the same wall-clock instant; their
     reports (kept as NAME-K.json) summed."""
@@ -288,7 +288,7 @@ def fio_at(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]
     return tools.sum_fio(reports), start
 
 
-def fio_each(ctx: FsContext, f: Fs, jobs: list[tuple[compose.Container, list[str]]],
+def fio_each(ctx: FsContext, f: Fs, jobs: list[tuple[model.Container, list[str]]],
              name: str) -> tuple[list[dict[str, Any]], float]:
     """fio in each container at once, all starting at the same wall-clock instant (a little
     later the more containers there are); each one's report (kept as NAME-K.json) and the
@@ -344,13 +344,13 @@ def set_files(fileset: str) -> list[str]:
     return [f"set-{fileset}"]
 
 
-def checked(ctx: PointContext, container: compose.Container, argv: list[str], what: str,
+def checked(ctx: PointContext, container: model.Container, argv: list[str], what: str,
             timeout: float) -> str:
     """A command in a container that must succeed; StackError naming what failed otherwise."""
     done = ctx.deployment.placer.exec(container, argv, timeout=timeout)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-        raise compose.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")
+        raise model.StackError(f"could not {what} in {container.name}: {said[-1][:300]}")
     return done.stdout
 
 

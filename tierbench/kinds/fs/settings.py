@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import model_validator
 
 from tierbench.config.models import Model, choice, number, one_or_many, problem, text, whole
-from tierbench.kinds.pfs.orangefs import MAX_IO_SERVERS, STORAGE
+from tierbench.tiers.orangefs import MAX_IO_SERVERS, STORAGE
 
 TESTS = ("dbench", "randread", "filebench", "iozone")
 SERVERS = ("gluster", "orangefs")

@@ -1,5 +1,5 @@
 """The file-server tiers a point runs on: GlusterFS (compose/fs.yml: the server, 1-18 clients
-and, for a busy server, the CPU hog) or an OrangeFS cluster (kinds.pfs.orangefs), brought up for
+and, for a busy server, the CPU hog) or an OrangeFS cluster (tiers.orangefs), brought up for
 a deployment key and found wherever they run; a container that stopped during a point."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from tierbench.interfaces import netif
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.fs.roles import ADMISSIONS
 from tierbench.kinds.fs.settings import MAX_CLIENTS, Fs
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import compose, placer
+from tierbench.placement import compose, model, placer
 
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
@@ -35,8 +35,8 @@ class FsInfo:
     server and client containers, and the labels of the servers' sampled interfaces."""
 
     server: str
-    servers: list[compose.Container]
-    clients: list[compose.Container]
+    servers: list[model.Container]
+    clients: list[model.Container]
     server_net: list[str]
 
 
@@ -76,7 +76,7 @@ def deploy(where: placer.Placer, f: Fs, key: Hashable, prepared: FsPrepared,
     # the server and the client (and the hog when busy): services already up as asked stay
     # the experiment's cap, or none (0), whatever the shell's environment says
     memory = {"FS_SERVER_MEMORY": f.server_memory.lower() if f.server_memory else "0"}
-    spec = compose.Services(fs_paths(), {**fs_env(), **memory},
+    spec = model.Services(fs_paths(), {**fs_env(), **memory},
                             services=[SERVER_TIER, *client_services(f.clients),
                                       *([HOG] if busy else [])],
                             timeout=300, admissions=ADMISSIONS)
@@ -126,18 +126,18 @@ def tier_ifaces(where: placer.Placer, groups: dict[str, list[netif.Endpoint]],
 
 
 def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
-                    servers: list[compose.Container], clients: list[compose.Container],
-                    labels: dict[str, str], extra: dict[str, compose.Container],
+                    servers: list[model.Container], clients: list[model.Container],
+                    labels: dict[str, str], extra: dict[str, model.Container],
                     grouped: bool) -> Deployment[FsInfo]:
     """Client and server tiers wherever the placement runs them: their interfaces for modes,
     CPU counters (one per tier, or a group of the tier's containers when ``grouped`` or when
     it has several: their CPU summed) and
     sampled interfaces, with the server's named for its network figures."""
-    def group(cs: list[compose.Container]) -> Any:
+    def group(cs: list[model.Container]) -> Any:
         counters = {labels[c.id]: where.counter(c) for c in cs}
         return CgroupGroup(counters) if grouped or len(cs) > 1 else where.counter(cs[0])
 
-    def named(tier: str, cs: list[compose.Container]) -> dict[str, list[netif.Endpoint]]:
+    def named(tier: str, cs: list[model.Container]) -> dict[str, list[netif.Endpoint]]:
         return {labels[c.id] if labels[c.id] == tier else f"{tier}:{labels[c.id]}": eps[c.id]
                 for c in cs}
 
@@ -164,9 +164,9 @@ def gluster_deployment(where: placer.Placer, key: Hashable) -> Deployment[FsInfo
     found = where.containers()
     missing = [s for s in (SERVER_TIER, CLIENT_TIER) if s not in found]
     if missing:
-        raise compose.StackError(f"{missing[0]} is not running{where.where(missing[0])}: see "
+        raise model.StackError(f"{missing[0]} is not running{where.where(missing[0])}: see "
                                f"`docker{where.context_arg(missing[0])} logs "
-                               f"{compose.PROJECT}-{missing[0]}-1`")
+                               f"{model.PROJECT}-{missing[0]}-1`")
     server = found[SERVER_TIER]
     clients = [found[s] for s in CLIENT_SERVICES if s in found]
     return tier_deployment(key, where, "gluster", [server], clients,
@@ -174,8 +174,8 @@ def gluster_deployment(where: placer.Placer, key: Hashable) -> Deployment[FsInfo
                            {HOG: found[HOG]} if HOG in found else {}, grouped=False)
 
 
-def pvfs_deployment(where: placer.Placer, key: Hashable, servers: list[compose.Container],
-                    clients: list[compose.Container]) -> Deployment[FsInfo]:
+def pvfs_deployment(where: placer.Placer, key: Hashable, servers: list[model.Container],
+                    clients: list[model.Container]) -> Deployment[FsInfo]:
     """The running OrangeFS cluster as the fs kind's client and server tiers."""
     labels = {c.id: orangefs.label(c) for c in servers + clients}
     return tier_deployment(key, where, "orangefs", servers, clients, labels, {},

@@ -16,7 +16,7 @@ from tierbench.kinds.contract import PointContext
 from tierbench.kinds.net import tools
 from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu
-from tierbench.placement import compose, nodes, placer
+from tierbench.placement import model, nodes, placer
 from tierbench.transport import DEVNULL, LOCAL, Process
 
 PROFILE_HZ = 999
@@ -114,7 +114,7 @@ def node_cpusets(node: Any, pids: list[int]) -> str:
                                   if line.startswith("Cpus_allowed_list:")))
 
 
-def start(ctx: PointContext, senders: list[compose.Container], seconds: float) -> Profiler:
+def start(ctx: PointContext, senders: list[model.Container], seconds: float) -> Profiler:
     """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`: here, or on
     the sender node over SSH (into WORKDIR/perf/<run>-<point> there)."""
     where = ctx.deployment.placer

@@ -18,7 +18,7 @@ from tierbench.kinds.net.settings import Net, NetSettings, total_connections, wi
 from tierbench.kinds.net.stack import RECEIVER, SENDER, NetInfo
 from tierbench.measure import counters
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import compose, placer
+from tierbench.placement import model, placer
 from tierbench.transport import DidNotFinish, Process, STDOUT
 
 START_DELAY_S = 1.0  # every sender process starts this far ahead, at the same instant
@@ -45,7 +45,7 @@ class AtOnce:
     tagged with its process number (1, 2, ...); the senders' output kept as NAME-senderK.txt.
     Leaving the block ends whatever of ours still runs (``stop``: the pkill pattern)."""
 
-    def __init__(self, where: placer.Placer, folder: Path, senders: list[compose.Container],
+    def __init__(self, where: placer.Placer, folder: Path, senders: list[model.Container],
                  name: str, stop: str) -> None:
         self.folder, self.senders, self.name, self.stop = folder, senders, name, stop
         self.where = where
@@ -222,7 +222,7 @@ def latency(ctx: NetContext, n: Net, started: float) -> dict[str, Any]:
             "bytes_per_s": 2 * r["messages_per_s"] * f["message_size"]}
 
 
-def established_now(where: placer.Placer, sender: compose.Container, keep: Path,
+def established_now(where: placer.Placer, sender: model.Container, keep: Path,
                     ports: set[int]) -> int:
     """Established TCP connections from a sender to the servers' `ports`, from the /proc tables
     of its network namespace (kept in `keep`; on a cluster node the node's, where other
@@ -233,7 +233,7 @@ def established_now(where: placer.Placer, sender: compose.Container, keep: Path,
     return sum(tools.count_established_proc("  sl " + t, ports) for t in tables)
 
 
-def tcp_counters(where: placer.Placer, sender: compose.Container, keep: Path) -> dict[str, int]:
+def tcp_counters(where: placer.Placer, sender: model.Container, keep: Path) -> dict[str, int]:
     """The TCP counters of a sender's network namespace (/proc/PID/net/snmp, kept in `keep`; on
     a cluster node the node's)."""
     text = where.proc_net(sender, ("snmp",))

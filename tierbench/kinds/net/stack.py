@@ -16,7 +16,7 @@ from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_s
                                        iperf_servers)
 from tierbench.kinds.net.settings import Net
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import compose, placer
+from tierbench.placement import compose, model, placer
 
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
@@ -30,8 +30,8 @@ class NetInfo:
     addresses and port shifts (receivers sharing one node's ports, PORT_STRIDE apart), and the
     iperf 2 servers each receiver runs."""
 
-    senders: list[compose.Container]
-    receivers: list[compose.Container]
+    senders: list[model.Container]
+    receivers: list[model.Container]
     addresses: list[str]
     shift: list[int]
     ports: int = PORTS_PER_RECEIVER
@@ -46,13 +46,13 @@ def deploy(where: placer.Placer, n: Net, receivers: int, clients: int) -> Deploy
         f"{receivers} receiver(s), {ports} iperf and {ports3} iperf3 servers each)")
     if where.shares_ports() and receivers > 1 and \
             max(ports + tools.IPERF3_PORT - tools.IPERF_PORT, ports3) > PORT_STRIDE - 200:
-        raise compose.StackError(f"{receivers} receivers on one node's ports need at most "
+        raise model.StackError(f"{receivers} receivers on one node's ports need at most "
                                  f"{PORT_STRIDE - 200} iperf3 servers each, this point "
                                  f"{ports3}: use one receiver per node")
     where.down()
     env = {**compose.dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports),
            "NET_IPERF3_SERVERS": str(ports3), "NET_SOCKPERF_SERVERS": str(clients)}
-    where.up(compose.Services(net_files(), env, services=[RECEIVER, SENDER],
+    where.up(model.Services(net_files(), env, services=[RECEIVER, SENDER],
                               scale={RECEIVER: receivers, SENDER: clients},
                               replica_env={RECEIVER: receiver_env(receivers, ports, ports3,
                                                                    clients)},
@@ -69,7 +69,7 @@ def deploy_sender(where: placer.Placer, key: Hashable) -> Deployment[NetInfo]:
     where.down()
     env = {**compose.dotenv(), **os.environ}
     # the receivers scaled to none: the sender's dependency on them is then not started
-    where.up(compose.Services(net_files(), env, services=[SENDER],
+    where.up(model.Services(net_files(), env, services=[SENDER],
                               scale={RECEIVER: 0, SENDER: 1}, timeout=300))
     deployment = discover(where, 0, 1)
     deployment.key = key
@@ -105,7 +105,7 @@ def discover(where: placer.Placer, receivers: int, clients: int = 1) -> Deployme
     senders = [c for c in found if c.service == SENDER]
     servers = [c for c in found if c.service == RECEIVER]
     if len(senders) != clients or len(servers) != receivers:
-        raise compose.StackError(f"the network tier is not up as asked ({clients} sender(s), "
+        raise model.StackError(f"the network tier is not up as asked ({clients} sender(s), "
                                f"{receivers} receiver(s); found {len(senders)} and "
                                f"{len(servers)}): see `docker compose -f docker-compose.yml "
                                "-f compose/net.yml logs`")

@@ -21,9 +21,9 @@ from tierbench.kinds.pfs.roles import ROLES
 from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, client_disk_bytes, cluster_clients
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import SEND_COLUMNS, SEND_PHASES, PointFactors
-from tierbench.kinds.pfs import orangefs
+from tierbench.tiers import orangefs
 from tierbench.placement import disks, placer, space
-from tierbench.kinds.pfs.orangefs import PfsError
+from tierbench.tiers.orangefs import PfsError
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 PHASE_COLUMNS = ("mb_per_s", "bytes", "s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
@@ -266,8 +266,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
     def finish(self, exp: Experiment[PfsSettings], deployment: Deployment[PfsInfo]) -> list[str]:
         """The OrangeFS cluster removed: its servers admit whoever connects (the next run makes
         a new cluster anyway)."""
-        exp.placer.down()
-        return ["removed the OrangeFS cluster (its servers admit whoever connects)"]
+        return orangefs.remove(exp.placer)
 
     def running(self, where: placer.Placer) -> Deployment[PfsInfo] | None:
         """The OrangeFS cluster, when one is up."""

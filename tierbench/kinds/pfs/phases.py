@@ -23,9 +23,9 @@ from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import (SEND_PHASES, PointFactors, Stream, adler32, aggregate,
                                          make_source_cmd, parse_io_line, parse_send_line,
                                          phase_cpu, send_figures, send_problems, sha256)
-from tierbench.kinds.pfs import orangefs
-from tierbench.placement import compose
-from tierbench.kinds.pfs.orangefs import PfsError, label
+from tierbench.tiers import orangefs
+from tierbench.placement import model
+from tierbench.tiers.orangefs import PfsError, label
 from tierbench.transport import DidNotFinish
 
 IO_SCRIPT = "/app/workloads/pfs/pfs-io.sh"
@@ -39,8 +39,8 @@ class Phases:
     def __init__(self, p: Pfs, seed: int, run_id: str, deployment: Deployment[PfsInfo],
                  prepared: PfsPrepared, now: Callable[[], dict[str, Any]]) -> None:
         self.settings, self.seed, self.run_id, self.prepared = p, seed, run_id, prepared
-        self.servers: list[compose.Container] = deployment.info.servers
-        self.clients: list[compose.Container] = deployment.info.clients
+        self.servers: list[model.Container] = deployment.info.servers
+        self.clients: list[model.Container] = deployment.info.clients
         self.now = now  # every counter read now (PointContext.now)
         self.io_servers = deployment.info.io_servers
         self.where = deployment.placer  # commands in the containers go through it

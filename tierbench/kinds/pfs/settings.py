@@ -10,8 +10,8 @@ from pydantic import model_validator
 
 from tierbench.config.models import (Model, choice, flag, number, one_or_many, problem, text,
                                      whole)
-from tierbench.kinds.pfs import orangefs
-from tierbench.kinds.pfs.orangefs import MAX_IO_SERVERS, STORAGE
+from tierbench.tiers import orangefs
+from tierbench.tiers.orangefs import MAX_IO_SERVERS, STORAGE
 from tierbench.placement import disks
 
 TESTS = ("concurrent", "streams", "basic")

@@ -1,4 +1,4 @@
-"""The OrangeFS cluster a pfs point runs on (kinds.pfs.orangefs): 1 metadata + N I/O servers and
+"""The OrangeFS cluster a pfs point runs on (tiers.orangefs): 1 metadata + N I/O servers and
 the clients the test needs, brought up anew for each N (with pfs.storage naming a disk system,
 each I/O server's device(s) and the client's local disk built first, their limits read back and
 their reads sampled), found wherever they run; a server that stopped during a point."""
@@ -11,9 +11,9 @@ from typing import Any
 
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.pfs.settings import Pfs, PfsSettings, client_disk_bytes, cluster_clients
-from tierbench.kinds.pfs import orangefs
-from tierbench.placement import compose, diskbuild, disks, placer, space
-from tierbench.kinds.pfs.orangefs import PfsError, label
+from tierbench.tiers import orangefs
+from tierbench.placement import diskbuild, disks, model, placer, space
+from tierbench.tiers.orangefs import PfsError, label
 
 TIERS = ("pfs-client", "pfs-server")
 
@@ -25,8 +25,8 @@ class PfsInfo:
     tmpfs or volumes)."""
 
     io_servers: int
-    servers: list[compose.Container]
-    clients: list[compose.Container]
+    servers: list[model.Container]
+    clients: list[model.Container]
     disk: dict[str, Any] = field(default_factory=dict)
 
 
@@ -86,7 +86,7 @@ def deploy(where: placer.Placer, s: PfsSettings, n: int,
             built = orangefs.build_storage(made, space.settings(), log,
                                            orangefs.storage_hosts(where, made))
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         overlays.append(disks.overlay_path())
     where.up(orangefs.cluster_spec(n, cluster_clients(p), strip_size=p.strip_size,
                                    storage=p.storage, job_timeout_s=p.job_timeout_s,
@@ -97,7 +97,7 @@ def deploy(where: placer.Placer, s: PfsSettings, n: int,
         try:
             dep.info.disk = diskbuild.verify(built, made.system, servers + clients)
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         dep.probes["storage"] = diskbuild.StorageReads(built)
     return dep
 
@@ -116,7 +116,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[PfsInf
     if row.get("error"):
         try:
             found = deployment.placer.replicas()
-        except compose.StackError as exc:
+        except model.StackError as exc:
             raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
         down = orangefs.stopped_servers(deployment.info.io_servers, found)
         if down:
@@ -124,8 +124,8 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[PfsInf
                           f"{row['error']}; the run ends here")
 
 
-def cluster_deployment(where: placer.Placer, n: int, servers: list[compose.Container],
-                       clients: list[compose.Container]) -> Deployment[PfsInfo]:
+def cluster_deployment(where: placer.Placer, n: int, servers: list[model.Container],
+                       clients: list[model.Container]) -> Deployment[PfsInfo]:
     """The running cluster as a deployment: a client tier and a server tier."""
     everyone = servers + clients
     counters = {label(c): where.counter(c) for c in everyone}

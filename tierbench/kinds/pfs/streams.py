@@ -12,7 +12,7 @@ from typing import Any
 
 from tierbench.kinds.pfs.settings import MIB
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose
+from tierbench.placement import model
 
 MB = 1_000_000
 
@@ -117,7 +117,7 @@ class Stream:
     """One client stream of a phase: where it runs and what it transfers."""
 
     number: int
-    client: compose.Container
+    client: model.Container
     access: str  # native | posix
     file: str
     offset: int

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from tierbench.placement import compose, space
+from tierbench.placement import model, space
 from tierbench.placement.placer import Placer
 from tierbench.transport import DEVNULL, PIPE, DidNotFinish, Process, TransportError
 
@@ -61,7 +61,7 @@ def psql_argv(database: str) -> list[str]:
     return ["psql", "-X", "-q", "-A", "-t", "-d", database]
 
 
-def sql(where: Placer, container: compose.Container, statement: str,
+def sql(where: Placer, container: model.Container, statement: str,
         timeout: float = 60) -> str | None:
     """One statement in the tierbench database; its output, or None when the database does
     not answer."""
@@ -96,7 +96,7 @@ def requests_in(proc_net_tcp: str, port: int = APP_PORT) -> int:
     return count
 
 
-def wait_until_app_idle(where: Placer, app: compose.Container,
+def wait_until_app_idle(where: Placer, app: model.Container,
                         limit_s: float = APP_IDLE_WAIT_S) -> tuple[int, float]:
     """Wait until the application tier serves no request (none at two readings 0.5 s apart),
     at most `limit_s`: requests of the previous point may still be in it (after a database
@@ -127,7 +127,7 @@ class PgStats:
     first answer may take up to `open_timeout` (on a cluster, `docker --context` opens an SSH
     connection to the node first)."""
 
-    def __init__(self, where: Placer, container: compose.Container, timeout: float = 0.8,
+    def __init__(self, where: Placer, container: model.Container, timeout: float = 0.8,
                  open_timeout: float = 10.0) -> None:
         self.container, self.timeout, self.open_timeout = container, timeout, open_timeout
         self.where = where
@@ -264,12 +264,12 @@ def write_check(writes_ok: float | None, rows: int | None, in_flight: int) -> st
     return "ok"
 
 
-def empty_writes(where: Placer, db: compose.Container) -> bool:
+def empty_writes(where: Placer, db: model.Container) -> bool:
     """Empty the writes table before a point (its rows are counted after it)."""
     return sql(where, db, "TRUNCATE writes") is not None
 
 
-def rows_written(where: Placer, db: compose.Container, settle_s: float = 5.0) -> int | None:
+def rows_written(where: Placer, db: model.Container, settle_s: float = 5.0) -> int | None:
     """Rows in the writes table once no query of the application tier is running any more
     (at most `settle_s` of waiting); None when the database does not answer."""
     deadline = time.monotonic() + settle_s
@@ -285,7 +285,7 @@ def rows_written(where: Placer, db: compose.Container, settle_s: float = 5.0) ->
     return int(count) if count is not None and count.isdigit() else None
 
 
-def server_settings(where: Placer, db: compose.Container) -> dict[str, Any]:
+def server_settings(where: Placer, db: model.Container) -> dict[str, Any]:
     """PostgreSQL's settings as the server reports them, and the seeded data set."""
     names = ", ".join(f"'{n}'" for n in SETTINGS)
     out: dict[str, Any] = {}
@@ -320,7 +320,7 @@ def needs(what: str, rows: int, row_bytes: int, shared_buffers: int) -> list[spa
                             "lower stack.db.shared_buffers", role="db")]
 
 
-def start_again(where: Placer, container: compose.Container) -> None:
+def start_again(where: Placer, container: model.Container) -> None:
     """Start a stopped container of the stack again (on its node) and wait until it is
     healthy."""
     try:
@@ -329,7 +329,7 @@ def start_again(where: Placer, container: compose.Container) -> None:
     except TransportError as exc:  # docker is missing, or did not finish
         done, why = None, str(exc)
     if done is None or done.returncode != 0:
-        raise compose.StackError(f"the {container.service} tier's container {container.name} "
+        raise model.StackError(f"the {container.service} tier's container {container.name} "
                                  f"could not be started ({why}): run `tierbench clean` and "
                                  "start the run again")
     deadline = time.monotonic() + HEALTHY_WAIT_S
@@ -342,7 +342,7 @@ def start_again(where: Placer, container: compose.Container) -> None:
         if health == "healthy":
             return
         time.sleep(1)
-    raise compose.StackError(f"the {container.service} tier did not become healthy within "
+    raise model.StackError(f"the {container.service} tier did not become healthy within "
                              f"{HEALTHY_WAIT_S:.0f} s of starting again: see "
                              f"`{' '.join(where.transport(container).docker('logs'))} "
                              f"{container.name}`")

@@ -9,7 +9,7 @@ from pathlib import Path
 from tierbench.kinds.web import locust, wrk
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.load import LoadResult, LoadSpec, check_spec
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 
 
 def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path,

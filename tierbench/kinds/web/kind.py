@@ -21,7 +21,9 @@ from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, s
                                           trace_dicts)
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.kinds.web.roles import ROLES
+from tierbench.kinds.web import worker
 from tierbench.placement import compose, disks, placer, space
+from tierbench.tiers import orangefs
 
 
 class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
@@ -35,6 +37,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     declared_roles = ROLES
     roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
+    commands = (worker.COMMAND,)
 
     # -- experiment
     def check(self, exp: Experiment[WebSettings]) -> None:
@@ -190,8 +193,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         docroot = deployment.info.stack.record.get("docroot", "disk")
         if services.docroot_parts(str(docroot))[0] != "orangefs":
             return []
-        exp.placer.down()
-        return ["removed the stack: its docroot's OrangeFS servers admit whoever connects"]
+        return orangefs.remove(exp.placer, "the stack with its docroot's OrangeFS cluster")
 
     def running(self, where: placer.Placer) -> Deployment[WebInfo] | None:
         """The stack's tiers, when its services are up."""

@@ -15,8 +15,10 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import results_root
 from tierbench.kinds.web import webmetrics
 from tierbench.measure import steady
-from tierbench.placement.compose import Container, parse_cpuset
-from tierbench.placement.placer import LocalPlacer, Placer
+from tierbench.placement.compose import parse_cpuset
+from tierbench.placement.model import Container
+from tierbench.placement.local import LocalPlacer
+from tierbench.placement.placer import Placer
 from tierbench.transport import DidNotFinish, Process, STDOUT
 from workloads import target as target_guard
 

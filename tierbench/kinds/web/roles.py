@@ -1,10 +1,12 @@
-"""What the web stack declares to the placement: the cluster file's roles its services run on,
-the CPU lists its compose files pin them to, and the services that admit only their peers."""
+"""What the web stack declares to the placement: the cluster file's roles its services run on
+(the OrangeFS tier's too, tiers/orangefs.py), the CPU lists its compose files pin them to, and
+the services that admit only their peers."""
 
 from __future__ import annotations
 
 from tierbench.placement.access import Admission
 from tierbench.placement.clusterfile import Role
+from tierbench.tiers import orangefs
 
 ROLES = (
     Role("loadgen", "the load generator: wrk, or the Locust master"),
@@ -19,6 +21,7 @@ ROLES = (
     Role("app", "the application tier", nodes="one_or_more", server=True),
     Role("db", "the database tier", server=True),
     Role("loadgen_workers", "Locust worker nodes", nodes="list"),
+    *orangefs.ROLES,  # a docroot on OrangeFS
 )
 
 # The CPU-list variables the stack's compose files read (.env), with their defaults.

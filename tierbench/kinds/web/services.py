@@ -2,7 +2,7 @@
 and the overlays: HAProxy, tmpfs docroot, docroot on OrangeFS, hot files, memory caps, the
 application and database tiers, Locust workers and master, three web servers, and proxy2..
 written at bring-up for stack.proxies), the environment
-they read, the images they run and the :class:`~tierbench.placement.compose.Services` spec the
+they read, the images they run and the :class:`~tierbench.placement.model.Services` spec the
 placer brings up (on this host or on cluster nodes)."""
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import yaml
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root, state_dir
 from tierbench.config.paths import refusal
-from tierbench.kinds.pfs import orangefs
-from tierbench.kinds.pfs.roles import CPUSETS as PFS_CPUSETS
+from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
-from tierbench.placement import compose
+from tierbench.placement import compose, model
 from tierbench.placement.cluster import host_files
 from tierbench.transport import LOCAL
 
@@ -340,7 +339,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
                overlays: list[Path] | None = None, cluster: bool = False,
-               platforms: dict[str, str] | None = None) -> compose.Services:
+               platforms: dict[str, str] | None = None) -> model.Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
@@ -364,7 +363,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     proxies = int(settings.get("proxies") or 1)
     if proxies > 1:
         files.append(str(write_proxies_overlay(files, env, proxies, cluster)))
-    spec = compose.Services(files, env,
+    spec = model.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
                     admissions=roles.ADMISSIONS, platforms=dict(platforms or {}))
@@ -374,7 +373,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
         n = int(settings.get("pvfs_io_servers", 3))
         env["PVFS_IO_SERVERS"] = str(n)
         spec.profiles = ["pfs"]
-        spec.cpusets.update(PFS_CPUSETS)
+        spec.cpusets.update(orangefs.CPUSETS)
         services = [s for s in compose.compose([*spec.args(), "config", "--services"], env,
                                                timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]

@@ -16,7 +16,7 @@ from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
 from tierbench.kinds.web.steps import Step
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import compose, diskbuild, disks, placer, space
+from tierbench.placement import diskbuild, disks, model, placer, space
 
 GENERATOR = "loadgen"
 STACK_TIERS = ("loadgen", "proxy", "web")  # always up
@@ -30,7 +30,7 @@ class WebInfo:
     reach the master at (host networking: its node's)."""
 
     stack: StackSettings
-    workers: list[compose.Container]
+    workers: list[model.Container]
     steps: list[Step] = field(default_factory=list)
     master: str = locust.MASTER_HOST
 
@@ -63,7 +63,7 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
         try:
             built = webdisks.build(made[0], made[1], space.settings(), log, hosts)
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         overlays.append(disks.overlay_path())
     if previous is not None:
         close_probes(previous)
@@ -79,7 +79,7 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
             # the web servers', or the OrangeFS I/O servers' (pvfs_storage a disk system)
             disk = diskbuild.verify(built, made[0].system, where.replicas())
         except disks.DiskError as exc:
-            raise compose.StackError(str(exc)) from None
+            raise model.StackError(str(exc)) from None
         dep.probes["storage"] = diskbuild.StorageReads(built)
     dropped = drop_written_files(dep, stack, built)
     dep.info.steps = steps.chosen(stack, s, disk, built, dropped)
@@ -134,7 +134,7 @@ def discover(where: placer.Placer, key: Hashable, stack: StackSettings, expected
     workers = [c for c in where.replicas() if c.service == services.WORKER_SERVICE]
     if expected:
         if len(workers) != expected:
-            raise compose.StackError(f"load.workers is {expected} but {len(workers)} "
+            raise model.StackError(f"load.workers is {expected} but {len(workers)} "
                                      "worker container(s) are running: see `docker compose "
                                      f"logs {services.WORKER_SERVICE}`")
         parts = {GENERATOR: counters[GENERATOR]}
@@ -203,7 +203,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[WebInf
     where = deployment.placer
     try:
         running = where.containers()
-    except compose.StackError as exc:
+    except model.StackError as exc:
         raise RunEnds(f"{exc} during {point.id}; the run ends here") from None
     failed = row.get("errors")
     what = (f" ({failed:g} requests failed)" if isinstance(failed, (int, float))
@@ -223,7 +223,7 @@ def after_point(point: Point, row: dict[str, Any], deployment: Deployment[WebInf
     try:
         for tier in gone:
             appdb.start_again(where, deployment.containers[tier])
-    except compose.StackError as exc:
+    except model.StackError as exc:
         raise RunEnds(f"the {' and '.join(gone)} tier stopped during {point.id} and could "
                       f"not be started again ({exc})") from None
     close_probes(deployment)

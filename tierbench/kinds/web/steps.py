@@ -15,7 +15,7 @@ from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings, loads_proxy
-from tierbench.placement import compose, diskbuild, disks
+from tierbench.placement import diskbuild, disks, model
 from workloads import traces as tracelib
 
 # A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,
@@ -207,7 +207,7 @@ class AccessLogs(Step):
     def __init__(self, target: str) -> None:
         self.target = target
 
-    def logged(self, ctx: StepContext) -> list[compose.Container]:
+    def logged(self, ctx: StepContext) -> list[model.Container]:
         dep = ctx.deployment
         return webdisks.logging_tier(self.target, dep.tiers["proxy"].containers,
                                      dep.tiers["web"].containers)

@@ -9,7 +9,7 @@ each server's disks into its web container and throttles them, and reads the lim
 
 A docroot on OrangeFS may store on a disk system too (`pvfs_storage: ide`, 004 §4.1: each PVFS
 I/O server's ext3 on an IDE disk): then the plan's servers are the I/O servers, each with its own
-device(s), bound at the server's /data and throttled in its container (kinds/pfs/orangefs.py,
+device(s), bound at the server's /data and throttled in its container (tiers/orangefs.py,
 which the pfs kind's `pfs.storage` uses too).
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.kinds.web import services
-from tierbench.kinds.pfs import orangefs
-from tierbench.placement import compose, diskbuild, disks, placer
+from tierbench.tiers import orangefs
+from tierbench.placement import diskbuild, disks, model, placer
 from workloads import filesets
 from workloads import spread
 from workloads import traces as tracelib
@@ -282,8 +282,8 @@ def fileset_node_env(built: diskbuild.Built | None) -> dict[str, dict[str, str]]
 # --------------------------------------------------------------------------- per-file times
 
 
-def logging_tier(target: str, proxies: list[compose.Container],
-                 webs: list[compose.Container]) -> list[compose.Container]:
+def logging_tier(target: str, proxies: list[model.Container],
+                 webs: list[model.Container]) -> list[model.Container]:
     """Whose access logs time each request: the proxies' when the load goes through them (a
     proxy's %D runs until the web tier's whole response has come through, disk reads included;
     the web tier's own %D can end before a large file is read, the event MPM sending the rest
@@ -294,7 +294,7 @@ def logging_tier(target: str, proxies: list[compose.Container],
     return webs
 
 
-def reset_logs(where: placer.Placer, containers: list[compose.Container]) -> None:
+def reset_logs(where: placer.Placer, containers: list[model.Container]) -> None:
     """Empty the access logs (each point reads its own requests)."""
     for c in containers:
         where.exec(c, ["sh", "-c", f": > {ACCESS_LOG}"], timeout=60)
@@ -342,7 +342,7 @@ def per_file(lines: list[str], sizes: Mapping[str, int], start: float, end: floa
     return summary
 
 
-def read_logs(where: placer.Placer, containers: list[compose.Container]) -> list[str]:
+def read_logs(where: placer.Placer, containers: list[model.Container]) -> list[str]:
     """The access log lines of these containers."""
     lines: list[str] = []
     for c in containers:

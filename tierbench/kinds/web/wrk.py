@@ -22,7 +22,7 @@ from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, L
                                       limit_reached, load_s, log_tail, requests_in,
                                       warmup_extra, warmup_found)
 from tierbench.kinds.web import webmetrics
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
 # wrk's --timeout: answers slower than this count as timeouts; replay.lua also finds wrk's

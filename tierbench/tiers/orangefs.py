@@ -2,7 +2,8 @@
 listed, labelled and checked; its storage on tmpfs, on volumes (compose/pvfs-disk.yml) or on a
 disk system (004 §4.1: each PVFS I/O server's ext3 on its own IDE disk), whose plan, build and
 Compose overlay (each server's mount bound at its /data, a client's at its /disk, throttled)
-are here for every kind that runs OrangeFS on one."""
+are here for every kind that runs OrangeFS on one; the cluster file's roles its services run on
+and the CPU lists its compose files pin them to, which each kind running it declares."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import TierbenchError
-from tierbench.kinds.pfs.roles import CPUSETS
-from tierbench.placement import compose, diskbuild, disks, placer
+from tierbench.placement import compose, diskbuild, disks, model, placer
+from tierbench.placement.clusterfile import Role
+
+ROLES = (
+    Role("pfs_meta", "the OrangeFS metadata server", server=True),
+    Role("pfs_io", "the OrangeFS I/O servers", nodes="list", server=True),
+    Role("pfs_clients", "the OrangeFS clients", nodes="list"),
+)
+
+# The CPU-list variables compose/pvfs.yml reads (.env), with their defaults.
+CPUSETS = {"PVFS_SERVER_CPUS": "1", "PVFS_CLIENT_CPUS": "0"}
 
 MAX_IO_SERVERS = 8
 STORAGE = ("tmpfs", "disk")  # besides a disk system's name
@@ -73,7 +83,7 @@ def check_image() -> None:
 
 def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
                  storage: str = "tmpfs", job_timeout_s: int = 15,
-                 extra: list[Path] | None = None) -> compose.Services:
+                 extra: list[Path] | None = None) -> model.Services:
     """1 metadata + N I/O servers and K clients, as a placement brings them up (``extra``: the
     overlay of a disk system built for their storage)."""
     if not 1 <= io_servers <= MAX_IO_SERVERS or clients < 1:
@@ -81,7 +91,7 @@ def cluster_spec(io_servers: int, clients: int, *, strip_size: int = 65536,
                        f"client; asked for {io_servers} servers and {clients} clients")
     check_image()
     env = cluster_env(io_servers, strip_size, job_timeout_s)
-    return compose.Services(compose_files(storage, extra), env,
+    return model.Services(compose_files(storage, extra), env,
                             services=[*server_services(io_servers), CLIENT_SERVICE],
                             scale={CLIENT_SERVICE: clients}, timeout=300, cpusets=CPUSETS)
 
@@ -94,8 +104,8 @@ def cluster_up(io_servers: int, clients: int, *, strip_size: int = 65536,
                                  job_timeout_s=job_timeout_s))
 
 
-def cluster_containers(found: list[compose.Container] | None = None,
-                       ) -> tuple[list[compose.Container], list[compose.Container]]:
+def cluster_containers(found: list[model.Container] | None = None,
+                       ) -> tuple[list[model.Container], list[model.Container]]:
     """(servers, clients) of the running cluster (among ``found``, else this host's running
     containers), servers metadata first then pvfs-io1.."""
     found = compose.replicas() if found is None else found
@@ -108,18 +118,25 @@ def cluster_containers(found: list[compose.Container] | None = None,
     return servers, clients
 
 
-def label(c: compose.Container) -> str:
+def label(c: model.Container) -> str:
     """A container's name in results: pvfs-meta, pvfs-io2, pvfs-client-3."""
     if c.service == "pvfs-client":
         return f"pvfs-client-{c.name.rsplit('-', 1)[-1]}"
     return c.service
 
 
-def stopped_servers(io_servers: int, found: list[compose.Container] | None = None) -> list[str]:
+def stopped_servers(io_servers: int, found: list[model.Container] | None = None) -> list[str]:
     """Servers of the cluster that are not running (stopped or crashed), among ``found`` (else
     this host's running containers)."""
     running = {c.service for c in (compose.replicas() if found is None else found)}
     return [s for s in server_services(io_servers) if s not in running]
+
+
+def remove(where: placer.Placer, what: str = "the OrangeFS cluster") -> list[str]:
+    """Everything the placer runs removed at the end of a run that ran OrangeFS (its servers
+    admit whoever connects; the next run makes a new cluster): the run's closing note."""
+    where.down()
+    return [f"removed {what} (its OrangeFS servers admit whoever connects)"]
 
 
 def status_json() -> str:

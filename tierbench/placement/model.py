@@ -1,0 +1,104 @@
+"""The placement's model, at the bottom of tierbench/placement: what a kind hands a placer to
+bring up (:class:`Services`: compose files, environment, and what the kind declares its files
+read: CPU lists, admitted peers, platforms), what a placer hands back (:class:`Container`), the
+error of a bring-up or of discovery (:class:`StackError`), and the names every bring-up shares
+(this checkout's Compose project, the images' tag, the servers' parent cgroup). The interface
+(placer.py) and the placers (compose.py on this host through local.py, cluster.py on nodes)
+import it; it imports none of them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from tierbench.config.errors import TierbenchError
+from tierbench.config.files import default_project, project_name
+from tierbench.placement import access
+
+try:
+    PROJECT = project_name()  # this checkout's Compose project (tierbench.config.files)
+    PROJECT_PROBLEM: str | None = None
+except TierbenchError as _exc:  # a bad TIERBENCH_PROJECT: the command line says so, in one line
+    PROJECT, PROJECT_PROBLEM = default_project(), str(_exc)
+TAG = os.environ.get("TIERBENCH_TAG", "0.1.0")
+# The cgroup every server tier's container is started under (Compose `cgroup_parent`), so that a
+# platform's CPUs and CPU time can be set once for the tiers it holds (modes with
+# `cpu: {per: platform}`, tierbench/modes/cpus.py); the load generator stays outside it. A kind
+# may start some tiers under a platform of their own (Services.platforms).
+SERVERS_CGROUP = "SERVERS_CGROUP"
+
+
+class StackError(TierbenchError):
+    """The stack cannot be brought up or inspected; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """One running service container of the stack; on a cluster node, ``node`` names the node
+    and ``context`` the Docker context that reaches its engine (``pid`` is then the node's)."""
+
+    service: str
+    id: str
+    name: str
+    pid: int
+    image: str
+    image_id: str
+    cpuset: str
+    node: str | None = None
+    context: str | None = None
+
+
+@dataclass
+class Services:
+    """What to bring up: the compose files (paths, the base file first), the environment, the
+    services to start (None: the default set) with their dependencies, replicas of scaled
+    services, profiles, tmpfs to mount first where services bind them ({path: size}), and for
+    services whose replicas must differ on one host network (their ports) each replica's extra
+    environment (``replica_env``; where every replica has its own address it is not needed).
+    The kind that brings them up also declares what its files read from it: the CPU lists its
+    services are pinned to (``cpusets``: variable -> default, checked against this host's
+    CPUs), the services that admit only their peers (``admissions``), and the parent cgroups
+    some of its tiers start under instead of the servers' (``platforms``: compose variable ->
+    the platform's name, e.g. WEBAPP_CGROUP -> webapp, for a mode that sets those tiers' CPUs
+    as one platform). On a cluster, ``node_env`` adds a node's own values to the environment of
+    the services started there (by node name: the disk roots a node's file-set job writes)."""
+
+    files: list[str]
+    env: dict[str, str]
+    services: list[str] | None = None
+    scale: dict[str, int] = field(default_factory=dict)
+    profiles: list[str] = field(default_factory=list)
+    tmpfs: dict[str, str] = field(default_factory=dict)
+    replica_env: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    remove_orphans: bool = False
+    timeout: float = 600
+    cpusets: dict[str, str] = field(default_factory=dict)
+    admissions: tuple[access.Admission, ...] = ()
+    platforms: dict[str, str] = field(default_factory=dict)
+    node_env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def cgroup_env(self, driver: str, node: str | None = None) -> dict[str, str]:
+        """The parent cgroups the compose files read: the servers' and each platform's."""
+        return {SERVERS_CGROUP: servers_cgroup(driver, node),
+                **{var: servers_cgroup(driver, node, name)
+                   for var, name in self.platforms.items()}}
+
+    def args(self) -> list[str]:
+        """-f FILE ... --profile P ... for docker compose."""
+        return [*(a for f in self.files for a in ("-f", f)),
+                *(a for p in self.profiles for a in ("--profile", p))]
+
+
+def servers_cgroup(driver: str, node: str | None = None, platform: str = "servers") -> str:
+    """The servers' common parent cgroup (or another ``platform``'s: some tiers' own) for an
+    engine with this cgroup driver (`docker info`'s CgroupDriver): a slice for systemd, a folder
+    below the hierarchy's root for cgroupfs; one per tag, and on a cluster one per node (the
+    lab's nodes share the machine's cgroup tree)."""
+    name = "-".join([PROJECT, TAG.replace(".", "_"), *([node] if node else []), platform])
+    if driver == "systemd":
+        # a dash in a slice's name nests it (a-b.slice is in a.slice): the name keeps none
+        return name.replace("-", "_") + ".slice"
+    if driver == "cgroupfs":
+        return "/" + name
+    raise StackError(f"the Docker engine uses cgroup driver {driver!r}, and tierbench knows "
+                     "cgroupfs and systemd only: configure the engine with one of them")

@@ -1,0 +1,3 @@
+"""Shared tiers: services more than one kind brings up, on the floor between the placement and
+the kinds, so that a kind uses one without importing another kind (``orangefs``: the OrangeFS
+cluster and its storage on a disk system, which the pfs, fs and web kinds run)."""
