@@ -15,7 +15,7 @@ import pytest
 
 from tierbench import transport
 from tierbench.placement import nodes
-from tierbench.placement.compose import Container
+from tierbench.placement.model import Container
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.local import LocalPlacer
 from tierbench.transport import LOCAL, PIPE, DidNotFinish, Transport, TransportError
