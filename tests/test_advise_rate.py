@@ -130,6 +130,21 @@ def test_every_mode_is_offered_the_fraction_of_the_baselines_maximum(
     assert f"offered {got['rate']:,.0f} requests/s to every mode: 0.5 of the baseline" in html
 
 
+def test_a_maximum_of_no_request_fails_the_workload_in_one_sentence(
+        advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    registry.kinds()["rate-sim"] = RateSim()
+    monkeypatch.setattr(RateSim, "run_point", lambda self, ctx: PointResult(
+        {"tps": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "host_cpu_us_per_kb": 0.0}))
+    suite = tmp_path / "rate-suite.yml"
+    suite.write_text(SUITE)
+    monkeypatch.setattr(advise_run.Advisor, "point_s", lambda self, exp: 0.01)
+    folder = advise_run.Advisor(None, 5, 5.0, suite).run()
+    entry = json.loads((folder / "advise.json").read_text())["workloads"][0]
+    assert entry["status"] == ("failed: the closed loop that measures the baseline's maximum "
+                               "gave no tps (no request served)")
+    assert set(entry["runs"]) == {"maximum"} and "rate" not in entry
+
+
 def test_the_budget_counts_the_point_that_measures_the_maximum() -> None:
     plain, first = plan.cost(5.0, 10), plan.cost(5.0, 10, 1)
     assert first.least == plain.least + 5.0 and first.minimum == plain.minimum + 5.0
