@@ -318,15 +318,20 @@ def test_the_suite_loads_and_builds_every_workload_with_generated_modes() -> Non
     assert [w.primary for w in at_load] == ["tail", "tail"]
     assert all(w.metrics["tail"].better == "lower" for w in at_load)
     modes, _ = knobs.modes(knobs.plan([veth()]))
+    assert [w.rate_of_baseline_max for w in at_load] == [0.5, 0.8]
     for w in suite.workloads:
-        exp = plan.experiment(suite, w, modes, suite.settle_s)
+        exp = plan.experiment(suite, w, modes, suite.settle_s, rate=1234.5 if w in at_load
+                              else None)
         assert [m.name for m in exp.modes] == [m.name for m in modes]
         target = plan.with_target(exp, w, 5.0, 120)
         assert target.precision is not None and target.precision.budget_min == 2
         assert target.precision.metric == w.metrics[w.primary].column
-        if w in at_load:  # an open loop at its fixed rate, p99 counted from the send time
-            assert exp.settings.engine == "locust" and len(exp.settings.load.rate) == 1
+        if w in at_load:  # an open loop at the rate given, p99 counted from the send time
+            assert exp.settings.engine == "locust" and exp.settings.load.rate == [1234.5]
+            assert exp.settings.load.arrival == "poisson"
             assert target.precision.metric == "p99_ms"
+            closed = plan.experiment(suite, w, modes, suite.settle_s)  # measures the maximum
+            assert closed.settings.load.rate is None and not closed.settings.load.open_loop
     assert plan.chosen(suite, ["bulk-stream", "small-static"])[0].name == "small-static"
     with pytest.raises(ConfigError, match="no workload 'nope' in the suite"):
         plan.chosen(suite, ["nope"])

@@ -2,7 +2,9 @@
 interfaces allow, and how the budget is split over the workloads.
 
 Each workload of the suite is an experiment of an existing kind (web, net) written without its
-modes; ``experiment`` adds the generated modes and validates it as an experiment file would be.
+modes; ``experiment`` adds the generated modes and validates it as an experiment file would be
+(for a latency-at-load workload, rate_of_baseline_max, the rate the advisor measured, or no
+rate: the closed loop that measures the baseline's maximum).
 The budget (minutes of measuring, as a precision run counts them) is split in the suite's order
 (``share``): a workload gets what remains in proportion to what its minimum costs against what
 the workloads still to run minimum cost, so that what a workload resolved early and did not
@@ -38,6 +40,7 @@ TYPICAL_MODES = 12  # a workload's modes before its interfaces are read (veth's:
 # nine knobs, all-on, all-off)
 MARGIN = 1.15  # a block may take this much longer than estimated
 MAX_BLOCKS = 20
+MAX_COLUMN = "tps"  # the summary column of the closed loop that gives the baseline's maximum
 
 
 class Metric(Model):
@@ -57,6 +60,10 @@ class Workload(Model):
     primary: Annotated[str, choice("throughput", "latency", "tail")]
     metrics: dict[str, Metric]
     experiment: dict[str, Any]
+    # latency at a load: every mode's open loop offers this fraction of the baseline's maximum
+    # (a closed loop of the baseline with the same clients and windows, measured first), one
+    # absolute rate for every mode of the workload (load.rate of its runs)
+    rate_of_baseline_max: Annotated[float, number(0.01, 2)] | None = None
 
     @model_validator(mode="after")
     def _roles(self) -> Workload:
@@ -70,6 +77,15 @@ class Workload(Model):
         for key in ("modes", "precision", "repetitions", "name"):
             if key in self.experiment:
                 raise problem("the advisor sets {key}: remove it", sub="experiment", key=key)
+        if self.rate_of_baseline_max is not None:
+            load = self.experiment.get("load")
+            if not isinstance(load, dict):
+                raise problem("sets an open loop's load.rate: the experiment needs a load block",
+                              sub="rate_of_baseline_max")
+            for key in ("rate", "rate_of_max"):
+                if key in load:
+                    raise problem("the advisor sets load.rate from rate_of_baseline_max: remove "
+                                  "load.{key}", sub="experiment", key=key)
         return self
 
 
@@ -122,11 +138,18 @@ def with_window(suite: Suite, window_s: float | None) -> Suite:
 
 
 def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
-               where: str = str(SUITE), placer: Placer | None = None) -> Experiment:
+               where: str = str(SUITE), placer: Placer | None = None,
+               rate: float | None = None) -> Experiment:
     """The workload's experiment with these modes (validated as its file would be), to run on
-    ``placer`` (None: this host); its metrics must be summary columns of its kind."""
+    ``placer`` (None: this host); its metrics must be summary columns of its kind. A workload
+    with rate_of_baseline_max offers ``rate`` (load.rate, requests/s) to every mode, or is the
+    closed loop that measures the baseline's maximum when ``rate`` is None (no rate, no
+    arrival)."""
     data = {**w.experiment, "name": f"advise-{w.name}", "description": w.description,
             "seed": suite.seed, "settle_s": settle_s, "modes": [m.name for m in modes]}
+    if w.rate_of_baseline_max is not None:
+        load = {k: v for k, v in w.experiment["load"].items() if k != "arrival"}
+        data["load"] = load if rate is None else {**w.experiment["load"], "rate": rate}
     exp = registry.experiment_from(data, f"{where}: {w.name}", data["name"], lambda _: modes,
                                    placer)
     columns = [c.name for c in registry.kind(exp.kind).columns(exp)]
@@ -153,19 +176,29 @@ class Cost:
     blocks of its modes, of the 2 x 2 and of its confirmation), the weight of its share;
     ``least`` (MIN_BLOCKS blocks of its modes and of its confirmation), the least worth
     running; ``pair`` (MIN_BLOCKS blocks of the 2 x 2); ``confirm`` (MIN_BLOCKS blocks of the
-    baseline and the merged configuration: kept back for the confirmation)."""
+    baseline and the merged configuration: kept back for the confirmation); ``maximum`` (the
+    closed-loop point that measures the baseline's maximum first, in least and minimum; 0 for
+    a workload without rate_of_baseline_max)."""
 
     minimum: float
     least: float
     pair: float
     confirm: float = 0.0
+    maximum: float = 0.0
 
 
-def cost(point_s: float, modes: int) -> Cost:
-    """A workload's costs from the time of one point and its number of modes."""
+def max_points(w: Workload) -> int:
+    """The points a workload measures before its knob run: one closed loop of the baseline
+    for rate_of_baseline_max, else none."""
+    return 0 if w.rate_of_baseline_max is None else 1
+
+
+def cost(point_s: float, modes: int, before: int = 0) -> Cost:
+    """A workload's costs from the time of one point, its number of modes and the points it
+    measures before its knob run (max_points)."""
     knob, conf = point_s * MIN_BLOCKS * modes, point_s * MIN_BLOCKS * CONFIRM_MODES
-    pair = point_s * MIN_BLOCKS * PAIR_MODES
-    return Cost(knob + pair + conf, knob + conf, pair, conf)
+    pair, first = point_s * MIN_BLOCKS * PAIR_MODES, point_s * before
+    return Cost(knob + pair + conf + first, knob + conf + first, pair, conf, first)
 
 
 def confirm_cost(point_s: float) -> float:
@@ -192,10 +225,11 @@ def share(remaining_s: float, costs: list[Cost]) -> float | None:
 
 
 def split(share_s: float, c: Cost) -> tuple[float, float, float]:
-    """A workload's share over its knob run, its 2 x 2 and its confirmation: the
-    confirmation's least is kept back first (for the confirmation after every workload); the
-    2 x 2's when the knob run still gets its own; otherwise the knob run gets the rest (and
-    the 2 x 2 what it leaves, if that is enough)."""
+    """A workload's share over its knob run (with the baseline's maximum measured first, when
+    it has one), its 2 x 2 and its confirmation: the confirmation's least is kept back first
+    (for the confirmation after every workload); the 2 x 2's when the knob run still gets its
+    own; otherwise the knob run gets the rest (and the 2 x 2 what it leaves, if that is
+    enough)."""
     conf = c.confirm * MARGIN
     rest, keep = share_s - conf, c.pair * MARGIN
     if rest - keep >= (c.least - c.confirm) * MARGIN:
@@ -210,11 +244,13 @@ def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, 
     lines = [f"budget {budget_min:g} min of measuring over {len(workloads)} workload(s); "
              f"about {modes} modes each on these interfaces (a baseline, one per knob, all-on, "
              "all-off), every mode once per block"]
-    costs = [cost(point_s[w.name], modes) for w in workloads]
+    costs = [cost(point_s[w.name], modes, max_points(w)) for w in workloads]
     for w, c in zip(workloads, costs):
+        first = (f" (and first a closed loop of the baseline for its maximum: offered "
+                 f"{w.rate_of_baseline_max:g} of it)" if w.rate_of_baseline_max else "")
         lines.append(f"  {w.name:<18} ~{point_s[w.name]:.1f} s a point; {MIN_BLOCKS} blocks "
                      f"{c.least / 60:.1f} min with its confirmation, with the 2 x 2 "
-                     f"{c.minimum / 60:.1f} min")
+                     f"{c.minimum / 60:.1f} min{first}")
     need = sum(c.least for c in costs) * MARGIN / 60
     if need > budget_min:
         lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "

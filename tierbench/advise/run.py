@@ -8,7 +8,10 @@ For each workload of the suite, in order (results/advise/<run-id>/advise.json re
 2. each knob's mode is tried once on the real interfaces (applied, verified, restored, as a
    point does; once per set of drivers): a setting the driver refuses is reported as such,
    and all-on and all-off are made of the knobs that held;
-3. one precision run measures the baseline (nothing changed), every knob's mode, all-on and
+3. a latency-at-load workload (rate_of_baseline_max) first measures the baseline's maximum
+   (one closed-loop point) and offers every mode of its runs (knobs, 2 x 2, confirmation)
+   that fraction of it, one absolute rate (advise.json: the workload's "rate");
+   one precision run measures the baseline (nothing changed), every knob's mode, all-on and
    all-off, once per block, until every comparison is resolved or the workload's share of the
    budget is spent (plan.share); then, when its share still holds the least of it, a 2 x 2
    run of the two changes the advice recommends (analysis.advise.candidates);
@@ -36,6 +39,7 @@ from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
+from tierbench.kinds.web import maxrate
 from tierbench.modes import apply
 from tierbench.modes.model import Mode
 from tierbench.placement import nodes
@@ -85,6 +89,7 @@ class Advisor:
         self.ratios: dict[str, float] = {}  # kind -> measured / estimated point time
         self.trials: dict[str, str | None] = {}  # (drivers, mode settings) -> refusal
         self.modes_seen = 0  # the modes of the last workload discovered (for estimates)
+        self.rates: dict[str, float] = {}  # workload -> the rate its modes are offered
         self.folder: Path | None = None
         self.record: dict[str, Any] = {}
         self.where = placer or LocalPlacer()  # where the workloads run
@@ -147,10 +152,15 @@ class Advisor:
             write_advice(self.folder)
         return self.folder
 
+    def exp_of(self, w: plan.Workload, modes: list[Mode], settle_s: float) -> Experiment:
+        """A workload's experiment with these modes, at the rate measured for it (a workload
+        with rate_of_baseline_max before its maximum is known: the closed loop)."""
+        return plan.experiment(self.suite, w, modes, settle_s, str(self.suite_path), self.where,
+                               self.rates.get(w.name))
+
     def baseline_exp(self, w: plan.Workload) -> Experiment:
         """A workload's experiment with the baseline alone (for its estimates)."""
-        return plan.experiment(self.suite, w, [knobs.baseline()], self.settle_s(),
-                               str(self.suite_path), self.where)
+        return self.exp_of(w, [knobs.baseline()], self.settle_s())
 
     def confirmation(self) -> None:
         """Merge the workloads' verdicts and confirm the configuration (confirm.settle)."""
@@ -194,8 +204,7 @@ class Advisor:
         for i, (w, entry, (nic, _, taken)) in enumerate(todo):
             mode = knobs.make_mode(confirm.MODE, "the merged configuration: "
                                    + ", ".join(taken), nic)
-            exp = plan.experiment(self.suite, w, [knobs.baseline(), mode], self.settle_s(),
-                                  str(self.suite_path), self.where)
+            exp = self.exp_of(w, [knobs.baseline(), mode], self.settle_s())
             exp.name = f"advise-{w.name}-confirm{n}"
             share = max(least[i], self.remaining_s * least[i] / sum(least[i:]))
             run = self.run_one(plan.with_target(exp, w, self.half_width_pct, share))
@@ -221,10 +230,9 @@ class Advisor:
         """Discover, try, measure one workload (its outcome written into ``entry``)."""
         assert self.folder is not None
         settle = self.settle_s()
-        where = str(self.suite_path)
         try:
-            base = plan.experiment(self.suite, w, [knobs.baseline()], settle, where, self.where)
-            guess = plan.cost(self.point_s(base), self.modes_seen)
+            base = self.exp_of(w, [knobs.baseline()], settle)
+            guess = plan.cost(self.point_s(base), self.modes_seen, plan.max_points(w))
             if self.modes_seen and plan.share(self.remaining_s, [guess]) is None:
                 # not worth a bring-up: the modes of the last workload's interfaces, estimated
                 entry["status"] = self.not_run(guess, self.modes_seen)
@@ -247,7 +255,7 @@ class Advisor:
             if len(modes) < 2:
                 entry["status"] = "nothing to measure: no knob the interfaces can change"
                 return
-            exp = plan.experiment(self.suite, w, modes, settle, where, self.where)
+            exp = self.exp_of(w, modes, settle)
             self.modes_seen = len(modes)
             self.measure(w, entry, exp, plans, later)
         except runner.RunInterrupted:
@@ -261,17 +269,17 @@ class Advisor:
 
     def measure(self, w: plan.Workload, entry: dict[str, Any], exp: Experiment,
                 plans: list[knobs.Plan], later: list[plan.Workload]) -> None:
-        """The knob run within the workload's share, then the 2 x 2 when the share holds it."""
+        """The knob run within the workload's share (after the baseline's maximum, for a
+        workload with rate_of_baseline_max), then the 2 x 2 when the share holds it."""
         point_s = {w.name: self.point_s(exp)}
         for lw in later:
-            point_s[lw.name] = self.point_s(plan.experiment(
-                self.suite, lw, [knobs.baseline()], exp.settle_s, str(self.suite_path),
-                self.where))
+            point_s[lw.name] = self.point_s(self.exp_of(lw, [knobs.baseline()], exp.settle_s))
         if not self.ratios:  # the first workload: what the budget buys, once the modes are known
             for line in plan.plan_lines([w, *later], self.remaining_s / 60, point_s,
                                         len(exp.modes)):
                 log(f"tierbench: advise: {line}")
-        costs = [plan.cost(point_s[x.name], len(exp.modes)) for x in [w, *later]]
+        costs = [plan.cost(point_s[x.name], len(exp.modes), plan.max_points(x))
+                 for x in [w, *later]]
         mine = costs[0]
         share = plan.share(self.remaining_s, costs)
         entry["budget"] = {"point_s": round(point_s[w.name], 2), "share_s": share,
@@ -283,13 +291,18 @@ class Advisor:
         knob_s, pair_s, conf_s = plan.split(share, mine)
         self.remaining_s -= conf_s  # kept back for the confirmation after every workload
         self.reserve_s += conf_s
+        first = 0.0
+        if w.rate_of_baseline_max is not None:
+            first = self.baseline_max(w, entry)
+            knob_s -= first
+            exp = self.exp_of(w, exp.modes, exp.settle_s)
         run = self.run_one(plan.with_target(exp, w, self.half_width_pct, knob_s))
         entry["runs"]["knobs"] = str(run.dir) if run.dir else None
         spent = spent_s(run)
         entry["budget"].update(knobs_s=round(knob_s, 1), knobs_spent_s=spent,
                                confirm_s=round(conf_s, 1))
         entry["status"] = "complete"
-        left = share - conf_s - spent
+        left = share - conf_s - first - spent
         pair = self.pair_for(w, entry, plans, run)
         if pair is None:
             return
@@ -301,13 +314,45 @@ class Advisor:
         a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
         modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)),
                  knobs.pair_mode(a, b)]
-        pexp = plan.experiment(self.suite, w, modes, exp.settle_s, str(self.suite_path),
-                               self.where)
+        pexp = self.exp_of(w, modes, exp.settle_s)
         pexp.name = f"advise-{w.name}-pair"
         prun = self.run_one(plan.with_target(pexp, w, self.half_width_pct, left))
         entry["runs"]["pair"] = str(prun.dir) if prun.dir else None
         entry["pair"] = {**pair, "mode": modes[-1].name}
         entry["budget"]["pair_spent_s"] = spent_s(prun)
+
+    def baseline_max(self, w: plan.Workload, entry: dict[str, Any]) -> float:
+        """Measure the baseline's maximum (one point of its closed loop: the same engine,
+        clients and windows without a rate) and set the workload's rate to its fraction
+        (kinds.web.maxrate.offered); recorded in ``entry`` ("rate", runs "maximum", and the
+        description the advice shows). Returns the seconds it measured (from the budget)."""
+        fraction = w.rate_of_baseline_max
+        assert fraction is not None
+        exp = plan.experiment(self.suite, w, [knobs.baseline()], self.settle_s(),
+                              str(self.suite_path), self.where)  # no rate: the closed loop
+        exp.name = f"advise-{w.name}-maximum"
+        log(f"tierbench: advise: {w.name}: the baseline's maximum (a closed loop), for its "
+            f"rate ({fraction:g} of it)")
+        run = self.run_one(exp)
+        spent = sum(run.point_times)
+        self.remaining_s -= spent
+        entry["runs"]["maximum"] = str(run.dir) if run.dir else None
+        entry["budget"]["maximum_spent_s"] = round(spent, 2)
+        row = run.rows[-1] if run.rows else {}
+        tps = float(row.get(plan.MAX_COLUMN) or 0.0)
+        if row.get("error") or not tps > 0:
+            raise TierbenchError(f"the closed loop that measures the baseline's maximum gave no "
+                                 f"{plan.MAX_COLUMN} ({row.get('error') or 'no request served'})")
+        rate = maxrate.offered(fraction, {"tps": tps})
+        self.rates[w.name] = rate
+        entry["rate"] = {"rate_of_baseline_max": fraction, "baseline_max": round(tps, 3),
+                         "column": plan.MAX_COLUMN, "rate": rate, "run": entry["runs"]["maximum"]}
+        entry["description"] = (f"{w.description}; offered {rate:,.0f} requests/s to every "
+                                f"mode: {fraction:g} of the baseline's maximum, {tps:,.0f} "
+                                "requests/s, measured first by a closed loop of the same clients")
+        log(f"tierbench: advise: {w.name}: the baseline's maximum {tps:,.1f} requests/s; every "
+            f"mode is offered {rate:,.1f} requests/s")
+        return spent
 
     def not_run(self, c: plan.Cost, modes: int) -> str:
         """Why a workload is not run: the budget left and what its least needs."""
