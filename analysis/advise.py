@@ -556,7 +556,7 @@ def workload_view(entry: dict[str, Any], table: list[dict[str, Any]],
         "interfaces": ", ".join(f"{e.get('label')} ({e.get('driver')})"
                                 for e in entry.get("endpoints") or []),
         "spent_min": sum(float(budget.get(k) or 0)
-                         for k in ("knobs_spent_s", "pair_spent_s")) / 60,
+                         for k in ("maximum_spent_s", "knobs_spent_s", "pair_spent_s")) / 60,
     }
 
 
