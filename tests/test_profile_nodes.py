@@ -50,14 +50,19 @@ def table() -> profile.Table:
     return profile.load_table()
 
 
+NO_PID = 4194305  # above any pid_max (2^22): no process here has it
+
+
 def shifted(text: str, pid: int, seconds: float) -> str:
-    """The capture as another node's perf would print it: the transfer's process as ``pid``
-    and every time stamp ``seconds`` later (that node's clock)."""
+    """The capture as another node's perf would print it: the transfer's process as ``pid``,
+    every other process as NO_PID (the capture's other PIDs may be live processes of this
+    machine's) and every time stamp ``seconds`` later (that node's clock)."""
     out = []
     for line in text.splitlines():
         head = profile.HEADER.match(line) if not line[:1].isspace() else None
         if head:
-            line = (line.replace(f" {CAPTURED_PID}/", f" {pid}/")
+            mine = int(head["pid"]) == CAPTURED_PID
+            line = (line.replace(f" {head['pid']}/", f" {pid if mine else NO_PID}/", 1)
                     .replace(head["t"], f"{float(head['t']) + seconds:.6f}"))
         out.append(line)
     return "\n".join(out) + "\n"
