@@ -70,10 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     exp = experiment(args)
     resume = resume_folder(args, "run")
     if args.profile:
-        if args.where.cluster is not None:
-            raise ConfigError("--profile categories runs on one host only for now (a cluster's "
-                              "nodes are not profiled yet); nothing was run")
-        profile.check()
+        cluster = args.where.cluster
+        for via in [nodes.transport(n) for n in cluster.nodes] if cluster else [profile.LOCAL]:
+            profile.check(via)  # perf on this host, or on every node that may hold tiers
         exp.profile = args.profile
     compose.preflight(cluster=args.where.cluster is not None)
     with locked(args):

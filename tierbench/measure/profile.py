@@ -5,7 +5,15 @@ a category by the symbol table of categories.yml (read from the leaf: the functi
 decides, its callers when it is not listed), and each sample to the tier whose cgroup held its
 process (else "other processes"). The point gets the categories' shares of the busy samples in
 its window, the uncategorized share, categories.csv (tier x category) and perf-folded.txt
-(folded stacks, one line per distinct chain, for a flame graph). On one host only for now.
+(folded stacks, one line per distinct chain, for a flame graph).
+
+On a cluster (the tiers' counters carry their node's transport, ``via``: NodeCgroup) perf
+records on every node that holds tiers instead, over one SSH session per node: perf record
+until the session's input closes, then perf script's text back on its output and perf.data
+removed there (NODE_SCRIPT). The tiers' processes on a node come from their containers'
+cgroups read there (PIDS_PROGRAM, tierbench.cgroups' code), the node's samples are moved onto
+the controller's clock (its measured offset) and categorised by the same code; categories.csv
+then has a row per node, tier and category, and the summary columns count every node's samples.
 
 The net kind's NET-txprofile (kinds/net/profile.py) samples the senders' CPUs with 001's own
 categories; this module is the run-wide, every-kind profile.
@@ -15,7 +23,9 @@ from __future__ import annotations
 
 import csv
 import os
+import json
 import re
+import shlex
 import shutil
 import signal
 import threading
@@ -29,12 +39,15 @@ from typing import Any
 
 import yaml
 
+from tierbench import cgroups
 from tierbench.config.errors import ConfigError
-from tierbench.transport import DEVNULL, DidNotFinish, Process, run_argv, start_argv
+from tierbench.transport import (DEVNULL, LOCAL, PIPE, DidNotFinish, Process, Transport,
+                                 TransportError, run_argv, start_argv)
 
 TABLE_FILE = Path(__file__).with_name("categories.yml")
 PROFILE_HZ = 499  # samples per second per CPU (a prime: not in step with 1 kHz timers)
 MIN_FREE_BYTES = 512 << 20  # perf.data of a point is a few MB; refuse to start below this
+NODE_READ_S = 2.0  # how often a node's tiers' processes are read during a point (over SSH)
 USER, UNCATEGORIZED, IDLE = "user", "uncategorized", "idle"
 OTHERS = "other processes"
 CATEGORIES_FILE, FOLDED_FILE, DATA_FILE = "categories.csv", "perf-folded.txt", "perf.data"
@@ -146,32 +159,45 @@ def breakdown(samples: list[Sample], table: Table, tiers: Mapping[int, str],
     """Summary columns (cat_samples, cat_idle_pct, cat_<category>_pct of the busy samples,
     cat_uncategorized_pct; the tiers' own: cat_tiers_samples, the CPU seconds they stand for,
     cat_tiers_cpu_s, and cat_tiers_<category>_pct of them, without other processes'),
-    categories.csv's rows (tier, category, samples, % of the busy samples) and the folded
+    categories.csv's rows (node, tier, category, samples, % of the busy samples) and the folded
     stacks, over the window ``span`` (all samples without one)."""
-    inside = [s for s in samples if span is None or span[0] <= s.t <= span[1]]
-    by: Counter[tuple[str, str]] = Counter()
+    return breakdown_nodes({"": (samples, tiers)}, table, span)
+
+
+def breakdown_nodes(per_node: Mapping[str, tuple[list[Sample], Mapping[int, str]]],
+                    table: Table, span: tuple[float, float] | None
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]], Counter[str]]:
+    """breakdown() over several nodes' samples, each with its own PID -> tier map ('' names
+    this host): the columns count them all, the rows are per node and tier."""
+    by: Counter[tuple[str, str, str]] = Counter()
     folded: Counter[str] = Counter()
-    idle = 0
-    for s in inside:
-        cat = categorize(s, table)
-        if cat == IDLE:
-            idle += 1
-            continue
-        by[(tiers.get(s.pid, OTHERS), cat)] += 1
-        folded[";".join([s.comm] + [sym for sym, _ in reversed(s.frames)])] += 1
+    idle = inside = 0
+    for node, (samples, tiers) in per_node.items():
+        for s in samples:
+            if span is not None and not span[0] <= s.t <= span[1]:
+                continue
+            inside += 1
+            cat = categorize(s, table)
+            if cat == IDLE:
+                idle += 1
+                continue
+            by[(node, tiers.get(s.pid, OTHERS), cat)] += 1
+            folded[";".join(([node] if node else []) + [s.comm]
+                            + [sym for sym, _ in reversed(s.frames)])] += 1
     busy = sum(by.values())
-    mine = sum(v for (t, _), v in by.items() if t != OTHERS)
+    mine = sum(v for (_, t, _), v in by.items() if t != OTHERS)
     out: dict[str, Any] = {"cat_samples": busy,
-                           "cat_idle_pct": 100.0 * idle / len(inside) if inside else None,
+                           "cat_idle_pct": 100.0 * idle / inside if inside else None,
                            "cat_tiers_samples": mine, "cat_tiers_cpu_s": mine / PROFILE_HZ}
     for name in table.names():
-        n = sum(v for (_, c), v in by.items() if c == name)
+        n = sum(v for (_, _, c), v in by.items() if c == name)
         out[f"cat_{slug(name)}_pct"] = 100.0 * n / busy if busy else None
     for name in table.names():
-        n = sum(v for (t, c), v in by.items() if c == name and t != OTHERS)
+        n = sum(v for (_, t, c), v in by.items() if c == name and t != OTHERS)
         out[f"cat_tiers_{slug(name)}_pct"] = 100.0 * n / mine if mine else None
-    rows = [{"tier": tier, "category": cat, "samples": n,
-             "pct_of_busy": round(100.0 * n / busy, 3)} for (tier, cat), n in sorted(by.items())]
+    rows = [{"node": node, "tier": tier, "category": cat, "samples": n,
+             "pct_of_busy": round(100.0 * n / busy, 3)}
+            for (node, tier, cat), n in sorted(by.items())]
     return out, rows, folded
 
 
@@ -183,18 +209,30 @@ def slug(name: str) -> str:
 # ---------------------------------------------------------------------------- perf itself
 
 
-def check() -> None:
-    """Refuse, in one sentence, a profile this host cannot take: no perf, or perf that cannot
-    sample every CPU's clock."""
-    if shutil.which("perf") is None:
-        raise ConfigError("--profile categories needs perf on this host (Debian and Ubuntu: "
-                          "apt-get install linux-perf, setup/host-tools.sh); nothing was run")
-    done = run_argv(["perf", "record", "-q", "-e", "cpu-clock", "-a", "-g", "-o",
-                     "/dev/null", "--", "sleep", "0.1"], timeout=60)
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no reason given"])[0][:200]
-        raise ConfigError(f"--profile categories: perf cannot sample every CPU here ({why}); "
-                          "run as root with kernel.perf_event_paranoid <= 1; nothing was run")
+# What check() runs (here, or on a node): perf's presence and a 0.1 s recording of every CPU's
+# clock (its first error line, kept in a private folder).
+PROBE = ('command -v perf >/dev/null 2>&1 || { echo NO-PERF; exit 0; }; d=$(mktemp -d) || exit 1; '
+         'perf record -q -e cpu-clock -a -g -o /dev/null -- sleep 0.1 >/dev/null 2>"$d/err" '
+         '&& echo RECORD-OK || { echo RECORD-FAILED; head -n 1 "$d/err"; }; rm -rf "$d"')
+
+
+def check(via: Transport = LOCAL) -> None:
+    """Refuse, in one sentence, a profile this host (or the node ``via`` reaches) cannot take:
+    no perf, or perf that cannot sample every CPU's clock."""
+    where = f"node {via.name}" if via.remote else "this host"
+    try:
+        lines = via.run(PROBE, timeout=60).stdout.splitlines()
+    except TransportError as exc:
+        raise ConfigError(f"--profile categories: perf could not be tried on {where} ({exc}); "
+                          "nothing was run") from None
+    if not lines or lines[0].strip() != "RECORD-OK":
+        if not lines or lines[0].strip() == "NO-PERF":
+            raise ConfigError(f"--profile categories needs perf on {where} (Debian and Ubuntu: "
+                              "apt-get install linux-perf, setup/host-tools.sh); nothing was run")
+        why = (lines[1].strip() if len(lines) > 1 else "no reason given")[:200]
+        raise ConfigError(f"--profile categories: perf cannot sample every CPU on {where} "
+                          f"({why}); run as root with kernel.perf_event_paranoid <= 1; nothing "
+                          "was run")
 
 
 def start(folder: Path) -> Process | None:
@@ -239,51 +277,180 @@ def stop(proc: Process, folder: Path, tiers: Mapping[int, str],
                          "comm,pid,tid,cpu,time,ip,sym,dso"], timeout=600)
     finally:
         data.unlink(missing_ok=True)
-    columns, rows, folded = breakdown(list(parse_script(done.stdout)), table or load_table(),
-                                      tiers, span)
+    columns = written(folder, breakdown(list(parse_script(done.stdout)),
+                                        table or load_table(), tiers, span))
     if own is not None and took:
         columns["cat_perf_cpu_pct"] = round(100.0 * own / took, 3)
+    return columns
+
+
+def written(folder: Path, found: tuple[dict[str, Any], list[dict[str, Any]], Counter[str]]
+            ) -> dict[str, Any]:
+    """Write a breakdown's categories.csv and perf-folded.txt into ``folder``; its columns."""
+    columns, rows, folded = found
     with (folder / CATEGORIES_FILE).open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["tier", "category", "samples", "pct_of_busy"])
+        writer = csv.DictWriter(fh, fieldnames=["node", "tier", "category", "samples",
+                                                "pct_of_busy"])
         writer.writeheader()
         writer.writerows(rows)
     (folder / FOLDED_FILE).write_text("".join(f"{k} {v}\n" for k, v in folded.items()))
     return columns
 
 
+# ---------------------------------------------------------------------------- on cluster nodes
+
+# What a node runs for a point, over one SSH session: perf record of every CPU until the
+# session's input closes (its workload, cat, reads that input), then perf script's text on the
+# session's output; perf.data lives in a private folder (mktemp -d) removed at the end. A node
+# with under MIN_FREE_BYTES there, or whose perf fails, says why in one line on stderr.
+NODE_SCRIPT = (
+    'd=$(mktemp -d) || exit 1; trap \'rm -rf "$d"\' EXIT; '
+    f'[ "$(df -Pk "$d" | awk \'NR==2 {{print $4}}\')" -ge {MIN_FREE_BYTES >> 10} ] '
+    f'|| {{ echo "under {MIN_FREE_BYTES >> 20} MB free for perf.data" >&2; exit 0; }}; '
+    + shlex.join(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ), "-a", "-g",
+                  "-k", "CLOCK_REALTIME", "-o"])
+    + f' "$d/{DATA_FILE}" -- cat >/dev/null 2>"$d/err" '
+    '|| { echo "perf record failed: $(head -n 1 "$d/err")" >&2; exit 0; }; '
+    + shlex.join(["perf", "script", "-F", "comm,pid,tid,cpu,time,ip,sym,dso", "-i"])
+    + f' "$d/{DATA_FILE}" 2>/dev/null')
+
+# Run with python3 on a node after tierbench.cgroups' code: the processes of each container's
+# cgroup, from the container's main process (argv[1]: JSON [[tier, pid], ...]), as JSON
+# {pid: tier}; a process that is gone gives nothing.
+PIDS_PROGRAM = """
+import json, sys
+out = {}
+for tier, pid in json.loads(sys.argv[1]):
+    try:
+        found = folder(Path(f"/proc/{int(pid)}/cgroup").read_text().splitlines(), "cpuacct")
+        pids = (found[1] / "cgroup.procs").read_text().split() if found else [str(pid)]
+    except OSError:
+        continue
+    out.update({p: tier for p in pids})
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class Node:
+    """A cluster node holding tiers: how it is reached, its clock's offset from the
+    controller's (its time less the controller's), its tiers' main processes (tier, PID
+    there), and meanwhile its perf session and the processes read there (PID -> tier)."""
+
+    name: str
+    via: Transport
+    offset: float
+    mains: list[tuple[str, int]]
+    session: Process | None = None
+    tiers: dict[int, str] = field(default_factory=dict)
+    problem: str | None = None
+
+    def read_pids(self) -> None:
+        """Add the processes now in the node's tiers' cgroups (a failed read adds none)."""
+        try:
+            done = self.via.run(["python3", "-c", cgroups.source() + PIDS_PROGRAM,
+                                 json.dumps(self.mains)], timeout=30)
+            found = json.loads(done.stdout) if done.returncode == 0 else {}
+        except (TransportError, ValueError):
+            return
+        self.tiers.update({int(p): str(t) for p, t in found.items()})
+
+    def start(self) -> None:
+        """perf record there, until stop()."""
+        self.session = self.via.popen(NODE_SCRIPT, stdin=PIPE, stdout=PIPE, stderr=PIPE,
+                                      text=True)
+
+    def stop(self) -> list[Sample]:
+        """End perf record there and read its samples back, on the controller's clock (none,
+        and ``problem`` set, when the node could not profile)."""
+        if self.session is None:
+            return []
+        proc, self.session = self.session, None
+        try:
+            out, err = proc.communicate(timeout=600)  # closes its input: perf record ends
+        except DidNotFinish:
+            proc.kill()
+            proc.communicate(timeout=10)
+            self.problem = f"{self.name}: perf script did not finish within 600 s"
+            return []
+        if not out.strip():
+            self.problem = f"{self.name}: {(err.strip().splitlines() or ['no samples'])[-1]}"
+        samples = list(parse_script(out))
+        for s in samples:
+            s.t -= self.offset
+        return samples
+
+    def kill(self) -> None:
+        """The point failed: end the session (the node removes its folder)."""
+        if self.session is not None:
+            self.session.kill()
+            self.session.wait(timeout=10)
+            self.session = None
+
+
+def cluster_nodes(counters: Mapping[str, Any]) -> dict[str, Node]:
+    """The nodes the tiers' counters name (those that carry a transport, ``via``), each with
+    its tiers' main processes; {} on one host."""
+    out: dict[str, Node] = {}
+    for tier, cg in counters.items():
+        for part in list(cg.parts.values()) if hasattr(cg, "parts") else [cg]:
+            via = getattr(part, "via", None)
+            if via is None:
+                continue
+            node = out.setdefault(part.node, Node(part.node, via,
+                                                  float(getattr(part, "offset", 0.0)), []))
+            node.mains.append((tier, int(part.pid)))
+    return out
+
+
 class Recording:
     """perf record around one point (``with Recording(folder, on, counters) as rec:``):
-    started on entry when ``on``, ended and removed on an exception; ``rec.finish(...)`` gives
-    the columns. The tiers' processes are read every second meanwhile (a load generator's
-    process may end with the point, before perf's samples are read)."""
+    started on entry when ``on``, here or, for the tiers of a cluster, on each node that holds
+    them; ended and removed on an exception; ``rec.finish(...)`` gives the columns. The tiers'
+    processes are read every second meanwhile (a load generator's process may end with the
+    point, before perf's samples are read); on nodes, every NODE_READ_S."""
 
     def __init__(self, folder: Path, on: bool, counters: Mapping[str, Any] | None = None
                  ) -> None:
         self.folder, self.on, self.counters = folder, on, counters or {}
+        self.nodes = cluster_nodes(self.counters)
         self.proc: Process | None = None
         self.started: float | None = None
         self.tiers: dict[int, str] = {}
         self.done = threading.Event()
         self.watch = threading.Thread(target=self._watch, name="profile-pids", daemon=True)
 
+    def _read_pids(self) -> None:
+        if self.nodes:
+            for node in self.nodes.values():
+                node.read_pids()
+        else:
+            self.tiers.update(tier_pids(self.counters))
+
     def _watch(self) -> None:
         while True:
-            self.tiers.update(tier_pids(self.counters))
-            if self.done.wait(1.0):
+            self._read_pids()
+            if self.done.wait(NODE_READ_S if self.nodes else 1.0):
                 return
 
     def __enter__(self) -> Recording:
         if self.on:
             self.started = time.monotonic()
-            self.proc = start(self.folder)
+            if self.nodes:
+                for node in self.nodes.values():
+                    node.start()
+            else:
+                self.proc = start(self.folder)
             self.watch.start()
         return self
 
     def finish(self, span: tuple[float, float] | None) -> dict[str, Any]:
         """The category columns ({} when off; cat_samples 0 and a note when perf could not
-        start for want of space)."""
+        start for want of space, or a node could not profile)."""
         if not self.on:
             return {}
+        if self.nodes:
+            return self._finish_nodes(span)
         if self.proc is None:
             return {"cat_samples": 0, "cat_note": "no profile: under "
                     f"{MIN_FREE_BYTES >> 20} MB free for perf.data"}
@@ -291,15 +458,29 @@ class Recording:
         self._end_watch()
         return stop(proc, self.folder, self.tiers, span, started=self.started)
 
+    def _finish_nodes(self, span: tuple[float, float] | None) -> dict[str, Any]:
+        samples = {name: node.stop() for name, node in self.nodes.items()}
+        self._end_watch()
+        columns = written(self.folder, breakdown_nodes(
+            {name: (samples[name], node.tiers) for name, node in self.nodes.items()},
+            load_table(), span))
+        columns["cat_nodes"] = " ".join(self.nodes)
+        problems = [n.problem for n in self.nodes.values() if n.problem]
+        if problems:
+            columns["cat_note"] = "no profile from " + "; ".join(problems)
+        return columns
+
     def _end_watch(self) -> None:
         if self.watch.is_alive():
             self.done.set()
-            self.watch.join(timeout=10)
-        self.tiers.update(tier_pids(self.counters))
+            self.watch.join(timeout=60)
+        self._read_pids()
 
     def __exit__(self, *exc: object) -> None:
-        if self.on:
+        if self.watch.is_alive():
             self._end_watch()
+        for node in self.nodes.values():
+            node.kill()
         if self.proc is not None:  # the point failed before finish(): no profile
             self.proc.kill()
             self.proc.wait(timeout=10)

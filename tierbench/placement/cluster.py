@@ -59,10 +59,13 @@ class NodeDown(StackError):
 
 
 class NodeCgroup:
-    """A container's CPU counter on a node: read there by the node's sampling agent."""
+    """A container's CPU counter on a node: read there by the node's sampling agent; ``via``
+    reaches the node and ``offset`` is its clock's offset from the controller's (the profile
+    of --profile categories runs perf there, tierbench.measure.profile)."""
 
-    def __init__(self, node: str, pid: int) -> None:
-        self.node, self.pid = node, pid
+    def __init__(self, node: str, pid: int, via: Transport | None = None,
+                 offset: float = 0.0) -> None:
+        self.node, self.pid, self.via, self.offset = node, pid, via, offset
 
 
 def local_tar(args: list[str], *, timeout: float, input: bytes | None = None) -> bytes:
@@ -575,7 +578,9 @@ class ClusterPlacer(Placer):
 
     def counter(self, container: Container) -> NodeCgroup:
         """Read on the container's node by its sampling agent."""
-        return NodeCgroup(container.node or "", container.pid)
+        node = container.node or ""
+        return NodeCgroup(node, container.pid, nodes.transport(self.node(node)),
+                          self.offsets.get(node, 0.0))
 
     def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
         """The nodes' data-plane interfaces, by label (node:interface)."""
