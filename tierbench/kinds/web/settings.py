@@ -168,6 +168,10 @@ class Database(Model):
     shared_buffers: Annotated[str, text(r"^[1-9][0-9]*(kB|MB|GB)$", "128MB")] = "128MB"
 
 
+# The options a mode's `server:` block may set (Stack's own keys of the same names)
+SERVER_OPTIONS = ("web_sendfile", "web_mmap", "proxy_cache")
+
+
 class Stack(Model):
     """Server options of the stack (a mode's `server:` overrides them per point)."""
 
