@@ -285,8 +285,11 @@ class Kind(Generic[S, I, P]):
     description: ClassVar[str] = ""
     # Top-level keys of an experiment file that belong to this kind (validated by ``model``).
     model: ClassVar[type[BaseModel]]
-    # The experiment key whose presence names this kind in a file without `kind:` (pfs:, net:).
+    # The experiment key holding the kind's settings (pfs:, net:; the report's factor order).
     block: ClassVar[str] = ""
+    # The experiment key whose presence names this kind in a file without `kind:` (else block:
+    # the web kind's traces:); the registry has no default kind.
+    key: ClassVar[str] = ""
     # A bare note for the plan's last line: "... plus <bring_up>".
     bring_up: ClassVar[str] = "bring-up"
     # Tier names this kind deploys (modes naming other tiers are refused at load).

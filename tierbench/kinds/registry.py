@@ -24,8 +24,6 @@ from tierbench.placement.clusterfile import Roles
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
 
-DEFAULT_KIND = "web"
-
 
 class Envelope(Model):
     """The keys every experiment file has, whatever its kind."""
@@ -79,14 +77,17 @@ def kind(name: str) -> Kind:
 
 
 def kind_of(data: dict[str, Any]) -> str:
-    """An experiment file's kind: its `kind:` key, else the kind whose block it has (pfs:, ...),
-    else web."""
+    """An experiment file's kind: its `kind:` key, else the kind whose key it has (traces:,
+    pfs:, ...: ``Kind.key`` or ``Kind.block``); no kind is the default."""
     if data.get("kind") is not None:
         return str(data["kind"])
-    for name, k in kinds().items():
-        if k.block and k.block in data:
+    keys = {name: k.key or k.block for name, k in kinds().items() if k.key or k.block}
+    for name, key in keys.items():
+        if key in data:
             return name
-    return DEFAULT_KIND
+    raise ConfigError("none given: name the experiment's kind (kind: "
+                      f"{', '.join(kinds())}) or give the key of one ("
+                      f"{', '.join(f'{key}: {name}' for name, key in keys.items())})")
 
 
 def load_experiment(name: str, modes_dir: Path = MODES_DIR,

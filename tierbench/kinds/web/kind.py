@@ -32,6 +32,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     name = "web"
     description = "request traces through the proxy and web tiers (wrk or Locust)"
     model = WebSettings
+    key = "traces"
     scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
     tiers = TIERS
     declared_roles = ROLES
