@@ -5,8 +5,13 @@
 # changed since it was built (label org.tierbench.context), so a second run takes seconds.
 # Independent images build in parallel (IMAGE_JOBS at a time, default 3), with BuildKit where
 # this machine's Docker can use it (setup/docker-build.sh), else with the legacy builder.
-#   setup/images.sh [IMAGE ...]   IMAGE: apache proxy web loadgen haproxy app db net disk fs
-#                                 orangefs (the OrangeFS images: only from a source at hand)
+#   setup/images.sh [IMAGE ...]   IMAGE: a folder of images/ with a Dockerfile (apache, proxy,
+#                                 web, loadgen, ...; not the ones built elsewhere: node, by
+#                                 setup/lab.sh), or orangefs (the OrangeFS images, with web-pvfs:
+#                                 only from a source at hand, setup/orangefs-image.sh)
+# The list is the images/ folders, so a new kind's image needs no edit here. An image builds on
+# the base image, or on another of them when its Dockerfile says so by an
+# `ARG NAME_IMAGE=tierbench-NAME:TAG` (proxy and web on apache): that one is built first.
 # Settings: TIERBENCH_TAG (0.1.0), BASE_IMAGE, DEBIAN_SNAPSHOT and DEBIAN_SNAPSHOT_URL
 # (setup/base-image.sh), IMAGE_JOBS.
 set -euo pipefail
@@ -14,7 +19,16 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 tag=${TIERBENCH_TAG:-0.1.0}
 jobs_max=${IMAGE_JOBS:-3}
-ALL=(apache proxy web loadgen haproxy app db net disk fs orangefs)
+ELSEWHERE=" node orangefs web-pvfs "  # built by setup/lab.sh and setup/orangefs-image.sh
+# parent_of NAME: the image NAME's Dockerfile builds on (`ARG X_IMAGE=tierbench-P:`), if any
+parent_of() { sed -n 's/^ARG [A-Z_]*_IMAGE=tierbench-\([a-z0-9-]*\):.*/\1/p' "images/$1/Dockerfile" | head -n 1; }
+parent_arg() { sed -n 's/^ARG \([A-Z_]*_IMAGE\)=tierbench-.*/\1/p' "images/$1/Dockerfile" | head -n 1; }
+ALL=()
+for dockerfile in images/*/Dockerfile; do
+  name=${dockerfile#images/}; name=${name%/Dockerfile}
+  [[ "$ELSEWHERE" == *" $name "* ]] || ALL+=("$name")
+done
+ALL+=(orangefs)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
@@ -26,8 +40,12 @@ for name in "${wanted[@]}"; do
   [[ " ${ALL[*]} " == *" $name "* ]] || die "no image named $name: choose among ${ALL[*]}"
 done
 want() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
-# proxy and web build on apache
-if want proxy || want web; then want apache || wanted+=(apache); fi
+# an image's parent is built too (proxy and web build on apache)
+for name in "${wanted[@]}"; do
+  [ "$name" = orangefs ] && continue
+  parent=$(parent_of "$name")
+  if [ -n "$parent" ] && ! want "$parent"; then wanted+=("$parent"); fi
+done
 
 # One build at a time per tag: tierbench and make may both ask for the same images.
 # The lock lives in a folder of this user's own (0700, checked: never a name another user
@@ -56,10 +74,12 @@ context_of() {  # $1: name, $2: the ID of the image it builds FROM
 
 build() {  # $1: name; builds tierbench-NAME:TAG unless it is up to date
   local name=$1 image="tierbench-$1:$tag" from context args=()
-  case $name in
-    proxy|web) from=tierbench-apache:$tag; args=(--build-arg APACHE_IMAGE="$from") ;;
-    *) from=$BASE_IMAGE; args=(--build-arg BASE_IMAGE="$from") ;;
-  esac
+  local parent; parent=$(parent_of "$name")
+  if [ -n "$parent" ]; then
+    from=tierbench-$parent:$tag; args=(--build-arg "$(parent_arg "$name")=$from")
+  else
+    from=$BASE_IMAGE; args=(--build-arg BASE_IMAGE="$from")
+  fi
   context=$(context_of "$name" "$(image_id "$from")")
   if [ "$(built_context "$image")" = "$context" ]; then return 0; fi
   if [ "$name" = loadgen ]; then setup/wheelhouse.sh; fi
@@ -82,7 +102,16 @@ group() {  # names...; records the group's exit code in $logs/NAME.rc
   done
   echo "$code" >"$logs/$1.rc"
 }
-groups=("apache proxy web" loadgen haproxy app db net disk fs)
+# a group: an image on the base image and those built on it, in order
+groups=()
+for name in "${ALL[@]}"; do
+  [ "$name" != orangefs ] && [ -z "$(parent_of "$name")" ] || continue
+  g=$name
+  for child in "${ALL[@]}"; do
+    if [ "$child" != orangefs ] && [ "$(parent_of "$child")" = "$name" ]; then g+=" $child"; fi
+  done
+  groups+=("$g")
+done
 started=()
 for g in "${groups[@]}"; do
   first=${g%% *}

@@ -178,7 +178,7 @@ BAD_EXPERIMENTS = [
       "pfs": {"test": "concurrent", "io_servers": 9}},
      "pfs.io_servers[0]: must be a whole number from 1 to 8, got 9"),
     ({"name": "p", "kind": "pfs", "modes": ["sendfile-off"], "pfs": {"test": "concurrent"}},
-     "sets options of the web and proxy servers"),
+     "sets server options (web_sendfile), which the pfs kind's services do not have"),
     ({"name": "p", "kind": "pfs", "modes": ["offloads-on"],
       "pfs": {"test": "concurrent", "fault": {"stop": "web"}}}, "pfs.fault.stop: must be one of"),
     (experiment(stack={"docroot": "raid0", "placement": "size"}),

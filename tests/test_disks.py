@@ -116,12 +116,12 @@ def test_bad_disk_systems_are_one_sentence(spec: dict, fragment: str) -> None:
 
 def test_strategies_lay_out_three_servers_with_three_disks_but_raid_single() -> None:
     scsi = disks.BUILTIN["scsi"]
-    assert disks.layout(scsi, "single-disk") == disks.Layout(3, 1, False)
-    assert disks.layout(scsi, "size") == disks.Layout(3, 3, False, "size")
-    assert disks.layout(scsi, "raid-single") == disks.Layout(1, 3, True)
-    assert disks.layout(scsi, "raid") == disks.Layout(3, 3, True)
-    assert disks.layout(disks.BUILTIN["raid0"], None) == disks.Layout(1, 3, True)
-    assert set(disks.STRATEGIES) == set(disks.STRATEGY_NOTES)
+    assert webdisks.layout(scsi, "single-disk") == disks.Layout(3, 1, False)
+    assert webdisks.layout(scsi, "size") == disks.Layout(3, 3, False, "size")
+    assert webdisks.layout(scsi, "raid-single") == disks.Layout(1, 3, True)
+    assert webdisks.layout(scsi, "raid") == disks.Layout(3, 3, True)
+    assert disks.layout(disks.BUILTIN["raid0"]) == disks.Layout(1, 3, True)
+    assert set(webdisks.STRATEGIES) == set(webdisks.STRATEGY_NOTES)
 
 
 def test_device_sizes_hold_the_files_and_the_file_systems_room() -> None:
@@ -179,7 +179,7 @@ def test_every_strategys_plan_holds_every_file() -> None:
     spec = {"name": "z", "kind": "zipf", "alpha": 0.9, "fileset": fs}
     pops = webdisks.popularity([spec], 1)
     total = filesets.total_bytes(fs)
-    for strategy, lay in disks.STRATEGIES.items():
+    for strategy, lay in webdisks.STRATEGIES.items():
         settings = {"docroot": "scsi", "placement": strategy, "web_servers": lay.servers}
         p, lines = webdisks.plan_for(settings, disks.resolve(), [fs], pops, 1)
         assert p.servers == ("web", "web2", "web3")[:lay.servers]

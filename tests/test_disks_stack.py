@@ -188,7 +188,7 @@ def test_a_build_that_fails_half_way_removes_what_it_made(env: dict[str, str]) -
         pytest.skip("this kernel has md: RAID-0 uses mdadm, which accepts small devices")
     tierbench(env, "clean")
     raid = disks.BUILTIN["raid0"]
-    plan = disks.Plan(raid, disks.layout(raid, None), ("web",), 16 << 20)
+    plan = disks.Plan(raid, disks.layout(raid), ("web",), 16 << 20)
     with pytest.raises(disks.DiskError) as err:
         diskbuild.ensure(plan, env, log=lambda _msg: None)
     assert "btrfs RAID-0 of web" in str(err.value) and "\n" not in str(err.value)

@@ -185,3 +185,15 @@ def test_cli_report_and_compare_write_pages(tmp_path: Path,
     assert out.is_file() and out.stat().st_size > 1000
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "no summary.csv here" in capsys.readouterr().err
+
+
+def test_no_kind_is_the_default() -> None:
+    """An experiment without `kind:` is of the kind whose key it has (traces: web, pfs: pfs);
+    with none, one sentence names the kinds and their keys (the registry has no default)."""
+    assert registry.kind_of({"traces": []}) == "web"
+    assert registry.kind_of({"pfs": {}}) == "pfs"
+    with pytest.raises(ConfigError) as err:
+        registry.experiment_from({"modes": ["offloads-on"]}, "e.yml", "e", lambda _: [])
+    text = str(err.value)
+    assert text.startswith("e.yml: kind: none given: name the experiment's kind (kind: ")
+    assert "traces: web" in text and "pfs: pfs" in text and "\n" not in text

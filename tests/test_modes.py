@@ -162,7 +162,7 @@ def test_parent_errors_name_the_parent_file(tmp_path: Path) -> None:
         ("sysctls: {rmem_max: 1}", "sysctls.rmem_max: not a sysctl name"),
         ("sysctls: {net.core.rmem_max: {a: 1}}", "sysctls.net.core.rmem_max: must be a number"),
         ("server: {web_sendfile: maybe}", "server.web_sendfile: must be on or off"),
-        ("server: {nginx: on}", "unknown key 'nginx'"),
+        ("server: {Nginx: on}", "server.Nginx: not a server option name"),
         ("host_interfaces: []", "host_interfaces: must be a non-empty list"),
         ("host_interfaces: [eth0]\ntiers: [web]", "a mode has one scope"),
         ("roles: [servers]\ntiers: [web]", "a mode has one scope"),
@@ -177,6 +177,23 @@ def test_bad_modes_are_refused_naming_file_and_key(tmp_path: Path, text: str, me
         load_mode("m", tmp_path)
     assert str(path) in str(err.value) and message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_server_options_are_the_kinds_that_runs_the_servers(tmp_path: Path) -> None:
+    """A mode's `server:` names are checked by the experiment's kind (the modes floor names
+    none): the web kind allows its stack's options; a kind without servers refuses any."""
+    write(tmp_path, "m", "server: {nginx: on}\n")
+    exp = tmp_path / "e.yml"
+    exp.write_text("kind: web\nmodes: [m]\ntraces: [{name: t, kind: single, size: 4096}]\n")
+    with pytest.raises(ConfigError, match=r"modes: m: server: unknown key 'nginx' \(allowed: "
+                                          r"proxy_cache, web_mmap, web_sendfile\)$"):
+        registry.load_experiment(str(exp), tmp_path)
+    write(tmp_path, "m", "server: {web_sendfile: off}\n")
+    assert registry.load_experiment(str(exp), tmp_path).modes[0].server == {"web_sendfile": False}
+    exp.write_text("kind: pfs\nmodes: [m]\npfs: {test: concurrent}\n")
+    with pytest.raises(ConfigError, match="modes: m sets server options \\(web_sendfile\\), "
+                                          "which the pfs kind's services do not have"):
+        registry.load_experiment(str(exp), tmp_path)
 
 
 def test_diff_lists_only_differences() -> None:

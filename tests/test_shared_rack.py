@@ -207,7 +207,7 @@ def test_preflight_refuses_an_lvm_device_in_one_sentence(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(subprocess, "run", run)
     system = disks.resolve({"mine": disks.DiskSystemSpec(devices=["/dev/sdb"], wipe=True)})["mine"]
-    plan = disks.plan(system, disks.layout(system, None), ["web"], [1 << 20])
+    plan = disks.plan(system, disks.layout(system), ["web"], [1 << 20])
     with pytest.raises(disks.DiskError) as info:
         disks.preflight([plan])
     assert str(info.value) == ("disk system mine: /dev/sdb is in use (it is held by dm-0 "

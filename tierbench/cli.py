@@ -22,7 +22,7 @@ from tierbench.config.files import MODES_DIR, results_root, state_dir
 from tierbench.kinds import registry
 from tierbench.measure import profile
 from tierbench.modes import apply
-from tierbench.modes.model import ModeFile, diff_modes, host_endpoints, list_modes, load_mode
+from tierbench.modes.model import diff_modes, host_endpoints, list_modes, load_mode
 from tierbench.placement import clusterfile, compose, local, model, nodes, placer, runlock
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.tiers import orangefs
@@ -328,9 +328,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of an experiment file (of one kind) or of a mode file."""
     if args.what == "mode":
-        schema = ModeFile.model_json_schema()
-        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
-                  "title": "tierbench mode", **schema}
+        schema = registry.mode_schema()
     else:
         schema = registry.experiment_schema(args.kind)
     print(json.dumps(schema, indent=1, sort_keys=True))

@@ -285,8 +285,11 @@ class Kind(Generic[S, I, P]):
     description: ClassVar[str] = ""
     # Top-level keys of an experiment file that belong to this kind (validated by ``model``).
     model: ClassVar[type[BaseModel]]
-    # The experiment key whose presence names this kind in a file without `kind:` (pfs:, net:).
+    # The experiment key holding the kind's settings (pfs:, net:; the report's factor order).
     block: ClassVar[str] = ""
+    # The experiment key whose presence names this kind in a file without `kind:` (else block:
+    # the web kind's traces:); the registry has no default kind.
+    key: ClassVar[str] = ""
     # A bare note for the plan's last line: "... plus <bring_up>".
     bring_up: ClassVar[str] = "bring-up"
     # Tier names this kind deploys (modes naming other tiers are refused at load).
@@ -309,19 +312,31 @@ class Kind(Generic[S, I, P]):
     # Subcommands the kind adds to the tierbench command (`tierbench worker`: the web kind's
     # Locust workers for another node's master); the command line adds every kind's.
     commands: ClassVar[tuple[Command, ...]] = ()
+    # The options a mode's `server:` block may set (on/off) for the kind's services; changing
+    # one restarts the services it concerns. A kind with none refuses a mode that sets any.
+    server_options: ClassVar[tuple[str, ...]] = ()
     # The widths the plan's point lines keep a point's factors (`what`) and its mode in.
     plan_widths: ClassVar[tuple[int, int]] = (34, 16)
 
     # -- experiment -----------------------------------------------------------------------
 
     def check(self, exp: Experiment[S]) -> None:
-        """Cross-checks between settings and modes after validation (raise ConfigError): a
-        mode that sets options of the web and proxy servers is refused, unless the kind runs
-        them (and says so by a check of its own)."""
+        """Cross-checks between settings and modes after validation (raise ConfigError); here:
+        a mode's server options are ones the kind's servers have (``server_options``)."""
+        self.check_server_options(exp)
+
+    def check_server_options(self, exp: Experiment[S]) -> None:
+        """Refuse a mode whose `server:` block names an option the kind's servers lack."""
         for m in exp.modes:
-            if m.server:
-                raise ConfigError(f"{exp.source}: modes: {m.name} sets options of the web and "
-                                  f"proxy servers, which the {self.name} kind does not run")
+            unknown = sorted(set(m.server) - set(self.server_options))
+            if unknown and not self.server_options:
+                raise ConfigError(f"{exp.source}: modes: {m.name} sets server options "
+                                  f"({', '.join(unknown)}), which the {self.name} kind's "
+                                  "services do not have")
+            if unknown:
+                raise ConfigError(f"{exp.source}: modes: {m.name}: server: unknown key "
+                                  f"{unknown[0]!r} (allowed: "
+                                  f"{', '.join(sorted(self.server_options))})")
 
     def resolved(self, exp: Experiment[S]) -> dict[str, Any]:
         """The experiment with every default filled in and modes inlined, for the manifest:

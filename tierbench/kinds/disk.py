@@ -213,7 +213,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         """The disk plan of one system: one server (the benchmark container), the file."""
         s = exp.settings
         system = self.systems(exp)[name]
-        lay = disks.layout(system, None, 1)
+        lay = disks.layout(system, 1)
         per_disk = disks.per_disk_bytes(lay, int(s.disk.file_mb * MIB))
         return disks.plan(system, lay, [SERVICE], per_disk)
 

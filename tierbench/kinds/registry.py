@@ -19,12 +19,10 @@ from tierbench.config.files import EXPERIMENTS_DIR, MODES_DIR, read_yaml, resolv
 from tierbench.config.models import (Model, name_problem, non_empty_list, number, safe_name, text,
                                      validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
-from tierbench.modes.model import Mode, load_mode_list
+from tierbench.modes.model import Mode, ModeFile, load_mode_list
 from tierbench.placement.clusterfile import Roles
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
-
-DEFAULT_KIND = "web"
 
 
 class Envelope(Model):
@@ -79,14 +77,17 @@ def kind(name: str) -> Kind:
 
 
 def kind_of(data: dict[str, Any]) -> str:
-    """An experiment file's kind: its `kind:` key, else the kind whose block it has (pfs:, ...),
-    else web."""
+    """An experiment file's kind: its `kind:` key, else the kind whose key it has (traces:,
+    pfs:, ...: ``Kind.key`` or ``Kind.block``); no kind is the default."""
     if data.get("kind") is not None:
         return str(data["kind"])
-    for name, k in kinds().items():
-        if k.block and k.block in data:
+    keys = {name: k.key or k.block for name, k in kinds().items() if k.key or k.block}
+    for name, key in keys.items():
+        if key in data:
             return name
-    return DEFAULT_KIND
+    raise ConfigError("none given: name the experiment's kind (kind: "
+                      f"{', '.join(kinds())}) or give the key of one ("
+                      f"{', '.join(f'{key}: {name}' for name, key in keys.items())})")
 
 
 def load_experiment(name: str, modes_dir: Path = MODES_DIR,
@@ -252,3 +253,16 @@ def experiment_schema(name: str) -> dict[str, Any]:
         "additionalProperties": False,
         "$defs": {**env.get("$defs", {}), **own.get("$defs", {})},
     }
+
+
+def mode_schema() -> dict[str, Any]:
+    """The JSON Schema of a mode file, its `server:` options those of every kind that has some
+    (the modes floor names none; each kind checks its own when an experiment uses the mode)."""
+    schema = ModeFile.model_json_schema()
+    options = sorted({o for k in kinds().values() for o in k.server_options})
+    schema["properties"]["server"] = {
+        "type": "object", "additionalProperties": False,
+        "description": "server options (on/off); changing one restarts the services it concerns",
+        "properties": {o: {"type": "boolean"} for o in options}}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "tierbench mode",
+            **schema}

@@ -40,7 +40,6 @@ __all__ = [
     "MODES_DIR",
     "RING_KEYS",
     "ROLES",
-    "SERVER_KEYS",
     "Knobs",
     "Mode",
     "ModeFile",
@@ -66,7 +65,7 @@ COALESCE_KEYS = COALESCE_BOOL_KEYS + COALESCE_INT_KEYS
 RING_INT_KEYS = ("rx", "rx-mini", "rx-jumbo", "tx", "rx-buf-len", "cqe-size")
 RING_BOOL_KEYS = ("tx-push", "tcp-data-split")
 RING_KEYS = RING_INT_KEYS + RING_BOOL_KEYS
-SERVER_KEYS = ("web_sendfile", "web_mmap", "proxy_cache")
+OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
 RATE = r"^\d+(\.\d+)?([kmgtKMGT]?bit|[kmgtKMGT]?bps)$"
 SIZE = r"^\d+([kmgKMG]?[bB]|[kmgKMG]bit)?$"
 TIME = r"^\d+(\.\d+)?(s|ms|us)$"
@@ -253,12 +252,20 @@ class Cpu(Model):
         return self
 
 
-class Server(Model):
-    """Server options; changing one restarts the services it concerns."""
+def _option_problem(key: Any, item: Any) -> PydanticCustomError | None:
+    if not isinstance(key, str) or not OPTION.fullmatch(key):
+        return problem("not a server option name like web_sendfile",
+                       sub=key if isinstance(key, str) and key.isprintable() else repr(key))
+    return _on_off(key, item)
 
-    web_sendfile: Annotated[bool, flag()] | None = None
-    web_mmap: Annotated[bool, flag()] | None = None
-    proxy_cache: Annotated[bool, flag()] | None = None
+
+# Server options (on/off, by name): which names exist is the kind's that runs the servers
+# (`Kind.server_options`, checked when an experiment uses the mode); changing one restarts
+# the services it concerns.
+ServerOptions = Annotated[dict[str, bool], BeforeValidator(_mapping("option: on|off",
+                                                                     _option_problem)),
+                          WithJsonSchema({"type": "object",
+                                          "additionalProperties": {"type": "boolean"}})]
 
 
 def _names(value: Any) -> Any:
@@ -284,7 +291,7 @@ class ModeFile(Model):
     qdisc: Qdisc | None = None
     sysctls: Sysctls = {}
     cpu: Cpu | None = None
-    server: Server = Server()
+    server: ServerOptions = {}
 
 
 # --------------------------------------------------------------------------- the mode
@@ -495,7 +502,7 @@ def _mode(name: str, data: dict[str, Any], parents: tuple[str, ...], where: str)
         source=where,
         host_interfaces=tuple(m.host_interfaces or ()),
         knobs=knobs,
-        server={k: v for k, v in m.server.model_dump().items() if v is not None},
+        server=dict(m.server),
         extends=parents,
         roles=tuple(m.roles or ()),
         cpu={k: v for k, v in m.cpu.model_dump().items() if v is not None} if m.cpu else {},

@@ -198,7 +198,7 @@ def resolve(custom: Mapping[str, DiskSystemSpec] | None = None) -> dict[str, Sys
 
 @dataclass(frozen=True)
 class Layout:
-    """How a system is laid out: `servers` web servers with `disks` devices each, striped
+    """How a system is laid out: `servers` servers with `disks` devices each, striped
     (raid0) or holding whole files by `spread` (workloads.spread strategy) or one device."""
 
     servers: int
@@ -207,31 +207,10 @@ class Layout:
     spread: str | None = None
 
 
-# 004 §5.2.4 Table 4: three web servers with three disks each (but RAID-Single: one server)
-STRATEGIES: dict[str, Layout] = {
-    "single-disk": Layout(3, 1, False),
-    "random": Layout(3, 3, False, "random"),
-    "popularity": Layout(3, 3, False, "popularity"),
-    "size": Layout(3, 3, False, "size"),
-    "raid-single": Layout(1, 3, True),
-    "raid": Layout(3, 3, True),
-}
-STRATEGY_NOTES = {
-    "single-disk": "every file on one disk of each of 3 servers",
-    "random": "files spread at random over 3 disks of each of 3 servers",
-    "popularity": "files sorted by popularity, dealt round-robin over 3 disks, 3 servers",
-    "size": "files sorted by size, dealt round-robin over 3 disks, 3 servers",
-    "raid-single": "every file striped over 3 disks (RAID-0), one server",
-    "raid": "every file striped over 3 disks (RAID-0) of each of 3 servers",
-}
-
-
-def layout(system: System, strategy: str | None, servers: int = 1) -> Layout:
-    """The layout of a system alone (`servers` web servers) or under a Table 4 strategy (the
-    system's device then stands for each of the strategy's disks)."""
-    if strategy is None:
-        return Layout(servers, system.devices, system.raid0)
-    return STRATEGIES[strategy]
+def layout(system: System, servers: int = 1) -> Layout:
+    """The layout of a system alone, under ``servers`` servers (a kind's own layouts, such as
+    the web kind's 004 Table 4 strategies, are Layouts of its own)."""
+    return Layout(servers, system.devices, system.raid0)
 
 
 def devices_needed(system: System, lay: Layout) -> int:

@@ -38,7 +38,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
     variation_pct = 5.0
 
     def check(self, exp: Experiment[NetSettings]) -> None:
-        """No web or proxy servers here for a mode's server options; the cases load."""
+        """A mode's server options (none here) and the cases load."""
         super().check(exp)
         try:
             self.modes(exp)

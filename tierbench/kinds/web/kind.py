@@ -17,8 +17,8 @@ from tierbench.kinds.web import (plan, report, results, sequence, services, size
                                  webdisks)
 from tierbench.kinds.web.stack import GENERATOR, TIERS, WebInfo
 from tierbench.kinds.web.load import stop
-from tierbench.kinds.web.settings import (WebSettings, has_dynamic, stack_for, stack_settings,
-                                          trace_dicts)
+from tierbench.kinds.web.settings import (SERVER_OPTIONS, WebSettings, has_dynamic, stack_for,
+                                          stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.kinds.web.roles import ROLES
 from tierbench.kinds.web import worker
@@ -32,18 +32,21 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
     name = "web"
     description = "request traces through the proxy and web tiers (wrk or Locust)"
     model = WebSettings
+    key = "traces"
     scalable = {"load.measure_s": 2, "load.warmup_s": 1, "load.requests_per_client": 20}
     tiers = TIERS
     declared_roles = ROLES
     roles = ("loadgen", "proxy", "web")
     bring_up = "stack bring-up (seconds when images are built)"
     commands = (worker.COMMAND,)
+    server_options = SERVER_OPTIONS
 
     # -- experiment
     def check(self, exp: Experiment[WebSettings]) -> None:
         """A real device the experiment names must exist (sizes and use: at preflight; a
         cluster node's devices are checked there at preflight). A mode's platform on some tiers
-        must be one the stack can start them under."""
+        must be one the stack can start them under; its server options are the stack's."""
+        self.check_server_options(exp)
         s = exp.settings
         try:
             services.own_platforms(exp.modes)

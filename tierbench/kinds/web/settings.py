@@ -168,6 +168,10 @@ class Database(Model):
     shared_buffers: Annotated[str, text(r"^[1-9][0-9]*(kB|MB|GB)$", "128MB")] = "128MB"
 
 
+# The options a mode's `server:` block may set (Stack's own keys of the same names)
+SERVER_OPTIONS = ("web_sendfile", "web_mmap", "proxy_cache")
+
+
 class Stack(Model):
     """Server options of the stack (a mode's `server:` overrides them per point)."""
 
@@ -192,7 +196,7 @@ class Stack(Model):
     page_cache: Annotated[str, choice("warm", "cold")] = "warm"
     # 004 §5.2.4 Table 4: how files lie on 3 disks per web server (a factor; the docroot names
     # the disk system each disk is); each strategy sets its web servers
-    placement: Annotated[list[str], one_or_many(choice(*disks.STRATEGIES), "strategy")] | None = None
+    placement: Annotated[list[str], one_or_many(choice(*webdisks.STRATEGIES), "strategy")] | None = None
     # 1 or 3 web servers behind the proxy (compose/web-servers.yml; 004's data center had 3)
     web_servers: Annotated[int, whole(1, 3)] | None = None
     # 1 to 4 proxies in front of the web servers (004's data center had 4), each balancing over
@@ -534,7 +538,7 @@ def stack_for(exp: Experiment[WebSettings], mode: str, docroot: str,
     out = {**stack_settings(s, exp.seed), "docroot": docroot}
     if placement is not None:
         out["placement"] = placement
-        servers = disks.STRATEGIES[placement].servers
+        servers = webdisks.STRATEGIES[placement].servers
         out.pop("web_servers", None)
         if servers > 1:
             out["web_servers"] = servers

@@ -38,6 +38,34 @@ BUCKETS = (("small", 0, 64 * KIB), ("medium", 64 * KIB, MIB), ("large", MIB, mat
 BUCKET_LABELS = {"small": "files < 64 KiB", "medium": "64 KiB - 1 MiB", "large": ">= 1 MiB"}
 
 
+# 004 §5.2.4 Table 4: three web servers with three disks each (but RAID-Single: one server)
+STRATEGIES: dict[str, disks.Layout] = {
+    "single-disk": disks.Layout(3, 1, False),
+    "random": disks.Layout(3, 3, False, "random"),
+    "popularity": disks.Layout(3, 3, False, "popularity"),
+    "size": disks.Layout(3, 3, False, "size"),
+    "raid-single": disks.Layout(1, 3, True),
+    "raid": disks.Layout(3, 3, True),
+}
+STRATEGY_NOTES = {
+    "single-disk": "every file on one disk of each of 3 servers",
+    "random": "files spread at random over 3 disks of each of 3 servers",
+    "popularity": "files sorted by popularity, dealt round-robin over 3 disks, 3 servers",
+    "size": "files sorted by size, dealt round-robin over 3 disks, 3 servers",
+    "raid-single": "every file striped over 3 disks (RAID-0), one server",
+    "raid": "every file striped over 3 disks (RAID-0) of each of 3 servers",
+}
+
+
+def layout(system: disks.System, strategy: str | None, servers: int = 1) -> disks.Layout:
+    """The layout of a system alone (`servers` web servers) or under a Table 4 strategy (the
+    system's device then stands for each of the strategy's disks)."""
+    if strategy is None:
+        return disks.layout(system, servers)
+    return STRATEGIES[strategy]
+
+
+
 def names(custom: Mapping[str, Any] | None) -> dict[str, disks.System]:
     """The disk systems an experiment can name: built-in and its own."""
     return disks.resolve(custom)
@@ -69,7 +97,7 @@ def settings_problem(docroots: list[str], fixed: tuple[str, ...], known: Mapping
                 return (f"stack.placement: needs docroot to be a one-device disk system (such as "
                         f"scsi), which the strategies lay out over 3 disks per server; got {d!r}")
     if proxy == "haproxy" and ((web_servers or 1) > 1 or any(
-            disks.STRATEGIES[p].servers > 1 for p in strategies or [])):
+            STRATEGIES[p].servers > 1 for p in strategies or [])):
         return ("stack.proxy: several web servers need proxy: apache (its balancer spreads the "
                 "requests); HAProxy serves one")
     return None
@@ -157,7 +185,7 @@ def plan_for(settings: Mapping[str, Any], known: Mapping[str, disks.System], set
     if system is None:
         return None
     strategy = settings.get("placement")
-    lay = disks.layout(system, strategy, int(settings.get("web_servers") or 1))
+    lay = layout(system, strategy, int(settings.get("web_servers") or 1))
     total = sum(filesets.total_bytes(fs) for fs in sets)
     lines: list[str] = []
     spread_bytes = None
@@ -202,10 +230,10 @@ def label(settings: Mapping[str, Any], known: Mapping[str, disks.System],
         return f" [storage: {storage_words(settings, known)}{hot}]"
     strategy = settings.get("placement")
     what = system.describe()
-    striped = disks.layout(system, strategy).raid0
+    striped = layout(system, strategy).raid0
     raid = f"; RAID-0 by {disks.raid_words(host)}" if striped else ""
     if strategy:
-        return (f" [disk {what}; placement {strategy}: {disks.STRATEGY_NOTES[strategy]}{raid}"
+        return (f" [disk {what}; placement {strategy}: {STRATEGY_NOTES[strategy]}{raid}"
                 f"{hot}]")
     servers = int(settings.get("web_servers") or 1)
     return f" [disk {what}" + (f" on each of {servers} web servers" if servers > 1 else "") \
