@@ -137,6 +137,26 @@ def test_page_cache_hit_ratio_from_the_web_tiers_disk_reads() -> None:
     assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, 400, trace) == {}
 
 
+def test_a_window_mostly_missing_the_caches_is_flagged_cold() -> None:
+    """Issue 44: the larger of the proxies' miss share and the storage's reads over the bytes
+    served; flagged above COLD_CACHE_SHARE, never where the point asks for misses."""
+    rule = metrics.miss_figures
+    assert rule({"bytes_moved": 1e9}, False) == {}  # nothing counted
+    proxy = {"proxy_cache_hits": 30, "proxy_cache_misses": 70, "bytes_moved": 1e9}
+    assert rule(proxy, False) == {"cache_miss_share": 0.7, "cold_cache": True}
+    warm = {"proxy_cache_hits": 90, "proxy_cache_misses": 10, "bytes_moved": 100e6,
+            "web_disk_read_mb": 20.0}
+    assert rule(warm, False) == {"cache_miss_share": pytest.approx(0.2), "cold_cache": False}
+    # the storage's reads count when they are the larger share (a capped page cache)
+    disk = {**warm, "storage_read_mb": 60.0}
+    assert rule(disk, False) == {"cache_miss_share": pytest.approx(0.6), "cold_cache": True}
+    assert rule({"web_disk_read_mb": 500.0, "bytes_moved": 100e6}, False)[
+        "cache_miss_share"] == 1.0  # read-ahead: never above 1
+    at = {"web_disk_read_mb": 50.0, "bytes_moved": 100e6}  # exactly the threshold: not above
+    assert rule(at, False)["cold_cache"] is False
+    assert rule(disk, True) == {"cache_miss_share": pytest.approx(0.6), "cold_cache": False}
+
+
 def test_memory_figures_say_whether_the_cap_held_and_what_storage_read() -> None:
     def at(t: float, cache: int, storage: int | None) -> dict:
         sample = {"t": t, "cpu": {"web": {"usage_s": t, "file_bytes": cache,

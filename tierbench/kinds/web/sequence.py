@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines, maxrate, services
+from tierbench.kinds.web import engines, maxrate, services, webmetrics
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
 from tierbench.kinds.web.prepare import WebPrepared
@@ -141,6 +141,8 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
         measured = Measured(result, first, last, samples)
         for step in steps:
             row.update(step.after(ctx, measured))
+        asks_misses = point["trace"].get("kind") == "hit-ratio" or dep.info.stack.cold
+        row.update(webmetrics.miss_figures(row, asks_misses))
         return PointResult(row, engines.per_second_rows(samples, result), (start, end))
     except (LoadgenError, MeasureError) as exc:
         ctx.log(f"tierbench: {point.id} failed: {exc}")
