@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from tierbench.kinds.web import results
 from tierbench.kinds.web import webmetrics as metrics
 from tierbench.measure.sampler import CLK_TCK
 
@@ -155,6 +156,9 @@ def test_a_window_mostly_missing_the_caches_is_flagged_cold() -> None:
     at = {"web_disk_read_mb": 50.0, "bytes_moved": 100e6}  # exactly the threshold: not above
     assert rule(at, False)["cold_cache"] is False
     assert rule(disk, True) == {"cache_miss_share": pytest.approx(0.6), "cold_cache": False}
+    note = results.end_note([{"cold_cache": True}, {"cold_cache": False}]) or ""
+    assert "1 of 2 points missed the caches for more than 50 % of their window" in note
+    assert results.end_note([{"cold_cache": False}]) is None
 
 
 def test_memory_figures_say_whether_the_cap_held_and_what_storage_read() -> None:

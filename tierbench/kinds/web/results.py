@@ -100,9 +100,9 @@ def end_note(rows: list[dict[str, Any]]) -> str | None:
     cold = [r for r in rows if r.get("cold_cache")]
     if cold:
         notes.append(f"tierbench: {len(cold)} of {len(rows)} points missed the caches for more "
-                     f"than {webmetrics.COLD_CACHE_SHARE:.0%} of their window (first touches of "
+                     f"than {100 * webmetrics.COLD_CACHE_SHARE:.0f} % of their window (first touches of "
                      "a cold cache, or a working set above it): measure longer, or warm the "
-                     "cache first")
+                     "cache first (load.warm_pass; a study's --scale recommended does)")
     return "\n".join(notes) or None
 
 
