@@ -213,6 +213,11 @@ def warnings(ctx: Context, samples: pd.DataFrame | None, notes: list[str]) -> di
         errors = number(row.get("errors"))
         if errors:
             issues.append({"kind": "text", "text": f"{errors:,.0f} request errors"})
+        if load.as_bool(row.get("cold_cache")) is True:
+            issues.append({"kind": "text", "text": (
+                f"{100 * (number(row.get('cache_miss_share')) or 0):.0f} % of the window missed "
+                "the caches (proxy misses, or bytes read from storage over bytes served): "
+                "first touches of a cold cache, or a working set above it; not the warm regime")})
         if load.as_bool(row.get("unsteady")) is True:
             issues.append({"kind": "text", "text": "window not shown steady: "
                            f"{text(row.get('unsteady_why'))}"})

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from tierbench.kinds.web import results
 from tierbench.kinds.web import webmetrics as metrics
 from tierbench.measure.sampler import CLK_TCK
 
@@ -135,6 +136,29 @@ def test_page_cache_hit_ratio_from_the_web_tiers_disk_reads() -> None:
     assert set(metrics.page_cache_figures(first, last, 400, {"kind": "single"})) == \
         {"web_disk_read_mb"}
     assert metrics.page_cache_figures({"cpu": {"web": {}}}, last, 400, trace) == {}
+
+
+def test_a_window_mostly_missing_the_caches_is_flagged_cold() -> None:
+    """Issue 44: the larger of the proxies' miss share and the storage's reads over the bytes
+    served; flagged above COLD_CACHE_SHARE, never where the point asks for misses."""
+    rule = metrics.miss_figures
+    assert rule({"bytes_moved": 1e9}, False) == {}  # nothing counted
+    proxy = {"proxy_cache_hits": 30, "proxy_cache_misses": 70, "bytes_moved": 1e9}
+    assert rule(proxy, False) == {"cache_miss_share": 0.7, "cold_cache": True}
+    warm = {"proxy_cache_hits": 90, "proxy_cache_misses": 10, "bytes_moved": 100e6,
+            "web_disk_read_mb": 20.0}
+    assert rule(warm, False) == {"cache_miss_share": pytest.approx(0.2), "cold_cache": False}
+    # the storage's reads count when they are the larger share (a capped page cache)
+    disk = {**warm, "storage_read_mb": 60.0}
+    assert rule(disk, False) == {"cache_miss_share": pytest.approx(0.6), "cold_cache": True}
+    assert rule({"web_disk_read_mb": 500.0, "bytes_moved": 100e6}, False)[
+        "cache_miss_share"] == 1.0  # read-ahead: never above 1
+    at = {"web_disk_read_mb": 50.0, "bytes_moved": 100e6}  # exactly the threshold: not above
+    assert rule(at, False)["cold_cache"] is False
+    assert rule(disk, True) == {"cache_miss_share": pytest.approx(0.6), "cold_cache": False}
+    note = results.end_note([{"cold_cache": True}, {"cold_cache": False}]) or ""
+    assert "1 of 2 points missed the caches for more than 50 % of their window" in note
+    assert results.end_note([{"cold_cache": False}]) is None
 
 
 def test_memory_figures_say_whether_the_cap_held_and_what_storage_read() -> None:

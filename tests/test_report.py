@@ -154,6 +154,21 @@ def test_a_window_not_shown_steady_is_a_warning_and_its_empty_reason_no_alarm(
     assert rows[2]["point"] in top
 
 
+def test_a_point_dominated_by_cache_misses_is_flagged_with_its_share(
+    rows: list[dict], manifest: dict
+) -> None:
+    """Issue 44: a cold_cache point is a warning naming its miss share; none without it."""
+    for row in rows:
+        row["client_bound"] = "false"
+        row["cache_miss_share"], row["cold_cache"] = 0.1, "false"
+    page = render_report(rows, manifest)
+    assert "No warnings" in page and "missed the caches" not in page
+    rows[1]["cache_miss_share"], rows[1]["cold_cache"] = 0.83, "true"
+    top = warnings_part(render_report(rows, manifest))
+    assert "Points with errors or missing values (1)" in top
+    assert "83 % of the window missed the caches" in top and rows[1]["point"] in top
+
+
 def test_empty_advice_of_points_that_were_not_client_bound_is_no_alarm(
     rows: list[dict], manifest: dict
 ) -> None:

@@ -109,10 +109,13 @@ def experiment(name: str, scale: float | None, where: Placer | None = None,
                precision: dict[str, Any] | None = None, *,
                keep_repetitions: bool = False) -> Experiment:
     """One of the study's experiments, scaled, to run on ``where`` (None: this host), with the
+    warm pass where a recommended scale shortens it (Kind.with_warm_pass), with the
     command line's precision options (``precision``: Precision's keys, None values left out;
     an experiment of one mode is refused in one sentence: nothing to compare)."""
     exp = registry.with_scale(registry.load_experiment(name, placer=where), scale,
                               keep_repetitions=keep_repetitions)
+    if keep_repetitions and scale is not None and scale < 1:  # a recommended, shortened scale
+        exp = registry.kind(exp.kind).with_warm_pass(exp)
     return registry.with_precision(exp, **(precision or {}))
 
 

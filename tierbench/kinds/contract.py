@@ -393,6 +393,12 @@ class Kind(Generic[S, I, P]):
         over another (the net kind's cases: 000 §4.3's cumulative socket options under it)."""
         return exp.mode(point.mode)
 
+    def with_warm_pass(self, exp: Experiment[S]) -> Experiment[S]:
+        """The experiment with one unmeasured pass over its working set before counting (a
+        study row's recommended scale: shortened runs that must not measure a cold cache);
+        unchanged where the kind has no cache to warm."""
+        return exp
+
     # -- plan -----------------------------------------------------------------------------
 
     def point_seconds(self, exp: Experiment[S]) -> float:

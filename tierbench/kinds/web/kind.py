@@ -13,7 +13,7 @@ from typing import Any
 from tierbench.config.errors import ConfigError
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult)
-from tierbench.kinds.web import (plan, report, results, sequence, services, sizes, stack,
+from tierbench.kinds.web import (plan, report, results, sequence, services, sizes, stack, warm,
                                  webdisks)
 from tierbench.kinds.web.stack import GENERATOR, TIERS, WebInfo
 from tierbench.kinds.web.load import stop
@@ -52,6 +52,10 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             services.own_platforms(exp.modes)
         except ConfigError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
+        wants = warm.wants_misses(s)
+        if s.load.warm_pass and wants:
+            raise ConfigError(f"{exp.source}: load.warm_pass warms what {wants} asks to miss: "
+                              "drop one of the two")
         if exp.placer.cluster is not None:
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
@@ -98,7 +102,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
                      **({"requests_per_client": ld.requests_per_client}
                         if ld.requests_per_client else {}),
                      **({"warmup": "steady", "warmup_max_s": ld.warmup_max_s}
-                        if ld.warmup == "steady" else {})},
+                        if ld.warmup == "steady" else {}),
+                     **({"warm_pass": True} if ld.warm_pass else {})},
             "target": s.target,
             "allow_foreign_target": s.allow_foreign_target,
             "settle_s": exp.settle_s,
@@ -136,6 +141,19 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         c = combo.factors | {"mode": combo.mode} if isinstance(combo, Point) else combo
         return tuple(sorted(stack_for(exp, c["mode"], c["docroot"], c.get("placement")).items()))
 
+    def with_warm_pass(self, exp: Experiment[WebSettings]) -> Experiment[WebSettings]:
+        """load.warm_pass turned on (the plan says so), unless a trace or the page cache asks
+        for misses (hit-ratio traces, stack.page_cache: cold)."""
+        s = exp.settings
+        wants = warm.wants_misses(s)
+        if wants:
+            exp.scaled.append(f"no warm pass: {wants} asks for misses")
+            return exp
+        exp.settings = s.model_copy(update={"load": s.load.model_copy(
+            update={"warm_pass": True})})
+        exp.scaled.append(warm.PLAN_LINE)
+        return exp
+
     # -- plan
     def point_seconds(self, exp: Experiment[WebSettings]) -> float:
         """settle + warm-up + measured + overhead (a request-count run: its time limit)."""
@@ -157,7 +175,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         """The file sets on each docroot the experiment uses, the hot site's small files, the
         results, the database, the proxies' caches (kinds.web.sizes)."""
         with workload_errors(exp):
-            return sizes.needs(exp, len(points)) + sizes.proxy_cache_needs(exp, points)
+            return (sizes.needs(exp, len(points)) + sizes.proxy_cache_needs(exp, points)
+                    + warm.needs(exp))
 
     # -- run
     def preflight(self, exp: Experiment[WebSettings], points: list[Point]) -> None:

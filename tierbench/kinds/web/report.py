@@ -22,6 +22,8 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
         # columns may be empty where they do not apply, and the write check is a check
         spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), *APP_DB_OPTIONAL]))
         spec["checks"] = list(dict.fromkeys([*spec.get("checks", []), "write_check"]))
+    # counted only where a cache or the storage's reads are (webmetrics.miss_figures)
+    spec["optional"] = list(dict.fromkeys([*spec.get("optional", []), *MISS_OPTIONAL]))
     order = {"trace": [t["name"] if isinstance(t, dict) else t
                        for t in resolved.get("traces") or []],
              "users": listed((resolved.get("load") or {}).get("users")),
@@ -50,3 +52,7 @@ def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:
 APP_DB_OPTIONAL = ["query", "writes_ok", "rows_written", "write_check", "db_tps", "db_rows_read",
                    "db_rows_written", "db_blocks_read", "db_rows_read_per_dyn",
                    "db_statements_per_dyn"]
+
+# The cache-miss share and its flag: left out where neither a proxy cache nor the storage's
+# reads were counted.
+MISS_OPTIONAL = ["cache_miss_share", "cold_cache"]

@@ -63,7 +63,8 @@ def brief(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"FAILED ({row['error']})"
     flag_ = (" CLIENT-BOUND" if row.get("client_bound") else "") + \
-        (" UNSTEADY" if row.get("unsteady") else "")
+        (" UNSTEADY" if row.get("unsteady") else "") + \
+        (" COLD-CACHE" if row.get("cold_cache") else "")
     db = f", database {row['db_tps']:.0f} TPS" if "db_tps" in row else ""
     check = row.get("write_check")
     check = f"; WRITE CHECK: {check}" if check not in (None, "ok") else ""
@@ -85,7 +86,7 @@ def point_title(exp: Experiment[WebSettings], point: Point) -> str:
 
 def end_note(rows: list[dict[str, Any]]) -> str | None:
     """How many points were client-bound, and what to do about it; how many windows were not
-    shown steady (tierbench.measure.steady)."""
+    shown steady (tierbench.measure.steady); how many missed the caches (cold_cache)."""
     bound = [r for r in rows if r.get("client_bound")]
     unsteady = [r for r in rows if r.get("unsteady")]
     notes = []
@@ -96,6 +97,12 @@ def end_note(rows: list[dict[str, Any]]) -> str | None:
         notes.append(f"tierbench: {len(unsteady)} of {len(rows)} points' windows were not "
                      f"steady ({unsteady[-1].get('unsteady_why', '')}): use load.warmup: "
                      "steady, a longer warmup_max_s or a longer measure_s")
+    cold = [r for r in rows if r.get("cold_cache")]
+    if cold:
+        notes.append(f"tierbench: {len(cold)} of {len(rows)} points missed the caches for more "
+                     f"than {100 * webmetrics.COLD_CACHE_SHARE:.0f} % of their window (first touches of "
+                     "a cold cache, or a working set above it): measure longer, or warm the "
+                     "cache first (load.warm_pass; a study's --scale recommended does)")
     return "\n".join(notes) or None
 
 

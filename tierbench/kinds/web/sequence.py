@@ -10,13 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.kinds.web import engines, maxrate, services
+from tierbench.kinds.web import engines, maxrate, services, warm, webmetrics
 from tierbench.kinds.web.stack import GENERATOR
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_counted_window
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import WebSettings
 from tierbench.kinds.web.stack import WebInfo
-from tierbench.kinds.web.steps import Measured
+from tierbench.kinds.web.steps import Measured, empty_proxy_caches
 from tierbench.measure.counters import MeasureError, window
 from workloads import traces as tracelib
 
@@ -109,6 +109,8 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
         except LoadgenError as exc:
             ctx.log(f"tierbench: {point.id} failed: {exc}")
             return PointResult(error=str(exc))
+    if ld.warm_pass:  # before the steps: the proxies' fresh connections stay the point's
+        warm.run(ctx, spec, trace, empty_proxy_caches)
     for step in steps:
         step.before(ctx)
     unmark = ctx.marks_at(mark_times(time.time(), spec))
@@ -141,6 +143,8 @@ def run(ctx: WebContext, s: WebSettings) -> PointResult:
         measured = Measured(result, first, last, samples)
         for step in steps:
             row.update(step.after(ctx, measured))
+        asks_misses = point["trace"].get("kind") == "hit-ratio" or dep.info.stack.cold
+        row.update(webmetrics.miss_figures(row, asks_misses))
         return PointResult(row, engines.per_second_rows(samples, result), (start, end))
     except (LoadgenError, MeasureError) as exc:
         ctx.log(f"tierbench: {point.id} failed: {exc}")

@@ -101,19 +101,31 @@ class FreshProxyConnections(Step):
                     f"still open {RELOAD_WAIT_S:g} s after the proxies' graceful restart")
 
 
+def empty_proxy_caches(ctx: StepContext) -> None:
+    """Every caching proxy's cache emptied."""
+    where = ctx.deployment.placer
+    for proxy in ctx.deployment.tiers["proxy"].containers:
+        where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
+                   user="www-data", timeout=120)
+
+
 class ProxyCache(Step):
     """The caching Apache proxies: every point starts with empty caches (filled again during its
-    warm-up, so that points do not depend on the order they run in) and empty cache logs; the
+    warm-up, so that points do not depend on the order they run in; with load.warm_pass, kept:
+    the warm pass empties and fills them) and empty cache logs; the
     hits and misses in the measured window summed over the proxies (stack.proxies: each has its
     own cache), from their logs (one line per request: epoch second and mod_cache's verdict;
     whole seconds at the edges)."""
 
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+
     def before(self, ctx: StepContext) -> None:
-        where = ctx.deployment.placer
+        if not self.keep:
+            empty_proxy_caches(ctx)
         for proxy in ctx.deployment.tiers["proxy"].containers:
-            where.exec(proxy, ["sh", "-c", "rm -rf /var/cache/apache2/mod_cache_disk/*"],
-                       user="www-data", timeout=120)
-            where.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"], timeout=60)
+            ctx.deployment.placer.exec(proxy, ["sh", "-c", ": > /var/log/apache2/cache.log"],
+                                       timeout=60)
 
     def after(self, ctx: StepContext, measured: Measured) -> dict[str, Any]:
         start, end = measured.first["t"], measured.last["t"]
@@ -372,7 +384,7 @@ def chosen(stack: StackSettings, s: WebSettings, disk: dict[str, Any] | None,
     files dropped from the page cache after its bring-up (``dropped``, under a memory cap)."""
     dynamic = stack.app_db
     steps: list[Step] = [FreshProxyConnections(stack.proxy)] if loads_proxy(s.target) else []
-    steps += [ProxyCache()] if stack.proxy_cache else []
+    steps += [ProxyCache(keep=s.load.warm_pass)] if stack.proxy_cache else []
     steps += [PageCacheFigures(), MemoryFigures()]
     if disk is not None:
         steps.append(DiskSystem(disk))

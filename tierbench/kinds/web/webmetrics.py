@@ -1,5 +1,6 @@
 """The web kind's numbers: from a point's 1 Hz counter samples and per-request records to its
-summary row (TPS, latency, CPU per tier, per request and per KB, client-bound flag); the
+summary row (TPS, latency, CPU per tier, per request and per KB, client-bound flag, the
+cache-miss share and its cold-cache flag); the
 per-request records themselves (Locust's CSV logs converted to Parquet, read in batches).
 
 The measured window is bracketed by samples: from the first sample at or after the end of the
@@ -14,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -322,6 +324,34 @@ def page_cache_figures(first: dict, last: dict, served: float, trace: dict) -> d
     if trace.get("kind") == "hit-ratio" and served > 0:
         out["page_cache_hit_ratio"] = max(0.0, 1.0 - read / (served * int(trace["size"])))
     return out
+
+
+# A point is flagged `cold_cache` when more than COLD_CACHE_SHARE of its window missed the
+# caches in front of the disks: a shortened run (--scale) from a cold, capped cache then
+# measures first touches, not the regime 004 measured warm (issue 44).
+COLD_CACHE_SHARE = 0.5
+
+
+def miss_figures(row: dict[str, Any], asks_misses: bool) -> dict[str, Any]:
+    """The share of a window's work that missed a cache, from what the point's steps counted:
+    the proxies' misses over their hits and misses (ProxyCache), and the bytes the web tier or
+    its docroot's storage read over the bytes served (web_disk_read_mb, storage_read_mb,
+    bytes_moved); the larger as `cache_miss_share` (at most 1), and `cold_cache` when it is
+    above COLD_CACHE_SHARE, never where the point asks for misses (``asks_misses``: a hit-ratio
+    trace or a cold page cache). {} when nothing was counted."""
+    shares = []
+    hits, misses = row.get("proxy_cache_hits"), row.get("proxy_cache_misses")
+    if hits is not None and misses is not None and hits + misses > 0:
+        shares.append(misses / (hits + misses))
+    served = row.get("bytes_moved") or 0
+    read = [row[k] for k in ("web_disk_read_mb", "storage_read_mb") if row.get(k) is not None]
+    if read and served > 0:
+        shares.append(min(1.0, max(read) * 1e6 / served))
+    if not shares:
+        return {}
+    share = max(shares)
+    return {"cache_miss_share": share,
+            "cold_cache": share > COLD_CACHE_SHARE and not asks_misses}
 
 
 def memory_figures(samples: list[dict], first: dict, last: dict) -> dict[str, float]:
