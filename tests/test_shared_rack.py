@@ -476,6 +476,9 @@ def test_clean_removes_only_what_the_marker_names(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     (theirs / "results").mkdir(parents=True)
     assert not owned.remove_entry(str(theirs), "results") and (theirs / "results").is_dir()
+    # a checkout that never ran there: nothing to remove, nothing to report
+    assert owned.remove_entry(str(tmp_path / "never"), "results")
+    assert not (tmp_path / "never").exists()
 
 
 def test_a_tmpfs_is_not_mounted_over_someone_elses_folder(
@@ -513,3 +516,27 @@ def test_a_bring_up_is_refused_while_another_checkouts_stack_is_up() -> None:
         "ports this one needs: its own `tierbench clean` removes it (or `tierbench clean --all`, "
         f"if it is nobody's any more); this checkout is {compose.PROJECT}")
     compose.refuse_others(lambda *a: f"{compose.PROJECT}\nbridge\n")  # its own: no refusal
+
+
+def test_the_plan_says_which_modes_a_read_only_proc_sys_cannot_take(tmp_path: Path) -> None:
+    """A node's /proc/sys read-only (a lab node) takes no host-wide sysctl: the plan says so
+    before anything starts; the congestion control goes on routes and needs no such line."""
+    root = ROOT
+    quick = (root / "experiments" / "quick.yml").read_text()
+    mixed = tmp_path / "quick-buffers.yml"
+    mixed.write_text(quick.replace("modes: [offloads-on+tcp-cubic, offloads-off+tcp-cubic]",
+                                   "modes: [offloads-on+tcp-cubic, big-socket-buffers]"))
+    assert mixed.read_text() != quick
+
+    def plan(experiment: Path) -> str:
+        done = subprocess.run([sys.executable, "-m", "tierbench.cli", "plan", str(experiment),
+                               "--cluster", str(root / "cluster.example.yml")], cwd=root,
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert ("  mode(s) big-socket-buffers set host-wide sysctls on the nodes: a node whose "
+            "/proc/sys is read-only (a container, such as a lab node) cannot take them, and the "
+            "run refuses them there before anything starts\n") in plan(mixed)
+    assert "host-wide sysctls" not in plan(root / "experiments" / "quick.yml")
