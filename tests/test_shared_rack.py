@@ -540,3 +540,22 @@ def test_the_plan_says_which_modes_a_read_only_proc_sys_cannot_take(tmp_path: Pa
             "/proc/sys is read-only (a container, such as a lab node) cannot take them, and the "
             "run refuses them there before anything starts\n") in plan(mixed)
     assert "host-wide sysctls" not in plan(root / "experiments" / "quick.yml")
+
+
+def test_a_bring_up_on_a_node_where_another_checkouts_stack_is_up_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With host networking a node's stack holds its ports: the run lock, free again once a run
+    has ended with its stack up, would not keep a second checkout off them."""
+    from tierbench.placement.cluster import ClusterPlacer
+
+    where = ClusterPlacer(parse_cluster(copy.deepcopy(CLUSTER), registry.roles(), "c.yml"))
+    up: dict[str, list[str]] = {"network": [], "ps": [compose.PROJECT]}
+    monkeypatch.setattr(ClusterPlacer, "docker_out",
+                        staticmethod(lambda node, *args: "\n".join(up[args[0]]) + "\n"))
+    where.refuse_others(["node1"])  # this checkout's own stack: no refusal
+    up["network"] = ["tierbench-0a1b2c"]
+    with pytest.raises(compose.StackError, match=(
+            r"^another checkout's stack \(tierbench-0a1b2c\) is up on node node1, on the "
+            r"addresses and ports this one needs: its own `tierbench clean` removes it")):
+        where.refuse_others(["node1"])
+    assert where.node_dir == f"/var/lib/tierbench/{compose.PROJECT}"

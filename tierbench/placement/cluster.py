@@ -252,6 +252,15 @@ class ClusterPlacer(Placer):
                 out[n] = exc
         return out
 
+    def refuse_others(self, used: list[str]) -> None:
+        """StackError in one sentence when another checkout's stack is up on one of the nodes
+        ``used``: with host networking it holds the ports this one's tiers need there."""
+        for name in used:
+            try:
+                compose.refuse_others(partial(self.docker_out, self.node(name)), f"node {name}")
+            except NodeError as exc:
+                raise StackError(str(exc)) from None
+
     @staticmethod
     def docker_out(node: Node, *args: str) -> str:
         """`docker ARGS` on the node's engine, its output."""
@@ -313,11 +322,7 @@ class ClusterPlacer(Placer):
                 env[env_name(name)] = self.node(next(iter(hosts))).interface().ip
         config = self.config(files, env, ["*"])
         used = sorted({n for hosts in where.values() for n in hosts}, key=_natural)
-        for name in used:  # another checkout's stack takes the same ports there
-            try:
-                compose.refuse_others(partial(self.docker_out, self.node(name)), f"node {name}")
-            except NodeError as exc:
-                raise StackError(str(exc)) from None
+        self.refuse_others(used)
         self.prepare_nodes(used, {n: sorted({config["services"][s]["image"] for s, h in
                                              where.items() if n in h})
                                   for n in used})
