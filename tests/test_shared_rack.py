@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -379,6 +380,35 @@ def test_a_stale_node_lock_of_a_dead_controller_process_is_taken_over(tmp_path: 
         mine.release()
     finally:
         first.release()
+
+
+
+def test_a_node_lock_held_without_a_record_is_asked_again_before_a_refusal(
+        tmp_path: Path) -> None:
+    """A holder between taking the lock and writing its record (or between emptying it and
+    ending): asked again, so that a second run is refused naming who holds it, or takes the
+    lock once it is free; held on with no record, refused saying so."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    (folder / "run.lock").touch()
+    holder = subprocess.Popen(["flock", str(folder / "run.lock"), "sleep", "1"])
+    try:
+        time.sleep(0.2)
+        lock = runlock.NodeLock(NODE, str(folder))
+        lock.acquire(runlock.me("tierbench run quick"))  # once the record-less holder ended
+        lock.release()
+    finally:
+        holder.wait()
+    holder = subprocess.Popen(["flock", str(folder / "run.lock"), "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises(runlock.LockHeld, match="held by a run whose owner it does not record"):
+            runlock.NodeLock(NODE, str(folder)).acquire(runlock.me("tierbench run quick"))
+        assert time.monotonic() - started >= runlock.UNRECORDED_TRIES * runlock.UNRECORDED_WAIT_S
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # --------------------------------------------------------------------------- paths root uses

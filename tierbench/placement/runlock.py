@@ -40,6 +40,8 @@ from tierbench.transport import Transport, TransportError
 LOCK_DIR_ENV = "TIERBENCH_LOCK_DIR"
 NODE_LOCK_DIR = str(STATE_ROOT / "locks")
 LOCK_FILE = "run.lock"
+UNRECORDED_TRIES = 6  # a node's lock held with no owner record: asked again, this often
+UNRECORDED_WAIT_S = 0.5
 
 
 class LockHeld(TierbenchError):
@@ -220,6 +222,7 @@ class NodeLock:
         """Take the node's lock, or LockHeld naming who holds it; a stale one (its owner on
         this host and gone) is taken over once."""
         killed = False
+        unrecorded = 0
         for _ in range(20):
             first, rest, err = self._start(owner)
             if first == "LOCKED":
@@ -228,6 +231,12 @@ class NodeLock:
                 raise LockHeld(f"{self.where}: cannot take its run lock ({first or 'no answer'}"
                                f"{': ' + err if err else ''})")
             held = parse_owner("\n".join(rest))
+            if held is None and unrecorded < UNRECORDED_TRIES:
+                # a holder between taking the lock and writing its record, or between emptying
+                # it and ending: asked again before refusing without a name
+                unrecorded += 1
+                time.sleep(UNRECORDED_WAIT_S)
+                continue
             if held and (held.host, held.pid) == (owner.host, owner.pid):
                 return  # this very run holds it: the node is this host, or listed twice
             if held and held.node_pid and held.host == owner.host and not alive_here(held.pid):
