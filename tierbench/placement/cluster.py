@@ -660,7 +660,7 @@ class ClusterPlacer(Placer):
 
     # -- files
     def push(self, container: Container, paths: list[Path]) -> None:
-        """Copy files of the results folder to WORKDIR/results on the container's node (a
+        """Copy files of the results folder to WORKDIR/PROJECT/results on the container's node (a
         folder: made there, empty)."""
         root = results_root()
         rel = [str(p.resolve().relative_to(root)) for p in paths]
@@ -677,7 +677,7 @@ class ClusterPlacer(Placer):
                             f"{nodes.tail(done.stderr)}")
 
     def pull(self, container: Container, folder: Path) -> None:
-        """Copy what is in WORKDIR/results/<folder> on the container's node into ``folder``
+        """Copy what is in WORKDIR/PROJECT/results/<folder> on the container's node into ``folder``
         (files the controller has, such as the samples, are kept), then empty it there."""
         root = results_root()
         rel = shlex.quote(str(folder.resolve().relative_to(root)))
@@ -741,7 +741,7 @@ class ClusterPlacer(Placer):
         return {n: dict(ids) for n, ids in self.images.items()}
 
     def clean(self) -> list[str]:
-        """The load generator's files left in WORKDIR/results on every node removed (after
+        """The load generator's files left in WORKDIR/PROJECT/results on every node removed (after
         down())."""
         notes = [f"removed what a run left in {self.node_dir}/results on the nodes whose "
                  f"{MARKER} there names it"]
