@@ -11,6 +11,9 @@ web tier. A point of tests/data/modes/rollback-all.yml changes, on both nodes, e
 - node2's sshd killed mid-point (the listener and every session, so the controller's renewals
   and its own restore cannot reach it): node2 puts its settings back by itself, read the same
   way while its sshd is still down;
+- the controller sent SIGHUP mid-point (as a dropped SSH session to it would): the controller
+  itself puts every node back at once, long before the nodes' agents would, says it was
+  interrupted and leaves nothing for `tierbench clean` (its state file gone, no agent fired);
 - a second checkout (its own Compose project, state, results and controller lock folder, as on
   another controller) starting a run on the nodes the first one holds is refused in one sentence
   naming the holder, while the first run's results come out complete; once the first has ended
@@ -183,6 +186,37 @@ def test_a_node_cut_off_from_the_controller_restores_itself(lab) -> None:
     assert proc.returncode != 0  # node2's point was not measured under the mode
     clean(lab)
     assert {n: node_view(n) for n in NODES} == before
+
+
+def test_a_hung_up_controller_restores_every_node_itself(lab) -> None:
+    before = {n: node_view(n) for n in NODES}
+    had = {n: fired(n) for n in NODES}
+    state_dir = lab["env"]["TIERBENCH_STATE_DIR"]
+    proc = start(lab["env"], lab)
+    try:
+        targets = wait_for_the_mode(proc, before, state_dir)
+        proc.send_signal(signal.SIGHUP)  # what a dropped SSH session to the controller sends
+        hung_up = time.monotonic()
+        took = restored_by(NODES, before, targets, hung_up)
+        out, err = proc.communicate(timeout=120)
+        ended = time.monotonic() - hung_up
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    print(f"restored by the controller {took:.1f} s after SIGHUP, which ended {ended:.1f} s "
+          f"after it (timeout {TIMEOUT_S:g} s)")
+    assert took < TIMEOUT_S * 0.5, took  # by the controller, long before the nodes' agents
+    assert proc.returncode == 130, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tierbench: interrupted by SIGHUP: interfaces restored; partial "
+                           "results in "), last
+    assert not (Path(state_dir) / "netif-state.json").exists()  # nothing left for `clean`
+    # the agents were disarmed, not left to fire: once their timeout is over, none has
+    time.sleep(max(0.0, hung_up + TIMEOUT_S + GRACE_S - time.monotonic()))
+    assert {n: fired(n) for n in NODES} == had
+    assert {n: node_view(n) for n in NODES} == before
+    assert cpu_now(targets) == [t["values"] for t in targets]
 
 
 def test_a_second_checkout_is_refused_on_the_nodes_the_first_holds(lab, tmp_path) -> None:

@@ -191,6 +191,19 @@ fi
 """
 
 
+def first_line(proc: subprocess.Popen) -> str:
+    """The first line of ``proc``'s output, read a byte at a time: what follows stays in the pipe
+    for ``communicate``, which reads the pipe itself (a buffered ``readline`` would keep the
+    record that came in the same read as BUSY in its buffer, and the refusal would name no
+    one)."""
+    if proc.stdout is None:
+        return ""
+    fd, line = proc.stdout.fileno(), bytearray()
+    while (byte := os.read(fd, 1)) and byte != b"\n":
+        line += byte
+    return line.decode(errors="replace").strip()
+
+
 class NodeLock:
     """A cluster node's run lock, held by a shell in an SSH session to the node."""
 
@@ -211,7 +224,7 @@ class NodeLock:
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except TransportError as exc:
             raise LockHeld(f"{self.where}: cannot take its run lock: {exc}") from None
-        first = (proc.stdout.readline() if proc.stdout else "").strip()
+        first = first_line(proc)
         if first == "LOCKED":
             self.proc = proc
             return first, [], ""
@@ -232,8 +245,9 @@ class NodeLock:
                                f"{': ' + err if err else ''})")
             held = parse_owner("\n".join(rest))
             if held is None and unrecorded < UNRECORDED_TRIES:
-                # a holder between taking the lock and writing its record, or between emptying
-                # it and ending: asked again before refusing without a name
+                # a holder in the few milliseconds between taking the lock and writing its
+                # record, or between emptying it and ending: asked again before refusing
+                # without a name
                 unrecorded += 1
                 time.sleep(UNRECORDED_WAIT_S)
                 continue
