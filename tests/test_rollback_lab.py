@@ -204,7 +204,7 @@ def test_a_hung_up_controller_restores_every_node_itself(lab) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    print(f"restored by the controller {took:.1f} s after SIGHUP, which ended {ended:.1f} s "
+    print(f"both nodes restored {took:.1f} s after SIGHUP, the controller ended {ended:.1f} s "
           f"after it (timeout {TIMEOUT_S:g} s)")
     assert took < TIMEOUT_S * 0.5, took  # by the controller, long before the nodes' agents
     assert proc.returncode == 130, err[-3000:]
