@@ -35,7 +35,8 @@ test-cluster: setup images ## The cluster-lab tests in full and the stack tests 
 	  tests/test_fs_cluster_lab.py \
 	  tests/test_disks_cluster_lab.py tests/test_net_cluster_lab.py \
 	  tests/test_web_servers_cluster_lab.py tests/test_proxies_cluster_lab.py \
-	  tests/test_advise_cluster_lab.py tests/test_quick_lab.py tests/test_profile_cluster_lab.py
+	  tests/test_advise_cluster_lab.py tests/test_quick_lab.py tests/test_profile_cluster_lab.py \
+	  tests/test_rollback_lab.py
 	$(VENV)/pytest -m full
 
 plan: setup-venv ## Dry run of EXP: the points in order and the estimated duration

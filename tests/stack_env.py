@@ -113,11 +113,13 @@ def nic_state(cluster: clusterfile.Cluster) -> dict[str, str]:
 
 @contextmanager
 def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
-                roles: dict[str, object] | None = None) -> Iterator[dict]:
+                roles: dict[str, object] | None = None,
+                settings: dict[str, object] | None = None) -> Iterator[dict]:
     """A lab of `size` nodes (`setup/lab.sh up SIZE`, no image shipped up front: the runner ships
     what each node needs) for a test module, results and state in temporary folders, as
     {"env", "cluster", "path", "before", "results"}: `path` is the lab's cluster file, or with
-    `roles` a copy beside it (its ssh_config is relative) whose roles those replace; `before` is
+    `roles` or `settings` a copy beside it (its ssh_config is relative) whose roles those
+    replace, and whose top-level keys `settings` replace (e.g. rollback_timeout_s); `before` is
     every node's NIC state, which must hold again at the end. Afterwards `tierbench clean
     --cluster` and `setup/lab.sh down`; no lab container may stay."""
     require_free_lab()
@@ -125,14 +127,15 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
     env = {**os.environ, "LAB_IMAGES": "none", "TIERBENCH_RESULTS": str(results),
            "TIERBENCH_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
     env.pop("TIERBENCH_CLUSTER", None)
-    path = LAB_CLUSTER.with_name("cluster-test.yml") if roles else LAB_CLUSTER
+    path = LAB_CLUSTER.with_name("cluster-test.yml") if roles or settings else LAB_CLUSTER
     try:
         up = subprocess.run([str(LAB_SH), "up", str(size)], env=env, capture_output=True,
                             text=True, timeout=900)
         assert up.returncode == 0, up.stderr[-3000:]
-        if roles:
+        if roles or settings:
             data = yaml.safe_load(LAB_CLUSTER.read_text())
-            data["roles"].update(roles)
+            data["roles"].update(roles or {})
+            data.update(settings or {})
             path.write_text(yaml.safe_dump(data))
         cluster = clusterfile.load_cluster(path, registry.roles())
         before = nic_state(cluster)
@@ -142,7 +145,7 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory, size: int = 4,
     finally:
         clean = tierbench(env, "clean", "--cluster", str(path), timeout=300)
         down = subprocess.run([str(LAB_SH), "down"], capture_output=True, text=True, timeout=300)
-        if roles:
+        if roles or settings:
             path.unlink(missing_ok=True)
         assert down.returncode == 0, down.stderr
         assert lab_containers() == []

@@ -279,7 +279,8 @@ def test_the_sealed_kind_checks_can_fail() -> None:
 # it gives every compose file, the stack's password it makes, and a medium of a space check.
 PLACEMENT_OWN = {
     "SERVERS_CGROUP": "the servers' parent cgroup, set for every bring-up (compose.py)",
-    "TIERBENCH_NODE_DIR": "the cluster's workdir on a node, set for every bring-up (cluster.py)",
+    "TIERBENCH_NODE_DIR": "this checkout's folder in the cluster's workdir on a node, set for "
+                          "every bring-up (cluster.py)",
     "TIERBENCH_TAG": "the images' tag (compose.py)",
     "DB_PASSWORD": "the stack's password, made at bring-up for any service that reads it "
                    "(access.py)",

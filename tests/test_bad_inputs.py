@@ -470,7 +470,7 @@ def test_runs_on_a_bad_cluster_are_refused_before_anything_changes(
 ], ids=["root", "etc", "var", "var-lib", "usr", "root-home", "tmp", "proc", "dotdot"])
 def test_a_system_folder_as_workdir_is_refused_before_anything_runs(
         tmp_path: Path, env: dict[str, str], workdir: str, fragment: str) -> None:
-    """`tierbench clean --cluster` runs rm -rf WORKDIR/results on every node: a workdir of / or a
+    """`tierbench clean --cluster` runs rm -rf WORKDIR/PROJECT/results on every node: a workdir of / or a
     system folder is refused by every command that reads the cluster file, before any node is
     reached."""
     path = write(tmp_path, ONE_NODE + f"workdir: {workdir}\nroles: {{loadgen: n1, proxy: n1, "

@@ -21,7 +21,7 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, local, space
+from tierbench.placement import cluster, diskbuild, disks, local, model, space
 from tierbench import transport
 from tierbench.transport import Transport
 
@@ -248,9 +248,10 @@ def test_an_unreachable_node_is_one_sentence(fake) -> None:
 def test_the_cluster_placer_builds_on_the_roles_node() -> None:
     where = cluster.ClusterPlacer(lab(disk="node2"))
     host = where.disk_host("disk")
-    assert (host.node, host.workdir) == ("node2", "/var/lib/tierbench")
+    mine = f"/var/lib/tierbench/{model.PROJECT}"  # this checkout's folder in the workdir
+    assert (host.node, host.workdir) == ("node2", mine)
     assert host.via.ssh[-1] == "198.18.16.12" and host.via.ssh[0] == "ssh"
-    assert host.root() == Path("/var/lib/tierbench/disks")
+    assert host.root() == Path(f"{mine}/disks")
     assert host.prefix() == "tierbench-disk@node2-"
     assert where.disk_host("web").node == "node3"
     assert local.LocalPlacer().disk_host("web") is disks.LOCAL

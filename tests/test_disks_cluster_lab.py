@@ -1,8 +1,8 @@
 """Disk systems on a 4-node lab cluster through `tierbench run --cluster` (markers ``stack`` and
 ``lab_full``: `make test-cluster` runs them; one lab for the module, `setup/lab.sh up 4` with
 no image shipped up front). The lab's cluster file puts the `disk` and `web` roles on node3, so
-every disk system is built there: loop devices over images in node3's workdir, ext3 or btrfs
-RAID-0, mounted under its workdir and throttled by node3's Docker engine.
+every disk system is built there: loop devices over images in this checkout's folder of node3's
+workdir, ext3 or btrfs RAID-0, mounted under it and throttled by node3's Docker engine.
 
 - kind disk (disk-basic-short): the limits read back from the benchmark container's cgroup on
   node3 are the paper's, and fio measures them there (direct I/O, the nested engine's blkio
@@ -28,7 +28,7 @@ import pytest
 from stack_env import (EXPERIMENTS, ROOT, TIERBENCH, lab_cluster, lab_run, last_run, nic_state,
                        summary_rows, tierbench)
 
-from tierbench.placement import clusterfile, disks, nodes
+from tierbench.placement import clusterfile, compose, disks, nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -38,6 +38,11 @@ NOTHING_ON_NODE = {"loops": [], "mounts": [], "images": []}
 
 def sh(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, check=False)
+
+
+def node_dir(lab: dict) -> str:
+    """This checkout's folder in the nodes' workdir (cluster.ClusterPlacer.node_dir)."""
+    return f"{lab['cluster'].workdir}/{compose.PROJECT}"
 
 
 def on_node(node: clusterfile.Node, workdir: str) -> dict[str, list[str]]:
@@ -73,7 +78,7 @@ def clean_leaves_nothing(lab: dict) -> None:
     done = tierbench(lab["env"], "clean", "--cluster", str(lab["path"]), timeout=300)
     assert done.returncode == 0, done.stderr
     for node in lab["cluster"].nodes:
-        assert on_node(node, lab["cluster"].workdir) == NOTHING_ON_NODE, node.name
+        assert on_node(node, node_dir(lab)) == NOTHING_ON_NODE, node.name
     assert on_host(lab["env"]) == []
     assert not (Path(lab["env"]["TIERBENCH_STATE_DIR"]) / "disks.json").exists()
     assert nic_state(lab["cluster"]) == lab["before"]
@@ -104,17 +109,17 @@ def test_fio_on_a_nodes_emulated_disks_runs_at_the_papers_bandwidths(lab) -> Non
                   if p["disk"]["system"] == "raid0")
     assert record["servers"]["disk-bench"]["node"] == "node3"
     assert record["servers"]["disk-bench"]["root"] == \
-        f"{lab['cluster'].workdir}/disks/disk-bench"
+        f"{node_dir(lab)}/disks/disk-bench"
     limits = record["throttles_read_back"]["disk-bench"]
     assert len(limits) == 3 and all(v == {"read_bps": 58_000_000, "write_bps": 55_000_000,
                                               "read_iops": None, "write_iops": None}
                                     for v in limits.values())
     node3 = lab["cluster"].node("node3")
-    left = on_node(node3, lab["cluster"].workdir)
+    left = on_node(node3, node_dir(lab))
     assert len(left["loops"]) == 3 and len(left["images"]) == 3 and left["mounts"]
     for node in lab["cluster"].nodes:
         if node.name != "node3":
-            assert on_node(node, lab["cluster"].workdir) == NOTHING_ON_NODE
+            assert on_node(node, node_dir(lab)) == NOTHING_ON_NODE
     clean_leaves_nothing(lab)
 
 
@@ -148,9 +153,9 @@ def test_sigkill_then_clean_removes_the_nodes_disk_systems(lab) -> None:
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and not on_node(node3, lab["cluster"].workdir)["mounts"]:
+        while time.monotonic() < deadline and not on_node(node3, node_dir(lab))["mounts"]:
             time.sleep(1)
-        assert on_node(node3, lab["cluster"].workdir)["mounts"], "no disk system on node3"
+        assert on_node(node3, node_dir(lab))["mounts"], "no disk system on node3"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -381,6 +382,35 @@ def test_a_stale_node_lock_of_a_dead_controller_process_is_taken_over(tmp_path: 
         first.release()
 
 
+
+def test_a_node_lock_held_without_a_record_is_asked_again_before_a_refusal(
+        tmp_path: Path) -> None:
+    """A holder between taking the lock and writing its record (or between emptying it and
+    ending): asked again, so that a second run is refused naming who holds it, or takes the
+    lock once it is free; held on with no record, refused saying so."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    (folder / "run.lock").touch()
+    holder = subprocess.Popen(["flock", str(folder / "run.lock"), "sleep", "1"])
+    try:
+        time.sleep(0.2)
+        lock = runlock.NodeLock(NODE, str(folder))
+        lock.acquire(runlock.me("tierbench run quick"))  # once the record-less holder ended
+        lock.release()
+    finally:
+        holder.wait()
+    holder = subprocess.Popen(["flock", str(folder / "run.lock"), "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        started = time.monotonic()
+        with pytest.raises(runlock.LockHeld, match="held by a run whose owner it does not record"):
+            runlock.NodeLock(NODE, str(folder)).acquire(runlock.me("tierbench run quick"))
+        assert time.monotonic() - started >= runlock.UNRECORDED_TRIES * runlock.UNRECORDED_WAIT_S
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # --------------------------------------------------------------------------- paths root uses
 
 @pytest.mark.parametrize(("path", "why"), [
@@ -476,6 +506,9 @@ def test_clean_removes_only_what_the_marker_names(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     (theirs / "results").mkdir(parents=True)
     assert not owned.remove_entry(str(theirs), "results") and (theirs / "results").is_dir()
+    # a checkout that never ran there: nothing to remove, nothing to report
+    assert owned.remove_entry(str(tmp_path / "never"), "results")
+    assert not (tmp_path / "never").exists()
 
 
 def test_a_tmpfs_is_not_mounted_over_someone_elses_folder(
@@ -513,3 +546,46 @@ def test_a_bring_up_is_refused_while_another_checkouts_stack_is_up() -> None:
         "ports this one needs: its own `tierbench clean` removes it (or `tierbench clean --all`, "
         f"if it is nobody's any more); this checkout is {model.PROJECT}")
     compose.refuse_others(lambda *a: f"{model.PROJECT}\nbridge\n")  # its own: no refusal
+
+
+def test_the_plan_says_which_modes_a_read_only_proc_sys_cannot_take(tmp_path: Path) -> None:
+    """A node's /proc/sys read-only (a lab node) takes no host-wide sysctl: the plan says so
+    before anything starts; the congestion control goes on routes and needs no such line."""
+    root = ROOT
+    quick = (root / "experiments" / "quick.yml").read_text()
+    mixed = tmp_path / "quick-buffers.yml"
+    mixed.write_text(quick.replace("modes: [offloads-on+tcp-cubic, offloads-off+tcp-cubic]",
+                                   "modes: [offloads-on+tcp-cubic, big-socket-buffers]"))
+    assert mixed.read_text() != quick
+
+    def plan(experiment: Path) -> str:
+        done = subprocess.run([sys.executable, "-m", "tierbench.cli", "plan", str(experiment),
+                               "--cluster", str(root / "cluster.example.yml")], cwd=root,
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert ("  mode(s) big-socket-buffers set host-wide sysctls on the nodes: a node whose "
+            "/proc/sys is read-only (a container, such as a lab node) cannot take them, and the "
+            "run refuses them there before anything starts\n") in plan(mixed)
+    assert "host-wide sysctls" not in plan(root / "experiments" / "quick.yml")
+
+
+def test_a_bring_up_on_a_node_where_another_checkouts_stack_is_up_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With host networking a node's stack holds its ports: the run lock, free again once a run
+    has ended with its stack up, would not keep a second checkout off them."""
+    from tierbench.placement.cluster import ClusterPlacer
+
+    where = ClusterPlacer(parse_cluster(copy.deepcopy(CLUSTER), registry.roles(), "c.yml"))
+    up: dict[str, list[str]] = {"network": [], "ps": [model.PROJECT]}
+    monkeypatch.setattr(ClusterPlacer, "docker_out",
+                        staticmethod(lambda node, *args: "\n".join(up[args[0]]) + "\n"))
+    where.refuse_others(["node1"])  # this checkout's own stack: no refusal
+    up["network"] = ["tierbench-0a1b2c"]
+    with pytest.raises(model.StackError, match=(
+            r"^another checkout's stack \(tierbench-0a1b2c\) is up on node node1, on the "
+            r"addresses and ports this one needs: its own `tierbench clean` removes it")):
+        where.refuse_others(["node1"])
+    assert where.node_dir == f"/var/lib/tierbench/{model.PROJECT}"

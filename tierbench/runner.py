@@ -172,6 +172,12 @@ def cluster_lines(exp: Experiment) -> list[str]:
                     "a mode changing the interface holding it is refused")
                  + f"; nodes restore by themselves {c.rollback_timeout_s:g} s after the "
                  "controller's last renewal")
+    wide = sorted({m.name for m in registry.kind(exp.kind).modes(exp)
+                   if set(m.knobs.sysctls) - {sysctls.CONGESTION}})
+    if wide:  # the congestion control goes on routes; other sysctls are host-wide on a node
+        lines.append(f"  mode(s) {', '.join(wide)} set host-wide sysctls on the nodes: a node "
+                     "whose /proc/sys is read-only (a container, such as a lab node) cannot "
+                     "take them, and the run refuses them there before anything starts")
     return lines
 
 

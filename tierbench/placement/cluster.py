@@ -15,13 +15,15 @@ run needs on the nodes over SSH.
 - **Bring-up.** In dependency order, service by service on its nodes: ``run --rm --no-deps``
   for one-shot jobs, ``up -d --wait --no-deps`` for the others (a dependency on another node is
   up and healthy before its dependents start). Images are shipped to each node first (only
-  those whose ID differs, their IDs recorded), and the checkout's ``workloads/`` is copied to the
-  cluster file's ``workdir`` on each node; tmpfs the services bind are mounted on their nodes.
+  those whose ID differs, their IDs recorded), and the checkout's ``workloads/`` is copied to its
+  own folder in the cluster file's ``workdir`` on each node (``WORKDIR/PROJECT``: another
+  checkout's never touched); tmpfs the services bind are mounted on their nodes. A node where
+  another checkout's stack is up is refused first (with host networking it holds the ports).
 - **Modes** act on each node's first data-plane interface, over SSH (the node transport of
   tierbench.interfaces.netif); **sampling** is one agent per node (tierbench.measure.agent),
   merged on the controller's clock with each node's measured offset.
 - **Files.** The load generator's files (traces in, request logs and tool output out) go
-  through ``WORKDIR/results`` on its node, copied there before a point and back after it.
+  through ``WORKDIR/PROJECT/results`` on its node, copied there before a point and back after it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import re
 import shlex
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +219,9 @@ class ClusterPlacer(Placer):
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.name = f"cluster {cluster.path or ''}".strip()
+        # this checkout's folder on every node, under the cluster file's workdir: its workloads,
+        # results, disk mounts and images, never another checkout's
+        self.node_dir = f"{cluster.workdir.rstrip('/')}/{PROJECT}"
         self.report: nodes.CheckReport | None = None
         self.offsets: dict[str, float] = {}
         self.placed: dict[str, dict[str, int]] = {}
@@ -257,6 +263,20 @@ class ClusterPlacer(Placer):
                 out[n] = exc
         return out
 
+    def refuse_others(self, used: list[str]) -> None:
+        """StackError in one sentence when another checkout's stack is up on one of the nodes
+        ``used``: with host networking it holds the ports this one's tiers need there."""
+        for name in used:
+            try:
+                compose.refuse_others(partial(self.docker_out, self.node(name)), f"node {name}")
+            except NodeError as exc:
+                raise StackError(str(exc)) from None
+
+    @staticmethod
+    def docker_out(node: Node, *args: str) -> str:
+        """`docker ARGS` on the node's engine, its output."""
+        return nodes.run_docker(node, *args, timeout=60).stdout
+
     def compose_argv(self, node: Node, files: list[str],
                      profiles: Sequence[str] = ()) -> list[str]:
         return nodes.transport(node).docker("compose", "-p", PROJECT,
@@ -293,7 +313,7 @@ class ClusterPlacer(Placer):
         """Bring ``spec`` up on the nodes, service by service in dependency order."""
         self.checked()
         files = host_files(spec.files)
-        env = {**spec.env, "TIERBENCH_NODE_DIR": self.cluster.workdir}
+        env = {**spec.env, "TIERBENCH_NODE_DIR": self.node_dir}
         # every profile: services named in the spec start whatever their profile (as `compose up
         # SERVICE` does); roles and dependencies first, the addresses they give next
         raw = self.config(files, env, ["*"])
@@ -311,6 +331,7 @@ class ClusterPlacer(Placer):
                 env[env_name(name)] = self.node(next(iter(hosts))).interface().ip
         config = self.config(files, env, ["*"])
         used = sorted({n for hosts in where.values() for n in hosts}, key=_natural)
+        self.refuse_others(used)
         self.prepare_nodes(used, {n: sorted({config["services"][s]["image"] for s, h in
                                              where.items() if n in h})
                                   for n in used})
@@ -408,20 +429,23 @@ class ClusterPlacer(Placer):
                 raise StackError(str(exc)) from None
 
     def send_workloads(self, node: Node) -> None:
-        """The checkout's workloads/ (its data/ left out) into WORKDIR on the node."""
-        work = shlex.quote(self.cluster.workdir)
+        """The checkout's workloads/ (its data/ left out) into WORKDIR/PROJECT on the node."""
+        work = shlex.quote(self.node_dir)
         tar = local_tar(["-C", str(ROOT), "--exclude=workloads/data", "--exclude=__pycache__",
                          "-c", "workloads"], timeout=60)
-        # the workdir tierbench's own (made with its marker, or adopted), refused otherwise
-        self.claim(self.cluster.workdir, "the cluster's workdir", ("results", "workloads"),
+        # the workdir tierbench's own (made with its marker, or adopted), refused otherwise;
+        # this checkout's folder in it, the same way
+        self.claim(self.cluster.workdir, "the cluster's workdir", (PROJECT,),
                    nodes.transport(node))
+        self.claim(self.node_dir, "this checkout's folder", ("results", "workloads", "disks",
+                                                            "disk-images"), nodes.transport(node))
         # emptied in place, not removed: containers a run left up bind-mount this folder, and
         # a new folder would leave them an empty, deleted one
         script = (f"mkdir -p {work}/results {work}/workloads && "
                   f"find {work}/workloads -mindepth 1 -delete && tar -C {work} -x")
         done = nodes.transport(node).run(script, input=tar, text=False, timeout=120)
         if done.returncode != 0:
-            raise NodeError(f"{node.name}: copying workloads/ to {self.cluster.workdir} failed: "
+            raise NodeError(f"{node.name}: copying workloads/ to {self.node_dir} failed: "
                             f"{nodes.tail(done.stderr)}")
 
     def mount_tmpfs(self, tmpfs: dict[str, str], config: dict[str, Any],
@@ -494,8 +518,8 @@ class ClusterPlacer(Placer):
             raise StackError(str(exc)) from None
 
     def node_disks(self, node: Node) -> disks.Host:
-        """A node as the host of disk systems (over SSH, under the cluster's workdir)."""
-        return disks.Host(nodes.transport(node), self.cluster.workdir)
+        """A node as the host of disk systems (over SSH, under this checkout's folder there)."""
+        return disks.Host(nodes.transport(node), self.node_dir)
 
     def disk_host(self, role: str, index: int = 0) -> disks.Host:
         """The node of the role's ``index``-th service: its services go round the role's
@@ -646,14 +670,14 @@ class ClusterPlacer(Placer):
 
     # -- files
     def push(self, container: Container, paths: list[Path]) -> None:
-        """Copy files of the results folder to WORKDIR/results on the container's node (a
+        """Copy files of the results folder to WORKDIR/PROJECT/results on the container's node (a
         folder: made there, empty)."""
         root = results_root()
         rel = [str(p.resolve().relative_to(root)) for p in paths]
         files = [r for r, p in zip(rel, paths) if not p.is_dir()]
         tar = local_tar(["-C", str(root), "-c", *files], timeout=300) if files else b""
-        work = shlex.quote(f"{self.cluster.workdir}/results")
-        folders = " ".join(shlex.quote(f"{self.cluster.workdir}/results/{r}")
+        work = shlex.quote(f"{self.node_dir}/results")
+        folders = " ".join(shlex.quote(f"{self.node_dir}/results/{r}")
                            for r, p in zip(rel, paths) if p.is_dir())
         script = f"mkdir -p {work} {folders}" + (f" && tar -C {work} -x" if files else "")
         done = self.transport(container).run(script, input=tar, text=False, timeout=300)
@@ -662,11 +686,11 @@ class ClusterPlacer(Placer):
                             f"{nodes.tail(done.stderr)}")
 
     def pull(self, container: Container, folder: Path) -> None:
-        """Copy what is in WORKDIR/results/<folder> on the container's node into ``folder``
+        """Copy what is in WORKDIR/PROJECT/results/<folder> on the container's node into ``folder``
         (files the controller has, such as the samples, are kept), then empty it there."""
         root = results_root()
         rel = shlex.quote(str(folder.resolve().relative_to(root)))
-        work = shlex.quote(f"{self.cluster.workdir}/results")
+        work = shlex.quote(f"{self.node_dir}/results")
         done = self.transport(container).run(f"[ -d {work}/{rel} ] || exit 0; tar -C {work} -c "
                                              f"{rel} && find {work}/{rel} -mindepth 1 -delete",
                                              text=False, timeout=600)
@@ -725,14 +749,14 @@ class ClusterPlacer(Placer):
         return {n: dict(ids) for n, ids in self.images.items()}
 
     def clean(self) -> list[str]:
-        """The load generator's files left in WORKDIR/results on every node removed (after
+        """The load generator's files left in WORKDIR/PROJECT/results on every node removed (after
         down())."""
-        notes = [f"removed what a run left in {self.cluster.workdir}/results on the nodes whose "
-                 f"workdir's {MARKER} names it"]
+        notes = [f"removed what a run left in {self.node_dir}/results on the nodes whose "
+                 f"{MARKER} there names it"]
         for n in self.cluster.nodes:
             try:
-                if not owned.remove_entry(self.cluster.workdir, "results", nodes.transport(n)):
-                    notes.append(f"{n.name}: left {self.cluster.workdir}/results: no {MARKER} "
+                if not owned.remove_entry(self.node_dir, "results", nodes.transport(n)):
+                    notes.append(f"{n.name}: left {self.node_dir}/results: no {MARKER} "
                                  "there names it as tierbench's")
             except TransportError as exc:
                 notes.append(f"{n.name}: {exc}")

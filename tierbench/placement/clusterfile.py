@@ -287,7 +287,7 @@ class Cluster(_Model):
         why = system_folder(value) or system_problem(value)
         if why:
             raise ValueError(f"{value} {why}: tierbench empties folders in it on every node "
-                             "(`tierbench clean --cluster` removes WORKDIR/results); give it "
+                             "(`tierbench clean --cluster` removes WORKDIR/PROJECT/results); give it "
                              "a folder of its own such as /var/lib/tierbench")
         return value
 

@@ -31,8 +31,9 @@ for e in "$@"; do grep -qxF "$e" "$d/%(marker)s" || printf '%%s\n' "$e" >> "$d/%
 echo OK
 """ % {"marker": MARKER, "known": " ".join(KNOWN)}
 
-# $1 the folder, $2 an entry: removed only when the folder's marker names it
-REMOVE = (f'[ -f "$1/{MARKER}" ] && grep -qxF "$2" "$1/{MARKER}" && '
+# $1 the folder, $2 an entry: removed only when the folder's marker names it (none: nothing to do)
+REMOVE = ('[ -e "$1/$2" ] || [ -L "$1/$2" ] || { echo REMOVED; exit 0; }; '
+          f'[ -f "$1/{MARKER}" ] && grep -qxF "$2" "$1/{MARKER}" && '
           '{ rm -rf "$1/$2"; echo REMOVED; } || echo KEPT')
 
 
@@ -65,7 +66,8 @@ def claim(path: str, what: str, entries: tuple[str, ...] = (),
 
 
 def remove_entry(path: str, entry: str, via: Transport = LOCAL) -> bool:
-    """``path/entry`` removed when the marker of ``path`` names it; whether it was."""
+    """``path/entry`` removed when the marker of ``path`` names it; whether it is gone (it
+    may never have been there: a checkout that never ran on that node)."""
     done = via.run(["sh", "-c", REMOVE, "sh", path, entry], timeout=120)
     return done.stdout.strip().endswith("REMOVED")
 

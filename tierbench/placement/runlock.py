@@ -39,6 +39,8 @@ from tierbench.transport import DidNotFinish, PIPE, Process, Transport, Transpor
 LOCK_DIR_ENV = "TIERBENCH_LOCK_DIR"
 NODE_LOCK_DIR = str(STATE_ROOT / "locks")
 LOCK_FILE = "run.lock"
+UNRECORDED_TRIES = 6  # a node's lock held with no owner record: asked again, this often
+UNRECORDED_WAIT_S = 0.5
 
 
 class LockHeld(TierbenchError):
@@ -188,6 +190,19 @@ fi
 """
 
 
+def first_line(proc: Process) -> str:
+    """The first line of ``proc``'s output, read a byte at a time: what follows stays in the pipe
+    for ``communicate``, which reads the pipe itself (a buffered ``readline`` would keep the
+    record that came in the same read as BUSY in its buffer, and the refusal would name no
+    one)."""
+    if proc.stdout is None:
+        return ""
+    fd, line = proc.stdout.fileno(), bytearray()
+    while (byte := os.read(fd, 1)) and byte != b"\n":
+        line += byte
+    return line.decode(errors="replace").strip()
+
+
 class NodeLock:
     """A cluster node's run lock, held by a shell in an SSH session to the node."""
 
@@ -208,7 +223,7 @@ class NodeLock:
                                   stdout=PIPE, stderr=PIPE, text=True)
         except TransportError as exc:
             raise LockHeld(f"{self.where}: cannot take its run lock: {exc}") from None
-        first = (proc.stdout.readline() if proc.stdout else "").strip()
+        first = first_line(proc)
         if first == "LOCKED":
             self.proc = proc
             return first, [], ""
@@ -219,6 +234,7 @@ class NodeLock:
         """Take the node's lock, or LockHeld naming who holds it; a stale one (its owner on
         this host and gone) is taken over once."""
         killed = False
+        unrecorded = 0
         for _ in range(20):
             first, rest, err = self._start(owner)
             if first == "LOCKED":
@@ -227,6 +243,13 @@ class NodeLock:
                 raise LockHeld(f"{self.where}: cannot take its run lock ({first or 'no answer'}"
                                f"{': ' + err if err else ''})")
             held = parse_owner("\n".join(rest))
+            if held is None and unrecorded < UNRECORDED_TRIES:
+                # a holder in the few milliseconds between taking the lock and writing its
+                # record, or between emptying it and ending: asked again before refusing
+                # without a name
+                unrecorded += 1
+                time.sleep(UNRECORDED_WAIT_S)
+                continue
             if held and (held.host, held.pid) == (owner.host, owner.pid):
                 return  # this very run holds it: the node is this host, or listed twice
             if held and held.node_pid and held.host == owner.host and not alive_here(held.pid):
