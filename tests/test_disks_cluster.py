@@ -88,7 +88,7 @@ def fake(monkeypatch, tmp_path) -> FakeRun:
 
 def ide_plan() -> disks.Plan:
     ide = disks.BUILTIN["ide"]
-    return disks.plan(ide, disks.layout(ide, None), ["disk-bench"], [64 << 20])
+    return disks.plan(ide, disks.layout(ide), ["disk-bench"], [64 << 20])
 
 
 def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) -> None:
@@ -113,7 +113,7 @@ def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) 
 
 def test_raid0_is_decided_by_the_nodes_md(fake) -> None:
     raid = disks.BUILTIN["raid0"]
-    p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
+    p = disks.plan(raid, disks.layout(raid), ["web"], [64 << 20])
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "sh" and "/proc/mdstat" in a[2],
                          "/sbin/mdadm\n", 0))
     built = diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
@@ -152,7 +152,7 @@ def test_iops_limits_are_set_beside_the_bandwidths_and_read_back_from_io_max(fak
 
 def test_without_md_raid0_is_device_mapper_striping_at_4_kib_after_loading_modules(fake) -> None:
     raid = disks.BUILTIN["raid0"]
-    p = disks.plan(raid, disks.layout(raid, None), ["web"], [64 << 20])
+    p = disks.plan(raid, disks.layout(raid), ["web"], [64 << 20])
     fake.answers.append((lambda w, a: a[0] == "sh" and "dmsetup targets" in a[2], "", 0))
     built = diskbuild.ensure(p, {}, log=lambda _m: None, hosts={"web": NODE})
     node = fake.on("node3")
@@ -272,14 +272,14 @@ def test_disk_system_docroots_run_on_the_web_node(name: str) -> None:
 
 def test_web_servers_disks_go_to_the_web_node(monkeypatch) -> None:
     where = cluster.ClusterPlacer(lab())
-    p = disks.plan(disks.BUILTIN["scsi"], disks.layout(disks.BUILTIN["scsi"], None), ["web"],
+    p = disks.plan(disks.BUILTIN["scsi"], disks.layout(disks.BUILTIN["scsi"]), ["web"],
                    [1 << 20])
     assert {s: h.node for s, h in webdisks.hosts_for(where, p).items()} == {"web": "node3"}
 
 
 def test_each_servers_disks_are_built_on_the_node_its_container_goes_to() -> None:
     scsi = disks.BUILTIN["scsi"]
-    web = disks.plan(scsi, disks.layout(scsi, None, 3), ["web", "web2", "web3"], [1 << 20])
+    web = disks.plan(scsi, disks.layout(scsi, 3), ["web", "web2", "web3"], [1 << 20])
     io = orangefs.storage_plan(disks.BUILTIN["ide"], 3, 3 << 20, client_disk_bytes=1 << 20)
     c = lab(web=["node2", "node3"], pfs_io=["node4", "node5"], pfs_clients=["node1", "node2"])
     where = cluster.ClusterPlacer(c)
@@ -317,7 +317,7 @@ def test_a_web_nodes_file_set_job_writes_only_its_own_servers_disks() -> None:
 
 def test_real_devices_spread_over_several_nodes_are_refused() -> None:
     real = disks.System("mine", 1, None, None, False, paths=("/dev/sdb", "/dev/sdc", "/dev/sdd"))
-    p = disks.plan(real, disks.layout(real, None, 3), ["web", "web2", "web3"], [1 << 20])
+    p = disks.plan(real, disks.layout(real, 3), ["web", "web2", "web3"], [1 << 20])
     where = cluster.ClusterPlacer(lab(web=["node2", "node3"]))
     with pytest.raises(disks.DiskError, match=r"disk system mine names real devices, which are "
                        r"one host's, but its 3 servers go on 2 nodes \(node2, node3\)"):

@@ -118,7 +118,7 @@ def test_bad_settings_are_one_sentence(tmp_path: Path, fs: str, message: str) ->
 
 
 def test_a_mode_with_server_options_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="sets options of the web and proxy servers"):
+    with pytest.raises(ConfigError, match=r"sets server options \(web_sendfile\), which the fs kind.s services do not have"):
         registry.load_experiment(write_exp(tmp_path, "{test: dbench}", "[sendfile-off]"))
 
 

@@ -200,7 +200,7 @@ def test_streams_spread_over_the_client_containers(tmp_path: Path) -> None:
     ({"test": "concurrent", "fault": {"stop": "web"}}, {}, "pfs.fault.stop: must be one of "
      "pvfs-meta, pvfs-io1"),
     ({"test": "concurrent", "job_timeout_s": 1}, {}, "job_timeout_s: must be a whole number"),
-    ({"test": "concurrent"}, {"modes": ["sendfile-off"]}, "sets options of the web and proxy"),
+    ({"test": "concurrent"}, {"modes": ["sendfile-off"]}, "sets server options (web_sendfile), which the pfs kind's services do not have"),
     ({"test": "concurrent"}, {"modes": ["web-only"]},
      "web-only applies to tier web, which a pfs experiment does not have"),
 ])
