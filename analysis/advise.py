@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from markupsafe import Markup
 
-from analysis import advise_confirm, load, markup, precision, stats
+from analysis import advise_confirm, kernelview, load, markup, precision, stats
 
 ROLES = ("throughput", "latency", "tail", "cpu")
 BASELINE = "baseline"
@@ -56,7 +57,7 @@ COLUMNS = ["workload", "row", "knob", "label", "current", "tested", "tested_sett
                                                         "high_pct")),
            "confidence", "blocks", "method", "resolved", "target_half_width_pct",
            "recommendation", "recommended_state", "reason", "commands", "compared_with",
-           "side_effects", "group", "group_effect_pct", "group_low_pct", "group_high_pct"]
+           "side_effects", "group", "group_effect_pct", "group_low_pct", "group_high_pct", "moved"]
 
 Values = dict[str, dict[int, dict[str, float | None]]]  # mode -> block -> column -> value
 
@@ -258,6 +259,16 @@ def _fill(row: dict[str, Any], changes: Mapping[str, precision.Change],
                    target_half_width_pct=target)
 
 
+def what_moved(values: Values, mode: str, base: str = BASELINE) -> str:
+    """What moved from ``base``'s points to ``mode``'s by kernel category, with intervals
+    (kernelview.what_moved: 'segmentation in software -0.05 µs/KB [...]; unchanged: data
+    copy'); '' for a run without --profile categories or without both modes."""
+    if not values.get(mode) or not values.get(base):
+        return ""
+    return kernelview.what_moved(pd.DataFrame(list(values[base].values())),
+                                 pd.DataFrame(list(values[mode].values())))
+
+
 def _manifest(run_dir: Path | str) -> dict[str, Any]:
     try:
         data = json.loads(Path(run_dir, "manifest.json").read_text(encoding="utf-8"))
@@ -435,7 +446,8 @@ def workload_rows(entry: dict[str, Any], target: float | None,
                        compared_with=m.held["mode"] if m.held else BASELINE,
                        group=m.group_name(), group_effect_pct=None if g is None else g.effect_pct,
                        group_low_pct=None if ends is None else ends[0],
-                       group_high_pct=None if ends is None else ends[1])
+                       group_high_pct=None if ends is None else ends[1],
+                       moved=what_moved(values, m.knob["mode"]))
         rows.append(row)
     if "all" in decided:
         ends_ = entry["all"]
@@ -448,7 +460,8 @@ def workload_rows(entry: dict[str, Any], target: float | None,
                "tested_settings": f"{ends_['on']} against {ends_['off']}"}
         _fill(row, changes, metrics, primary, target, level)
         row.update(recommendation={"enable": "all on", "disable": "all off"}.get(rec, rec),
-                   recommended_state=state, reason=why)
+                   recommended_state=state, reason=why,
+                   moved=what_moved(values, ends_["on"], ends_["off"]))
         rows.append(row)
     rows += pair_rows(entry, target)
     return rows

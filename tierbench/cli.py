@@ -70,13 +70,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     exp = experiment(args)
     resume = resume_folder(args, "run")
     if args.profile:
-        cluster = args.where.cluster
-        for via in [nodes.transport(n) for n in cluster.nodes] if cluster else [profile.LOCAL]:
-            profile.check(via)  # perf on this host, or on every node that may hold tiers
+        check_profile(args)
         exp.profile = args.profile
     compose.preflight(cluster=args.where.cluster is not None)
     with locked(args):
         return run_locked(args, exp, resume)
+
+
+def check_profile(args: argparse.Namespace) -> None:
+    """--profile: perf must run on this host, or on every node that may hold tiers."""
+    cluster = args.where.cluster
+    for via in [nodes.transport(n) for n in cluster.nodes] if cluster else [profile.LOCAL]:
+        profile.check(via)
 
 
 def locked(args: argparse.Namespace, nodes_now: bool = False) -> ContextManager[object]:
@@ -177,8 +182,11 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     """Measure which offloads help which workload on these interfaces; write the advice."""
+    if args.profile:
+        check_profile(args)
     advisor = advise.Advisor(args.workloads, args.budget_min, args.precision,
-                             placer=args.where, weights=args.weights, window_s=args.window_s)
+                             placer=args.where, weights=args.weights, window_s=args.window_s,
+                             profile=args.profile)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
         with locked(args):
@@ -440,6 +448,9 @@ def parser() -> argparse.ArgumentParser:
                     "worth)")
     ad.add_argument("--weights", metavar="NAME=W,...",
                     help="the workloads' weights in the merged configuration (default equal)")
+    ad.add_argument("--profile", choices=("categories",),
+                    help="perf on every CPU per point of every run: each recommendation says "
+                    "what moved by kernel category (docs/advise.md)")
     add_cluster_arg(ad)
     ad.set_defaults(func=cmd_advise)
     ads = ad.add_subparsers(dest="advise_action", metavar="apply")

@@ -75,7 +75,7 @@ class Advisor:
     def __init__(self, workloads: list[str] | None, budget_min: float,
                  half_width_pct: float = 5.0, suite_path: Path = plan.SUITE,
                  placer: Placer | None = None, weights: str | None = None,
-                 window_s: float | None = None) -> None:
+                 window_s: float | None = None, profile: str | None = None) -> None:
         if not budget_min > 0:
             raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
         self.suite = plan.with_window(plan.load(suite_path), window_s)
@@ -93,6 +93,7 @@ class Advisor:
         self.folder: Path | None = None
         self.record: dict[str, Any] = {}
         self.where = placer or LocalPlacer()  # where the workloads run
+        self.profile = profile  # --profile: every run's points profiled (what moved)
 
     # -- estimates
     def ratio(self, kind: str) -> float:
@@ -124,6 +125,7 @@ class Advisor:
         self.record = {
             "started": now(), "finished": None, "status": "running",
             "budget_min": self.budget_s / 60, "half_width_pct": self.half_width_pct,
+            "profile": self.profile,
             "suite": str(self.suite_path), "placement": self.where.name,
             "cluster": self.where.cluster.path if self.where.cluster else None,
             "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
@@ -362,7 +364,8 @@ class Advisor:
 
     def run_one(self, exp: Experiment) -> runner.Run:
         """One precision run through the runner (its report written); the budget and the
-        point time learnt from it."""
+        point time learnt from it. With --profile, its points are profiled too."""
+        exp.profile = self.profile
         r = runner.Run(exp)
         try:
             r.execute()
