@@ -8,8 +8,8 @@ EXP ?= quick
 # interfaces, and their timings must not compete). PYTEST_ARGS go to both, e.g. a file of tests:
 # a part with none of its tests selected passes (pytest's exit code 5).
 PYTEST_ARGS ?=
-UNIT_TESTS := -m "not lab_full and not full and not stack and not netns" -n 2
-HOST_TESTS := -m "(stack or netns) and not lab_full and not full"
+UNIT_TESTS := -m "not lab_full and not full and not stack and not netns and not timing" -n 2
+HOST_TESTS := -m "(stack or netns or timing) and not lab_full and not full"
 # The shipped example run: the one folder under examples/quick/ (make example records it again).
 EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quick/*/summary.csv))))
 VENV := .venv/bin

@@ -168,6 +168,7 @@ sysctls:
     "offloads-off", "offloads-on", "sockopt-1-default", "sockopt-2-socket-buffers",
     "sockopt-3-tso", "sockopt-4-jumbo", "tso-off", "gro-off", "checksum-off", "jumbo-mtu",
     "big-socket-buffers", "channels-2", "rate-1gbit", "rate-10gbit", "sendfile-off", "tcp-cubic",
+    "checksum-on-tso-off", "checksum-off-tso-off",  # NET-csum's baseline and its checksum-off
 ])
 def test_shipped_mode_round_trip_on_veth(lab: Lab, name: str) -> None:
     m = modes.load_mode(name)
