@@ -21,13 +21,13 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, local, model, space
+from tierbench.placement import cluster, diskbuild, disks, local, model, owned, space
 from tierbench import transport
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 SSH = ("ssh", "-p", "22", "-l", "root", "--", "198.18.16.13")
-NODE = disks.Host(Transport("node3", SSH), "/srv/tb")
+NODE = disks.Host(Transport("node3", SSH), "/var/lib/tierbench/tb")
 
 
 class FakeRun:
@@ -38,6 +38,7 @@ class FakeRun:
         self.calls: list[tuple[str, list[str]]] = []
         self.mounts: dict[str, list[str]] = {"local": [], "node3": []}
         self.answers: list[tuple[object, str, int]] = []
+        self.claims: list[str] = []
 
     def __call__(self, cmd, **kw):  # noqa: ANN001 - subprocess.run's signature
         assert all("\0" not in a for a in cmd), cmd  # as exec refuses
@@ -54,6 +55,9 @@ class FakeRun:
         for pred, out, rc in self.answers:
             if pred(where, argv):  # type: ignore[operator]
                 return out, rc
+        if argv[:3] == ["sh", "-c", owned.CLAIM]:  # the node's folders made tierbench's
+            self.claims.append(argv[4])
+            return "OK\n", 0
         if argv[:2] == ["cat", "/proc/self/mounts"]:
             return "".join(f"/dev/x {m} ext3 rw 0 0\n" for m in self.mounts[where]), 0
         if argv[0] == "mount":
@@ -91,20 +95,39 @@ def ide_plan() -> disks.Plan:
     return disks.plan(ide, disks.layout(ide), ["disk-bench"], [64 << 20])
 
 
+def test_a_fresh_node_has_its_folders_claimed_before_the_disk_system_writes_there(fake) -> None:
+    """A disk system can be a node's first writer (it is built before the workloads are sent):
+    the workdir and this checkout's folder are made tierbench's first, else the workloads' claim
+    later finds a folder without a marker and refuses the run (found on the lab)."""
+    diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    assert fake.claims == ["/var/lib/tierbench", "/var/lib/tierbench/tb"]
+    node = fake.on("node3")
+    first_claim = next(i for i, a in enumerate(node) if a[:3] == ["sh", "-c", owned.CLAIM])
+    writes = [i for i, a in enumerate(node) if a[0] in ("mkdir", "fallocate", "mount")]
+    assert writes and first_claim < min(writes)
+
+
+def test_a_node_folder_of_someone_else_stops_the_disk_system_before_anything_is_made(fake) -> None:
+    fake.answers.append((lambda w, a: a[:3] == ["sh", "-c", owned.CLAIM], "NOT-OURS holds x\n", 0))
+    with pytest.raises(disks.DiskError, match="has no .tierbench-owner"):
+        diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
+    assert not any(a[0] in ("mkdir", "fallocate", "mount") for a in fake.on("node3"))
+
+
 def test_a_node_builds_with_its_own_commands_and_the_state_names_the_node(fake) -> None:
     built = diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     node = fake.on("node3")
-    image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
+    image = "/var/lib/tierbench/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
     assert ["fallocate", "-l", str(ide_plan().device_bytes), image] in node
     assert ["mkfs.ext3", "-q", "-F", "/dev/loop7"] in node
-    assert ["mount", "-t", "ext3", "/dev/loop7", "/srv/tb/disks/disk-bench"] in node
+    assert ["mount", "-t", "ext3", "/dev/loop7", "/var/lib/tierbench/tb/disks/disk-bench"] in node
     # nothing of the build ran here: only the look for leftovers of this host (teardown first)
     assert not any(a[0] in ("fallocate", "mkfs.ext3", "mount", "mkdir") for a in fake.on("local"))
     server = built.server("disk-bench")
     assert server.devices == ["/dev/loop7"] and server.images == [image]
     state = json.loads(disks.state_path().read_text())
-    assert state["servers"][0]["host"] == {"node": "node3", "ssh": list(SSH), "workdir": "/srv/tb"}
-    assert state["hosts"] == [{"node": "node3", "ssh": list(SSH), "workdir": "/srv/tb"}]
+    assert state["servers"][0]["host"] == {"node": "node3", "ssh": list(SSH), "workdir": "/var/lib/tierbench/tb"}
+    assert state["hosts"] == [{"node": "node3", "ssh": list(SSH), "workdir": "/var/lib/tierbench/tb"}]
     assert built.record()["servers"]["disk-bench"]["node"] == "node3"
     # what is built is kept when asked for again on the same node, not on another host
     assert diskbuild.current(ide_plan(), NODE) is not None
@@ -176,29 +199,29 @@ def test_without_md_raid0_is_device_mapper_striping_at_4_kib_after_loading_modul
 def test_teardown_after_a_crash_reaches_the_recorded_node(fake) -> None:
     diskbuild.ensure(ide_plan(), {}, log=lambda _m: None, hosts=NODE)
     fake.calls.clear()
-    image = "/srv/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
+    image = "/var/lib/tierbench/tb/disk-images/tierbench-disk@node3-ide-disk-bench-d1.img"
     listing = {"loopdevices": [
         {"name": "/dev/loop7", "back-file": image},
         # the host's own image and another node's, in the same folder as the kernel shows it
-        {"name": "/dev/loop1", "back-file": "/srv/tb/disk-images/tierbench-disk-ide-web-d1.img"},
-        {"name": "/dev/loop2", "back-file": "/srv/tb/disk-images/tierbench-disk@node4-ide-web.img"}]}
+        {"name": "/dev/loop1", "back-file": "/var/lib/tierbench/tb/disk-images/tierbench-disk-ide-web-d1.img"},
+        {"name": "/dev/loop2", "back-file": "/var/lib/tierbench/tb/disk-images/tierbench-disk@node4-ide-web.img"}]}
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "losetup" and "--list" in a,
                          json.dumps(listing), 0))
     notes = diskbuild.teardown({})
     node = fake.on("node3")
-    assert ["umount", "/srv/tb/disks/disk-bench"] in node
+    assert ["umount", "/var/lib/tierbench/tb/disks/disk-bench"] in node
     assert ["losetup", "--detach", "/dev/loop7"] in node
     assert not any(a[:2] == ["losetup", "--detach"] and a[2] != "/dev/loop7" for a in node)
     assert not any(a[:2] == ["losetup", "--detach"] for a in fake.on("local"))
-    assert any(a[0] == "sh" and "rm -rf" in a[2] and a[-1] == "/srv/tb/disks" for a in node)
+    assert any(a[0] == "sh" and "rm -rf" in a[2] and a[-1] == "/var/lib/tierbench/tb/disks" for a in node)
     assert not disks.state_path().exists() and "node3" in notes[0]
 
 
 def test_teardown_looks_on_the_hosts_it_is_given_without_a_state(fake) -> None:
     fake.answers.append((lambda w, a: w == "node3" and a[0] == "find",
-                         "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img\n", 0))
+                         "/var/lib/tierbench/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img\n", 0))
     diskbuild.teardown({}, [NODE])
-    assert ["rm", "-f", "/srv/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img"] in \
+    assert ["rm", "-f", "/var/lib/tierbench/tb/disk-images/tierbench-disk@node3-scsi-web-d1.img"] in \
         fake.on("node3")
 
 

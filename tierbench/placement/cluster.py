@@ -435,10 +435,10 @@ class ClusterPlacer(Placer):
                          "-c", "workloads"], timeout=60)
         # the workdir tierbench's own (made with its marker, or adopted), refused otherwise;
         # this checkout's folder in it, the same way
-        self.claim(self.cluster.workdir, "the cluster's workdir", (PROJECT,),
-                   nodes.transport(node))
-        self.claim(self.node_dir, "this checkout's folder", ("results", "workloads", "disks",
-                                                            "disk-images"), nodes.transport(node))
+        try:
+            owned.claim_checkout(self.node_dir, nodes.transport(node))
+        except owned.OwnershipError as exc:
+            raise StackError(str(exc)) from None
         # emptied in place, not removed: containers a run left up bind-mount this folder, and
         # a new folder would leave them an empty, deleted one
         script = (f"mkdir -p {work}/results {work}/workloads && "

@@ -139,6 +139,8 @@ def ensure(p: Plan, env: Mapping[str, str], log: Any = print,
 def _build(p: Plan, built: Built, env: Mapping[str, str], log: Any,
            hosts: Mapping[str, Host] | Host) -> None:
     sysm, lay = p.system, p.layout
+    for host in {_host_for(hosts, s): None for s in p.servers}:
+        host.claim()
     if sysm.emulated:
         for host in {_host_for(hosts, s): None for s in p.servers}:
             folder = host.image_dir(env)

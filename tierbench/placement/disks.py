@@ -49,7 +49,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name, state_dir
 from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
-from tierbench.placement import diskuse
+from tierbench.placement import diskuse, owned
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
 from tierbench.transport import CompletedProcess, Transport, TransportError
 
@@ -295,6 +295,18 @@ class Host:
     def image_dir(self, env: Mapping[str, str]) -> Path:
         """Where emulated devices' image files go on this host."""
         return Path(self.workdir) / "disk-images" if self.node else image_dir(env)
+
+    def claim(self) -> None:
+        """On a node, before a disk system writes there: this checkout's folder and the
+        cluster's workdir above it made tierbench's (a fresh node has neither until the
+        workloads are sent); DiskError naming the folder otherwise. Here: nothing (the state
+        folder and DISK_IMAGE_DIR are checked where they are made)."""
+        if not self.node:
+            return
+        try:
+            owned.claim_checkout(self.workdir, self.via)
+        except owned.OwnershipError as exc:
+            raise DiskError(str(exc)) from None
 
     def prefix(self) -> str:
         """The image files' name prefix on this host."""

@@ -4,6 +4,8 @@ marker (or nothing at all) is there, emptied only of what the marker names
 
 from __future__ import annotations
 
+import posixpath
+
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name
 from tierbench.config.paths import MARKER, system_problem
@@ -57,12 +59,28 @@ def claim(path: str, what: str, entries: tuple[str, ...] = (),
         out = done.stdout.strip().splitlines()
         if done.returncode == 0 and out[-1:] == ["OK"]:
             return
+        if via.unreachable(done):
+            raise OwnershipError(f"{what} {path}: cannot reach node {via.name} over SSH: "
+                                 f"{(done.stderr.strip().splitlines() or ['ssh failed'])[-1]}")
         why = (out[-1].removeprefix("NOT-OURS ") + f" and has no {MARKER} (tierbench did not "
                "make it)" if out and out[-1].startswith("NOT-OURS") else
                f"cannot be made ({(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]})")
     raise OwnershipError(f"{what} {path}{where} {why}: tierbench mounts, writes and removes "
                          "things there as root, so it uses only a folder it made (or an empty "
                          "one); give it another")
+
+
+# what tierbench makes in its checkout's folder on a cluster node (WORKDIR/PROJECT)
+CHECKOUT_ENTRIES = ("results", "workloads", "disks", "disk-images")
+
+
+def claim_checkout(folder: str, via: Transport) -> None:
+    """This checkout's folder on a node (WORKDIR/PROJECT) and the cluster's workdir above it made
+    tierbench's before anything is written there, whichever step writes first (the workloads, a
+    disk system's images); OwnershipError naming the folder otherwise."""
+    workdir, project = posixpath.split(folder.rstrip("/"))
+    claim(workdir, "the cluster's workdir", (project,), via)
+    claim(folder, "this checkout's folder", CHECKOUT_ENTRIES, via)
 
 
 def remove_entry(path: str, entry: str, via: Transport = LOCAL) -> bool:
