@@ -63,8 +63,10 @@ def host_state() -> dict:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    # the lock folder the test's own: a run of tierbench beside the suite holds the host's
     e = dict(os.environ, TIERBENCH_RESULTS=str(tmp_path / "results"),
-             TIERBENCH_STATE_DIR=str(tmp_path / "state"))
+             TIERBENCH_STATE_DIR=str(tmp_path / "state"),
+             TIERBENCH_LOCK_DIR=str(tmp_path / "locks"))
     before = host_state()
     yield e
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir()), \
