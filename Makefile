@@ -7,9 +7,10 @@ EXP ?= quick
 # namespace and stack tests then one at a time (they share the engine, the stack and the host's
 # interfaces, and their timings must not compete). PYTEST_ARGS go to both, e.g. a file of tests:
 # a part with none of its tests selected passes (pytest's exit code 5).
+# Each part lists its slowest tests at the end (--durations): what to move behind `full` when CI grows.
 PYTEST_ARGS ?=
-UNIT_TESTS := -m "not lab_full and not full and not stack and not netns and not timing" -n 2
-HOST_TESTS := -m "(stack or netns or timing) and not lab_full and not full"
+UNIT_TESTS := -m "not lab_full and not full and not stack and not netns and not timing" -n 2 --durations=10
+HOST_TESTS := -m "(stack or netns or timing) and not lab_full and not full" --durations=25
 # The shipped example run: the one folder under examples/quick/ (make example records it again).
 EXAMPLE ?= $(patsubst %/summary.csv,%,$(lastword $(sort $(wildcard examples/quick/*/summary.csv))))
 VENV := .venv/bin
