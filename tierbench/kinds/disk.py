@@ -160,7 +160,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         super().check(exp)
         s = exp.settings
         known = disks.resolve(s.disk_systems)
-        if exp.placer.cluster is not None:
+        if not exp.placer.here(ROLE):
             return
         for name in s.disk.systems:
             for dev in known[name].paths:

@@ -56,7 +56,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         if s.load.warm_pass and wants:
             raise ConfigError(f"{exp.source}: load.warm_pass warms what {wants} asks to miss: "
                               "drop one of the two")
-        if exp.placer.cluster is not None:
+        if not exp.placer.here(webdisks.WEB_ROLE):
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
@@ -194,7 +194,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             disks.preflight_on(plans, functools.partial(webdisks.hosts_for, exp.placer))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
-        if s.load.remote_workers and exp.placer.cluster is None:
+        if s.load.remote_workers and exp.placer.here("loadgen"):
             problem = services.master_bind_problem({**compose.dotenv(), **os.environ})
             if problem:
                 raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")

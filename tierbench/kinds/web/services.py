@@ -21,7 +21,7 @@ from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
 from tierbench.placement import compose, model
-from tierbench.placement.cluster import host_files
+from tierbench.placement.hostnet import host_files
 from tierbench.transport import LOCAL
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
