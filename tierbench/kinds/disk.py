@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import ROOT, dotenv
 from tierbench.config.models import Model, number, one_or_many, problem, whole
 from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
@@ -291,9 +292,9 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
-        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
+        files = [str(ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
         where.up(model.Services(files=[*files, str(disks.overlay_path())],
-                                  env={**compose.dotenv(), **os.environ}, services=[SERVICE],
+                                  env={**dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
         dep = self.running(where)
         if dep is None:

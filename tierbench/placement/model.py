@@ -102,3 +102,17 @@ def servers_cgroup(driver: str, node: str | None = None, platform: str = "server
         return "/" + name
     raise StackError(f"the Docker engine uses cgroup driver {driver!r}, and tierbench knows "
                      "cgroupfs and systemd only: configure the engine with one of them")
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """CPU numbers of a cpuset list such as '0-2,4'."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.append(int(part))
+    if not cpus:
+        raise ValueError(text)
+    return cpus

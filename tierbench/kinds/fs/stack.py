@@ -9,14 +9,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tierbench.config.files import ROOT
+from tierbench.config.files import ROOT, dotenv
 from tierbench.interfaces import netif
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.fs.roles import ADMISSIONS
 from tierbench.kinds.fs.settings import MAX_CLIENTS, Fs
 from tierbench.tiers import orangefs
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import compose, model, placer
+from tierbench.placement import model, placer
 
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
@@ -113,7 +113,7 @@ def fs_paths() -> list[str]:
 
 def fs_env() -> dict[str, str]:
     """.env, then the environment (as docker compose reads them)."""
-    return {**compose.dotenv(), **os.environ}
+    return {**dotenv(), **os.environ}
 
 
 def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,

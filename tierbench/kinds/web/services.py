@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from tierbench.config.errors import ConfigError
-from tierbench.config.files import ROOT, results_root, state_dir
+from tierbench.config.files import ROOT, dotenv, results_root, state_dir
 from tierbench.config.paths import refusal
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
@@ -149,7 +149,7 @@ def checked(env: dict[str, str], key: str) -> Path | None:
 
 def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     """Environment for docker compose: .env, then the shell's, then the run's stack settings."""
-    env = {**compose.dotenv(), **os.environ}
+    env = {**dotenv(), **os.environ}
     env.update({
         "FILESETS": json.dumps(filesets, separators=(",", ":")),
         "PROXY_CACHE": "on" if settings["proxy_cache"] else "off",
