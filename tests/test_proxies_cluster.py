@@ -63,7 +63,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def files_with(stack_files: list[str]) -> list[str]:
         files = [str(ROOT / f) for f in stack_files]
         written = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"},
-                                                 4, cluster=True)
+                                                 4, host_network=True)
         return hostnet.host_files([*files, str(written)])
     return files_with
 
