@@ -10,7 +10,9 @@ model (tierbench.placement.model: Services, Container, StackError). The command 
 makes one for a run and the experiment carries it (``Experiment.placer``) to the kinds, which
 never know which it is. Every command a kind runs in a container, and every container it starts
 or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Placer.start`,
-:meth:`Placer.stop`), over the container's transport (tierbench.transport).
+:meth:`Placer.stop`), over the container's transport (tierbench.transport), and so does every
+command it runs on a host (:meth:`Placer.host`: this machine, or the role's node): a kind never
+asks which placement it is on (tests/test_architecture.py: no kind reads ``cluster``).
 """
 
 from __future__ import annotations
