@@ -39,8 +39,7 @@ from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import model
-from tierbench.placement.clusterfile import Role
-from tierbench.placement.model import Container
+from tierbench.placement.model import Container, Role
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
 from tierbench.placement.space import Need

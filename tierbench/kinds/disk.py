@@ -32,7 +32,7 @@ from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Ki
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, model, placer, space
-from tierbench.placement.clusterfile import Role
+from tierbench.placement.model import Role
 
 SERVICE = "disk-bench"
 TIER = "disk"
