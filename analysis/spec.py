@@ -64,15 +64,17 @@ LABELS = {  # default labels of well-known columns
 
 UNITS = {"tps": "requests/s", "mb_per_s": "MB/s", "tps_foreground": "requests/s"}
 
-WEB_COLUMNS = ["p50_ms", "p99_ms", "server_cpu_us_per_req", "server_cpu_us_per_kb",
-               "host_cpu_us_per_kb", "mb_per_s"]
-PHASE_COLUMNS = ["client_cpu_pct", "server_cpu_pct", "client_cpu_us_per_kb",
-                 "server_cpu_us_per_kb"]
-WEB_BENEFIT = [{"column": "server_cpu_util", "label": "server CPU utilisation"},
-               {"column": "server_cpu_us_per_kb", "label": "server CPU per KB"}]
 # Factors a generic spec looks for (in this order) when they vary within a run.
 SWEEPS = ("io_servers", "filesystem", "case", "users", "clients", "threads", "streams",
           "connections", "write_size", "buffer", "docroot")
+# What a generic spec (a run without one) reports of the summary's columns: the well-known
+# measured ones it has (LABELS' order, conditions aside) in its tables; the CPU costs per KB
+# it has as costs and, the client's and the server's, as the relative CPU benefit. A kind's
+# report spec names its own columns: there are no default columns.
+CONDITIONS = (*SWEEPS, "trace", "phase", "mode", "alpha")
+MEASURED = tuple(c for c in LABELS if c not in CONDITIONS)
+COSTS = ("host_cpu_us_per_kb", "server_cpu_us_per_kb", "client_cpu_us_per_kb")
+BENEFIT = ("client_cpu_us_per_kb", "server_cpu_us_per_kb")
 
 class SpecError(ValueError):
     """A report spec that cannot be used; the message is one sentence naming the bad key."""
@@ -216,10 +218,6 @@ Columns = Annotated[list[ColumnItem], _checked(
     lambda v: isinstance(v, list), "must be a list of column names or {column, label} mappings")]
 
 
-def _columns(*items: str | dict[str, Any]) -> list[ColumnSpec]:
-    return [ColumnSpec.model_validate(_column_item(i)) for i in items]
-
-
 class Primary(Part):
     """The measured quantity compared between modes."""
 
@@ -330,11 +328,10 @@ class ReportSpec(Part):
         lambda v: isinstance(v, dict),
         "must be a mapping {column: [values in the experiment's order]}")] = {}
     sections: Names | None = None  # default: phase (with phases) and the first factor
-    primary: Primary = Field(default_factory=lambda: Primary(column="tps"))
-    columns: Columns | None = None  # default: WEB_COLUMNS, or PHASE_COLUMNS with phases
-    costs: Columns = Field(default_factory=lambda: _columns("host_cpu_us_per_kb",
-                                                            "server_cpu_us_per_kb"))
-    benefit: Columns = Field(default_factory=lambda: _columns(*WEB_BENEFIT))
+    primary: Primary  # the kind's: no default column
+    columns: Columns
+    costs: Columns
+    benefit: Columns
     baseline: Annotated[str | None, _checked(lambda v: v is None or _named(v),
                                              "must be a mode name or null")] = None
     figures: Annotated[list[Figure], _checked(lambda v: isinstance(v, list),
@@ -353,8 +350,6 @@ class ReportSpec(Part):
     def defaults(self) -> ReportSpec:
         if self.sections is None:
             self.sections = (["phase"] if self.phases else []) + self.factors[:1]
-        if self.columns is None:
-            self.columns = _columns(*(PHASE_COLUMNS if self.phases else WEB_COLUMNS))
         if self.samples is None:
             self.samples = self.phases is None
         return self
@@ -457,11 +452,10 @@ def generic(columns: Iterable[str], experiment: dict[str, Any] | None = None,
         "figures": [{"type": "bars", "x": x, "y": primary,
                      "facet": "phase" if phases else (factors[0] if len(factors) > 1 else None)}],
     }
+    spec["columns"] = [c for c in MEASURED if c in present and c != primary]
+    spec["costs"] = [c for c in COSTS if c in present]
+    spec["benefit"] = [c for c in BENEFIT if c in present]
     if phases:
-        spec["costs"] = [c for c in ("client_cpu_us_per_kb", "server_cpu_us_per_kb")
-                         if c in present]
-        spec["benefit"] = [c for c in ("client_cpu_us_per_kb", "server_cpu_us_per_kb")
-                           if c in present]
         spec["samples"] = False
     if "integrity" in cols:
         spec["checks"] = ["integrity"]

@@ -231,7 +231,8 @@ def test_spec_comes_from_the_manifest_else_the_caller_else_generic(tmp_path: Pat
     man["report"] = synthetic_runs.spec_of("dc-single")
     run = load.load_run(_write_run(tmp_path / "with", rows, man), given)
     assert run.spec_source == "manifest.json" and run.spec["family"] == "dc-single"
-    man["report"] = {"kind": "web", "family": "x", "title": "y", "figures": [{"type": "pie"}]}
+    man["report"] = {"kind": "web", "family": "x", "title": "y", "primary": {"column": "tps"},
+                     "columns": [], "costs": [], "benefit": [], "figures": [{"type": "pie"}]}
     bad = _write_run(tmp_path / "bad", rows, man)
     run = load.load_run(bad)
     assert run.spec_source == "generic"

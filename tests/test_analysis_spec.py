@@ -12,7 +12,8 @@ import pytest
 from analysis import spec
 from tierbench.kinds import families, registry
 
-MINIMAL = {"kind": "web", "family": "dc-single", "title": "TPS per trace"}
+MINIMAL = {"kind": "web", "family": "dc-single", "title": "TPS per trace",
+           "primary": {"column": "tps"}, "columns": [], "costs": [], "benefit": []}
 
 
 def with_(**changes: object) -> dict:
@@ -57,8 +58,11 @@ def test_defaults_are_filled_in() -> None:
     out = spec.validate(MINIMAL)
     assert out["phases"] is None and out["factors"] == [] and out["order"] == {}
     assert out["primary"] == {"column": "tps", "label": "TPS", "unit": "requests/s"}
-    assert [c["column"] for c in out["costs"]] == ["host_cpu_us_per_kb", "server_cpu_us_per_kb"]
-    assert [b["column"] for b in out["benefit"]] == ["server_cpu_util", "server_cpu_us_per_kb"]
+    assert out["columns"] == out["costs"] == out["benefit"] == []
+    for key in ("primary", "columns", "costs", "benefit"):  # the kind's own: no default columns
+        bare = {k: v for k, v in MINIMAL.items() if k != key}
+        with pytest.raises(spec.SpecError, match=f"^report spec: {key} is required$"):
+            spec.validate(bare)
     assert out["baseline"] is None and out["figures"] == [] and out["reference"] is None
     assert out["samples"] is True and out["sections"] == []
     pfs = spec.validate(with_(phases=["read", "write"], factors=["io_servers", "clients"]))
@@ -139,6 +143,15 @@ def test_generic_spec_from_columns() -> None:
     assert web["kind"] == "web" and web["family"] == "generic"
     assert web["factors"] == ["trace", "users"] and web["primary"]["column"] == "tps"
     assert web["figures"][0]["x"] == "users" and web["figures"][0]["facet"] == "trace"
+    assert [c["column"] for c in web["columns"]] == ["mb_per_s"]
+    assert web["costs"] == web["benefit"] == []
+    # the tables, costs and benefit from the summary's own columns, not a kind's defaults
+    cpu = spec.generic(["point", "mode", "repetition", "tps", "p99_ms", "host_cpu_us_per_kb",
+                        "server_cpu_us_per_kb", "cpu_s_web"])
+    assert [c["column"] for c in cpu["columns"]] == ["p99_ms", "server_cpu_us_per_kb",
+                                                      "host_cpu_us_per_kb"]
+    assert [c["column"] for c in cpu["costs"]] == ["host_cpu_us_per_kb", "server_cpu_us_per_kb"]
+    assert [b["column"] for b in cpu["benefit"]] == ["server_cpu_us_per_kb"]
     pfs = spec.generic(["point", "mode", "io_servers", "clients", "read_mb_per_s",
                         "write_mb_per_s", "read_client_cpu_us_per_kb", "integrity"],
                        varying=["clients"])

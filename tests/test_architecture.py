@@ -356,6 +356,27 @@ def test_only_the_runner_drives_the_sampler(tmp_path: Path) -> None:
     assert sampler_uses(module) == [3]
 
 
+def cluster_reads(path: Path) -> list[int]:
+    """Lines where a module reads an object's ``cluster`` attribute (a placer's cluster file)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "cluster"]
+
+
+def test_no_kind_asks_whether_it_runs_on_a_cluster(tmp_path: Path) -> None:
+    """A kind never branches on "here or a node": its host commands go through the placer's
+    transports (Placer.host, Placer.hosts), its load-time checks ask Placer.here, its plan
+    words come from the placer (Placer.network_words, Placer.placed_words); no module of
+    tierbench.kinds reads a placer's ``cluster``."""
+    bad = [f"{name}:{line} reads .cluster" for name, path in MODULES.items()
+           if name.startswith("tierbench.kinds.") for line in cluster_reads(path)]
+    assert not bad, "\n".join(bad)
+    module = tmp_path / "m.py"
+    module.write_text("def f(exp, where):\n    x = where.host('web')\n"
+                      "    return exp.placer.cluster is None or x\n")
+    assert cluster_reads(module) == [3]
+
+
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "tests" / "data" / "plans").glob("*.txt"))
 
 

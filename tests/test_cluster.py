@@ -19,7 +19,7 @@ from tierbench.interfaces import netif
 from tierbench.kinds import registry
 from tierbench.measure import agent
 from tierbench.kinds.web import services
-from tierbench.placement import cluster, clusterfile
+from tierbench.placement import cluster, clusterfile, hostnet
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 
@@ -44,7 +44,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
 
 
 def config(files: list[str], profiles: list[str] = ()) -> dict:
-    argv = ["docker", "compose", *(a for f in cluster.host_files([str(ROOT / f) for f in files])
+    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in files])
                                    for a in ("-f", f)),
             *(a for p in profiles for a in ("--profile", p)), "config", "--format", "json"]
     env = {**os.environ, "TIERBENCH_ADDR_WEB": "198.18.16.13", "TIERBENCH_NODE_DIR": "/srv/tb"}
@@ -55,13 +55,13 @@ def config(files: list[str], profiles: list[str] = ()) -> dict:
 def test_web_stack_goes_on_its_roles_nodes_in_dependency_order() -> None:
     conf = config(["docker-compose.yml", "compose/loadgen-workers.yml"])
     wanted = ["fileset", "web", "proxy", "loadgen", "loadgen-worker"]
-    where = cluster.place(conf, wanted, {"loadgen-worker": 3}, lab())
+    where = hostnet.place(conf, wanted, {"loadgen-worker": 3}, lab())
     assert where == {"fileset": {"node3": 1}, "web": {"node3": 1}, "proxy": {"node2": 1},
                      "loadgen": {"node1": 1}, "loadgen-worker": {"node1": 2, "node2": 1}}
     deps = {s: list(conf["services"][s].get("depends_on") or {}) for s in wanted}
-    assert cluster.topo_levels(wanted, deps) == [["fileset"], ["web"], ["proxy"], ["loadgen"],
+    assert hostnet.topo_levels(wanted, deps) == [["fileset"], ["web"], ["proxy"], ["loadgen"],
                                                  ["loadgen-worker"]]
-    assert cluster.is_job("fileset", conf, wanted) and not cluster.is_job("web", conf, wanted)
+    assert hostnet.is_job("fileset", conf, wanted) and not hostnet.is_job("web", conf, wanted)
     # every service of the base file is told where it listens, on its node's address
     env = conf["services"]["web"]["environment"]
     assert env["APACHE_LISTEN"] == "198.18.16.13:8080"
@@ -77,7 +77,7 @@ def test_web_stack_goes_on_its_roles_nodes_in_dependency_order() -> None:
 def test_orangefs_servers_go_round_their_nodes_and_the_config_job_follows() -> None:
     conf = config(["docker-compose.yml", "compose/pvfs.yml"], ["pfs"])
     wanted = ["pvfs-meta", *(f"pvfs-io{i}" for i in range(1, 6)), "pvfs-client", "pvfs-config"]
-    where = cluster.place(conf, wanted, {"pvfs-client": 2}, lab())
+    where = hostnet.place(conf, wanted, {"pvfs-client": 2}, lab())
     assert where["pvfs-meta"] == {"node4": 1}
     assert [next(iter(where[f"pvfs-io{i}"])) for i in range(1, 6)] == [
         "node4", "node5", "node4", "node5", "node4"]
@@ -95,7 +95,7 @@ def test_orangefs_servers_go_round_their_nodes_and_the_config_job_follows() -> N
 def test_a_role_the_cluster_file_leaves_out_is_one_sentence_per_role() -> None:
     conf = config(["docker-compose.yml", "compose/net.yml"], ["net"])
     with pytest.raises(ClusterError) as info:
-        cluster.place(conf, ["net-server", "net-client", "proxy"], {},
+        hostnet.place(conf, ["net-server", "net-client", "proxy"], {},
                       lab(net_server=None, proxy=None))
     assert info.value.problems == [
         "lab.yml: roles.net_server: not placed, and this needs the server side of the network "
@@ -111,16 +111,16 @@ def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
              "compose/net.yml"]
     conf = config(files, ["pfs", "net"])
     for name, spec in conf["services"].items():
-        role = (spec.get("labels") or {}).get(cluster.ROLE_LABEL)
+        role = (spec.get("labels") or {}).get(hostnet.ROLE_LABEL)
         wanted = list(conf["services"])
         assert spec.get("network_mode") == "host", f"{name} has no host overlay"
-        assert role in registry.roles() or (role is None and cluster.is_job(name, conf, wanted)), \
-            f"service {name} has no role ({cluster.ROLE_LABEL}) in its host overlay"
+        assert role in registry.roles() or (role is None and hostnet.is_job(name, conf, wanted)), \
+            f"service {name} has no role ({hostnet.ROLE_LABEL}) in its host overlay"
     # each file that defines services has its overlay beside it, named after it
-    assert cluster.host_overlay("docker-compose.yml") == "compose/host.yml"
-    assert cluster.host_overlay("compose/loadgen-workers.yml") == "compose/host-loadgen-workers.yml"
-    assert cluster.host_overlay("compose/haproxy.yml") is None  # defines no service of its own
-    assert cluster.host_overlay("compose/host-net.yml") is None
+    assert hostnet.host_overlay("docker-compose.yml") == "compose/host.yml"
+    assert hostnet.host_overlay("compose/loadgen-workers.yml") == "compose/host-loadgen-workers.yml"
+    assert hostnet.host_overlay("compose/haproxy.yml") is None  # defines no service of its own
+    assert hostnet.host_overlay("compose/host-net.yml") is None
 
 
 def test_urls_name_the_node_and_port_of_the_service() -> None:

@@ -21,7 +21,7 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, local, model, owned, space
+from tierbench.placement import cluster, diskbuild, disks, hostnet, local, model, owned, space
 from tierbench import transport
 from tierbench.transport import Transport
 
@@ -281,10 +281,10 @@ def test_the_cluster_placer_builds_on_the_roles_node() -> None:
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:
-    assert cluster.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
+    assert hostnet.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
     spec = config(["docker-compose.yml", "compose/disk.yml"], ["disk"])["services"]["disk-bench"]
     assert spec["network_mode"] == "host" and not spec.get("networks")
-    assert spec["labels"][cluster.ROLE_LABEL] == "disk"
+    assert spec["labels"][hostnet.ROLE_LABEL] == "disk"
 
 
 @pytest.mark.parametrize("name", ["dc-disk-file", "dc-cache-hit", "dc-disk-classes"])
@@ -309,7 +309,7 @@ def test_each_servers_disks_are_built_on_the_node_its_container_goes_to() -> Non
     # the nodes place() gives the containers (round the role's nodes, in order)
     conf = config(["docker-compose.yml", "compose/web-servers.yml", "compose/pvfs.yml"], ["pfs"])
     wanted = ["web", "web2", "web3", "pvfs-io1", "pvfs-io2", "pvfs-io3", "pvfs-client"]
-    placed = {s: next(iter(h)) for s, h in cluster.place(conf, wanted, {}, c).items()}
+    placed = {s: next(iter(h)) for s, h in hostnet.place(conf, wanted, {}, c).items()}
     assert placed == {"web": "node2", "web2": "node3", "web3": "node2", "pvfs-io1": "node4",
                       "pvfs-io2": "node5", "pvfs-io3": "node4", "pvfs-client": "node1"}
     hosts = {**webdisks.hosts_for(where, web), **webdisks.hosts_for(where, io)}

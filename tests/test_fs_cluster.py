@@ -21,7 +21,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import cluster, clusterfile, diskbuild, model, nodes, placer
+from tierbench.placement import cluster, clusterfile, diskbuild, hostnet, model, nodes, placer
 from tierbench.placement.model import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
@@ -46,7 +46,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
 
 
 def fs_config(**env: str) -> dict:
-    files = cluster.host_files(stack.fs_paths())
+    files = hostnet.host_files(stack.fs_paths())
     argv = ["docker", "compose", *(a for f in files for a in ("-f", f)), "--profile", "fs",
             "config", "--format", "json"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
@@ -60,7 +60,7 @@ def on_cluster() -> cluster.ClusterPlacer:
 
 
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
-    assert cluster.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
+    assert hostnet.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
     assert "fs_server" in registry.roles().servers
     assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == [
         "one", "one_or_more"]  # fs.clients go round the fs_client nodes
@@ -69,10 +69,10 @@ def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
 def test_server_and_hog_go_on_the_server_node_and_the_client_on_its_own() -> None:
     conf = fs_config(TIERBENCH_ADDR_FS_SERVER="198.18.16.12")
     wanted = ["fs-server", "fs-client", "fs-hog"]
-    assert cluster.place(conf, wanted, {}, lab()) == {
+    assert hostnet.place(conf, wanted, {}, lab()) == {
         "fs-server": {"node2": 1}, "fs-hog": {"node2": 1}, "fs-client": {"node3": 1}}
     deps = {s: list(conf["services"][s].get("depends_on") or {}) for s in wanted}
-    assert cluster.topo_levels(wanted, deps) == [["fs-hog", "fs-server"], ["fs-client"]]
+    assert hostnet.topo_levels(wanted, deps) == [["fs-hog", "fs-server"], ["fs-client"]]
     server, client, hog = (conf["services"][s] for s in wanted)
     # host networking; the brick named by the server node's address, mounted from there
     for spec in (server, client):
@@ -96,18 +96,18 @@ def test_several_clients_go_round_the_client_nodes() -> None:
     machines); with one node, all four there."""
     conf = fs_config(TIERBENCH_ADDR_FS_SERVER="198.18.16.12")
     wanted = ["fs-server", *stack.client_services(4)]
-    where = cluster.place(conf, wanted, {}, lab(fs_client=["node1", "node3"]))
+    where = hostnet.place(conf, wanted, {}, lab(fs_client=["node1", "node3"]))
     assert {s: where[s] for s in stack.client_services(4)} == {
         "fs-client": {"node1": 1}, "fs-client2": {"node3": 1}, "fs-client3": {"node1": 1},
         "fs-client4": {"node3": 1}}
-    where = cluster.place(conf, wanted, {}, lab())
+    where = hostnet.place(conf, wanted, {}, lab())
     assert {tuple(where[s]) for s in stack.client_services(4)} == {("node3",)}
 
 
 def test_a_missing_role_is_one_sentence() -> None:
     conf = fs_config()
     with pytest.raises(ClusterError) as info:
-        cluster.place(conf, ["fs-server", "fs-client"], {}, lab(fs_server=None))
+        hostnet.place(conf, ["fs-server", "fs-client"], {}, lab(fs_server=None))
     assert info.value.problems == [
         "lab.yml: roles.fs_server: not placed, and this needs the GlusterFS file server of the "
         "file-server benchmarks (and its CPU hog) on a node"]
@@ -171,7 +171,7 @@ class FakeCluster(placer.Placer):
     """What the cluster placement answers, without nodes."""
 
     name = "cluster lab.yml"
-    cluster = object()
+    named_ifaces = cluster.ClusterPlacer.named_ifaces  # each node's NIC once
 
     def __init__(self, found: list[Container]) -> None:
         self.found = found

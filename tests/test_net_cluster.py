@@ -17,8 +17,8 @@ from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 from tierbench.kinds.net import flows, profile
 from tierbench.measure.counters import MeasureError
-from tierbench.placement import cluster, clusterfile, compose, nodes
-from tierbench.placement.model import Container
+from tierbench.placement import cluster, compose, nodes
+from tierbench.placement.model import PROJECT, Container
 from tierbench.placement.clusterfile import parse_cluster
 from tierbench import transport
 
@@ -46,12 +46,13 @@ class Node:
         self.calls: list[tuple[str, str]] = []
         self.answers = answers
 
-        def run(node: clusterfile.Node, command: str, **kw: Any) -> subprocess.CompletedProcess:
-            self.calls.append((node.name, command))
+        def run(via: transport.Transport, command: str, **kw: Any
+                ) -> subprocess.CompletedProcess:
+            self.calls.append((str(via.name), command))
             out = next((v for k, v in answers.items() if k in command), "")
             return subprocess.CompletedProcess(command, 0, out, "")
 
-        monkeypatch.setattr(nodes, "run_on_node", run)
+        monkeypatch.setattr(transport.Transport, "run", run)
 
 
 def test_perf_probe_output_gives_one_sentence_per_problem() -> None:
@@ -118,11 +119,11 @@ def test_the_profile_is_recorded_and_reported_on_the_sender_node(
     assert "/proc/4001/status" in fake.calls[0][1] and "/proc/4002/status" in fake.calls[0][1]
     assert ctx.record["profile"] == {"cpus": "0-1", "hz": profile.PROFILE_HZ,
                                      "event": "cpu-clock", "seconds": 3.0, "node": "node1"}
-    # perf record over SSH to node1, into the workdir there, for the window
+    # perf record over SSH to node1, into this checkout's folder in the workdir there
     argv = started[0]
     assert argv[:len(nodes.ssh_prefix(on_lab.node("node1")))] == \
         nodes.ssh_prefix(on_lab.node("node1"))
-    remote = "/srv/tb/perf/run-1-p0003"
+    remote = f"/srv/tb/{PROJECT}/perf/run-1-p0003"
     assert argv[-1] == (f"mkdir -p {remote} && exec perf record -q -e cpu-clock -F "
                         f"{profile.PROFILE_HZ} -g -C 0-1 -o {remote}/perf.data -- sleep 3.0")
     out = profile.finish(ctx, prof, "iperf3", 2000.0)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import json
 import pytest
 from stack_env import lab_cluster, lab_run, last_run, summary_rows
 
-from tierbench.placement import nodes
+from tierbench.placement import model, nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
@@ -43,7 +43,8 @@ def test_the_senders_profile_is_taken_on_their_node(lab) -> None:
     for name in ("tcp_sendmsg", "tcp_write_xmit"):
         assert name in script and name in report, name
     assert "iperf3" in script
-    # perf.data stayed on the node and was removed there
+    # perf.data stayed on the node, in this checkout's folder there, and was removed there
     left = nodes.run_on_node(lab["cluster"].node("node1"),
-                             "ls /var/lib/tierbench/perf 2>/dev/null; true", timeout=30).stdout
+                             f"ls {lab['cluster'].workdir}/{model.PROJECT}/perf 2>/dev/null; true",
+                             timeout=30).stdout
     assert left.strip() == ""

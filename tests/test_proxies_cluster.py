@@ -21,7 +21,7 @@ import yaml
 from tierbench.kinds import registry
 from tierbench.kinds.web import roles as web_roles
 from tierbench.kinds.web import services
-from tierbench.placement import access, cluster
+from tierbench.placement import access, cluster, hostnet
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,14 +63,14 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def files_with(stack_files: list[str]) -> list[str]:
         files = [str(ROOT / f) for f in stack_files]
         written = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"},
-                                                 4, cluster=True)
-        return cluster.host_files([*files, str(written)])
+                                                 4, host_network=True)
+        return hostnet.host_files([*files, str(written)])
     return files_with
 
 
 def addresses(where: dict[str, dict[str, int]]) -> dict[str, str]:
     """TIERBENCH_ADDR_<SERVICE> as the placer sets them."""
-    return {cluster.env_name(s): IP[next(iter(h))] for s, h in where.items() if len(h) == 1}
+    return {hostnet.env_name(s): IP[next(iter(h))] for s, h in where.items() if len(h) == 1}
 
 
 def test_the_proxy_and_app_roles_take_one_node_or_a_list() -> None:
@@ -88,7 +88,7 @@ def test_four_proxies_and_three_app_servers_go_round_their_nodes(stack) -> None:
     files = stack(STACK)
     conf = compose_config(files, True, {})
     wanted = [s for s in conf["services"] if s != "loadgen-worker"]
-    where = cluster.place(conf, wanted, {}, lab())
+    where = hostnet.place(conf, wanted, {}, lab())
     assert {s: where[s] for s in ("proxy", "proxy2", "proxy3", "proxy4", "web", "web2",
                                   "web3", "app", "app2", "app3", "db", "db-seed",
                                   "loadgen")} == {
@@ -97,7 +97,7 @@ def test_four_proxies_and_three_app_servers_go_round_their_nodes(stack) -> None:
         "web3": {"node4": 1}, "app": {"node2": 1}, "app2": {"node3": 1}, "app3": {"node4": 1},
         "db": {"node1": 1}, "db-seed": {"node1": 1}, "loadgen": {"node1": 1}}
     # one proxy node: all four there, each on its own port
-    one = cluster.place(conf, wanted, {}, lab(proxy="node2", app="node2"))
+    one = hostnet.place(conf, wanted, {}, lab(proxy="node2", app="node2"))
     assert {s: one[s] for s in ("proxy", "proxy2", "proxy3", "proxy4", "app2", "app3")} == \
         dict.fromkeys(("proxy", "proxy2", "proxy3", "proxy4", "app2", "app3"), {"node2": 1})
 
@@ -107,7 +107,7 @@ def test_each_proxy_listens_at_its_node_and_port_and_balances_over_the_web_serve
         stack, haproxy: bool) -> None:
     files = stack([*STACK[:2], *(["compose/haproxy.yml"] if haproxy else []), *STACK[2:]])
     conf = compose_config(files, True, {})
-    where = cluster.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
+    where = hostnet.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
                           lab())
     svc = compose_config(files, True, {**addresses(where), "PROXY_CPUS": "1"})["services"]
     listen = "HAPROXY_BIND" if haproxy else "APACHE_LISTEN"
@@ -115,8 +115,8 @@ def test_each_proxy_listens_at_its_node_and_port_and_balances_over_the_web_serve
                              ("proxy3", "node4", "82"), ("proxy4", "node2", "83")):
         spec = svc[name]
         assert spec["network_mode"] == "host" and not spec.get("networks"), name
-        assert spec["labels"][cluster.ROLE_LABEL] == "proxy", name
-        assert spec["labels"][cluster.PORT_LABEL] == port, name
+        assert spec["labels"][hostnet.ROLE_LABEL] == "proxy", name
+        assert spec["labels"][hostnet.PORT_LABEL] == port, name
         assert spec["environment"][listen] == f"{IP[node]}:{port}", name
         assert spec["image"] == svc["proxy"]["image"], name
         assert (spec["environment"]["BACKEND"], spec["environment"]["BACKEND2"],
@@ -132,13 +132,13 @@ def test_each_proxy_listens_at_its_node_and_port_and_balances_over_the_web_serve
 def test_the_load_generator_reaches_each_proxy_at_its_node_and_port(stack) -> None:
     files = stack(STACK)
     conf = compose_config(files, True, {})
-    where = cluster.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
+    where = hostnet.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
                           lab())
     placer = cluster.ClusterPlacer(lab())
     placer.placed = where
-    placer.ports = {s: spec["labels"][cluster.PORT_LABEL]
+    placer.ports = {s: spec["labels"][hostnet.PORT_LABEL]
                     for s, spec in conf["services"].items()
-                    if cluster.PORT_LABEL in (spec.get("labels") or {})}
+                    if hostnet.PORT_LABEL in (spec.get("labels") or {})}
     assert [placer.url(f"http://{p}/") for p in services.PROXY_SERVICES] == [
         f"http://{IP['node2']}:80/", f"http://{IP['node3']}:81/", f"http://{IP['node4']}:82/",
         f"http://{IP['node2']}:83/"]
@@ -148,13 +148,13 @@ def test_each_app_server_listens_at_its_node_and_port_and_its_web_server_reaches
         stack) -> None:
     files = stack(STACK)
     conf = compose_config(files, True, {})
-    where = cluster.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
+    where = hostnet.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
                           lab(app="node2"))
     svc = compose_config(files, True, addresses(where))["services"]
     for name, port in (("app", "9000"), ("app2", "9001"), ("app3", "9002")):
         spec = svc[name]
         assert spec["network_mode"] == "host" and not spec.get("networks"), name
-        assert spec["labels"] == {cluster.ROLE_LABEL: "app", cluster.PORT_LABEL: port}, name
+        assert spec["labels"] == {hostnet.ROLE_LABEL: "app", hostnet.PORT_LABEL: port}, name
         assert spec["environment"]["APP_LISTEN"] == IP["node2"], name
         assert spec["environment"].get("APP_PORT", "9000") == port, name
         assert spec["environment"]["DB_HOST"] == IP["node1"], name
@@ -169,7 +169,7 @@ def test_each_app_server_admits_only_its_web_servers_node_and_the_database_all_t
         stack) -> None:
     files = stack(STACK)
     conf = compose_config(files, True, {})
-    where = cluster.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
+    where = hostnet.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
                           lab())
     placed = {s: list(h) for s, h in where.items()}
     assert access.cluster_admitted(lab(), web_roles.ADMISSIONS, placed) == {
@@ -180,7 +180,7 @@ def test_each_app_server_admits_only_its_web_servers_node_and_the_database_all_t
     # web node); with one web node, each app server admits that node
     loose = access.cluster_admitted(lab(), web_roles.ADMISSIONS)
     assert loose["APP2_CLIENTS"] == [IP["node2"], IP["node3"], IP["node4"]]
-    one = cluster.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
+    one = hostnet.place(conf, [s for s in conf["services"] if s != "loadgen-worker"], {},
                         lab(web="node3"))
     assert access.cluster_admitted(lab(web="node3"), web_roles.ADMISSIONS,
                                    {s: list(h) for s, h in one.items()})["APP3_CLIENTS"] == \

@@ -16,7 +16,7 @@ import pytest
 
 from tierbench.kinds import registry
 from tierbench.kinds.web import services
-from tierbench.placement import cluster
+from tierbench.placement import hostnet
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def lab(**roles: object) -> object:
 
 
 def config(env: dict[str, str] | None = None) -> dict:
-    argv = ["docker", "compose", *(a for f in cluster.host_files([str(ROOT / f) for f in FILES])
+    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in FILES])
                                    for a in ("-f", f)), "config", "--format", "json"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
                           env={**os.environ, **(env or {})})
@@ -57,24 +57,24 @@ def test_the_web_role_takes_one_node_or_a_list() -> None:
 
 
 def test_three_web_servers_go_round_the_web_nodes_and_the_file_sets_follow() -> None:
-    assert cluster.host_overlay(services.WEB_SERVERS_OVERLAY) == "compose/host-web-servers.yml"
+    assert hostnet.host_overlay(services.WEB_SERVERS_OVERLAY) == "compose/host-web-servers.yml"
     conf = config()
-    where = cluster.place(conf, WANTED, {}, lab())
+    where = hostnet.place(conf, WANTED, {}, lab())
     assert where == {"web": {"node3": 1}, "web2": {"node4": 1}, "web3": {"node5": 1},
                      "fileset": {"node3": 1, "node4": 1, "node5": 1}, "proxy": {"node2": 1},
                      "loadgen": {"node1": 1}}
     # two web nodes: web3 goes round to the first; one: all three (and the file sets) there
-    assert {s: h for s, h in cluster.place(conf, WANTED, {}, lab(web=["node3", "node4"])).items()
+    assert {s: h for s, h in hostnet.place(conf, WANTED, {}, lab(web=["node3", "node4"])).items()
             if s.startswith(("web", "fileset"))} == {
         "web": {"node3": 1}, "web2": {"node4": 1}, "web3": {"node3": 1},
         "fileset": {"node3": 1, "node4": 1}}
-    one = cluster.place(conf, WANTED, {}, lab(web="node3"))
+    one = hostnet.place(conf, WANTED, {}, lab(web="node3"))
     assert {one[s] == {"node3": 1} for s in ("web", "web2", "web3", "fileset")} == {True}
     # one web server: as before, the file sets beside it
-    assert cluster.place(config(), ["fileset", "web", "proxy", "loadgen"], {}, lab())["fileset"] \
+    assert hostnet.place(config(), ["fileset", "web", "proxy", "loadgen"], {}, lab())["fileset"] \
         == {"node3": 1}
     deps = {s: list(conf["services"][s].get("depends_on") or {}) for s in WANTED}
-    levels = cluster.topo_levels(WANTED, deps)
+    levels = hostnet.topo_levels(WANTED, deps)
     assert levels[0] == ["fileset"] and levels.index(["proxy"]) > levels.index(
         [s for s in levels if "web" in s][0])
 
@@ -83,11 +83,11 @@ def test_each_server_listens_on_its_own_port_and_the_proxy_balances_to_them() ->
     addrs = {"TIERBENCH_ADDR_WEB": "198.18.16.13", "TIERBENCH_ADDR_WEB2": "198.18.16.14",
              "TIERBENCH_ADDR_WEB3": "198.18.16.13", "TIERBENCH_ADDR_PROXY": "198.18.16.12"}
     services = config(addrs)["services"]
-    ports = {s: services[s]["labels"][cluster.PORT_LABEL] for s in ("web", "web2", "web3")}
+    ports = {s: services[s]["labels"][hostnet.PORT_LABEL] for s in ("web", "web2", "web3")}
     assert ports == {"web": "8080", "web2": "8081", "web3": "8082"}
     for s, addr in (("web", "198.18.16.13"), ("web2", "198.18.16.14"), ("web3", "198.18.16.13")):
         assert services[s]["network_mode"] == "host" and not services[s].get("networks")
-        assert services[s]["labels"][cluster.ROLE_LABEL] == "web"
+        assert services[s]["labels"][hostnet.ROLE_LABEL] == "web"
         assert services[s]["environment"]["APACHE_LISTEN"] == f"{addr}:{ports[s]}"
     env = services["proxy"]["environment"]
     assert env["WEB_SERVERS"] == "3"
@@ -108,15 +108,15 @@ def test_each_server_listens_on_its_own_port_and_the_proxy_balances_to_them() ->
 def test_three_web_servers_over_orangefs_each_mount_it_and_the_copy_runs_once() -> None:
     files = [*FILES, "compose/pvfs.yml", "compose/docroot-pvfs.yml",
              services.WEB_SERVERS_COMPANIONS["docroot-pvfs"]]
-    assert cluster.host_overlay(files[-1]) == "compose/host-web-servers-pvfs.yml"
-    argv = ["docker", "compose", *(a for f in cluster.host_files([str(ROOT / f) for f in files])
+    assert hostnet.host_overlay(files[-1]) == "compose/host-web-servers-pvfs.yml"
+    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in files])
                                    for a in ("-f", f)), "--profile", "pfs", "config",
             "--format", "json"]
     conf = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
                                      env={**os.environ, "TIERBENCH_ADDR_PVFS_META": "198.18.16.11"}
                                      ).stdout)
     wanted = [*WANTED, "pvfs-docroot", "pvfs-config", "pvfs-meta", "pvfs-io1", "pvfs-io2"]
-    where = cluster.place(conf, wanted, {}, lab(pfs_meta="node1", pfs_io=["node1", "node2"]))
+    where = hostnet.place(conf, wanted, {}, lab(pfs_meta="node1", pfs_io=["node1", "node2"]))
     # each web server on its node mounts OrangeFS there, reaching the servers at their nodes
     for s, node in (("web", "node3"), ("web2", "node4"), ("web3", "node5")):
         assert where[s] == {node: 1}

@@ -39,8 +39,7 @@ from tierbench.measure.kernelview import is_view_column
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import model
-from tierbench.placement.clusterfile import Role
-from tierbench.placement.model import Container
+from tierbench.placement.model import Container, Role
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
 from tierbench.placement.space import Need
@@ -201,12 +200,11 @@ class Deployment(Generic[I]):
         return list(dict.fromkeys(ep for t in self.tiers.values() for ep in t.endpoints))
 
     def cpu_containers(self, mode: Mode) -> list[tuple[str, Transport, int]] | None:
-        """On a cluster, (tier, its node's transport, PID there) of the containers a cpu: mode
-        covers (None on one host: those behind the endpoints' namespaces)."""
-        if self.placer.cluster is None:
-            return None
-        return [(t.name, self.placer.transport(c), c.pid) for t in self.tiers.values()
-                if mode.covers(t.name, t.role) for c in t.containers]
+        """(tier, its host's transport, PID there) of the containers a cpu: mode covers, where
+        the placement reaches them so (a cluster's nodes); None where the mode acts behind the
+        endpoints' namespaces (one host): Placer.cpu_containers."""
+        return self.placer.cpu_containers([(t.name, c) for t in self.tiers.values()
+                                           if mode.covers(t.name, t.role) for c in t.containers])
 
     def host_endpoints(self, mode: Mode) -> list[Endpoint] | None:
         """A host-scope mode's interfaces where this deployment runs."""

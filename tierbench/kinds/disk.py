@@ -25,13 +25,14 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, model_validator
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import ROOT, dotenv
 from tierbench.config.models import Model, number, one_or_many, problem, whole
 from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
 from tierbench.placement import compose, diskbuild, disks, model, placer, space
-from tierbench.placement.clusterfile import Role
+from tierbench.placement.model import Role
 
 SERVICE = "disk-bench"
 TIER = "disk"
@@ -160,7 +161,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         super().check(exp)
         s = exp.settings
         known = disks.resolve(s.disk_systems)
-        if exp.placer.cluster is not None:
+        if not exp.placer.here(ROLE):
             return
         for name in s.disk.systems:
             for dev in known[name].paths:
@@ -291,9 +292,9 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
         diskbuild.write_overlay({SERVICE: {
             "volumes": [{"type": "bind", "source": server.root, "target": MOUNT}],
             "blkio_config": diskbuild.throttles(server, p.system)}})
-        files = [str(compose.ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
+        files = [str(ROOT / f) for f in ("docker-compose.yml", OVERLAY)]
         where.up(model.Services(files=[*files, str(disks.overlay_path())],
-                                  env={**compose.dotenv(), **os.environ}, services=[SERVICE],
+                                  env={**dotenv(), **os.environ}, services=[SERVICE],
                                   profiles=["disk"]))
         dep = self.running(where)
         if dep is None:

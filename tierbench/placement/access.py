@@ -29,13 +29,13 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
 from tierbench.placement.clusterfile import Cluster
+from tierbench.placement.model import Admission
 
 __all__ = ["Admission", "AccessError", "PASSWORD_VARIABLE", "cluster_admitted",
            "database_password", "env", "forget_database_password", "host_admitted",
@@ -46,19 +46,6 @@ PASSWORD_VARIABLE = "DB_PASSWORD"
 
 class AccessError(TierbenchError):
     """Admitted peers or the password file cannot be worked out; the message says why."""
-
-
-@dataclass(frozen=True)
-class Admission:
-    """A service that admits only its peers: the variable its image reads the admitted
-    addresses from, the services that connect to it (one host) and the cluster file's roles
-    whose nodes run them."""
-
-    service: str
-    variable: str
-    clients: tuple[str, ...]
-    roles: tuple[str, ...]  # none: the service runs on one host only
-    what: str
 
 
 def cluster_admitted(cluster: Cluster, admissions: Iterable[Admission],

@@ -2,16 +2,9 @@
 through each node's Docker context (``docker --context NODE compose ...``), and everything else a
 run needs on the nodes over SSH.
 
-- **Roles.** The host-networking overlays (``compose/host*.yml``, one beside each compose file
-  that defines services, named after it: :func:`host_overlay`) give each service ``network_mode: host``, its
-  listening address and port, and the label ``org.tierbench.role`` naming the cluster file's
-  role it runs on (``org.tierbench.port`` the port it serves). Services of a list role
-  (``pfs_io``; ``web`` with three web servers) go round the role's nodes; the replicas of a
-  scaled one are shared out among them. A one-shot job of a role (``fileset``) runs on every
-  node of the role's other services (on the first only with the label ``org.tierbench.once``:
-  ``pvfs-docroot`` fills the one OrangeFS); one without a role (``pvfs-config``) on every node of the
-  services that depend on it or share a volume with it. Every service's node address reaches the others
-  as ``TIERBENCH_ADDR_<SERVICE>`` (``TIERBENCH_ADDR_WEB``), as Compose's DNS would on one host.
+- **Roles.** Each service on the nodes of the cluster file's role its host-networking overlay
+  names, its node address reaching the others as ``TIERBENCH_ADDR_<SERVICE>``
+  (tierbench.placement.hostnet decides where from the Compose files alone).
 - **Bring-up.** In dependency order, service by service on its nodes: ``run --rm --no-deps``
   for one-shot jobs, ``up -d --wait --no-deps`` for the others (a dependency on another node is
   up and healthy before its dependents start). Images are shipped to each node first (only
@@ -46,15 +39,11 @@ from tierbench.measure.agent import MergedSampler
 from tierbench.placement import access, compose, diskbuild, disks, nodes, owned, runlock
 from tierbench.placement.model import PROJECT, Container, Services, StackError
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
+from tierbench.placement.hostnet import (PORT_LABEL, ROLE_LABEL, env_name, host_files, is_job,
+                                         named_volumes, natural, place, topo_levels)
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
 from tierbench.transport import DidNotFinish, Transport, TransportError, run_argv
-
-ROLE_LABEL = "org.tierbench.role"
-PORT_LABEL = "org.tierbench.port"
-# a one-shot job of a role that runs on the role's first node of services only (it fills
-# something every node shares: OrangeFS), not on each
-ONCE_LABEL = "org.tierbench.once"
 
 
 class NodeDown(StackError):
@@ -80,132 +69,12 @@ def local_tar(args: list[str], *, timeout: float, input: bytes | None = None) ->
     return done.stdout
 
 
-def env_name(service: str) -> str:
-    """TIERBENCH_ADDR_<SERVICE>: the variable holding a service's node address."""
-    return "TIERBENCH_ADDR_" + re.sub(r"[^A-Za-z0-9]", "_", service).upper()
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-
-
 def engine_down(node: str, detail: str) -> NodeDown | None:
     """NodeDown for a Docker CLI error that says the node's engine does not answer."""
     if "Cannot connect to the Docker daemon" in detail or "Is the docker daemon running" in detail:
         return NodeDown(f"{node}: its Docker engine does not answer (the daemon is not running "
                         "or does not listen on its socket)")
     return None
-
-
-def host_overlay(rel: str) -> str | None:
-    """The host-networking overlay of a compose file of the checkout (its path there), by name:
-    ``compose/host.yml`` for the base file, ``compose/host-NAME.yml`` for ``compose/NAME.yml``;
-    None when there is none (an overlay that defines no services of its own)."""
-    path = Path(rel)
-    if rel == "docker-compose.yml":
-        overlay = Path("compose/host.yml")
-    elif path.parent == Path("compose") and not path.name.startswith("host"):
-        overlay = path.with_name(f"host-{path.name}")
-    else:
-        return None
-    return str(overlay) if (ROOT / overlay).is_file() else None
-
-
-def host_files(files: list[str]) -> list[str]:
-    """The compose files with the host-networking overlay of each file that has one, last
-    (files outside the checkout, such as the disk systems' overlay written at run time, have
-    none)."""
-    extra = []
-    for f in files:
-        path = Path(f).resolve() if Path(f).is_absolute() else None
-        if path is not None and not path.is_relative_to(ROOT):
-            continue
-        overlay = host_overlay(str(path.relative_to(ROOT)) if path is not None else f)
-        if overlay is not None:
-            extra.append(str(ROOT / overlay))
-    return [*files, *extra]
-
-
-def topo_levels(services: list[str], deps: dict[str, list[str]]) -> list[list[str]]:
-    """Services in dependency order, level by level (a level depends only on earlier ones)."""
-    left = list(services)
-    done: set[str] = set()
-    levels = []
-    while left:
-        level = [s for s in left if all(d in done or d not in services for d in deps.get(s, []))]
-        if not level:
-            raise StackError(f"the services {', '.join(left)} depend on each other in a cycle")
-        levels.append(sorted(level, key=_natural))
-        done.update(level)
-        left = [s for s in left if s not in done]
-    return levels
-
-
-def place(config: dict[str, Any], wanted: list[str], scale: dict[str, int],
-          cluster: Cluster) -> dict[str, dict[str, int]]:
-    """Each wanted service's nodes and how many replicas on each: by its role label (see the
-    module's doc). ClusterError names every role the cluster file does not place."""
-    services = config["services"]
-    where: dict[str, dict[str, int]] = {}
-    missing: list[str] = []
-    by_role: dict[str, list[str]] = {}
-    for name in sorted(wanted, key=_natural):
-        role = (services[name].get("labels") or {}).get(ROLE_LABEL)
-        if role:
-            by_role.setdefault(role, []).append(name)
-    known = cluster.declared
-    for role, names in by_role.items():
-        if role not in known:
-            raise StackError(f"service {names[0]} has the role {role!r}, which cluster files do "
-                             f"not know (roles: {', '.join(known.names)})")
-        placed = [n.name for n in cluster.nodes_for(role)]
-        if not placed:
-            missing.append(role)
-            continue
-        jobs = [n for n in names if is_job(n, config, wanted)]
-        servers = [n for n in names if n not in jobs]
-        for i, name in enumerate(servers):
-            count = scale.get(name, 1)
-            if len(servers) > 1:  # several services of one role: one after the other round it
-                where[name] = {placed[i % len(placed)]: count}
-            else:  # one service's replicas shared out among the role's nodes
-                share = {n: count // len(placed) + (j < count % len(placed))
-                         for j, n in enumerate(placed)}
-                where[name] = {n: k for n, k in share.items() if k}
-        # a one-shot job of the role (the file sets) runs on every node of the role's services
-        used = [n for n in placed if any(n in where[s] for s in servers)] or placed[:1]
-        for name in jobs:
-            once = (services[name].get("labels") or {}).get(ONCE_LABEL) == "true"
-            where[name] = dict.fromkeys(used[:1] if once else used, 1)
-    if missing:
-        cluster.require_roles(*missing)
-    for name in wanted:  # one-shot jobs without a role: beside those who need them
-        if name in where:
-            continue
-        volumes = _named_volumes(services[name])
-        hosts: dict[str, int] = {}
-        for other in wanted:
-            spec = services[other]
-            needs = name in (spec.get("depends_on") or {})
-            shares = bool(volumes & _named_volumes(spec))
-            if other != name and (needs or shares) and other in where:
-                hosts.update(dict.fromkeys(where[other], 1))
-        if not hosts:
-            raise StackError(f"service {name} has no {ROLE_LABEL} label and no service on a node "
-                             "needs it: give it a role in its host overlay")
-        where[name] = hosts
-    return where
-
-
-def _named_volumes(spec: dict[str, Any]) -> set[str]:
-    return {v["source"] for v in spec.get("volumes") or []
-            if isinstance(v, dict) and v.get("type") == "volume" and v.get("source")}
-
-
-def is_job(name: str, config: dict[str, Any], wanted: list[str]) -> bool:
-    """A one-shot job: a service others wait for to complete."""
-    return any((config["services"][o].get("depends_on") or {}).get(name, {}).get("condition")
-               == "service_completed_successfully" for o in wanted)
 
 
 class ClusterPlacer(Placer):
@@ -330,7 +199,7 @@ class ClusterPlacer(Placer):
             if len(hosts) == 1:
                 env[env_name(name)] = self.node(next(iter(hosts))).interface().ip
         config = self.config(files, env, ["*"])
-        used = sorted({n for hosts in where.values() for n in hosts}, key=_natural)
+        used = sorted({n for hosts in where.values() for n in hosts}, key=natural)
         self.refuse_others(used)
         self.prepare_nodes(used, {n: sorted({config["services"][s]["image"] for s, h in
                                              where.items() if n in h})
@@ -353,7 +222,7 @@ class ClusterPlacer(Placer):
                       if (config["services"][name].get("labels") or {}).get(PORT_LABEL)}
         deps = {s: list(config["services"][s].get("depends_on") or {}) for s in wanted}
         for level in topo_levels(wanted, deps):  # a level's nodes at once, in order
-            results = self.each(sorted({n for s in level for n in where[s]}, key=_natural),
+            results = self.each(sorted({n for s in level for n in where[s]}, key=natural),
                                 lambda node, level=level: self.start_on(
                                     node, level, where, files, env, spec, config, wanted))
             for result in results.values():
@@ -456,7 +325,7 @@ class ClusterPlacer(Placer):
             users = {key for key, v in volumes.items()
                      if ((v or {}).get("driver_opts") or {}).get("device") == path}
             hosts = {n for s, h in where.items() for n in h
-                     if _named_volumes(config["services"][s]) & users}
+                     if named_volumes(config["services"][s]) & users}
             q = shlex.quote(path)
             script = (f"mountpoint -q {q} || mount -t tmpfs -o "
                       f"size={shlex.quote(size)},mode=0755 {compose.TMPFS_SOURCE} {q}")
@@ -480,7 +349,7 @@ class ClusterPlacer(Placer):
         stale = []
         for node_name in sorted({n for h in where.values() for n in h}):
             keys = {v for s, h in where.items() if node_name in h
-                    for v in _named_volumes(config["services"][s])}
+                    for v in named_volumes(config["services"][s])}
             for key in keys:
                 spec = wanted.get(key) or {}
                 name = spec.get("name") or f"{PROJECT}_{key}"
@@ -521,15 +390,55 @@ class ClusterPlacer(Placer):
         """A node as the host of disk systems (over SSH, under this checkout's folder there)."""
         return disks.Host(nodes.transport(node), self.node_dir)
 
-    def disk_host(self, role: str, index: int = 0) -> disks.Host:
+    def role_node(self, role: str, index: int = 0) -> Node:
         """The node of the role's ``index``-th service: its services go round the role's
-        nodes in order (:func:`place`)."""
+        nodes in order (:func:`place`); ClusterError when the cluster file leaves it out."""
         found = self.cluster.nodes_for(role)
         if not found:
             raise ClusterError([f"{self.cluster.path or 'cluster file'}: roles.{role}: not "
                                 f"placed, and this needs {self.cluster.declared.role(role).what} "
                                 "on a node"])
-        return self.node_disks(found[index % len(found)])
+        return found[index % len(found)]
+
+    def disk_host(self, role: str, index: int = 0) -> disks.Host:
+        """The node of the role's ``index``-th service (:meth:`role_node`)."""
+        return self.node_disks(self.role_node(role, index))
+
+    # -- the hosts of a kind's own commands
+    def hosts(self, role: str) -> list[Transport]:
+        """The role's nodes (none when the cluster file leaves it out)."""
+        return [nodes.transport(n) for n in self.cluster.nodes_for(role)]
+
+    def host(self, role: str, index: int = 0) -> Transport:
+        """The node of the role's ``index``-th service (:meth:`role_node`)."""
+        return nodes.transport(self.role_node(role, index))
+
+    def folder(self, role: str) -> str:
+        """This checkout's folder in the cluster file's workdir (the same on every node)."""
+        return self.node_dir
+
+    def cpu_containers(self, tiers: list[tuple[str, Container]]
+                       ) -> list[tuple[str, Transport, int]]:
+        """Each container's node and its PID there."""
+        return [(tier, self.transport(c), c.pid) for tier, c in tiers]
+
+    def named_ifaces(self, groups: dict[str, list[Endpoint]]) -> dict[str, str]:
+        """Each node's NIC once (node:interface), whichever groups it carries."""
+        return self.ifaces([e for eps in groups.values() for e in eps])
+
+    def network_words(self, subnet: str, spread: str = "") -> str:
+        """Their nodes."""
+        return "their nodes" + (f" ({spread})" if spread else "")
+
+    def placed_words(self, servers: dict[str, list[str]]) -> str:
+        """Each server's node, as :func:`place` puts a role's services round its nodes."""
+        placement = self.cluster.placement()
+        parts = []
+        for role, names in servers.items():
+            placed = placement.get(role, [])
+            parts.append(", ".join(f"{name} {placed[i % len(placed)] if placed else '?'}"
+                                   for i, name in enumerate(names)))
+        return "; ".join(parts)
 
     # -- containers
     def replicas(self) -> list[Container]:

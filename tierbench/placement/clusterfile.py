@@ -51,25 +51,12 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
 from tierbench.config.models import control_problem
 from tierbench.config.paths import system_problem
+from tierbench.placement.model import Role
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
 DEFAULT_ROLLBACK_S = 30.0
-@dataclass(frozen=True)
-class Role:
-    """A role of the cluster file, as the kind whose services run there declares it: its name
-    (the key under ``roles:``), what runs there (it ends the sentence "this needs WHAT on a
-    node"), whether it takes one node, a list of nodes or either (``one``, ``list``,
-    ``one_or_more``), and whether its services serve the others (a client's NIC that also
-    carries a server's traffic does not count what the client alone receives)."""
-
-    name: str
-    what: str
-    nodes: Literal["one", "list", "one_or_more"] = "one"
-    server: bool = False
-
-
 @dataclass(frozen=True)
 class Roles:
     """Every role a cluster file may place: the kinds' declarations, in their order."""

@@ -17,7 +17,7 @@ from tierbench.config.files import PROJECT_PREFIX, ROOT, dotenv, results_root
 from tierbench.placement import access, diskbuild, disks, owned
 from tierbench.placement.clusterfile import Cluster
 from tierbench.transport import DEVNULL, DidNotFinish, TransportError, run_argv
-from tierbench.placement.model import PROJECT, TAG, Container, Services, StackError
+from tierbench.placement.model import PROJECT, TAG, Container, Services, StackError, parse_cpuset
 
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -153,20 +153,6 @@ def check_cpusets(env: dict[str, str], cpusets: dict[str, str]) -> None:
         if max(cpus) >= ncpu:
             raise StackError(f"{var}={value} names CPU {max(cpus)} but this host has {ncpu} "
                              f"(0-{ncpu - 1}): set {var} in .env")
-
-
-def parse_cpuset(text: str) -> list[int]:
-    """CPU numbers of a cpuset list such as '0-2,4'."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            cpus.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            cpus.append(int(part))
-    if not cpus:
-        raise ValueError(text)
-    return cpus
 
 
 def others_up(docker: Callable[..., str]) -> list[str]:

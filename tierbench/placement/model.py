@@ -1,6 +1,8 @@
-"""The placement's model, at the bottom of tierbench/placement: what a kind hands a placer to
-bring up (:class:`Services`: compose files, environment, and what the kind declares its files
-read: CPU lists, admitted peers, platforms), what a placer hands back (:class:`Container`), the
+"""The placement's model, at the bottom of tierbench/placement: what a kind declares to the
+placement (the cluster file's :class:`Role` it brings, the services that admit only their peers:
+:class:`Admission`), what it hands a placer to bring up (:class:`Services`: compose files,
+environment, and what the kind declares its files read: CPU lists, admitted peers, platforms),
+what a placer hands back (:class:`Container`), the
 error of a bring-up or of discovery (:class:`StackError`), and the names every bring-up shares
 (this checkout's Compose project, the images' tag, the servers' parent cgroup). The interface
 (placer.py) and the placers (compose.py on this host through local.py, cluster.py on nodes)
@@ -10,10 +12,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import default_project, project_name
-from tierbench.placement import access
 
 try:
     PROJECT = project_name()  # this checkout's Compose project (tierbench.config.files)
@@ -30,6 +32,33 @@ SERVERS_CGROUP = "SERVERS_CGROUP"
 
 class StackError(TierbenchError):
     """The stack cannot be brought up or inspected; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role of the cluster file, as the kind whose services run there declares it: its name
+    (the key under ``roles:``), what runs there (it ends the sentence "this needs WHAT on a
+    node"), whether it takes one node, a list of nodes or either (``one``, ``list``,
+    ``one_or_more``), and whether its services serve the others (a client's NIC that also
+    carries a server's traffic does not count what the client alone receives)."""
+
+    name: str
+    what: str
+    nodes: Literal["one", "list", "one_or_more"] = "one"
+    server: bool = False
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A service that admits only its peers: the variable its image reads the admitted
+    addresses from, the services that connect to it (one host) and the cluster file's roles
+    whose nodes run them."""
+
+    service: str
+    variable: str
+    clients: tuple[str, ...]
+    roles: tuple[str, ...]  # none: the service runs on one host only
+    what: str
 
 
 @dataclass(frozen=True)
@@ -73,7 +102,7 @@ class Services:
     remove_orphans: bool = False
     timeout: float = 600
     cpusets: dict[str, str] = field(default_factory=dict)
-    admissions: tuple[access.Admission, ...] = ()
+    admissions: tuple[Admission, ...] = ()
     platforms: dict[str, str] = field(default_factory=dict)
     node_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -102,3 +131,17 @@ def servers_cgroup(driver: str, node: str | None = None, platform: str = "server
         return "/" + name
     raise StackError(f"the Docker engine uses cgroup driver {driver!r}, and tierbench knows "
                      "cgroupfs and systemd only: configure the engine with one of them")
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """CPU numbers of a cpuset list such as '0-2,4'."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.append(int(part))
+    if not cpus:
+        raise ValueError(text)
+    return cpus

@@ -10,7 +10,9 @@ model (tierbench.placement.model: Services, Container, StackError). The command 
 makes one for a run and the experiment carries it (``Experiment.placer``) to the kinds, which
 never know which it is. Every command a kind runs in a container, and every container it starts
 or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Placer.start`,
-:meth:`Placer.stop`), over the container's transport (tierbench.transport).
+:meth:`Placer.stop`), over the container's transport (tierbench.transport), and so does every
+command it runs on a host (:meth:`Placer.host`: this machine, or the role's node): a kind never
+asks which placement it is on (tests/test_architecture.py: no kind reads ``cluster``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tierbench.config.files import state_dir
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupGroup
 from tierbench.placement import disks, model
@@ -201,6 +204,58 @@ class Placer:
     def drop_caches(self, containers: list[Container]) -> None:
         """Drop the page cache of the hosts these containers run on."""
         raise NotImplementedError
+
+    # -- the hosts a kind's own commands run on: a kind never asks which placement it is on
+    def hosts(self, role: str) -> list[Transport]:
+        """The hosts ``role``'s services run on, as transports for a kind's own commands there
+        (perf, /proc): this machine (LOCAL) on one host; on a cluster the role's nodes, in
+        order (none when the cluster file leaves the role out: the run refuses that)."""
+        return [LOCAL]
+
+    def host(self, role: str, index: int = 0) -> Transport:
+        """The host of the ``index``-th service of ``role`` (a role's services go round its
+        hosts: web, web2, web3); StackError when no host has the role."""
+        found = self.hosts(role)
+        if not found:
+            raise StackError(f"no host runs the services of role {role}")
+        return found[index % len(found)]
+
+    def here(self, role: str) -> bool:
+        """Whether ``role``'s services run on this machine, whose devices, files and /proc a
+        kind checks when an experiment loads (a node's are checked there when the run
+        starts)."""
+        return any(not h.remote for h in self.hosts(role))
+
+    def folder(self, role: str) -> str:
+        """This checkout's own folder on the host of ``role``'s first service, for files a
+        kind makes there and removes (its state folder here; WORKDIR/PROJECT on a node)."""
+        return str(state_dir())
+
+    def cpu_containers(self, tiers: list[tuple[str, Container]]
+                       ) -> list[tuple[str, Transport, int]] | None:
+        """(tier, its host's transport, PID there) of the containers a cpu: mode acts on, by
+        tier; None where the mode reaches them behind their interfaces' network namespaces
+        (on one host)."""
+        return None
+
+    def named_ifaces(self, groups: dict[str, list[Endpoint]]) -> dict[str, str]:
+        """The interface counters to sample for groups of endpoints (a tier's containers, by
+        name): each group's own interfaces as NAME:IFNAME (a container's veth on one host);
+        where containers share a host's interface (a node's NIC) each once, by its label."""
+        return {f"{name}:{ifname}": ifname for name, eps in groups.items()
+                for ifname in self.ifaces(eps).values()}
+
+    # -- plan words
+    def network_words(self, subnet: str, spread: str = "") -> str:
+        """Where a kind's services talk, for a plan: the Compose network's ``subnet`` on one
+        host; 'their nodes' on a cluster (``spread``: how they go round them, in brackets)."""
+        return subnet
+
+    def placed_words(self, servers: dict[str, list[str]]) -> str:
+        """Each server's host, by role (``servers``: role -> its services), for a plan: '' on
+        one host; on a cluster 'proxy node2, proxy2 node3; web node4' (the services of a role
+        round its nodes; a role the cluster file leaves out: '?')."""
+        return ""
 
     def disk_host(self, role: str, index: int = 0) -> disks.Host:
         """Where the disk systems of the ``index``-th service of ``role`` are built (loop

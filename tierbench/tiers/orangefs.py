@@ -15,7 +15,7 @@ from typing import Any
 
 from tierbench.config.errors import TierbenchError
 from tierbench.placement import compose, diskbuild, disks, model, placer
-from tierbench.placement.clusterfile import Role
+from tierbench.placement.model import Role
 
 ROLES = (
     Role("pfs_meta", "the OrangeFS metadata server", server=True),

@@ -166,14 +166,14 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         """The deployment from this point on."""
         f = self.settings(exp)
         if f.server == "orangefs":
-            net = "198.18.3.0/24" if exp.placer.cluster is None else "their nodes"
+            net = exp.placer.network_words("198.18.3.0/24")
             return (f"  -- OrangeFS cluster: 1 metadata + {f.io_servers} I/O servers, "
                     f"{f.client_containers} client container(s) on {net}")
         load = ("idle server" if point.factors.get("load", "idle") == "idle" else
                 "busy server (an MPEG decoder running on its CPUs all the time)")
         n = f.clients
-        net = "198.18.12.0/24" if exp.placer.cluster is None else (
-            "their nodes" if n == 1 else "their nodes (the clients round the fs_client nodes)")
+        net = exp.placer.network_words(
+            "198.18.12.0/24", "" if n == 1 else "the clients round the fs_client nodes")
         return ("  -- file server (GlusterFS"
                 + (f", {f.server_memory} of memory" if f.server_memory else "")
                 + f") and {n} client{'s' if n > 1 else ''} on {net}, {load}")

@@ -4,8 +4,7 @@ only its clients."""
 
 from __future__ import annotations
 
-from tierbench.placement.access import Admission
-from tierbench.placement.clusterfile import Role
+from tierbench.placement.model import Admission, Role
 from tierbench.tiers import orangefs
 
 ROLES = (

@@ -9,14 +9,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from tierbench.config.files import ROOT
+from tierbench.config.files import ROOT, dotenv
 from tierbench.interfaces import netif
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.fs.roles import ADMISSIONS
 from tierbench.kinds.fs.settings import MAX_CLIENTS, Fs
 from tierbench.tiers import orangefs
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import compose, model, placer
+from tierbench.placement import model, placer
 
 CLIENT_TIER, SERVER_TIER, HOG = "fs-client", "fs-server", "fs-hog"
 TIERS = (CLIENT_TIER, SERVER_TIER)
@@ -113,16 +113,7 @@ def fs_paths() -> list[str]:
 
 def fs_env() -> dict[str, str]:
     """.env, then the environment (as docker compose reads them)."""
-    return {**compose.dotenv(), **os.environ}
-
-def tier_ifaces(where: placer.Placer, groups: dict[str, list[netif.Endpoint]],
-                ) -> dict[str, str]:
-    """The interfaces to sample, by label: on one host each container's host-side veth named
-    TIER:NAME:IFNAME (as groups' keys say), on a cluster each node's NIC (node:interface)."""
-    if where.cluster is not None:
-        return where.ifaces([e for eps in groups.values() for e in eps])
-    return {f"{name}:{ifname}": ifname for name, eps in groups.items()
-            for ifname in where.ifaces(eps).values()}
+    return {**dotenv(), **os.environ}
 
 
 def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
@@ -151,8 +142,8 @@ def tier_deployment(key: Hashable, where: placer.Placer, server_kind: str,
     for name, c in extra.items():
         cpus[name] = where.counter(c)
         containers[name] = c
-    server_ifaces = tier_ifaces(where, named(SERVER_TIER, servers))
-    ifaces = {**tier_ifaces(where, named(CLIENT_TIER, clients)), **server_ifaces}
+    server_ifaces = where.named_ifaces(named(SERVER_TIER, servers))
+    ifaces = {**where.named_ifaces(named(CLIENT_TIER, clients)), **server_ifaces}
     return Deployment(key, tiers, cpus, ifaces, containers=containers,
                       info=FsInfo(server_kind, servers, clients, list(server_ifaces)),
                       placer=where)

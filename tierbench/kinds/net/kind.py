@@ -220,16 +220,16 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
         compose.require_image(stack.IMAGE)
-        if n.profile and (exp.placer.cluster is None
-                          or profile.sender_node(exp.placer) is not None):
-            profile.perf_check(exp.source, profile.sender_node(exp.placer))
+        if n.profile:  # on the senders' host (a cluster file without it: the run names it)
+            for via in exp.placer.hosts(profile.SENDER_ROLE)[:1]:
+                profile.perf_check(exp.source, via)
 
     def prepare(self, exp: Experiment[NetSettings], run_dir: Path) -> CopyPlan | None:
         """dmacopy: the copy pools' size, and the DMA copy engine it copies on (dmatest loaded
         for it) or the sentence saying why the DMA half is left out."""
         if self.settings(exp).test != "dmacopy":
             return None
-        channel, said = dmacopy.dma_engine(exp.placer.cluster is not None)
+        channel, said = dmacopy.dma_engine(not exp.placer.here(profile.SENDER_ROLE))
         loaded = False
         if channel:
             loaded, problem = dmacopy.load_dmatest()
@@ -277,7 +277,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                             {"iperf": ["iperf", "-v"], "iperf3": ["iperf3", "--version"],
                              "sockperf": ["sockperf", "--version"]})
         if self.settings(exp).profile:
-            out["perf"] = profile.version(deployment.placer, bool(sender.node))
+            out["perf"] = profile.version(deployment.placer.transport(sender))
         if self.settings(exp).test == "dmacopy":
             copies = deployment.info.copies
             return {"tools": out, "dma_engine": copies.dma_engine if copies else ""}

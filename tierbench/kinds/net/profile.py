@@ -16,8 +16,8 @@ from tierbench.kinds.contract import PointContext
 from tierbench.kinds.net import tools
 from tierbench.measure.counters import MeasureError
 from tierbench.measure.sampler import CgroupCpu
-from tierbench.placement import model, nodes, placer
-from tierbench.transport import DEVNULL, LOCAL, Process
+from tierbench.placement import model
+from tierbench.transport import DEVNULL, LOCAL, CompletedProcess, Process, Transport, TransportError
 
 PROFILE_HZ = 999
 PROFILE_COLUMNS = ["prof_samples", "prof_write_pct", "prof_tcp_output_pct",
@@ -28,7 +28,8 @@ PROFILE_COLUMNS = ["prof_samples", "prof_write_pct", "prof_tcp_output_pct",
                    "prof_driver_tx_sender_pct", "prof_ack_sender_pct"]
 
 
-PERF_DIR = "perf"  # under the cluster file's workdir on the sender node, removed after a point
+SENDER_ROLE = "net_client"  # the cluster role the senders run on
+PERF_DIR = "perf"  # under this checkout's folder on the sender node, removed after a point
 # What perf_check runs (here, or on the sender node): perf's presence, a 0.1 s system-wide
 # recording of the CPU clock (its first error line), and the first 50 lines of /proc/kallsyms.
 # Its error output goes to a private folder (mktemp -d), never a fixed name in the shared /tmp.
@@ -42,22 +43,26 @@ PERF_PROBE = ("command -v perf >/dev/null 2>&1 || { echo NO-PERF; exit 0; }; "
 
 @dataclass
 class Profiler:
-    """perf record under way for one point: here (``node`` None) or on the sender node, where
-    ``remote`` is the folder holding perf.data."""
+    """perf record under way for one point on the senders' host (``via``: here, or the sender
+    node, where ``remote`` is the folder holding perf.data)."""
 
     proc: Process
-    node: Any = None
+    via: Transport = LOCAL
     remote: str | None = None
 
 
-def sender_node(where: placer.Placer) -> Any:
-    """The node the senders run on (the cluster file's net_client), or None on one host or
-    when the role is not placed (the role check names it)."""
-    cluster = where.cluster
-    if cluster is None:
-        return None
-    found = cluster.nodes_for("net_client")
-    return found[0] if found else None
+def run_there(via: Transport, command: str, timeout: float) -> CompletedProcess:
+    """``command`` on the senders' host, whatever its exit code; MeasureError naming the host
+    when it cannot run there (ssh does not reach the node, the command does not finish)."""
+    try:
+        done = via.run(command, timeout=timeout)
+    except TransportError as exc:
+        raise MeasureError(f"{via.name or 'this host'}: `{command.split()[0]} ...`: "
+                           f"{exc}") from None
+    if via.unreachable(done):
+        why = (done.stderr.strip().splitlines() or ["ssh exited with 255"])[-1][:200]
+        raise MeasureError(f"{via.name}: cannot be reached over SSH: {why}")
+    return done
 
 
 def perf_problem(source: str, probe: str, where: str = "this host") -> str | None:
@@ -81,12 +86,15 @@ def perf_problem(source: str, probe: str, where: str = "this host") -> str | Non
     return None
 
 
-def perf_check(source: str, node: Any = None) -> None:
-    """Refuse, with one sentence, a profile this host (or the sender node ``node``, over SSH)
-    cannot take: no perf, perf that cannot sample the CPU clock of the whole system, or hidden
-    kernel symbols."""
-    probe = nodes.run_at(node, PERF_PROBE, timeout=60).stdout
-    where = "this host" if node is None else f"node {node.name} (the senders' node, net_client)"
+def perf_check(source: str, via: Transport = LOCAL) -> None:
+    """Refuse, with one sentence, a profile the senders' host ``via`` (this host, or the sender
+    node over SSH) cannot take: no perf, perf that cannot sample the CPU clock of the whole
+    system, or hidden kernel symbols."""
+    try:
+        probe = run_there(via, PERF_PROBE, timeout=60).stdout
+    except MeasureError as exc:
+        raise ConfigError(f"{source}: net.profile: {exc}; nothing was run") from None
+    where = "this host" if not via.remote else f"node {via.name} (the senders' node, net_client)"
     found = perf_problem(source, probe, where)
     if found:
         raise ConfigError(found)
@@ -105,57 +113,55 @@ def perf_text_argvs(data: str) -> tuple[list[str], list[str]]:
              "--percent-limit", "1", "-g", "none"])
 
 
-def node_cpusets(node: Any, pids: list[int]) -> str:
+def node_cpusets(via: Transport, pids: list[int]) -> str:
     """The CPUs the containers with these (node) PIDs may run on, read on their node: each main
     process's Cpus_allowed_list (its cpuset), comma-joined as a cpuset list reads."""
     script = "; ".join(f"grep -s '^Cpus_allowed_list:' /proc/{int(p)}/status" for p in pids)
-    out = nodes.run_on_node(node, script + "; true", timeout=60).stdout
+    out = run_there(via, script + "; true", timeout=60).stdout
     return ",".join(dict.fromkeys(line.split(":", 1)[1].strip() for line in out.splitlines()
                                   if line.startswith("Cpus_allowed_list:")))
 
 
 def start(ctx: PointContext, senders: list[model.Container], seconds: float) -> Profiler:
     """perf record (cpu-clock, call graphs) on the senders' CPUs for `seconds`: here, or on
-    the sender node over SSH (into WORKDIR/perf/<run>-<point> there)."""
+    the sender node over SSH (into WORKDIR/PROJECT/perf/<run>-<point> there: this checkout's
+    folder, Placer.folder)."""
     where = ctx.deployment.placer
-    node = sender_node(where) if any(s.node for s in senders) else None
+    via = where.transport(senders[0])
     log_file = (ctx.dir / "perf-record.log").open("w")
-    if node is None:
+    if not via.remote:
         cpus = ",".join(dict.fromkeys(c for s in senders if (c := CgroupCpu(s.pid).cpus())))
         ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
                                  "seconds": seconds}
         return Profiler(LOCAL.popen(perf_record_argv(cpus, seconds, str(ctx.dir / "perf.data")),
                                     stdout=DEVNULL, stderr=log_file))
-    cpus = node_cpusets(node, [s.pid for s in senders if s.node == node.name])
+    cpus = node_cpusets(via, [s.pid for s in senders if s.node == via.name])
     if not cpus:
-        raise MeasureError(f"{node.name}: the senders' CPUs could not be read there "
+        raise MeasureError(f"{via.name}: the senders' CPUs could not be read there "
                            "(/proc/PID/status), so perf has nothing to sample")
-    remote = (f"{where.cluster.workdir}/{PERF_DIR}/"
+    remote = (f"{where.folder(SENDER_ROLE)}/{PERF_DIR}/"
               f"{ctx.dir.parent.parent.name}-{ctx.dir.name}")
     ctx.record["profile"] = {"cpus": cpus, "hz": PROFILE_HZ, "event": "cpu-clock",
-                             "seconds": seconds, "node": node.name}
+                             "seconds": seconds, "node": via.name}
     script = (f"mkdir -p {shlex.quote(remote)} && exec "
               + shlex.join(perf_record_argv(cpus, seconds, f"{remote}/perf.data")))
-    return Profiler(nodes.transport(node).popen(script, stdout=DEVNULL,
-                                                stderr=log_file, stdin=DEVNULL),
-                    node, remote)
+    return Profiler(via.popen(script, stdout=DEVNULL, stderr=log_file, stdin=DEVNULL),
+                    via, remote)
 
 
 def profile_texts(ctx: PointContext, profiler: Profiler) -> tuple[str, str]:
     """Wait for perf record, then perf script's and perf report's text (on the sender node for
     a cluster: run there, the text copied back, perf.data removed there)."""
     profiler.proc.wait(timeout=120)
-    node, remote = profiler.node, profiler.remote
+    via, remote = profiler.via, profiler.remote
     script_argv, report_argv = perf_text_argvs(f"{remote}/perf.data" if remote
                                                else str(ctx.dir / "perf.data"))
     try:
-        script = nodes.run_at(node, shlex.join(script_argv) + " 2>/dev/null", timeout=600,
-                              check=False)
-        report = nodes.run_at(node, shlex.join(report_argv) + " 2>/dev/null", timeout=600,
-                              check=False)
+        script = run_there(via, shlex.join(script_argv) + " 2>/dev/null", timeout=600)
+        report = run_there(via, shlex.join(report_argv) + " 2>/dev/null", timeout=600)
     finally:
         if remote:  # start() gives a node's profiler its folder there
-            nodes.run_at(node, f"rm -rf {shlex.quote(remote)}", timeout=60, check=False)
+            run_there(via, f"rm -rf {shlex.quote(remote)}", timeout=60)
     return script.stdout, report.stdout
 
 
@@ -181,8 +187,7 @@ def finish(ctx: PointContext, profiler: Profiler, tool: str,
 
 
 
-def version(where: placer.Placer, on_node: bool) -> str:
-    """perf's version, here or on the sender node."""
-    node = sender_node(where) if on_node else None
-    done = nodes.run_at(node, "perf --version", timeout=30, check=False)
+def version(via: Transport) -> str:
+    """perf's version on the senders' host (here, or the sender node)."""
+    done = run_there(via, "perf --version", timeout=30)
     return done.stdout.strip() or "unknown"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tierbench.placement.clusterfile import Role
+from tierbench.placement.model import Role
 
 ROLES = (
     Role("net_server", "the server side of the network micro-benchmarks", server=True),

@@ -8,7 +8,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from tierbench.config.files import ROOT
+from tierbench.config.files import ROOT, dotenv
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Tier, log
 from tierbench.kinds.net import tools
 from tierbench.kinds.net.dmacopy import CopyPlan
@@ -16,7 +16,7 @@ from tierbench.kinds.net.flows import (PORT_STRIDE, PORTS_PER_RECEIVER, iperf3_s
                                        iperf_servers)
 from tierbench.kinds.net.settings import Net
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import compose, model, placer
+from tierbench.placement import model, placer
 
 SENDER, RECEIVER = "net-client", "net-server"
 TIERS = (SENDER, RECEIVER)
@@ -50,7 +50,7 @@ def deploy(where: placer.Placer, n: Net, receivers: int, clients: int) -> Deploy
                                  f"{PORT_STRIDE - 200} iperf3 servers each, this point "
                                  f"{ports3}: use one receiver per node")
     where.down()
-    env = {**compose.dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports),
+    env = {**dotenv(), **os.environ, "NET_IPERF_SERVERS": str(ports),
            "NET_IPERF3_SERVERS": str(ports3), "NET_SOCKPERF_SERVERS": str(clients)}
     where.up(model.Services(net_files(), env, services=[RECEIVER, SENDER],
                               scale={RECEIVER: receivers, SENDER: clients},
@@ -67,7 +67,7 @@ def deploy_sender(where: placer.Placer, key: Hashable) -> Deployment[NetInfo]:
     deployment keeps the point's key."""
     log(f"tierbench: bringing one sender of the network tier up on {where.name} (no receiver)")
     where.down()
-    env = {**compose.dotenv(), **os.environ}
+    env = {**dotenv(), **os.environ}
     # the receivers scaled to none: the sender's dependency on them is then not started
     where.up(model.Services(net_files(), env, services=[SENDER],
                               scale={RECEIVER: 0, SENDER: 1}, timeout=300))

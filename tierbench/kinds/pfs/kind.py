@@ -241,7 +241,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         (root, tools, named devices)."""
         orangefs.check_image()
         p = self.settings(exp)
-        if p.test == "basic" and p.drop_caches and exp.placer.cluster is None and \
+        if p.test == "basic" and p.drop_caches and exp.placer.here("pfs_clients") and \
                 not os.access(DROP_CACHES, os.W_OK):
             raise ConfigError(f"{exp.source}: pfs.drop_caches needs {DROP_CACHES} writable "
                               "(root on this host); run as root, or set drop_caches: false and "

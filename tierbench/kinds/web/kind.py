@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import ConfigError
+from tierbench.config.files import dotenv
 from tierbench.kinds.contract import (Column, Deployment, Experiment, Kind, Point, PointContext,
                                       PointResult)
 from tierbench.kinds.web import (plan, report, results, sequence, services, sizes, stack, warm,
@@ -22,7 +23,7 @@ from tierbench.kinds.web.settings import (SERVER_OPTIONS, WebSettings, has_dynam
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.kinds.web.roles import ROLES
 from tierbench.kinds.web import worker
-from tierbench.placement import compose, disks, placer, space
+from tierbench.placement import disks, placer, space
 from tierbench.tiers import orangefs
 
 
@@ -56,7 +57,7 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         if s.load.warm_pass and wants:
             raise ConfigError(f"{exp.source}: load.warm_pass warms what {wants} asks to miss: "
                               "drop one of the two")
-        if exp.placer.cluster is not None:
+        if not exp.placer.here(webdisks.WEB_ROLE):
             return
         wrong = webdisks.device_problem(list(s.stack.docroot), webdisks.names(s.disk_systems))
         if wrong:
@@ -194,8 +195,8 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
             disks.preflight_on(plans, functools.partial(webdisks.hosts_for, exp.placer))
         except disks.DiskError as exc:
             raise ConfigError(f"{exp.source}: {exc}") from None
-        if s.load.remote_workers and exp.placer.cluster is None:
-            problem = services.master_bind_problem({**compose.dotenv(), **os.environ})
+        if s.load.remote_workers and exp.placer.here("loadgen"):
+            problem = services.master_bind_problem({**dotenv(), **os.environ})
             if problem:
                 raise ConfigError(f"{exp.source}: load.remote_workers: {problem}")
 

@@ -15,8 +15,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import results_root
 from tierbench.kinds.web import webmetrics
 from tierbench.measure import steady
-from tierbench.placement.compose import parse_cpuset
-from tierbench.placement.model import Container
+from tierbench.placement.model import Container, parse_cpuset
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
 from tierbench.transport import DidNotFinish, Process, STDOUT

@@ -19,8 +19,7 @@ from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, check_
                                       exec_engine, load_s, log_tail, start_engine, stop,
                                       warmup_extra, warmup_found)
 from tierbench.measure.steady import Steady
-from tierbench.placement.compose import parse_cpuset
-from tierbench.placement.model import TAG, Container
+from tierbench.placement.model import TAG, Container, parse_cpuset
 from tierbench.transport import DidNotFinish
 
 LOCUSTFILE = "/app/workloads/locust/trace_replay.py"

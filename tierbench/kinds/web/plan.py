@@ -7,7 +7,7 @@ from tierbench.kinds.contract import Experiment, Point
 from tierbench.kinds.web import services, webdisks
 from tierbench.kinds.web.settings import Load, StackSettings, WebSettings, stack_for
 from tierbench.kinds.web.sizes import POINT_OVERHEAD_S, warmup_run_s
-from tierbench.placement.clusterfile import Cluster
+from tierbench.placement.placer import Placer
 
 
 def point_seconds(exp: Experiment[WebSettings]) -> float:
@@ -64,13 +64,13 @@ def placement_line(exp: Experiment[WebSettings], point: Point, first: bool) -> s
     return (f"  -- stack: {StackSettings(record).text()}" + ("" if first else " (restart)")
             + webdisks.label(record, webdisks.names(s.disk_systems),
                              webdisks.host_of_web(exp.placer))
-            + topology(record, s, exp.placer.cluster))
+            + topology(record, s, exp.placer))
 
 
-def topology(record: dict, s: WebSettings, cluster: Cluster | None = None) -> str:
+def topology(record: dict, s: WebSettings, where: Placer | None = None) -> str:
     """The tiers' servers, with several proxies (stack.proxies): how many of each, how the
-    clients reach the proxies and, on a cluster, each server's node ('' with one proxy: the
-    plans of experiments without it as before)."""
+    clients reach the proxies and, on a cluster, each server's node (Placer.placed_words; ''
+    with one proxy: the plans of experiments without it as before)."""
     stack = StackSettings(record)
     if stack.proxies == 1:
         return ""
@@ -78,23 +78,14 @@ def topology(record: dict, s: WebSettings, cluster: Cluster | None = None) -> st
     webs = stack.web_servers
     apps = (f" -> {webs} application server{'s' if webs > 1 else ''} -> 1 database"
             if stack.app_db else "")
+    servers = {"proxy": list(services.PROXY_SERVICES[:stack.proxies]),
+               "web": list(services.WEB_SERVICES[:stack.web_servers]),
+               **({"app": list(services.APP_SERVICES[:stack.web_servers])}
+                  if stack.app_db else {})}
+    placed = where.placed_words(servers) if where is not None else ""
     return (f" [topology: {stack.proxies} proxies ({bound} bound to one, round robin) -> "
             f"{webs} web server{'s' if webs > 1 else ''}{apps}"
-            + (f"; {nodes_line(stack, cluster)}" if cluster is not None else "") + "]")
-
-
-def nodes_line(stack: StackSettings, cluster: Cluster) -> str:
-    """Each server's node on the cluster, as the placement puts the services of a role round
-    its nodes ('proxy node2, proxy2 node3, ...'); a role the cluster file leaves out: '?'."""
-    servers = {"proxy": services.PROXY_SERVICES[:stack.proxies],
-               "web": services.WEB_SERVICES[:stack.web_servers],
-               **({"app": services.APP_SERVICES[:stack.web_servers]} if stack.app_db else {})}
-    parts = []
-    for role, names in servers.items():
-        placed = cluster.placement().get(role, [])
-        parts.append(", ".join(f"{name} {placed[i % len(placed)] if placed else '?'}"
-                               for i, name in enumerate(names)))
-    return "; ".join(parts)
+            + (f"; {placed}" if placed else "") + "]")
 
 
 def point_line(exp: Experiment[WebSettings], point: Point) -> str:

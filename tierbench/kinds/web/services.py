@@ -15,13 +15,13 @@ from pathlib import Path
 import yaml
 
 from tierbench.config.errors import ConfigError
-from tierbench.config.files import ROOT, results_root, state_dir
+from tierbench.config.files import ROOT, dotenv, results_root, state_dir
 from tierbench.config.paths import refusal
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
 from tierbench.placement import compose, model
-from tierbench.placement.cluster import host_files
+from tierbench.placement.hostnet import host_files
 from tierbench.transport import LOCAL
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
@@ -149,7 +149,7 @@ def checked(env: dict[str, str], key: str) -> Path | None:
 
 def stack_env(settings: dict, filesets: list[dict]) -> dict[str, str]:
     """Environment for docker compose: .env, then the shell's, then the run's stack settings."""
-    env = {**compose.dotenv(), **os.environ}
+    env = {**dotenv(), **os.environ}
     env.update({
         "FILESETS": json.dumps(filesets, separators=(",", ":")),
         "PROXY_CACHE": "on" if settings["proxy_cache"] else "off",
@@ -303,13 +303,14 @@ def host_proxies(files: list[str], proxies: int) -> dict:
 
 
 def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int,
-                          cluster: bool = False) -> Path:
-    """proxies_overlay() of the stack of these compose files (on a cluster, with what their
-    host-networking overlays give the proxy), written where Compose reads it."""
+                          host_network: bool = False) -> Path:
+    """proxies_overlay() of the stack of these compose files (with ``host_network``, as on a
+    cluster: with what their host-networking overlays give the proxy), written where Compose
+    reads it."""
     config = json.loads(compose.compose([*(a for f in files for a in ("-f", f)), "config",
                                          "--no-interpolate", "--format", "json"], env,
                                         timeout=60))
-    host = host_proxies(files, proxies) if cluster else None
+    host = host_proxies(files, proxies) if host_network else None
     path = proxies_overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(proxies_overlay(config, proxies, host), indent=1) + "\n")
@@ -338,13 +339,14 @@ def own_platforms(modes: list[Mode]) -> dict[str, str]:
 def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
                workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
-               overlays: list[Path] | None = None, cluster: bool = False,
+               overlays: list[Path] | None = None, host_network: bool = False,
                platforms: dict[str, str] | None = None) -> model.Services:
     """The stack with these settings (experiment `stack:` plus the mode's server options):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
-    are Compose files written at run time (a disk system's binds and throttles); `cluster`:
-    the stack goes on cluster nodes (proxy2.. written with host networking); `platforms`:
+    are Compose files written at run time (a disk system's binds and throttles); `host_network`:
+    the placement runs services with host networking, on cluster nodes (proxy2.. written so:
+    Placer.shares_ports); `platforms`:
     tiers started under a parent cgroup of their own (:func:`own_platforms`)."""
     env = stack_env(settings, filesets)
     check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
@@ -362,7 +364,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     files = stack_files(settings, target, workers, remote_workers, overlays)
     proxies = int(settings.get("proxies") or 1)
     if proxies > 1:
-        files.append(str(write_proxies_overlay(files, env, proxies, cluster)))
+        files.append(str(write_proxies_overlay(files, env, proxies, host_network)))
     spec = model.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),

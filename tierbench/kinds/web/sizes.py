@@ -109,7 +109,7 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
                                   "or stack.pvfs_storage: disk", copies=n, role="pfs_io")
     plans = disk_plans(exp)
     hosts_of = functools.partial(webdisks.hosts_for, exp.placer)
-    if exp.placer.cluster is None:  # one system built at a time, all here
+    if exp.placer.here(webdisks.WEB_ROLE):  # one system built at a time, all here
         out += space.disk_images(plans, space.settings(), hosts_of, webdisks.WEB_ROLE)
     else:  # the web servers' on the web nodes, the OrangeFS I/O servers' on theirs
         for role, mine in webdisks.plans_by_role(plans).items():

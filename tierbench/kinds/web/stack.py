@@ -70,7 +70,7 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
         close_probes(previous)
     spec = services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
                                s.load.remote_workers, prepared.hot_sets, overlays,
-                               cluster=where.cluster is not None, platforms=platforms)
+                               host_network=where.shares_ports(), platforms=platforms)
     spec.node_env = webdisks.fileset_node_env(built)
     where.up(spec)
     dep = discover(where, key, stack, s.load.workers)
