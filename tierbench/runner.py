@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 import shutil
 import time
@@ -29,6 +28,7 @@ from typing import Any, cast
 
 import yaml
 
+from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
 from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import fresh_run_dir, read_text, results_root
@@ -44,6 +44,7 @@ from tierbench.modes import apply, cpus, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import model, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
+from tierbench.stats import precision
 
 
 def points_of(exp: Experiment) -> list[Point]:
@@ -71,8 +72,6 @@ def report_section(exp: Experiment) -> dict[str, Any]:
     """The kind's report section of the experiment (its family file, completed by the kind),
     checked with the analysis' model of a report spec: a family file the report would not
     accept stops the plan and the run before anything is written or started."""
-    from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
-
     section = registry.kind(exp.kind).report(resolved_of(exp))
     try:
         report_spec.validate(section)
@@ -109,21 +108,9 @@ def plan_lines(exp: Experiment) -> list[str]:
     return lines
 
 
-def expected_intervals(n: int, variation_pct: float) -> tuple[float | None, float | None]:
-    """Half-widths (%) of the 95 % t intervals of one condition's mean over n repetitions and
-    of the change between two conditions, for a run-to-run variation (sd/mean) in %."""
-    if n < 2:
-        return None, None
-    from scipy import stats  # here, not at start-up: scipy.stats takes a second to load
-
-    mean = stats.t.ppf(0.975, n - 1) * variation_pct / math.sqrt(n)
-    change = stats.t.ppf(0.975, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
-    return mean, change
-
-
 def interval_line(exp: Experiment) -> str:
     """What the plan's repetitions can resolve."""
-    mean, change = expected_intervals(exp.repetitions, exp.variation_pct)
+    mean, change = precision.expected_half_widths(exp.repetitions, exp.variation_pct)
     if mean is None:
         return ("expected 95 % intervals: none with 1 repetition (no spread to estimate); "
                 "use repetitions >= 3 to compare modes")
@@ -498,7 +485,7 @@ class Run:
     def _run_blocks(self) -> None:
         """A precision run: blocks 1 to min_repetitions for every condition, then one block
         more at a time for the conditions whose comparisons are not yet resolved, until all
-        are, or max_repetitions blocks, or the budget is spent (analysis.precision)."""
+        are, or max_repetitions blocks, or the budget is spent (tierbench.stats.precision)."""
         exp = self.exp
         target = exp.precision
         assert target is not None
@@ -679,13 +666,12 @@ class Run:
 
 
 def baseline_of(exp: Experiment) -> str:
-    """The mode the others are compared with: the report's choice (analysis.tables)."""
-    from analysis import tables  # pandas: loaded when a precision run needs it
-
+    """The mode the others are compared with: the report's choice
+    (tierbench.stats.precision.baseline_mode)."""
     resolved = resolved_of(exp)
     names = [m.name for m in exp.modes]
-    return tables.baseline_mode(names, resolved, registry.kind(exp.kind).report(resolved)) \
-        or names[-1]
+    return precision.baseline_mode(names, resolved,
+                                   registry.kind(exp.kind).report(resolved)) or names[-1]
 
 
 def resolved_of(exp: Experiment) -> dict[str, Any]:
