@@ -61,7 +61,7 @@ def captured(k: str, l_: str | None = None, c: str | None = None, g: str | None 
 
 
 def queues(name: str) -> dict[str, dict[str, str]]:
-    """A captured /sys/class/net/IF/queues as ethtool.read_queues reads it."""
+    """A captured /sys/class/net/IF/queues as queues.read_queues reads it."""
     out: dict[str, dict[str, str]] = {}
     for line in (DATA / name).read_text().splitlines():
         q, f, v = line.split()
