@@ -164,6 +164,28 @@ def test_analysis_reads_result_files_only() -> None:
     assert "tierbench.stats.precision" in graph()["analysis.tables"]
 
 
+def kind_lookups(path: Path) -> list[int]:
+    """Lines where a module looks an experiment's kind up again by its name
+    (``registry.kind(x.kind)``, ``kind(x.kind)``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.args
+            and (isinstance(node.func, ast.Attribute) and node.func.attr == "kind"
+                 or isinstance(node.func, ast.Name) and node.func.id == "kind")
+            and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "kind"]
+
+
+def test_a_loaded_experiment_carries_its_kind(tmp_path: Path) -> None:
+    """Past the registry, an experiment's kind is ``exp.impl`` (set when it is loaded), never
+    looked up again by its name: the experiment goes down the calls, not back to the registry."""
+    bad = [f"{name}:{line}" for name, path in MODULES.items()
+           if name != "tierbench.kinds.registry" for line in kind_lookups(path)]
+    assert not bad, bad
+    module = tmp_path / "m.py"
+    module.write_text("def f(exp):\n    return registry.kind(exp.kind).points(exp)\n")
+    assert kind_lookups(module) == [2]
+
+
 # Imports made inside a function (lazy) of one of our modules by a module of another package:
 # only the analysis package's readers and report, from the commands that write or read results
 # (pandas, pyarrow and matplotlib take seconds to load, which every other command would pay).

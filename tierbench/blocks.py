@@ -36,7 +36,6 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, Point
 from tierbench.stats import precision
 
@@ -55,7 +54,7 @@ def block_points(exp: Experiment, block: int, conditions: set[str] | None,
                  first_index: int) -> list[Point]:
     """One block: every mode of each condition given (None: all) once, shuffled with the
     block's seed and grouped by placement, numbered from ``first_index``."""
-    points = registry.kind(exp.kind).points(exp, block_seed(exp, block), repetitions=[block])
+    points = exp.impl.points(exp, block_seed(exp, block), repetitions=[block])
     points = counterbalanced(exp, points, block)
     chosen = [p for p in points if conditions is None or condition_of(p) in conditions]
     return [Point(first_index + i, p.mode, p.repetition, p.factors)
@@ -92,7 +91,7 @@ def counterbalanced(exp: Experiment, points: list[Point], block: int) -> list[Po
     block's Williams row (``williams_rows``, row block - 1 in turn) among the places the
     condition's points hold, within points that share a deployment key (so that a mode that
     restarts servers does not add restarts)."""
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     names = [m.name for m in exp.modes]
     rows = williams_rows(len(names))
     rank = {names[t]: i for i, t in enumerate(rows[(block - 1) % len(rows)])}

@@ -143,6 +143,8 @@ class Experiment(Generic[S]):
     settle_s: float
     modes: list[Mode]
     settings: S
+    # the kind itself (the registry's Kind named `kind`), so that no caller looks it up again
+    impl: Kind[S, Any, Any] = field(repr=False, compare=False)
     variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor
