@@ -55,8 +55,8 @@ def kinds() -> dict[str, Kind]:
             name += ".kind"
         module = importlib.import_module(name)
         for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, Kind) and value is not Kind \
-                    and value.name and value.__module__ == module.__name__:
+            if (isinstance(value, type) and issubclass(value, Kind) and value is not Kind
+                    and value.name and value.__module__ == module.__name__):
                 found[value.name] = value()
     return dict(sorted(found.items()))
 
