@@ -5,8 +5,9 @@ change and those they cannot (with why), the mode that tested each knob, and the
 runs that measured them. From each run's summary.csv this module computes every knob's effect
 on the workload's metrics (throughput, latency, tail latency, CPU per unit of work) against
 the baseline, paired within blocks with the spread of the run's first blocks (Stein's
-procedure: tierbench.stats.precision.paired_change(stein=True), valid for every comparison of the
-family, where the run's own comparisons take the spread of the later blocks), and decides a recommendation by one rule (``RULE``).
+procedure: tierbench.stats.precision.paired_change(stein=True), valid for every comparison of
+the family, where the run's own comparisons take the spread of the later blocks), and decides
+a recommendation by one rule (``RULE``).
 Reads result files only.
 """
 

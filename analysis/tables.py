@@ -234,8 +234,8 @@ def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | lis
 
     Columns: the `by` columns, mode, baseline, n, n_baseline, <primary>, <primary>_baseline,
     change_pct, change_low, change_high, method (paired within blocks when ``paired``, the run
-    having measured its modes in blocks; else Welch: tierbench.stats.precision) and, per benefit entry
-    ({column, where}), benefit_<column> with _low and _high: (b - a) / b with a the mode's and b
+    having measured its modes in blocks; else Welch: tierbench.stats.precision) and, per
+    benefit entry ({column, where}), benefit_<column> with _low and _high: (b - a) / b with a the mode's and b
     the baseline's mean (delta method), positive when the mode uses less CPU; None where the
     entry's `where` does not hold for the group."""
     by = [c for c in by if c in points]

@@ -117,9 +117,9 @@ def first_blocks(exp: Experiment) -> list[Point]:
 
 def expected_blocks(exp: Experiment) -> int:
     """The blocks a precision run is expected to measure per condition: those its first blocks
-    would plan (tierbench.stats.precision.blocks_needed) if their log ratios spread as two values of
-    the experiment's ``variation_pct`` do (sd sqrt 2 x variation); the first blocks only when
-    that is beyond max_repetitions (the condition would be out of reach)."""
+    would plan (tierbench.stats.precision.blocks_needed) if their log ratios spread as two
+    values of the experiment's ``variation_pct`` do (sd sqrt 2 x variation); the first blocks
+    only when that is beyond max_repetitions (the condition would be out of reach)."""
     target = exp.precision
     assert target is not None
     n0 = target.min_repetitions
@@ -249,7 +249,8 @@ class Schedule:
     def outcomes(self, by_mode: dict[str, dict[int, float | None]],
                  deployments: dict[int, Any] | None = None) -> dict[str, Any]:
         """Each mode's comparison with the baseline in one condition, and which target it met
-        (tierbench.stats.precision.assess: the first blocks plan, the later ones give the spread)."""
+        (tierbench.stats.precision.assess: the first blocks plan, the later ones give the
+        spread)."""
         target = self.target()
         n0 = target.min_repetitions
         base = by_mode.get(self.baseline, {})

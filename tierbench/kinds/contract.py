@@ -104,8 +104,8 @@ class Precision(Model):
     """A precision target (experiment key `precision`, or `tierbench run --precision`): run
     repetitions in blocks (every mode of a condition once per block) until every comparison of
     a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
-    the estimated ratio (tierbench.stats.precision), or settles ``decision_pct`` (a practical threshold:
-    above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+    the estimated ratio (tierbench.stats.precision), or settles ``decision_pct`` (a practical
+    threshold: above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
     metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
     half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
