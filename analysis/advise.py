@@ -5,8 +5,9 @@ change and those they cannot (with why), the mode that tested each knob, and the
 runs that measured them. From each run's summary.csv this module computes every knob's effect
 on the workload's metrics (throughput, latency, tail latency, CPU per unit of work) against
 the baseline, paired within blocks with the spread of the run's first blocks (Stein's
-procedure: analysis.precision.paired_change(stein=True), valid for every comparison of the
-family, where the run's own comparisons take the spread of the later blocks), and decides a recommendation by one rule (``RULE``).
+procedure: tierbench.stats.precision.paired_change(stein=True), valid for every comparison of
+the family, where the run's own comparisons take the spread of the later blocks), and decides
+a recommendation by one rule (``RULE``).
 Reads result files only.
 """
 
@@ -24,7 +25,8 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import advise_confirm, kernelview, load, markup, precision, stats
+from analysis import advise_confirm, kernelview, load, markup
+from tierbench.stats import precision, quantiles
 
 ROLES = ("throughput", "latency", "tail", "cpu")
 BASELINE = "baseline"
@@ -101,7 +103,7 @@ def column(values: Values, mode: str, name: str) -> dict[int, float | None]:
 
 def change(values: Values, mode: str, base: str, name: str,
            spread: int | None) -> precision.Change:
-    """A mode's paired change over another on a column (analysis.precision)."""
+    """A mode's paired change over another on a column (tierbench.stats.precision)."""
     return precision.paired_change(column(values, mode, name), column(values, base, name),
                                    spread, stein=True)
 
@@ -128,7 +130,7 @@ def interval(c: precision.Change, level: float) -> tuple[float, float] | None:
     """A change's two-sided interval at ``level`` (in %), or None when it has no spread."""
     if c.center is None or c.se is None or c.df is None or not c.df > 0:
         return None
-    h = stats.t_quantile(0.5 + level / 2.0, c.df) * c.se
+    h = quantiles.t_quantile(0.5 + level / 2.0, c.df) * c.se
     if c.log_scale:
         return 100.0 * math.expm1(c.center - h), 100.0 * math.expm1(c.center + h)
     return 100.0 * (c.center * (1.0 - h) - 1.0), 100.0 * (c.center * (1.0 + h) - 1.0)

@@ -3,7 +3,7 @@
 Each claim is a contrast L = sum of c_k ln(mean_k) over its conditions' means across
 repetitions (A over B: ln A - ln B; a trend of a gap: (ln A - ln B) at the last level minus the
 same at the first). Its 95 % interval is the delta method's, as the Welch comparisons of
-analysis.precision: each mean's relative standard error u_k = s_k / (mean_k sqrt(n_k)),
+tierbench.stats.precision: each mean's relative standard error u_k = s_k / (mean_k sqrt(n_k)),
 se(L)^2 = sum c_k^2 u_k^2, Student t with Welch-Satterthwaite degrees of freedom
 (sum c_k^2 u_k^2)^2 / sum (c_k^2 u_k^2)^2 / (n_k - 1). The repetitions are taken as independent
 (a precision run's blocks are not paired here: wider, never narrower, under drift).
@@ -40,6 +40,7 @@ import pandas as pd
 
 from analysis import load, stats, tables
 from analysis.claimspec import Claim, Condition
+from tierbench.stats import quantiles
 
 REPRODUCED, NOT_REPRODUCED, REVERSED, UNRESOLVED = (
     "reproduced", "not reproduced", "reversed", "unresolved")
@@ -85,7 +86,7 @@ class Contrast:
                     if t.sd is not None and t.mean)
         for n in range(2, MAX_REPETITIONS + 1):
             df = (n - 1) * unit ** 2 / parts
-            if stats.t_quantile(0.5 + LEVEL / 2, df) * math.sqrt(unit / n) < distance:
+            if quantiles.t_quantile(0.5 + LEVEL / 2, df) * math.sqrt(unit / n) < distance:
                 return n
         return MAX_REPETITIONS + 1
 
@@ -104,7 +105,7 @@ def contrast(terms: list[Term]) -> Contrast:
     if var == 0:
         return Contrast(est, est, est, tuple(terms))
     df = var ** 2 / sum(p * p / (t.n - 1) for p, t in zip(parts, terms) if p)
-    half = stats.t_quantile(0.5 + LEVEL / 2, df) * math.sqrt(var)
+    half = quantiles.t_quantile(0.5 + LEVEL / 2, df) * math.sqrt(var)
     return Contrast(est, est - half, est + half, tuple(terms))
 
 

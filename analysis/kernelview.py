@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from analysis import stats, tables
 from analysis.markup import MISSING
+from tierbench.stats import quantiles
 
 CPU_FIGURES = (("cpu_max_busy_pct", "busiest CPU %"),
                ("cpu_max_irq_softirq_pct", "max irq+softirq % of one CPU"),
@@ -199,7 +200,7 @@ def moved(base: pd.DataFrame, other: pd.DataFrame) -> tuple[str, list[Moved]]:
             ua, ub = ea.sd ** 2 / ea.n, eb.sd ** 2 / eb.n
             df = ((ua + ub) ** 2 / (ua * ua / (ea.n - 1) + ub * ub / (eb.n - 1))
                   if ua + ub > 0 else float(ea.n + eb.n - 2))
-            half = stats.t_quantile(0.975, df) * math.sqrt(ua + ub)
+            half = quantiles.t_quantile(0.975, df) * math.sqrt(ua + ub)
         out.append(Moved(c.replace("_", " "), ea.mean, eb.mean, diff, half))
     out.sort(key=lambda m: -abs(m.diff or 0.0))
     return unit(how), out

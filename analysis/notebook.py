@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import figures, load, tables
+from tierbench.stats import precision
 
 RUN_VARIABLE = "TIERBENCH_RUN"
 ROWS_SHOWN = 500
@@ -102,7 +103,7 @@ class RunView:
         (None with one mode)."""
         if len(self.modes) < 2:
             return None
-        baseline = tables.baseline_mode(self.modes, self.run.experiment, self.spec)
+        baseline = precision.baseline_mode(self.modes, self.run.experiment, self.spec)
         if baseline is None:  # no modes
             return None
         return tables.compare_modes(self.sorted_points(), baseline, self.groups, self.primary,

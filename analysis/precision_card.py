@@ -1,5 +1,5 @@
 """The report's precision card (analysis.report): what a precision run resolved, per condition
-and mode, from the manifest's precision record and the run's points (analysis.precision)."""
+and mode, from the manifest's precision record and the run's points (tierbench.stats.precision)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, precision, tables
+from analysis import figures, tables
+from tierbench.stats import precision
 from analysis.markup import MISSING, text
 
 
 def precision_card(ctx: Any) -> dict[str, Any] | None:
     """What a precision run resolved: per condition and mode its state (resolved, not
     resolved, out of reach, budget, maximum), the blocks used and needed (the runner's record:
-    one formula, analysis.precision.blocks_needed), the target met (precision or a decision),
+    one formula, tierbench.stats.precision.blocks_needed), the target met (precision or a decision),
     the stated interval or what it would take, the smallest effect the run could have
     detected, the deployments, and per comparison its blocks' effects in run order with the
     lag-1 autocorrelation and a drift warning."""
@@ -86,7 +87,7 @@ def precision_card(ctx: Any) -> dict[str, Any] | None:
 
 def deployments_cell(deployments: int, share: Any) -> str | int:
     """The card's deployments: how many, the share of the blocks' spread between them, and
-    whether the interval counts it (3 deployments or more: analysis.precision._nested)."""
+    whether the interval counts it (3 deployments or more: tierbench.stats.precision._nested)."""
     if deployments < 2:
         return deployments
     pct = f"{100 * float(0 if share is None or pd.isna(share) else share):.0f} % of the spread"

@@ -19,10 +19,11 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from analysis import figures, flamegraph, kernelview, load, loadcurve, markup, precision, stats, tables
+from analysis import figures, flamegraph, kernelview, load, loadcurve, markup, stats, tables
 from analysis import precision_card as card
 from analysis import spec as specs
 from analysis.markup import MISSING, fmt, number, text
+from tierbench.stats import precision
 
 CLIENT_BOUND_ADVICE = (
     "the load generator used ≥85 % of its CPU allowance: TPS is the generator's limit, "
@@ -55,7 +56,7 @@ class Context:
         self.modes = [str(m) for m in tables.order_of(self.points, "mode", spec,
                                                        self.experiment)]
         self.colors = figures.colors(self.modes)
-        self.baseline = tables.baseline_mode(self.modes, self.experiment, spec)
+        self.baseline = precision.baseline_mode(self.modes, self.experiment, spec)
         self.primary = spec["primary"]["column"]
         # a precision run measured every mode once per block: its comparisons are paired
         target = self.experiment.get("precision")

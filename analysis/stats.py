@@ -1,7 +1,7 @@
 """Statistics over repetitions: t quantiles, means with 95 % CIs, ratios between modes, CPU costs.
 
-Student t quantiles come from scipy.stats (fractional degrees of freedom included, as the
-Welch-Satterthwaite intervals below need).
+Student t quantiles come from tierbench.stats.quantiles (scipy.stats; fractional degrees of
+freedom included, as the Welch-Satterthwaite intervals below need).
 """
 
 from __future__ import annotations
@@ -11,19 +11,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
+from tierbench.stats.quantiles import t_quantile
 
 LEVEL = 0.95
 CV_UNSTABLE = 0.10  # repetitions whose TPS varies more than this (sd / mean) are flagged
 CV_UNSTABLE_SECONDS = 0.35  # a point whose per-second TPS varies more than this is flagged
 COUNT_MISMATCH = 0.02  # engine count vs per-request records: the runner flags more than this
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The p quantile of Student's t with df (> 0, may be fractional) degrees of freedom."""
-    if not 0.0 < p < 1.0 or not df > 0:
-        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    return float(scipy_stats.t.ppf(p, df))
 
 
 def _finite(values: Iterable[float | None]) -> list[float]:

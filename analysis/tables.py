@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import precision, stats
+from analysis import stats
+from tierbench.stats import precision
 
 ID_COLUMNS = frozenset({"point", "trace", "mode", "repetition", "engine", "error", "failed",
                         "order", "trace_kind", "cycles_source", "client_bound", "docroot",
@@ -82,19 +83,6 @@ def modes_in_order(run_modes: list[str], experiment: dict[str, Any]) -> list[str
     for m in experiment.get("modes") or []:
         listed.append(str(m.get("name")) if isinstance(m, dict) else str(m))
     return [m for m in listed if m in run_modes] + [m for m in run_modes if m not in listed]
-
-
-def baseline_mode(modes: list[str], experiment: dict[str, Any],
-                  spec: dict[str, Any] | None = None) -> str | None:
-    """The mode others are compared against: the spec's or experiment's 'baseline', else a
-    '*-off' mode ('baseline', 'default', 'none'), else the last mode."""
-    if not modes:
-        return None
-    for wanted in ((spec or {}).get("baseline"), experiment.get("baseline")):
-        if wanted in modes:
-            return str(wanted)
-    off = [m for m in modes if m.endswith("-off") or m in ("baseline", "default", "none")]
-    return off[0] if off else modes[-1]
 
 
 def given_order(column: str, spec: dict[str, Any] | None,
@@ -225,7 +213,7 @@ def change_of(sub: pd.DataFrame, base: pd.DataFrame, column: str,
     """A mode's change over the baseline on one column: paired by repetition (the block) in a
     run measured in blocks (the spread from its first ``spread_from`` blocks, as the run
     decided when to stop; blocks nested in the deployments of a ``deployment`` column), else
-    Welch (analysis.precision)."""
+    Welch (tierbench.stats.precision)."""
     if paired and "repetition" in sub and "repetition" in base:
         where = None
         if "deployment" in base and base["deployment"].notna().any():
@@ -246,8 +234,8 @@ def compare_modes(points: pd.DataFrame, baseline: str, by: tuple[str, ...] | lis
 
     Columns: the `by` columns, mode, baseline, n, n_baseline, <primary>, <primary>_baseline,
     change_pct, change_low, change_high, method (paired within blocks when ``paired``, the run
-    having measured its modes in blocks; else Welch: analysis.precision) and, per benefit entry
-    ({column, where}), benefit_<column> with _low and _high: (b - a) / b with a the mode's and b
+    having measured its modes in blocks; else Welch: tierbench.stats.precision) and, per
+    benefit entry ({column, where}), benefit_<column> with _low and _high: (b - a) / b with a the mode's and b
     the baseline's mean (delta method), positive when the mode uses less CPU; None where the
     entry's `where` does not hold for the group."""
     by = [c for c in by if c in points]
@@ -297,7 +285,7 @@ def comparisons(points: pd.DataFrame, baseline: str, by: list[str], metrics: lis
     needs at the observed spread, the minimum detectable effect (95 %, 80 % power), and the
     report's sentence (``budget_spent``: the run stopped because its budget ran out). In a
     precision run (``spread_from``: its first blocks) resolved and the sentence come from
-    analysis.precision.assess, as the runner decided: ``met`` names the target met (precision
+    tierbench.stats.precision.assess, as the runner decided: ``met`` names the target met (precision
     or a decision on ``decision_pct``); ``lag1`` is the blocks' lag-1 autocorrelation."""
     by = [c for c in by if c in points]
     ok = good(points)

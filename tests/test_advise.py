@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from analysis import advise as advice
-from analysis import load, precision, report
+from analysis import load, report
 from analysis import runs as runs_list
 from tierbench import cli, runner
 from tierbench.advise import knobs, plan
@@ -32,6 +32,7 @@ from tierbench.kinds import registry
 from tierbench.kinds.contract import Column, Deployment, Experiment, Point, PointContext, \
     PointResult, Tier
 from tierbench.modes import apply
+from tierbench.stats import precision, quantiles
 import sim_kind
 
 DATA = Path(__file__).parent / "data" / "ethtool"
@@ -60,7 +61,7 @@ def captured(k: str, l_: str | None = None, c: str | None = None, g: str | None 
 
 
 def queues(name: str) -> dict[str, dict[str, str]]:
-    """A captured /sys/class/net/IF/queues as ethtool.read_queues reads it."""
+    """A captured /sys/class/net/IF/queues as queues.read_queues reads it."""
     out: dict[str, dict[str, str]] = {}
     for line in (DATA / name).read_text().splitlines():
         q, f, v = line.split()
@@ -203,7 +204,7 @@ def test_commands_set_each_state_where_the_user_can_run_them() -> None:
 
 def paired(effect_pct: float, half_pct: float, n: int = 5) -> precision.Change:
     """A paired change with this effect and (about) this half-width."""
-    t = precision.stats.t_quantile(0.975, n - 1)
+    t = quantiles.t_quantile(0.975, n - 1)
     return precision.Change(precision.PAIRED, n, math.log1p(effect_pct / 100),
                             math.log1p(half_pct / 100) / t, n - 1)
 

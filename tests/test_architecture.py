@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,10 +154,92 @@ def test_no_private_names_across_modules() -> None:
 
 
 def test_analysis_reads_result_files_only() -> None:
+    """analysis imports nothing of tierbench or workloads but the statistics it shares with the
+    runner's stopping rule (tierbench.stats, on the ground floor)."""
     bad = [f"{name} imports {t}" for name, targets in graph().items()
            if name.split(".")[0] == "analysis" for t in targets
-           if t.split(".")[0] in ("tierbench", "workloads")]
+           if t.split(".")[0] in ("tierbench", "workloads")
+           and not t.startswith("tierbench.stats")]
     assert not bad, "\n".join(bad)
+    assert "tierbench.stats.precision" in graph()["analysis.tables"]
+
+
+def kind_lookups(path: Path) -> list[int]:
+    """Lines where a module looks an experiment's kind up again by its name
+    (``registry.kind(x.kind)``, ``kind(x.kind)``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.args
+            and (isinstance(node.func, ast.Attribute) and node.func.attr == "kind"
+                 or isinstance(node.func, ast.Name) and node.func.id == "kind")
+            and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "kind"]
+
+
+def test_a_loaded_experiment_carries_its_kind(tmp_path: Path) -> None:
+    """Past the registry, an experiment's kind is ``exp.impl`` (set when it is loaded), never
+    looked up again by its name: the experiment goes down the calls, not back to the registry."""
+    bad = [f"{name}:{line}" for name, path in MODULES.items()
+           if name != "tierbench.kinds.registry" for line in kind_lookups(path)]
+    assert not bad, bad
+    module = tmp_path / "m.py"
+    module.write_text("def f(exp):\n    return registry.kind(exp.kind).points(exp)\n")
+    assert kind_lookups(module) == [2]
+
+
+# Imports made inside a function (lazy) of one of our modules by a module of another package:
+# only the analysis package's readers and report, from the commands that write or read results
+# (pandas, pyarrow and matplotlib take seconds to load, which every other command would pay).
+# ARCHITECTURE.md "Lazy imports" lists the same.
+LAZY_ENTRY_POINTS = {
+    ("tierbench.runner", "analysis.load"): "the report at the end of a run (write_report)",
+    ("tierbench.runner", "analysis.report"): "the report at the end of a run (write_report)",
+    ("tierbench.study", "analysis.study"): "a study's report",
+    ("tierbench.study", "analysis.claims"): "a study's claims",
+    ("tierbench.cli", "analysis.claims"): "tierbench claims",
+    ("tierbench.cli", "analysis.runs"): "tierbench runs",
+    ("tierbench.cli", "analysis.compare"): "tierbench compare",
+    ("tierbench.cli", "analysis.load"): "tierbench compare",
+    ("tierbench.advise.run", "analysis.advise"): "the advice of an advise run",
+    ("tierbench.advise.confirm", "analysis.advise"): "the advice's confirmation",
+}
+
+
+def lazy_imports(name: str, path: Path) -> set[tuple[str, str]]:
+    """(module, target) of every import inside a function of a module of ours of another
+    package than the module's own."""
+    tree = ast.parse(path.read_text(), str(path))
+    inner = {n.lineno for fn in ast.walk(tree)
+             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    own = floor_of(name)[1]
+    return {(name, t) for t, _, line in imports(name, path)
+            if line in inner and floor_of(t)[1] != own}
+
+
+def test_no_lazy_imports_across_floors() -> None:
+    """A module imports what it uses at its top (the stopping rule's statistics included), but
+    for the analysis package's entry points listed above; an import kept inside a function
+    for its start-up cost (scipy) stays within one package (tierbench.stats.quantiles)."""
+    found = set().union(*(lazy_imports(name, path) for name, path in MODULES.items()))
+    assert found <= set(LAZY_ENTRY_POINTS), sorted(found - set(LAZY_ENTRY_POINTS))
+
+
+def test_the_lazy_import_check_can_fail(tmp_path: Path) -> None:
+    """An import of another package inside a function is found; at the top it is not."""
+    module = tmp_path / "m.py"
+    module.write_text("from tierbench.kinds import registry\n\n"
+                      "def f():\n    from analysis import tables\n    return tables\n")
+    assert lazy_imports("tierbench.blocks", module) == {("tierbench.blocks", "analysis.tables")}
+
+
+def test_the_command_line_starts_without_scipy_or_pandas() -> None:
+    """The stopping rule's statistics are imported at the runner's top, and cost no start-up:
+    scipy comes at the first quantile, pandas only with the analysis entry points above."""
+    code = ("import sys, tierbench.cli; "
+            "print(sorted(m for m in ('scipy', 'pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_the_checks_can_fail(tmp_path: Path) -> None:

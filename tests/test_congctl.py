@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tierbench import runner
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.kinds import registry
 from tierbench.modes import apply, congctl, sysctls
@@ -93,7 +93,7 @@ class FakeNode:
     def run(self, argv: list[str]) -> str:
         if argv[:2] != ["sh", "-c"]:
             return self.one(argv)
-        if "test -e" in argv[2]:  # ethtool.sysctl_on_node's probe
+        if "test -e" in argv[2]:  # sysctls.sysctl_on_node's probe
             return "readonly\n" if self.readonly else "host\n"
         lex = shlex.shlex(argv[2], posix=True, punctuation_chars=";&")
         out, cmd = "", []
@@ -143,9 +143,9 @@ def lab_nodes(monkeypatch) -> dict[str, FakeNode]:
     fakes["node3"].routes["198.18.16.11"] = SHOWN.replace("16.13", "16.11").replace(
         "src 198.18.16.11", "src 198.18.16.13")
     monkeypatch.setattr(netif, "run_ns", lambda pid, argv, who, via: fakes[via.name].run(argv))
-    ethtool.sysctl_on_node.cache_clear()
+    sysctls.sysctl_on_node.cache_clear()
     yield fakes
-    ethtool.sysctl_on_node.cache_clear()
+    sysctls.sysctl_on_node.cache_clear()
 
 
 def endpoints(names: list[str]) -> list[Endpoint]:

@@ -1,4 +1,4 @@
-"""Unit tests of tierbench.interfaces.ethtool parsers and the capability check of tierbench.modes.apply on captured ethtool output.
+"""Unit tests of tierbench.interfaces.ethtool parsers, queues and qdisc and the capability check of tierbench.modes.apply on captured ethtool output.
 
 Data files in tests/data/ethtool/ besides the ``-k`` ones described in test_netif_parse.py:
 - veth-l.txt, veth-c.txt, veth-g.txt, veth-x.txt: captured here (kernel 6.18, ethtool 6.1)
@@ -10,12 +10,14 @@ Data files in tests/data/ethtool/ besides the ``-k`` ones described in test_neti
 
 from __future__ import annotations
 
+import ast
 import copy
+import re
 from pathlib import Path
 
 import pytest
 
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import ethtool, netif, qdisc, queues
 from tierbench.modes import apply as knobs
 from tierbench.modes import endpoint
 from tierbench.modes.model import Knobs, Mode
@@ -105,22 +107,22 @@ def test_parse_indirection() -> None:
 
 
 def test_qdisc_commands() -> None:
-    assert ethtool.qdisc_commands("eth0", {"kind": "tbf", "rate": "1gbit"}) == [[
+    assert qdisc.qdisc_commands("eth0", {"kind": "tbf", "rate": "1gbit"}) == [[
         "tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf", "rate", "1gbit",
         "burst", "131072b", "latency", "50ms"]]
-    ten = ethtool.qdisc_commands("eth0", {"kind": "tbf", "rate": "10gbit", "latency": "5ms"})
+    ten = qdisc.qdisc_commands("eth0", {"kind": "tbf", "rate": "10gbit", "latency": "5ms"})
     assert ten[0][-3:] == ["1250000b", "latency", "5ms"]  # 1 ms worth of the rate
-    htb = ethtool.qdisc_commands("eth0", {"kind": "htb", "rate": "10gbit"})
+    htb = qdisc.qdisc_commands("eth0", {"kind": "htb", "rate": "10gbit"})
     assert htb[0][-3:] == ["htb", "default", "1"]
     assert htb[1][-6:] == ["classid", "1:1", "htb", "rate", "10gbit", "ceil", "10gbit"][-6:]
-    netem = ethtool.qdisc_commands("eth0", {"kind": "netem", "delay": "5ms", "jitter": "1ms",
+    netem = qdisc.qdisc_commands("eth0", {"kind": "netem", "delay": "5ms", "jitter": "1ms",
                                           "loss": "0.1%"})
     assert netem[0][8:] == ["netem", "delay", "5ms", "1ms", "loss", "0.1%"]
 
 
 def test_rate_bits() -> None:
-    assert ethtool.rate_bits("1gbit") == 1e9 and ethtool.rate_bits("125mbps") == 1e9
-    assert ethtool.rate_bits("200Mbit") == 2e8
+    assert qdisc.rate_bits("1gbit") == 1e9 and qdisc.rate_bits("125mbps") == 1e9
+    assert qdisc.rate_bits("200Mbit") == 2e8
 
 
 # ----------------------------------------------------------------------------- check (pure)
@@ -200,7 +202,7 @@ def test_qdisc_on_configured_root_is_refused() -> None:
 
 
 def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ethtool, "online_cpu_mask", lambda node=None: "3")
+    monkeypatch.setattr(queues, "online_cpu_mask", lambda node=None: "3")
     s = snap("veth")
     s["queues"] = {"rx-0": {"rps_cpus": "0"}, "tx-0": {"xps_cpus": "0"}}
     assert endpoint.problems(s, mode(rps_cpus="all", xps_cpus="2")) == []
@@ -208,10 +210,10 @@ def test_rps_masks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bad == ["rps_cpus f0 names CPUs that are not online (online mask 3); change mode m"]
     s["queues"] = {"tx-0": {"xps_cpus": "0"}}
     assert "no rx queue has rps_cpus" in endpoint.problems(s, mode(rps_cpus="1"))[0]
-    assert ethtool.mask_writes({"rx-0": {"rps_cpus": "0"}, "rx-1": {"rps_cpus": "0"},
+    assert queues.mask_writes({"rx-0": {"rps_cpus": "0"}, "rx-1": {"rps_cpus": "0"},
                                "tx-0": {"xps_cpus": "00000000"}}, "all", None) == {
         "rx-0/rps_cpus": "3", "rx-1/rps_cpus": "3"}
-    assert ethtool.mask_int("00000000,00000003") == 3
+    assert queues.mask_int("00000000,00000003") == 3
 
 
 def test_check_mode_reports_unreadable_endpoint_without_raising(
@@ -248,3 +250,25 @@ def test_state_view_is_compact() -> None:
     assert ep["coalesce"]["rx-usecs"] == 8 and "rx-usecs-irq" not in ep["coalesce"]
     assert ep["rings"]["rx"] == 1024
     assert view["sysctls"] == {"netns:4242": {"net.ipv4.tcp_rmem": "4096 131072 6291456"}}
+
+
+def ethtool_module_strays(path: Path) -> list[str]:
+    """What in a module is not ethtool's: a command run (run_ns, run_in, run_argv, a
+    transport's run), a sysfs or procfs path, a tc or sysctl command."""
+    tree = ast.parse(path.read_text())
+    out = [f"calls {n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+           and n.attr in ("run_ns", "run_in", "run_argv", "run", "try_run")]
+    return out + [f"names {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and re.match(r"^(/sys|/proc|tc$|sysctl$|unshare$)", n.value)]
+
+
+def test_the_ethtool_module_holds_only_ethtool(tmp_path: Path) -> None:
+    """interfaces/ethtool.py is ethtool's output parsed and its arguments made; queue masks
+    (interfaces/queues.py), the qdisc (interfaces/qdisc.py), sysctls (modes/sysctls.py) and
+    running commands (netif) live elsewhere."""
+    assert ethtool_module_strays(Path(ethtool.__file__)) == []
+    module = tmp_path / "m.py"
+    module.write_text('def f(ep):\n    return netif.run_ns(None, ["tc", "qdisc"], "x")\n')
+    assert ethtool_module_strays(module) == ["calls run_ns", "names 'tc'"]
+

@@ -28,9 +28,10 @@ import pytest
 from netns_lab import require_environment, sh, start_sleep, stop
 
 from tierbench import cli
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import ethtool, netif, qdisc, queues
 from tierbench.modes import apply as knobs
 from tierbench.modes import model as modes
+from tierbench.modes import sysctls
 from tierbench.interfaces.netif import Endpoint, NetifError, StateFile
 
 pytestmark = pytest.mark.netns
@@ -152,7 +153,7 @@ sysctls:
         assert channels(ns, ifname)["current"]["rx"] == 2
         assert "mtu 9000" in sh("ip", "-n", ns, "link", "show", ifname).stdout
         assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-1/rps_cpus").strip("0,") == \
-            ethtool.online_cpu_mask()
+            queues.online_cpu_mask()
         assert int(ns_sys(ns, f"/sys/class/net/{ifname}/queues/tx-1/xps_cpus"), 16) == 1
         assert ns_sys(ns, f"/sys/class/net/{ifname}/queues/rx-0/rps_flow_cnt") == "2048"
         assert "tbf 1: root" in sh("tc", "-n", ns, "qdisc", "show", "dev", ifname).stdout
@@ -235,7 +236,7 @@ def test_refused_modes_name_setting_interface_driver_and_change_nothing(
 def test_netem_probe_touches_no_real_interface(lab: Lab) -> None:
     links_before = sh("ip", "-j", "link", "show").stdout
     qdiscs_before = sh("tc", "qdisc", "show").stdout
-    ethtool.probe_qdisc.cache_clear()
+    qdisc.probe_qdisc.cache_clear()
     assert "netem" in knobs.check_mode(modes.load_mode("netem-delay"), [])[0]
     assert sh("ip", "-j", "link", "show").stdout == links_before
     assert sh("tc", "qdisc", "show").stdout == qdiscs_before
@@ -249,9 +250,9 @@ def test_netns_readonly_socket_limits_are_refused_in_containers(
     assert len(problems) == 1
     assert problems[0].startswith("sysctl net.core.rmem_max is kept per network namespace but "
                                   "is read-only inside one")
-    assert ethtool.sysctl_scope("net.core.busy_poll") == "host"
-    assert ethtool.sysctl_scope("net.ipv4.tcp_rmem") == "netns"
-    assert ethtool.sysctl_scope("net.core.no_such_knob") == "missing"
+    assert sysctls.sysctl_scope("net.core.busy_poll") == "host"
+    assert sysctls.sysctl_scope("net.ipv4.tcp_rmem") == "netns"
+    assert sysctls.sysctl_scope("net.core.no_such_knob") == "missing"
 
 
 def test_a_congestion_control_the_host_does_not_allow_is_allowed_set_and_put_back(

@@ -1,4 +1,4 @@
-"""Precision runs (experiment key `precision`): the statistics of analysis.precision against
+"""Precision runs (experiment key `precision`): the statistics of tierbench.stats.precision against
 hand computations, the stopping rule and the stated intervals against the truth over hundreds
 of simulated runs (tests/sim_kind.py: known effect, noise and drift), and whole runs of the
 simulated kind through the real runner (blocks, budget, resume, comparisons.csv, report)."""
@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from analysis import precision, stats
+from analysis import stats
 from tierbench import blocks, runner
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
+from tierbench.stats import precision
 import sim_kind
 
 T975 = scipy_stats.t.ppf(0.975, 3)
@@ -219,7 +220,7 @@ def blocks_of(sigma: float, runs: int, seed: int, nmax: int, rho: float = 0.0,
 def run_rule(logs: np.ndarray, target: precision.Target) -> precision.Outcome:
     """One run of the runner's rule on a series of block log ratios: the first blocks, then the
     blocks they planned when within the maximum (or none, when they settled the decision), and
-    the outcome analysis.precision states (as tierbench.blocks.Schedule does)."""
+    the outcome tierbench.stats.precision states (as tierbench.blocks.Schedule does)."""
     n0 = target.min_repetitions
 
     def change(n: int, spread: int | None) -> precision.Change:

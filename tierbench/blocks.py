@@ -4,7 +4,7 @@ With a precision target (experiment key ``precision``, or ``tierbench run --prec
 measures every mode of every condition (the factors other than mode and repetition) once per
 block, in an order shuffled per block. Blocks 1 to ``min_repetitions`` run every condition;
 after each block, each condition's comparisons of a mode with the baseline on the target's
-metric are recomputed (paired within blocks, analysis.precision), and the condition gets
+metric are recomputed (paired within blocks, tierbench.stats.precision), and the condition gets
 another block only while one of them is wider than asked, up to ``max_repetitions`` blocks and
 within ``budget_min``. The report states the same intervals, from the same functions.
 
@@ -36,8 +36,8 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tierbench.kinds import registry
 from tierbench.kinds.contract import Experiment, Point
+from tierbench.stats import precision
 
 
 def block_seed(exp: Experiment, block: int) -> int:
@@ -54,7 +54,7 @@ def block_points(exp: Experiment, block: int, conditions: set[str] | None,
                  first_index: int) -> list[Point]:
     """One block: every mode of each condition given (None: all) once, shuffled with the
     block's seed and grouped by placement, numbered from ``first_index``."""
-    points = registry.kind(exp.kind).points(exp, block_seed(exp, block), repetitions=[block])
+    points = exp.impl.points(exp, block_seed(exp, block), repetitions=[block])
     points = counterbalanced(exp, points, block)
     chosen = [p for p in points if conditions is None or condition_of(p) in conditions]
     return [Point(first_index + i, p.mode, p.repetition, p.factors)
@@ -91,7 +91,7 @@ def counterbalanced(exp: Experiment, points: list[Point], block: int) -> list[Po
     block's Williams row (``williams_rows``, row block - 1 in turn) among the places the
     condition's points hold, within points that share a deployment key (so that a mode that
     restarts servers does not add restarts)."""
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     names = [m.name for m in exp.modes]
     rows = williams_rows(len(names))
     rank = {names[t]: i for i, t in enumerate(rows[(block - 1) % len(rows)])}
@@ -117,11 +117,9 @@ def first_blocks(exp: Experiment) -> list[Point]:
 
 def expected_blocks(exp: Experiment) -> int:
     """The blocks a precision run is expected to measure per condition: those its first blocks
-    would plan (analysis.precision.blocks_needed) if their log ratios spread as two values of
-    the experiment's ``variation_pct`` do (sd sqrt 2 x variation); the first blocks only when
-    that is beyond max_repetitions (the condition would be out of reach)."""
-    from analysis import precision
-
+    would plan (tierbench.stats.precision.blocks_needed) if their log ratios spread as two
+    values of the experiment's ``variation_pct`` do (sd sqrt 2 x variation); the first blocks
+    only when that is beyond max_repetitions (the condition would be out of reach)."""
     target = exp.precision
     assert target is not None
     n0 = target.min_repetitions
@@ -251,9 +249,8 @@ class Schedule:
     def outcomes(self, by_mode: dict[str, dict[int, float | None]],
                  deployments: dict[int, Any] | None = None) -> dict[str, Any]:
         """Each mode's comparison with the baseline in one condition, and which target it met
-        (analysis.precision.assess: the first blocks plan, the later ones give the spread)."""
-        from analysis import precision  # scipy: loaded when a precision run needs it
-
+        (tierbench.stats.precision.assess: the first blocks plan, the later ones give the
+        spread)."""
         target = self.target()
         n0 = target.min_repetitions
         base = by_mode.get(self.baseline, {})
@@ -278,8 +275,6 @@ class Schedule:
         ``room_s``, the seconds of budget left, the cheapest first while their remaining blocks
         fit, at ``block_seconds`` per condition's block). A condition whose planned blocks are
         measured gets no more, resolved or not."""
-        from analysis import precision
-
         target = self.target()
         deployments = self.deployments(rows)
         remaining: dict[str, int] = {}
@@ -320,9 +315,7 @@ class Schedule:
         return [p for p in self.points if p.repetition == 1 and condition_of(p) == cond]
 
     def target(self) -> Any:
-        """The analysis side's Target for this experiment."""
-        from analysis import precision
-
+        """The statistics' Target for this experiment (tierbench.stats.precision)."""
         p = self.exp.precision
         assert p is not None
         return precision.Target(p.metric, p.half_width_pct, p.min_repetitions,
@@ -334,8 +327,6 @@ class Schedule:
         measured but a target not met, out of reach, budget, maximum, running) and each
         comparison (effect, interval, method, which target it met, lag-1 autocorrelation,
         deployments)."""
-        from analysis import precision
-
         assert self.exp.precision is not None
         target = self.target()
         deployments = self.deployments(rows)

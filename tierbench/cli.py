@@ -16,6 +16,7 @@ from typing import ContextManager
 import yaml
 
 from tierbench import runner, study
+from tierbench.advise import install
 from tierbench.advise import run as advise
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import MODES_DIR, results_root, state_dir
@@ -202,8 +203,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def cmd_advise_apply(args: argparse.Namespace) -> int:
     """Set an advise run's confirmed configuration, kept only when still reachable."""
-    from tierbench.advise import install
-
     cluster = args.where.cluster
     if args.node and cluster is None:
         raise ConfigError("--node needs a cluster file (--cluster FILE or $"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 import shutil
 import time
@@ -29,6 +28,7 @@ from typing import Any, cast
 
 import yaml
 
+from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
 from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import fresh_run_dir, read_text, results_root
@@ -44,6 +44,7 @@ from tierbench.modes import apply, cpus, guard, sysctls
 from tierbench.modes.model import Mode, host_endpoints
 from tierbench.placement import model, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
+from tierbench.stats import precision
 
 
 def points_of(exp: Experiment) -> list[Point]:
@@ -51,14 +52,14 @@ def points_of(exp: Experiment) -> list[Point]:
     condition runs, 1 to min_repetitions; later blocks depend on what those measure)."""
     if exp.precision is not None:
         return blocks.first_blocks(exp)
-    return registry.kind(exp.kind).points(exp, exp.seed)
+    return exp.impl.points(exp, exp.seed)
 
 
 def estimate_s(exp: Experiment) -> float:
     """Estimated wall time of the measured points (bring-up not included); a precision run's
     counts the blocks it is expected to measure (tierbench.blocks.expected_blocks), within its
     budget."""
-    first = registry.kind(exp.kind).point_seconds(exp) * len(points_of(exp))
+    first = exp.impl.point_seconds(exp) * len(points_of(exp))
     if exp.precision is None:
         return first
     seconds = first * blocks.expected_blocks(exp) / exp.precision.min_repetitions
@@ -71,9 +72,7 @@ def report_section(exp: Experiment) -> dict[str, Any]:
     """The kind's report section of the experiment (its family file, completed by the kind),
     checked with the analysis' model of a report spec: a family file the report would not
     accept stops the plan and the run before anything is written or started."""
-    from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
-
-    section = registry.kind(exp.kind).report(resolved_of(exp))
+    section = exp.impl.report(resolved_of(exp))
     try:
         report_spec.validate(section)
     except report_spec.SpecError as exc:
@@ -86,7 +85,7 @@ def report_section(exp: Experiment) -> dict[str, Any]:
 def plan_lines(exp: Experiment) -> list[str]:
     """The dry-run plan: every point in run order and the estimated duration."""
     report_section(exp)
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     points = points_of(exp)
     lines = kind.plan_header(exp, points) + exp.scaled
     # where a mode sets CPUs, every point says which platform it runs on
@@ -109,21 +108,9 @@ def plan_lines(exp: Experiment) -> list[str]:
     return lines
 
 
-def expected_intervals(n: int, variation_pct: float) -> tuple[float | None, float | None]:
-    """Half-widths (%) of the 95 % t intervals of one condition's mean over n repetitions and
-    of the change between two conditions, for a run-to-run variation (sd/mean) in %."""
-    if n < 2:
-        return None, None
-    from scipy import stats  # here, not at start-up: scipy.stats takes a second to load
-
-    mean = stats.t.ppf(0.975, n - 1) * variation_pct / math.sqrt(n)
-    change = stats.t.ppf(0.975, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
-    return mean, change
-
-
 def interval_line(exp: Experiment) -> str:
     """What the plan's repetitions can resolve."""
-    mean, change = expected_intervals(exp.repetitions, exp.variation_pct)
+    mean, change = precision.expected_half_widths(exp.repetitions, exp.variation_pct)
     if mean is None:
         return ("expected 95 % intervals: none with 1 repetition (no spread to estimate); "
                 "use repetitions >= 3 to compare modes")
@@ -135,7 +122,7 @@ def interval_line(exp: Experiment) -> str:
 
 def space_lines(exp: Experiment) -> list[str]:
     """What the run will write where, and whether it fits (refuses when it does not)."""
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     needs = kind.needs(exp, points_of(exp))
     check_space(exp, needs)
     cluster = exp.placer.cluster
@@ -152,7 +139,7 @@ def space_lines(exp: Experiment) -> list[str]:
 def cluster_lines(exp: Experiment) -> list[str]:
     """Where the experiment's roles run on the cluster (refuses a role the file leaves out)."""
     where = exp.placer
-    roles = registry.kind(exp.kind).cluster_roles(exp)
+    roles = exp.impl.cluster_roles(exp)
     if not roles:
         raise ConfigError(f"{exp.source}: kind {exp.kind} does not run on a cluster yet (its "
                           "services have no host-networking overlay and no roles)")
@@ -172,7 +159,7 @@ def cluster_lines(exp: Experiment) -> list[str]:
                     "a mode changing the interface holding it is refused")
                  + f"; nodes restore by themselves {c.rollback_timeout_s:g} s after the "
                  "controller's last renewal")
-    wide = sorted({m.name for m in registry.kind(exp.kind).modes(exp)
+    wide = sorted({m.name for m in exp.impl.modes(exp)
                    if set(m.knobs.sysctls) - {sysctls.CONGESTION}})
     if wide:  # the congestion control goes on routes; other sysctls are host-wide on a node
         lines.append(f"  mode(s) {', '.join(wide)} set host-wide sysctls on the nodes: a node "
@@ -186,7 +173,7 @@ def node_mode_problems(exp: Experiment) -> list[str]:
     its read-only /proc/sys keeps, a congestion control it does not have), one sentence each
     with the nodes it holds for: asked before anything starts, not at the first point."""
     cluster = exp.placer.cluster
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     used = {n.name for role in kind.cluster_roles(exp) for n in cluster.nodes_for(role)}
     via = [nodes.transport(n) for n in cluster.nodes if n.name in used]
     groups: dict[str, list[str]] = {}
@@ -217,7 +204,7 @@ def node_needs(exp: Experiment, needs: list[space.Need]) -> tuple[dict[str, int]
 def check_space(exp: Experiment, needs: list[space.Need] | None = None) -> None:
     """Refuse, before anything is written, a run whose files would not fit where they go (on a
     cluster the configured sizes here; the nodes' disks and memory when the run starts)."""
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     if needs is None:
         needs = kind.needs(exp, points_of(exp))
     if exp.placer.cluster is not None:
@@ -296,7 +283,7 @@ def check_modes(exp: Experiment, deployment: Deployment) -> None:
     """Capability check of every mode before the first point: refuse the run, change nothing."""
     problems = []
     cluster = exp.placer.cluster
-    for m in registry.kind(exp.kind).modes(exp):
+    for m in exp.impl.modes(exp):
         eps = mode_endpoints(m, deployment)
         if cluster is not None:
             refused = guard.management_refusal(
@@ -330,7 +317,7 @@ class Run:
 
     def __init__(self, exp: Experiment, resume: Path | None = None) -> None:
         self.exp = exp
-        self.kind: Kind = registry.kind(exp.kind)
+        self.kind: Kind = exp.impl
         self.points = points_of(exp)
         self.resume = resume
         self.dir: Path | None = None
@@ -498,7 +485,7 @@ class Run:
     def _run_blocks(self) -> None:
         """A precision run: blocks 1 to min_repetitions for every condition, then one block
         more at a time for the conditions whose comparisons are not yet resolved, until all
-        are, or max_repetitions blocks, or the budget is spent (analysis.precision)."""
+        are, or max_repetitions blocks, or the budget is spent (tierbench.stats.precision)."""
         exp = self.exp
         target = exp.precision
         assert target is not None
@@ -679,19 +666,18 @@ class Run:
 
 
 def baseline_of(exp: Experiment) -> str:
-    """The mode the others are compared with: the report's choice (analysis.tables)."""
-    from analysis import tables  # pandas: loaded when a precision run needs it
-
+    """The mode the others are compared with: the report's choice
+    (tierbench.stats.precision.baseline_mode)."""
     resolved = resolved_of(exp)
     names = [m.name for m in exp.modes]
-    return tables.baseline_mode(names, resolved, registry.kind(exp.kind).report(resolved)) \
-        or names[-1]
+    return precision.baseline_mode(names, resolved,
+                                   exp.impl.report(resolved)) or names[-1]
 
 
 def resolved_of(exp: Experiment) -> dict[str, Any]:
     """The experiment as the run records it: the kind's resolved settings (scaled ones, after
     --scale), the precision target and the scale when there are."""
-    resolved = registry.kind(exp.kind).resolved(exp)
+    resolved = exp.impl.resolved(exp)
     if exp.precision is not None:
         resolved["precision"] = exp.precision.model_dump()
     if exp.scale != 1:

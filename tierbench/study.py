@@ -115,7 +115,7 @@ def experiment(name: str, scale: float | None, where: Placer | None = None,
     exp = registry.with_scale(registry.load_experiment(name, placer=where), scale,
                               keep_repetitions=keep_repetitions)
     if keep_repetitions and scale is not None and scale < 1:  # a recommended, shortened scale
-        exp = registry.kind(exp.kind).with_warm_pass(exp)
+        exp = exp.impl.with_warm_pass(exp)
     return registry.with_precision(exp, **(precision or {}))
 
 

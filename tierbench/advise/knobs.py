@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import ethtool, netif, queues
 from tierbench.interfaces.netif import Endpoint, NicSettings
 from tierbench.modes.model import Knobs, Mode
 
@@ -283,12 +283,12 @@ def split_view(snap: dict) -> View:
 def queue_view(snap: dict, knob: str) -> View:
     """RPS or XPS: every queue's mask set to every online CPU against none (0); on when every
     queue's mask has a CPU, off when none has (the sysfs queues/rx-N/rps_cpus, tx-N/xps_cpus)."""
-    queues = snap.get("queues")
-    if not isinstance(queues, dict) or not queues or "error" in queues:
-        why = (queues or {}).get("error") if isinstance(queues, dict) else None
+    saved_q = snap.get("queues")
+    if not isinstance(saved_q, dict) or not saved_q or "error" in saved_q:
+        why = (saved_q or {}).get("error") if isinstance(saved_q, dict) else None
         return View(knob, False, f"/sys/class/net/IF/queues: {why or 'not read'}")
     prefix, name = QUEUE_FILES[knob]
-    masks = {q: f[name] for q, f in sorted(queues.items())
+    masks = {q: f[name] for q, f in sorted(saved_q.items())
              if q.startswith(prefix) and isinstance(f, dict) and name in f}
     if not masks or any(not re.fullmatch(r"[0-9a-fA-F,]+", m) for m in masks.values()):
         return View(knob, False, f"no queue shows a readable {name}")
@@ -510,17 +510,17 @@ def read_endpoint(ep: Endpoint, container: str | None = None) -> dict:
     snap = netif.snapshot(ep)
     for key, opt, parse in (("channels", "-l", ethtool.parse_channels),
                             ("rings", "-g", ethtool.parse_rings)):
-        text, err = ethtool.try_run(ep, ["ethtool", opt, ep.ifname])
+        text, err = netif.try_run(ep, ["ethtool", opt, ep.ifname])
         snap[key] = parse(text) if text is not None else {"error": err}
-    text, err = ethtool.try_run(ep, ["ethtool", "-c", ep.ifname])
+    text, err = netif.try_run(ep, ["ethtool", "-c", ep.ifname])
     snap["coalesce"] = {"current": ethtool.parse_coalesce(text)} if text is not None else {
         "error": err}
     try:
-        snap["queues"] = ethtool.read_queues(ep)
-        snap["cpu_mask"] = ethtool.online_cpu_mask(ep.via if ep.node else None)
+        snap["queues"] = queues.read_queues(ep)
+        snap["cpu_mask"] = queues.online_cpu_mask(ep.via if ep.node else None)
     except (netif.NetifError, OSError, ValueError) as exc:
         snap["queues"] = {"error": str(exc)}
-    text, err = ethtool.try_run(ep, ["ip", "-d", "-j", "link", "show", "dev", ep.ifname])
+    text, err = netif.try_run(ep, ["ip", "-d", "-j", "link", "show", "dev", ep.ifname])
     snap["sizes"] = parse_sizes(text) if text is not None else {}
     snap["container"] = container
     return snap

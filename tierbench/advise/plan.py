@@ -152,7 +152,7 @@ def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
         data["load"] = load if rate is None else {**w.experiment["load"], "rate": rate}
     exp = registry.experiment_from(data, f"{where}: {w.name}", data["name"], lambda _: modes,
                                    placer)
-    columns = [c.name for c in registry.kind(exp.kind).columns(exp)]
+    columns = [c.name for c in exp.impl.columns(exp)]
     for role, metric in w.metrics.items():
         if metric.column not in columns:
             raise ConfigError(f"{where}: {w.name}: metrics: {role}: {metric.column!r} is not a "

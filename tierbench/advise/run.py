@@ -37,7 +37,6 @@ from tierbench.advise import confirm, forms, knobs, merge, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
-from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.kinds.web import maxrate
 from tierbench.modes import apply
@@ -105,12 +104,12 @@ class Advisor:
 
     def point_s(self, exp: Experiment) -> float:
         """The expected wall time of one point of an experiment on this host."""
-        return registry.kind(exp.kind).point_seconds(exp) * self.ratio(exp.kind)
+        return exp.impl.point_seconds(exp) * self.ratio(exp.kind)
 
     def learn(self, exp: Experiment, times: list[float]) -> None:
         """Calibrate the kind's ratio from the point times a run measured."""
         if times:
-            est = registry.kind(exp.kind).point_seconds(exp)
+            est = exp.impl.point_seconds(exp)
             self.ratios[exp.kind] = (sum(times) / len(times)) / est
 
     def settle_s(self) -> float:
@@ -472,7 +471,7 @@ def spent_s(run: runner.Run) -> float:
 def discovery_deployment(exp: Experiment, scratch: Path) -> Deployment:
     """The experiment's deployment, brought up through its kind as a run brings it up (the
     same checks first), for reading its interfaces."""
-    kind = registry.kind(exp.kind)
+    kind = exp.impl
     points = runner.points_of(exp)
     runner.check_space(exp)
     kind.preflight(exp, points)

@@ -368,6 +368,20 @@ def run_in(ep: Endpoint, argv: list[str]) -> str:
     return run_ns(ep.netns_pid, argv, ep.label, ep.via)
 
 
+def try_run(ep: Endpoint, argv: list[str]) -> tuple[str | None, str | None]:
+    """``run_in``, but a command that fails gives (None, the tool's own complaint)."""
+    try:
+        return run_in(ep, argv), None
+    except NetifError as exc:
+        return None, short_error(str(exc))
+
+
+def short_error(msg: str) -> str:
+    """The tool's own complaint, without the label and command prefix."""
+    m = re.search(r"failed \(exit \d+\): (.*)$", msg)
+    return m.group(1) if m else msg
+
+
 def _links(pid: int | None, who: str, ifname: str | None = None,
            via: Transport = LOCAL) -> list[dict]:
     """``ip -d -j link show [dev IF]`` in the netns of ``pid`` (None = host), parsed."""

@@ -103,8 +103,8 @@ class Precision(Model):
     """A precision target (experiment key `precision`, or `tierbench run --precision`): run
     repetitions in blocks (every mode of a condition once per block) until every comparison of
     a mode with the baseline on ``metric`` has a 95 % interval within ±``half_width_pct`` % of
-    the estimated ratio (analysis.precision), or settles ``decision_pct`` (a practical threshold:
-    above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
+    the estimated ratio (tierbench.stats.precision), or settles ``decision_pct`` (a practical
+    threshold: above, below or within it), or ``max_repetitions`` blocks, or ``budget_min`` minutes."""
 
     metric: Annotated[str, text(r"^[\w.-]+$", "tps")] = "tps"
     half_width_pct: Annotated[float, number(0.1, 100)] = 5.0
@@ -112,7 +112,7 @@ class Precision(Model):
     max_repetitions: Annotated[int, whole(2, 1000)] = 30
     budget_min: Annotated[float, number(0.01)] | None = None
     # a practical threshold in %: a comparison is also resolved once its interval lies wholly
-    # above +threshold, wholly below -threshold or within ±threshold (analysis.precision)
+    # above +threshold, wholly below -threshold or within ±threshold (tierbench.stats.precision)
     decision_pct: Annotated[float, number(0, 1000)] | None = None
     # the bring-ups the first min_repetitions blocks are spread over (later blocks go on in new
     # ones of as many blocks): blocks nested in deployments (tierbench.blocks); 1: one for all
@@ -142,6 +142,8 @@ class Experiment(Generic[S]):
     settle_s: float
     modes: list[Mode]
     settings: S
+    # the kind itself (the registry's Kind named `kind`), so that no caller looks it up again
+    impl: Kind[S, Any, Any] = field(repr=False, compare=False)
     variation_pct: float = 5.0  # run-to-run variation of one point's primary figure (sd/mean)
     precision: Precision | None = None  # blocks until resolved, instead of `repetitions`
     scale: float = 1.0  # --scale: windows, counts and repetitions shortened by this factor

@@ -55,8 +55,8 @@ def kinds() -> dict[str, Kind]:
             name += ".kind"
         module = importlib.import_module(name)
         for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, Kind) and value is not Kind \
-                    and value.name and value.__module__ == module.__name__:
+            if (isinstance(value, type) and issubclass(value, Kind) and value is not Kind
+                    and value.name and value.__module__ == module.__name__):
                 found[value.name] = value()
     return dict(sorted(found.items()))
 
@@ -137,6 +137,7 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
         variation_pct=env.variation_pct if env.variation_pct is not None else k.variation_pct,
         modes=modes(where),
         settings=settings,
+        impl=k,
         precision=env.precision,
         raw=data,
         placer=placer or LocalPlacer(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import ethtool, netif, qdisc, queues
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes.model import Knobs, Mode
 from tierbench.transport import Transport, node_of
@@ -65,15 +65,15 @@ def snapshot(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     k = mode.knobs
     for key, option, kept in READS:
         if getattr(k, key):
-            text, err = ethtool.try_run(ep, ["ethtool", option, ep.ifname])
+            text, err = netif.try_run(ep, ["ethtool", option, ep.ifname])
             snap[key] = kept(text) if text is not None else {"error": err}
     if uses_queues(k):
         try:
-            snap["queues"] = ethtool.read_queues(ep)
+            snap["queues"] = queues.read_queues(ep)
         except NetifError as exc:
-            snap["queues"] = {"error": ethtool.short_error(str(exc))}
+            snap["queues"] = {"error": netif.short_error(str(exc))}
     if k.qdisc:
-        snap["qdisc_root"] = ethtool.qdisc_root(ep)
+        snap["qdisc_root"] = qdisc.qdisc_root(ep)
     return snap
 
 
@@ -91,7 +91,7 @@ def qdisc_problem(mode: Mode, node: Transport | None = None) -> str | None:
     if not q:
         return None
     try:
-        err = ethtool.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())), node)
+        err = qdisc.probe_qdisc(tuple(sorted((k, v) for k, v in q.items())), node)
     except NetifError as exc:
         return f"qdisc {q['kind']}: {exc}"
     if err is None:
@@ -157,10 +157,10 @@ def problems(snap: dict, mode: Mode) -> list[str]:
             found.append(f"{key} is not supported by {name}: no {side} queue has {key} "
                          f"(kernel without CONFIG_RPS/CONFIG_XPS?); {fix}")
         elif key.endswith("_cpus") and value != "all" and (
-                ethtool.mask_int(str(value))
-                & ~ethtool.mask_int(ethtool.online_cpu_mask(node_of(snap)))):
+                queues.mask_int(str(value))
+                & ~queues.mask_int(queues.online_cpu_mask(node_of(snap)))):
             found.append(f"{key} {value} names CPUs that are not online (online mask "
-                         f"{ethtool.online_cpu_mask(node_of(snap))}); change mode "
+                         f"{queues.online_cpu_mask(node_of(snap))}); change mode "
                          f"{mode.name}")
     if k.qdisc:
         root = snap.get("qdisc_root", {})
@@ -224,12 +224,12 @@ def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
     writes: dict[str, str] = {}
     if uses_queues(k):
         # re-read: a channel change above may have added queues the snapshot did not have
-        writes = ethtool.mask_writes(ethtool.read_queues(ep), k.rps_cpus, k.xps_cpus,
-                                     k.rps_flow_cnt, remote(ep))
+        writes = queues.mask_writes(queues.read_queues(ep), k.rps_cpus, k.xps_cpus,
+                                    k.rps_flow_cnt, remote(ep))
     if writes:
-        ethtool.write_masks(ep, writes)
+        queues.write_masks(ep, writes)
     if k.qdisc:
-        for cmd in ethtool.qdisc_commands(ep.ifname, k.qdisc):
+        for cmd in qdisc.qdisc_commands(ep.ifname, k.qdisc):
             netif.run_in(ep, cmd)
 
 
@@ -262,15 +262,15 @@ def mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[str]:
             out.append(f"{name}: RSS table uses queues {sorted(set(table))}, wanted "
                        f"0-{k.rss['equal'] - 1}")
     if uses_queues(k):
-        queues = ethtool.read_queues(ep)
-        for path, want in ethtool.mask_writes(queues, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
-                                              remote(ep)).items():
+        current = queues.read_queues(ep)
+        for path, want in queues.mask_writes(current, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
+                                             remote(ep)).items():
             q, f = path.split("/")
-            have = queues[q][f]
-            if have == "unreadable" or ethtool.queue_value(f, have) != ethtool.queue_value(f, want):
+            have = current[q][f]
+            if have == "unreadable" or queues.queue_value(f, have) != queues.queue_value(f, want):
                 out.append(f"{name}: {q} {f} is {have}, wanted {want}")
     if k.qdisc:
-        root = ethtool.qdisc_root(ep)
+        root = qdisc.qdisc_root(ep)
         if root.get("kind") != k.qdisc["kind"] or root.get("handle") != "1:":
             out.append(f"{name}: root qdisc is {root.get('kind')} {root.get('handle')}, "
                        f"wanted {k.qdisc['kind']} 1:")
@@ -332,20 +332,20 @@ def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
             if ethtool.parse_indirection(read(ep, "-x")) != table:
                 found.append(f"{name}: RSS table is back to the driver default, which is "
                              "not the table the snapshot had")
-    queues = snap.get("queues")
-    if queues and "error" not in queues:
-        cur_q = ethtool.read_queues(ep)
-        writes = {f"{q}/{f}": v for q, files in queues.items() for f, v in files.items()
+    saved_q = snap.get("queues")
+    if saved_q and "error" not in saved_q:
+        cur_q = queues.read_queues(ep)
+        writes = {f"{q}/{f}": v for q, files in saved_q.items() for f, v in files.items()
                   if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
-                  and ethtool.queue_value(f, cur_q[q][f]) != ethtool.queue_value(f, v)}
+                  and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
         if writes:
             try:
-                ethtool.write_masks(ep, writes)
+                queues.write_masks(ep, writes)
             except NetifError as exc:
                 found.append(str(exc))
     root = snap.get("qdisc_root")
     if root is not None:
-        cur = ethtool.qdisc_root(ep)
+        cur = qdisc.qdisc_root(ep)
         if cur != root:
             if root.get("handle") in (None, "0:"):
                 attempt(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
@@ -371,18 +371,18 @@ def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
         cur = ethtool.parse_coalesce(read(ep, "-c"))
         out += [f"{name}: coalescing {k} is {cur.get(k)}, snapshot had {v}"
                 for k, v in saved_co.items() if v is not None and cur.get(k) != v]
-    queues = snap.get("queues")
-    if queues and "error" not in queues:
-        cur_q = ethtool.read_queues(ep)
-        for q, files in queues.items():
+    saved_q = snap.get("queues")
+    if saved_q and "error" not in saved_q:
+        cur_q = queues.read_queues(ep)
+        for q, files in saved_q.items():
             for f, v in files.items():
                 have = cur_q.get(q, {}).get(f)
                 if v != "unreadable" and have not in (None, "unreadable") and (
-                        ethtool.queue_value(f, have) != ethtool.queue_value(f, v)):
+                        queues.queue_value(f, have) != queues.queue_value(f, v)):
                     out.append(f"{name}: {q} {f} is {have}, snapshot had {v}")
     root = snap.get("qdisc_root")
     if root is not None:
-        cur = ethtool.qdisc_root(ep)
+        cur = qdisc.qdisc_root(ep)
         if cur != root and root.get("handle") in (None, "0:") and cur.get("handle") != "0:":
             out.append(f"{name}: root qdisc is {cur}, snapshot had {root}")
     return out
@@ -407,13 +407,13 @@ def restore_commands(snap: dict, mode: Mode) -> list[list[str]]:
             out.append(["ethtool", option, ifname] + ethtool.ethtool_args(back).split())
     if snap.get("rss", {}).get("table"):
         out.append(["ethtool", "-X", ifname, "default"])
-    queues = snap.get("queues")
-    if queues and "error" not in queues:
-        writes = {f"{q}/{f}": v for q, files in queues.items() for f, v in files.items()
+    saved_q = snap.get("queues")
+    if saved_q and "error" not in saved_q:
+        writes = {f"{q}/{f}": v for q, files in saved_q.items() for f, v in files.items()
                   if v != "unreadable"}
         if writes:
-            out.append(ethtool.sh_argv(ethtool.masks_script(ifname, writes),
-                                       snap.get("netns_pid") is not None))
+            out.append(queues.sh_argv(queues.masks_script(ifname, writes),
+                                      snap.get("netns_pid") is not None))
     root = snap.get("qdisc_root")
     if root is not None and root.get("handle") in (None, "0:"):
         out.append(["tc", "qdisc", "del", "dev", ifname, "root"])

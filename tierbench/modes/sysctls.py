@@ -1,6 +1,8 @@
 """A mode's sysctls: where each goes (a container's network namespace, the host, or each
 cluster node's host), read (a snapshot), checked against the kernel, set, read back and
-restored, through :mod:`tierbench.interfaces.ethtool`'s sysctl helpers.
+restored; one sysctl read, written or probed for where the kernel keeps it
+(``read_sysctl``, ``write_sysctl``, ``sysctl_scope``, ``sysctl_on_node``) through
+:func:`tierbench.interfaces.netif.run_ns`.
 
 The snapshot's part is the mode state's "sysctls": per target its process (None: the host),
 its namespace's inode (to tell a reused PID), its node and the saved values; on a cluster node
@@ -24,13 +26,15 @@ read-only (a lab node) refuses them before the run starts (:func:`node_problems`
 from __future__ import annotations
 
 import os
+import shlex
+from functools import lru_cache
 from typing import Any
 
-from tierbench.interfaces import ethtool, netif
+from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes import congctl
 from tierbench.modes.model import Mode
-from tierbench.transport import Transport, node_of
+from tierbench.transport import LOCAL, Transport, node_of, run_argv
 
 __all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restore",
            "restore_commands", "snapshot", "targets", "view"]
@@ -38,6 +42,52 @@ __all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restor
 CONGESTION = "net.ipv4.tcp_congestion_control"
 ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
 AVAILABLE = "net.ipv4.tcp_available_congestion_control"
+
+
+def sysctl_path(key: str) -> str:
+    return "/proc/sys/" + key.replace(".", "/")
+
+
+@lru_cache(maxsize=256)
+def sysctl_on_node(key: str, node: Transport) -> str:
+    """``host`` when ``key`` exists on a cluster node (whose tiers share its namespace: host
+    networking), ``readonly`` when it exists but cannot be written there (a node whose /proc/sys
+    is mounted read-only, as in a container), ``missing`` when it does not."""
+    path = shlex.quote(sysctl_path(key))
+    script = (f"if ! test -e {path}; then echo missing; elif test -w {path}; then echo host; "
+              "else echo readonly; fi")
+    out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
+    return out.strip() or "missing"
+
+
+@lru_cache(maxsize=256)
+def sysctl_scope(key: str) -> str:
+    """Where the kernel keeps ``key``, probed in a throw-away ``unshare -n``.
+
+    ``netns``: per network namespace and writable there; ``netns-readonly``: per namespace
+    but read-only inside one (copied from the host when the namespace is created, e.g.
+    net.core.rmem_max on 6.18); ``host``: one host-wide value; ``missing``: no such sysctl.
+    """
+    path = sysctl_path(key)
+    if not os.path.exists(path):
+        return "missing"
+    script = f'test -e {shlex.quote(path)} || exit 3; test -w {shlex.quote(path)} || exit 4'
+    probe = run_argv(["unshare", "-n", "--", "sh", "-c", script], timeout=30, text=False)
+    return {0: "netns", 4: "netns-readonly"}.get(probe.returncode, "host")
+
+
+def read_sysctl(pid: int | None, key: str, who: str, node: Transport | None = None) -> str:
+    return " ".join(netif.run_ns(pid, ["sysctl", "-n", key], who, node or LOCAL).split())
+
+
+def write_sysctl(pid: int | None, key: str, value: str, who: str,
+                 node: Transport | None = None) -> None:
+    netif.run_ns(pid, sysctl_argv(key, value), who, node or LOCAL)
+
+
+def sysctl_argv(key: str, value: str) -> list[str]:
+    """``sysctl -q -w KEY=VALUE`` (a value with spaces stays one argument)."""
+    return ["sysctl", "-q", "-w", f"{key}={value}"]
 
 
 def nodes(endpoints: list[Endpoint]) -> list[Transport]:
@@ -76,7 +126,7 @@ def targets(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
     if CONGESTION in mode.knobs.sysctls and pids:  # first: allowed before the namespaces pick
         out["host"] = {"pid": None, "netns_ino": netif.netns_inode(None), "keys": [ALLOWED]}
     for key in mode.knobs.sysctls:
-        scope = ethtool.sysctl_scope(key)
+        scope = sysctl_scope(key)
         if scope.startswith("netns") and pids:
             for pid, ino in pids.items():
                 t = out.setdefault(f"netns:{pid}", {"pid": pid, "netns_ino": ino, "keys": []})
@@ -102,9 +152,9 @@ def snapshot(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]
         values = {}
         node = node_of(info)
         for key in info["keys"]:
-            scope = ethtool.sysctl_on_node(key, node) if node else ethtool.sysctl_scope(key)
+            scope = sysctl_on_node(key, node) if node else sysctl_scope(key)
             if scope != "missing":
-                values[key] = ethtool.read_sysctl(info["pid"], key, target, node)
+                values[key] = read_sysctl(info["pid"], key, target, node)
         where = node.record() if node else {}
         out[target] = {"pid": info["pid"], "netns_ino": info["netns_ino"], **where,
                        "values": values}
@@ -128,7 +178,7 @@ def node_problems(mode: Mode, node: Transport, peers: list[str] | None = None) -
     for key, value in mode.knobs.sysctls.items():
         try:
             if key == CONGESTION:
-                available = ethtool.read_sysctl(None, AVAILABLE, f"node:{node.name}",
+                available = read_sysctl(None, AVAILABLE, f"node:{node.name}",
                                                 node).split()
                 if value not in available:
                     found.append(f"mode {mode.name} sets the congestion control {value!r}, "
@@ -141,13 +191,13 @@ def node_problems(mode: Mode, node: Transport, peers: list[str] | None = None) -
                                  f"nodes, and no other node of the run has a data-plane "
                                  f"address (tiers on one node talk over its local routes)")
                 continue
-            scope = ethtool.sysctl_on_node(key, node)
+            scope = sysctl_on_node(key, node)
         except NetifError as exc:
             found.append(str(exc))
             continue
         if scope == "missing":
             found.append(f"sysctl {key} does not exist on the kernel of {node.name} (no "
-                         f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+                         f"{sysctl_path(key)}); drop it from mode {mode.name}")
         elif scope == "readonly":
             found.append(f"mode {mode.name} cannot run on {node.name}: its /proc/sys is "
                          f"read-only (a container, such as a lab node), so sysctl {key} cannot "
@@ -167,12 +217,12 @@ def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
         return found
     in_netns = any(ep.netns_pid is not None for ep in endpoints)
     for key in mode.knobs.sysctls:
-        scope = ethtool.sysctl_scope(key)
+        scope = sysctl_scope(key)
         if scope == "missing":
             found.append(f"sysctl {key} does not exist on this kernel (no "
-                         f"{ethtool.sysctl_path(key)}); drop it from mode {mode.name}")
+                         f"{sysctl_path(key)}); drop it from mode {mode.name}")
         elif key == CONGESTION:
-            available = ethtool.read_sysctl(None, AVAILABLE, "host").split()
+            available = read_sysctl(None, AVAILABLE, "host").split()
             if mode.knobs.sysctls[key] not in available:
                 found.append(f"sysctl {key}: {mode.knobs.sysctls[key]!r} is not available on "
                              f"this kernel (it has {', '.join(available)}); load its module "
@@ -197,12 +247,12 @@ def change(mode: Mode, state: dict) -> None:
             congctl.set_routes(node, info["routes"], mode.knobs.sysctls[CONGESTION], target)
         for key in info["values"]:
             if key == ALLOWED:  # the algorithm the namespaces are given, added
-                have = ethtool.read_sysctl(None, key, target)
+                have = read_sysctl(None, key, target)
                 want = allowed_with(have, mode.knobs.sysctls[CONGESTION])
                 if want != have:
-                    ethtool.write_sysctl(None, key, want, target)
+                    write_sysctl(None, key, want, target)
                 continue
-            ethtool.write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target, node)
+            write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target, node)
 
 
 def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> list[str]:
@@ -224,7 +274,7 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
             if want is None:
                 continue
             try:
-                have = ethtool.read_sysctl(info["pid"], key, target, node_of(info))
+                have = read_sysctl(info["pid"], key, target, node_of(info))
             except NetifError as exc:
                 out.append(f"{target}: could not re-read {key}: {exc}")
                 continue
@@ -260,9 +310,9 @@ def restore(target: str, info: dict) -> list[str]:
     found: list[str] = []
     for key, value in info.get("values", {}).items():
         try:
-            if ethtool.read_sysctl(pid, key, target, node) != value:
-                ethtool.write_sysctl(pid, key, value, target, node)
-                have = ethtool.read_sysctl(pid, key, target, node)
+            if read_sysctl(pid, key, target, node) != value:
+                write_sysctl(pid, key, value, target, node)
+                have = read_sysctl(pid, key, target, node)
                 if have != value:
                     found.append(f"{target}: sysctl {key} is {have!r}, snapshot had {value!r}")
         except NetifError as exc:
@@ -276,7 +326,7 @@ def restore_commands(info: dict) -> list[list[str]]:
     """The commands that write one target's saved values back (in its namespace, on its node):
     the rollback guard's plan for it: each saved sysctl, and on a node the host routes to its
     peers as they were (congctl.restore_script, which needs no reading first)."""
-    out = [ethtool.sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
+    out = [sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
     if info.get("routes"):
         out.append(["sh", "-c", congctl.restore_script(info["routes"])])
     return out

@@ -18,6 +18,7 @@ import yaml
 from tierbench.placement.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError,
                                        Host, Plan, System, dm_table, free_bytes, host_of,
                                        load_raid_modules, overlay_path, raid_kind, state_path)
+from workloads import spread
 
 
 @dataclass
@@ -263,8 +264,6 @@ def _mount(host: Host, dev: str, where: Path, built: Built, server: Server,
 
 def write_map(built: Built, server: str, lines: list[str]) -> None:
     """A spread server's map of which disk holds each file (workloads.spread), on its host."""
-    from workloads import spread
-
     s = built.server(server)
     path = str(Path(s.root) / spread.MAP_NAME)
     s.on().run(["sh", "-c", 'cat > "$1"', "sh", path], f"writing {path}",

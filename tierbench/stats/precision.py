@@ -32,7 +32,8 @@ the two readings agree (5 % of a ratio of 1.1 is 5.5 points); a large effect is 
 when it is known as precisely relative to its size. The *minimum detectable effect* is the effect
 the run could have told from none at 95 % confidence with 80 % power.
 
-The runner's stopping rule (tierbench.runner) and the report use these same functions.
+The runner's stopping rule (tierbench.blocks) and the report (analysis) use these same
+functions: this module is on the ground floor so that both import it.
 """
 
 from __future__ import annotations
@@ -41,11 +42,9 @@ import functools
 import math
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from scipy import stats as scipy_stats
-
-from analysis import stats
+from tierbench.stats import quantiles
 
 Block = TypeVar("Block", bound=Hashable)  # what labels a block: its number, a name
 
@@ -76,6 +75,31 @@ METHODS = {
                  "when that is wider than the blocks' interval",
 }
 MAX_REPETITIONS_ESTIMATE = 100_000  # "more needed" beyond this is stated as such
+
+
+def baseline_mode(modes: list[str], experiment: dict[str, Any],
+                  spec: dict[str, Any] | None = None) -> str | None:
+    """The mode others are compared against (by the stopping rule and by the report): the
+    report spec's or experiment's 'baseline', else a '*-off' mode ('baseline', 'default',
+    'none'), else the last mode."""
+    if not modes:
+        return None
+    for wanted in ((spec or {}).get("baseline"), experiment.get("baseline")):
+        if wanted in modes:
+            return str(wanted)
+    off = [m for m in modes if m.endswith("-off") or m in ("baseline", "default", "none")]
+    return off[0] if off else modes[-1]
+
+
+def expected_half_widths(n: int, variation_pct: float) -> tuple[float | None, float | None]:
+    """Half-widths (%) of the 95 % t intervals of one condition's mean over n repetitions and
+    of the change between two conditions, for a run-to-run variation (sd/mean) in % (the
+    plan's expectation for a run without a precision target)."""
+    if n < 2:
+        return None, None
+    mean = quantiles.t_quantile(0.5 + LEVEL / 2.0, n - 1) * variation_pct / math.sqrt(n)
+    change = quantiles.t_quantile(0.5 + LEVEL / 2.0, 2 * n - 2) * variation_pct * math.sqrt(2 / n)
+    return mean, change
 
 
 @dataclass(frozen=True)
@@ -161,7 +185,7 @@ class Change:
         df, se = df or self.df, self.se if se is None else se
         if se is None or df is None or not df > 0:
             return None
-        return stats.t_quantile(0.5 + LEVEL / 2.0, df) * se
+        return quantiles.t_quantile(0.5 + LEVEL / 2.0, df) * se
 
     @property
     def low_pct(self) -> float | None:
@@ -206,7 +230,8 @@ class Change:
         tell from none at 95 % confidence with 80 % power."""
         if self.se is None or self.df is None or not self.df > 0:
             return None
-        t = stats.t_quantile(0.5 + LEVEL / 2.0, self.df) + stats.t_quantile(POWER, self.df)
+        t = (quantiles.t_quantile(0.5 + LEVEL / 2.0, self.df)
+             + quantiles.t_quantile(POWER, self.df))
         return 100.0 * (math.expm1(t * self.se) if self.log_scale else t * self.se)
 
     def repetitions_for(self, half_width_pct: float) -> int | None:
@@ -269,12 +294,12 @@ def blocks_needed(change: Change, half_width_pct: float,
 
 @functools.lru_cache(maxsize=4096)
 def _t(df: float) -> float:
-    return stats.t_quantile(0.5 + LEVEL / 2.0, df)
+    return quantiles.t_quantile(0.5 + LEVEL / 2.0, df)
 
 
 @functools.lru_cache(maxsize=1024)
 def _chi2_low(df: float) -> float:
-    return float(scipy_stats.chi2.ppf(1.0 - UCB_LEVEL, df))
+    return quantiles.chi2_quantile(1.0 - UCB_LEVEL, df)
 
 
 def lag1(logs: list[float] | tuple[float, ...]) -> float | None:
@@ -305,7 +330,7 @@ def drift(logs: list[float] | tuple[float, ...]) -> tuple[float, float] | None:
     if resid <= 0:
         return None
     se = math.sqrt(resid / (n - 2) / sxx)
-    p = float(2.0 * scipy_stats.t.sf(abs(slope / se), n - 2))
+    p = 2.0 * quantiles.t_tail(abs(slope / se), n - 2)
     return 100.0 * math.expm1(slope), p
 
 
