@@ -247,28 +247,9 @@ def test_an_agent_ends_when_its_controller_goes(tmp_path: Path) -> None:
     assert not folder.exists()  # the bundle's folder goes with the agent
 
 
-def test_the_code_a_node_runs_imports_nothing_of_tierbench(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CPU settings run on nodes as source code, where tierbench is not installed: the
-    cgroup readers go with them (the sampling agent runs from the node bundle:
-    tests/test_nodeapp.py)."""
-    from tierbench.interfaces import cpu
-
-    programs: list[str] = []
-    monkeypatch.setattr(cpu.netif, "run_ns", lambda pid, argv, who, via: programs.append(
-        argv[-1]) or '{"value": 1}')
-    assert cpu.read(1, Transport("nodec", ("sh", "-c"))) == 1
-    assert programs
-    for text in programs:
-        assert "tierbench" not in "".join(line for line in text.splitlines()
-                                          if line.startswith(("from ", "import ")))
-        assert "def controller_path(" in text and "def mountpoint(" in text
-        compile(text, "node program", "exec")
-
-
 def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> None:
-    """cpu: modes on a cluster: interfaces/cpu.py's own code runs on the node (here through
-    `sh -c`) on the node's PID of the container."""
+    """cpu: modes on a cluster: the cgroup code of interfaces/cgroupcpu.py runs on the node
+    (here through `sh -c`) from the node bundle, on the node's PID of the container."""
     from tierbench.interfaces import cpu
 
     nodec = Transport("nodec", ("sh", "-c"))

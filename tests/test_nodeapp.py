@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,9 +20,10 @@ import pytest
 
 from tierbench import nodeapp
 from tierbench.interfaces.netif import NetifError
+from tierbench.interfaces import cpu
 from tierbench.measure import agent
-from tierbench.modes import deadman, guard
-from tierbench.transport import LOCAL, CompletedProcess
+from tierbench.modes import cpus, deadman, guard
+from tierbench.transport import LOCAL, CompletedProcess, Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +64,7 @@ def test_the_bundle_runs_without_tierbench_installed(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(["python3", "-I", str(path)], capture_output=True, text=True,
                           timeout=30, cwd=tmp_path, env=env)
-    assert done.returncode == 1 and "{deadman,sample}" in done.stderr, done.stderr
+    assert done.returncode == 1 and "{deadman,sample,cpu,pids}" in done.stderr, done.stderr
     done = subprocess.run(["python3", "-I", str(path), "deadman"], capture_output=True,
                           text=True, timeout=30, cwd=tmp_path, env=env)
     assert done.returncode == 2 and "deadman arm FOLDER PLAN_JSON" in done.stderr, done.stderr
@@ -168,3 +170,47 @@ def test_the_sampling_agent_is_started_with_argv(tmp_path: Path) -> None:
     assert done.returncode == 1 and "JSONDecodeError" in done.stderr and not box.exists()
     with pytest.raises(agent.AgentError, match="^/tmp: Permission denied$"):
         agent.agent_argv(Recorder([(1, b"", b"/tmp: Permission denied\n")]), config)  # type: ignore[arg-type]
+
+
+def test_one_off_calls_put_run_and_remove_the_bundle_in_one_command(tmp_path: Path) -> None:
+    """oneshot_argv: the CPU settings' and the tiers' processes' calls on a node; nothing is
+    left in the parent afterwards, whatever the program answered."""
+    node = Transport("nodec", ("sh", "-c"))
+    me = os.getpid()
+    argv = nodeapp.oneshot_argv("python3", str(tmp_path), "tierbench-pids.", "pids",
+                                json.dumps([["tier", me]]))
+    done = node.run(argv, input=nodeapp.bundle(), text=False, timeout=30)
+    assert done.returncode == 0 and json.loads(done.stdout)[str(me)] == "tier"
+    assert list(tmp_path.iterdir()) == []
+    assert cpu.read(me, node) == cpu.read(me)  # cpu: read_cgroup there, as here
+    with pytest.raises(NetifError, match=r"^nodec: process 999999999 is gone"):
+        cpu.read(999999999, node)
+    with pytest.raises(ValueError):
+        nodeapp.oneshot_argv("python3", "/tmp", "x.", "rm")
+
+
+def test_the_guard_puts_a_platform_back_with_the_bundle_it_runs_from(tmp_path: Path) -> None:
+    """The CPU settings' restore commands run cgroupcpu from the agent's own bundle: a platform
+    (a cgroup v2 folder stand-in) widened, then given its saved cpuset and limit back by an
+    agent that was not renewed."""
+    box = tmp_path / "platform"
+    box.mkdir()
+    (box / "cpuset.cpus").write_text("3\n")
+    (box / "cpu.max").write_text("25000 100000\n")
+    dirs = {"cpuset": str(box), "cpu": str(box), "version": "2"}
+    state = {"platform": {"p": {"dirs": dirs, "label": "platform",
+                                "values": {"cpuset": "0-1", "limit": 0.5}}}}
+    argvs = [argv for _, argv in cpus.restore_commands(state)]
+    assert [a[:5] for a in argvs] == [["python3", "-I", deadman.BUNDLE, "cpu", call]
+                                      for call in ("widen_dirs", "write_dirs")]
+    assert json.loads(argvs[0][5]) == {"dirs": dirs, "cpuset": "0-1"} and argvs[0][6] == "strict"
+    commands = [{"argv": a, "what": "platform", "pid": None, "netns_ino": None, "enter": False}
+                for a in argvs]
+    folder = Path(guard.Guard(1.0, base=str(tmp_path)).start(LOCAL, commands))
+    deadline = time.monotonic() + 10
+    while not (folder / "fired").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = (folder / "log").read_text()
+    assert "exit 0" in log and "failed" not in log, log
+    assert (box / "cpuset.cpus").read_text() == "0-1"
+    assert (box / "cpu.max").read_text() == "50000 100000"

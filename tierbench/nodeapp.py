@@ -1,8 +1,9 @@
 """The programs tierbench runs on a cluster node (and on this host the same way), shipped as one
 zip application built at run time from this package's own files: the rollback guard's agent
-(``deadman``: :mod:`tierbench.modes.deadman`) and the sampling agent (``sample``:
+(``deadman``: :mod:`tierbench.modes.deadman`), the sampling agent (``sample``:
 :mod:`tierbench.measure.nodesampler`, with the sampler, cgroup and kernel-counter readers it
-uses). The bundle holds those modules and :mod:`tierbench.transport` (through which they start
+uses) and the CPU settings of a cgroup (``cpu``: :mod:`tierbench.interfaces.cgroupcpu`) and the processes of the
+tiers' cgroups (``pids``: :mod:`tierbench.measure.nodepids`). The bundle holds those modules and :mod:`tierbench.transport` (through which they start
 processes, like every module of tierbench), empty ``__init__`` files for their packages, and a
 ``__main__.py`` naming the programs: ``python3 -I BUNDLE PROGRAM ARGS`` on the node, arguments as
 argv, never source spliced into ``python3 -c``. The node needs python3 (3.10 or newer: the
@@ -14,7 +15,8 @@ name) under a given parent on the node, writes the bundle there from standard in
 the folder. It is never written into a folder of someone else's, so the ownership marker of
 :mod:`tierbench.placement.owned` has nothing to say about it; the folder goes with the program
 (the guard's agent keeps its state in it and the controller removes it on disarm; the sampling
-agent's is removed when the agent ends: :func:`run_argv`).
+agent's is removed when the agent ends: :func:`run_argv`; a one-off call such as the CPU
+settings' puts, runs and removes it in one command: :func:`oneshot_argv`).
 
 This module imports nothing of tierbench (floor 0): its callers run these commands through their
 node's transport.
@@ -32,9 +34,11 @@ NAME = "tierbench-node.pyz"
 PACKAGE = Path(__file__).resolve().parent
 # the bundle's modules, as paths under tierbench/ (each imports only the others and the
 # standard library: tests/test_nodeapp.py)
-FILES = ("transport.py", "cgroups.py", "measure/kernel.py", "measure/sampler.py",
-         "measure/nodesampler.py", "modes/deadman.py")
-PROGRAMS = {"deadman": "tierbench.modes.deadman", "sample": "tierbench.measure.nodesampler"}
+FILES = ("transport.py", "cgroups.py", "interfaces/cgroupcpu.py", "measure/kernel.py",
+         "measure/sampler.py", "measure/nodesampler.py", "measure/nodepids.py",
+         "modes/deadman.py")
+PROGRAMS = {"deadman": "tierbench.modes.deadman", "sample": "tierbench.measure.nodesampler",
+            "cpu": "tierbench.interfaces.cgroupcpu", "pids": "tierbench.measure.nodepids"}
 MIN_PYTHON = (3, 10)
 
 MAIN = '''"""tierbench's node programs: python3 -I THIS_FILE PROGRAM ARGS (tierbench/nodeapp.py)."""
@@ -58,6 +62,12 @@ PUT = ('umask 077 && d=$(mktemp -d "$1/${2}XXXXXXXXXX") && [ -n "$d" ] && '
 # folder removed (the program ended, or could not start)
 RUN_REMOVE = (f'py=$1 d=$2; shift 2; "$py" -I "$d/{NAME}" "$@"; rc=$?; rm -rf -- "$d"; '
               'exit $rc')
+
+# $1 python, $2 the folder's parent, $3 its name's prefix, $4.. the program and its arguments:
+# PUT, the program run, the folder removed, in one command (the bundle on standard input)
+ONESHOT = ('py=$1; d=$(umask 077 && mktemp -d "$2/${3}XXXXXXXXXX") && [ -n "$d" ] || exit 1; '
+           f'shift 3; if cat > "$d/{NAME}"; then "$py" -I "$d/{NAME}" "$@"; rc=$?; else rc=1; '
+           'fi; rm -rf -- "$d"; exit $rc')
 
 
 @functools.cache
@@ -101,3 +111,10 @@ def run_argv(python: str, folder: str, program: str, *args: str) -> list[str]:
     could not start): nothing is left on the node."""
     program_argv(python, folder, program)  # a known program
     return ["sh", "-c", RUN_REMOVE, "sh", python, folder, program, *args]
+
+
+def oneshot_argv(python: str, parent: str, prefix: str, program: str, *args: str) -> list[str]:
+    """One command that puts the bundle (its standard input) in a private folder under
+    ``parent``, runs ``program`` of it with ``args`` and removes the folder: a one-off call."""
+    program_argv(python, parent, program)  # a known program
+    return ["sh", "-c", ONESHOT, "sh", python, parent, prefix, program, *args]

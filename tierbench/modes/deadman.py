@@ -37,6 +37,9 @@ from tierbench.transport import DEVNULL, TransportError, run_argv, start_argv
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 30
 PREFIX = "tierbench-guard."
+# in a restore command's argv: the bundle this agent runs from (the CPU settings' restores run a
+# program of it: tierbench.interfaces.cgroupcpu)
+BUNDLE = "{tierbench-node.pyz}"
 
 
 def still_there(entry: dict) -> bool:
@@ -53,9 +56,9 @@ def still_there(entry: dict) -> bool:
 
 def argv_of(entry: dict) -> list[str]:
     """The argv a command runs: in the namespace of its process when it names one; python3 is
-    this interpreter."""
-    argv = [sys.executable if a == "python3" and i == 0 else str(a)
-            for i, a in enumerate(entry["argv"])]
+    this interpreter, BUNDLE the bundle it runs from."""
+    argv = [sys.executable if a == "python3" and i == 0 else sys.argv[0] if a == BUNDLE
+            else str(a) for i, a in enumerate(entry["argv"])]
     pid = entry.get("pid")
     if pid is None or not entry.get("enter", True):
         return argv
