@@ -29,6 +29,7 @@ import io
 import re
 import zipfile
 from pathlib import Path
+from typing import Any, Protocol
 
 NAME = "tierbench-node.pyz"
 PACKAGE = Path(__file__).resolve().parent
@@ -91,6 +92,28 @@ def put_argv(parent: str, prefix: str) -> list[str]:
     unguessable name), writes the bundle given on its standard input into it (``NAME``) and
     prints the folder."""
     return ["sh", "-c", PUT, "sh", parent, prefix]
+
+
+class NotPut(Exception):
+    """The bundle could not be put on a node: why, in the node's words (its error output)."""
+
+
+class Runs(Protocol):
+    """Where a command runs (tierbench.transport.Transport)."""
+
+    def run(self, command: list[str], *, timeout: float, input: bytes,
+            text: bool) -> Any: ...
+
+
+def put(via: Runs, parent: str, prefix: str, timeout: float = 30) -> str:
+    """The bundle put in a fresh private folder under ``parent`` where ``via`` runs commands;
+    the folder. NotPut when it cannot be (the transport's own errors pass through)."""
+    done = via.run(put_argv(parent, prefix), timeout=timeout, input=bundle(), text=False)
+    out = done.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    if done.returncode != 0 or not folder_pattern(parent, prefix).match(out[0]):
+        err = " ".join((done.stderr or done.stdout).decode(errors="replace").split())
+        raise NotPut(err[-300:] or f"exit code {done.returncode}")
+    return out[0]
 
 
 def folder_pattern(parent: str, prefix: str) -> re.Pattern[str]:

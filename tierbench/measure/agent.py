@@ -52,16 +52,10 @@ def agent_argv(via: Transport, config: dict[str, Any]) -> list[str]:
     the node bundle put in a private folder there first (under BUNDLE_PARENT, removed when the
     agent ends); AgentError (why, without the node's name) when it cannot be put there."""
     try:
-        done = via.run(nodeapp.put_argv(BUNDLE_PARENT, BUNDLE_PREFIX), timeout=30,
-                       input=nodeapp.bundle(), text=False)
-    except TransportError as exc:
+        folder = nodeapp.put(via, BUNDLE_PARENT, BUNDLE_PREFIX)
+    except (TransportError, nodeapp.NotPut) as exc:
         raise AgentError(str(exc)) from None
-    out = done.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
-    if done.returncode != 0 or not nodeapp.folder_pattern(BUNDLE_PARENT,
-                                                          BUNDLE_PREFIX).match(out[0]):
-        err = done.stderr.decode(errors="replace") or f"exit code {done.returncode}"
-        raise AgentError(" / ".join(ln.strip() for ln in err.splitlines()[-2:] if ln.strip()))
-    return nodeapp.run_argv("python3", out[0], "sample", json.dumps(config))
+    return nodeapp.run_argv("python3", folder, "sample", json.dumps(config))
 
 
 class NodeStream:

@@ -89,7 +89,6 @@ class Guard:
     def __init__(self, timeout_s: float, base: str = BASE) -> None:
         self.timeout_s = float(timeout_s)
         self.base = base.rstrip("/") or "/"
-        self.folder = nodeapp.folder_pattern(self.base, deadman.PREFIX)
         self.armed: list[tuple[Transport, str]] = []  # (where, the agent's folder there)
         self.failures: dict[str, str] = {}  # renewals that failed, by node (the last error)
         self._stop = threading.Event()
@@ -119,15 +118,11 @@ class Guard:
         where = node.name or "this host"
         folder = ""
         try:
-            put = node.run(nodeapp.put_argv(self.base, deadman.PREFIX), timeout=30,
-                           input=nodeapp.bundle(), text=False)
-            out = put.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
-            if put.returncode != 0 or not self.folder.match(out[0]):
-                err = (put.stderr or put.stdout).decode(errors="replace")
+            try:
+                folder = nodeapp.put(node, self.base, deadman.PREFIX)
+            except nodeapp.NotPut as exc:
                 raise NetifError(f"the rollback guard could not start on {where} ({self.base} "
-                                 f"writable by the SSH user is needed there): "
-                                 f"{' '.join(err.split())[-300:] or 'no output'}")
-            folder = out[0]
+                                 f"writable by the SSH user is needed there): {exc}") from None
             plan_text = json.dumps({"timeout_s": self.timeout_s, "commands": commands})
             done = node.run(nodeapp.program_argv(python, folder, "deadman", "arm", folder,
                                                  plan_text), timeout=30)
