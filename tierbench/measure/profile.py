@@ -11,7 +11,7 @@ On a cluster (the tiers' counters carry their node's transport, ``via``: NodeCgr
 records on every node that holds tiers instead, over one SSH session per node: perf record
 until the session's input closes, then perf script's text back on its output and perf.data
 removed there (NODE_SCRIPT). The tiers' processes on a node come from their containers'
-cgroups read there (PIDS_PROGRAM, tierbench.cgroups' code), the node's samples are moved onto
+cgroups read there (tierbench.measure.nodepids, from the node bundle), the node's samples are moved onto
 the controller's clock (its measured offset) and categorised by the same code; categories.csv
 then has a row per node, tier and category, and the summary columns count every node's samples.
 
