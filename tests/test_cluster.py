@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -237,33 +236,20 @@ def test_an_agent_that_cannot_start_names_its_node(tmp_path: Path) -> None:
 
 def test_an_agent_ends_when_its_controller_goes(tmp_path: Path) -> None:
     """The controller killed: the agent's input closes and it exits (nothing stays on a node)."""
-    stream = agent.NodeStream("n1", Transport("n1", ("sh", "-c")), "exec python3 -c " + shlex.quote(
-        agent.program({"containers": {}, "ifaces": {}, "interval": 1.0})))
+    via = Transport("n1", ("sh", "-c"))
+    argv = agent.agent_argv(via, {"containers": {}, "ifaces": {}, "interval": 1.0})
+    folder = Path(argv[5])  # sh -c RUN_REMOVE sh python3 FOLDER sample CONFIG
+    assert (folder / "tierbench-node.pyz").is_file()
+    stream = agent.NodeStream("n1", via, argv)
     assert stream.wait_for("ready", time.monotonic() + 20) is not None
     stream.proc.stdin.close()
     assert stream.proc.wait(timeout=10) == 0
-
-
-def test_the_code_a_node_runs_imports_nothing_of_tierbench(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sampling agent and the CPU settings run on nodes as source code, where tierbench is
-    not installed: the cgroup readers they share go with them."""
-    from tierbench.interfaces import cpu
-
-    programs = [agent.program({"containers": {}, "ifaces": {}, "interval": 1.0})]
-    monkeypatch.setattr(cpu.netif, "run_ns", lambda pid, argv, who, via: programs.append(
-        argv[-1]) or '{"value": 1}')
-    assert cpu.read(1, Transport("nodec", ("sh", "-c"))) == 1
-    for text in programs:
-        assert "tierbench" not in "".join(line for line in text.splitlines()
-                                          if line.startswith(("from ", "import ")))
-        assert "def controller_path(" in text and "def mountpoint(" in text
-        compile(text, "node program", "exec")
+    assert not folder.exists()  # the bundle's folder goes with the agent
 
 
 def test_cpu_settings_of_a_container_on_a_node_are_read_with_the_same_code() -> None:
-    """cpu: modes on a cluster: interfaces/cpu.py's own code runs on the node (here through
-    `sh -c`) on the node's PID of the container."""
+    """cpu: modes on a cluster: the cgroup code of interfaces/cgroupcpu.py runs on the node
+    (here through `sh -c`) from the node bundle, on the node's PID of the container."""
     from tierbench.interfaces import cpu
 
     nodec = Transport("nodec", ("sh", "-c"))

@@ -290,7 +290,7 @@ def test_run_on_node_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nodes.run_on_node(node, "unreachable", check=False).returncode == 255
 
 
-PROBE_OK = ("compose 2.26.1\ndocker_root /var/lib/docker\ndisk_free 50000000000\n"
+PROBE_OK = ("python 3.11.2\ncompose 2.26.1\ndocker_root /var/lib/docker\ndisk_free 50000000000\n"
             "mem_available 8000000000\n"
             'link eth0 [{"ifname":"eth0","operstate":"UP","mtu":1500,"addr_info":'
             '[{"local":"198.18.16.11","prefixlen":24}]}]\n'
@@ -302,7 +302,7 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     data["nodes"].append({"name": "node3", "address": "198.18.16.13",
                           "interfaces": [{"name": "eth0", "address": "198.18.16.13/24"}]})
     cluster = parse_cluster(data, registry.roles(), "c.yml")
-    probe_node2 = ("missing ethtool\ncompose \ndocker_root /var/lib/docker\ndisk_free 1000000000\n"
+    probe_node2 = ("missing ethtool\npython 3.9.2\ncompose \ndocker_root /var/lib/docker\ndisk_free 1000000000\n"
                    "mem_available 500000000\n"
                    'link ens1f0 [{"ifname":"ens1f0","operstate":"UP","mtu":9000,"addr_info":'
                    '[{"local":"10.20.0.99","prefixlen":24}]}]\n'
@@ -327,6 +327,8 @@ def test_check_nodes_collects_one_sentence_per_problem(monkeypatch: pytest.Monke
     assert not report.ok
     assert report.problems == [
         "node2: ethtool is not installed (needed on every node)",
+        "node2: its python3 is 3.9.2, older than the 3.10 the programs tierbench runs there need "
+        "(the rollback guard's and the sampling agent's)",
         "node2: its sshd admits too few connections at once for Docker's ssh helper "
         "(maxsessions 10, maxstartups 10:30:100): set `MaxStartups 64:30:128` and `MaxSessions "
         "64` in its sshd configuration and reload sshd",

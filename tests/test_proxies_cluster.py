@@ -129,6 +129,45 @@ def test_each_proxy_listens_at_its_node_and_port_and_balances_over_the_web_serve
     assert sorted(host["services"]) == list(services.PROXY_SERVICES[1:])
 
 
+def test_the_copies_take_the_host_overlays_as_compose_merges_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each copy of the proxy is merged with the proxy's entries of the host-networking
+    overlays by `docker compose config` itself: an overlay's `!override` (which a merge by hand
+    refused) replaces the proxy's environment, `!reset` drops its CPU list, and each copy's
+    own entry of compose/host-proxies.yml comes last, its variables left for `up`."""
+    monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path))
+    extra = tmp_path / "host-extra.yml"
+    extra.write_text('services:\n  proxy:\n    environment: !override\n      ONLY: "1"\n'
+                     '    cpuset: !reset null\n')
+    real = cluster.host_files
+    monkeypatch.setattr(services, "host_files", lambda files: [*real(files), str(extra)])
+    files = [str(ROOT / f) for f in STACK[:2]]
+    path = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3,
+                                          cluster=True)
+    written = json.loads(path.read_text())["services"]
+    for name, port in (("proxy2", "81"), ("proxy3", "82")):
+        spec = written[name]
+        listen = f"${{TIERBENCH_ADDR_{name.upper()}:-127.0.0.1}}:{port}"
+        # Compose writes them as KEY=VALUE lists when it does not interpolate
+        assert sorted(spec["environment"]) == [f"APACHE_LISTEN={listen}",
+                                               f"HAPROXY_BIND={listen}", "ONLY=1"], name
+        assert "cpuset" not in spec and not spec.get("networks"), name
+        assert spec["network_mode"] == "host", name
+        assert f"{cluster.PORT_LABEL}={port}" in spec["labels"], name
+    assert set(written) == {"proxy2", "proxy3", "loadgen"}
+
+
+def test_compose_tags_are_kept_when_an_overlay_is_written_again() -> None:
+    text = (ROOT / "compose" / "host-pvfs.yml").read_text()
+    data = yaml.load(text, Loader=services.TagKeepingLoader)
+    again = yaml.dump(data, Dumper=services.TagKeepingDumper, sort_keys=False)
+    assert again.count("networks: !reset {}") == text.count("networks: !reset {}") > 0
+    # a tagged scalar comes back quoted: !reset does not read its value, and !override
+    # matters only for lists and mappings (a scalar is replaced anyway)
+    assert again.count("hostname: !reset 'null'") == text.count("hostname: !reset null") > 0
+    assert yaml.load(again, Loader=services.TagKeepingLoader) is not None
+
+
 def test_the_load_generator_reaches_each_proxy_at_its_node_and_port(stack) -> None:
     files = stack(STACK)
     conf = compose_config(files, True, {})

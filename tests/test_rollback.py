@@ -129,11 +129,9 @@ def wait_for(path: Path, seconds: float) -> bool:
 
 
 def arm_here(tmp: Path, timeout_s: float, name: str = "restored") -> str:
-    done = subprocess.run([sys.executable, "-c", Path(deadman.__file__).read_text(), "arm",
-                           str(tmp)], input=json.dumps({"timeout_s": timeout_s,
-                                                        "commands": touch_plan(tmp, name)}),
-                          capture_output=True, text=True, timeout=10, check=True)
-    return done.stdout.strip()
+    """An agent armed here as on a node: the node bundle put in a private folder of ``tmp``,
+    then its ``deadman arm`` (tierbench.nodeapp)."""
+    return guard.Guard(timeout_s, base=str(tmp)).start(Transport(), touch_plan(tmp, name))
 
 
 def test_agent_restores_by_itself_when_not_renewed(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 process's path in each (/proc/PID/cgroup), for cgroup v1 (a hierarchy per controller) and v2
 (one unified hierarchy). Read by the sampler (CPU, memory) and by the CPU settings of modes.
 
-Standard library only, and no import of tierbench: the sampling agent and the CPU settings run
-on cluster nodes as source code (tierbench.measure.agent, tierbench.interfaces.cpu), and this
-module's code goes with them (:func:`source`).
+Standard library only, and no import of tierbench: it goes to cluster nodes in tierbench's node
+bundle (tierbench.nodeapp) with the sampling agent, the CPU settings and the tiers' processes
+that use it.
 """
 
 from __future__ import annotations
@@ -44,8 +44,3 @@ def folder(lines: list[str], controller: str) -> tuple[int, Path] | None:
     mount = mountpoint("cgroup", controller) if version == 1 else mountpoint("cgroup2")
     return (version, mount / path.lstrip("/")) if mount is not None else None
 
-
-def source() -> str:
-    """This module's code for a program that runs on a node: without its ``__future__``
-    import, which only the program's first lines may hold."""
-    return Path(__file__).read_text().replace("from __future__ import annotations\n", "")

@@ -1,8 +1,9 @@
 """1 Hz sampling on cluster nodes, merged on the controller's clock.
 
-A node runs a small agent over one SSH session: this module's code after the source of
-:mod:`tierbench.measure.sampler` (the same cgroup, /proc/stat and interface-counter readers as on
-one host), started with ``python3 -c``. It prints one JSON line per tick: the node's /proc/stat,
+A node runs a small agent over one SSH session: :mod:`tierbench.measure.nodesampler` from
+tierbench's node bundle (:mod:`tierbench.nodeapp`, put in a private folder on the node first and
+removed with the agent), on the same cgroup, /proc/stat and interface-counter readers as on one
+host (:mod:`tierbench.measure.sampler`). It prints one JSON line per tick: the node's /proc/stat,
 the CPU counters of the containers it was given (by PID on the node) and its interfaces'
 counters. Ticks are aligned on the controller's clock: the controller sends ``t0`` (its time) and
 the node's measured clock offset, and the agent samples at ``t0 + k`` seconds of the controller's
@@ -20,31 +21,21 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
-import select
-import shlex
-import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tierbench import cgroups
+from tierbench import nodeapp
 from tierbench.config.errors import TierbenchError
-from tierbench.measure import kernel, sampler
-from tierbench.measure.sampler import (CgroupCpu, SamplerError, host_cpu, iface_counters,
-                                       kernel_counters, tier_stacks)
-from tierbench.transport import DidNotFinish, PIPE, Transport
+from tierbench.measure import sampler
+from tierbench.transport import DidNotFinish, PIPE, Transport, TransportError
 
 READY_TIMEOUT_S = 30.0
-NODE_PART = "# " + "-" * 77 + " on the node"  # the code a node runs starts after this line
 GRACE_S = 0.6  # how long after a tick the controller waits for late nodes before merging
-# the sampler's import of the cgroup readers: on a node their code goes with it instead
-CGROUPS_IMPORT = "from tierbench.cgroups import controller_path, folder, mountpoint\n"
-KERNEL_IMPORT = ("from tierbench.measure.kernel import cpu_lines, ethtool_stats, netns, "
-                 "softirqs, stack_counters\n")
-FUTURE = "from __future__ import annotations\n"
+BUNDLE_PARENT = "/tmp"  # where the node bundle's private folder is made on a node
+BUNDLE_PREFIX = "tierbench-agent."
 # what a node's sample carries beyond CPU, cgroups and interfaces, kept per node when merged
 KERNEL_KEYS = ("cpus", "softirqs", "stack", "ethtool")
 
@@ -53,121 +44,24 @@ class AgentError(TierbenchError):
     """A node's sampling agent could not start or stopped; the message names the node."""
 
 
-# ----------------------------------------------------------------------------- on the node
-
-
-def boot_id() -> str:
-    """This kernel's boot id: nodes that share a kernel (containers) have the same one."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-class Lines:
-    """Lines from a file descriptor, waiting at most a given time (select on the descriptor,
-    our own buffer: a text file's buffer would hide lines from select)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buf, self.closed = fd, b"", False
-
-    def next(self, timeout: float | None) -> str | None:
-        """The next line ('' once the input closed), or None when none came in time."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self.buf and not self.closed:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.fd], [], [], left)[0]:
-                return None
-            chunk = os.read(self.fd, 4096)
-            if chunk:
-                self.buf += chunk
-            else:
-                self.closed = True
-        if b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            return line.decode()
-        return ""
-
-
-def serve(config: dict[str, Any], fd: int = 0, out: Any = None) -> None:
-    """The agent's loop on the node (see the module's doc). ``config``: containers (label ->
-    PID on the node), ifaces (label -> interface name), interval (s)."""
-    out = out or sys.stdout
-    counters: dict[str, Any] = {}
-    gone: dict[str, str] = {}
-    for label, pid in config.get("containers", {}).items():
-        try:
-            counters[label] = CgroupCpu(int(pid))
-        except (OSError, SamplerError, ValueError) as exc:
-            gone[label] = str(exc)
-    ifaces = config.get("ifaces", {})
-    interval = float(config.get("interval", 1.0))
-    lines = Lines(fd)
-
-    def emit(obj: dict[str, Any]) -> None:
-        out.write(json.dumps(obj) + "\n")
-        out.flush()
-
-    def sample(k: Any, offset: float) -> dict[str, Any]:
-        s: dict[str, Any] = {"k": k, "t": time.time() - offset, "host": host_cpu(),
-                             "cpu": {}, "net": {}}
-        for label, cg in counters.items():
-            try:
-                s["cpu"][label] = cg.read()
-            except OSError:
-                s.setdefault("gone", []).append(label)
-        for label, ifname in ifaces.items():
-            try:
-                s["net"][label] = iface_counters(ifname)
-            except OSError:
-                s.setdefault("gone", []).append(label)
-        s.update(kernel_counters(ifaces))
-        s["stack"].update(tier_stacks(counters))
-        return s
-
-    emit({"ready": time.time(), "boot_id": boot_id(), "gone": gone})
-    line = lines.next(None)
-    if not line or not line.startswith("t0 "):
-        return
-    _, t0_text, offset_text = line.split()
-    t0, offset = float(t0_text), float(offset_text)
-    k = 0
-    while True:
-        due = t0 + k * interval + offset  # the controller's tick k, on this node's clock
-        line = lines.next(max(0.0, due - time.time()))
-        if line is None:  # the tick is due
-            emit(sample(k, offset))
-            k = max(k + 1, int((time.time() - offset - t0) / interval) + 1)  # skip missed ticks
-        elif line.strip() == "now":
-            emit(sample("now", offset))
-        else:  # "stop", or the input closed
-            emit(sample("final", offset))
-            return
-
-
-def program(config: dict[str, Any]) -> str:
-    """The Python program a node runs: the sampler's source, this module's node part, and the
-    call of serve() with ``config``."""
-    own = Path(__file__).read_text()
-    node_part = own.split(NODE_PART, 1)[1].split("\ndef program(", 1)[0]
-    return "\n".join([
-        Path(sampler.__file__).read_text().replace(CGROUPS_IMPORT, "").replace(KERNEL_IMPORT, ""),
-        cgroups.source(),
-        Path(kernel.__file__).read_text().replace(FUTURE, ""),
-        "import select\nimport sys\nfrom typing import Any",
-        node_part,
-        f"serve(json.loads({json.dumps(json.dumps(config))}))",
-        "",
-    ])
-
-
 # ----------------------------------------------------------------------------- on the controller
+
+
+def agent_argv(via: Transport, config: dict[str, Any]) -> list[str]:
+    """The command that runs the sampling agent with ``config`` on the node ``via`` reaches:
+    the node bundle put in a private folder there first (under BUNDLE_PARENT, removed when the
+    agent ends); AgentError (why, without the node's name) when it cannot be put there."""
+    try:
+        folder = nodeapp.put(via, BUNDLE_PARENT, BUNDLE_PREFIX)
+    except (TransportError, nodeapp.NotPut) as exc:
+        raise AgentError(str(exc)) from None
+    return nodeapp.run_argv("python3", folder, "sample", json.dumps(config))
 
 
 class NodeStream:
     """One node's agent: ``command`` run on the node ``via`` reaches."""
 
-    def __init__(self, node: str, via: Transport, command: str) -> None:
+    def __init__(self, node: str, via: Transport, command: str | Sequence[str]) -> None:
         self.node = node
         self.proc = via.popen(command, stdin=PIPE, stdout=PIPE,
                               stderr=PIPE, text=True, bufsize=1)
@@ -303,7 +197,12 @@ class MergedSampler:
         for name, spec in self.nodes.items():
             config = {"containers": spec["containers"], "ifaces": spec["ifaces"],
                       "interval": self.interval}
-            command = "exec python3 -c " + shlex.quote(program(config))
+            try:
+                command = agent_argv(spec["via"], config)
+            except AgentError as exc:
+                self._end_all()
+                raise AgentError(f"{name}: the sampling agent did not start (python3 is needed "
+                                 f"on every node): {exc}") from None
             self.streams[name] = NodeStream(name, spec["via"], command)
         deadline = time.monotonic() + READY_TIMEOUT_S
         for name, stream in self.streams.items():

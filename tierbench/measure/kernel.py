@@ -3,15 +3,17 @@ the NET_RX and NET_TX softirqs each CPU ran (/proc/softirqs), a network namespac
 counters (/proc/PID/net/snmp and netstat, a selection) and its interfaces' packets
 (/proc/PID/net/dev, loopback left out), and a driver's own statistics (``ethtool -S``).
 
-Standard library only: its source goes to cluster nodes with the sampler's (measure/agent.py).
+It imports only the standard library and tierbench.transport: it goes to cluster nodes in
+tierbench's node bundle with the sampler (tierbench/nodeapp.py, measure/agent.py).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from tierbench.transport import TransportError, run_argv
 
 SOFTIRQS = ("NET_RX", "NET_TX")
 # The protocol counters kept (of the hundred-odd the kernel gives): segments, retransmissions,
@@ -155,9 +157,8 @@ def ethtool_stats(ifname: str) -> dict[str, int]:
     if not ETHTOOL:
         return {}
     try:
-        done = subprocess.run([ETHTOOL, "-S", ifname], capture_output=True, text=True,
-                              timeout=ETHTOOL_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_argv([ETHTOOL, "-S", ifname], timeout=ETHTOOL_TIMEOUT_S)
+    except TransportError:  # not startable, or did not finish
         return {}
     if done.returncode != 0:
         return {}

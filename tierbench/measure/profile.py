@@ -11,7 +11,7 @@ On a cluster (the tiers' counters carry their node's transport, ``via``: NodeCgr
 records on every node that holds tiers instead, over one SSH session per node: perf record
 until the session's input closes, then perf script's text back on its output and perf.data
 removed there (NODE_SCRIPT). The tiers' processes on a node come from their containers'
-cgroups read there (PIDS_PROGRAM, tierbench.cgroups' code), the node's samples are moved onto
+cgroups read there (tierbench.measure.nodepids, from the node bundle), the node's samples are moved onto
 the controller's clock (its measured offset) and categorised by the same code; categories.csv
 then has a row per node, tier and category, and the summary columns count every node's samples.
 
@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from tierbench import cgroups
+from tierbench import nodeapp
 from tierbench.config.errors import ConfigError
 from tierbench.transport import (DEVNULL, LOCAL, PIPE, DidNotFinish, Process, Transport,
                                  TransportError, run_argv, start_argv)
@@ -314,23 +314,6 @@ NODE_SCRIPT = (
     + shlex.join(["perf", "script", "-F", "comm,pid,tid,cpu,time,ip,sym,dso", "-i"])
     + f' "$d/{DATA_FILE}" 2>/dev/null')
 
-# Run with python3 on a node after tierbench.cgroups' code: the processes of each container's
-# cgroup, from the container's main process (argv[1]: JSON [[tier, pid], ...]), as JSON
-# {pid: tier}; a process that is gone gives nothing.
-PIDS_PROGRAM = """
-import json, sys
-out = {}
-for tier, pid in json.loads(sys.argv[1]):
-    try:
-        found = folder(Path(f"/proc/{int(pid)}/cgroup").read_text().splitlines(), "cpuacct")
-        pids = (found[1] / "cgroup.procs").read_text().split() if found else [str(pid)]
-    except OSError:
-        continue
-    out.update({p: tier for p in pids})
-print(json.dumps(out))
-"""
-
-
 @dataclass
 class Node:
     """A cluster node holding tiers: how it is reached, its clock's offset from the
@@ -348,8 +331,9 @@ class Node:
     def read_pids(self) -> None:
         """Add the processes now in the node's tiers' cgroups (a failed read adds none)."""
         try:
-            done = self.via.run(["python3", "-c", cgroups.source() + PIDS_PROGRAM,
-                                 json.dumps(self.mains)], timeout=30)
+            done = self.via.run(nodeapp.oneshot_argv("python3", "/tmp", "tierbench-pids.", "pids",
+                                                     json.dumps(self.mains)),
+                                input=nodeapp.bundle(), text=False, timeout=30)
             found = json.loads(done.stdout) if done.returncode == 0 else {}
         except (TransportError, ValueError):
             return

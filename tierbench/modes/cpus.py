@@ -17,6 +17,7 @@ from typing import Any
 
 from tierbench.interfaces import cpu, netif
 from tierbench.interfaces.netif import Endpoint, NetifError
+from tierbench.modes import deadman
 from tierbench.modes.model import Mode
 from tierbench.transport import Transport, node_of
 
@@ -250,27 +251,25 @@ def restore_commands(state: dict) -> list[tuple[dict[str, Any], list[str]]]:
     """The commands that put the saved cpusets and limits back, in restore's order (each
     platform widened to hold its saved CPUs too, the containers, the platforms' own settings),
     each with the target it runs for (its node, its process): the rollback guard's plan.
-    They run the cgroup code of :mod:`tierbench.interfaces.cpu` there with python3."""
+    They run the cgroup code of :mod:`tierbench.interfaces.cgroupcpu` there from the bundle the
+    guard's agent runs from (:data:`deadman.BUNDLE`), with python3."""
     chosen = state.get("platform", {})
     out: list[tuple[dict[str, Any], list[str]]] = []
     for entry in chosen.values():
         saved = str(entry["values"]["cpuset"])
         if saved:
-            dirs = entry["dirs"]
-            out.append((entry, cpu.node_argv(
-                f"write_dirs({dirs!r}, ','.join(str(c) for c in sorted(parse(str(read_dirs("
-                f"{dirs!r})['cpuset'])) | parse({saved!r})))) or None, None, set_limit=False)",
-                exit_on_error=True)))
+            out.append((entry, cpu.node_argv("python3", deadman.BUNDLE, "widen_dirs",
+                                             strict=True, dirs=entry["dirs"], cpuset=saved)))
     for info in state.get("cpu", {}).values():
         saved_c = info["values"]
         out.append((info, cpu.node_argv(
-            f"write_cgroup({int(info['pid'])}, {saved_c['cpuset'] or None!r}, "
-            f"{saved_c['limit']!r}, set_limit=True)", exit_on_error=True)))
+            "python3", deadman.BUNDLE, "write_cgroup", strict=True, pid=int(info["pid"]),
+            cpuset=saved_c["cpuset"] or None, limit=saved_c["limit"], set_limit=True)))
     for entry in chosen.values():
         saved_p = entry["values"]
         out.append((entry, cpu.node_argv(
-            f"write_dirs({entry['dirs']!r}, {saved_p['cpuset'] or None!r}, "
-            f"{saved_p['limit']!r}, set_limit=True)", exit_on_error=True)))
+            "python3", deadman.BUNDLE, "write_dirs", strict=True, dirs=entry["dirs"],
+            cpuset=saved_p["cpuset"] or None, limit=saved_p["limit"], set_limit=True)))
     return out
 
 

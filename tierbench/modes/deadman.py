@@ -1,14 +1,16 @@
 """The node side of the rollback guard (a dead-man switch): a small detached process that puts a
 mode's settings back by itself unless the controller keeps renewing it.
 
-Standard library only, and nothing of tierbench: :mod:`tierbench.modes.guard` runs this file's
-source with ``python3 -c SOURCE arm`` over the node's transport (on one host: here), giving the
-plan on standard input as JSON: ``{"timeout_s": 30, "commands": [{"argv": [...], "what": ...,
-"pid": PID or null, "netns_ino": inode or null, "enter": true}, ...]}``. ``arm`` makes a private folder
-(mode 0700, ``mkdtemp`` under /run) holding the plan (``plan.json``, the restore commands as
-data: argv lists, never shell strings) and the heartbeat file, prints the folder, detaches
-(double fork, its own session, SIGHUP ignored: it outlives the SSH session and the controller)
-and then watches:
+It imports only the standard library and tierbench.transport, and runs from tierbench's node
+bundle (:mod:`tierbench.nodeapp`): :mod:`tierbench.modes.guard` puts the bundle in a private
+folder on the node (mode 0700, ``mktemp -d`` under /run; on one host: here) and runs
+``python3 -I FOLDER/tierbench-node.pyz deadman arm FOLDER PLAN`` over the node's transport, PLAN
+the JSON ``{"timeout_s": 30, "commands": [{"argv": [...], "what": ..., "pid": PID or null,
+"netns_ino": inode or null, "enter": true}, ...]}``. ``arm`` writes the plan (``plan.json``, the
+restore commands as data: argv lists, never shell strings) and the heartbeat file into the
+folder, starts the watcher detached (``deadman watch FOLDER``: a session of its own, no terminal,
+SIGHUP ignored: it outlives the SSH session and the controller), prints the folder and returns.
+The watcher then watches:
 
 - the folder gone (``rm -rf``: the controller restored the point itself and disarmed): exit;
 - the heartbeat's mtime older than ``timeout_s`` (the controller stopped renewing it: killed,
@@ -27,14 +29,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import time
+
+from tierbench.transport import DEVNULL, TransportError, run_argv, start_argv
 
 POLL_S = 0.5
 COMMAND_TIMEOUT_S = 30
 PREFIX = "tierbench-guard."
+# in a restore command's argv: the bundle this agent runs from (the CPU settings' restores run a
+# program of it: tierbench.interfaces.cgroupcpu)
+BUNDLE = "{tierbench-node.pyz}"
 
 
 def still_there(entry: dict) -> bool:
@@ -51,9 +56,9 @@ def still_there(entry: dict) -> bool:
 
 def argv_of(entry: dict) -> list[str]:
     """The argv a command runs: in the namespace of its process when it names one; python3 is
-    this interpreter."""
-    argv = [sys.executable if a == "python3" and i == 0 else str(a)
-            for i, a in enumerate(entry["argv"])]
+    this interpreter, BUNDLE the bundle it runs from."""
+    argv = [sys.executable if a == "python3" and i == 0 else sys.argv[0] if a == BUNDLE
+            else str(a) for i, a in enumerate(entry["argv"])]
     pid = entry.get("pid")
     if pid is None or not entry.get("enter", True):
         return argv
@@ -70,10 +75,9 @@ def run_commands(commands: list[dict], log: list[str]) -> list[dict]:
             continue
         argv = argv_of(entry)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                  timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            done = run_argv(argv, timeout=COMMAND_TIMEOUT_S, stdin=DEVNULL)
             rc, err = done.returncode, " ".join((done.stderr or done.stdout or "").split())
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except TransportError as exc:  # not startable, or did not finish
             rc, err = -1, str(exc)
         log.append(f"{what}: {' '.join(argv)} -> exit {rc}" + (f": {err[:300]}" if rc else ""))
         if rc != 0:
@@ -124,48 +128,41 @@ def watch(folder: str, plan: dict) -> str:
         time.sleep(POLL_S)
 
 
-def arm(plan: dict, base: str = "/run") -> str:
-    """The private folder with the plan and a fresh heartbeat (printed for the controller)."""
-    folder = tempfile.mkdtemp(prefix=PREFIX, dir=base)  # mode 0700, a fresh unguessable name
+def arm(folder: str, plan: dict) -> None:
+    """The plan and a fresh heartbeat written into the agent's private folder."""
     with open(os.path.join(folder, "plan.json"), "w", encoding="utf-8") as fh:
         json.dump(plan, fh)
     with open(os.path.join(folder, "heartbeat"), "w", encoding="utf-8"):
         pass
-    return folder
 
 
-def detach(folder: str) -> bool:
-    """Double fork into a session of its own with no terminal; True in the watcher."""
-    sys.stdout.flush()
-    if os.fork() > 0:
-        return False
-    os.setsid()
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    if os.fork() > 0:
-        os._exit(0)
-    fd = os.open(os.devnull, os.O_RDWR)
+def detach(folder: str, bundle: str) -> None:
+    """Start ``deadman watch FOLDER`` of the bundle in a session of its own, with no terminal
+    and its errors in the folder's ``agent.err`` (it outlives this process and the SSH
+    session)."""
     err = os.open(os.path.join(folder, "agent.err"), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.dup2(fd, 0)
-    os.dup2(fd, 1)
-    os.dup2(err, 2)
-    os.chdir("/")
-    return True
+    try:
+        start_argv([sys.executable, "-I", bundle, "deadman", "watch", folder], stdin=DEVNULL,
+                   stdout=DEVNULL, stderr=err, start_new_session=True, cwd="/")
+    finally:
+        os.close(err)
 
 
 def main(args: list[str]) -> int:
-    if args[:1] != ["arm"]:
-        print("usage: deadman.py arm [BASE] < plan.json", file=sys.stderr)
-        return 2
-    plan = json.load(sys.stdin)
-    folder = arm(plan, args[1] if len(args) > 1 else "/run")
-    print(folder, flush=True)
-    if detach(folder):
-        try:
-            watch(folder, plan)
-        finally:
-            os._exit(0)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    """``arm FOLDER PLAN``: arm the agent in FOLDER (made by the guard) and start its watcher;
+    ``watch FOLDER``: the watcher itself (run by ``arm``). The bundle is this program's
+    ``sys.argv[0]``."""
+    if len(args) == 3 and args[0] == "arm" and os.path.isdir(args[1]):
+        arm(args[1], json.loads(args[2]))
+        detach(args[1], sys.argv[0])
+        print(args[1], flush=True)
+        return 0
+    if len(args) == 2 and args[0] == "watch":
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        with open(os.path.join(args[1], "plan.json"), encoding="utf-8") as fh:
+            plan = json.load(fh)
+        watch(args[1], plan)
+        return 0
+    print("usage: python3 -I BUNDLE deadman arm FOLDER PLAN_JSON | watch FOLDER",
+          file=sys.stderr)
+    return 2

@@ -1,7 +1,8 @@
 """The rollback guard: a dead-man switch on every node (and this host) a mode changes.
 
 Before a mode's first change, :meth:`Guard.arm` starts on each node the mode touches (over its
-transport; on one host, here) the small detached agent of :mod:`tierbench.modes.deadman`, with
+transport; on one host, here) the small detached agent of :mod:`tierbench.modes.deadman` from
+tierbench's node bundle (:mod:`tierbench.nodeapp`, put in the agent's private folder), with
 the commands that put the mode's snapshot back (:func:`plan`: made from the snapshot by the
 same modules that restore it, ``restore_commands`` of endpoint, sysctls and cpus). A thread of
 the controller renews each agent's heartbeat every fifth of the timeout. When the controller
@@ -18,15 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from tierbench import transport
+from tierbench import nodeapp, transport
 from tierbench.config.errors import ConfigError
 from tierbench.interfaces.netif import Endpoint, NetifError
 from tierbench.modes import cpus, deadman, endpoint, sysctls
@@ -90,8 +89,6 @@ class Guard:
     def __init__(self, timeout_s: float, base: str = BASE) -> None:
         self.timeout_s = float(timeout_s)
         self.base = base.rstrip("/") or "/"
-        self.folder = re.compile("^" + re.escape(os.path.join(self.base, deadman.PREFIX))
-                                 + r"[A-Za-z0-9_]+$")
         self.armed: list[tuple[Transport, str]] = []  # (where, the agent's folder there)
         self.failures: dict[str, str] = {}  # renewals that failed, by node (the last error)
         self._stop = threading.Event()
@@ -101,11 +98,10 @@ class Guard:
         """Start an agent on every node of the plan and the thread that renews them; raise
         NetifError (one sentence naming the node) when one cannot start: nothing is changed
         then, and the agents already started are disarmed."""
-        source = Path(deadman.__file__).read_text()
         try:
             for where in plan(state, mode).values():
                 node = transport.of(where["record"])
-                self.armed.append((node, self._start(node, source, where["commands"])))
+                self.armed.append((node, self.start(node, where["commands"])))
         except NetifError:
             self.disarm()
             raise
@@ -114,22 +110,37 @@ class Guard:
                                             daemon=True)
             self._thread.start()
 
-    def _start(self, node: Transport, source: str, commands: list[dict]) -> str:
+    def start(self, node: Transport, commands: list[dict]) -> str:
+        """The agent armed on ``node`` with these restore commands: the node bundle put in a
+        private folder under ``base`` there, then ``deadman arm`` of it (python3 there, this
+        interpreter here); its folder, or NetifError in one sentence (the folder removed)."""
         python = "python3" if node.remote else sys.executable
         where = node.name or "this host"
+        folder = ""
         try:
-            done = node.run([python, "-c", source, "arm", self.base], timeout=30,
-                            input=json.dumps({"timeout_s": self.timeout_s,
-                                              "commands": commands}))
-        except TransportError as exc:
+            try:
+                folder = nodeapp.put(node, self.base, deadman.PREFIX)
+            except nodeapp.NotPut as exc:
+                raise NetifError(f"the rollback guard could not start on {where} ({self.base} "
+                                 f"writable by the SSH user is needed there): {exc}") from None
+            plan_text = json.dumps({"timeout_s": self.timeout_s, "commands": commands})
+            done = node.run(nodeapp.program_argv(python, folder, "deadman", "arm", folder,
+                                                 plan_text), timeout=30)
+            if done.returncode != 0 or done.stdout.strip().splitlines()[-1:] != [folder]:
+                err = " ".join((done.stderr or done.stdout or "no output").split())[-300:]
+                raise NetifError(f"the rollback guard could not start on {where} (python3 is "
+                                 f"needed there): {err}")
+            return folder
+        except (TransportError, NetifError) as exc:
+            if folder:
+                try:
+                    node.run(["rm", "-rf", "--", folder], timeout=30)
+                except TransportError:
+                    pass
+            if isinstance(exc, NetifError):
+                raise
             raise NetifError(f"the rollback guard could not start on {where} ({exc}), so "
                              "no mode was applied there") from None
-        folder = (done.stdout or "").strip().splitlines()[-1:] or [""]
-        if done.returncode != 0 or not self.folder.match(folder[0]):
-            err = " ".join((done.stderr or done.stdout or "no output").split())[-300:]
-            raise NetifError(f"the rollback guard could not start on {where} (python3 is "
-                             f"needed there, and /run writable by the SSH user): {err}")
-        return folder[0]
 
     def renew(self) -> None:
         """Touch every agent's heartbeat now (a node that does not answer is noted)."""

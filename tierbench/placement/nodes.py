@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierbench import nodeapp
 from tierbench.config.errors import TierbenchError
 from tierbench.placement.clusterfile import (CLUSTER_ENV, DEFAULT_CLOCK_BOUND_MS, Cluster,
                                              ClusterError, Node, Roles, cluster_path,
@@ -422,6 +423,7 @@ def measure_clock(node: Node, *, samples: int = 7, timeout: float = 20) -> Clock
 
 _PROBE = r"""
 for t in docker ethtool ip python3 tar; do command -v "$t" >/dev/null 2>&1 || echo "missing $t"; done
+echo "python $(python3 --version 2>/dev/null | awk '{print $2}')"
 echo "compose $(docker compose version --short 2>/dev/null)"
 root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); [ -d "$root" ] || root=/
 echo "docker_root $root"
@@ -478,6 +480,13 @@ def _check_node(node: Node, need_disk: int, need_mem: int, bound_s: float, timeo
         key, _, value = line.partition(" ")
         if key == "missing":
             problems.append(f"{node.name}: {value} is not installed (needed on every node)")
+        elif key == "python" and re.match(r"\d+\.\d+", value):
+            facts["python"] = value.strip()
+            if tuple(map(int, value.split(".")[:2])) < nodeapp.MIN_PYTHON:
+                need = ".".join(map(str, nodeapp.MIN_PYTHON))
+                problems.append(f"{node.name}: its python3 is {value.strip()}, older than the "
+                                f"{need} the programs tierbench runs there need (the rollback "
+                                "guard's and the sampling agent's)")
         elif key == "link":
             itf, _, text = value.partition(" ")
             links[itf] = text

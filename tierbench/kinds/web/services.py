@@ -216,17 +216,15 @@ def proxies_overlay_path() -> Path:
     return state_dir() / "proxies" / "compose.yml"
 
 
-def proxies_overlay(config: dict, proxies: int, host: dict | None = None) -> dict:
+def proxies_overlay(config: dict, proxies: int) -> dict:
     """The overlay that adds proxy2..proxyN to a stack whose resolved configuration (`docker
     compose config --no-interpolate`, so that its variables are read again at `up`) is
     `config`: each a copy of that stack's proxy (Apache with the stack's caching, or HAProxy;
     balancing over every web server as proxy does) at its own address on each network; each
     container has its own tmpfs, so each caching proxy has its own cache. The load generator
     waits for every proxy. Written from the resolved proxy rather than kept as a file, so that
-    every overlay that changes proxy (HAProxy, three web servers) changes its copies too. On a
-    cluster, `host` is what the host-networking overlays give each copy (host_proxies): host
-    networking instead of the stack's networks, its balancer's members at the web servers'
-    node addresses, its own role and port labels and listening address."""
+    every overlay that changes proxy (HAProxy, three web servers) changes its copies too (on a
+    cluster, host_proxies then gives each copy what the host-networking overlays give proxy)."""
     services = config.get("services") or {}
     proxy = services["proxy"]
     out: dict = {"services": {}}
@@ -237,9 +235,6 @@ def proxies_overlay(config: dict, proxies: int, host: dict | None = None) -> dic
                 address = ipaddress.ip_address(spec["ipv4_address"]) + k
                 spec["ipv4_address"] = str(address)
         copy.pop("container_name", None)
-        if host is not None:
-            copy.pop("networks", None)
-            copy = _merged(copy, host[name])
         out["services"][name] = copy
     if "loadgen" in services:
         out["services"]["loadgen"] = {"depends_on": {
@@ -247,73 +242,97 @@ def proxies_overlay(config: dict, proxies: int, host: dict | None = None) -> dic
     return out
 
 
-class _HostOverlayLoader(yaml.SafeLoader):
-    """YAML of the host-networking overlays: Compose's `!reset VALUE` read as VALUE."""
+class Tagged:
+    """A value of a compose file under a Compose tag (``!reset``, ``!override``), kept as it is
+    when the file is written again (its meaning is Compose's). A tagged scalar is written back
+    quoted: ``!reset`` does not read its value, and ``!override`` matters only for lists and
+    mappings (a scalar is replaced anyway)."""
+
+    def __init__(self, tag: str, value: object) -> None:
+        self.tag, self.value = tag, value
 
 
-def _reset_value(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+class TagKeepingLoader(yaml.SafeLoader):
+    """YAML of compose files with Compose's tags kept (Tagged)."""
+
+
+class TagKeepingDumper(yaml.SafeDumper):
+    """YAML written with Compose's tags back in place; no aliases (Compose reads them, a
+    person reading the file would not expect them)."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Tagged:
     if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node)
+        return Tagged("!" + suffix, loader.construct_mapping(node, deep=True))
     if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node)
-    return loader.construct_scalar(node)  # type: ignore[arg-type]
+        return Tagged("!" + suffix, loader.construct_sequence(node, deep=True))
+    return Tagged("!" + suffix, loader.construct_scalar(node))  # type: ignore[arg-type]
 
 
-_HostOverlayLoader.add_constructor("!reset", _reset_value)
+def _represent_tagged(dumper: yaml.SafeDumper, data: Tagged) -> yaml.Node:
+    if isinstance(data.value, dict):
+        return dumper.represent_mapping(data.tag, data.value)
+    if isinstance(data.value, list):
+        return dumper.represent_sequence(data.tag, data.value)
+    return dumper.represent_scalar(data.tag, str(data.value))
 
 
-def _merged(spec: dict, more: dict) -> dict:
-    """A service's settings with an overlay's over them, as Compose merges the few settings
-    the host overlays give a proxy: environment and labels key by key, the rest replaced
-    (networks left out: host networking)."""
-    out = dict(spec)
-    for key, value in more.items():
-        if key == "networks":
-            continue
-        if key in ("environment", "labels") and isinstance(value, dict):
-            out[key] = {**_as_dict(out.get(key)), **{k: str(v) for k, v in value.items()}}
-        else:
-            out[key] = value
-    return out
+TagKeepingLoader.add_multi_constructor("!", _tagged)
+TagKeepingDumper.add_representer(Tagged, _represent_tagged)
 
 
-def _as_dict(settings: dict | list | None) -> dict:
-    """Environment or labels as a mapping (Compose may give them as a list of KEY=VALUE)."""
-    if isinstance(settings, list):
-        return dict(item.partition("=")[::2] for item in settings)
-    return dict(settings or {})
-
-
-def host_proxies(files: list[str], proxies: int) -> dict:
-    """What each of proxy2..proxyN takes on a cluster: the proxy's entries of the
-    host-networking overlays of these compose files, in order (compose/host.yml,
-    compose/host-web-servers.yml: host networking, the balancer's members), then its own entry
-    of compose/host-proxies.yml (its labels and listening address). Read as YAML rather than
-    through `docker compose config --no-interpolate`, which the overlays' bind mounts with a
-    default (`${TIERBENCH_NODE_DIR:-...}:/app/...`) make fail."""
-    proxy: dict = {}
-    for path in host_files(files)[len(files):]:
-        data = yaml.load(Path(path).read_text(), Loader=_HostOverlayLoader) or {}
+def host_proxies(config: dict, files: list[str], proxies: int, env: dict[str, str]) -> dict:
+    """proxy2..proxyN on a cluster, as Compose resolves them: the stack's resolved
+    configuration ``config`` with the copies of proxies_overlay, under the proxy's entries of
+    the host-networking overlays of these compose files, in order, given to each copy
+    (compose/host.yml, compose/host-web-servers.yml: host networking, the balancer's members),
+    then each copy's own entry of compose/host-proxies.yml (its labels and listening address);
+    merged by `docker compose config --no-interpolate` (every merge rule, ``!reset`` and
+    ``!override`` are Compose's own; the variables are read again at `up`). The overlays'
+    proxy entries are taken out of their files first: Compose cannot read the whole files
+    without interpolating, since their bind mounts with a default
+    (`${TIERBENCH_NODE_DIR:-...}:/app/...`) do not parse uninterpolated."""
+    names = PROXY_SERVICES[1:proxies]
+    copies = proxies_overlay(config, proxies)["services"]
+    base = json.loads(json.dumps(config))
+    base["services"].update({name: copies[name] for name in names})
+    layers: list[dict] = [base]
+    for overlay in host_files(files)[len(files):]:
+        data = yaml.load(Path(overlay).read_text(), Loader=TagKeepingLoader) or {}
         entry = (data.get("services") or {}).get("proxy")
         if entry:
-            proxy = _merged(proxy, entry)
-    own = yaml.load((ROOT / HOST_PROXIES_OVERLAY).read_text(), Loader=_HostOverlayLoader)
-    return {name: _merged(proxy, own["services"][name])
-            for name in PROXY_SERVICES[1:proxies]}
+            layers.append({"services": dict.fromkeys(names, entry)})
+    own = yaml.load((ROOT / HOST_PROXIES_OVERLAY).read_text(), Loader=TagKeepingLoader)
+    layers.append({"services": {name: own["services"][name] for name in names}})
+    folder = proxies_overlay_path().parent / "host"
+    folder.mkdir(parents=True, exist_ok=True)
+    args = []
+    for i, layer in enumerate(layers):
+        path = folder / f"layer{i}.yml"
+        path.write_text(yaml.dump(layer, Dumper=TagKeepingDumper, sort_keys=False))
+        args += ["-f", str(path)]
+    resolved = json.loads(compose.compose([*args, "config", "--no-interpolate", "--format",
+                                           "json"], env, timeout=60))
+    return {name: resolved["services"][name] for name in names}
 
 
 def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int,
                           host_network: bool = False) -> Path:
     """proxies_overlay() of the stack of these compose files (with ``host_network``, as on a
-    cluster: with what their host-networking overlays give the proxy), written where Compose
-    reads it."""
+    cluster: each copy as the host-networking overlays give it, host_proxies), written where
+    Compose reads it."""
     config = json.loads(compose.compose([*(a for f in files for a in ("-f", f)), "config",
                                          "--no-interpolate", "--format", "json"], env,
                                         timeout=60))
-    host = host_proxies(files, proxies) if host_network else None
+    overlay = proxies_overlay(config, proxies)
+    if host_network:
+        overlay["services"].update(host_proxies(config, files, proxies, env))
     path = proxies_overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(proxies_overlay(config, proxies, host), indent=1) + "\n")
+    path.write_text(json.dumps(overlay, indent=1) + "\n")
     return path
 
 
