@@ -143,7 +143,7 @@ def test_the_copies_take_the_host_overlays_as_compose_merges_them(
     monkeypatch.setattr(services, "host_files", lambda files: [*real(files), str(extra)])
     files = [str(ROOT / f) for f in STACK[:2]]
     path = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3,
-                                          cluster=True)
+                                          host_network=True)
     written = json.loads(path.read_text())["services"]
     for name, port in (("proxy2", "81"), ("proxy3", "82")):
         spec = written[name]
