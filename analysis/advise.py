@@ -432,7 +432,8 @@ def workload_rows(entry: dict[str, Any], target: float | None,
             row.update(recommendation="cannot change", reason=knob.get("why"))
         elif m is None:
             row.update(tested=knob.get("target"), recommendation="not measured",
-                       reason=f"the workload's runs did not measure it ({entry.get('status')})")
+                       reason=knob.get("left_out") or
+                       f"the workload's runs did not measure it ({entry.get('status')})")
         else:
             level, (rec, state, why) = decided[knob["knob"]]
             _fill(row, m.changes, metrics, primary, target, level)
@@ -569,7 +570,8 @@ def workload_view(entry: dict[str, Any], table: list[dict[str, Any]],
         "interfaces": ", ".join(f"{e.get('label')} ({e.get('driver')})"
                                 for e in entry.get("endpoints") or []),
         "spent_min": sum(float(budget.get(k) or 0)
-                         for k in ("maximum_spent_s", "knobs_spent_s", "pair_spent_s")) / 60,
+                         for k in ("maximum_spent_s", "pilot_spent_s", "knobs_spent_s",
+                                   "pair_spent_s")) / 60,
     }
 
 

@@ -129,12 +129,28 @@ def with_window(suite: Suite, window_s: float | None) -> Suite:
         return suite
     if not window_s >= 2:
         raise ConfigError(f"--window-s must be at least 2 seconds, got {window_s:g}")
-    out = suite.model_copy(deep=True)
-    for w in out.workloads:
-        for key in WINDOW_KEYS:
-            if isinstance(w.experiment.get(key), dict):
-                w.experiment[key] = {**w.experiment[key], "measure_s": window_s}
+    return suite.model_copy(update={"workloads": [windowed(w, window_s)
+                                                  for w in suite.workloads]})
+
+
+def windowed(w: Workload, window_s: float | None) -> Workload:
+    """The workload with its measured window ``window_s`` seconds (None: as it is)."""
+    if window_s is None:
+        return w
+    out = w.model_copy(deep=True)
+    for key in WINDOW_KEYS:
+        if isinstance(out.experiment.get(key), dict):
+            out.experiment[key] = {**out.experiment[key], "measure_s": window_s}
     return out
+
+
+def window_of(w: Workload) -> float:
+    """The workload's measured window as its experiment says (10 s when it says none)."""
+    for key in WINDOW_KEYS:
+        part = w.experiment.get(key)
+        if isinstance(part, dict) and part.get("measure_s") is not None:
+            return float(part["measure_s"])
+    return 10.0
 
 
 def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
