@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierbench.advise import plan
+from tierbench.advise import knobs, plan
 
 PRIOR = (0.002, 0.05)  # the project's fit of a point's log variance: a + b / window_s
 WINDOWS = (2.0, 3.0, 5.0, 10.0)  # candidate windows, s (those up to the suite's)
@@ -118,10 +118,13 @@ def power(sd: float, comparisons: int, blocks: int = plan.MIN_BLOCKS,
 
 def ranked(plans: Sequence[dict[str, Any]]) -> list[str]:
     """The changeable knobs in the order they are kept: those that move no other knob's
-    features, in the catalogue's order, then the dependents (DEPENDS) whose knob is there."""
+    features, in the catalogue's order, then the dependents (DEPENDS) whose knob is there (on
+    the same side: "checksum.server" with "tso.server")."""
     names = [str(p["knob"]) for p in plans if p.get("changeable") and p.get("mode")]
-    first = [k for k in names if k not in DEPENDS]
-    return first + [k for k in names if k in DEPENDS and DEPENDS[k] in first]
+    first = [k for k in names if knobs.base(k) not in DEPENDS]
+    return first + [k for k in names if knobs.base(k) in DEPENDS and
+                    k.replace(knobs.base(k), DEPENDS[knobs.base(k)], 1) in first]
+
 
 
 @dataclass

@@ -203,10 +203,17 @@ class Advisor:
             return (f"{self.remaining_s / 60:.1f} min of the budget were left, round {n} "
                     f"needs about {sum(least) / 60:.1f} min ({plan.MIN_BLOCKS} blocks of 2 "
                     f"modes on {len(todo)} workload(s))")
+        modes = [knobs.side_mode(confirm.MODE, "the merged configuration: " + ", ".join(taken),
+                                 merge.by_side(e, changes)) for _, e, (_, _, taken) in todo]
+        split = [w.name for (w, _, _), m in zip(todo, modes) if m is None]
+        if split:
+            return (f"the configuration sets the server side and the client side of "
+                    f"{', '.join(split)} differently, which one mode of a run cannot (a mode has "
+                    "one scope): each side's changes are in config.json and persist/, not "
+                    "confirmed together")
         out: confirm.Outcomes = {}
-        for i, (w, entry, (nic, _, taken)) in enumerate(todo):
-            mode = knobs.make_mode(confirm.MODE, "the merged configuration: "
-                                   + ", ".join(taken), nic)
+        for i, ((w, entry, (_, _, taken)), mode) in enumerate(zip(todo, modes)):
+            assert mode is not None
             exp = self.exp_of(w, [knobs.baseline(), mode], self.settle_s())
             exp.name = f"advise-{w.name}-confirm{n}"
             share = max(least[i], self.remaining_s * least[i] / sum(least[i:]))
@@ -245,7 +252,8 @@ class Advisor:
                 return
             t0 = time.monotonic()
             dep = discovery_deployment(base, self.folder / "discovery" / w.name)
-            snaps = [knobs.read_endpoint(ep, container_of(dep, ep)) for ep in dep.watched()]
+            snaps = [{**knobs.read_endpoint(ep, container_of(dep, ep)), "side": side(dep, ep)}
+                     for ep in dep.watched()]
             entry["endpoints"] = [endpoint_view(s) for s in snaps]
             plans = knobs.plan(snaps)
             self.try_knobs(plans, dep, snaps)
@@ -319,8 +327,12 @@ class Advisor:
                              f"{mine.pair * plan.MARGIN / 60:.1f} min"}
             return
         a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
-        modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)),
-                 knobs.pair_mode(a, b)]
+        both = knobs.pair_mode(a, b)
+        if both is None:
+            entry["pair"] = {**pair, "skipped": f"{a.knob} and {b.knob} change different sides: "
+                             "one mode cannot set both (a mode has one scope)"}
+            return
+        modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)), both]
         pexp = self.exp_of(w, modes, exp.settle_s)
         pexp.name = f"advise-{w.name}-pair"
         prun = self.run_one(plan.with_target(pexp, w, self.half_width_pct, left))
@@ -593,10 +605,18 @@ def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
     return None
 
 
+def side(dep: Deployment, ep: netif.Endpoint) -> str:
+    """The side an endpoint is on: server or client when every tier it carries has that role,
+    else both (a cluster node's NIC that carries a server and the load generator)."""
+    roles = {t.role for t in dep.tiers.values() if ep in t.endpoints}
+    return roles.pop() if len(roles) == 1 and roles <= set(knobs.SIDES) else knobs.BOTH
+
+
 def endpoint_view(snap: dict) -> dict[str, Any]:
     """What the advice shows of an endpoint."""
-    return {k: snap.get(k) for k in ("label", "tier", "ifname", "driver", "node", "container",
-                                     "mtu", "min_mtu", "max_mtu", "sizes", "cpu_mask")}
+    return {k: snap.get(k) for k in ("label", "tier", "side", "ifname", "driver", "node",
+                                     "container", "mtu", "min_mtu", "max_mtu", "sizes",
+                                     "cpu_mask")}
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
