@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from analysis import advise as advice
-from tierbench.advise import pilot, plan
+from tierbench.advise import knobs, pilot, plan
 from tierbench.advise import run as advise_run
+from tierbench.kinds import registry
 import test_advise as ta
 
 advisor_env = ta.advisor_env  # the fixture: the stubbed interfaces and registry
@@ -170,3 +171,20 @@ def test_an_advise_run_off_its_defaults_pilots_then_measures_the_design(
     html = (folder / "advice.html").read_text()
     assert "The budget&#39;s design" in html or "The budget's design" in html
     assert "not measured within the budget" in html
+
+
+def test_every_suite_workload_builds_at_every_candidate_window_with_the_pilots_modes() -> None:
+    # the net kind's windows are whole seconds: 2.0 is written as 2
+    suite = plan.load()
+    again = knobs.make_mode(pilot.PILOT_MODE, "the baseline again", {})
+    for w in suite.workloads:
+        for window in pilot.WINDOWS:
+            exp = plan.experiment(suite, plan.windowed(w, window), [knobs.baseline(), again],
+                                  0.2, rate=100.0 if w.rate_of_baseline_max else None)
+            exp = registry.with_precision(exp, half_width_pct=5.0,
+                                          metric=w.metrics[w.primary].column,
+                                          min_repetitions=pilot.PILOT_BLOCKS,
+                                          max_repetitions=pilot.PILOT_BLOCKS)
+            assert plan.window_of(plan.windowed(w, window)) == window
+            assert registry.kind(exp.kind).point_seconds(exp) == pytest.approx(
+                window + (11.2 if exp.kind == "web" else 7.2))

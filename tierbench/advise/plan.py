@@ -138,9 +138,10 @@ def windowed(w: Workload, window_s: float | None) -> Workload:
     if window_s is None:
         return w
     out = w.model_copy(deep=True)
+    value = int(window_s) if float(window_s).is_integer() else window_s  # net's are whole
     for key in WINDOW_KEYS:
         if isinstance(out.experiment.get(key), dict):
-            out.experiment[key] = {**out.experiment[key], "measure_s": window_s}
+            out.experiment[key] = {**out.experiment[key], "measure_s": value}
     return out
 
 
