@@ -271,6 +271,8 @@ def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, 
     need = sum(c.least for c in costs) * MARGIN / 60
     if need > budget_min:
         lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "
-                     f"{need:.1f} min): workloads at the end of the list may not run; raise "
-                     "--budget-min or choose fewer --workloads")
+                     f"{need:.1f} min): a workload it cannot hold at these defaults is measured "
+                     "at the design a pilot of its baseline chooses (the window, and the knobs "
+                     "it can decide; docs/advise.md, \"The pilot\"), and workloads at the end "
+                     "of the list may not run; raise --budget-min or choose fewer --workloads")
     return lines
