@@ -258,3 +258,6 @@ def test_an_advise_run_measures_each_side_and_writes_side_forms(
     assert "# generator:eth0 (the client side)\nethtool -K eth0 generic-receive-offload on" \
         in apply_sh and "web:eth0" not in apply_sh
     assert "gro.client-on" in advisor_env["applied"] and "gro.server-on" in advisor_env["applied"]
+    # each side's knob tried on its own interfaces (a trial per side, not one for both)
+    tried = {t["mode"] for t in record_["trials"]}
+    assert {"tso.server-off", "tso.client-off", "jumbo-on"} <= tried

@@ -507,7 +507,7 @@ class Advisor:
             if not p.changeable:
                 continue
             mode = knobs.make_mode(f"{p.knob}-{p.target}", f"trial of {p.knob}",
-                                   p.setting(p.target))
+                                   p.setting(p.target), p.side)
             problem = self.trial(mode, dep, snaps)
             if problem:
                 p.changeable, p.why = False, f"the driver refused it: {problem}"
@@ -525,7 +525,7 @@ class Advisor:
         """Apply a mode to its endpoints, verify, restore (once per drivers and settings);
         the refusal, or None. Interfaces that cannot be restored end the advisor."""
         key = json.dumps([sorted({(s.get("node"), s.get("driver")) for s in snaps}),
-                          mode.as_dict()["nic"]], sort_keys=True, default=str)
+                          mode.as_dict()["nic"], mode.roles], sort_keys=True, default=str)
         if key in self.trials:
             return self.trials[key]
         record: dict[str, Any] = {"point": f"the trial of {mode.name}"}
