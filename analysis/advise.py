@@ -54,7 +54,7 @@ RULE = ("Each knob's mode (the knob in its other state, every other setting as i
         "changes; a positive interaction beyond the threshold says set them together, a "
         "negative one that they interfere.")
 NO_EFFECT = "no measurable effect at this precision"
-COLUMNS = ["workload", "row", "knob", "label", "current", "tested", "tested_settings",
+COLUMNS = ["workload", "row", "knob", "label", "side", "interfaces", "current", "tested", "tested_settings",
            *(f"{r}_{part}" for r in ROLES for part in ("metric", "effect_pct", "low_pct",
                                                         "high_pct")),
            "confidence", "blocks", "method", "resolved", "target_half_width_pct",
@@ -332,6 +332,7 @@ def measure(entry: dict[str, Any], values: Values, spread: int | None,
     metrics = entry.get("metrics") or {}
     plans = entry.get("knobs") or []
     fams = {k["knob"]: set(k.get("features_asked") or []) for k in plans}
+    sides = {k["knob"]: k.get("side", "both") for k in plans}
     modes = {k["knob"]: k for k in plans if k.get("changeable") and k.get("mode") in values}
     out = {}
     for name, k in modes.items():
@@ -339,7 +340,9 @@ def measure(entry: dict[str, Any], values: Values, spread: int | None,
                  for r, m in metrics.items()}
         side = {f: st for f, st in (moved(run, k["mode"]) if run else {}).items()
                 if f not in fams.get(name, set())}
-        owners = sorted(o for o, fam in fams.items() if o != name and fam & set(side))
+        # the owners on the same interfaces: a side's knob moves features of that side only
+        owners = sorted(o for o, fam in fams.items() if o != name and fam & set(side)
+                        and sides[o] in (sides[name], "both"))
         m = Measured(k, group, group, side, owners, None, fams)
         other = modes.get(owners[0]) if len(owners) == 1 else None
         if other and {st for f, st in side.items() if f in fams[owners[0]]} == \
@@ -428,13 +431,16 @@ def workload_rows(entry: dict[str, Any], target: float | None,
     found, decided = decisions(entry, values, spread, run) if values else ({}, {})
     for knob in entry.get("knobs") or []:
         row: dict[str, Any] = {"workload": entry["name"], "row": "knob", "knob": knob["knob"],
-                               "label": knob.get("label"), "current": _current(knob)}
+                               "label": knob.get("label"), "side": knob.get("side", "both"),
+                               "interfaces": " ".join(knob.get("endpoints") or []),
+                               "current": _current(knob)}
         m = found.get(knob["knob"])
         if not knob.get("changeable"):
             row.update(recommendation="cannot change", reason=knob.get("why"))
         elif m is None:
             row.update(tested=knob.get("target"), recommendation="not measured",
-                       reason=f"the workload's runs did not measure it ({entry.get('status')})")
+                       reason=knob.get("left_out") or
+                       f"the workload's runs did not measure it ({entry.get('status')})")
         else:
             level, (rec, state, why) = decided[knob["knob"]]
             _fill(row, m.changes, metrics, primary, target, level)
@@ -571,7 +577,8 @@ def workload_view(entry: dict[str, Any], table: list[dict[str, Any]],
         "interfaces": ", ".join(f"{e.get('label')} ({e.get('driver')})"
                                 for e in entry.get("endpoints") or []),
         "spent_min": sum(float(budget.get(k) or 0)
-                         for k in ("maximum_spent_s", "knobs_spent_s", "pair_spent_s")) / 60,
+                         for k in ("maximum_spent_s", "pilot_spent_s", "knobs_spent_s",
+                                   "pair_spent_s")) / 60,
     }
 
 

@@ -170,9 +170,10 @@ def write(folder: Path, workload: str, endpoints: list[dict[str, Any]],
     nm, apply_, back = [], [], []
     for ep in endpoints:
         ifname = str(ep.get("ifname"))
-        where = ep.get("label") or ifname
-        p = out_dir / f"10-tierbench-{_safe(str(where))}.link"
-        p.write_text(link_file(ifname, change, ep.get("driver")), encoding="utf-8")
+        where = str(ep.get("label") or ifname) + where_side(ep)
+        p = out_dir / f"10-tierbench-{_safe(str(ep.get('label') or ifname))}.link"
+        p.write_text((f"# {where}\n" if where_side(ep) else "")
+                     + link_file(ifname, change, ep.get("driver")), encoding="utf-8")
         paths.append(p)
         nm += [f"# {where}", *nmcli_lines(ifname, change)]
         cpus = ep.get("cpu_mask")
@@ -191,13 +192,23 @@ def write(folder: Path, workload: str, endpoints: list[dict[str, Any]],
     return [*paths, p]
 
 
-def recommended(entry: dict[str, Any], table: list[dict[str, str]]) -> tuple[dict, dict, list]:
+def where_side(ep: dict[str, Any]) -> str:
+    """' (the server side)' for an interface of one side, else ''."""
+    side = ep.get("side")
+    return f" (the {side} side)" if side in knobs.SIDES else ""
+
+
+def recommended(entry: dict[str, Any], table: list[dict[str, str]],
+                side: str | None = None) -> tuple[dict, dict, list]:
     """A workload's recommended changes as one `nic:` block, the block of the states they
     replace (the revert), and the knobs whose current state no block can say (mixed or other:
-    the revert names them)."""
+    the revert names them); ``side`` (server or client): only the changes of knobs planned for
+    that side or for both."""
     plans = {k["knob"]: k for k in entry.get("knobs") or []}
     rows = [r for r in table if r.get("workload") == entry.get("name") and r.get("row") == "knob"
-            and r.get("commands") and r.get("knob") in plans]
+            and r.get("commands") and r.get("knob") in plans and
+            (side not in knobs.SIDES or plans[r["knob"]].get("side", knobs.BOTH)
+             in (side, knobs.BOTH))]
     change, back, unknown = [], [], []
     for r in rows:
         k, state = plans[r["knob"]], r.get("recommended_state") or ""
@@ -217,10 +228,18 @@ def persist(folder: Path) -> list[Path]:
         table = list(csv.DictReader(fh))
     out = []
     for entry in record.get("workloads") or []:
-        change, back, unknown = recommended(entry, table)
-        if change:
-            out += write(folder, str(entry["name"]), entry.get("endpoints") or [], change, back,
-                         unknown)
+        eps = entry.get("endpoints") or []
+        sides = sorted({ep.get("side") for ep in eps})
+        if not (set(sides) == set(knobs.SIDES)):  # one configuration for every interface
+            change, back, unknown = recommended(entry, table)
+            if change:
+                out += write(folder, str(entry["name"]), eps, change, back, unknown)
+            continue
+        for side in sides:  # the servers' and the clients' interfaces: persist/<w>-<side>-side/
+            change, back, unknown = recommended(entry, table, side)
+            if change:
+                out += write(folder, f"{entry['name']}-{side}-side",
+                             [ep for ep in eps if ep.get("side") == side], change, back, unknown)
     return out
 
 
@@ -236,7 +255,10 @@ def persist_confirmed(folder: Path, record: dict[str, Any]) -> list[Path]:
         groups.setdefault(json.dumps([item["nic"], item["revert"]], sort_keys=True),
                           []).append(item)
     out = []
-    for n, items in enumerate(groups.values()):
-        name = "confirmed" if len(groups) == 1 else f"confirmed-{n + 1}"
+    named = [{i.get("side") for i in items} for items in groups.values()]
+    for n, (items, sides) in enumerate(zip(groups.values(), named)):
+        (side,) = sides if len(sides) == 1 else (None,)
+        name = "confirmed" if len(groups) == 1 else f"confirmed-{side}-side" \
+            if side in knobs.SIDES and named.count(sides) == 1 else f"confirmed-{n + 1}"
         out += write(folder, name, items, items[0]["nic"], items[0]["revert"])
     return out

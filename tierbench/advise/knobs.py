@@ -55,13 +55,34 @@ OTHERS: dict[str, str] = {
 }
 QUEUE_FILES = {"rps": ("rx-", "rps_cpus"), "xps": ("tx-", "xps_cpus")}
 KNOBS: tuple[str, ...] = (*FEATURES, *OTHERS)
+# The sides of a knob: where the servers' interfaces and the clients' (the load generator's)
+# are separate (on one host every tier's veth is its own; on a cluster a node's NIC that
+# carries tiers of both roles is both), each knob is planned once per side ("tso.server",
+# "tso.client": the mode covers that role's tiers only), since an operator usually owns one
+# side; PATH_KNOBS stay one knob over both sides: the MTU must match along the path.
+SIDES = ("server", "client")
+BOTH = "both"
+PATH_KNOBS = ("jumbo",)
 SIZE_KEYS = ("gso_max_size", "gro_max_size", "tso_max_size", "gso_ipv4_max_size",
              "gro_ipv4_max_size")
 
 
+def base(knob: str) -> str:
+    """The catalogue's knob of a planned one ("tso" of "tso.server")."""
+    return knob.split(".", 1)[0]
+
+
+def side_of(knob: str) -> str:
+    """The side a planned knob changes: server, client or both."""
+    return knob.split(".", 1)[1] if "." in knob else BOTH
+
+
 def label(knob: str) -> str:
-    """What a knob is, in words."""
-    return FEATURES[knob][0] if knob in FEATURES else OTHERS[knob]
+    """What a knob is, in words (with its side, when it has one)."""
+    name = base(knob)
+    text = FEATURES[name][0] if name in FEATURES else OTHERS[name]
+    side = side_of(knob)
+    return text if side == BOTH else f"{text}, {side} side"
 
 
 @dataclass(frozen=True)
@@ -98,6 +119,8 @@ class Plan:
     mode: str | None = None
     commands: dict[str, list[str]] = field(default_factory=dict)
     features_asked: list[str] = field(default_factory=list)  # its features and their children
+    side: str = BOTH  # server, client or both: the interfaces its mode changes
+    endpoints: list[str] = field(default_factory=list)  # their labels
 
     @property
     def target(self) -> str:
@@ -115,7 +138,8 @@ class Plan:
                 "target": self.target if self.changeable else None, "mode": self.mode,
                 "on_text": self.on_text, "off_text": self.off_text, "on": self.on,
                 "off": self.off, "commands": self.commands,
-                "features_asked": self.features_asked}
+                "features_asked": self.features_asked, "side": self.side,
+                "endpoints": self.endpoints}
 
 
 # --------------------------------------------------------------------------- one endpoint
@@ -351,40 +375,62 @@ def _common(parts: list[Any]) -> Any:
     return None
 
 
+def separate(snaps: list[dict]) -> bool:
+    """Whether the servers' interfaces and the clients' are separate: every endpoint is of one
+    side (``side``: server or client) and both sides have one."""
+    sides = [s.get("side") for s in snaps]
+    return all(s in SIDES for s in sides) and set(sides) == set(SIDES)
+
+
 def plan(snaps: list[dict]) -> list[Plan]:
     """Every knob of the catalogue across the endpoints: planned when each endpoint can change
-    it, with settings all of them take; otherwise why not (per endpoint)."""
+    it, with settings all of them take; otherwise why not (per endpoint). Where the sides are
+    separate (``separate``), each knob but PATH_KNOBS once per side over that side's
+    endpoints."""
     out = []
     for knob in KNOBS:
-        views = [view(s, knob) for s in snaps]
-        current = {s.get("label", "?"): v.current for s, v in zip(snaps, views)}
-        blocked = [(s.get("label", "?"), v.why) for s, v in zip(snaps, views) if not v.changeable]
-        if blocked or not views:
-            whys = list(dict.fromkeys(w for _, w in blocked))
-            why = (f"every interface: {whys[0]}" if len(whys) == 1 and len(blocked) == len(views)
-                   else "; ".join(f"{lb}: {w}" for lb, w in blocked)) if views else \
-                "no interface carries the tiers' traffic"
-            out.append(Plan(knob, False, why, current=current))
+        if knob in PATH_KNOBS or not separate(snaps):
+            out.append(_plan_one(knob, snaps, knob, BOTH))
             continue
-        on, off = _common([v.on for v in views]), _common([v.off for v in views])
-        if not on or not off or on == off:
-            out.append(Plan(knob, False, "the interfaces allow no setting in common",
-                            current=current))
-            continue
-        states = {v.state for v in views}
-        texts = {v.on_text for v in views}, {v.off_text for v in views}
-        out.append(Plan(knob, True, state=states.pop() if len(states) == 1 else "mixed",
-                        current=current, on=on, off=off,
-                        on_text=texts[0].pop() if len(texts[0]) == 1 else "on",
-                        off_text=texts[1].pop() if len(texts[1]) == 1 else "off"))
-    for p in out:
-        if p.knob in FEATURES:
-            p.features_asked = sorted({n for s in snaps for n in family(s.get("features", {}),
-                                                                         FEATURES[p.knob][1])})
-        if p.changeable:
-            p.commands = {state: [command(s, p.setting(state)) for s in snaps]
-                          for state in ("on", "off")}
+        out += [_plan_one(knob, [s for s in snaps if s.get("side") == side], f"{knob}.{side}",
+                          side) for side in SIDES]
     return out
+
+
+def _plan_one(knob: str, snaps: list[dict], key: str, side: str) -> Plan:
+    """One knob over some endpoints (``key``: its name in the plan, with its side)."""
+    p = _planned(knob, snaps, key)
+    p.side, p.endpoints = side, [str(s.get("label", "?")) for s in snaps]
+    if knob in FEATURES:
+        p.features_asked = sorted({n for s in snaps for n in family(s.get("features", {}),
+                                                                     FEATURES[knob][1])})
+    if p.changeable:
+        p.commands = {state: [command(s, p.setting(state)) for s in snaps]
+                      for state in ("on", "off")}
+    return p
+
+
+def _planned(knob: str, snaps: list[dict], key: str) -> Plan:
+    """Whether every endpoint can change a knob, and the settings all of them take."""
+    views = [view(s, knob) for s in snaps]
+    current = {s.get("label", "?"): v.current for s, v in zip(snaps, views)}
+    blocked = [(s.get("label", "?"), v.why) for s, v in zip(snaps, views) if not v.changeable]
+    if blocked or not views:
+        whys = list(dict.fromkeys(w for _, w in blocked))
+        why = (f"every interface: {whys[0]}" if len(whys) == 1 and len(blocked) == len(views)
+               else "; ".join(f"{lb}: {w}" for lb, w in blocked)) if views else \
+            "no interface carries the tiers' traffic"
+        return Plan(key, False, why, current=current)
+    on, off = _common([v.on for v in views]), _common([v.off for v in views])
+    if not on or not off or on == off:
+        return Plan(key, False, "the interfaces allow no setting in common",
+                    current=current)
+    states = {v.state for v in views}
+    texts = {v.on_text for v in views}, {v.off_text for v in views}
+    return Plan(key, True, state=states.pop() if len(states) == 1 else "mixed",
+                current=current, on=on, off=off,
+                on_text=texts[0].pop() if len(texts[0]) == 1 else "on",
+                off_text=texts[1].pop() if len(texts[1]) == 1 else "off")
 
 
 def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -399,9 +445,11 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def make_mode(name: str, description: str, nic: dict[str, Any]) -> Mode:
-    """A mode over every tier's interfaces that sets ``nic`` (a mode file's `nic:` block)."""
+def make_mode(name: str, description: str, nic: dict[str, Any], side: str = BOTH) -> Mode:
+    """A mode that sets ``nic`` (a mode file's `nic:` block) over every tier's interfaces, or
+    over one side's (``side`` server or client: the tiers of that role)."""
     return Mode(name=name, description=description, tiers=(),
+                roles=() if side == BOTH else (f"{side}s",),
                 nic=NicSettings(features=dict(nic.get("features", {})), mtu=nic.get("mtu")),
                 source=SOURCE,
                 knobs=Knobs(channels=dict(nic.get("channels", {})),
@@ -429,7 +477,8 @@ def modes(plans: list[Plan]) -> tuple[list[Mode], dict[str, str]]:
         changes[frozenset({(p.knob, p.target)})] = name
         found.append(make_mode(name, f"{label(p.knob)} {p.target} "
                                      f"({p.on_text if p.target == 'on' else p.off_text}); "
-                                     "every other setting as it is", p.setting(p.target)))
+                                     "every other setting as it is", p.setting(p.target),
+                               p.side))
     ends: dict[str, str] = {}
     for state in ("on", "off"):
         differs = frozenset((p.knob, state) for p in usable if p.state != state)
@@ -443,11 +492,30 @@ def modes(plans: list[Plan]) -> tuple[list[Mode], dict[str, str]]:
     return found, ends
 
 
-def pair_mode(a: Plan, b: Plan) -> Mode:
-    """Two knobs' modes at once (the fourth corner of their 2 x 2)."""
+def pair_mode(a: Plan, b: Plan) -> Mode | None:
+    """Two knobs' modes at once (the fourth corner of their 2 x 2); None when they change
+    different sides (a mode has one scope)."""
+    if a.side != b.side:
+        return None
     return make_mode(f"{a.mode}_{b.mode}", f"{label(a.knob)} {a.target} and {label(b.knob)} "
                      f"{b.target}; every other setting as it is",
-                     merged([a.setting(a.target), b.setting(b.target)]))
+                     merged([a.setting(a.target), b.setting(b.target)]), a.side)
+
+
+def side_mode(name: str, description: str, blocks: dict[str, dict[str, Any]]) -> Mode | None:
+    """One mode that sets each side's `nic:` block (``blocks``: side -> block, empty blocks
+    left out): over every interface when only "both" has one or the sides' are equal, over one
+    side when only it has one; None when the sides need different blocks (a mode has one
+    scope)."""
+    parts = {s: b for s, b in blocks.items() if b}
+    if not parts:
+        return make_mode(name, description, {})
+    if len(parts) == 1:
+        ((side, block),) = parts.items()
+        return make_mode(name, description, block, side)
+    if BOTH not in parts and len({json.dumps(b, sort_keys=True) for b in parts.values()}) == 1:
+        return make_mode(name, description, next(iter(parts.values())))
+    return None
 
 
 # --------------------------------------------------------------------------- commands

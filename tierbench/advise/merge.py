@@ -162,14 +162,19 @@ def drop(changes: dict[str, str], offenders: list[str], all_votes: list[Vote]) -
     return min(reversed(order), key=harm)
 
 
-def settings(entry: dict[str, Any], changes: dict[str, str]) -> tuple[dict, dict, list[str]]:
+def settings(entry: dict[str, Any], changes: dict[str, str],
+             side: str | None = None) -> tuple[dict, dict, list[str]]:
     """A workload's `nic:` block of the changes its interfaces can make, the block that puts
-    back what they replace, and the changes it takes (knob state)."""
+    back what they replace, and the changes it takes (knob state); ``side`` (server or
+    client): only the changes of knobs planned for that side or for both (None or both: every
+    change)."""
     plans = {k["knob"]: k for k in entry.get("knobs") or [] if k.get("changeable")}
     on, back, taken = [], [], []
     for knob, state in changes.items():
         k = plans.get(knob)
         if k is None or k.get("state") == state or not k.get(state):
+            continue
+        if side in knobs.SIDES and k.get("side", knobs.BOTH) not in (side, knobs.BOTH):
             continue
         on.append(k[state])
         taken.append(f"{knob} {state}")
@@ -178,21 +183,30 @@ def settings(entry: dict[str, Any], changes: dict[str, str]) -> tuple[dict, dict
     return knobs.merged(on), knobs.merged(back), taken
 
 
+def by_side(entry: dict[str, Any], changes: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """A workload's `nic:` block per side of its interfaces (server and client where they are
+    separate, else both): what knobs.side_mode makes one mode of, when it can."""
+    sides = {ep.get("side") for ep in entry.get("endpoints") or []}
+    if not (sides and sides <= set(knobs.SIDES)):
+        return {knobs.BOTH: settings(entry, changes)[0]}
+    return {side: settings(entry, changes, side)[0] for side in sorted(sides)}
+
+
 def interfaces(record: dict[str, Any], changes: dict[str, str]) -> list[dict[str, Any]]:
     """The configuration per interface (node and label): the changes of every workload whose
     endpoints include it."""
     out: dict[tuple[Any, Any], dict[str, Any]] = {}
     for w in record.get("workloads") or []:
-        nic, back, taken = settings(w, changes)
-        if not taken:
-            continue
         for ep in w.get("endpoints") or []:
+            nic, back, taken = settings(w, changes, ep.get("side"))
+            if not taken:
+                continue
             key = (ep.get("node"), ep.get("label"))
             item = out.setdefault(key, {
                 "node": ep.get("node"), "label": ep.get("label"), "ifname": ep.get("ifname"),
                 "driver": ep.get("driver"), "container": ep.get("container"),
-                "cpu_mask": ep.get("cpu_mask"), "workloads": [], "changes": [], "nic": {},
-                "revert": {}})
+                "side": ep.get("side") or knobs.BOTH, "cpu_mask": ep.get("cpu_mask"),
+                "workloads": [], "changes": [], "nic": {}, "revert": {}})
             item["workloads"].append(w["name"])
             item["changes"] = list(dict.fromkeys(item["changes"] + taken))
             item["nic"] = knobs.merged([item["nic"], nic])

@@ -129,12 +129,29 @@ def with_window(suite: Suite, window_s: float | None) -> Suite:
         return suite
     if not window_s >= 2:
         raise ConfigError(f"--window-s must be at least 2 seconds, got {window_s:g}")
-    out = suite.model_copy(deep=True)
-    for w in out.workloads:
-        for key in WINDOW_KEYS:
-            if isinstance(w.experiment.get(key), dict):
-                w.experiment[key] = {**w.experiment[key], "measure_s": window_s}
+    return suite.model_copy(update={"workloads": [windowed(w, window_s)
+                                                  for w in suite.workloads]})
+
+
+def windowed(w: Workload, window_s: float | None) -> Workload:
+    """The workload with its measured window ``window_s`` seconds (None: as it is)."""
+    if window_s is None:
+        return w
+    out = w.model_copy(deep=True)
+    value = int(window_s) if float(window_s).is_integer() else window_s  # net's are whole
+    for key in WINDOW_KEYS:
+        if isinstance(out.experiment.get(key), dict):
+            out.experiment[key] = {**out.experiment[key], "measure_s": value}
     return out
+
+
+def window_of(w: Workload) -> float:
+    """The workload's measured window as its experiment says (10 s when it says none)."""
+    for key in WINDOW_KEYS:
+        part = w.experiment.get(key)
+        if isinstance(part, dict) and part.get("measure_s") is not None:
+            return float(part["measure_s"])
+    return 10.0
 
 
 def experiment(suite: Suite, w: Workload, modes: list[Mode], settle_s: float,
@@ -254,6 +271,8 @@ def plan_lines(workloads: list[Workload], budget_min: float, point_s: dict[str, 
     need = sum(c.least for c in costs) * MARGIN / 60
     if need > budget_min:
         lines.append(f"the budget holds less than {MIN_BLOCKS} blocks of every workload (about "
-                     f"{need:.1f} min): workloads at the end of the list may not run; raise "
-                     "--budget-min or choose fewer --workloads")
+                     f"{need:.1f} min): a workload it cannot hold at these defaults is measured "
+                     "at the design a pilot of its baseline chooses (the window, and the knobs "
+                     "it can decide; docs/advise.md, \"The pilot\"), and workloads at the end "
+                     "of the list may not run; raise --budget-min or choose fewer --workloads")
     return lines

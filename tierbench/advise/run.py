@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tierbench import runner
-from tierbench.advise import confirm, forms, knobs, merge, plan
+from tierbench.advise import confirm, forms, knobs, merge, pilot, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
@@ -89,6 +89,7 @@ class Advisor:
         self.trials: dict[str, str | None] = {}  # (drivers, mode settings) -> refusal
         self.modes_seen = 0  # the modes of the last workload discovered (for estimates)
         self.rates: dict[str, float] = {}  # workload -> the rate its modes are offered
+        self.windows: dict[str, float] = {}  # workload -> the window its design chose (pilot)
         self.folder: Path | None = None
         self.record: dict[str, Any] = {}
         self.where = placer or LocalPlacer()  # where the workloads run
@@ -156,8 +157,8 @@ class Advisor:
     def exp_of(self, w: plan.Workload, modes: list[Mode], settle_s: float) -> Experiment:
         """A workload's experiment with these modes, at the rate measured for it (a workload
         with rate_of_baseline_max before its maximum is known: the closed loop)."""
-        return plan.experiment(self.suite, w, modes, settle_s, str(self.suite_path), self.where,
-                               self.rates.get(w.name))
+        return plan.experiment(self.suite, plan.windowed(w, self.windows.get(w.name)), modes,
+                               settle_s, str(self.suite_path), self.where, self.rates.get(w.name))
 
     def baseline_exp(self, w: plan.Workload) -> Experiment:
         """A workload's experiment with the baseline alone (for its estimates)."""
@@ -201,10 +202,17 @@ class Advisor:
             return (f"{self.remaining_s / 60:.1f} min of the budget were left, round {n} "
                     f"needs about {sum(least) / 60:.1f} min ({plan.MIN_BLOCKS} blocks of 2 "
                     f"modes on {len(todo)} workload(s))")
+        modes = [knobs.side_mode(confirm.MODE, "the merged configuration: " + ", ".join(taken),
+                                 merge.by_side(e, changes)) for _, e, (_, _, taken) in todo]
+        split = [w.name for (w, _, _), m in zip(todo, modes) if m is None]
+        if split:
+            return (f"the configuration sets the server side and the client side of "
+                    f"{', '.join(split)} differently, which one mode of a run cannot (a mode has "
+                    "one scope): each side's changes are in config.json and persist/, not "
+                    "confirmed together")
         out: confirm.Outcomes = {}
-        for i, (w, entry, (nic, _, taken)) in enumerate(todo):
-            mode = knobs.make_mode(confirm.MODE, "the merged configuration: "
-                                   + ", ".join(taken), nic)
+        for i, ((w, entry, (_, _, taken)), mode) in enumerate(zip(todo, modes)):
+            assert mode is not None
             exp = self.exp_of(w, [knobs.baseline(), mode], self.settle_s())
             exp.name = f"advise-{w.name}-confirm{n}"
             share = max(least[i], self.remaining_s * least[i] / sum(least[i:]))
@@ -234,14 +242,17 @@ class Advisor:
         try:
             base = self.exp_of(w, [knobs.baseline()], settle)
             guess = plan.cost(self.point_s(base), self.modes_seen, plan.max_points(w))
-            if self.modes_seen and plan.share(self.remaining_s, [guess]) is None:
-                # not worth a bring-up: the modes of the last workload's interfaces, estimated
+            if self.modes_seen and plan.share(self.remaining_s, [guess]) is None and \
+                    self.remaining_s < self.pilot_least(w, settle):
+                # not worth a bring-up: neither the defaults (the modes of the last workload's
+                # interfaces, estimated) nor a pilot and one knob fit
                 entry["status"] = self.not_run(guess, self.modes_seen)
                 log(f"tierbench: advise: {w.name}: {entry['status']}")
                 return
             t0 = time.monotonic()
             dep = discovery_deployment(base, self.folder / "discovery" / w.name)
-            snaps = [knobs.read_endpoint(ep, container_of(dep, ep)) for ep in dep.watched()]
+            snaps = [{**knobs.read_endpoint(ep, container_of(dep, ep)), "side": side(dep, ep)}
+                     for ep in dep.watched()]
             entry["endpoints"] = [endpoint_view(s) for s in snaps]
             plans = knobs.plan(snaps)
             self.try_knobs(plans, dep, snaps)
@@ -285,15 +296,17 @@ class Advisor:
         share = plan.share(self.remaining_s, costs)
         entry["budget"] = {"point_s": round(point_s[w.name], 2), "share_s": share,
                            "remaining_s": round(self.remaining_s, 1)}
-        if share is None:
-            entry["status"] = self.not_run(mine, len(exp.modes))
-            log(f"tierbench: advise: {w.name}: {entry['status']}")
-            return
+        first = 0.0
+        if share is None:  # the defaults do not fit: a pilot, and the design it buys
+            picked = self.design(w, entry, exp)
+            if picked is None:
+                return
+            exp, mine, share = picked
+            entry["budget"]["share_s"] = round(share, 1)
         knob_s, pair_s, conf_s = plan.split(share, mine)
         self.remaining_s -= conf_s  # kept back for the confirmation after every workload
         self.reserve_s += conf_s
-        first = 0.0
-        if w.rate_of_baseline_max is not None:
+        if w.rate_of_baseline_max is not None and w.name not in self.rates:
             first = self.baseline_max(w, entry)
             knob_s -= first
             exp = self.exp_of(w, exp.modes, exp.settle_s)
@@ -313,14 +326,108 @@ class Advisor:
                              f"{mine.pair * plan.MARGIN / 60:.1f} min"}
             return
         a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
-        modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)),
-                 knobs.pair_mode(a, b)]
+        both = knobs.pair_mode(a, b)
+        if both is None:
+            entry["pair"] = {**pair, "skipped": f"{a.knob} and {b.knob} change different sides: "
+                             "one mode cannot set both (a mode has one scope)"}
+            return
+        modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)), both]
         pexp = self.exp_of(w, modes, exp.settle_s)
         pexp.name = f"advise-{w.name}-pair"
         prun = self.run_one(plan.with_target(pexp, w, self.half_width_pct, left))
         entry["runs"]["pair"] = str(prun.dir) if prun.dir else None
         entry["pair"] = {**pair, "mode": modes[-1].name}
         entry["budget"]["pair_spent_s"] = spent_s(prun)
+
+    def design(self, w: plan.Workload, entry: dict[str, Any],
+               exp: Experiment) -> tuple[Experiment, plan.Cost, float] | None:
+        """When what remains cannot hold the workload at the defaults: the workload gets what
+        remains; the baseline's maximum first (a latency-at-load workload), then the pilot,
+        then the design it buys (pilot.design: the window and the knobs measured, the rest
+        named as not measured within the budget). Returns the experiment of the design, its
+        cost and the share left for it; None (the status says why, in one sentence) when
+        nothing fits, before anything is measured when even the pilot and one knob do not."""
+        settle = exp.settle_s
+
+        def point_s(window_s: float) -> float:
+            return self.window_point_s(w, window_s, settle)
+
+        order = pilot.ranked(entry["knobs"])
+        ends = sum(m.name.startswith("all-") for m in exp.modes)
+        least = self.pilot_least(w, settle)
+        entry["design"] = {"defaults_s": round(plan.cost(point_s(plan.window_of(w)),
+                                                         len(exp.modes)).least * plan.MARGIN),
+                           "budget_s": round(self.remaining_s, 1)}
+        if self.remaining_s < least:
+            entry["status"] = (f"not run: {self.remaining_s / 60:.1f} min of the budget were "
+                               f"left; its pilot and one knob at {min(pilot.WINDOWS):g}-s "
+                               f"windows need about {least / 60:.1f} min")
+            log(f"tierbench: advise: {w.name}: {entry['status']}")
+            return None
+        log(f"tierbench: advise: {w.name}: at the defaults ({plan.MIN_BLOCKS} blocks of its "
+            f"{len(exp.modes)} modes at {plan.window_of(w):g}-s windows) it needs about "
+            f"{entry['design']['defaults_s'] / 60:.1f} min, {self.remaining_s / 60:.1f} are "
+            "left: a pilot of the baseline first, to choose the window and the knobs")
+        if w.rate_of_baseline_max is not None:
+            self.baseline_max(w, entry)
+        model = self.pilot(w, entry)
+        d = pilot.design(model, point_s, order, ends, self.remaining_s, plan.window_of(w))
+        entry["design"].update(d.as_dict(), fit={"a": model.a, "b": model.b, "df": model.df,
+                                                 "source": model.source})
+        for line in d.why:
+            log(f"tierbench: advise: {w.name}: {line}")
+        if not d.fits:
+            entry["status"] = d.why[0]
+            return None
+        self.windows[w.name] = d.window_s
+        reason = next((x for x in d.why if x.startswith("not measured within")), "")
+        for k in entry["knobs"]:
+            if k["knob"] in d.left_out:
+                k["left_out"] = reason
+        kept = {knobs.BASELINE, *(k["mode"] for k in entry["knobs"] if k["knob"] in d.knobs)}
+        modes = [m for m in exp.modes if m.name in kept or
+                 (d.ends == 2 and m.name.startswith("all-"))]
+        exp = self.exp_of(w, modes, settle)
+        return exp, plan.cost(self.point_s(exp), len(modes)), self.remaining_s
+
+    def window_point_s(self, w: plan.Workload, window_s: float, settle_s: float) -> float:
+        """A point's expected time for the workload at a window."""
+        one = plan.experiment(self.suite, plan.windowed(w, window_s), [knobs.baseline()],
+                              settle_s, str(self.suite_path), self.where, self.rates.get(w.name))
+        return self.point_s(one)
+
+    def pilot_least(self, w: plan.Workload, settle_s: float) -> float:
+        """The least a workload off its defaults needs: its pilot, and the baseline and one knob
+        at the shortest window with the confirmation (and its baseline's maximum)."""
+        def point_s(window_s: float) -> float:
+            return self.window_point_s(w, window_s, settle_s)
+
+        return pilot.pilot_cost_s(point_s) + pilot.least_s(point_s(min(pilot.WINDOWS)), 2,
+                                                           plan.max_points(w))
+
+    def pilot(self, w: plan.Workload, entry: dict[str, Any]) -> pilot.Fit:
+        """The pilot: pilot.PILOT_BLOCKS blocks of the baseline twice at each pilot window
+        (runs advise-<workload>-pilot, recorded as runs pilot<window>); the fitted model."""
+        from analysis import advise as advice
+
+        column = w.metrics[w.primary].column
+        pairs: dict[float, list[float]] = {}
+        again = knobs.make_mode(pilot.PILOT_MODE, "the baseline again (the pilot): nothing is "
+                                "changed", {})
+        for window_s in pilot.PILOT_WINDOWS:
+            self.windows[w.name] = window_s
+            exp = self.exp_of(w, [knobs.baseline(), again], self.settle_s())
+            exp.name = f"advise-{w.name}-pilot"
+            run = self.run_one(registry.with_precision(
+                exp, half_width_pct=self.half_width_pct, metric=column,
+                min_repetitions=pilot.PILOT_BLOCKS, max_repetitions=pilot.PILOT_BLOCKS))
+            entry["runs"][f"pilot{window_s:g}"] = str(run.dir) if run.dir else None
+            entry["budget"]["pilot_spent_s"] = round(
+                entry["budget"].get("pilot_spent_s", 0.0) + spent_s(run), 2)
+            values = advice.run_values(run.dir)[0] if run.dir else {}
+            pairs[window_s] = pilot.log_ratios(values, knobs.BASELINE, pilot.PILOT_MODE, column)
+        self.windows.pop(w.name, None)
+        return pilot.fit(pairs)
 
     def baseline_max(self, w: plan.Workload, entry: dict[str, Any]) -> float:
         """Measure the baseline's maximum (one point of its closed loop: the same engine,
@@ -329,8 +436,9 @@ class Advisor:
         description the advice shows). Returns the seconds it measured (from the budget)."""
         fraction = w.rate_of_baseline_max
         assert fraction is not None
-        exp = plan.experiment(self.suite, w, [knobs.baseline()], self.settle_s(),
-                              str(self.suite_path), self.where)  # no rate: the closed loop
+        exp = plan.experiment(self.suite, plan.windowed(w, self.windows.get(w.name)),
+                              [knobs.baseline()], self.settle_s(), str(self.suite_path),
+                              self.where)  # no rate: the closed loop
         exp.name = f"advise-{w.name}-maximum"
         log(f"tierbench: advise: {w.name}: the baseline's maximum (a closed loop), for its "
             f"rate ({fraction:g} of it)")
@@ -398,7 +506,7 @@ class Advisor:
             if not p.changeable:
                 continue
             mode = knobs.make_mode(f"{p.knob}-{p.target}", f"trial of {p.knob}",
-                                   p.setting(p.target))
+                                   p.setting(p.target), p.side)
             problem = self.trial(mode, dep, snaps)
             if problem:
                 p.changeable, p.why = False, f"the driver refused it: {problem}"
@@ -416,7 +524,7 @@ class Advisor:
         """Apply a mode to its endpoints, verify, restore (once per drivers and settings);
         the refusal, or None. Interfaces that cannot be restored end the advisor."""
         key = json.dumps([sorted({(s.get("node"), s.get("driver")) for s in snaps}),
-                          mode.as_dict()["nic"]], sort_keys=True, default=str)
+                          mode.as_dict()["nic"], mode.roles], sort_keys=True, default=str)
         if key in self.trials:
             return self.trials[key]
         record: dict[str, Any] = {"point": f"the trial of {mode.name}"}
@@ -496,10 +604,18 @@ def container_of(dep: Deployment, ep: netif.Endpoint) -> str | None:
     return None
 
 
+def side(dep: Deployment, ep: netif.Endpoint) -> str:
+    """The side an endpoint is on: server or client when every tier it carries has that role,
+    else both (a cluster node's NIC that carries a server and the load generator)."""
+    roles = {t.role for t in dep.tiers.values() if ep in t.endpoints}
+    return roles.pop() if len(roles) == 1 and roles <= set(knobs.SIDES) else knobs.BOTH
+
+
 def endpoint_view(snap: dict) -> dict[str, Any]:
     """What the advice shows of an endpoint."""
-    return {k: snap.get(k) for k in ("label", "tier", "ifname", "driver", "node", "container",
-                                     "mtu", "min_mtu", "max_mtu", "sizes", "cpu_mask")}
+    return {k: snap.get(k) for k in ("label", "tier", "side", "ifname", "driver", "node",
+                                     "container", "mtu", "min_mtu", "max_mtu", "sizes",
+                                     "cpu_mask")}
 
 
 def write_advice(folder: Path) -> tuple[Path, Path]:
