@@ -37,6 +37,7 @@ from tierbench.advise import confirm, forms, knobs, merge, pilot, plan
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
+from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.kinds.web import maxrate
 from tierbench.modes import apply
