@@ -100,6 +100,7 @@ def test_the_advise_command_passes_profile_on_to_every_run(
     seen: dict[str, Any] = {}
     monkeypatch.setattr(cli, "check_profile", lambda args: checked.append(args.profile))
     monkeypatch.setattr(cli.compose, "preflight", lambda cluster: None)
+    monkeypatch.setenv("TIERBENCH_LOCK_DIR", str(tmp_path / "locks"))  # a run beside holds the host's
 
     def fake_run(self: advise_run.Advisor) -> Path:
         seen["profile"] = self.profile

@@ -226,14 +226,17 @@ class MergedSampler:
 
     def _merge_tick(self, key: Any, deadline: float) -> dict[str, Any] | None:
         """Every node's sample of tick ``key`` merged; None when a node that still runs missed
-        it (a partial tick would sum part of the cluster). A node whose agent ended is left
-        out, and the sampler's error names it."""
+        it (a partial tick would sum part of the cluster), or, once stopping, ended before it
+        (the final sample follows). A node whose agent ended during the run is left out, and
+        the sampler's error names it."""
         parts: dict[str, Any] = {}
         late = False
         for name, stream in self.streams.items():
             got = stream.wait_for(key, deadline)
             if got is not None:
                 parts[name] = stream.take(key)
+            elif stream.ended.is_set() and self._stop.is_set() and key != "final":
+                late = True  # stopping: an agent that sent its final sample is no gap to merge
             elif stream.ended.is_set():
                 if self.error is None and not self._stop.is_set():
                     self.error = f"sampling stopped on {name}: {stream.why()}"
