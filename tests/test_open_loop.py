@@ -14,7 +14,11 @@ from locust_lab import Server, run_locust, servers, two_subsets
 from tierbench.kinds.web import webmetrics as metrics
 
 # Wall-clock latencies against a known stall: beside another test on the two cores, Locust's
-# sends ran late and p90 came out at 961 ms against the 650 ms the stall implies (CI, 7 Dec)
+# sends ran late and p90 came out at 961 ms against the 650 ms the stall implies (CI, 7 Dec).
+# Alone in make test's host part it still came out at 876 ms once (a CI run of 7 Dec, p99 1027
+# within its bound), while four runs on an idle machine passed: not understood yet (more slow
+# requests than the stall explains: the generator behind?), so the stall case runs in make
+# test-cluster (marker full) until it is; the Poisson case stays in make test.
 pytestmark = pytest.mark.timing
 
 
@@ -36,6 +40,7 @@ def stalled_percentiles(tmp_path: Path, srv: Server, **run: Any) -> dict[str, fl
     return metrics.latency_figures(hist, open_loop)
 
 
+@pytest.mark.full  # see the module's note: make test-cluster runs it
 def test_open_loop_latency_matches_a_stall_that_a_closed_loop_hides(tmp_path: Path,
                                                                       server) -> None:
     """The server stops answering for 1 s of a 3.5 s window. Offered 100 requests/s in Poisson
