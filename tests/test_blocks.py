@@ -120,8 +120,12 @@ def test_the_last_line_says_when_a_decision_not_the_width_settled_a_condition() 
                               "comparisons": [{"met": met}]}
                              for t, met in (("4k", "decision: above"), ("1m", "precision"))]}
     line = blocks.Schedule.summary_line(record)
-    assert line.startswith("tierbench: precision: 2 of 2 condition(s) resolved within ±5 % or, "
+    assert line.startswith("tierbench: precision: 2 of 2 condition(s) resolved for ±5 % or, "
                            "1 of them, settled against the ±5 % threshold after 8 block(s)")
     for c in record["conditions"]:
         c["comparisons"] = [{"met": "precision"}]
-    assert "2 of 2 condition(s) resolved within ±5 % after 8" in blocks.Schedule.summary_line(record)
+    assert "2 of 2 condition(s) resolved for ±5 % after 8" in blocks.Schedule.summary_line(record)
+    assert "wider" not in blocks.Schedule.summary_line(record)
+    record["conditions"][1]["comparisons"] = [{"met": "precision", "half_width_pct": 26.6}]
+    assert ("; 1 of them state an interval wider than ±5 % (their planned blocks were measured"
+            in blocks.Schedule.summary_line(record))

@@ -390,8 +390,15 @@ class Schedule:
         decided = sum(c["state"] == "resolved" and any(
             str(x.get("met") or "").startswith("decision") for x in c.get("comparisons", []))
             for c in conds)
-        how = f"within ±{target['half_width_pct']:g} %" if not decided else \
-            (f"within ±{target['half_width_pct']:g} % or, {decided} of them, settled against "
+        how = f"for ±{target['half_width_pct']:g} %" if not decided else \
+            (f"for ±{target['half_width_pct']:g} % or, {decided} of them, settled against "
              f"the ±{target['decision_pct']:g} % threshold")
+        wide = sum(c["state"] == "resolved" and any(
+            (x.get("half_width_pct") or 0) > target["half_width_pct"]
+            for x in c.get("comparisons", [])) for c in conds)
+        wider = "" if not wide else (
+            f"; {wide} of them state an interval wider than ±{target['half_width_pct']:g} % "
+            "(their planned blocks were measured, but the blocks after the first spread more, "
+            "or a serial correlation widened it: the report says which)")
         return (f"tierbench: precision: {resolved} of {len(conds)} condition(s) resolved {how} "
-                f"after {record['blocks']} block(s) ({why}){beyond}")
+                f"after {record['blocks']} block(s) ({why}){wider}{beyond}")
