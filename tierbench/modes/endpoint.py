@@ -59,22 +59,55 @@ def adaptive_first(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def snapshot(ep: Endpoint, mode: Mode) -> dict[str, Any]:
-    """The endpoint's features and MTU, and whatever else of it the mode sets (an ethtool
-    setting the driver refuses to show is recorded as {"error": ...})."""
-    snap = netif.snapshot(ep)
+    """The endpoint's features and MTU, and whatever else of it the mode sets, read in one
+    command (an ethtool setting the driver refuses to show is recorded as {"error": ...})."""
     k = mode.knobs
-    for key, option, kept in READS:
-        if getattr(k, key):
-            text, err = netif.try_run(ep, ["ethtool", option, ep.ifname])
-            snap[key] = kept(text) if text is not None else {"error": err}
+    keys = [key for key, _, _ in READS if getattr(k, key)]
     if uses_queues(k):
-        try:
-            snap["queues"] = queues.read_queues(ep)
-        except NetifError as exc:
-            snap["queues"] = {"error": netif.short_error(str(exc))}
+        keys.append("queues")
     if k.qdisc:
-        snap["qdisc_root"] = qdisc.qdisc_root(ep)
-    return snap
+        keys.append("qdisc_root")
+    base = netif.snapshot_argvs(ep.ifname)
+    results = netif.run_all(ep.netns_pid, base + extra_argvs(ep, keys), ep.label, ep.via)
+    return {**netif.snapshot_of(ep, results[:len(base)]),
+            **extras_of(ep, keys, results[len(base):])}
+
+
+def extra_argvs(ep: Endpoint, keys: list[str]) -> list[list[str]]:
+    """The commands that read the settings ``keys`` names (a snapshot's keys besides netif's:
+    channels, coalesce, rings, rss, queues, qdisc_root), in that order."""
+    argvs = [["ethtool", option, ep.ifname] for key, option, _ in READS if key in keys]
+    if "queues" in keys:
+        argvs.append(queues.read_argv(ep))
+    if "qdisc_root" in keys:
+        argvs.append(qdisc.root_argv(ep.ifname))
+    return argvs
+
+
+def extras_of(ep: Endpoint, keys: list[str], results: list[tuple[str | None, str | None]]
+              ) -> dict[str, Any]:
+    """The settings ``keys`` names from netif.run_all's results of :func:`extra_argvs`."""
+    out: dict[str, Any] = {}
+    rest = iter(results)
+    for key, _, kept in READS:
+        if key in keys:
+            text, err = next(rest)
+            out[key] = kept(text) if text is not None else {"error": netif.short_error(err or "")}
+    if "queues" in keys:
+        text, err = next(rest)
+        out["queues"] = (queues.parse_queues(text) if text is not None
+                         else {"error": netif.short_error(err or "")})
+    if "qdisc_root" in keys:
+        out["qdisc_root"] = qdisc.parse_root(netif.required(next(rest)), ep.label)
+    return out
+
+
+def read_extras(ep: Endpoint, keys: list[str]) -> dict[str, Any]:
+    """The settings ``keys`` names, read in one command."""
+    if not keys:
+        return {}
+    return extras_of(ep, keys, netif.run_all(ep.netns_pid, extra_argvs(ep, keys), ep.label,
+                                             ep.via))
 
 
 # --------------------------------------------------------------------------- check
@@ -236,41 +269,47 @@ def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
 # --------------------------------------------------------------------------- verify
 
 
-def mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[str]:
-    """Every setting of the mode (sub-features included) read back that differs from it."""
+def mismatches(ep: Endpoint, mode: Mode, snap: dict | None = None,
+               fresh: dict | None = None) -> list[str]:
+    """Every setting of the mode (sub-features included) read back (in one command; ``fresh``:
+    a snapshot just taken, read instead) that differs from it."""
+    return differences(fresh if fresh is not None else snapshot(ep, mode), mode)
+
+
+def differences(fresh: dict, mode: Mode) -> list[str]:
+    """Where the endpoint's snapshot ``fresh`` differs from the mode's settings (pure)."""
     k = mode.knobs
-    fresh = netif.read_features(ep, snap)
-    if snap is None:
-        fresh["driver"] = netif.driver(ep)
     name = who(fresh)
     out = netif.feature_mismatches(fresh, mode.nic)
-    if k.channels:
-        cur = ethtool.parse_channels(read(ep, "-l"))["current"]
-        out += [f"{name}: channels {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.channels.items() if cur.get(key) != v]
-    if k.coalesce:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        out += [f"{name}: coalescing {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.coalesce.items() if cur.get(key) != v]
-    if k.rings:
-        cur = ethtool.parse_rings(read(ep, "-g"))["current"]
-        out += [f"{name}: ring setting {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.rings.items() if cur.get(key) != v]
-    if k.rss and "equal" in k.rss:
-        table = ethtool.parse_indirection(read(ep, "-x"))
+    current: dict[str, dict[str, Any]] = {}
+    for key, part in (("channels", "current"), ("coalesce", "current"), ("rings", "current"),
+                      ("rss", "table"), ("queues", None)):
+        if getattr(k, key, None) or (key == "queues" and uses_queues(k)):
+            got = fresh.get(key, {"error": "not read"})
+            if "error" in got:
+                out.append(f"{name}: could not re-read its {key}: {got['error']}")
+            else:
+                current[key] = got[part] if part else got
+    for key, label in (("channels", "channels"), ("coalesce", "coalescing"),
+                       ("rings", "ring setting")):
+        if key in current:
+            out += [f"{name}: {label} {s} is {current[key].get(s)}, wanted {v}"
+                    for s, v in getattr(k, key).items() if current[key].get(s) != v]
+    if "rss" in current and "equal" in k.rss:
+        table = current["rss"]
         if set(table) != set(range(k.rss["equal"])):
             out.append(f"{name}: RSS table uses queues {sorted(set(table))}, wanted "
                        f"0-{k.rss['equal'] - 1}")
-    if uses_queues(k):
-        current = queues.read_queues(ep)
-        for path, want in queues.mask_writes(current, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
-                                             remote(ep)).items():
+    if "queues" in current:
+        have_q = current["queues"]
+        for path, want in queues.mask_writes(have_q, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
+                                             node_of(fresh)).items():
             q, f = path.split("/")
-            have = current[q][f]
+            have = have_q[q][f]
             if have == "unreadable" or queues.queue_value(f, have) != queues.queue_value(f, want):
                 out.append(f"{name}: {q} {f} is {have}, wanted {want}")
     if k.qdisc:
-        root = qdisc.qdisc_root(ep)
+        root = fresh.get("qdisc_root", {})
         if root.get("kind") != k.qdisc["kind"] or root.get("handle") != "1:":
             out.append(f"{name}: root qdisc is {root.get('kind')} {root.get('handle')}, "
                        f"wanted {k.qdisc['kind']} 1:")
@@ -295,8 +334,21 @@ def restore(snap: dict) -> list[str]:
     return found + [r for r in remaining if r not in found]
 
 
+def saved_keys(snap: dict) -> list[str]:
+    """The settings besides features and MTU a snapshot holds to put back."""
+    keys = [key for key, part in (("channels", "current"), ("coalesce", "current"),
+                                  ("rings", "current"), ("rss", "table"))
+            if snap.get(key, {}).get(part)]
+    if snap.get("queues") and "error" not in snap["queues"]:
+        keys.append("queues")
+    if snap.get("qdisc_root") is not None:
+        keys.append("qdisc_root")
+    return keys
+
+
 def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back; return problems."""
+    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back (read in one
+    command first); return problems."""
     found: list[str] = []
     name = who(snap)
 
@@ -306,35 +358,36 @@ def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
         except NetifError as exc:
             found.append(f"{exc} (driver {snap.get('driver', 'unknown')})")
 
-    ch = snap.get("channels", {}).get("current")
-    if ch:
-        cur = ethtool.parse_channels(read(ep, "-l"))["current"]
-        diff = {k: v for k, v in ch.items() if v is not None and cur.get(k) != v}
-        if diff:
-            attempt(write(ep, "-L", diff))
-    rg = snap.get("rings", {}).get("current")
-    if rg:
-        cur = ethtool.parse_rings(read(ep, "-g"))["current"]
-        diff = {k: v for k, v in rg.items()
-                if isinstance(v, (bool, int)) and cur.get(k) != v}
-        if diff:
-            attempt(write(ep, "-G", diff))
-    co = snap.get("coalesce", {}).get("current")
-    if co:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        diff = adaptive_first({k: v for k, v in co.items() if v is not None and cur.get(k) != v})
-        if diff:
-            attempt(write(ep, "-C", diff))
+    cur = read_extras(ep, saved_keys(snap))
+
+    def now(key: str, part: str = "current") -> Any:
+        got = cur.get(key, {})
+        if "error" in got:
+            found.append(f"{name}: could not re-read its {key} to restore them: {got['error']}")
+            return None
+        return got.get(part)
+
+    for key, option, kept in (("channels", "-L", lambda v: v is not None),
+                              ("rings", "-G", lambda v: isinstance(v, (bool, int))),
+                              ("coalesce", "-C", lambda v: v is not None)):
+        saved = snap.get(key, {}).get("current")
+        if saved and (have := now(key)) is not None:
+            diff = {k: v for k, v in saved.items() if kept(v) and have.get(k) != v}
+            if diff:
+                attempt(write(ep, option, adaptive_first(diff) if key == "coalesce" else diff))
+                if key == "channels" and "queues" in cur:  # the queues may have changed
+                    cur["queues"] = queues.read_queues(ep)
     table = snap.get("rss", {}).get("table")
-    if table:
+    if table and (have_t := now("rss", "table")) is not None and have_t != table:
+        attempt(["ethtool", "-X", ep.ifname, "default"])
         if ethtool.parse_indirection(read(ep, "-x")) != table:
-            attempt(["ethtool", "-X", ep.ifname, "default"])
-            if ethtool.parse_indirection(read(ep, "-x")) != table:
-                found.append(f"{name}: RSS table is back to the driver default, which is "
-                             "not the table the snapshot had")
+            found.append(f"{name}: RSS table is back to the driver default, which is "
+                         "not the table the snapshot had")
     saved_q = snap.get("queues")
-    if saved_q and "error" not in saved_q:
-        cur_q = queues.read_queues(ep)
+    cur_q = cur.get("queues", {})
+    if "error" in cur_q:
+        found.append(f"{name}: could not re-read its queues to restore them: {cur_q['error']}")
+    elif saved_q and "error" not in saved_q:
         writes = {f"{q}/{f}": v for q, files in saved_q.items() for f, v in files.items()
                   if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
                   and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
@@ -344,47 +397,43 @@ def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
             except NetifError as exc:
                 found.append(str(exc))
     root = snap.get("qdisc_root")
-    if root is not None:
-        cur = qdisc.qdisc_root(ep)
-        if cur != root:
-            if root.get("handle") in (None, "0:"):
-                attempt(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
-            else:
-                found.append(f"{name}: root qdisc was {root}, cannot rebuild it")
+    if root is not None and cur["qdisc_root"] != root:
+        if root.get("handle") in (None, "0:"):
+            attempt(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
+        else:
+            found.append(f"{name}: root qdisc was {root}, cannot rebuild it")
     return found
 
 
 def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Differences left after restoring the extras (pure reads)."""
+    """Differences left after restoring the extras (one read)."""
     name = who(snap)
     out: list[str] = []
-    for key, opt, parse in (("channels", "-l", ethtool.parse_channels),
-                            ("rings", "-g", ethtool.parse_rings)):
+    cur = read_extras(ep, [k for k in saved_keys(snap) if k != "rss"])
+    for key in ("channels", "rings", "coalesce"):
         saved = snap.get(key, {}).get("current")
-        if saved:
-            cur = parse(read(ep, opt))["current"]
-            out += [f"{name}: {key} {k} is {cur.get(k)}, snapshot had {v}"
+        if saved and "error" not in cur.get(key, {}):
+            have = cur[key]["current"]
+            label = "coalescing" if key == "coalesce" else key
+            out += [f"{name}: {label} {k} is {have.get(k)}, snapshot had {v}"
                     for k, v in saved.items()
-                    if isinstance(v, (bool, int)) and cur.get(k) != v]
-    saved_co = snap.get("coalesce", {}).get("current")
-    if saved_co:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        out += [f"{name}: coalescing {k} is {cur.get(k)}, snapshot had {v}"
-                for k, v in saved_co.items() if v is not None and cur.get(k) != v]
+                    if (v is not None if key == "coalesce" else isinstance(v, (bool, int)))
+                    and have.get(k) != v]
     saved_q = snap.get("queues")
-    if saved_q and "error" not in saved_q:
-        cur_q = queues.read_queues(ep)
-        for q, files in saved_q.items():
+    if "queues" in cur and "error" not in cur["queues"]:
+        cur_q = cur["queues"]
+        for q, files in (saved_q or {}).items():
             for f, v in files.items():
-                have = cur_q.get(q, {}).get(f)
-                if v != "unreadable" and have not in (None, "unreadable") and (
-                        queues.queue_value(f, have) != queues.queue_value(f, v)):
-                    out.append(f"{name}: {q} {f} is {have}, snapshot had {v}")
+                have_v = cur_q.get(q, {}).get(f)
+                if v != "unreadable" and have_v not in (None, "unreadable") and (
+                        queues.queue_value(f, have_v) != queues.queue_value(f, v)):
+                    out.append(f"{name}: {q} {f} is {have_v}, snapshot had {v}")
     root = snap.get("qdisc_root")
     if root is not None:
-        cur = qdisc.qdisc_root(ep)
-        if cur != root and root.get("handle") in (None, "0:") and cur.get("handle") != "0:":
-            out.append(f"{name}: root qdisc is {cur}, snapshot had {root}")
+        now_root = cur["qdisc_root"]
+        if now_root != root and root.get("handle") in (None, "0:") and \
+                now_root.get("handle") != "0:":
+            out.append(f"{name}: root qdisc is {now_root}, snapshot had {root}")
     return out
 
 
