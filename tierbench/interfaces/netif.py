@@ -458,7 +458,8 @@ def _vanished(message: str) -> bool:
 
 def restore_endpoint(snap: dict) -> list[str]:
     """Put one endpoint's features and MTU back (an interface that is gone, or whose index now
-    names another, says "gone, nothing to restore"); each pass is one read and one change."""
+    names another, says "gone, nothing to restore"): one read, then per pass the changes and
+    their read back in one command."""
     ep = endpoint_of(snap)
     gone = [f"{ep.label}: gone, nothing to restore"]
     if _netns_gone(ep, snap):
@@ -473,32 +474,22 @@ def restore_endpoint(snap: dict) -> list[str]:
     if ifindex is not None and current.get("ifindex") != ifindex:
         return gone
     errors: list[str] = []
-    for done in range(RESTORE_PASSES):
-        if done:
-            try:
-                current = read_features(ep, snap)
-            except NetifError as exc:
-                return [f"{ep.label}: could not re-read the settings while restoring: {exc}"]
+    for _ in range(RESTORE_PASSES):
         plan = restore_plan(snap, current)
         mtu: int | None = snap.get("mtu")
         mtu_differs = mtu is not None and current.get("mtu") != mtu
         if not plan and not mtu_differs:
-            if not restore_differences(snap, current):
-                return []
-            break  # differences remain that no ethtool -K argument can fix
-        if mtu is not None and mtu_differs:
-            try:
-                set_mtu(ep, int(mtu))
-            except NetifError as exc:
-                errors.append(str(exc))
+            break
+        # the changes and the read back in one command
+        changes = ([mtu_argv(ep.ifname, int(mtu))] if mtu is not None and mtu_differs
+                   else []) + ([features_argv(ep.ifname, plan)] if plan else [])
+        results = run_all(ep.netns_pid, changes + state_argvs(ep.ifname), ep.label, ep.via)
+        errors += [err for out, err in results[:len(changes)] if err]
         try:
-            set_features(ep, plan)
+            current = state_of(ep, results[len(changes):])
         except NetifError as exc:
-            errors.append(str(exc))
-    try:
-        remaining = restore_differences(snap, read_features(ep, snap))
-    except NetifError as exc:
-        return [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
+            return [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
+    remaining = restore_differences(snap, current)
     if remaining and errors:
         remaining.append(f"{ep.label}: last error: {errors[-1]}")
     return remaining
