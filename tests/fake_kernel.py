@@ -128,6 +128,7 @@ class Iface:
     queues: dict[str, dict[str, str]] = field(default_factory=lambda: {
         "rx-0": {"rps_cpus": "0", "rps_flow_cnt": "0"}, "tx-0": {"xps_cpus": "0"}})
     refuses: set[str] = field(default_factory=set)  # features `ethtool -K` leaves as they are
+    refuse_exits: bool = False  # and then fails (exit 1) rather than saying nothing
 
     def features_text(self, ifname: str) -> str:
         lines = [f"Features for {ifname}:"]
@@ -146,6 +147,8 @@ class Iface:
             f = self.features[n]
             if not f["fixed"] and n not in self.refuses and name not in self.refuses:
                 f["on"] = on
+            elif self.refuse_exits and f["on"] != on and not f["fixed"]:
+                raise Fail(1, "Could not change any device features")
         for parent in {f["parent"] for f in self.features.values() if f["parent"]}:
             self.features[parent]["on"] = any(
                 f["on"] for f in self.features.values() if f["parent"] == parent)

@@ -235,17 +235,21 @@ def ring_problems(snap: dict, mode: Mode, fix: str) -> list[str]:
 
 
 def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
-    """Set everything the mode sets on the endpoint (raises NetifError at the first refusal)."""
+    """Set everything the mode sets on the endpoint, in one command but for the RPS/XPS masks
+    (each setting tried whatever the others did; NetifError naming every refusal)."""
     k = mode.knobs
-    netif.set_features(ep, netif.wanted_feature_args(snap, mode.nic))
+    argvs = []
+    features = netif.wanted_feature_args(snap, mode.nic)
+    if features:
+        argvs.append(netif.features_argv(ep.ifname, features))
     if mode.nic.mtu is not None:
-        netif.set_mtu(ep, mode.nic.mtu)
+        argvs.append(netif.mtu_argv(ep.ifname, mode.nic.mtu))
     if k.channels:
-        netif.run_in(ep, write(ep, "-L", k.channels))
+        argvs.append(write(ep, "-L", k.channels))
     if k.rings:
-        netif.run_in(ep, write(ep, "-G", k.rings))
+        argvs.append(write(ep, "-G", k.rings))
     if k.coalesce:
-        netif.run_in(ep, write(ep, "-C", adaptive_first(k.coalesce)))
+        argvs.append(write(ep, "-C", adaptive_first(k.coalesce)))
     if k.rss:
         if "equal" in k.rss:
             rss_args = ["equal", str(k.rss["equal"])]
@@ -253,17 +257,21 @@ def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
             rss_args = ["weight"] + [str(w) for w in k.rss["weights"]]
         else:
             rss_args = ["default"]
-        netif.run_in(ep, ["ethtool", "-X", ep.ifname] + rss_args)
+        argvs.append(["ethtool", "-X", ep.ifname] + rss_args)
+    if k.qdisc:
+        argvs += qdisc.qdisc_commands(ep.ifname, k.qdisc)
+    if argvs:
+        refused = [err for _, err in netif.run_all(ep.netns_pid, argvs, ep.label, ep.via) if err]
+        if refused:
+            raise NetifError("; ".join(refused))
     writes: dict[str, str] = {}
     if uses_queues(k):
-        # re-read: a channel change above may have added queues the snapshot did not have
-        writes = queues.mask_writes(queues.read_queues(ep), k.rps_cpus, k.xps_cpus,
-                                    k.rps_flow_cnt, remote(ep))
+        # re-read after a channel change, which may have added queues the snapshot did not have
+        have = (queues.read_queues(ep) if k.channels or "error" in snap.get("queues", {})
+                else snap["queues"])
+        writes = queues.mask_writes(have, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt, remote(ep))
     if writes:
         queues.write_masks(ep, writes)
-    if k.qdisc:
-        for cmd in qdisc.qdisc_commands(ep.ifname, k.qdisc):
-            netif.run_in(ep, cmd)
 
 
 # --------------------------------------------------------------------------- verify
