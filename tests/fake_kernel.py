@@ -21,6 +21,7 @@ from tierbench import transport
 from tierbench.interfaces import netif, qdisc, queues
 from tierbench.interfaces.netif import NetifError
 from tierbench.modes import congctl, sysctls
+from tierbench.modes.model import Mode
 
 DATA = Path(__file__).parent / "data" / "ethtool"
 
@@ -193,8 +194,9 @@ class FakeKernel(FakeNode):
         return super().run(argv)
 
     def queue_script(self, script: str) -> str:
-        ifname = re.search(r"/sys/class/net/([^/]+)/queues", script).group(1)  # type: ignore[union-attr]
-        qs = self.iface(ifname).queues
+        found = re.search(r"/sys/class/net/([^/]+)/queues", script)
+        assert found, script
+        qs = self.iface(found.group(1)).queues
         if "for q in" in script:
             return "".join(f"{q} {f} {v}\n" for q, files in qs.items() for f, v in files.items())
         for value, q, f in re.findall(r"echo (\S+) > \S*/queues/([^/]+)/(\w+)", script):
@@ -318,14 +320,14 @@ def two_nodes(monkeypatch: pytest.MonkeyPatch
     return kernels, eps, install(monkeypatch, kernels)
 
 
-def one_point(mode: object, eps: list[netif.Endpoint], folder: Path) -> dict:
+def one_point(mode: Mode, eps: list[netif.Endpoint], folder: Path) -> dict:
     """A point's mode applied and restored as the runner does (apply.mode_applied, no settle
     time, no rollback guard); its manifest record."""
     from tierbench.modes import apply
 
     record: dict = {}
-    with apply.mode_applied(mode, eps, eps, netif.StateFile(folder / "state.json"),  # type: ignore[arg-type]
-                            record, 0, lambda: None):
+    with apply.mode_applied(mode, eps, eps, netif.StateFile(folder / "state.json"), record, 0,
+                            lambda: None):
         pass
     return record
 

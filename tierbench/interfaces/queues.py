@@ -110,3 +110,8 @@ def masks_script(ifname: str, writes: dict[str, str]) -> str:
 
 def write_masks(ep: Endpoint, writes: dict[str, str]) -> None:
     run_sh(ep, masks_script(ep.ifname, writes))
+
+
+def write_argv(ep: Endpoint, writes: dict[str, str]) -> list[str]:
+    """:func:`write_masks`' command as one to run in the endpoint's namespace (netif.run_all)."""
+    return sh_argv(masks_script(ep.ifname, writes), ep.netns_pid is not None)

@@ -334,12 +334,11 @@ def restore(snap: dict) -> list[str]:
     found = netif.restore_endpoint(snap)
     if any("gone, nothing to restore" in p for p in found):
         return found
-    found += restore_extras(ep, snap)
     try:
-        remaining = remaining_extras(ep, snap)
+        extras = restore_extras(ep, snap)
     except NetifError as exc:
-        return found + [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
-    return found + [r for r in remaining if r not in found]
+        return found + [f"{ep.label}: could not restore its other settings: {exc}"]
+    return found + [r for r in extras if r not in found]
 
 
 def saved_keys(snap: dict) -> list[str]:
@@ -355,82 +354,90 @@ def saved_keys(snap: dict) -> list[str]:
 
 
 def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back (read in one
-    command first); return problems."""
-    found: list[str] = []
+    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back and return the
+    problems and the differences left: one read, the changes with their read back in one
+    command, then the RPS/XPS masks (on the queues as the channels left them)."""
+    keys = saved_keys(snap)
+    if not keys:
+        return []
     name = who(snap)
-
-    def attempt(argv: list[str]) -> None:
-        try:
-            netif.run_in(ep, argv)
-        except NetifError as exc:
-            found.append(f"{exc} (driver {snap.get('driver', 'unknown')})")
-
-    cur = read_extras(ep, saved_keys(snap))
-
-    def now(key: str, part: str = "current") -> Any:
-        got = cur.get(key, {})
-        if "error" in got:
-            found.append(f"{name}: could not re-read its {key} to restore them: {got['error']}")
-            return None
-        return got.get(part)
-
-    for key, option, kept in (("channels", "-L", lambda v: v is not None),
-                              ("rings", "-G", lambda v: isinstance(v, (bool, int))),
-                              ("coalesce", "-C", lambda v: v is not None)):
+    found: list[str] = []
+    cur = read_extras(ep, keys)
+    changes: list[list[str]] = []
+    for key, option in (("channels", "-L"), ("rings", "-G"), ("coalesce", "-C")):
         saved = snap.get(key, {}).get("current")
-        if saved and (have := now(key)) is not None:
-            diff = {k: v for k, v in saved.items() if kept(v) and have.get(k) != v}
-            if diff:
-                attempt(write(ep, option, adaptive_first(diff) if key == "coalesce" else diff))
-                if key == "channels" and "queues" in cur:  # the queues may have changed
-                    cur["queues"] = queues.read_queues(ep)
+        if not saved:
+            continue
+        if "error" in cur[key]:
+            found.append(f"{name}: could not re-read its {key} to restore them: "
+                         f"{cur[key]['error']}")
+            continue
+        diff = {k: v for k, v in saved.items()
+                if kept(key, v) and cur[key]["current"].get(k) != v}
+        if diff:
+            changes.append(write(ep, option, adaptive_first(diff) if key == "coalesce" else diff))
     table = snap.get("rss", {}).get("table")
-    if table and (have_t := now("rss", "table")) is not None and have_t != table:
-        attempt(["ethtool", "-X", ep.ifname, "default"])
-        if ethtool.parse_indirection(read(ep, "-x")) != table:
-            found.append(f"{name}: RSS table is back to the driver default, which is "
-                         "not the table the snapshot had")
-    saved_q = snap.get("queues")
-    cur_q = cur.get("queues", {})
-    if "error" in cur_q:
-        found.append(f"{name}: could not re-read its queues to restore them: {cur_q['error']}")
-    elif saved_q and "error" not in saved_q:
-        writes = {f"{q}/{f}": v for q, files in saved_q.items() for f, v in files.items()
-                  if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
-                  and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
-        if writes:
-            try:
-                queues.write_masks(ep, writes)
-            except NetifError as exc:
-                found.append(str(exc))
+    rss_reset = bool(table) and cur["rss"].get("table") != table
+    if rss_reset:
+        changes.append(["ethtool", "-X", ep.ifname, "default"])
     root = snap.get("qdisc_root")
     if root is not None and cur["qdisc_root"] != root:
         if root.get("handle") in (None, "0:"):
-            attempt(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
+            changes.append(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
         else:
             found.append(f"{name}: root qdisc was {root}, cannot rebuild it")
-    return found
+    after = cur
+    if changes:
+        results = netif.run_all(ep.netns_pid, changes + extra_argvs(ep, keys), ep.label, ep.via)
+        found += [f"{err} (driver {snap.get('driver', 'unknown')})"
+                  for _, err in results[:len(changes)] if err]
+        after = extras_of(ep, keys, results[len(changes):])
+    if rss_reset and after["rss"].get("table") != table:
+        found.append(f"{name}: RSS table is back to the driver default, which is "
+                     "not the table the snapshot had")
+    if "queues" in keys:
+        found += restore_queues(ep, snap, after)
+    return found + [r for r in extras_left(snap, after) if r not in found]
 
 
-def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Differences left after restoring the extras (one read)."""
+def kept(key: str, value: Any) -> bool:
+    """Whether a saved channel, ring or coalescing value is one to write back."""
+    return isinstance(value, (bool, int)) if key == "rings" else value is not None
+
+
+def restore_queues(ep: Endpoint, snap: dict, after: dict) -> list[str]:
+    """The RPS/XPS masks and flow counts put back where ``after`` (read after the channels were
+    put back) differs, and read back in the same command into ``after``."""
+    cur_q = after["queues"]
+    if "error" in cur_q:
+        return [f"{who(snap)}: could not re-read its queues to restore them: {cur_q['error']}"]
+    writes = {f"{q}/{f}": v for q, files in snap["queues"].items() for f, v in files.items()
+              if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
+              and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
+    if not writes:
+        return []
+    (_, failed), (text, err) = netif.run_all(  # written and read back in one command
+        ep.netns_pid, [queues.write_argv(ep, writes), queues.read_argv(ep)], ep.label, ep.via)
+    after["queues"] = (queues.parse_queues(text) if text is not None
+                       else {"error": netif.short_error(err or "")})
+    return [failed] if failed else []
+
+
+def extras_left(snap: dict, after: dict) -> list[str]:
+    """Differences between the saved extras of ``snap`` and ``after``, read after restoring
+    them (pure)."""
     name = who(snap)
     out: list[str] = []
-    cur = read_extras(ep, [k for k in saved_keys(snap) if k != "rss"])
     for key in ("channels", "rings", "coalesce"):
         saved = snap.get(key, {}).get("current")
-        if saved and "error" not in cur.get(key, {}):
-            have = cur[key]["current"]
+        if saved and "error" not in after.get(key, {}):
+            have = after[key]["current"]
             label = "coalescing" if key == "coalesce" else key
             out += [f"{name}: {label} {k} is {have.get(k)}, snapshot had {v}"
-                    for k, v in saved.items()
-                    if (v is not None if key == "coalesce" else isinstance(v, (bool, int)))
-                    and have.get(k) != v]
-    saved_q = snap.get("queues")
-    if "queues" in cur and "error" not in cur["queues"]:
-        cur_q = cur["queues"]
-        for q, files in (saved_q or {}).items():
+                    for k, v in saved.items() if kept(key, v) and have.get(k) != v]
+    cur_q = after.get("queues", {})
+    if "queues" in after and "error" not in cur_q:
+        for q, files in snap["queues"].items():
             for f, v in files.items():
                 have_v = cur_q.get(q, {}).get(f)
                 if v != "unreadable" and have_v not in (None, "unreadable") and (
@@ -438,7 +445,7 @@ def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
                     out.append(f"{name}: {q} {f} is {have_v}, snapshot had {v}")
     root = snap.get("qdisc_root")
     if root is not None:
-        now_root = cur["qdisc_root"]
+        now_root = after["qdisc_root"]
         if now_root != root and root.get("handle") in (None, "0:") and \
                 now_root.get("handle") != "0:":
             out.append(f"{name}: root qdisc is {now_root}, snapshot had {root}")

@@ -67,9 +67,9 @@ def sysctls_on_node(keys: list[str], node: Transport) -> dict[str, str]:
             f"elif test -w {shlex.quote(sysctl_path(k))}; then echo {shlex.quote(k)} host; "
             f"else echo {shlex.quote(k)} readonly; fi" for k in unknown)
         out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
-        said = dict(line.split(None, 1) for line in out.splitlines() if len(line.split()) == 2)
+        said = {w[0]: w[1] for line in out.splitlines() if len(w := line.split()) == 2}
         for k in unknown:
-            _ON_NODE[(k, node)] = said.get(k, "missing").strip()
+            _ON_NODE[(k, node)] = said.get(k, "missing")
     return {k: _ON_NODE[(k, node)] for k in keys}
 
 
