@@ -137,4 +137,6 @@ def test_an_endpoint_on_a_node_is_read_in_one_command(monkeypatch: pytest.Monkey
     snap = endpoint.snapshot(eps[0], mode)
     assert len(seen) == 1 and snap["qdisc_root"] == {"kind": "noqueue", "handle": "0:"}
     assert snap["queues"]["rx-0"] == {"rps_cpus": "0", "rps_flow_cnt": "0"}
-    assert endpoint.differences(snap, mode) != [] and len(seen) == 1
+    assert endpoint.differences(snap, mode) != []
+    # comparing reads nothing again but the node's online CPUs ("all"), once for the process
+    assert [argvs for _, argvs in seen.calls[1:]] == [[["cat", "/sys/devices/system/cpu/online"]]]
