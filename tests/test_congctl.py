@@ -7,11 +7,11 @@ tests/test_congctl_netns.py's."""
 
 from __future__ import annotations
 
-import json
-import shlex
 from pathlib import Path
 
 import pytest
+
+from fake_kernel import FakeNode
 
 from tierbench import runner
 from tierbench.interfaces import netif
@@ -79,63 +79,6 @@ def test_the_show_script_output_is_read_per_peer() -> None:
                                         "198.18.16.14": [SHOWN, SHOWN + " metric 5"]}
 
 
-class FakeNode:
-    """A cluster node as the commands tierbench sends it see it: a main routing table of host
-    routes, sysctls, and a /proc/sys that is read-only (a lab node: writes are refused)."""
-
-    def __init__(self, name: str, own: str, routes: dict[str, str], readonly: bool = True):
-        self.name, self.own, self.routes, self.readonly = name, own, dict(routes), readonly
-        self.sysctls = {"net.ipv4.tcp_congestion_control": "bbr",
-                        "net.ipv4.tcp_available_congestion_control": "reno bbr cubic",
-                        "net.ipv4.tcp_rmem": "4096 131072 6291456"}
-        self.commands: list[list[str]] = []
-
-    def run(self, argv: list[str]) -> str:
-        if argv[:2] != ["sh", "-c"]:
-            return self.one(argv)
-        if "test -e" in argv[2]:  # sysctls.sysctl_on_node's probe
-            return "readonly\n" if self.readonly else "host\n"
-        lex = shlex.shlex(argv[2], posix=True, punctuation_chars=";&")
-        out, cmd = "", []
-        for token in [*lex, ";"]:
-            if token in (";", "&&"):
-                out += self.one(cmd) if cmd else ""
-                cmd = []
-            else:
-                cmd.append(token)
-        return out
-
-    def one(self, argv: list[str]) -> str:
-        self.commands.append(argv)
-        if argv[0] == "echo":
-            return " ".join(argv[1:]) + "\n"
-        if argv[0] == "true":
-            return ""
-        if argv[:2] == ["sysctl", "-n"]:
-            return self.sysctls[argv[2]] + "\n"
-        if argv[0] == "sysctl":
-            raise NetifError(f"node:{self.name}: `{' '.join(argv)}` failed (exit 1): sysctl: "
-                             "permission denied on key")
-        assert argv[0] == "ip" and argv[1] in ("-4", "-6"), argv
-        words = argv[2:]
-        if words[:2] == ["-j", "route"]:  # route get PEER
-            return json.dumps([{"dst": words[3], "dev": "eth0", "prefsrc": self.own,
-                                "flags": []}]) + "\n"
-        verb, rest = words[1], words[2:]
-        if verb == "show":  # table main exact PEER/32
-            line = self.routes.get(rest[-1].removesuffix("/32"))
-            return line + "\n" if line else ""
-        dst = rest[0].removesuffix("/32")
-        if verb == "del":
-            assert rest[1:] == ["proto", congctl.PROTO]
-            if dst in self.routes and f"proto {congctl.PROTO}" in self.routes[dst]:
-                del self.routes[dst]
-            return ""
-        assert verb == "replace", argv
-        self.routes[dst] = " ".join([dst, *rest[1:]])
-        return ""
-
-
 @pytest.fixture
 def lab_nodes(monkeypatch) -> dict[str, FakeNode]:
     """Three lab nodes (198.18.16.11-13), node3 with a host route of its own to node1."""
@@ -143,9 +86,9 @@ def lab_nodes(monkeypatch) -> dict[str, FakeNode]:
     fakes["node3"].routes["198.18.16.11"] = SHOWN.replace("16.13", "16.11").replace(
         "src 198.18.16.11", "src 198.18.16.13")
     monkeypatch.setattr(netif, "run_ns", lambda pid, argv, who, via: fakes[via.name].run(argv))
-    sysctls.sysctl_on_node.cache_clear()
+    sysctls.clear_probes()
     yield fakes
-    sysctls.sysctl_on_node.cache_clear()
+    sysctls.clear_probes()
 
 
 def endpoints(names: list[str]) -> list[Endpoint]:
@@ -176,7 +119,7 @@ def test_on_a_node_the_congestion_control_goes_on_its_routes_to_the_peers_only(l
     assert lab_nodes["node3"].routes["198.18.16.11"] == (
         "198.18.16.11 dev eth0 proto static scope link src 198.18.16.13 mtu 9000 congctl cubic")
     assert not [c for f in lab_nodes.values() for c in f.commands if c[0] == "sysctl"
-                and c[1] != "-n"]
+                and c[1] not in ("-n", "-e")]
     assert sysctls.mismatches(mode, eps, state) == []
     view = apply.state_view({"kind": apply.STATE_KIND, **state})["sysctls"]
     assert view["node:node2"] == {"route 198.18.16.11": None, "route 198.18.16.13": None}

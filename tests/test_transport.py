@@ -55,3 +55,34 @@ def test_a_state_file_keeps_how_to_reach_the_node_again() -> None:
     assert transport.of(NODE.record()) == Transport("node1", ("sh", "-c"))
     assert transport.of({}) is LOCAL and transport.of(None) is LOCAL
     assert transport.of({"node": None, "ssh": []}) is LOCAL
+
+
+def test_a_batch_is_one_round_trip_and_each_command_keeps_its_own_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several argvs in one shell (on a node, one ssh command): each runs whatever the others
+    did, with its own exit code, stdout (without a trailing newline it had none) and stderr;
+    a program that is not installed is the shell's 127; when the shell itself fails (ssh did
+    not reach the node) every command gets that failure."""
+    commands = [["echo", "a b"], ["sh", "-c", "printf x; echo oops >&2; exit 3"],
+                ["no-such-program-tierbench"], ["printf", "%s\n\n", "two lines"]]
+    sent: list[list[str]] = []
+    real = transport.run_argv
+
+    def counted(argv: list[str], **kwargs: object) -> transport.CompletedProcess:
+        sent.append(argv)
+        return real(argv, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transport, "run_argv", counted)
+    for where in (LOCAL, NODE):
+        sent.clear()
+        done = where.run_batch(commands)
+        assert len(sent) == 1
+        assert [(d.returncode, d.stdout) for d in done] == [
+            (0, "a b\n"), (3, "x"), (127, ""), (0, "two lines\n\n")]
+        assert done[1].stderr == "oops\n" and "not found" in done[2].stderr
+        assert done[0].stderr == "" and [d.args for d in done] == commands
+    gone = Transport("gone", ("sh", "-c", "echo no route >&2; exit 255"))
+    done = gone.run_batch(commands[:2])
+    assert [(d.returncode, d.stderr) for d in done] == [(255, "no route\n")] * 2
+    assert all(gone.unreachable(d) for d in done)
+    assert [d.stdout for d in LOCAL.run_batch([["echo", "one"]])] == ["one\n"]

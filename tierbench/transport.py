@@ -22,6 +22,7 @@ whether it was run to its end (:func:`run_argv`, :meth:`Transport.run`) or start
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -127,6 +128,19 @@ class Transport:
         ``timeout`` s."""
         return run_argv(self.argv(command, netns), timeout=timeout, input=input, text=text)
 
+    def run_batch(self, commands: Sequence[Sequence[str]], *, netns: int | None = None,
+                  timeout: float = 60) -> list[CompletedProcess]:
+        """Run several argvs there in one round trip (one shell: on a node, one SSH command),
+        each to its end whatever the others' exit codes, in order; return each one's finished
+        process (its own exit code, stdout and stderr, as :meth:`run` would). When the shell
+        itself fails (the namespace or the node cannot be reached), every command not yet
+        reported gets that failure. TransportError and DidNotFinish as :meth:`run`, for the
+        whole batch."""
+        if len(commands) == 1:
+            return [self.run(list(commands[0]), netns=netns, timeout=timeout)]
+        done = self.run(batch_script(commands), netns=netns, timeout=timeout)
+        return split_batch(commands, done)
+
     def popen(self, command: Command, *, netns: int | None = None,
               **kwargs: Any) -> Process:
         """Start ``command`` there (subprocess.Popen's keywords)."""
@@ -154,6 +168,32 @@ class Transport:
 
 
 LOCAL = Transport()
+
+_MARK = "@@tierbench-batch"
+_OUT = re.compile(rf"\n{_MARK} (\d+) (\d+)\n")
+_ERR = re.compile(rf"\n{_MARK} (\d+)\n")
+
+
+def batch_script(commands: Sequence[Sequence[str]]) -> str:
+    """The shell script of :meth:`Transport.run_batch`: each command (stdin /dev/null), then a
+    line with its number and exit code on stdout and one with its number on stderr."""
+    return "; ".join(f"{shlex.join(argv)} </dev/null; printf '\\n{_MARK} {i} %d\\n' $?; "
+                     f"printf '\\n{_MARK} {i}\\n' >&2" for i, argv in enumerate(commands))
+
+
+def split_batch(commands: Sequence[Sequence[str]], done: CompletedProcess
+                ) -> list[CompletedProcess]:
+    """Each command's finished process from the output of :func:`batch_script` (a command
+    whose mark is missing gets the whole script's exit code and output)."""
+    out_parts = _OUT.split(done.stdout or "")
+    err_parts = _ERR.split(done.stderr or "")
+    outs = {int(out_parts[k + 1]): (out_parts[k], int(out_parts[k + 2]))
+            for k in range(0, len(out_parts) - 1, 3)}
+    errs = {int(err_parts[k + 1]): err_parts[k] for k in range(0, len(err_parts) - 1, 2)}
+    whole = done.returncode or 1
+    return [CompletedProcess(list(argv), outs[i][1], outs[i][0], errs.get(i, ""))
+            if i in outs else CompletedProcess(list(argv), whole, done.stdout, done.stderr)
+            for i, argv in enumerate(commands)]
 
 
 def node_of(record: Mapping[str, Any] | None) -> Transport | None:

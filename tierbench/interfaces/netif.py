@@ -9,8 +9,11 @@ the state file alone). sysfs is never read, because inside ``nsenter -n`` it sti
 shows the host's interfaces.
 
 The decision logic (capability check, verification, restore plan) is written as pure
-functions over snapshot dicts (``feature_problems``, ``feature_mismatches``, ``restore_plan``,
-``restore_differences``) so it can be tested against captured ``ethtool -k`` output.
+functions over snapshot dicts in :mod:`tierbench.interfaces.features` (``feature_problems``,
+``feature_mismatches``, ``restore_plan``, ``restore_differences``, re-exported here) so it can
+be tested against captured ``ethtool -k`` output. An endpoint's reads go in one command
+(:func:`run_all`: one shell, one SSH connection on a node): its snapshot, and its features and
+MTU when verified or restored.
 """
 
 from __future__ import annotations
@@ -18,12 +21,23 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tierbench import transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import state_dir
+from tierbench.interfaces.features import (
+    FEATURE_ALIASES,
+    NicSettings,
+    feature_mismatches,
+    feature_problems,
+    onoff,
+    parse_features,
+    restore_differences,
+    restore_plan,
+    wanted_feature_args,
+)
 from tierbench.transport import LOCAL, Transport
 
 __all__ = [
@@ -47,6 +61,7 @@ __all__ = [
     "restore_commands",
     "restore_endpoint",
     "restore_plan",
+    "run_all",
     "run_in",
     "run_ns",
     "set_features",
@@ -61,38 +76,6 @@ __all__ = [
 COMMAND_TIMEOUT_S = 30.0
 RESTORE_PASSES = 3
 APPLY_PASSES = 2
-
-FEATURE_ALIASES: dict[str, str] = {
-    "tso": "tcp-segmentation-offload",
-    "gso": "generic-segmentation-offload",
-    "gro": "generic-receive-offload",
-    "lro": "large-receive-offload",
-    "sg": "scatter-gather",
-    "rx": "rx-checksumming",
-    "tx": "tx-checksumming",
-    "rxvlan": "rx-vlan-offload",
-    "txvlan": "tx-vlan-offload",
-    "ntuple": "ntuple-filters",
-    "rxhash": "receive-hashing",
-}
-
-# Features that others depend on: when turning features on, these go first in the
-# ethtool -K argument list (checksums and scatter-gather before segmentation offloads).
-_ON_ORDER: tuple[str, ...] = (
-    "rx-checksumming",
-    "tx-checksumming",
-    "scatter-gather",
-    "tcp-segmentation-offload",
-    "generic-segmentation-offload",
-    "generic-receive-offload",
-    "large-receive-offload",
-)
-
-_FEATURE_LINE = re.compile(
-    r"^(?P<indent>\s*)(?P<name>[A-Za-z0-9_.-]+):\s+(?P<state>on|off)"
-    r"(?:\s+\[(?P<note>[^\]]*)\])?\s*$"
-)
-
 
 class NetifError(TierbenchError):
     """A network-interface operation failed; the message is one sentence for the user."""
@@ -122,222 +105,6 @@ class Endpoint:
         return f"{self.tier}:{self.ifname}"
 
 
-@dataclass(frozen=True)
-class NicSettings:
-    """Wanted offload features (short alias or long ethtool name -> on) and optional MTU."""
-
-    features: dict[str, bool] = field(default_factory=dict)
-    mtu: int | None = None
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def parse_features(text: str) -> dict[str, dict]:
-    """Parse ``ethtool -k`` output into {long_name: {on, fixed, parent, requested}}.
-
-    ``requested`` is the value the kernel was asked for when ethtool reports
-    ``[requested on|off]`` (the feature is wanted but could not be made active),
-    otherwise None.  Indented lines are children of the preceding top-level line.
-    """
-    features: dict[str, dict] = {}
-    parent: str | None = None
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if not line.strip() or line.startswith("Features for "):
-            continue
-        if line.strip() == "Actual changes:":
-            break  # output of ethtool -K, not part of a -k listing
-        m = _FEATURE_LINE.match(line)
-        if m is None:
-            continue
-        name = m.group("name")
-        note = (m.group("note") or "").strip()
-        requested: bool | None = None
-        if note.startswith("requested "):
-            requested = note.split()[1] == "on"
-        entry = {
-            "on": m.group("state") == "on",
-            "fixed": note == "fixed",
-            "parent": None,
-            "requested": requested,
-        }
-        if m.group("indent"):
-            entry["parent"] = parent
-        else:
-            parent = name
-        features[name] = entry
-    return features
-
-
-def _canonical(name: str) -> str:
-    """Map a short alias (tso, gro, ...) to the long ethtool -k name; others unchanged."""
-    return FEATURE_ALIASES.get(name, name)
-
-
-def _children(features: dict[str, dict], name: str) -> list[str]:
-    return [n for n, f in features.items() if f.get("parent") == name]
-
-
-def _leaves(features: dict[str, dict]) -> list[str]:
-    """Features that are real kernel bits: every child line and every childless top line."""
-    parents = {f["parent"] for f in features.values() if f.get("parent")}
-    return [n for n in features if n not in parents]
-
-
-def _state(feat: dict) -> str:
-    text = "on" if feat["on"] else "off"
-    if feat.get("fixed"):
-        text += " [fixed]"
-    elif feat.get("requested") is not None and feat["requested"] != feat["on"]:
-        text += f" [requested {'on' if feat['requested'] else 'off'}]"
-    return text
-
-
-def onoff(value: bool) -> str:
-    return "on" if value else "off"
-
-
-def _who(snap: dict) -> str:
-    return f"{snap.get('label', '?')} (driver {snap.get('driver', 'unknown')})"
-
-
-# --------------------------------------------------------------------------- pure logic
-
-
-def feature_problems(snap: dict, want: NicSettings) -> list[str]:
-    """Return why ``want`` cannot be applied to the endpoint of ``snap`` ([] = possible)."""
-    problems: list[str] = []
-    features = snap.get("features", {})
-    for name, value in want.features.items():
-        long = _canonical(name)
-        feat = features.get(long)
-        if feat is None:
-            alias = f" (alias of '{long}')" if long != name else ""
-            problems.append(f"{_who(snap)} has no feature '{name}'{alias}")
-            continue
-        if feat.get("fixed") and bool(feat["on"]) != bool(value):
-            problems.append(
-                f"{_who(snap)} cannot turn {long} {onoff(value)}: it is fixed {onoff(feat['on'])}"
-            )
-    if want.mtu is not None:
-        lo, hi = snap.get("min_mtu"), snap.get("max_mtu")
-        if (lo is not None and want.mtu < lo) or (hi is not None and want.mtu > hi):
-            problems.append(
-                f"{_who(snap)} cannot use mtu {want.mtu}: "
-                f"the allowed range is {lo if lo is not None else '?'}"
-                f"-{hi if hi is not None else '?'}"
-            )
-    return problems
-
-
-def feature_mismatches(snap: dict, want: NicSettings) -> list[str]:
-    """Compare a (fresh) snapshot against ``want``; return human-readable mismatches.
-
-    A requested "off" needs the feature off and every non-fixed child off (a parent shown
-    "on" only because of fixed-on children is accepted).  A requested "on" needs the
-    feature on and no child left "off [requested on]" (the kernel refused it, usually
-    because a feature it depends on is off).
-    """
-    out: list[str] = []
-    who = _who(snap)
-    features = snap.get("features", {})
-    for name, value in want.features.items():
-        long = _canonical(name)
-        feat = features.get(long)
-        if feat is None:
-            out.append(f"{who}: feature {long} is missing, wanted {onoff(value)}")
-            continue
-        kids = _children(features, long)
-        if not value:
-            left_on = [k for k in kids if features[k]["on"] and not features[k]["fixed"]]
-            for k in left_on:
-                out.append(f"{who}: {k} (under {long}) is {_state(features[k])}, wanted off")
-            fixed_on_kid = any(features[k]["on"] and features[k]["fixed"] for k in kids)
-            if feat["on"] and not left_on and not fixed_on_kid:
-                out.append(f"{who}: {long} is {_state(feat)}, wanted off")
-        else:
-            if not feat["on"]:
-                out.append(f"{who}: {long} is {_state(feat)}, wanted on")
-            for k in kids:
-                kf = features[k]
-                if not kf["on"] and kf.get("requested") is True:
-                    out.append(f"{who}: {k} (under {long}) is {_state(kf)}, wanted on")
-    if want.mtu is not None and snap.get("mtu") != want.mtu:
-        out.append(f"{who}: mtu is {snap.get('mtu')}, wanted {want.mtu}")
-    return out
-
-
-def restore_differences(saved: dict, current: dict) -> list[str]:
-    """Non-fixed features and MTU where ``current`` differs from ``saved`` (pure)."""
-    diffs: list[str] = []
-    who = _who(saved)
-    cur_feats = current.get("features", {})
-    for name, feat in saved.get("features", {}).items():
-        if feat.get("fixed"):
-            continue
-        now = cur_feats.get(name)
-        if now is None:
-            diffs.append(f"{who}: {name} has disappeared, snapshot had {_state(feat)}")
-        elif bool(now["on"]) != bool(feat["on"]):
-            diffs.append(f"{who}: {name} is {_state(now)}, snapshot had {_state(feat)}")
-    if saved.get("mtu") is not None and current.get("mtu") != saved.get("mtu"):
-        diffs.append(f"{who}: mtu is {current.get('mtu')}, snapshot had {saved.get('mtu')}")
-    return diffs
-
-
-def restore_plan(saved: dict, current: dict | None) -> list[tuple[str, bool]]:
-    """ethtool -K arguments (long kernel-level names) that bring ``current`` back to ``saved``
-    (``current`` None: unknown, every feature the snapshot can set, as the rollback guard
-    runs them without reading the interface first).
-
-    Only leaf features are sent (aggregates like tx-checksumming follow their children).
-    A feature the snapshot shows as "off [requested on]" is requested on again, so the
-    kernel's wanted state is restored too.  Features switched on are listed first,
-    checksum/scatter-gather ones before segmentation ones.
-    """
-    saved_feats = saved.get("features", {})
-    cur_feats = (current or {}).get("features", {})
-    plan: list[tuple[str, bool]] = []
-    for name in _leaves(saved_feats):
-        feat = saved_feats[name]
-        if current is None:
-            if not feat.get("fixed"):
-                plan.append((name, bool(feat["on"] if feat.get("requested") is None
-                                        else feat["requested"])))
-            continue
-        now = cur_feats.get(name)
-        if feat.get("fixed") or now is None or now.get("fixed"):
-            continue
-        same_active = bool(now["on"]) == bool(feat["on"])
-        req = feat.get("requested")
-        if same_active and (req is None or now.get("requested") == req):
-            continue
-        wanted = feat["requested"] if feat.get("requested") is not None else feat["on"]
-        plan.append((name, bool(wanted)))
-    return _order_args(plan, saved_feats)
-
-
-def _dep_rank(name: str, features: dict[str, dict]) -> int:
-    top = features.get(name, {}).get("parent") or name
-    try:
-        return _ON_ORDER.index(top)
-    except ValueError:
-        return len(_ON_ORDER)
-
-
-def _order_args(args: list[tuple[str, bool]], features: dict[str, dict]) -> list[tuple[str, bool]]:
-    """Order ethtool -K arguments: "on" ones first, dependencies (csum, sg) before TSO/GSO."""
-    ons = sorted((a for a in args if a[1]), key=lambda a: _dep_rank(a[0], features))
-    offs = [a for a in args if not a[1]]
-    return ons + offs
-
-
-def wanted_feature_args(snap: dict, want: NicSettings) -> list[tuple[str, bool]]:
-    args = [(_canonical(n), bool(v)) for n, v in want.features.items()]
-    return _order_args(args, snap.get("features", {}))
-
-
 # --------------------------------------------------------------------------- commands
 
 def run_ns(pid: int | None, argv: list[str], who: str, via: Transport = LOCAL) -> str:
@@ -347,20 +114,56 @@ def run_ns(pid: int | None, argv: list[str], who: str, via: Transport = LOCAL) -
     try:
         proc = via.run(argv, netns=pid, timeout=COMMAND_TIMEOUT_S)
     except transport.TransportError as exc:
-        if exc.missing:
-            raise NetifError(
-                f"{who}: cannot run `{shown}` because {exc.missing} is not installed") from None
-        if exc.timeout:
-            raise NetifError(
-                f"{who}: `{shown}` did not finish within {COMMAND_TIMEOUT_S:.0f} s") from None
-        raise NetifError(f"{who}: cannot run `{shown}`: {exc}") from None
-    if proc.returncode != 0:
-        err = " ".join((proc.stderr or proc.stdout or "").split()) or "no error output"
-        if via.unreachable(proc):
-            raise NetifError(f"{who}: cannot reach node {via.name} over SSH to run `{shown}`: "
-                             f"{err}")
-        raise NetifError(f"{who}: `{shown}` failed (exit {proc.returncode}): {err}")
+        raise _not_run(exc, shown, who) from None
+    failed = _failed(proc, shown, who, via)
+    if failed:
+        raise NetifError(failed)
     return proc.stdout
+
+
+def run_all(pid: int | None, argvs: list[list[str]], who: str, via: Transport = LOCAL
+            ) -> list[tuple[str | None, str | None]]:
+    """Run every argv in the netns of ``pid`` (as run_ns) in one round trip (one command: on a
+    node, one SSH connection); return per argv (stdout, None), or (None, the sentence run_ns
+    would have raised) for one that failed. NetifError when none could run."""
+    try:
+        done = via.run_batch(argvs, netns=pid, timeout=COMMAND_TIMEOUT_S)
+    except transport.TransportError as exc:
+        raise _not_run(exc, "; ".join(" ".join(a) for a in argvs), who) from None
+    out: list[tuple[str | None, str | None]] = []
+    for argv, proc in zip(argvs, done):
+        failed = _failed(proc, " ".join(argv), who, via)
+        if failed and proc.returncode == 127 and "not found" in (proc.stderr or ""):
+            failed = f"{who}: cannot run `{' '.join(argv)}` because {argv[0]} is not installed"
+        out.append((None, failed) if failed else (proc.stdout, None))
+    return out
+
+
+def _not_run(exc: transport.TransportError, shown: str, who: str) -> NetifError:
+    if exc.missing:
+        return NetifError(f"{who}: cannot run `{shown}` because {exc.missing} is not installed")
+    if exc.timeout:
+        return NetifError(f"{who}: `{shown}` did not finish within {COMMAND_TIMEOUT_S:.0f} s")
+    return NetifError(f"{who}: cannot run `{shown}`: {exc}")
+
+
+def _failed(proc: transport.CompletedProcess, shown: str, who: str, via: Transport
+            ) -> str | None:
+    """The sentence for a command that failed (None: it did not)."""
+    if proc.returncode == 0:
+        return None
+    err = " ".join((proc.stderr or proc.stdout or "").split()) or "no error output"
+    if via.unreachable(proc):
+        return f"{who}: cannot reach node {via.name} over SSH to run `{shown}`: {err}"
+    return f"{who}: `{shown}` failed (exit {proc.returncode}): {err}"
+
+
+def required(result: tuple[str | None, str | None]) -> str:
+    """A run_all result's stdout, or its failure raised as NetifError."""
+    out, err = result
+    if out is None:
+        raise NetifError(err or "a command failed")
+    return out
 
 
 def run_in(ep: Endpoint, argv: list[str]) -> str:
@@ -385,8 +188,15 @@ def short_error(msg: str) -> str:
 def _links(pid: int | None, who: str, ifname: str | None = None,
            via: Transport = LOCAL) -> list[dict]:
     """``ip -d -j link show [dev IF]`` in the netns of ``pid`` (None = host), parsed."""
-    argv = ["ip", "-d", "-j", "link", "show"] + (["dev", ifname] if ifname else [])
-    out = run_ns(pid, argv, who, via)
+    argv = link_argv(ifname)
+    return _parse_links(run_ns(pid, argv, who, via), who, argv)
+
+
+def link_argv(ifname: str | None = None) -> list[str]:
+    return ["ip", "-d", "-j", "link", "show"] + (["dev", ifname] if ifname else [])
+
+
+def _parse_links(out: str, who: str, argv: list[str]) -> list[dict]:
     try:
         data = json.loads(out or "[]")
     except json.JSONDecodeError:
@@ -446,14 +256,21 @@ def netns_inode(pid: int | None) -> int | None:
         return None
 
 
-def _read_state(ep: Endpoint) -> dict:
-    """Read features and MTU (the parts verify/restore compare) of one endpoint."""
-    links = _links(ep.netns_pid, ep.label, ep.ifname, ep.via)
+def state_argvs(ifname: str) -> list[list[str]]:
+    """The commands whose output :func:`state_of` reads: the link (MTU and its range, ifindex)
+    and the features."""
+    return [link_argv(ifname), ["ethtool", "-k", ifname]]
+
+
+def state_of(ep: Endpoint, results: list[tuple[str | None, str | None]]) -> dict:
+    """Features and MTU (the parts verify/restore compare) from run_all's results of
+    :func:`state_argvs`."""
+    links = _parse_links(required(results[0]), ep.label, link_argv(ep.ifname))
     if not links:
         raise NetifError(f"{ep.label}: `ip link show dev {ep.ifname}` returned no interface")
     link = links[0]
     return {
-        "features": parse_features(run_in(ep, ["ethtool", "-k", ep.ifname])),
+        "features": parse_features(required(results[1])),
         "mtu": link.get("mtu"),
         "min_mtu": link.get("min_mtu"),
         "max_mtu": link.get("max_mtu"),
@@ -461,44 +278,55 @@ def _read_state(ep: Endpoint) -> dict:
     }
 
 
+def _read_state(ep: Endpoint) -> dict:
+    """Read features and MTU of one endpoint (one command)."""
+    return state_of(ep, run_all(ep.netns_pid, state_argvs(ep.ifname), ep.label, ep.via))
+
+
 def driver(ep: Endpoint) -> str:
-    try:
-        out = run_in(ep, ["ethtool", "-i", ep.ifname])
-    except NetifError:
-        return "unknown"
-    for line in out.splitlines():
+    return _driver_of(run_all(ep.netns_pid, [["ethtool", "-i", ep.ifname]], ep.label,
+                              ep.via)[0])
+
+
+def _driver_of(result: tuple[str | None, str | None]) -> str:
+    for line in (result[0] or "").splitlines():
         if line.startswith("driver:"):
             return line.split(":", 1)[1].strip() or "unknown"
     return "unknown"
 
 
-def snapshot(ep: Endpoint) -> dict:
-    """Record driver, ethtool -k features, MTU (with min/max) and qdisc of one endpoint.
+def snapshot_argvs(ifname: str) -> list[list[str]]:
+    """The commands whose output :func:`snapshot_of` reads (state_argvs, the qdiscs, the
+    driver): an endpoint's snapshot is one command, whatever else the caller adds to it."""
+    return state_argvs(ifname) + [["tc", "qdisc", "show", "dev", ifname],
+                                  ["ethtool", "-i", ifname]]
 
-    Besides the documented keys it stores ``min_mtu``, ``max_mtu``, ``ifindex`` and
-    ``netns_ino`` (inode of the netns), which check() and restore() use.
-    """
-    state = _read_state(ep)
-    try:
-        qdisc = run_in(ep, ["tc", "qdisc", "show", "dev", ep.ifname])
-    except NetifError as exc:
-        qdisc = f"unavailable: {exc}"
-    where = ep.via.record()
+
+def snapshot_of(ep: Endpoint, results: list[tuple[str | None, str | None]]) -> dict:
+    """An endpoint's snapshot from run_all's results of :func:`snapshot_argvs`."""
+    state = state_of(ep, results)
+    qdisc_out, qdisc_err = results[2]
     return {
         "label": ep.label,
         "tier": ep.tier,
         "ifname": ep.ifname,
-        **where,
+        **ep.via.record(),
         "netns_pid": ep.netns_pid,
         "netns_ino": netns_inode(ep.netns_pid) if ep.node is None else None,
-        "driver": driver(ep),
-        "features": state["features"],
-        "mtu": state["mtu"],
-        "min_mtu": state["min_mtu"],
-        "max_mtu": state["max_mtu"],
-        "ifindex": state["ifindex"],
-        "qdisc": qdisc.strip(),
+        "driver": _driver_of(results[3]),
+        **state,
+        "qdisc": (qdisc_out if qdisc_out is not None else f"unavailable: {qdisc_err}").strip(),
     }
+
+
+def snapshot(ep: Endpoint) -> dict:
+    """Record driver, ethtool -k features, MTU (with min/max) and qdisc of one endpoint, in one
+    command.
+
+    Besides the documented keys it stores ``min_mtu``, ``max_mtu``, ``ifindex`` and
+    ``netns_ino`` (inode of the netns), which check() and restore() use.
+    """
+    return snapshot_of(ep, run_all(ep.netns_pid, snapshot_argvs(ep.ifname), ep.label, ep.via))
 
 
 def _snap_for(ep: Endpoint, snaps: dict[str, dict]) -> dict:
@@ -611,55 +439,57 @@ def endpoint_of(snap: dict) -> Endpoint:
     return Endpoint(snap["tier"], snap["ifname"], snap.get("netns_pid"), transport.of(snap))
 
 
-def _gone(ep: Endpoint, snap: dict) -> bool:
+def _netns_gone(ep: Endpoint, snap: dict) -> bool:
+    """Whether the endpoint's namespace on this machine is gone (its process ended, or its PID
+    now names a process in another namespace)."""
     if ep.netns_pid is not None and ep.node is None:
         if not os.path.exists(f"/proc/{ep.netns_pid}"):
             return True
         ino = snap.get("netns_ino")
         if ino is not None and netns_inode(ep.netns_pid) != ino:
             return True  # the PID was reused by a process in another netns
-    try:
-        links = _links(ep.netns_pid, ep.label, ep.ifname, ep.via)
-    except NetifError as exc:
-        if "does not exist" in str(exc) or "No such file" in str(exc):
-            return True
-        raise
-    if not links:
-        return True
-    ifindex = snap.get("ifindex")
-    return ifindex is not None and links[0].get("ifindex") != ifindex
+    return False
+
+
+def _vanished(message: str) -> bool:
+    """Whether reading an interface failed because it (or its namespace) no longer exists."""
+    return any(s in message for s in ("does not exist", "No such file", "returned no interface"))
 
 
 def restore_endpoint(snap: dict) -> list[str]:
+    """Put one endpoint's features and MTU back (an interface that is gone, or whose index now
+    names another, says "gone, nothing to restore"): one read, then per pass the changes and
+    their read back in one command."""
     ep = endpoint_of(snap)
-    if _gone(ep, snap):
-        return [f"{ep.label}: gone, nothing to restore"]
+    gone = [f"{ep.label}: gone, nothing to restore"]
+    if _netns_gone(ep, snap):
+        return gone
+    try:
+        current = read_features(ep, snap)
+    except NetifError as exc:
+        if _vanished(str(exc)):
+            return gone
+        return [f"{ep.label}: could not re-read the settings while restoring: {exc}"]
+    ifindex = snap.get("ifindex")
+    if ifindex is not None and current.get("ifindex") != ifindex:
+        return gone
     errors: list[str] = []
     for _ in range(RESTORE_PASSES):
-        try:
-            current = read_features(ep, snap)
-        except NetifError as exc:
-            return [f"{ep.label}: could not re-read the settings while restoring: {exc}"]
         plan = restore_plan(snap, current)
         mtu: int | None = snap.get("mtu")
         mtu_differs = mtu is not None and current.get("mtu") != mtu
         if not plan and not mtu_differs:
-            if not restore_differences(snap, current):
-                return []
-            break  # differences remain that no ethtool -K argument can fix
-        if mtu is not None and mtu_differs:
-            try:
-                set_mtu(ep, int(mtu))
-            except NetifError as exc:
-                errors.append(str(exc))
+            break
+        # the changes and the read back in one command
+        changes = ([mtu_argv(ep.ifname, int(mtu))] if mtu is not None and mtu_differs
+                   else []) + ([features_argv(ep.ifname, plan)] if plan else [])
+        results = run_all(ep.netns_pid, changes + state_argvs(ep.ifname), ep.label, ep.via)
+        errors += [err for out, err in results[:len(changes)] if err]
         try:
-            set_features(ep, plan)
+            current = state_of(ep, results[len(changes):])
         except NetifError as exc:
-            errors.append(str(exc))
-    try:
-        remaining = restore_differences(snap, read_features(ep, snap))
-    except NetifError as exc:
-        return [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
+            return [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
+    remaining = restore_differences(snap, current)
     if remaining and errors:
         remaining.append(f"{ep.label}: last error: {errors[-1]}")
     return remaining

@@ -55,12 +55,20 @@ def qdisc_commands(ifname: str, q: dict[str, Any]) -> list[list[str]]:
 
 
 def qdisc_root(ep: Endpoint) -> dict[str, Any]:
-    out = netif.run_in(ep, ["tc", "-j", "qdisc", "show", "dev", ep.ifname])
+    return parse_root(netif.run_in(ep, root_argv(ep.ifname)), ep.label)
+
+
+def root_argv(ifname: str) -> list[str]:
+    return ["tc", "-j", "qdisc", "show", "dev", ifname]
+
+
+def parse_root(out: str, who: str) -> dict[str, Any]:
+    """The root qdisc's kind and handle from ``tc -j qdisc show`` (None: no root qdisc)."""
     try:
         entries = json.loads(out or "[]")
     except ValueError:
         raise NetifError(
-            f"{ep.label}: `tc -j qdisc show` printed output that is not JSON") from None
+            f"{who}: `tc -j qdisc show` printed output that is not JSON") from None
     for e in entries:
         if e.get("root"):
             return {"kind": e.get("kind"), "handle": e.get("handle")}

@@ -60,12 +60,25 @@ def run_sh(ep: Endpoint, script: str) -> str:
 
 
 def read_queues(ep: Endpoint) -> dict[str, dict[str, str]]:
-    d = shlex.quote(f"/sys/class/net/{ep.ifname}/queues")
-    script = (f"cd {d} && for q in *; do for f in rps_cpus xps_cpus rps_flow_cnt; do "
-              f"[ -e $q/$f ] && echo \"$q $f $(cat $q/$f 2>/dev/null || echo unreadable)\"; "
-              "done; done; true")
+    return parse_queues(run_sh(ep, read_script(ep.ifname)))
+
+
+def read_script(ifname: str) -> str:
+    """The shell script that prints "QUEUE FILE VALUE" for every RPS/XPS file of the queues."""
+    d = shlex.quote(f"/sys/class/net/{ifname}/queues")
+    return (f"cd {d} && for q in *; do for f in rps_cpus xps_cpus rps_flow_cnt; do "
+            f"[ -e $q/$f ] && echo \"$q $f $(cat $q/$f 2>/dev/null || echo unreadable)\"; "
+            "done; done; true")
+
+
+def read_argv(ep: Endpoint) -> list[str]:
+    """:func:`read_queues`' command as one to run in the endpoint's namespace (netif.run_all)."""
+    return sh_argv(read_script(ep.ifname), ep.netns_pid is not None)
+
+
+def parse_queues(text: str) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for line in run_sh(ep, script).splitlines():
+    for line in text.splitlines():
         parts = line.split()
         if len(parts) == 3:
             out.setdefault(parts[0], {})[parts[1]] = parts[2]
@@ -97,3 +110,8 @@ def masks_script(ifname: str, writes: dict[str, str]) -> str:
 
 def write_masks(ep: Endpoint, writes: dict[str, str]) -> None:
     run_sh(ep, masks_script(ep.ifname, writes))
+
+
+def write_argv(ep: Endpoint, writes: dict[str, str]) -> list[str]:
+    """:func:`write_masks`' command as one to run in the endpoint's namespace (netif.run_all)."""
+    return sh_argv(masks_script(ep.ifname, writes), ep.netns_pid is not None)

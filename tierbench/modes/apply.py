@@ -44,12 +44,16 @@ APPLY_PASSES = 2
 
 
 def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
-                  containers: Containers | None = None) -> dict[str, Any]:
+                  containers: Containers | None = None,
+                  taken: dict[str, dict] | None = None) -> dict[str, Any]:
     """Everything ``mode`` may touch on ``endpoints`` and in their netns/host sysctls (JSON);
     ``containers`` (label, node, PID on the node): on a cluster, the containers a cpu: mode
-    covers (on one host they are those behind the endpoints' namespaces)."""
+    covers (on one host they are those behind the endpoints' namespaces); ``taken``: endpoint
+    snapshots (endpoint.snapshot) just taken, by label, used instead of reading again."""
+    taken = taken or {}
     state: dict[str, Any] = {"version": 2, "kind": STATE_KIND, "mode": mode.name,
-                             "endpoints": {ep.label: endpoint.snapshot(ep, mode)
+                             "endpoints": {ep.label: taken.get(ep.label)
+                                           or endpoint.snapshot(ep, mode)
                                            for ep in endpoints},
                              "sysctls": sysctls.snapshot(mode, endpoints)}
     if mode.cpu:
@@ -128,16 +132,19 @@ def apply_mode(mode: Mode, endpoints: list[Endpoint], state: dict) -> None:
     raise NetifError(msg)
 
 
-def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None) -> list[str]:
-    """Re-read every setting of ``mode`` (sub-features included); return mismatches."""
+def verify_mode(mode: Mode, endpoints: list[Endpoint], state: dict | None = None,
+                fresh: dict | None = None) -> list[str]:
+    """Re-read every setting of ``mode`` (sub-features included; ``fresh``: a mode state just
+    taken by snapshot_mode, compared instead of reading again); return mismatches."""
     out: list[str] = []
     snaps = (state or {}).get("endpoints", {})
+    now = (fresh or {}).get("endpoints", {})
     for ep in endpoints:
         try:
-            out += endpoint.mismatches(ep, mode, snaps.get(ep.label))
+            out += endpoint.mismatches(ep, mode, snaps.get(ep.label), now.get(ep.label))
         except NetifError as exc:
             out.append(f"{ep.label}: could not re-read the settings: {exc}")
-    out += sysctls.mismatches(mode, endpoints, state)
+    out += sysctls.mismatches(mode, endpoints, state, (fresh or {}).get("sysctls"))
     if mode.cpu:
         out += cpus.mismatches(mode, state or snapshot_mode(mode, endpoints))
     return out
@@ -191,22 +198,28 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
     snapshot_mode."""
     watched = watched + [ep for ep in eps if ep not in watched]
 
-    def interfaces() -> dict:
-        # An endpoint whose container stopped (a failure test, a crash) is recorded as gone.
-        views = {}
+    def interfaces() -> tuple[dict, dict[str, dict]]:
+        """The watched interfaces' views, and the snapshots of the mode's endpoints (taken
+        once, for both). An endpoint whose container stopped (a failure test, a crash) is
+        recorded as gone."""
+        views, snaps = {}, {}
         for ep in watched:
             try:
-                views[ep.label] = netif.settings_view(netif.snapshot(ep))
+                snap = endpoint.snapshot(ep, mode) if ep in eps else netif.snapshot(ep)
             except NetifError as exc:
                 views[ep.label] = {"gone": str(exc)}
-        return views
+                continue
+            views[ep.label] = netif.settings_view(snap)
+            if ep in eps:
+                snaps[ep.label] = snap
+        return views, snaps
 
     def present(views: dict) -> dict:
         return {k: v for k, v in views.items() if "gone" not in v}
 
     record["endpoints"] = [ep.label for ep in eps]
-    record["interfaces_before"] = interfaces()
-    state = snapshot_mode(mode, eps, containers)
+    record["interfaces_before"], taken = interfaces()
+    state = snapshot_mode(mode, eps, containers, taken)
     record["mode_state_before"] = state_view(state)
     state_file.save(state)
     save()
@@ -220,9 +233,10 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
                                              for n, folder in armed.armed}}
         apply_mode(mode, eps, state)
         time.sleep(settle_s)
-        record["interfaces_during"] = interfaces()
-        record["mode_state_during"] = state_view(snapshot_mode(mode, eps, containers))
-        mismatches = verify_mode(mode, eps, state)
+        record["interfaces_during"], taken = interfaces()
+        during = snapshot_mode(mode, eps, containers, taken)
+        record["mode_state_during"] = state_view(during)
+        mismatches = verify_mode(mode, eps, state, during)
         record["mode_verified"] = not mismatches
         if mismatches:
             raise NetifError(f"mode {mode.name} did not hold: {'; '.join(mismatches)}")
@@ -233,10 +247,11 @@ def mode_applied(mode: Mode, eps: list[Endpoint], watched: list[Endpoint],
             fired = armed.disarm()
             if fired:  # the controller's renewals stopped reaching it (a cut path)
                 record["rollback_fired"] = fired
-        record["interfaces_after"] = interfaces()
+        record["interfaces_after"], taken = interfaces()
         live = [ep for ep in eps if "gone" not in record["interfaces_after"].get(ep.label, {})]
         try:
-            record["mode_state_after"] = state_view(snapshot_mode(mode, live, containers))
+            record["mode_state_after"] = state_view(snapshot_mode(mode, live, containers,
+                                                                  taken))
         except NetifError as exc:  # a container (on a node) that stopped: nothing to read
             record["mode_state_after"] = {"error": str(exc)}
         after = present(record["interfaces_after"])

@@ -59,22 +59,55 @@ def adaptive_first(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def snapshot(ep: Endpoint, mode: Mode) -> dict[str, Any]:
-    """The endpoint's features and MTU, and whatever else of it the mode sets (an ethtool
-    setting the driver refuses to show is recorded as {"error": ...})."""
-    snap = netif.snapshot(ep)
+    """The endpoint's features and MTU, and whatever else of it the mode sets, read in one
+    command (an ethtool setting the driver refuses to show is recorded as {"error": ...})."""
     k = mode.knobs
-    for key, option, kept in READS:
-        if getattr(k, key):
-            text, err = netif.try_run(ep, ["ethtool", option, ep.ifname])
-            snap[key] = kept(text) if text is not None else {"error": err}
+    keys = [key for key, _, _ in READS if getattr(k, key)]
     if uses_queues(k):
-        try:
-            snap["queues"] = queues.read_queues(ep)
-        except NetifError as exc:
-            snap["queues"] = {"error": netif.short_error(str(exc))}
+        keys.append("queues")
     if k.qdisc:
-        snap["qdisc_root"] = qdisc.qdisc_root(ep)
-    return snap
+        keys.append("qdisc_root")
+    base = netif.snapshot_argvs(ep.ifname)
+    results = netif.run_all(ep.netns_pid, base + extra_argvs(ep, keys), ep.label, ep.via)
+    return {**netif.snapshot_of(ep, results[:len(base)]),
+            **extras_of(ep, keys, results[len(base):])}
+
+
+def extra_argvs(ep: Endpoint, keys: list[str]) -> list[list[str]]:
+    """The commands that read the settings ``keys`` names (a snapshot's keys besides netif's:
+    channels, coalesce, rings, rss, queues, qdisc_root), in that order."""
+    argvs = [["ethtool", option, ep.ifname] for key, option, _ in READS if key in keys]
+    if "queues" in keys:
+        argvs.append(queues.read_argv(ep))
+    if "qdisc_root" in keys:
+        argvs.append(qdisc.root_argv(ep.ifname))
+    return argvs
+
+
+def extras_of(ep: Endpoint, keys: list[str], results: list[tuple[str | None, str | None]]
+              ) -> dict[str, Any]:
+    """The settings ``keys`` names from netif.run_all's results of :func:`extra_argvs`."""
+    out: dict[str, Any] = {}
+    rest = iter(results)
+    for key, _, kept in READS:
+        if key in keys:
+            text, err = next(rest)
+            out[key] = kept(text) if text is not None else {"error": netif.short_error(err or "")}
+    if "queues" in keys:
+        text, err = next(rest)
+        out["queues"] = (queues.parse_queues(text) if text is not None
+                         else {"error": netif.short_error(err or "")})
+    if "qdisc_root" in keys:
+        out["qdisc_root"] = qdisc.parse_root(netif.required(next(rest)), ep.label)
+    return out
+
+
+def read_extras(ep: Endpoint, keys: list[str]) -> dict[str, Any]:
+    """The settings ``keys`` names, read in one command."""
+    if not keys:
+        return {}
+    return extras_of(ep, keys, netif.run_all(ep.netns_pid, extra_argvs(ep, keys), ep.label,
+                                             ep.via))
 
 
 # --------------------------------------------------------------------------- check
@@ -202,17 +235,21 @@ def ring_problems(snap: dict, mode: Mode, fix: str) -> list[str]:
 
 
 def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
-    """Set everything the mode sets on the endpoint (raises NetifError at the first refusal)."""
+    """Set everything the mode sets on the endpoint, in one command but for the RPS/XPS masks
+    (each setting tried whatever the others did; NetifError naming every refusal)."""
     k = mode.knobs
-    netif.set_features(ep, netif.wanted_feature_args(snap, mode.nic))
+    argvs = []
+    features = netif.wanted_feature_args(snap, mode.nic)
+    if features:
+        argvs.append(netif.features_argv(ep.ifname, features))
     if mode.nic.mtu is not None:
-        netif.set_mtu(ep, mode.nic.mtu)
+        argvs.append(netif.mtu_argv(ep.ifname, mode.nic.mtu))
     if k.channels:
-        netif.run_in(ep, write(ep, "-L", k.channels))
+        argvs.append(write(ep, "-L", k.channels))
     if k.rings:
-        netif.run_in(ep, write(ep, "-G", k.rings))
+        argvs.append(write(ep, "-G", k.rings))
     if k.coalesce:
-        netif.run_in(ep, write(ep, "-C", adaptive_first(k.coalesce)))
+        argvs.append(write(ep, "-C", adaptive_first(k.coalesce)))
     if k.rss:
         if "equal" in k.rss:
             rss_args = ["equal", str(k.rss["equal"])]
@@ -220,57 +257,67 @@ def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
             rss_args = ["weight"] + [str(w) for w in k.rss["weights"]]
         else:
             rss_args = ["default"]
-        netif.run_in(ep, ["ethtool", "-X", ep.ifname] + rss_args)
+        argvs.append(["ethtool", "-X", ep.ifname] + rss_args)
+    if k.qdisc:
+        argvs += qdisc.qdisc_commands(ep.ifname, k.qdisc)
+    if argvs:
+        refused = [err for _, err in netif.run_all(ep.netns_pid, argvs, ep.label, ep.via) if err]
+        if refused:
+            raise NetifError("; ".join(refused))
     writes: dict[str, str] = {}
     if uses_queues(k):
-        # re-read: a channel change above may have added queues the snapshot did not have
-        writes = queues.mask_writes(queues.read_queues(ep), k.rps_cpus, k.xps_cpus,
-                                    k.rps_flow_cnt, remote(ep))
+        # re-read after a channel change, which may have added queues the snapshot did not have
+        have = (queues.read_queues(ep) if k.channels or "error" in snap.get("queues", {})
+                else snap["queues"])
+        writes = queues.mask_writes(have, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt, remote(ep))
     if writes:
         queues.write_masks(ep, writes)
-    if k.qdisc:
-        for cmd in qdisc.qdisc_commands(ep.ifname, k.qdisc):
-            netif.run_in(ep, cmd)
 
 
 # --------------------------------------------------------------------------- verify
 
 
-def mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[str]:
-    """Every setting of the mode (sub-features included) read back that differs from it."""
+def mismatches(ep: Endpoint, mode: Mode, snap: dict | None = None,
+               fresh: dict | None = None) -> list[str]:
+    """Every setting of the mode (sub-features included) read back (in one command; ``fresh``:
+    a snapshot just taken, read instead) that differs from it."""
+    return differences(fresh if fresh is not None else snapshot(ep, mode), mode)
+
+
+def differences(fresh: dict, mode: Mode) -> list[str]:
+    """Where the endpoint's snapshot ``fresh`` differs from the mode's settings (pure)."""
     k = mode.knobs
-    fresh = netif.read_features(ep, snap)
-    if snap is None:
-        fresh["driver"] = netif.driver(ep)
     name = who(fresh)
     out = netif.feature_mismatches(fresh, mode.nic)
-    if k.channels:
-        cur = ethtool.parse_channels(read(ep, "-l"))["current"]
-        out += [f"{name}: channels {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.channels.items() if cur.get(key) != v]
-    if k.coalesce:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        out += [f"{name}: coalescing {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.coalesce.items() if cur.get(key) != v]
-    if k.rings:
-        cur = ethtool.parse_rings(read(ep, "-g"))["current"]
-        out += [f"{name}: ring setting {key} is {cur.get(key)}, wanted {v}"
-                for key, v in k.rings.items() if cur.get(key) != v]
-    if k.rss and "equal" in k.rss:
-        table = ethtool.parse_indirection(read(ep, "-x"))
+    current: dict[str, dict[str, Any]] = {}
+    for key, part in (("channels", "current"), ("coalesce", "current"), ("rings", "current"),
+                      ("rss", "table"), ("queues", None)):
+        if getattr(k, key, None) or (key == "queues" and uses_queues(k)):
+            got = fresh.get(key, {"error": "not read"})
+            if "error" in got:
+                out.append(f"{name}: could not re-read its {key}: {got['error']}")
+            else:
+                current[key] = got[part] if part else got
+    for key, label in (("channels", "channels"), ("coalesce", "coalescing"),
+                       ("rings", "ring setting")):
+        if key in current:
+            out += [f"{name}: {label} {s} is {current[key].get(s)}, wanted {v}"
+                    for s, v in getattr(k, key).items() if current[key].get(s) != v]
+    if "rss" in current and "equal" in k.rss:
+        table = current["rss"]
         if set(table) != set(range(k.rss["equal"])):
             out.append(f"{name}: RSS table uses queues {sorted(set(table))}, wanted "
                        f"0-{k.rss['equal'] - 1}")
-    if uses_queues(k):
-        current = queues.read_queues(ep)
-        for path, want in queues.mask_writes(current, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
-                                             remote(ep)).items():
+    if "queues" in current:
+        have_q = current["queues"]
+        for path, want in queues.mask_writes(have_q, k.rps_cpus, k.xps_cpus, k.rps_flow_cnt,
+                                             node_of(fresh)).items():
             q, f = path.split("/")
-            have = current[q][f]
+            have = have_q[q][f]
             if have == "unreadable" or queues.queue_value(f, have) != queues.queue_value(f, want):
                 out.append(f"{name}: {q} {f} is {have}, wanted {want}")
     if k.qdisc:
-        root = qdisc.qdisc_root(ep)
+        root = fresh.get("qdisc_root", {})
         if root.get("kind") != k.qdisc["kind"] or root.get("handle") != "1:":
             out.append(f"{name}: root qdisc is {root.get('kind')} {root.get('handle')}, "
                        f"wanted {k.qdisc['kind']} 1:")
@@ -287,104 +334,121 @@ def restore(snap: dict) -> list[str]:
     found = netif.restore_endpoint(snap)
     if any("gone, nothing to restore" in p for p in found):
         return found
-    found += restore_extras(ep, snap)
     try:
-        remaining = remaining_extras(ep, snap)
+        extras = restore_extras(ep, snap)
     except NetifError as exc:
-        return found + [f"{ep.label}: could not re-read the settings after restoring: {exc}"]
-    return found + [r for r in remaining if r not in found]
+        return found + [f"{ep.label}: could not restore its other settings: {exc}"]
+    return found + [r for r in extras if r not in found]
+
+
+def saved_keys(snap: dict) -> list[str]:
+    """The settings besides features and MTU a snapshot holds to put back."""
+    keys = [key for key, part in (("channels", "current"), ("coalesce", "current"),
+                                  ("rings", "current"), ("rss", "table"))
+            if snap.get(key, {}).get(part)]
+    if snap.get("queues") and "error" not in snap["queues"]:
+        keys.append("queues")
+    if snap.get("qdisc_root") is not None:
+        keys.append("qdisc_root")
+    return keys
 
 
 def restore_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back; return problems."""
-    found: list[str] = []
+    """Put channels, rings, coalescing, RSS, RPS/XPS and the root qdisc back and return the
+    problems and the differences left: one read, the changes with their read back in one
+    command, then the RPS/XPS masks (on the queues as the channels left them)."""
+    keys = saved_keys(snap)
+    if not keys:
+        return []
     name = who(snap)
-
-    def attempt(argv: list[str]) -> None:
-        try:
-            netif.run_in(ep, argv)
-        except NetifError as exc:
-            found.append(f"{exc} (driver {snap.get('driver', 'unknown')})")
-
-    ch = snap.get("channels", {}).get("current")
-    if ch:
-        cur = ethtool.parse_channels(read(ep, "-l"))["current"]
-        diff = {k: v for k, v in ch.items() if v is not None and cur.get(k) != v}
+    found: list[str] = []
+    cur = read_extras(ep, keys)
+    changes: list[list[str]] = []
+    for key, option in (("channels", "-L"), ("rings", "-G"), ("coalesce", "-C")):
+        saved = snap.get(key, {}).get("current")
+        if not saved:
+            continue
+        if "error" in cur[key]:
+            found.append(f"{name}: could not re-read its {key} to restore them: "
+                         f"{cur[key]['error']}")
+            continue
+        diff = {k: v for k, v in saved.items()
+                if kept(key, v) and cur[key]["current"].get(k) != v}
         if diff:
-            attempt(write(ep, "-L", diff))
-    rg = snap.get("rings", {}).get("current")
-    if rg:
-        cur = ethtool.parse_rings(read(ep, "-g"))["current"]
-        diff = {k: v for k, v in rg.items()
-                if isinstance(v, (bool, int)) and cur.get(k) != v}
-        if diff:
-            attempt(write(ep, "-G", diff))
-    co = snap.get("coalesce", {}).get("current")
-    if co:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        diff = adaptive_first({k: v for k, v in co.items() if v is not None and cur.get(k) != v})
-        if diff:
-            attempt(write(ep, "-C", diff))
+            changes.append(write(ep, option, adaptive_first(diff) if key == "coalesce" else diff))
     table = snap.get("rss", {}).get("table")
-    if table:
-        if ethtool.parse_indirection(read(ep, "-x")) != table:
-            attempt(["ethtool", "-X", ep.ifname, "default"])
-            if ethtool.parse_indirection(read(ep, "-x")) != table:
-                found.append(f"{name}: RSS table is back to the driver default, which is "
-                             "not the table the snapshot had")
-    saved_q = snap.get("queues")
-    if saved_q and "error" not in saved_q:
-        cur_q = queues.read_queues(ep)
-        writes = {f"{q}/{f}": v for q, files in saved_q.items() for f, v in files.items()
-                  if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
-                  and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
-        if writes:
-            try:
-                queues.write_masks(ep, writes)
-            except NetifError as exc:
-                found.append(str(exc))
+    rss_reset = bool(table) and cur["rss"].get("table") != table
+    if rss_reset:
+        changes.append(["ethtool", "-X", ep.ifname, "default"])
     root = snap.get("qdisc_root")
-    if root is not None:
-        cur = qdisc.qdisc_root(ep)
-        if cur != root:
-            if root.get("handle") in (None, "0:"):
-                attempt(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
-            else:
-                found.append(f"{name}: root qdisc was {root}, cannot rebuild it")
-    return found
+    if root is not None and cur["qdisc_root"] != root:
+        if root.get("handle") in (None, "0:"):
+            changes.append(["tc", "qdisc", "del", "dev", ep.ifname, "root"])
+        else:
+            found.append(f"{name}: root qdisc was {root}, cannot rebuild it")
+    after = cur
+    if changes:
+        results = netif.run_all(ep.netns_pid, changes + extra_argvs(ep, keys), ep.label, ep.via)
+        found += [f"{err} (driver {snap.get('driver', 'unknown')})"
+                  for _, err in results[:len(changes)] if err]
+        after = extras_of(ep, keys, results[len(changes):])
+    if rss_reset and after["rss"].get("table") != table:
+        found.append(f"{name}: RSS table is back to the driver default, which is "
+                     "not the table the snapshot had")
+    if "queues" in keys:
+        found += restore_queues(ep, snap, after)
+    return found + [r for r in extras_left(snap, after) if r not in found]
 
 
-def remaining_extras(ep: Endpoint, snap: dict) -> list[str]:
-    """Differences left after restoring the extras (pure reads)."""
+def kept(key: str, value: Any) -> bool:
+    """Whether a saved channel, ring or coalescing value is one to write back."""
+    return isinstance(value, (bool, int)) if key == "rings" else value is not None
+
+
+def restore_queues(ep: Endpoint, snap: dict, after: dict) -> list[str]:
+    """The RPS/XPS masks and flow counts put back where ``after`` (read after the channels were
+    put back) differs, and read back in the same command into ``after``."""
+    cur_q = after["queues"]
+    if "error" in cur_q:
+        return [f"{who(snap)}: could not re-read its queues to restore them: {cur_q['error']}"]
+    writes = {f"{q}/{f}": v for q, files in snap["queues"].items() for f, v in files.items()
+              if v != "unreadable" and cur_q.get(q, {}).get(f) not in (None, v)
+              and queues.queue_value(f, cur_q[q][f]) != queues.queue_value(f, v)}
+    if not writes:
+        return []
+    (_, failed), (text, err) = netif.run_all(  # written and read back in one command
+        ep.netns_pid, [queues.write_argv(ep, writes), queues.read_argv(ep)], ep.label, ep.via)
+    after["queues"] = (queues.parse_queues(text) if text is not None
+                       else {"error": netif.short_error(err or "")})
+    return [failed] if failed else []
+
+
+def extras_left(snap: dict, after: dict) -> list[str]:
+    """Differences between the saved extras of ``snap`` and ``after``, read after restoring
+    them (pure)."""
     name = who(snap)
     out: list[str] = []
-    for key, opt, parse in (("channels", "-l", ethtool.parse_channels),
-                            ("rings", "-g", ethtool.parse_rings)):
+    for key in ("channels", "rings", "coalesce"):
         saved = snap.get(key, {}).get("current")
-        if saved:
-            cur = parse(read(ep, opt))["current"]
-            out += [f"{name}: {key} {k} is {cur.get(k)}, snapshot had {v}"
-                    for k, v in saved.items()
-                    if isinstance(v, (bool, int)) and cur.get(k) != v]
-    saved_co = snap.get("coalesce", {}).get("current")
-    if saved_co:
-        cur = ethtool.parse_coalesce(read(ep, "-c"))
-        out += [f"{name}: coalescing {k} is {cur.get(k)}, snapshot had {v}"
-                for k, v in saved_co.items() if v is not None and cur.get(k) != v]
-    saved_q = snap.get("queues")
-    if saved_q and "error" not in saved_q:
-        cur_q = queues.read_queues(ep)
-        for q, files in saved_q.items():
+        if saved and "error" not in after.get(key, {}):
+            have = after[key]["current"]
+            label = "coalescing" if key == "coalesce" else key
+            out += [f"{name}: {label} {k} is {have.get(k)}, snapshot had {v}"
+                    for k, v in saved.items() if kept(key, v) and have.get(k) != v]
+    cur_q = after.get("queues", {})
+    if "queues" in after and "error" not in cur_q:
+        for q, files in snap["queues"].items():
             for f, v in files.items():
-                have = cur_q.get(q, {}).get(f)
-                if v != "unreadable" and have not in (None, "unreadable") and (
-                        queues.queue_value(f, have) != queues.queue_value(f, v)):
-                    out.append(f"{name}: {q} {f} is {have}, snapshot had {v}")
+                have_v = cur_q.get(q, {}).get(f)
+                if v != "unreadable" and have_v not in (None, "unreadable") and (
+                        queues.queue_value(f, have_v) != queues.queue_value(f, v)):
+                    out.append(f"{name}: {q} {f} is {have_v}, snapshot had {v}")
     root = snap.get("qdisc_root")
     if root is not None:
-        cur = qdisc.qdisc_root(ep)
-        if cur != root and root.get("handle") in (None, "0:") and cur.get("handle") != "0:":
-            out.append(f"{name}: root qdisc is {cur}, snapshot had {root}")
+        now_root = after["qdisc_root"]
+        if now_root != root and root.get("handle") in (None, "0:") and \
+                now_root.get("handle") != "0:":
+            out.append(f"{name}: root qdisc is {now_root}, snapshot had {root}")
     return out
 
 

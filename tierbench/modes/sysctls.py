@@ -1,8 +1,10 @@
 """A mode's sysctls: where each goes (a container's network namespace, the host, or each
 cluster node's host), read (a snapshot), checked against the kernel, set, read back and
-restored; one sysctl read, written or probed for where the kernel keeps it
-(``read_sysctl``, ``write_sysctl``, ``sysctl_scope``, ``sysctl_on_node``) through
-:func:`tierbench.interfaces.netif.run_ns`.
+restored; a target's sysctls read in one command and written in one (``read_sysctls``: ``sysctl
+-e KEY...``, a key the kernel lacks named in one sentence; ``write_sysctls``: ``sysctl -q -w
+KEY=VALUE...``), and probed for where the kernel keeps them (``sysctl_scope`` here,
+``sysctls_on_node`` on a node: all of a mode's keys in one probe, remembered for the process)
+through :func:`tierbench.interfaces.netif.run_ns`.
 
 The snapshot's part is the mode state's "sysctls": per target its process (None: the host),
 its namespace's inode (to tell a reused PID), its node and the saved values; on a cluster node
@@ -26,6 +28,7 @@ read-only (a lab node) refuses them before the run starts (:func:`node_problems`
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from functools import lru_cache
 from typing import Any
@@ -36,8 +39,9 @@ from tierbench.modes import congctl
 from tierbench.modes.model import Mode
 from tierbench.transport import LOCAL, Transport, node_of, run_argv
 
-__all__ = ["change", "mismatches", "node_problems", "nodes", "problems", "restore",
-           "restore_commands", "snapshot", "targets", "view"]
+__all__ = ["change", "clear_probes", "mismatches", "node_problems", "nodes", "problems",
+           "read_sysctls", "restore", "restore_commands", "snapshot", "sysctls_on_node",
+           "targets", "view", "write_sysctls"]
 
 CONGESTION = "net.ipv4.tcp_congestion_control"
 ALLOWED = "net.ipv4.tcp_allowed_congestion_control"
@@ -48,16 +52,36 @@ def sysctl_path(key: str) -> str:
     return "/proc/sys/" + key.replace(".", "/")
 
 
-@lru_cache(maxsize=256)
-def sysctl_on_node(key: str, node: Transport) -> str:
-    """``host`` when ``key`` exists on a cluster node (whose tiers share its namespace: host
+_ON_NODE: dict[tuple[str, Transport], str] = {}
+
+
+def sysctls_on_node(keys: list[str], node: Transport) -> dict[str, str]:
+    """Per key, ``host`` when it exists on a cluster node (whose tiers share its namespace: host
     networking), ``readonly`` when it exists but cannot be written there (a node whose /proc/sys
-    is mounted read-only, as in a container), ``missing`` when it does not."""
-    path = shlex.quote(sysctl_path(key))
-    script = (f"if ! test -e {path}; then echo missing; elif test -w {path}; then echo host; "
-              "else echo readonly; fi")
-    out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
-    return out.strip() or "missing"
+    is mounted read-only, as in a container), ``missing`` when it does not: the keys not yet
+    known probed in one command, remembered for the process."""
+    unknown = [k for k in dict.fromkeys(keys) if (k, node) not in _ON_NODE]
+    if unknown:
+        script = "; ".join(
+            f"if ! test -e {shlex.quote(sysctl_path(k))}; then echo {shlex.quote(k)} missing; "
+            f"elif test -w {shlex.quote(sysctl_path(k))}; then echo {shlex.quote(k)} host; "
+            f"else echo {shlex.quote(k)} readonly; fi" for k in unknown)
+        out = netif.run_ns(None, ["sh", "-c", script], str(node.name), node)
+        said = {w[0]: w[1] for line in out.splitlines() if len(w := line.split()) == 2}
+        for k in unknown:
+            _ON_NODE[(k, node)] = said.get(k, "missing")
+    return {k: _ON_NODE[(k, node)] for k in keys}
+
+
+def sysctl_on_node(key: str, node: Transport) -> str:
+    """:func:`sysctls_on_node` of one key."""
+    return sysctls_on_node([key], node)[key]
+
+
+def clear_probes() -> None:
+    """Forget what the probes found (a test's faked kernels)."""
+    _ON_NODE.clear()
+    sysctl_scope.cache_clear()
 
 
 @lru_cache(maxsize=256)
@@ -77,17 +101,66 @@ def sysctl_scope(key: str) -> str:
 
 
 def read_sysctl(pid: int | None, key: str, who: str, node: Transport | None = None) -> str:
-    return " ".join(netif.run_ns(pid, ["sysctl", "-n", key], who, node or LOCAL).split())
+    return read_sysctls(pid, [key], who, node)[key]
 
 
-def write_sysctl(pid: int | None, key: str, value: str, who: str,
-                 node: Transport | None = None) -> None:
-    netif.run_ns(pid, sysctl_argv(key, value), who, node or LOCAL)
+def read_sysctls(pid: int | None, keys: list[str], who: str, node: Transport | None = None
+                 ) -> dict[str, str]:
+    """The values of ``keys`` in the netns of ``pid`` (on ``node``), in one command, their
+    whitespace as one space; NetifError, one sentence naming it, when a key does not exist
+    there (:func:`missing_sentence`)."""
+    values, missing = read_present(pid, keys, who, node)
+    if missing:
+        raise NetifError(missing_sentence(who, missing))
+    return values
 
 
-def sysctl_argv(key: str, value: str) -> list[str]:
-    """``sysctl -q -w KEY=VALUE`` (a value with spaces stays one argument)."""
-    return ["sysctl", "-q", "-w", f"{key}={value}"]
+def read_present(pid: int | None, keys: list[str], who: str, node: Transport | None = None
+                 ) -> tuple[dict[str, str], list[str]]:
+    """The values of those of ``keys`` that exist there, and the keys that do not (``sysctl
+    -e``: a key the kernel lacks is left out of its output, where ``sysctl -n`` of several keys
+    would leave it impossible to tell which value is whose)."""
+    if not keys:
+        return {}, []
+    values = parse_sysctls(netif.run_ns(pid, ["sysctl", "-e", *keys], who, node or LOCAL),
+                           keys)
+    return values, [k for k in keys if k not in values]
+
+
+def parse_sysctls(text: str, keys: list[str]) -> dict[str, str]:
+    """``sysctl KEY...`` output ("KEY = VALUE" lines; a value of several lines goes on without
+    its key) as {key: value}, the value's whitespace as one space."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        m = re.match(r"^(\S+) =(?: (.*))?$", line)
+        if m and m.group(1) in keys:
+            current = parts.setdefault(m.group(1), [])
+            current.append(m.group(2) or "")
+        elif current is not None:
+            current.append(line)
+    return {k: " ".join(" ".join(v).split()) for k, v in parts.items()}
+
+
+def missing_sentence(who: str, keys: list[str]) -> str:
+    """One sentence naming the sysctls the kernel of ``who`` lacks."""
+    paths = ", ".join(sysctl_path(k) for k in keys)
+    if len(keys) == 1:
+        return f"{who}: sysctl {keys[0]} does not exist there (no {paths})"
+    return f"{who}: sysctls {', '.join(keys)} do not exist there (no {paths})"
+
+
+def write_sysctls(pid: int | None, values: dict[str, str], who: str,
+                  node: Transport | None = None) -> None:
+    """Write every key of ``values`` in one command (sysctl writes each, whatever the others
+    did, and says which key it could not set)."""
+    if values:
+        netif.run_ns(pid, sysctl_argv(values), who, node or LOCAL)
+
+
+def sysctl_argv(values: dict[str, str]) -> list[str]:
+    """``sysctl -q -w KEY=VALUE...`` (a value with spaces stays one argument)."""
+    return ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in values.items())]
 
 
 def nodes(endpoints: list[Endpoint]) -> list[Transport]:
@@ -145,16 +218,15 @@ def allowed_with(allowed: str, algorithm: str) -> str:
 
 
 def snapshot(mode: Mode, endpoints: list[Endpoint]) -> dict[str, dict[str, Any]]:
-    """The mode state's "sysctls": every target with the current values of its keys (a key
-    the kernel lacks is left out: the check refuses it)."""
+    """The mode state's "sysctls": every target with the current values of its keys, read in
+    one command per target (a key the kernel lacks is left out: the check refuses it)."""
     out = {}
     for target, info in targets(mode, endpoints).items():
-        values = {}
         node = node_of(info)
-        for key in info["keys"]:
-            scope = sysctl_on_node(key, node) if node else sysctl_scope(key)
-            if scope != "missing":
-                values[key] = read_sysctl(info["pid"], key, target, node)
+        scopes = (sysctls_on_node(info["keys"], node) if node
+                  else {k: sysctl_scope(k) for k in info["keys"]})
+        values = read_sysctls(info["pid"], [k for k in info["keys"] if scopes[k] != "missing"],
+                              target, node)
         where = node.record() if node else {}
         out[target] = {"pid": info["pid"], "netns_ino": info["netns_ino"], **where,
                        "values": values}
@@ -175,30 +247,33 @@ def node_problems(mode: Mode, node: Transport, peers: list[str] | None = None) -
     (``peers`` given: the run's other nodes) no peer to set one on. Run before anything starts
     (the runner's preflight, every node of the run) and again on the deployment's nodes."""
     found: list[str] = []
-    for key, value in mode.knobs.sysctls.items():
+    keys = [k for k in mode.knobs.sysctls if k != CONGESTION]
+    try:
+        scopes = sysctls_on_node(keys, node)
+    except NetifError as exc:
+        return [str(exc)]
+    if CONGESTION in mode.knobs.sysctls:
+        value = mode.knobs.sysctls[CONGESTION]
         try:
-            if key == CONGESTION:
-                available = read_sysctl(None, AVAILABLE, f"node:{node.name}",
-                                                node).split()
-                if value not in available:
-                    found.append(f"mode {mode.name} sets the congestion control {value!r}, "
-                                 f"which the kernel of {node.name} does not have (it has "
-                                 f"{', '.join(available)}); load its module there (modprobe "
-                                 f"tcp_{value}) or change the mode")
-                elif peers is not None and not peers:
-                    found.append(f"mode {mode.name} sets the congestion control, which "
-                                 f"tierbench sets on {node.name}'s routes to the run's other "
-                                 f"nodes, and no other node of the run has a data-plane "
-                                 f"address (tiers on one node talk over its local routes)")
-                continue
-            scope = sysctl_on_node(key, node)
+            available = read_sysctl(None, AVAILABLE, f"node:{node.name}", node).split()
         except NetifError as exc:
+            available = None
             found.append(str(exc))
-            continue
-        if scope == "missing":
+        if available is not None and value not in available:
+            found.append(f"mode {mode.name} sets the congestion control {value!r}, "
+                         f"which the kernel of {node.name} does not have (it has "
+                         f"{', '.join(available)}); load its module there (modprobe "
+                         f"tcp_{value}) or change the mode")
+        elif available is not None and peers is not None and not peers:
+            found.append(f"mode {mode.name} sets the congestion control, which "
+                         f"tierbench sets on {node.name}'s routes to the run's other "
+                         f"nodes, and no other node of the run has a data-plane "
+                         f"address (tiers on one node talk over its local routes)")
+    for key in keys:
+        if scopes[key] == "missing":
             found.append(f"sysctl {key} does not exist on the kernel of {node.name} (no "
                          f"{sysctl_path(key)}); drop it from mode {mode.name}")
-        elif scope == "readonly":
+        elif scopes[key] == "readonly":
             found.append(f"mode {mode.name} cannot run on {node.name}: its /proc/sys is "
                          f"read-only (a container, such as a lab node), so sysctl {key} cannot "
                          f"be set there; drop the sysctl from the mode or run it on nodes whose "
@@ -239,25 +314,26 @@ def problems(mode: Mode, endpoints: list[Endpoint]) -> list[str]:
 
 
 def change(mode: Mode, state: dict) -> None:
-    """Every sysctl of the mode written at each target of ``state`` (on a cluster node, the
-    congestion control on its routes to the peers)."""
+    """Every sysctl of the mode written at each target of ``state``, in one command per target
+    (on a cluster node, the congestion control on its routes to the peers)."""
     for target, info in state.get("sysctls", {}).items():
         node = node_of(info)
         if node and "routes" in info:
             congctl.set_routes(node, info["routes"], mode.knobs.sysctls[CONGESTION], target)
-        for key in info["values"]:
-            if key == ALLOWED:  # the algorithm the namespaces are given, added
-                have = read_sysctl(None, key, target)
-                want = allowed_with(have, mode.knobs.sysctls[CONGESTION])
-                if want != have:
-                    write_sysctl(None, key, want, target)
-                continue
-            write_sysctl(info["pid"], key, mode.knobs.sysctls[key], target, node)
+        writes = {key: str(mode.knobs.sysctls[key]) for key in info["values"] if key != ALLOWED}
+        if ALLOWED in info["values"]:  # the algorithm the namespaces are given, added
+            have = read_sysctl(None, ALLOWED, target)
+            want = allowed_with(have, mode.knobs.sysctls[CONGESTION])
+            if want != have:
+                writes = {ALLOWED: want, **writes}
+        write_sysctls(info["pid"], writes, target, node)
 
 
-def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> list[str]:
-    """The mode's sysctls read back that differ from it (at the targets of ``state``, or
-    where they would go)."""
+def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None,
+               fresh: dict | None = None) -> list[str]:
+    """The mode's sysctls read back (in one command per target; ``fresh``: the mode state's
+    "sysctls" of a snapshot just taken, read instead) that differ from it (at the targets of
+    ``state``, or where they would go)."""
     out: list[str] = []
     chosen = (state or {}).get("sysctls") or {
         t: {"pid": i["pid"], "node": i.get("node"), "ssh": i.get("ssh"),
@@ -267,18 +343,28 @@ def mismatches(mode: Mode, endpoints: list[Endpoint], state: dict | None) -> lis
     for target, info in chosen.items():
         node = node_of(info)
         if node and "routes" in info:
-            out += route_mismatches(node, list(info["routes"]), mode.knobs.sysctls[CONGESTION],
-                                    target)
-        for key in info["values"]:
-            want = mode.knobs.sysctls.get(CONGESTION if key == ALLOWED else key)
-            if want is None:
-                continue
+            out += (route_mismatches(node, list(info["routes"]),
+                                     mode.knobs.sysctls[CONGESTION], target)
+                    if fresh is None or target not in fresh else
+                    routes_differ(fresh[target].get("routes", {}),
+                                  mode.knobs.sysctls[CONGESTION], target))
+        keys = [k for k in info["values"]
+                if mode.knobs.sysctls.get(CONGESTION if k == ALLOWED else k) is not None]
+        if fresh is not None and target in fresh:
+            have_all = fresh[target]["values"]
+        else:
             try:
-                have = read_sysctl(info["pid"], key, target, node_of(info))
+                have_all = read_sysctls(info["pid"], keys, target, node)
             except NetifError as exc:
-                out.append(f"{target}: could not re-read {key}: {exc}")
+                out.append(f"{target}: could not re-read its sysctls: {exc}")
                 continue
-            if key == ALLOWED:
+        for key in keys:
+            want = str(mode.knobs.sysctls[CONGESTION if key == ALLOWED else key])
+            have = have_all.get(key)
+            if have is None:
+                out.append(f"{target}: sysctl {key} could not be re-read (no "
+                           f"{sysctl_path(key)})")
+            elif key == ALLOWED:
                 if want not in have.split():
                     out.append(f"{target}: sysctl {key} is {have!r}, without {want!r}")
             elif have != want:
@@ -292,6 +378,10 @@ def route_mismatches(node: Transport, peers: list[str], want: str, target: str) 
         routes = congctl.read(node, peers, target)
     except NetifError as exc:
         return [f"{target}: could not re-read the routes to the peers: {exc}"]
+    return routes_differ(routes, want, target)
+
+
+def routes_differ(routes: dict[str, str | None], want: str, target: str) -> list[str]:
     return [f"{target}: the route to {p} has congctl {congctl.congctl_of(line)!r}, "
             f"wanted {want!r}" for p, line in routes.items()
             if congctl.congctl_of(line) != want]
@@ -307,16 +397,23 @@ def restore(target: str, info: dict) -> list[str]:
                 ino is not None and netif.netns_inode(pid) != ino):
             return [f"{target}: gone, nothing to restore"]
     node = node_of(info)
+    saved: dict[str, str] = info.get("values", {})
     found: list[str] = []
-    for key, value in info.get("values", {}).items():
-        try:
-            if read_sysctl(pid, key, target, node) != value:
-                write_sysctl(pid, key, value, target, node)
-                have = read_sysctl(pid, key, target, node)
-                if have != value:
-                    found.append(f"{target}: sysctl {key} is {have!r}, snapshot had {value!r}")
-        except NetifError as exc:
-            found.append(str(exc))
+    try:  # one read, one write of what differs, one read back
+        have, missing = read_present(pid, list(saved), target, node)
+        if missing:
+            found.append(missing_sentence(target, missing))
+        differ = {k: v for k, v in saved.items() if k in have and have[k] != v}
+        if differ:
+            try:
+                write_sysctls(pid, differ, target, node)
+            except NetifError as exc:
+                found.append(str(exc))
+            have = read_present(pid, list(differ), target, node)[0]
+            found += [f"{target}: sysctl {k} is {have.get(k)!r}, snapshot had {v!r}"
+                      for k, v in differ.items() if have.get(k) != v]
+    except NetifError as exc:
+        found.append(str(exc))
     if node and info.get("routes"):
         found += congctl.restore(node, info["routes"], target)
     return found
@@ -326,7 +423,7 @@ def restore_commands(info: dict) -> list[list[str]]:
     """The commands that write one target's saved values back (in its namespace, on its node):
     the rollback guard's plan for it: each saved sysctl, and on a node the host routes to its
     peers as they were (congctl.restore_script, which needs no reading first)."""
-    out = [sysctl_argv(key, value) for key, value in info.get("values", {}).items()]
+    out = [sysctl_argv({key: value}) for key, value in info.get("values", {}).items()]
     if info.get("routes"):
         out.append(["sh", "-c", congctl.restore_script(info["routes"])])
     return out
