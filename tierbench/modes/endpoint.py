@@ -1,5 +1,7 @@
 """One endpoint's part of a mode: the settings of one interface a mode may touch, read (a
 snapshot), checked against what its driver allows, changed, read back, restored and viewed.
+A mode of several scoped parts gives each endpoint its own settings (``Mode.at``: the parts
+that cover it, bound to the deployment by the runner).
 
 Features and MTU go through :mod:`tierbench.interfaces.netif`; channels, rings, coalescing, RSS,
 RPS/XPS and the root qdisc through :mod:`tierbench.interfaces.ethtool`. A snapshot is a JSON dict
@@ -62,7 +64,7 @@ def snapshot(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     """The endpoint's features and MTU, and whatever else of it the mode sets (an ethtool
     setting the driver refuses to show is recorded as {"error": ...})."""
     snap = netif.snapshot(ep)
-    k = mode.knobs
+    k = mode.at(ep.label).knobs
     for key, option, kept in READS:
         if getattr(k, key):
             text, err = netif.try_run(ep, ["ethtool", option, ep.ifname])
@@ -106,6 +108,7 @@ def qdisc_problem(mode: Mode, node: Transport | None = None) -> str | None:
 
 def problems(snap: dict, mode: Mode) -> list[str]:
     """Why ``mode`` cannot be applied to the endpoint of ``snap`` ([] = possible); pure."""
+    mode = mode.at(str(snap.get("label")))
     k = mode.knobs
     name = who(snap)
     found = netif.feature_problems(snap, mode.nic)
@@ -203,6 +206,7 @@ def ring_problems(snap: dict, mode: Mode, fix: str) -> list[str]:
 
 def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
     """Set everything the mode sets on the endpoint (raises NetifError at the first refusal)."""
+    mode = mode.at(ep.label)
     k = mode.knobs
     netif.set_features(ep, netif.wanted_feature_args(snap, mode.nic))
     if mode.nic.mtu is not None:
@@ -238,6 +242,7 @@ def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
 
 def mismatches(ep: Endpoint, mode: Mode, snap: dict | None) -> list[str]:
     """Every setting of the mode (sub-features included) read back that differs from it."""
+    mode = mode.at(ep.label)
     k = mode.knobs
     fresh = netif.read_features(ep, snap)
     if snap is None:
@@ -394,7 +399,7 @@ def restore_commands(snap: dict, mode: Mode) -> list[list[str]]:
     coalescing, RSS, RPS/XPS, the root qdisc): the rollback guard's plan for it, each run in
     the endpoint's namespace on its node. Only the keys the mode sets are written back (a
     driver refuses `ethtool -L other 1` it cannot change, and the mode never touched it)."""
-    k, ifname = mode.knobs, snap["ifname"]
+    k, ifname = mode.at(str(snap.get("label"))).knobs, snap["ifname"]
     out = netif.restore_commands(snap)
     for key, option, wanted in (("channels", "-L", k.channels), ("rings", "-G", k.rings),
                                 ("coalesce", "-C", k.coalesce)):
