@@ -20,6 +20,7 @@ from tierbench import cli
 from tierbench.advise import knobs
 from tierbench.advise import run as advise_run
 from tierbench.config.errors import ConfigError
+from tierbench.interfaces import netif
 from tierbench.modes import apply
 import test_advise as ta
 
@@ -37,6 +38,11 @@ def tso_off(label: str) -> dict[str, Any]:
     return snap
 
 
+def over_tso_off(mode: Any) -> bool:
+    """Whether a mode is applied over the stated configuration tso-off."""
+    return bool(mode.parts) and mode.parts[0].name == "tso-off"
+
+
 @pytest.fixture()
 def from_env(advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """advisor_env, with every applied mode kept and discovery reading the interfaces as the
@@ -51,13 +57,15 @@ def from_env(advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> di
         now.append(mode)
         try:
             with stub(mode, eps, *args, **kwargs):
+                if over_tso_off(mode) and mode.name != "tso-on":  # the kernel ran TSO off
+                    args[2]["interfaces_during"] = {"sim:eth0": netif.settings_view(
+                        tso_off("sim:eth0"))}
                 yield
         finally:
             now.pop()
 
     def read(ep: Any, container: Any = None) -> dict[str, Any]:
-        starts = bool(now) and bool(now[-1].parts) and now[-1].parts[0].name == "tso-off"
-        return tso_off(ep.label) if starts else ta.veth(ep.label)
+        return tso_off(ep.label) if now and over_tso_off(now[-1]) else ta.veth(ep.label)
 
     monkeypatch.setattr(apply, "mode_applied", applied)
     monkeypatch.setattr(knobs, "read_endpoint", read)
@@ -89,6 +97,9 @@ def test_an_advise_run_from_a_stated_configuration_measures_and_confirms_changes
     assert float(rows["tso"]["throughput_effect_pct"]) == pytest.approx(50, abs=3)
     others = [r for k, r in rows.items() if k != "tso" and r["commands"]]
     assert others == []  # nothing else matters: no other change recommended
+    # TSO off during every point over tso-off is the baseline's state too: no side effect
+    # (the points' interfaces_before, the machine's own state, had it on)
+    assert rows["gso"]["side_effects"] == "" and rows["gso"]["compared_with"] == "baseline"
     conf = record["confirmation"]
     assert conf["is_confirmed"] and conf["confirmed"] == {"tso": "on"}
     (outcome,) = conf["rounds"][0]["workloads"].values()

@@ -211,7 +211,7 @@ def interfaces(record: dict[str, Any], changes: dict[str, str],
     for w in record.get("workloads") or []:
         for ep in w.get("endpoints") or []:
             nic, back, taken = (taking or settings)(w, changes, ep.get("side"))
-            if not taken and not start:
+            if not taken and not (start and w.get("status") == "complete"):
                 continue
             key = (ep.get("node"), ep.get("label"))
             item = out.setdefault(key, {

@@ -22,6 +22,9 @@ For each workload of the suite, in order (results/advise/<run-id>/advise.json re
 5. advice.csv, advice.html, config.json and the persistent forms are written.
 
 Every interface is restored after every point by the runner, and after every trial here.
+With ``--from MODE`` (a stated starting configuration: interface settings only) discovery reads
+the interfaces with that mode applied (``started``), and every mode of the session, the
+baseline's included, is that mode with its own settings over it (knobs.over: a mode of parts).
 """
 
 from __future__ import annotations
