@@ -128,6 +128,14 @@ def test_a_mode_of_parts_sets_each_interface_its_sides_settings_only(
                                                     "scatter-gather": False}
     assert layered.at("generator:eth0").nic.features == {"generic-receive-offload": False,
                                                           "scatter-gather": False}
+    # a mode file's short names and the advisor's long ones are one feature: the later wins
+    from tierbench.modes.model import load_mode
+
+    tso_on = knobs.make_mode("tso.server-on", "d", {"features": {
+        "tcp-segmentation-offload": True}}, "server")
+    over_file = runner.bound(knobs.over(load_mode("tso-off"), tso_on), dep)
+    assert over_file.at("web:eth0").nic.features == {"tcp-segmentation-offload": True}
+    assert over_file.at("generator:eth0").nic.features == {"tcp-segmentation-offload": False}
 
 
 def record(changes: dict[str, str]) -> dict[str, Any]:

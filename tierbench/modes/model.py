@@ -443,10 +443,13 @@ def _over(a: Knobs, b: Knobs) -> Knobs:
 
 
 def _layered(name: str, description: str, parts: Iterable[Mode]) -> Mode:
-    """One unscoped mode of the parts' interface settings, each over the one before."""
+    """One unscoped mode of the parts' interface settings, each over the one before (features
+    by their long ethtool names, so that a part's `tso` and another's
+    `tcp-segmentation-offload` are one feature, the later part's state)."""
     nic, knobs = NicSettings(), Knobs()
     for p in parts:
-        nic = NicSettings(features={**nic.features, **p.nic.features},
+        nic = NicSettings(features={**nic.features, **{FEATURE_ALIASES.get(f, f): v
+                                                       for f, v in p.nic.features.items()}},
                           mtu=nic.mtu if p.nic.mtu is None else p.nic.mtu)
         knobs = _over(knobs, p.knobs)
     return Mode(name=name, description=description, tiers=(), nic=nic, source="(parts)",
