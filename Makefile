@@ -51,7 +51,7 @@ study: setup images ## Every experiment of STUDY (000-004) in the paper's order,
 BUDGET ?= 30
 WORKLOADS ?=
 advise: setup images ## Which offloads help which workload on these interfaces, measured within BUDGET minutes (advice.html)
-	$(VENV)/tierbench advise --budget-min $(BUDGET) $(if $(WORKLOADS),--workloads $(WORKLOADS))
+	$(VENV)/tierbench advise --budget-min $(BUDGET) $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(FROM),--from $(FROM))
 
 clean: setup-venv ## Restore interface settings a crashed run left changed, remove the stack
 	$(VENV)/tierbench clean

@@ -280,15 +280,21 @@ def _manifest(run_dir: Path | str) -> dict[str, Any]:
 
 
 def moved(run_dir: Path | str, mode: str) -> dict[str, str]:
-    """The features whose state during a mode's points differed from the state before them,
-    on any endpoint (the points' interfaces_before and interfaces_during): name -> state
-    during."""
+    """The features whose state during a mode's points differed from the state the baseline
+    ran (the interfaces_during of a baseline point of the same bring-up; without one, the
+    point's interfaces_before: the same but under `advise --from`, whose baseline sets the
+    stated configuration), on any endpoint: name -> state during."""
     out: dict[str, str] = {}
     points = _manifest(run_dir).get("points") or {}
-    for rec in points.values() if isinstance(points, dict) else []:
-        if not isinstance(rec, dict) or rec.get("mode") != mode:
+    recs = [r for r in (points.values() if isinstance(points, dict) else [])
+            if isinstance(r, dict)]
+    ran = {r.get("deployment"): r.get("interfaces_during") for r in recs
+           if r.get("mode") == BASELINE and r.get("interfaces_during")}
+    for rec in recs:
+        if rec.get("mode") != mode:
             continue
-        before, during = rec.get("interfaces_before") or {}, rec.get("interfaces_during") or {}
+        before = ran.get(rec.get("deployment")) or rec.get("interfaces_before") or {}
+        during = rec.get("interfaces_during") or {}
         for label, view in during.items():
             was = (before.get(label) or {}).get("features") or {}
             for name, state in ((view or {}).get("features") or {}).items():

@@ -23,7 +23,7 @@ from analysis import advise as advice
 from analysis import load, report
 from analysis import runs as runs_list
 from tierbench import cli, runner
-from tierbench.advise import knobs, plan
+from tierbench.advise import knobs, pilot, plan
 from tierbench.advise import run as advise_run
 from tierbench.config.errors import ConfigError
 from tierbench.interfaces import ethtool, netif
@@ -547,8 +547,12 @@ def test_a_budget_too_small_for_the_second_workload_says_so(
     record = json.loads((folder / "advise.json").read_text())
     first, second = record["workloads"]
     assert first["status"] == "complete" and first["budget"]["share_s"] == pytest.approx(least)
-    assert second["status"].startswith("not run: ") and "8 blocks of its 12 modes" in \
-        second["status"]
+    # the least it could have run with: its pilot and one knob at 2-s windows (not the
+    # defaults' 8 blocks of its 12 modes, which a pilot's design would have cut)
+    pilot_least = pilot.pilot_cost_s(lambda window_s: 0.1) + pilot.least_s(0.1, 2, 0)
+    assert re.fullmatch(r"not run: \d+\.\d min of the budget were left; its pilot and one "
+                        r"knob at 2-s windows need about " + re.escape(f"{pilot_least / 60:.1f}")
+                        + " min with its confirmation", second["status"])
     table = list(csv.DictReader((folder / "advice.csv").open()))
     second_rows = [r for r in table if r["workload"] == "second"]
     assert [r["knob"] for r in second_rows] == list(knobs.KNOBS)  # a row per knob still

@@ -71,18 +71,71 @@ def test_a_sides_mode_covers_that_roles_tiers_only() -> None:
     assert modes["jumbo-on"].roles == () and modes["all-off"].roles == ()
     assert srv.nic.features == {"tcp-segmentation-offload": False}
     p = ta.by_knob(plans)
-    assert knobs.pair_mode(p["tso.server"], p["gro.client"]) is None
+    across = knobs.pair_mode(p["tso.server"], p["gro.client"])  # one mode of two parts
+    assert [q.roles for q in across.parts] == [("servers",), ("clients",)]
+    assert across.name == "tso.server-off_gro.client-on"  # the 2 x 2's fourth corner
     both = knobs.pair_mode(p["tso.server"], p["gro.server"])
-    assert both is not None and both.roles == ("servers",)
+    assert both.roles == ("servers",) and not both.parts
 
 
-def test_side_mode_is_one_scope_or_none() -> None:
-    on = {"features": {"generic-receive-offload": True}}
-    off = {"features": {"tcp-segmentation-offload": False}}
-    assert knobs.side_mode("c", "d", {"server": on, "client": {}}).roles == ("servers",)  # type: ignore[union-attr]
-    assert knobs.side_mode("c", "d", {"server": on, "client": on}).roles == ()  # type: ignore[union-attr]
-    assert knobs.side_mode("c", "d", {"both": on}).roles == ()  # type: ignore[union-attr]
-    assert knobs.side_mode("c", "d", {"server": on, "client": off}) is None
+ON = {"features": {"generic-receive-offload": True}}
+OFF = {"features": {"tcp-segmentation-offload": False}}
+
+
+def test_side_mode_is_one_scope_or_one_part_per_side() -> None:
+    assert knobs.side_mode("c", "d", {"server": ON, "client": {}}).roles == ("servers",)
+    assert knobs.side_mode("c", "d", {"server": ON, "client": ON}).roles == ()
+    assert knobs.side_mode("c", "d", {"both": ON}).roles == ()
+    split = knobs.side_mode("c", "d", {"server": ON, "client": OFF})
+    assert [(p.roles, p.nic.features) for p in split.parts] == [
+        (("servers",), {"generic-receive-offload": True}),
+        (("clients",), {"tcp-segmentation-offload": False})]
+    assert split.name == "c" and not split.sets_nothing
+    assert split.covers("web", "server") and split.covers("generator", "client")
+
+
+def test_a_mode_of_parts_sets_each_interface_its_sides_settings_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner binds a mode of parts to the deployment, and each endpoint is changed,
+    checked and read back with its own side's settings (tierbench.modes.endpoint)."""
+    from tierbench import runner
+    from tierbench.interfaces import netif
+    from tierbench.modes import endpoint
+
+    split = knobs.side_mode("confirmed", "d", {"server": ON, "client": OFF})
+    dep = TwoSides().deploy(None, None, None, None, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="before it was bound"):
+        split.at("web:eth0")  # never applied as the parts' union
+    bound = runner.bound(split, dep)
+    eps = runner.mode_endpoints(bound, dep)
+    assert [e.label for e in eps] == ["web:eth0", "generator:eth0"]
+    assert bound.at("web:eth0").nic.features == {"generic-receive-offload": True}
+    assert bound.at("generator:eth0").nic.features == {"tcp-segmentation-offload": False}
+    told: dict[str, dict[str, bool]] = {}
+    monkeypatch.setattr(netif, "set_features",
+                        lambda ep, args: told.update({ep.label: dict(args)}))
+    snaps = {e.label: ta.veth(e.label) for e in eps}
+    for e in eps:
+        assert endpoint.problems(snaps[e.label], bound) == []
+        endpoint.change(e, snaps[e.label], bound)
+    assert told == {"web:eth0": {"generic-receive-offload": True},
+                    "generator:eth0": {"tcp-segmentation-offload": False}}
+    # a part over every tier and a part over one side: layered where they meet
+    start = knobs.make_mode("start", "d", {"features": {"generic-receive-offload": False,
+                                                        "scatter-gather": False}})
+    layered = runner.bound(knobs.over(start, knobs.side_mode("c", "d", {"server": ON})), dep)
+    assert layered.at("web:eth0").nic.features == {"generic-receive-offload": True,
+                                                    "scatter-gather": False}
+    assert layered.at("generator:eth0").nic.features == {"generic-receive-offload": False,
+                                                          "scatter-gather": False}
+    # a mode file's short names and the advisor's long ones are one feature: the later wins
+    from tierbench.modes.model import load_mode
+
+    tso_on = knobs.make_mode("tso.server-on", "d", {"features": {
+        "tcp-segmentation-offload": True}}, "server")
+    over_file = runner.bound(knobs.over(load_mode("tso-off"), tso_on), dep)
+    assert over_file.at("web:eth0").nic.features == {"tcp-segmentation-offload": True}
+    assert over_file.at("generator:eth0").nic.features == {"tcp-segmentation-offload": False}
 
 
 def record(changes: dict[str, str]) -> dict[str, Any]:
@@ -216,15 +269,47 @@ def two_sides_run(advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
     return advise_run.Advisor(["first"], 5, 5.0, advisor_env["suite"]).run()
 
 
-def test_sides_that_need_different_settings_are_not_confirmed_as_one_mode(
+def test_sides_that_need_different_settings_are_confirmed_as_one_mode_of_two_parts(
         advisor_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = two_sides_run(advisor_env, monkeypatch, {"gro.client-on": (0.2, 0.0),
-                                                      "gso.server-off": (0.2, 0.0)})
-    conf = json.loads((folder / "advise.json").read_text())["confirmation"]
+    from tierbench.modes import apply
+
+    seen: dict[str, Any] = {}
+    stub = apply.mode_applied
+
+    def applied(mode: Any, eps: Any, *args: Any, **kwargs: Any) -> Any:
+        if mode.name == "confirmed":
+            seen["confirmed"] = (mode, [e.label for e in eps])
+        if "_" in mode.name:
+            seen["pair"] = mode
+        return stub(mode, eps, *args, **kwargs)
+
+    monkeypatch.setattr(apply, "mode_applied", applied)
+    # the truth: each change +20 % on its own, the configuration +44 % (both), on TPS
+    folder = two_sides_run(advisor_env, monkeypatch, {
+        "gro.client-on": (0.2, 0.0), "gso.server-off": (0.2, 0.0), "confirmed": (0.44, 0.0)})
+    record_ = json.loads((folder / "advise.json").read_text())
+    conf = record_["confirmation"]
     assert conf["merged"] == {"gso.server": "off", "gro.client": "on"}
-    assert not conf.get("is_confirmed") and "server side and the client side of first " \
-        "differently" in conf["status"]
-    assert not json.loads((folder / "config.json").read_text())["confirmed"]
+    assert conf["is_confirmed"] and conf["confirmed"] == conf["merged"]
+    assert conf["status"].startswith("confirmed on 1 workload(s)")
+    (outcome,) = conf["rounds"][0]["workloads"].values()
+    effect = outcome["effects"]["throughput"]
+    assert effect["low_pct"] < 44 < effect["high_pct"] and outcome["better"]
+    # one point's mode: each side's change on that side's interface only
+    mode, labels = seen["confirmed"]
+    assert labels == ["web:eth0", "generator:eth0"] and len(mode.parts) == 2
+    assert mode.at("web:eth0").nic.features == {"generic-segmentation-offload": False}
+    assert mode.at("generator:eth0").nic.features == {"generic-receive-offload": True}
+    # the 2 x 2 of the two changes, across the sides, ran (its fourth corner: two parts)
+    assert set(record_["workloads"][0]["pair"]["mode"].split("_")) == {"gso.server-off",
+                                                                       "gro.client-on"}
+    assert len(seen["pair"].parts) == 2
+    config = json.loads((folder / "config.json").read_text())
+    assert config["confirmed"] and [(i["label"], i["nic"]) for i in config["interfaces"]] == [
+        ("web:eth0", {"features": {"generic-segmentation-offload": False}}),
+        ("generator:eth0", {"features": {"generic-receive-offload": True}})]
+    root = folder / "persist"
+    assert {"confirmed-server-side", "confirmed-client-side"} <= {p.name for p in root.iterdir()}
 
 
 def test_an_advise_run_measures_each_side_and_writes_side_forms(

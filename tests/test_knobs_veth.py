@@ -165,6 +165,42 @@ sysctls:
     assert channels(NS_A, A_IF)["current"]["rx"] == 1
 
 
+def test_a_mode_of_parts_sets_each_sides_interface_its_own_settings(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """One mode of two scoped parts (the advisor's configuration whose sides differ): the
+    server's interface gets TSO off only, the client's GRO on and two channels only; applied,
+    read back, restored with the rollback guard's plan made per endpoint, all through
+    apply.mode_applied."""
+    from tierbench.modes import guard
+
+    server = write_mode(tmp_path, "srv", "roles: [servers]\nnic: {features: {tso: off}}\n")
+    client = write_mode(tmp_path, "cli", "roles: [clients]\n"
+                        "nic: {features: {gro: on}, channels: {rx: 2}}\n")
+    split = modes.bind(modes.of_parts("split", "two sides", [server, client]),
+                       [("web", "server", [lab.a]), ("generator", "client", [lab.b])])
+    before = knobs.snapshot_mode(split, lab.eps)
+    assert "channels" in before["endpoints"][lab.b.label]
+    assert "channels" not in before["endpoints"][lab.a.label]
+    # the guard's restore plan: the client's channels put back, nothing of them on the server
+    cmds = [c for where in guard.plan(before, split).values() for c in where["commands"]]
+    assert any("-L" in c["argv"] for c in cmds if c["what"] == lab.b.label)
+    assert not any("-L" in c["argv"] for c in cmds if c["what"] == lab.a.label)
+    record: dict = {}
+    with knobs.mode_applied(split, lab.eps, lab.eps, StateFile(tmp_path / "state.json"),
+                            record, 0.0, lambda: None):
+        fa = netif.parse_features(sh("ip", "netns", "exec", NS_A, "ethtool", "-k",
+                                     A_IF).stdout)
+        fb = netif.parse_features(sh("ip", "netns", "exec", NS_B, "ethtool", "-k",
+                                     B_IF).stdout)
+        assert not fa["tcp-segmentation-offload"]["on"] and not fa["generic-receive-offload"]["on"]
+        assert fb["tcp-segmentation-offload"]["on"] and fb["generic-receive-offload"]["on"]
+        assert channels(NS_B, B_IF)["current"]["rx"] == 2
+        assert channels(NS_A, A_IF)["current"]["rx"] == 1
+    assert record["mode_verified"] and record["restored"]
+    assert knobs.snapshot_mode(split, lab.eps) == before
+
+
 @pytest.mark.parametrize("name", [
     "offloads-off", "offloads-on", "sockopt-1-default", "sockopt-2-socket-buffers",
     "sockopt-3-tso", "sockopt-4-jumbo", "tso-off", "gro-off", "checksum-off", "jumbo-mtu",

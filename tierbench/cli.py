@@ -187,7 +187,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         check_profile(args)
     advisor = advise.Advisor(args.workloads, args.budget_min, args.precision,
                              placer=args.where, weights=args.weights, window_s=args.window_s,
-                             profile=args.profile)
+                             profile=args.profile, start=args.start)
     compose.preflight(cluster=args.where.cluster is not None)
     try:
         with locked(args):
@@ -450,6 +450,11 @@ def parser() -> argparse.ArgumentParser:
     ad.add_argument("--profile", choices=("categories",),
                     help="perf on every CPU per point of every run: each recommendation says "
                     "what moved by kernel category (docs/advise.md)")
+    ad.add_argument("--from", dest="start", metavar="MODE",
+                    help="start from this mode's interface settings (a mode of modes/, e.g. "
+                    "offloads-off) instead of the interfaces as they are: every point sets it "
+                    "under the rollback guard and puts the interfaces back after; the advice "
+                    "says what to change from it (docs/advise.md)")
     add_cluster_arg(ad)
     ad.set_defaults(func=cmd_advise)
     ads = ad.add_subparsers(dest="advise_action", metavar="apply")

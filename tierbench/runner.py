@@ -41,7 +41,7 @@ from tierbench.measure.counters import MeasureError, node_breakdown, window
 from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply, cpus, guard, sysctls
-from tierbench.modes.model import Mode, host_endpoints
+from tierbench.modes.model import Mode, bind, host_endpoints
 from tierbench.placement import model, nodes, placer, provenance, space
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.stats import precision
@@ -273,10 +273,17 @@ def mode_endpoints(mode: Mode, deployment: Deployment) -> list[netif.Endpoint]:
         return eps if eps is not None else host_endpoints(mode)
     eps = deployment.endpoints(mode)
     if not eps and not mode.sets_nothing:
-        scope = ", ".join(mode.tiers or mode.roles)
+        scope = ", ".join(mode.tiers or mode.roles or dict.fromkeys(
+            x for p in mode.parts for x in p.tiers or p.roles))
         raise netif.NetifError(f"mode {mode.name} covers {scope}, which this deployment does not "
                                f"have (tiers: {', '.join(deployment.tiers)})")
     return eps
+
+
+def bound(mode: Mode, deployment: Deployment) -> Mode:
+    """A mode of several scoped parts with what each of the deployment's endpoints gets
+    (model.bind); any other mode as it is."""
+    return bind(mode, [(t.name, t.role, t.endpoints) for t in deployment.tiers.values()])
 
 
 def check_modes(exp: Experiment, deployment: Deployment) -> None:
@@ -284,6 +291,7 @@ def check_modes(exp: Experiment, deployment: Deployment) -> None:
     problems = []
     cluster = exp.placer.cluster
     for m in exp.impl.modes(exp):
+        m = bound(m, deployment)
         eps = mode_endpoints(m, deployment)
         if cluster is not None:
             refused = guard.management_refusal(
@@ -522,7 +530,7 @@ class Run:
     def _point(self, point: Point, deployment: Deployment, prepared: Any) -> dict:
         exp, kind = self.exp, self.kind
         assert self.dir is not None
-        mode = kind.point_mode(exp, point)
+        mode = bound(kind.point_mode(exp, point), deployment)
         pdir = self.dir / "points" / point.id
         if pdir.exists():  # a point a resumed run had started but not finished
             shutil.rmtree(pdir)

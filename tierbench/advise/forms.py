@@ -161,9 +161,10 @@ def _safe(name: str) -> str:
 
 def write(folder: Path, workload: str, endpoints: list[dict[str, Any]],
           change: dict[str, Any], revert: dict[str, Any],
-          unknown: list[str] | None = None) -> list[Path]:
+          unknown: list[str] | None = None, said: list[str] | None = None) -> list[Path]:
     """Every form of one workload's recommended changes, per interface, under
-    ``folder/persist/<workload>/``: .link files, nmcli.sh, apply.sh, revert.sh, NOTES.txt."""
+    ``folder/persist/<workload>/``: .link files, nmcli.sh, apply.sh, revert.sh, NOTES.txt
+    (``said``: notes before the safety notes)."""
     out_dir = folder / "persist" / _safe(workload)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -187,7 +188,8 @@ def write(folder: Path, workload: str, endpoints: list[dict[str, Any]],
                      + "\n", encoding="utf-8")
         paths.append(p)
     p = out_dir / "NOTES.txt"
-    p.write_text("\n".join(f"- {n}" for n in notes(change) or ["no safety note applies"])
+    p.write_text("\n".join(f"- {n}" for n in [*(said or []),
+                                               *(notes(change) or ["no safety note applies"])])
                  + "\n", encoding="utf-8")
     return [*paths, p]
 
@@ -227,38 +229,70 @@ def persist(folder: Path) -> list[Path]:
     with (folder / "advice.csv").open(newline="", encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
     out = []
+    start, since = merge.start_nic(record), since_note(record)
     for entry in record.get("workloads") or []:
         eps = entry.get("endpoints") or []
         sides = sorted({ep.get("side") for ep in eps})
         if not (set(sides) == set(knobs.SIDES)):  # one configuration for every interface
             change, back, unknown = recommended(entry, table)
             if change:
-                out += write(folder, str(entry["name"]), eps, change, back, unknown)
+                out += write(folder, str(entry["name"]), eps, knobs.merged([start, change]),
+                             back, unknown, since)
             continue
         for side in sides:  # the servers' and the clients' interfaces: persist/<w>-<side>-side/
             change, back, unknown = recommended(entry, table, side)
             if change:
                 out += write(folder, f"{entry['name']}-{side}-side",
-                             [ep for ep in eps if ep.get("side") == side], change, back, unknown)
+                             [ep for ep in eps if ep.get("side") == side],
+                             knobs.merged([start, change]), back, unknown, since)
     return out
 
 
 def persist_confirmed(folder: Path, record: dict[str, Any]) -> list[Path]:
     """The persistent forms of the confirmed configuration (merge.interfaces), under
     persist/confirmed/ (persist/confirmed-1/, -2/ ... when interfaces take different
-    settings)."""
-    changes = (record.get("confirmation") or {}).get("confirmed") or {}
-    if not (record.get("confirmation") or {}).get("is_confirmed") or not changes:
+    settings); when nothing is confirmed, those of the configuration kept (merge.kept: every
+    measured knob's current state, pinned against a driver's or kernel's default changing
+    it) under persist/kept/."""
+    conf = record.get("confirmation") or {}
+    changes = conf.get("confirmed") or {}
+    since = since_note(record)
+    if conf.get("is_confirmed") and changes:
+        return grouped(folder, "confirmed", merge.interfaces(record, changes), since)
+    if "merged" not in conf:  # the run ended before its confirmation: nothing was decided
         return []
+    why = [f"nothing was confirmed ({conf.get('status')}): these files pin the configuration "
+           "that was measured and kept (every knob the run measured, in its state during the "
+           "run), so that a driver's or kernel's default cannot move it; revert.sh has "
+           "nothing to put back", *since]
+    return grouped(folder, "kept", merge.kept(record), why)
+
+
+def since_note(record: dict[str, Any]) -> list[str]:
+    """The note of a run from a stated configuration (advise --from), or none."""
+    start = (record.get("from") or {}).get("mode")
+    return [f"measured from the stated configuration {start} (advise --from), not from the "
+            f"interfaces as they were: apply.sh sets {start}'s settings with the changes over "
+            f"them; revert.sh puts back {start}'s states of the changed knobs, not the "
+            "interfaces' own"] if start else []
+
+
+def grouped(folder: Path, name: str, items: list[dict[str, Any]],
+            said: list[str]) -> list[Path]:
+    """The forms of a configuration per group of interfaces that take the same settings:
+    persist/<name>/, or <name>-server-side/, <name>-client-side/, <name>-1/ ... when they
+    differ; ``said``: notes first in each NOTES.txt."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for item in merge.interfaces(record, changes):
-        groups.setdefault(json.dumps([item["nic"], item["revert"]], sort_keys=True),
-                          []).append(item)
+    for item in items:
+        if item["nic"]:
+            groups.setdefault(json.dumps([item["nic"], item["revert"]], sort_keys=True),
+                              []).append(item)
     out = []
     named = [{i.get("side") for i in items} for items in groups.values()]
     for n, (items, sides) in enumerate(zip(groups.values(), named)):
         (side,) = sides if len(sides) == 1 else (None,)
-        name = "confirmed" if len(groups) == 1 else f"confirmed-{side}-side" \
-            if side in knobs.SIDES and named.count(sides) == 1 else f"confirmed-{n + 1}"
-        out += write(folder, name, items, items[0]["nic"], items[0]["revert"])
+        folder_name = name if len(groups) == 1 else f"{name}-{side}-side" \
+            if side in knobs.SIDES and named.count(sides) == 1 else f"{name}-{n + 1}"
+        out += write(folder, folder_name, items, items[0]["nic"], items[0]["revert"],
+                     said=said)
     return out

@@ -25,7 +25,7 @@ from typing import Any
 
 from tierbench.interfaces import ethtool, netif, queues
 from tierbench.interfaces.netif import Endpoint, NicSettings
-from tierbench.modes.model import Knobs, Mode
+from tierbench.modes.model import Knobs, Mode, of_parts
 
 JUMBO_MTU = 9000
 STANDARD_MTU = 1500
@@ -458,6 +458,24 @@ def make_mode(name: str, description: str, nic: dict[str, Any], side: str = BOTH
                             xps_cpus=nic.get("xps_cpus")))
 
 
+def nic_block(mode: Mode) -> dict[str, Any]:
+    """A mode's interface settings as a `nic:` block in the advice's terms (features by their
+    long ethtool names, the other settings as a mode file writes them): what the persistent
+    forms and `advise apply` take, beside the changes' blocks."""
+    k = mode.knobs
+    out: dict[str, Any] = {}
+    if mode.nic.features:
+        out["features"] = {netif.FEATURE_ALIASES.get(f, f): v
+                           for f, v in mode.nic.features.items()}
+    if mode.nic.mtu is not None:
+        out["mtu"] = mode.nic.mtu
+    out.update((key, dict(getattr(k, key))) for key in ("channels", "coalesce", "rings")
+               if getattr(k, key))
+    out.update((key, getattr(k, key)) for key in ("rps_cpus", "xps_cpus")
+               if getattr(k, key) is not None)
+    return out
+
+
 def baseline() -> Mode:
     """The current configuration: a mode that sets nothing."""
     return make_mode(BASELINE, "the interfaces as they are: nothing is changed", {})
@@ -492,21 +510,24 @@ def modes(plans: list[Plan]) -> tuple[list[Mode], dict[str, str]]:
     return found, ends
 
 
-def pair_mode(a: Plan, b: Plan) -> Mode | None:
-    """Two knobs' modes at once (the fourth corner of their 2 x 2); None when they change
-    different sides (a mode has one scope)."""
+def pair_mode(a: Plan, b: Plan) -> Mode:
+    """Two knobs' modes at once (the fourth corner of their 2 x 2): one mode over their side,
+    or, when they change different sides, one mode of two parts (each knob over its side)."""
+    name = f"{a.mode}_{b.mode}"
+    description = (f"{label(a.knob)} {a.target} and {label(b.knob)} {b.target}; every other "
+                   "setting as it is")
     if a.side != b.side:
-        return None
-    return make_mode(f"{a.mode}_{b.mode}", f"{label(a.knob)} {a.target} and {label(b.knob)} "
-                     f"{b.target}; every other setting as it is",
-                     merged([a.setting(a.target), b.setting(b.target)]), a.side)
+        return of_parts(name, description, [make_mode(name, description, p.setting(p.target),
+                                                      p.side) for p in (a, b)])
+    return make_mode(name, description, merged([a.setting(a.target), b.setting(b.target)]),
+                     a.side)
 
 
-def side_mode(name: str, description: str, blocks: dict[str, dict[str, Any]]) -> Mode | None:
+def side_mode(name: str, description: str, blocks: dict[str, dict[str, Any]]) -> Mode:
     """One mode that sets each side's `nic:` block (``blocks``: side -> block, empty blocks
     left out): over every interface when only "both" has one or the sides' are equal, over one
-    side when only it has one; None when the sides need different blocks (a mode has one
-    scope)."""
+    side when only it has one, and of one part per side when the sides need different blocks
+    (model.of_parts: each part over its side's tiers)."""
     parts = {s: b for s, b in blocks.items() if b}
     if not parts:
         return make_mode(name, description, {})
@@ -515,7 +536,17 @@ def side_mode(name: str, description: str, blocks: dict[str, dict[str, Any]]) ->
         return make_mode(name, description, block, side)
     if BOTH not in parts and len({json.dumps(b, sort_keys=True) for b in parts.values()}) == 1:
         return make_mode(name, description, next(iter(parts.values())))
-    return None
+    return of_parts(name, description, [make_mode(name, description, b, s)
+                                        for s, b in parts.items()])
+
+
+def over(start: Mode | None, mode: Mode) -> Mode:
+    """``mode`` over a stated starting configuration (``advise --from``): one mode of parts,
+    the start's settings over its scope and the mode's over them (its name and description);
+    the mode itself without one, or when it is over the start already."""
+    if start is None or (mode.parts and mode.parts[0] == start):
+        return mode
+    return of_parts(mode.name, f"{mode.description} (over {start.name})", [start, mode])
 
 
 # --------------------------------------------------------------------------- commands

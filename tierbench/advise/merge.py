@@ -21,6 +21,7 @@ Pure functions over the record and the advice's rows; written to config.json by
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,14 +193,25 @@ def by_side(entry: dict[str, Any], changes: dict[str, str]) -> dict[str, dict[st
     return {side: settings(entry, changes, side)[0] for side in sorted(sides)}
 
 
-def interfaces(record: dict[str, Any], changes: dict[str, str]) -> list[dict[str, Any]]:
+def start_nic(record: dict[str, Any]) -> dict[str, Any]:
+    """The `nic:` block of the stated starting configuration (advise --from), or {}."""
+    return dict((record.get("from") or {}).get("nic") or {})
+
+
+def interfaces(record: dict[str, Any], changes: dict[str, str],
+               taking: Callable[[dict[str, Any], dict[str, str], str | None],
+                                tuple[dict, dict, list[str]]] | None = None
+               ) -> list[dict[str, Any]]:
     """The configuration per interface (node and label): the changes of every workload whose
-    endpoints include it."""
+    endpoints include it (``taking``: what a workload's interface of a side takes, settings
+    by default); over the starting configuration (--from) on every interface, when the run
+    had one."""
+    start = start_nic(record)
     out: dict[tuple[Any, Any], dict[str, Any]] = {}
     for w in record.get("workloads") or []:
         for ep in w.get("endpoints") or []:
-            nic, back, taken = settings(w, changes, ep.get("side"))
-            if not taken:
+            nic, back, taken = (taking or settings)(w, changes, ep.get("side"))
+            if not taken and not (start and w.get("status") == "complete"):
                 continue
             key = (ep.get("node"), ep.get("label"))
             item = out.setdefault(key, {
@@ -211,7 +223,38 @@ def interfaces(record: dict[str, Any], changes: dict[str, str]) -> list[dict[str
             item["changes"] = list(dict.fromkeys(item["changes"] + taken))
             item["nic"] = knobs.merged([item["nic"], nic])
             item["revert"] = knobs.merged([item["revert"], back])
+    for item in out.values():
+        item["nic"] = knobs.merged([start, item["nic"]])
     return list(out.values())
+
+
+def current(entry: dict[str, Any], changes: dict[str, str],
+            side: str | None = None) -> tuple[dict, dict, list[str]]:
+    """What keeping the measured configuration pins on a workload's interface (``side`` as
+    for settings; ``changes`` unused): the current state of every knob its run measured (not
+    left out by the design, changed by the trials, on or off now), so that a driver's or
+    kernel's default cannot move it; nothing to revert."""
+    del changes
+    on, taken = [], []
+    for k in entry.get("knobs") or []:
+        state = k.get("state")
+        if not k.get("changeable") or k.get("left_out") or state not in ("on", "off") or \
+                not k.get(state):
+            continue
+        if side in knobs.SIDES and k.get("side", knobs.BOTH) not in (side, knobs.BOTH):
+            continue
+        on.append(k[state])
+        taken.append(f"{k['knob']} {state} (kept)")
+    return knobs.merged(on), {}, taken
+
+
+def kept(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The configuration kept when nothing is confirmed, per interface of the workloads
+    measured: each measured knob's current state (current), over the starting configuration
+    (--from) when there was one; what persist/kept/ pins."""
+    done = {**record, "workloads": [w for w in record.get("workloads") or []
+                                    if w.get("status") == "complete"]}
+    return interfaces(done, {}, current)
 
 
 def union(record: dict[str, Any], changes: dict[str, str]) -> dict[str, Any]:
@@ -224,12 +267,15 @@ def write_config(folder: Path, record: dict[str, Any]) -> Path:
     confirmation's verdict (what `tierbench advise apply` reads)."""
     conf = record.get("confirmation") or {}
     confirmed = conf.get("confirmed") or {}
-    data = {"run": folder.name, "weights": conf.get("weights"),
+    is_confirmed = bool(conf.get("is_confirmed")) and bool(confirmed)
+    data = {"run": folder.name, "weights": conf.get("weights"), "from": record.get("from"),
             "merged": conf.get("merged") or {}, "status": conf.get("status", "not run"),
-            "confirmed": bool(conf.get("is_confirmed")) and bool(confirmed),
-            "changes": confirmed, "dropped": conf.get("dropped") or [],
+            "confirmed": is_confirmed, "changes": confirmed, "dropped": conf.get("dropped") or [],
             "nic": union(record, confirmed) if confirmed else {},
             "interfaces": interfaces(record, confirmed) if confirmed else []}
+    if not is_confirmed:  # what is kept instead, pinned (persist/kept/)
+        items = kept(record)
+        data["kept"] = {"nic": knobs.merged([i["nic"] for i in items]), "interfaces": items}
     path = folder / CONFIG
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path

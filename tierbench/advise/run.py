@@ -22,26 +22,31 @@ For each workload of the suite, in order (results/advise/<run-id>/advise.json re
 5. advice.csv, advice.html, config.json and the persistent forms are written.
 
 Every interface is restored after every point by the runner, and after every trial here.
+With ``--from MODE`` (a stated starting configuration: interface settings only) discovery reads
+the interfaces with that mode applied (``started``), and every mode of the session, the
+baseline's included, is that mode with its own settings over it (knobs.over: a mode of parts).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
 from tierbench import runner
 from tierbench.advise import confirm, forms, knobs, merge, pilot, plan
-from tierbench.config.errors import TierbenchError
+from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import fresh_run_dir, results_root
 from tierbench.interfaces import netif
 from tierbench.kinds import registry
 from tierbench.kinds.contract import Deployment, Experiment, log
 from tierbench.kinds.web import maxrate
 from tierbench.modes import apply
-from tierbench.modes.model import Mode
+from tierbench.modes.model import Mode, load_mode
 from tierbench.placement import nodes
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.local import LocalPlacer
@@ -75,7 +80,8 @@ class Advisor:
     def __init__(self, workloads: list[str] | None, budget_min: float,
                  half_width_pct: float = 5.0, suite_path: Path = plan.SUITE,
                  placer: Placer | None = None, weights: str | None = None,
-                 window_s: float | None = None, profile: str | None = None) -> None:
+                 window_s: float | None = None, profile: str | None = None,
+                 start: str | None = None) -> None:
         if not budget_min > 0:
             raise TierbenchError(f"--budget-min must be above 0, got {budget_min:g}")
         self.suite = plan.with_window(plan.load(suite_path), window_s)
@@ -95,6 +101,7 @@ class Advisor:
         self.record: dict[str, Any] = {}
         self.where = placer or LocalPlacer()  # where the workloads run
         self.profile = profile  # --profile: every run's points profiled (what moved)
+        self.start = starting(start)  # --from: every mode over it, the baseline included
 
     # -- estimates
     def ratio(self, kind: str) -> float:
@@ -127,6 +134,9 @@ class Advisor:
             "started": now(), "finished": None, "status": "running",
             "budget_min": self.budget_s / 60, "half_width_pct": self.half_width_pct,
             "profile": self.profile,
+            "from": None if self.start is None else {
+                "mode": self.start.name, "description": self.start.description,
+                "nic": knobs.nic_block(self.start)},
             "suite": str(self.suite_path), "placement": self.where.name,
             "cluster": self.where.cluster.path if self.where.cluster else None,
             "catalogue": [{"knob": k, "label": knobs.label(k)} for k in knobs.KNOBS],
@@ -158,8 +168,13 @@ class Advisor:
     def exp_of(self, w: plan.Workload, modes: list[Mode], settle_s: float) -> Experiment:
         """A workload's experiment with these modes, at the rate measured for it (a workload
         with rate_of_baseline_max before its maximum is known: the closed loop)."""
-        return plan.experiment(self.suite, plan.windowed(w, self.windows.get(w.name)), modes,
-                               settle_s, str(self.suite_path), self.where, self.rates.get(w.name))
+        return plan.experiment(self.suite, plan.windowed(w, self.windows.get(w.name)),
+                               self.over(modes), settle_s, str(self.suite_path), self.where,
+                               self.rates.get(w.name))
+
+    def over(self, modes: list[Mode]) -> list[Mode]:
+        """The modes over the stated starting configuration (--from), or as they are."""
+        return [knobs.over(self.start, m) for m in modes]
 
     def baseline_exp(self, w: plan.Workload) -> Experiment:
         """A workload's experiment with the baseline alone (for its estimates)."""
@@ -203,17 +218,11 @@ class Advisor:
             return (f"{self.remaining_s / 60:.1f} min of the budget were left, round {n} "
                     f"needs about {sum(least) / 60:.1f} min ({plan.MIN_BLOCKS} blocks of 2 "
                     f"modes on {len(todo)} workload(s))")
+        # one mode per workload: of one part per side where the sides need different settings
         modes = [knobs.side_mode(confirm.MODE, "the merged configuration: " + ", ".join(taken),
                                  merge.by_side(e, changes)) for _, e, (_, _, taken) in todo]
-        split = [w.name for (w, _, _), m in zip(todo, modes) if m is None]
-        if split:
-            return (f"the configuration sets the server side and the client side of "
-                    f"{', '.join(split)} differently, which one mode of a run cannot (a mode has "
-                    "one scope): each side's changes are in config.json and persist/, not "
-                    "confirmed together")
         out: confirm.Outcomes = {}
         for i, ((w, entry, (_, _, taken)), mode) in enumerate(zip(todo, modes)):
-            assert mode is not None
             exp = self.exp_of(w, [knobs.baseline(), mode], self.settle_s())
             exp.name = f"advise-{w.name}-confirm{n}"
             share = max(least[i], self.remaining_s * least[i] / sum(least[i:]))
@@ -247,13 +256,14 @@ class Advisor:
                     self.remaining_s < self.pilot_least(w, settle):
                 # not worth a bring-up: neither the defaults (the modes of the last workload's
                 # interfaces, estimated) nor a pilot and one knob fit
-                entry["status"] = self.not_run(guess, self.modes_seen)
+                entry["status"] = self.not_run(self.pilot_least(w, settle))
                 log(f"tierbench: advise: {w.name}: {entry['status']}")
                 return
             t0 = time.monotonic()
             dep = discovery_deployment(base, self.folder / "discovery" / w.name)
-            snaps = [{**knobs.read_endpoint(ep, container_of(dep, ep)), "side": side(dep, ep)}
-                     for ep in dep.watched()]
+            with self.started(base, dep, entry):
+                snaps = [{**knobs.read_endpoint(ep, container_of(dep, ep)),
+                          "side": side(dep, ep)} for ep in dep.watched()]
             entry["endpoints"] = [endpoint_view(s) for s in snaps]
             plans = knobs.plan(snaps)
             self.try_knobs(plans, dep, snaps)
@@ -327,11 +337,7 @@ class Advisor:
                              f"{mine.pair * plan.MARGIN / 60:.1f} min"}
             return
         a, b = (next(p for p in plans if p.knob == k) for k in (pair["a"], pair["b"]))
-        both = knobs.pair_mode(a, b)
-        if both is None:
-            entry["pair"] = {**pair, "skipped": f"{a.knob} and {b.knob} change different sides: "
-                             "one mode cannot set both (a mode has one scope)"}
-            return
+        both = knobs.pair_mode(a, b)  # of two parts when a and b change different sides
         modes = [knobs.baseline(), *(m for m in exp.modes if m.name in (a.mode, b.mode)), both]
         pexp = self.exp_of(w, modes, exp.settle_s)
         pexp.name = f"advise-{w.name}-pair"
@@ -360,9 +366,7 @@ class Advisor:
                                                          len(exp.modes)).least * plan.MARGIN),
                            "budget_s": round(self.remaining_s, 1)}
         if self.remaining_s < least:
-            entry["status"] = (f"not run: {self.remaining_s / 60:.1f} min of the budget were "
-                               f"left; its pilot and one knob at {min(pilot.WINDOWS):g}-s "
-                               f"windows need about {least / 60:.1f} min")
+            entry["status"] = self.not_run(least)
             log(f"tierbench: advise: {w.name}: {entry['status']}")
             return None
         log(f"tierbench: advise: {w.name}: at the defaults ({plan.MIN_BLOCKS} blocks of its "
@@ -438,8 +442,8 @@ class Advisor:
         fraction = w.rate_of_baseline_max
         assert fraction is not None
         exp = plan.experiment(self.suite, plan.windowed(w, self.windows.get(w.name)),
-                              [knobs.baseline()], self.settle_s(), str(self.suite_path),
-                              self.where)  # no rate: the closed loop
+                              self.over([knobs.baseline()]), self.settle_s(),
+                              str(self.suite_path), self.where)  # no rate: the closed loop
         exp.name = f"advise-{w.name}-maximum"
         log(f"tierbench: advise: {w.name}: the baseline's maximum (a closed loop), for its "
             f"rate ({fraction:g} of it)")
@@ -464,11 +468,13 @@ class Advisor:
             f"mode is offered {rate:,.1f} requests/s")
         return spent
 
-    def not_run(self, c: plan.Cost, modes: int) -> str:
-        """Why a workload is not run: the budget left and what its least needs."""
-        return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left, "
-                f"{plan.MIN_BLOCKS} blocks of its {modes} modes need about "
-                f"{c.least * plan.MARGIN / 60:.1f} min with its confirmation")
+    def not_run(self, least_s: float) -> str:
+        """Why a workload is not run: the budget left and the least a run of it needs off its
+        defaults (``least_s``: pilot_least, its pilot and one knob at the shortest window with
+        the confirmation; a workload that fits at the defaults is never refused)."""
+        return (f"not run: {self.remaining_s / 60:.1f} min of the budget were left; its pilot "
+                f"and one knob at {min(pilot.WINDOWS):g}-s windows need about "
+                f"{least_s / 60:.1f} min with its confirmation")
 
     def run_one(self, exp: Experiment) -> runner.Run:
         """One precision run through the runner (its report written); the budget and the
@@ -521,14 +527,32 @@ class Advisor:
                 out[m.name] = problem
         return out
 
+    def started(self, exp: Experiment, dep: Deployment,
+                entry: dict[str, Any]) -> AbstractContextManager[None]:
+        """The stated starting configuration (--from) applied to the deployment's interfaces,
+        verified, under the rollback guard, for the body of the `with` (discovery reads the
+        interfaces as the modes will start from them) and restored after; nothing without one.
+        The runner's checks first (a mode a driver refuses, a management interface)."""
+        if self.start is None:
+            return nullcontext()
+        mode = runner.bound(knobs.over(self.start, knobs.baseline()), dep)
+        runner.check_modes(dataclasses.replace(exp, modes=[mode]), dep)
+        record: dict[str, Any] = {"point": f"the discovery under {self.start.name}"}
+        entry["from_applied"] = record
+        return apply.mode_applied(mode, runner.mode_endpoints(mode, dep), dep.watched(),
+                                  netif.StateFile(), record, self.settle_s(), lambda: None,
+                                  dep.cpu_containers(mode), runner.rollback_timeout(exp))
+
     def trial(self, mode: Mode, dep: Deployment, snaps: list[dict]) -> str | None:
-        """Apply a mode to its endpoints, verify, restore (once per drivers and settings);
-        the refusal, or None. Interfaces that cannot be restored end the advisor."""
+        """Apply a mode (over the starting configuration, --from) to its endpoints, verify,
+        restore (once per drivers and settings); the refusal, or None. Interfaces that cannot
+        be restored end the advisor."""
         key = json.dumps([sorted({(s.get("node"), s.get("driver")) for s in snaps}),
-                          mode.as_dict()["nic"], mode.roles], sort_keys=True, default=str)
+                          settings_of(mode.as_dict())], sort_keys=True, default=str)
         if key in self.trials:
             return self.trials[key]
         record: dict[str, Any] = {"point": f"the trial of {mode.name}"}
+        mode = runner.bound(knobs.over(self.start, mode), dep)
         eps = runner.mode_endpoints(mode, dep)
         try:
             with apply.mode_applied(mode, eps, dep.watched(), netif.StateFile(), record, 0.0,
@@ -569,6 +593,28 @@ def path_check(mtu: int, eps: list[netif.Endpoint], where: Placer) -> None:
         if done.returncode != 0:
             raise netif.NetifError(f"{mtu}-byte frames did not pass from {a} to {b} "
                                    f"({target}) with the MTU set on both: {why}")
+
+
+def starting(name: str | None) -> Mode | None:
+    """The mode --from names, loaded (a mode of modes/ or a file), when it sets interface
+    settings only; ConfigError in one sentence otherwise."""
+    if name is None:
+        return None
+    mode = load_mode(name)
+    if mode.sets_nothing:
+        raise ConfigError(f"--from {name}: mode {mode.name} sets nothing: the advice would "
+                          "start from the interfaces as they are (leave --from out)")
+    try:
+        knobs.over(mode, knobs.baseline())  # a mode of parts takes interface settings only
+    except ConfigError as exc:
+        raise ConfigError(f"--from {name}: {exc}") from None
+    return mode
+
+
+def settings_of(mode: dict[str, Any]) -> dict[str, Any]:
+    """A mode's record (Mode.as_dict) without its names: what it sets and where."""
+    return {k: ([settings_of(p) for p in v] if k == "parts" else v) for k, v in mode.items()
+            if k not in ("name", "description", "source")}
 
 
 def spent_s(run: runner.Run) -> float:

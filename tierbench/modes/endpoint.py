@@ -1,5 +1,7 @@
 """One endpoint's part of a mode: the settings of one interface a mode may touch, read (a
 snapshot), checked against what its driver allows, changed, read back, restored and viewed.
+A mode of several scoped parts gives each endpoint its own settings (``Mode.at``: the parts
+that cover it, bound to the deployment by the runner).
 
 Features and MTU go through :mod:`tierbench.interfaces.netif`; channels, rings, coalescing, RSS,
 RPS/XPS and the root qdisc through :mod:`tierbench.interfaces.ethtool`. A snapshot is a JSON dict
@@ -61,7 +63,7 @@ def adaptive_first(settings: dict[str, Any]) -> dict[str, Any]:
 def snapshot(ep: Endpoint, mode: Mode) -> dict[str, Any]:
     """The endpoint's features and MTU, and whatever else of it the mode sets, read in one
     command (an ethtool setting the driver refuses to show is recorded as {"error": ...})."""
-    k = mode.knobs
+    k = mode.at(ep.label).knobs
     keys = [key for key, _, _ in READS if getattr(k, key)]
     if uses_queues(k):
         keys.append("queues")
@@ -139,6 +141,7 @@ def qdisc_problem(mode: Mode, node: Transport | None = None) -> str | None:
 
 def problems(snap: dict, mode: Mode) -> list[str]:
     """Why ``mode`` cannot be applied to the endpoint of ``snap`` ([] = possible); pure."""
+    mode = mode.at(str(snap.get("label")))
     k = mode.knobs
     name = who(snap)
     found = netif.feature_problems(snap, mode.nic)
@@ -237,6 +240,7 @@ def ring_problems(snap: dict, mode: Mode, fix: str) -> list[str]:
 def change(ep: Endpoint, snap: dict, mode: Mode) -> None:
     """Set everything the mode sets on the endpoint, in one command but for the RPS/XPS masks
     (each setting tried whatever the others did; NetifError naming every refusal)."""
+    mode = mode.at(ep.label)
     k = mode.knobs
     argvs = []
     features = netif.wanted_feature_args(snap, mode.nic)
@@ -286,6 +290,7 @@ def mismatches(ep: Endpoint, mode: Mode, snap: dict | None = None,
 
 def differences(fresh: dict, mode: Mode) -> list[str]:
     """Where the endpoint's snapshot ``fresh`` differs from the mode's settings (pure)."""
+    mode = mode.at(str(fresh.get("label")))
     k = mode.knobs
     name = who(fresh)
     out = netif.feature_mismatches(fresh, mode.nic)
@@ -458,7 +463,7 @@ def restore_commands(snap: dict, mode: Mode) -> list[list[str]]:
     coalescing, RSS, RPS/XPS, the root qdisc): the rollback guard's plan for it, each run in
     the endpoint's namespace on its node. Only the keys the mode sets are written back (a
     driver refuses `ethtool -L other 1` it cannot change, and the mode never touched it)."""
-    k, ifname = mode.knobs, snap["ifname"]
+    k, ifname = mode.at(str(snap.get("label"))).knobs, snap["ifname"]
     out = netif.restore_commands(snap)
     for key, option, wanted in (("channels", "-L", k.channels), ("rings", "-G", k.rings),
                                 ("coalesce", "-C", k.coalesce)):

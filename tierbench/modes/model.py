@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,12 +44,14 @@ __all__ = [
     "Knobs",
     "Mode",
     "ModeFile",
+    "bind",
     "diff_modes",
     "host_endpoints",
     "list_modes",
     "load_layered",
     "load_mode",
     "load_mode_list",
+    "of_parts",
 ]
 
 ROLES = ("servers", "clients")
@@ -329,6 +332,12 @@ class Mode:
     extends: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     cpu: dict[str, Any] = field(default_factory=dict)
+    # A mode of several scoped parts (of_parts): each part sets its settings over its own tiers
+    # or roles, the later over the earlier where they meet; ``placed`` (bind) is what each
+    # endpoint of one deployment gets. nic and knobs above are the parts' union: what the mode
+    # sets somewhere (sets_nothing, the guard's and the qdisc's checks), never applied as such.
+    parts: tuple[Mode, ...] = ()
+    placed: tuple[tuple[str, Mode], ...] = ()
 
     @property
     def scope(self) -> str:
@@ -348,6 +357,8 @@ class Mode:
 
     def covers(self, tier: str, role: str) -> bool:
         """Whether the mode applies to a deployment tier of this name and role (client/server)."""
+        if self.parts:
+            return any(p.covers(tier, role) for p in self.parts)
         if self.host_interfaces:
             return False
         if self.tiers:
@@ -355,6 +366,19 @@ class Mode:
         if self.roles:
             return f"{role}s" in self.roles
         return True
+
+    def at(self, label: str) -> Mode:
+        """What the mode sets on the endpoint ``label``: itself, or for a mode of parts the
+        parts that cover the endpoint, layered (bound to a deployment first: bind)."""
+        if not self.parts:
+            return self
+        for placed_label, mode in self.placed:
+            if placed_label == label:
+                return mode
+        if not self.placed:
+            raise ValueError(f"mode {self.name} of parts applied before it was bound to a "
+                             "deployment (runner.bound)")
+        raise ValueError(f"mode {self.name}: no part covers {label}")
 
     def platform(self) -> str:
         """The CPUs the mode gives and, when it shapes its tiers' links, their rate, in words
@@ -399,7 +423,76 @@ class Mode:
                     ("cpu", dict(self.cpu)), ("server", dict(self.server)),
                     ("extends", list(self.extends)))
         out.update((key, value) for key, value in optional if value)
+        if self.parts:
+            out["parts"] = [p.as_dict() for p in self.parts]
         return out
+
+
+# --------------------------------------------------------------------------- modes of parts
+
+
+def _over(a: Knobs, b: Knobs) -> Knobs:
+    """The knobs of ``b`` set over those of ``a`` (mappings key by key; a qdisc replaced)."""
+    return Knobs(
+        channels={**a.channels, **b.channels}, rss=b.rss or a.rss,
+        rps_cpus=a.rps_cpus if b.rps_cpus is None else b.rps_cpus,
+        xps_cpus=a.xps_cpus if b.xps_cpus is None else b.xps_cpus,
+        rps_flow_cnt=a.rps_flow_cnt if b.rps_flow_cnt is None else b.rps_flow_cnt,
+        coalesce={**a.coalesce, **b.coalesce}, rings={**a.rings, **b.rings},
+        qdisc=b.qdisc or a.qdisc, sysctls={**a.sysctls, **b.sysctls})
+
+
+def _layered(name: str, description: str, parts: Iterable[Mode]) -> Mode:
+    """One unscoped mode of the parts' interface settings, each over the one before (features
+    by their long ethtool names, so that a part's `tso` and another's
+    `tcp-segmentation-offload` are one feature, the later part's state)."""
+    nic, knobs = NicSettings(), Knobs()
+    for p in parts:
+        nic = NicSettings(features={**nic.features, **{FEATURE_ALIASES.get(f, f): v
+                                                       for f, v in p.nic.features.items()}},
+                          mtu=nic.mtu if p.nic.mtu is None else p.nic.mtu)
+        knobs = _over(knobs, p.knobs)
+    return Mode(name=name, description=description, tiers=(), nic=nic, source="(parts)",
+                knobs=knobs)
+
+
+def of_parts(name: str, description: str, parts: Iterable[Mode]) -> Mode:
+    """One mode of several scoped parts (a part's own parts taken in its place): each part's
+    interface settings over its tiers or roles, a later part over an earlier one where their
+    scopes meet (a configuration whose server and client sides differ is one mode, and so is a
+    change over a stated starting configuration). A part may set only interface settings (no
+    sysctls, cpu, server options or host interfaces: those are not per endpoint); ConfigError
+    in one sentence otherwise."""
+    flat = [q for p in parts for q in (p.parts or (p,))]
+    for p in flat:
+        other = [k for k, v in (("sysctls", p.knobs.sysctls), ("cpu", p.cpu),
+                                ("server", p.server), ("host_interfaces", p.host_interfaces))
+                 if v]
+        if other:
+            raise ConfigError(f"mode {p.name}: {', '.join(other)}: a part of mode {name} may "
+                              "set only interface settings (nic:, qdisc:), which apply per "
+                              "interface")
+    union = _layered(name, description, flat)
+    return replace(union, source=" + ".join(dict.fromkeys(p.source for p in flat)),
+                   parts=tuple(flat))
+
+
+def bind(mode: Mode, tiers: Iterable[tuple[str, str, Iterable[Endpoint]]]) -> Mode:
+    """A mode of parts with what each endpoint of a deployment gets (``tiers``: each tier's
+    name, role and endpoints): the parts that cover any tier the endpoint carries, layered in
+    the parts' order. Any other mode as it is."""
+    if not mode.parts:
+        return mode
+    covering: dict[str, list[int]] = {}
+    for tier, role, eps in tiers:
+        mine = [i for i, p in enumerate(mode.parts) if p.covers(tier, role)]
+        for ep in eps:
+            have = covering.setdefault(ep.label, [])
+            have += [i for i in mine if i not in have]
+    placed = tuple((label, _layered(mode.name, mode.description,
+                                    [mode.parts[i] for i in sorted(idx)]))
+                   for label, idx in covering.items() if idx)
+    return replace(mode, placed=placed)
 
 
 # --------------------------------------------------------------------------- loading
