@@ -112,8 +112,15 @@ def test_a_mode_of_parts_sets_each_interface_its_sides_settings_only(
     assert bound.at("web:eth0").nic.features == {"generic-receive-offload": True}
     assert bound.at("generator:eth0").nic.features == {"tcp-segmentation-offload": False}
     told: dict[str, dict[str, bool]] = {}
-    monkeypatch.setattr(netif, "set_features",
-                        lambda ep, args: told.update({ep.label: dict(args)}))
+
+    def run_all(pid: int | None, argvs: list[list[str]], who: str, via: object = None
+                ) -> list[tuple[str | None, str | None]]:
+        for argv in argvs:
+            if argv[:2] == ["ethtool", "-K"]:  # ethtool -K IFNAME name on|off ...
+                told[who] = {n: v == "on" for n, v in zip(argv[3::2], argv[4::2])}
+        return [("", None) for _ in argvs]
+
+    monkeypatch.setattr(netif, "run_all", run_all)
     snaps = {e.label: ta.veth(e.label) for e in eps}
     for e in eps:
         assert endpoint.problems(snaps[e.label], bound) == []
