@@ -19,7 +19,7 @@ from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
 from tierbench.tiers import orangefs
-from tierbench.placement import diskbuild, disks
+from tierbench.tiers import diskbuild, disks
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster
 from workloads import filesets, spread, traces

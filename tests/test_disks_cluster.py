@@ -1,5 +1,5 @@
 """Disk systems on a cluster without nodes or Docker: every host-side step of
-tierbench/placement/disks.py goes through one runner (disks.Host), here or over a node's SSH
+tierbench/tiers/disks.py goes through one runner (disks.Host), here or over a node's SSH
 prefix; the md decision is made on the node; the state file records the node (and its SSH argv)
 so that teardown after a crash reaches it; a node's loop devices are told apart from the host's
 and other nodes' by their images' names; the roles and refusals of the web and disk kinds on a
@@ -21,7 +21,8 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, hostnet, local, model, owned, space
+from tierbench.placement import cluster, hostnet, local, model, owned, space
+from tierbench.tiers import diskbuild, disks
 from tierbench import transport
 from tierbench.transport import Transport
 
@@ -270,14 +271,14 @@ def test_an_unreachable_node_is_one_sentence(fake) -> None:
 
 def test_the_cluster_placer_builds_on_the_roles_node() -> None:
     where = cluster.ClusterPlacer(lab(disk="node2"))
-    host = where.disk_host("disk")
+    host = disks.of_role(where, "disk")
     mine = f"/var/lib/tierbench/{model.PROJECT}"  # this checkout's folder in the workdir
     assert (host.node, host.workdir) == ("node2", mine)
     assert host.via.ssh[-1] == "198.18.16.12" and host.via.ssh[0] == "ssh"
     assert host.root() == Path(f"{mine}/disks")
     assert host.prefix() == "tierbench-disk@node2-"
-    assert where.disk_host("web").node == "node3"
-    assert local.LocalPlacer().disk_host("web") is disks.LOCAL
+    assert disks.of_role(where, "web").node == "node3"
+    assert disks.of_role(local.LocalPlacer(), "web") is disks.LOCAL
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:

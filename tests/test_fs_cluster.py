@@ -21,7 +21,8 @@ from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import cluster, clusterfile, diskbuild, hostnet, model, nodes, placer
+from tierbench.placement import cluster, clusterfile, hostnet, model, nodes, placer
+from tierbench.tiers import diskbuild
 from tierbench.placement.model import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport

@@ -26,8 +26,10 @@ class LocalPlacer(Placer):
         compose.up_spec(spec)
 
     def down(self, every: bool = False) -> None:
-        """compose down (compose.down)."""
+        """compose down (compose.down), then what the shared tiers built here (tiers_down:
+        the disk systems)."""
         compose.down(every)
+        self.tiers_down(every)
 
     def replicas(self) -> list[Container]:
         """The project's running containers (compose.replicas)."""

@@ -17,13 +17,14 @@ asks which placement it is on (tests/test_architecture.py: no kind reads ``clust
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tierbench.config.files import state_dir
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import disks, model
+from tierbench.placement import model
 from tierbench.placement.model import Container, Services, StackError
 from tierbench.transport import (LOCAL, CompletedProcess, Process, Transport, TransportError,
                                  run_argv, start_argv)
@@ -45,8 +46,16 @@ class Placer:
 
     def down(self, every: bool = False) -> None:
         """Remove every service of this checkout's project, its networks and volumes
-        (``every``: every checkout's, `tierbench clean --all`)."""
+        (``every``: every checkout's, `tierbench clean --all`), then what the shared tiers built
+        on its hosts for them (:meth:`tiers_down`)."""
         raise NotImplementedError
+
+    def tiers_down(self, every: bool = False) -> None:
+        """What the shared tiers built on this placement's hosts for its services removed, once
+        the containers that used it are gone (each placer's ``down`` ends with it): every step
+        of :data:`AFTER_DOWN` (the disk systems: tierbench.tiers.diskbuild)."""
+        for step in AFTER_DOWN:
+            step(self, every)
 
     def replicas(self) -> list[Container]:
         """Every running container of the project."""
@@ -257,11 +266,11 @@ class Placer:
         round its nodes; a role the cluster file leaves out: '?')."""
         return ""
 
-    def disk_host(self, role: str, index: int = 0) -> disks.Host:
-        """Where the disk systems of the ``index``-th service of ``role`` are built (loop
-        devices, mounts, throttled devices): this host (disks.LOCAL), or over SSH the node that
-        service runs on (a role's services go round its nodes in order: web, web2, web3)."""
-        return disks.LOCAL
+    def every_host(self) -> list[tuple[Transport, str]]:
+        """Every host this placement may run services on, with this checkout's folder there:
+        this machine (LOCAL, its state folder); on a cluster every node of the cluster file
+        (WORKDIR/PROJECT)."""
+        return [(LOCAL, self.folder(""))]
 
     def provenance(self, when: str = "before") -> dict[str, Any]:
         """What the manifest records about the hosts beyond this one (nothing on one host)."""
@@ -270,6 +279,13 @@ class Placer:
     def clean(self) -> list[str]:
         """Notes of what was removed beyond this host's stack (nothing on one host)."""
         return []
+
+
+# What the shared tiers (tierbench.tiers, a floor above) remove from a placement's hosts after
+# its services are down: each step is given the placer and ``every`` (Placer.tiers_down). A tier
+# adds its step when it is imported (tierbench.tiers.diskbuild: the disk systems), so that the
+# placement, which imports no floor above it, removes them at every `down` without naming them.
+AFTER_DOWN: list[Callable[[Placer, bool], None]] = []
 
 
 # Drops a folder's files from the page cache (python3 on the host that has them): written back

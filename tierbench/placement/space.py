@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
-from tierbench.placement import compose, disks, model
+from tierbench.placement import compose, model
+from tierbench.tiers import disks
 from tierbench.transport import TransportError, run_argv
 
 GIB = 1 << 30

@@ -20,7 +20,7 @@ recorded in `<state>/disks.json` before each step, so `tierbench clean` removes 
 crash: mounts, RAID sets and loop devices of tierbench's own images, and the images themselves
 (real devices are unmounted, never erased by clean). This module says what a system is, how it
 is laid out, where its commands run and what must hold before it is built; building, use and
-teardown are tierbench.placement.diskbuild's.
+teardown are tierbench.tiers.diskbuild's.
 
 Where: every host-side step is a command run through a :class:`Host`, this machine or a cluster
 node over SSH (the node that runs the containers using the disks: a bind mount's source and a
@@ -49,7 +49,9 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name, state_dir
 from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
-from tierbench.placement import diskuse, owned
+from tierbench.placement import owned
+from tierbench.placement.placer import Placer
+from tierbench.tiers import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
 from tierbench.transport import CompletedProcess, Transport, TransportError
 
@@ -371,6 +373,19 @@ class Host:
 LOCAL = Host()
 
 
+def at(via: Transport, folder: str) -> Host:
+    """The host reached through ``via`` as a host of disk systems: LOCAL for this machine, a
+    node under this checkout's ``folder`` there (the cluster file's workdir's)."""
+    return Host(via, folder) if via.remote else LOCAL
+
+
+def of_role(where: Placer, role: str, index: int = 0) -> Host:
+    """Where the disk systems of the ``index``-th service of ``role`` are built (loop devices,
+    mounts, throttled devices): this host (LOCAL), or over SSH the node that service runs on
+    (Placer.host: a role's services go round its nodes in order, web, web2, web3)."""
+    return at(where.host(role, index), where.folder(role))
+
+
 def host_of(record: Mapping[str, Any] | None) -> Host:
     """The host a state record names (this host when None)."""
     if not record or not record.get("node"):
@@ -540,7 +555,7 @@ def preflight_on(plans: list[Plan], hosts_of: Callable[[Plan], Mapping[str, Host
 def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
     """Refuse, before anything is written, what cannot be built on the host: not root, a
     missing tool, a named device that does not exist, is not a block device, is in use (mounted,
-    swap, an LVM, md or ZFS member, held, partitioned: tierbench.placement.diskuse) or too
+    swap, an LVM, md or ZFS member, held, partitioned: tierbench.tiers.diskuse) or too
     small."""
     if not plans:
         return

@@ -22,7 +22,8 @@ from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, client_disk_byte
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import SEND_COLUMNS, SEND_PHASES, PointFactors
 from tierbench.tiers import orangefs
-from tierbench.placement import disks, placer, space
+from tierbench.placement import placer, space
+from tierbench.tiers import disks
 from tierbench.tiers.orangefs import PfsError
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"

@@ -72,7 +72,7 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, three web servers,
     the application and database tiers (settings with db_rows), and `extra` overlays written
-    at run time (disk systems: tierbench/placement/diskbuild.py)."""
+    at run time (disk systems: tierbench/tiers/diskbuild.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if int(settings.get("web_servers") or 1) > 1:

@@ -14,7 +14,8 @@ from tierbench.kinds.web import appdb, services, webdisks
 from tierbench.kinds.web.settings import (Load, StackSettings, WebSettings, has_dynamic,
                                           loads_proxy, stack_for, stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import filesets_of, hot_sets
-from tierbench.placement import disks, space
+from tierbench.placement import space
+from tierbench.tiers import disks
 from workloads import filesets, worldcup
 from workloads import traces as tracelib
 
