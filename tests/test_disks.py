@@ -398,7 +398,7 @@ def test_orangefs_on_a_disk_system_may_start_cold(tmp_path: Path) -> None:
 
 
 def test_folders_on_one_file_system_add_up(tmp_path: Path) -> None:
-    from tierbench.placement import space
+    from tierbench import space
 
     (tmp_path / "a").mkdir()
     room = space.disk_room(tmp_path)

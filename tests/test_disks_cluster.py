@@ -21,7 +21,7 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, hostnet, local, model, owned, space
+from tierbench.placement import cluster, hostnet, local, model, owned
 from tierbench.tiers import diskbuild, disks
 from tierbench import transport
 from tierbench.transport import Transport
@@ -317,10 +317,10 @@ def test_each_servers_disks_are_built_on_the_node_its_container_goes_to() -> Non
     assert {s: h.node for s, h in hosts.items()} == placed
     assert webdisks.plans_by_role([web, io]) == {"web": [web], "pfs_io": [io]}
     # the images each node must hold: the busiest node's share of the system, on that role
-    [need] = space.disk_images([web], {}, functools.partial(webdisks.hosts_for, where), "web")
+    [need] = disks.disk_images([web], {}, functools.partial(webdisks.hosts_for, where), "web")
     assert need.bytes == 2 * web.device_bytes and need.role == "web"  # web and web3 on node2
     assert "scsi on each of 2 nodes, at most (2 devices)" in need.what
-    [one] = space.disk_images([web], {}, lambda p: dict.fromkeys(p.servers, disks.LOCAL), "web")
+    [one] = disks.disk_images([web], {}, lambda p: dict.fromkeys(p.servers, disks.LOCAL), "web")
     assert one.bytes == web.image_bytes() and one.role is None
 
 

@@ -29,7 +29,8 @@ from tierbench.kinds.web import services, sizes, steps, wrk
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_spec
 from tierbench.kinds.web.settings import StackSettings
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import access, cluster, local, space
+from tierbench.placement import access, cluster, local
+from tierbench import space
 from tierbench.placement.clusterfile import parse_cluster
 from tierbench.placement.model import Container
 from workloads import filesets, traces

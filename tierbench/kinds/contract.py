@@ -42,7 +42,7 @@ from tierbench.placement import model
 from tierbench.placement.model import Container, Role
 from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
-from tierbench.placement.space import Need
+from tierbench.space import Need
 from tierbench.transport import Transport
 
 CLIENT, SERVER = "client", "server"

@@ -31,7 +31,8 @@ from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose, model, placer, space
+from tierbench.placement import compose, model, placer
+from tierbench import space
 from tierbench.tiers import diskbuild, disks
 from tierbench.placement.model import Role
 

@@ -44,7 +44,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema, model_validator
 
-from tierbench import transport
+from tierbench import space, transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name, state_dir
 from tierbench.config.paths import refusal
@@ -609,3 +609,32 @@ def free_bytes(host: Host, folder: Path) -> int:
               'df -PB1 "$d" | awk \'NR == 2 {print $4}\'')
     out = host.run(["sh", "-c", script, "sh", str(folder)], f"free space in {folder}", 60)
     return int(out.strip() or 0)
+
+
+def disk_images(plans: list[Plan], env: Mapping[str, str],
+                hosts_of: Callable[[Plan], Mapping[str, Host]],
+                role: str) -> list[space.Need]:
+    """The largest emulated disk system's image files (one is built at a time) in the image
+    folder of the host that holds most of them (``hosts_of``: a plan's servers -> the hosts
+    their devices are built on; DISK_IMAGE_DIR here; on a node, its workdir's disk-images,
+    checked against the disks of ``role``'s nodes)."""
+    emulated = [p for p in plans if p.system.emulated]
+    if not emulated:
+        return []
+    # the host with the most image bytes of one system (one is built at a time)
+    worst: tuple[int, Host, int, Plan, int] | None = None
+    for p in emulated:
+        per_host: dict[Host, int] = {}
+        for server, host in hosts_of(p).items():
+            per_host[host] = per_host.get(host, 0) + p.layout.disks
+        for host, count in per_host.items():
+            if worst is None or count * p.device_bytes > worst[0]:
+                worst = (count * p.device_bytes, host, count, p, len(per_host))
+    assert worst is not None
+    nbytes, host, count, biggest, nhosts = worst
+    where = f" on each of {nhosts} nodes, at most" if nhosts > 1 else ""
+    return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}{where} "
+                          f"({count} device{'s' if count > 1 else ''})", nbytes,
+                          host.image_dir(env), "the disk images' folder",
+                          "shrink the files it holds or set DISK_IMAGE_DIR (.env) to a folder "
+                          "with room", role=role if host.node else None)]

@@ -18,7 +18,8 @@ from tierbench.kinds.fs.roles import ROLES
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings, memory_bytes
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
 from tierbench.tiers import orangefs
-from tierbench.placement import compose, placer, space
+from tierbench.placement import compose, placer
+from tierbench import space
 
 
 class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):

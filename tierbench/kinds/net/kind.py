@@ -19,7 +19,8 @@ from tierbench.kinds.net.dmacopy import CopyPlan
 from tierbench.kinds.net.roles import ROLES
 from tierbench.kinds.net.stack import NetInfo
 from tierbench.modes.model import Mode, load_layered, load_mode
-from tierbench.placement import compose, placer, space
+from tierbench.placement import compose, placer
+from tierbench import space
 
 
 class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):

@@ -23,7 +23,8 @@ from tierbench.kinds.web.settings import (SERVER_OPTIONS, WebSettings, has_dynam
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.kinds.web.roles import ROLES
 from tierbench.kinds.web import worker
-from tierbench.placement import placer, space
+from tierbench.placement import placer
+from tierbench import space
 from tierbench.tiers import disks
 from tierbench.tiers import orangefs
 

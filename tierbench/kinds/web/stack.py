@@ -16,7 +16,8 @@ from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
 from tierbench.kinds.web.steps import Step
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import model, placer, space
+from tierbench.placement import model, placer
+from tierbench import space
 from tierbench.tiers import diskbuild, disks
 
 GENERATOR = "loadgen"
