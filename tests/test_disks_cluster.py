@@ -282,7 +282,7 @@ def test_the_cluster_placer_builds_on_the_roles_node() -> None:
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:
-    assert hostnet.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
+    assert model.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
     spec = config(["docker-compose.yml", "compose/disk.yml"], ["disk"])["services"]["disk-bench"]
     assert spec["network_mode"] == "host" and not spec.get("networks")
     assert spec["labels"][hostnet.ROLE_LABEL] == "disk"

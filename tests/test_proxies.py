@@ -89,7 +89,8 @@ def test_the_written_overlay_resolves_with_the_stack(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path))
     files = [str(ROOT / f) for f in ("docker-compose.yml", "compose/web-servers.yml")]
-    path = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3)
+    path = services.write_proxies_overlay(local.LocalPlacer(), files,
+                                          {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3)
     assert path == tmp_path / "proxies" / "compose.yml"
     done = resolved(*files, str(path), interpolate=True)["services"]
     assert {n for n in done if n.startswith("proxy")} == {"proxy", "proxy2", "proxy3"}

@@ -31,7 +31,7 @@ from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose, model, placer
+from tierbench.placement import model, placer
 from tierbench import space
 from tierbench.tiers import diskbuild, disks
 from tierbench.placement.model import Role
@@ -267,7 +267,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def preflight(self, exp: Experiment[DiskSettings], points: list[Point]) -> None:
         """The image exists; the systems can be built where they go (tools, devices: asked
         there)."""
-        compose.require_image("tierbench-disk")
+        exp.placer.ensure_images(["tierbench-disk"])
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         try:
             disks.preflight(plans, self.host(exp))

@@ -26,7 +26,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,10 +36,10 @@ from tierbench.config.paths import MARKER
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
 from tierbench.placement import access, compose, nodes, owned, runlock
-from tierbench.placement.model import PROJECT, Container, Services, StackError
+from tierbench.placement.model import PROJECT, Container, Services, StackError, host_files
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
-from tierbench.placement.hostnet import (PORT_LABEL, ROLE_LABEL, env_name, host_files, is_job,
-                                         named_volumes, natural, place, topo_levels)
+from tierbench.placement.hostnet import (PORT_LABEL, ROLE_LABEL, env_name, is_job, named_volumes,
+                                         natural, place, topo_levels)
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
 from tierbench.transport import DidNotFinish, Transport, TransportError, run_argv
@@ -361,6 +361,14 @@ class ClusterPlacer(Placer):
                         (info.get("Options") or {}) != (spec.get("driver_opts") or {}):
                     stale.append(f"{name} on {node_name}")
         return stale
+
+    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
+        """Built on this host, the controller (compose.ensure_images); up() ships them."""
+        compose.ensure_images(names, how)
+
+    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
+        """`docker compose ARGS` on this host, the controller (compose.compose)."""
+        return compose.compose(args, env, timeout)
 
     def down(self, every: bool = False) -> None:
         """Every node: this checkout's project's containers, networks and volumes removed, its
