@@ -26,7 +26,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ def engine_down(node: str, detail: str) -> NodeDown | None:
     return None
 
 
-class ClusterPlacer(Placer):
+class ClusterPlacer(compose.Controller, Placer):
     """Services on cluster nodes (see the module's doc)."""
 
     # A `docker --context NODE exec` opens an SSH connection and the engine's API before the
@@ -361,14 +361,6 @@ class ClusterPlacer(Placer):
                         (info.get("Options") or {}) != (spec.get("driver_opts") or {}):
                     stale.append(f"{name} on {node_name}")
         return stale
-
-    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
-        """Built on this host, the controller (compose.ensure_images); up() ships them."""
-        compose.ensure_images(names, how)
-
-    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
-        """`docker compose ARGS` on this host, the controller (compose.compose)."""
-        return compose.compose(args, env, timeout)
 
     def down(self, every: bool = False) -> None:
         """Every node: this checkout's project's containers, networks and volumes removed, its

@@ -134,6 +134,21 @@ def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     return _run(["docker", "compose", *args], env=env, timeout=timeout)
 
 
+class Controller:
+    """What a placement does on this host, the controller, whichever hosts run its services
+    (LocalPlacer and ClusterPlacer both): the images built (a cluster ships them at bring-up)
+    and Compose's own reading of the files (tierbench.placement.placer: Placer.ensure_images,
+    Placer.compose_config)."""
+
+    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
+        """Built here with setup/images.sh (:func:`ensure_images`)."""
+        ensure_images(names, how)
+
+    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
+        """`docker compose ARGS` in the checkout (:func:`compose`)."""
+        return compose(args, env, timeout)
+
+
 def cgroup_driver(docker: list[str] | None = None) -> str:
     """The cgroup driver of an engine (``docker``: the argv that reaches it; this host's)."""
     return _run([*(docker or ["docker"]), "info", "--format", "{{.CgroupDriver}}"],

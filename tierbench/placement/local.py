@@ -4,16 +4,15 @@ host's: its networks, veth pairs and cgroups; tierbench.placement.cluster the ot
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tierbench.placement import compose
 from tierbench.placement.model import Container, Services
 from tierbench.placement.placer import Placer
 
 
-class LocalPlacer(Placer):
-    """This host's Docker engine: the Compose project; its networks, veth pairs and cgroups are
-    the interface's own answers (Placer)."""
+class LocalPlacer(compose.Controller, Placer):
+    """This host's Docker engine: the Compose project (its images and the reading of its files:
+    compose.Controller); its networks, veth pairs and cgroups are the interface's own answers
+    (Placer)."""
 
     name = "this host"
 
@@ -30,11 +29,3 @@ class LocalPlacer(Placer):
     def replicas(self) -> list[Container]:
         """The project's running containers (compose.replicas)."""
         return compose.replicas()
-
-    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
-        """Built here with setup/images.sh (compose.ensure_images)."""
-        compose.ensure_images(names, how)
-
-    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
-        """`docker compose ARGS` in the checkout (compose.compose)."""
-        return compose.compose(args, env, timeout)
