@@ -105,9 +105,9 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
                     modes: Callable[[str], list[Mode]],
                     placer: Placer | None = None) -> Experiment:
     """Validate an experiment's data (as an experiment file holds it) into an Experiment that
-    runs on ``placer`` (None: this host with nothing brought up, Placer()); ``modes(where)`` gives its modes (the files its
-    `modes:` names, or modes made in memory, e.g. by `tierbench advise`, whose names `modes:`
-    then lists)."""
+    runs on ``placer`` (None: this host with nothing brought up, Placer()); ``modes(where)``
+    gives its modes (the files its `modes:` names, or modes made in memory, e.g. by `tierbench
+    advise`, whose names `modes:` then lists)."""
     try:
         k = kind(kind_of(data))
     except ConfigError as exc:

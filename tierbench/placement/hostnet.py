@@ -2,10 +2,11 @@
 reached here; tierbench.placement.cluster brings the services up where this says).
 
 The host-networking overlays (``compose/host*.yml``, one beside each compose file that defines
-services, named after it: tierbench.placement.model.host_overlay, beside the files' list with
-their overlays, host_files) give each service ``network_mode: host``, its listening address and port, and the label ``org.tierbench.role`` naming the cluster file's role
-it runs on (``org.tierbench.port`` the port it serves). Services of a list role (``pfs_io``;
-``web`` with three web servers) go round the role's nodes; the replicas of a scaled one are
+services, named after it: tierbench.placement.model.host_overlay; the files with their
+overlays: host_files) give each service ``network_mode: host``, its listening address and
+port, and the label ``org.tierbench.role`` naming the cluster file's role it runs on
+(``org.tierbench.port`` the port it serves). Services of a list role (``pfs_io``; ``web`` with
+three web servers) go round the role's nodes; the replicas of a scaled one are
 shared out among them. A one-shot job of a role (``fileset``) runs on every node of the role's
 other services (on the first only with the label ``org.tierbench.once``: ``pvfs-docroot`` fills
 the one OrangeFS); one without a role (``pvfs-config``) on every node of the services that

@@ -1,10 +1,13 @@
 """The placement's model, at the bottom of tierbench/placement: what a kind declares to the
-placement (the cluster file's :class:`Role` it brings, the services that admit only their peers:
+placement (the cluster file's :class:`Role` it brings, merged with the others' in :class:`Roles`,
+which the cluster file is validated against; the services that admit only their peers:
 :class:`Admission`), what it hands a placer to bring up (:class:`Services`: compose files,
 environment, and what the kind declares its files read: CPU lists, admitted peers, platforms),
 what a placer hands back (:class:`Container`), the
 error of a bring-up or of discovery (:class:`StackError`), and the names every bring-up shares
-(this checkout's Compose project, the images' tag, the servers' parent cgroup). The interface
+(this checkout's Compose project, the images' tag, the servers' parent cgroup, the
+host-networking overlay beside each compose file: :func:`host_overlay`, :func:`host_files`).
+The interface
 (placer.py) and the placers (compose.py on this host through local.py, cluster.py on nodes)
 import it; it imports none of them."""
 
