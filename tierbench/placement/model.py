@@ -7,9 +7,9 @@ what a placer hands back (:class:`Container`), the
 error of a bring-up or of discovery (:class:`StackError`), and the names every bring-up shares
 (this checkout's Compose project, the images' tag, the servers' parent cgroup, the
 host-networking overlay beside each compose file: :func:`host_overlay`, :func:`host_files`).
-The interface
-(placer.py) and the placers (compose.py on this host through local.py, cluster.py on nodes)
-import it; it imports none of them."""
+The interface (placer.py) and the placers (compose.py on this host through local.py,
+cluster.py on nodes) import it; it imports none of them, and the kinds import of the placement
+only it and the interface (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
