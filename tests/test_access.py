@@ -20,7 +20,7 @@ import pytest
 from tierbench.kinds import registry
 from tierbench.kinds.fs import roles as fs_roles
 from tierbench.kinds.web import roles as web_roles
-from tierbench.placement import access, clusterfile, compose, hostnet
+from tierbench.placement import access, clusterfile, compose, hostnet, model
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "images"
@@ -148,7 +148,7 @@ def test_a_client_without_a_fixed_address_is_one_sentence() -> None:
 
 
 def test_on_a_cluster_each_tier_listens_on_its_nodes_address() -> None:
-    files = hostnet.host_files([str(ROOT / f) for f in (
+    files = model.host_files([str(ROOT / f) for f in (
         "docker-compose.yml", "compose/app-db.yml", "compose/fs.yml", "compose/net.yml",
         "compose/web-servers.yml")])
     env = {**os.environ, "TIERBENCH_NODE_DIR": "/srv/tb"}

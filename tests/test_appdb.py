@@ -17,7 +17,8 @@ from tierbench.kinds import registry
 from tierbench.kinds.web import appdb
 from tierbench.measure.sampler import Sampler
 from tierbench.kinds.web import services
-from tierbench.placement import local, model, placer, space
+from tierbench.placement import local, model, placer
+from tierbench import space
 from tierbench.transport import Transport
 
 ROOT = Path(__file__).resolve().parent.parent

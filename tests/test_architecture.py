@@ -304,6 +304,47 @@ def test_the_placer_check_can_fail() -> None:
     assert closure(g, "c") == set()
 
 
+# What a module of tierbench.kinds may import of the placement: the interface it calls and the
+# model it hands it and gets back (ARCHITECTURE.md, "Where services run: the placement"). The
+# disk systems and OrangeFS are the shared tiers' (tierbench.tiers), space checks tierbench.space.
+KIND_PLACEMENT = ("tierbench.placement.placer", "tierbench.placement.model")
+
+
+def placement_imports(g: dict[str, set[str]]) -> list[str]:
+    """Every import by a module of tierbench.kinds of a placement module other than the
+    interface and the model (lazy imports included)."""
+    return [f"{name} imports {t}" for name, targets in sorted(g.items())
+            if name == "tierbench.kinds" or name.startswith("tierbench.kinds.")
+            for t in sorted(targets)
+            if (t == "tierbench.placement" or t.startswith("tierbench.placement."))
+            and t not in KIND_PLACEMENT]
+
+
+def test_kinds_import_only_the_placer_and_the_model() -> None:
+    """Kinds reach the placement through one seam: the Placer interface and the placement's
+    model; never Compose, a concrete placer, the cluster file or a node's commands."""
+    bad = placement_imports(graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_kinds_placement_check_can_fail(tmp_path: Path) -> None:
+    """An import of Compose or of this host's placer by a kind's module is caught, in a
+    function too; of the interface, the model or a tier, or by a module outside
+    tierbench.kinds, it is not."""
+    g = {"tierbench.kinds.a.x": {"tierbench.placement.compose", "tierbench.placement.placer",
+                                 "tierbench.placement.model", "tierbench.tiers.disks"},
+         "tierbench.kinds.registry": {"tierbench.placement.local"},
+         "tierbench.runner": {"tierbench.placement.local"}}
+    assert placement_imports(g) == ["tierbench.kinds.a.x imports tierbench.placement.compose",
+                                    "tierbench.kinds.registry imports tierbench.placement.local"]
+    module = tmp_path / "m.py"
+    module.write_text("from tierbench.placement import model, placer\n\n"
+                      "def f():\n    from tierbench.placement import compose\n"
+                      "    return compose\n")
+    found = {"tierbench.kinds.a.m": {t for t, _, _ in imports("tierbench.kinds.a.m", module)}}
+    assert placement_imports(found) == ["tierbench.kinds.a.m imports tierbench.placement.compose"]
+
+
 def kind_packages() -> dict[str, str]:
     """Each kind's own modules' prefix, by kind name, from the registry: the package of its
     class's module ``kind`` (tierbench.kinds.web), or the module itself for a one-module kind
@@ -360,7 +401,7 @@ def test_the_sealed_kind_checks_can_fail() -> None:
 
 
 # Names in placement modules that look like a kind's but are the placement's own: the variables
-# it gives every compose file, the stack's password it makes, and a medium of a space check.
+# it gives every compose file and the stack's password it makes.
 PLACEMENT_OWN = {
     "SERVERS_CGROUP": "the servers' parent cgroup, set for every bring-up (compose.py)",
     "TIERBENCH_NODE_DIR": "this checkout's folder in the cluster's workdir on a node, set for "
@@ -368,7 +409,6 @@ PLACEMENT_OWN = {
     "TIERBENCH_TAG": "the images' tag (compose.py)",
     "DB_PASSWORD": "the stack's password, made at bring-up for any service that reads it "
                    "(access.py)",
-    "disk": "space.Need's medium (Docker's disk, against memory), not the disk kind's role",
 }
 
 

@@ -18,7 +18,7 @@ from tierbench.interfaces import netif
 from tierbench.kinds import registry
 from tierbench.measure import agent
 from tierbench.kinds.web import services
-from tierbench.placement import cluster, clusterfile, hostnet
+from tierbench.placement import cluster, clusterfile, hostnet, model
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 
@@ -43,7 +43,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
 
 
 def config(files: list[str], profiles: list[str] = ()) -> dict:
-    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in files])
+    argv = ["docker", "compose", *(a for f in model.host_files([str(ROOT / f) for f in files])
                                    for a in ("-f", f)),
             *(a for p in profiles for a in ("--profile", p)), "config", "--format", "json"]
     env = {**os.environ, "TIERBENCH_ADDR_WEB": "198.18.16.13", "TIERBENCH_NODE_DIR": "/srv/tb"}
@@ -116,10 +116,10 @@ def test_every_service_of_every_compose_file_has_a_role_on_a_cluster() -> None:
         assert role in registry.roles() or (role is None and hostnet.is_job(name, conf, wanted)), \
             f"service {name} has no role ({hostnet.ROLE_LABEL}) in its host overlay"
     # each file that defines services has its overlay beside it, named after it
-    assert hostnet.host_overlay("docker-compose.yml") == "compose/host.yml"
-    assert hostnet.host_overlay("compose/loadgen-workers.yml") == "compose/host-loadgen-workers.yml"
-    assert hostnet.host_overlay("compose/haproxy.yml") is None  # defines no service of its own
-    assert hostnet.host_overlay("compose/host-net.yml") is None
+    assert model.host_overlay("docker-compose.yml") == "compose/host.yml"
+    assert model.host_overlay("compose/loadgen-workers.yml") == "compose/host-loadgen-workers.yml"
+    assert model.host_overlay("compose/haproxy.yml") is None  # defines no service of its own
+    assert model.host_overlay("compose/host-net.yml") is None
 
 
 def test_urls_name_the_node_and_port_of_the_service() -> None:

@@ -11,7 +11,8 @@ import pytest
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.placement import compose, model
-from tierbench.placement.clusterfile import ClusterError, Role, Roles, parse_cluster
+from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.placement.model import Role, Roles
 
 # The roles as the placement named them before the kinds declared them: (one node, a list,
 # either: web, and proxy and app since several proxies and application servers go round their

@@ -19,7 +19,7 @@ from tierbench.kinds import disk as disk_kind
 from tierbench.kinds import registry
 from tierbench.kinds.web import webdisks
 from tierbench.tiers import orangefs
-from tierbench.placement import diskbuild, disks
+from tierbench.tiers import diskbuild, disks
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.placement.clusterfile import parse_cluster
 from workloads import filesets, spread, traces
@@ -398,7 +398,7 @@ def test_orangefs_on_a_disk_system_may_start_cold(tmp_path: Path) -> None:
 
 
 def test_folders_on_one_file_system_add_up(tmp_path: Path) -> None:
-    from tierbench.placement import space
+    from tierbench import space
 
     (tmp_path / "a").mkdir()
     room = space.disk_room(tmp_path)

@@ -1,5 +1,5 @@
 """Disk systems on a cluster without nodes or Docker: every host-side step of
-tierbench/placement/disks.py goes through one runner (disks.Host), here or over a node's SSH
+tierbench/tiers/disks.py goes through one runner (disks.Host), here or over a node's SSH
 prefix; the md decision is made on the node; the state file records the node (and its SSH argv)
 so that teardown after a crash reaches it; a node's loop devices are told apart from the host's
 and other nodes' by their images' names; the roles and refusals of the web and disk kinds on a
@@ -21,7 +21,8 @@ from test_cluster import config, lab
 from tierbench.kinds import registry
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import webdisks
-from tierbench.placement import cluster, diskbuild, disks, hostnet, local, model, owned, space
+from tierbench.placement import cluster, hostnet, local, model, owned
+from tierbench.tiers import diskbuild, disks
 from tierbench import transport
 from tierbench.transport import Transport
 
@@ -270,18 +271,18 @@ def test_an_unreachable_node_is_one_sentence(fake) -> None:
 
 def test_the_cluster_placer_builds_on_the_roles_node() -> None:
     where = cluster.ClusterPlacer(lab(disk="node2"))
-    host = where.disk_host("disk")
+    host = disks.of_role(where, "disk")
     mine = f"/var/lib/tierbench/{model.PROJECT}"  # this checkout's folder in the workdir
     assert (host.node, host.workdir) == ("node2", mine)
     assert host.via.ssh[-1] == "198.18.16.12" and host.via.ssh[0] == "ssh"
     assert host.root() == Path(f"{mine}/disks")
     assert host.prefix() == "tierbench-disk@node2-"
-    assert where.disk_host("web").node == "node3"
-    assert local.LocalPlacer().disk_host("web") is disks.LOCAL
+    assert disks.of_role(where, "web").node == "node3"
+    assert disks.of_role(local.LocalPlacer(), "web") is disks.LOCAL
 
 
 def test_the_disk_benchmark_has_a_host_overlay_with_its_role() -> None:
-    assert hostnet.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
+    assert model.host_overlay("compose/disk.yml") == "compose/host-disk.yml"
     spec = config(["docker-compose.yml", "compose/disk.yml"], ["disk"])["services"]["disk-bench"]
     assert spec["network_mode"] == "host" and not spec.get("networks")
     assert spec["labels"][hostnet.ROLE_LABEL] == "disk"
@@ -316,10 +317,10 @@ def test_each_servers_disks_are_built_on_the_node_its_container_goes_to() -> Non
     assert {s: h.node for s, h in hosts.items()} == placed
     assert webdisks.plans_by_role([web, io]) == {"web": [web], "pfs_io": [io]}
     # the images each node must hold: the busiest node's share of the system, on that role
-    [need] = space.disk_images([web], {}, functools.partial(webdisks.hosts_for, where), "web")
+    [need] = disks.disk_images([web], {}, functools.partial(webdisks.hosts_for, where), "web")
     assert need.bytes == 2 * web.device_bytes and need.role == "web"  # web and web3 on node2
     assert "scsi on each of 2 nodes, at most (2 devices)" in need.what
-    [one] = space.disk_images([web], {}, lambda p: dict.fromkeys(p.servers, disks.LOCAL), "web")
+    [one] = disks.disk_images([web], {}, lambda p: dict.fromkeys(p.servers, disks.LOCAL), "web")
     assert one.bytes == web.image_bytes() and one.role is None
 
 

@@ -28,7 +28,8 @@ import pytest
 from stack_env import (EXPERIMENTS, ROOT, TIERBENCH, lab_cluster, lab_run, last_run, nic_state,
                        summary_rows, tierbench)
 
-from tierbench.placement import clusterfile, compose, disks, nodes
+from tierbench.placement import clusterfile, compose, nodes
+from tierbench.tiers import disks
 
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 

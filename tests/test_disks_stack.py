@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from stack_env import ROOT, TIERBENCH, cli_env, tierbench
 
-from tierbench.placement import diskbuild, disks
+from tierbench.tiers import diskbuild, disks
 
 pytestmark = pytest.mark.stack
 

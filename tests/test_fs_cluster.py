@@ -21,7 +21,8 @@ from tierbench.kinds import registry
 from tierbench.kinds.fs import figures, sequence, stack
 from tierbench.measure import counters
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import cluster, clusterfile, diskbuild, hostnet, model, nodes, placer
+from tierbench.placement import cluster, clusterfile, hostnet, model, nodes, placer
+from tierbench.tiers import diskbuild
 from tierbench.placement.model import Container
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
@@ -46,7 +47,7 @@ def lab(**roles: object) -> clusterfile.Cluster:
 
 
 def fs_config(**env: str) -> dict:
-    files = hostnet.host_files(stack.fs_paths())
+    files = model.host_files(stack.fs_paths())
     argv = ["docker", "compose", *(a for f in files for a in ("-f", f)), "--profile", "fs",
             "config", "--format", "json"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
@@ -60,7 +61,7 @@ def on_cluster() -> cluster.ClusterPlacer:
 
 
 def test_the_host_overlay_is_registered_for_the_file_server_tier() -> None:
-    assert hostnet.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
+    assert model.host_overlay(stack.OVERLAY) == "compose/host-fs.yml"
     assert "fs_server" in registry.roles().servers
     assert [registry.roles().role(r).nodes for r in ("fs_server", "fs_client")] == [
         "one", "one_or_more"]  # fs.clients go round the fs_client nodes

@@ -185,7 +185,7 @@ def test_under_a_memory_cap_the_files_the_bring_up_wrote_leave_the_page_cache(
 
     from tierbench.kinds.web import stack
     from tierbench.kinds.web.settings import StackSettings
-    from tierbench.placement import diskbuild
+    from tierbench.tiers import diskbuild
 
     built = diskbuild.Built(key={}, servers=[])
     monkeypatch.setattr(diskbuild, "evict", lambda b: 7 if b is built else -1)

@@ -72,7 +72,7 @@ def test_preflight_checks_perf_on_the_sender_node_not_here(
         on_lab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = registry.load_experiment("net-txprofile", placer=on_lab)
     kind = registry.kind("net")
-    monkeypatch.setattr(compose, "require_image", lambda image: None)
+    monkeypatch.setattr(compose, "ensure_images", lambda names, how="": None)
     monkeypatch.setattr(flows, "daemon_nofile", lambda: None)
     fake = Node(monkeypatch, {"perf record": "RECORD-OK\nKALLSYMS\n" + KALLSYMS_OK})
     monkeypatch.setattr(transport, "run_argv", lambda *a, **k: pytest.fail(

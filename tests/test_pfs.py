@@ -517,8 +517,8 @@ def test_storage_may_name_a_builtin_or_declared_disk_system(tmp_path: Path) -> N
 
 
 def sized_for(nbytes: float) -> float:
-    """A device's least size for nbytes of files (placement/disks.py's room for ext3)."""
-    from tierbench.placement import disks
+    """A device's least size for nbytes of files (tiers/disks.py's room for ext3)."""
+    from tierbench.tiers import disks
 
     return nbytes * (1 + disks.OVERHEAD) + disks.SPARE
 
@@ -557,7 +557,7 @@ def test_each_io_server_and_the_local_disk_get_their_own_device(tmp_path: Path) 
 
 
 def test_the_overlay_binds_servers_at_data_and_the_client_at_disk_throttled() -> None:
-    from tierbench.placement import diskbuild, disks
+    from tierbench.tiers import diskbuild, disks
 
     built = diskbuild.Built(key={}, servers=[
         diskbuild.Server(name, f"/state/disks/{name}", [f"/dev/loop{i}"], [])

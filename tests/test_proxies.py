@@ -29,7 +29,8 @@ from tierbench.kinds.web import services, sizes, steps, wrk
 from tierbench.kinds.web.load import LoadgenError, LoadSpec, check_spec
 from tierbench.kinds.web.settings import StackSettings
 from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import access, cluster, local, space
+from tierbench.placement import access, cluster, local
+from tierbench import space
 from tierbench.placement.clusterfile import parse_cluster
 from tierbench.placement.model import Container
 from workloads import filesets, traces
@@ -88,7 +89,8 @@ def test_the_written_overlay_resolves_with_the_stack(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERBENCH_STATE_DIR", str(tmp_path))
     files = [str(ROOT / f) for f in ("docker-compose.yml", "compose/web-servers.yml")]
-    path = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3)
+    path = services.write_proxies_overlay(local.LocalPlacer(), files,
+                                          {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3)
     assert path == tmp_path / "proxies" / "compose.yml"
     done = resolved(*files, str(path), interpolate=True)["services"]
     assert {n for n in done if n.startswith("proxy")} == {"proxy", "proxy2", "proxy3"}

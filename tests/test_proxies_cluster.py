@@ -21,7 +21,7 @@ import yaml
 from tierbench.kinds import registry
 from tierbench.kinds.web import roles as web_roles
 from tierbench.kinds.web import services
-from tierbench.placement import access, cluster, hostnet
+from tierbench.placement import access, cluster, hostnet, local, model
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,9 +62,10 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def files_with(stack_files: list[str]) -> list[str]:
         files = [str(ROOT / f) for f in stack_files]
-        written = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"},
-                                                 4, host_network=True)
-        return hostnet.host_files([*files, str(written)])
+        written = services.write_proxies_overlay(local.LocalPlacer(), files,
+                                                 {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 4,
+                                                 host_network=True)
+        return model.host_files([*files, str(written)])
     return files_with
 
 
@@ -142,7 +143,8 @@ def test_the_copies_take_the_host_overlays_as_compose_merges_them(
     real = cluster.host_files
     monkeypatch.setattr(services, "host_files", lambda files: [*real(files), str(extra)])
     files = [str(ROOT / f) for f in STACK[:2]]
-    path = services.write_proxies_overlay(files, {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3,
+    path = services.write_proxies_overlay(local.LocalPlacer(), files,
+                                          {**os.environ, "TIERBENCH_TAG": "0.1.0"}, 3,
                                           host_network=True)
     written = json.loads(path.read_text())["services"]
     for name, port in (("proxy2", "81"), ("proxy3", "82")):

@@ -26,7 +26,8 @@ from tierbench.interfaces.netif import Endpoint, NicSettings
 from tierbench.modes import apply, deadman, guard
 from tierbench.modes.model import Knobs, Mode
 from tierbench.placement import nodes
-from tierbench.placement.clusterfile import ClusterError, Role, Roles, parse_cluster
+from tierbench.placement.clusterfile import ClusterError, parse_cluster
+from tierbench.placement.model import Role, Roles
 from tierbench.transport import Transport
 
 ETHTOOL_K = """Features for eth0:

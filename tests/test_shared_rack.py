@@ -24,7 +24,8 @@ from tierbench.config.models import Model, safe_name, text, validate
 from tierbench.kinds import registry
 from tierbench.modes.model import ModeFile
 from tierbench.kinds.web import services
-from tierbench.placement import compose, disks, diskuse, model, owned, runlock
+from tierbench.placement import compose, model, owned, runlock
+from tierbench.tiers import disks, diskuse
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 from tierbench.transport import Transport
 

@@ -14,7 +14,7 @@ from tierbench import runner, study
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 from tierbench.kinds.web import warm
-from tierbench.placement import space
+from tierbench import space
 from workloads import traces
 
 SET = {"kind": "uniform-log", "files": 6, "min_size": 1000, "max_size": 4000, "seed": 1}

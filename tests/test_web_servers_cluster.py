@@ -16,7 +16,7 @@ import pytest
 
 from tierbench.kinds import registry
 from tierbench.kinds.web import services
-from tierbench.placement import hostnet
+from tierbench.placement import hostnet, model
 from tierbench.placement.clusterfile import ClusterError, parse_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def lab(**roles: object) -> object:
 
 
 def config(env: dict[str, str] | None = None) -> dict:
-    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in FILES])
+    argv = ["docker", "compose", *(a for f in model.host_files([str(ROOT / f) for f in FILES])
                                    for a in ("-f", f)), "config", "--format", "json"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,
                           env={**os.environ, **(env or {})})
@@ -57,7 +57,7 @@ def test_the_web_role_takes_one_node_or_a_list() -> None:
 
 
 def test_three_web_servers_go_round_the_web_nodes_and_the_file_sets_follow() -> None:
-    assert hostnet.host_overlay(services.WEB_SERVERS_OVERLAY) == "compose/host-web-servers.yml"
+    assert model.host_overlay(services.WEB_SERVERS_OVERLAY) == "compose/host-web-servers.yml"
     conf = config()
     where = hostnet.place(conf, WANTED, {}, lab())
     assert where == {"web": {"node3": 1}, "web2": {"node4": 1}, "web3": {"node5": 1},
@@ -108,8 +108,8 @@ def test_each_server_listens_on_its_own_port_and_the_proxy_balances_to_them() ->
 def test_three_web_servers_over_orangefs_each_mount_it_and_the_copy_runs_once() -> None:
     files = [*FILES, "compose/pvfs.yml", "compose/docroot-pvfs.yml",
              services.WEB_SERVERS_COMPANIONS["docroot-pvfs"]]
-    assert hostnet.host_overlay(files[-1]) == "compose/host-web-servers-pvfs.yml"
-    argv = ["docker", "compose", *(a for f in hostnet.host_files([str(ROOT / f) for f in files])
+    assert model.host_overlay(files[-1]) == "compose/host-web-servers-pvfs.yml"
+    argv = ["docker", "compose", *(a for f in model.host_files([str(ROOT / f) for f in files])
                                    for a in ("-f", f)), "--profile", "pfs", "config",
             "--format", "json"]
     conf = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True,

@@ -221,7 +221,7 @@ def test_the_plan_counts_the_trace_and_records_and_refuses_what_does_not_fit(
     from tierbench.config.errors import ConfigError
     from tierbench.kinds import registry
     from tierbench.kinds.web import settings, sizes
-    from tierbench.placement import space
+    from tierbench import space
 
     log = tmp_path / "wc_day97_1"
     random_log(log, 200_000, seed=5)

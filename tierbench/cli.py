@@ -242,7 +242,7 @@ def cmd_pfs(args: argparse.Namespace) -> int:
         orangefs.cluster_up(args.io, args.clients, strip_size=args.strip_size,
                             storage=args.storage, job_timeout_s=args.job_timeout)
     elif args.action == "down":
-        compose.down()
+        args.where.down()  # the stack, then the disk systems it used (Placer.tiers_down)
         print("tierbench: removed the stack and the OrangeFS cluster", file=sys.stderr)
         return 0
     print(orangefs.status_json())

@@ -42,7 +42,8 @@ from tierbench.measure import profile
 from tierbench.measure.kernelview import point_view
 from tierbench.modes import apply, cpus, guard, sysctls
 from tierbench.modes.model import Mode, bind, host_endpoints
-from tierbench.placement import model, nodes, placer, provenance, space
+from tierbench.placement import model, nodes, placer, provenance
+from tierbench import space
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.stats import precision
 

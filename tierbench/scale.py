@@ -35,7 +35,7 @@ from tierbench.config.errors import TierbenchError
 from tierbench.config.files import ROOT, results_root
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.report import report_spec
-from tierbench.placement import space
+from tierbench import space
 from tierbench.transport import run_argv
 from workloads import worldcup
 

@@ -40,9 +40,8 @@ from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler, marks_at
 from tierbench.modes.model import Mode
 from tierbench.placement import model
 from tierbench.placement.model import Container, Role
-from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
-from tierbench.placement.space import Need
+from tierbench.space import Need
 from tierbench.transport import Transport
 
 CLIENT, SERVER = "client", "server"
@@ -150,8 +149,9 @@ class Experiment(Generic[S]):
     scaled: list[str] = field(default_factory=list)  # what --scale changed, for the plan
     profile: str | None = None  # --profile categories: CPU by kernel category per point
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
-    # where it runs: this host, or the cluster given on the command line (made once per run)
-    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
+    # where it runs: this host, or the cluster given on the command line (made once per run by
+    # the command line; the default, Placer(), is this host with nothing brought up)
+    placer: Placer = field(default_factory=Placer, repr=False, compare=False)
 
     def mode(self, name: str) -> Mode:
         """The mode of that name."""
@@ -174,8 +174,8 @@ class Deployment(Generic[I]):
     """What is up for a deployment key: tiers (modes act on their endpoints), the CPU counters,
     host interfaces and probes (a server's own counters) the sampler reads, and the kind's own
     handles (``info``: a dataclass of the kind's, e.g. kinds.web.stack.WebInfo). ``placer`` is
-    the placement it runs on (by default this host), which makes the sampler: on a cluster, an
-    agent per node."""
+    the placement it runs on (each kind hands its placer in; by default Placer(), this host),
+    which makes the sampler: on a cluster, an agent per node."""
 
     key: Hashable
     tiers: dict[str, Tier]
@@ -184,7 +184,7 @@ class Deployment(Generic[I]):
     containers: dict[str, Container] = field(default_factory=dict)
     # None only where I is None (a kind that keeps no handles, e.g. the tests' kinds)
     info: I = cast(Any, None)
-    placer: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
+    placer: Placer = field(default_factory=Placer, repr=False, compare=False)
     probes: dict[str, Callable[[], dict]] = field(default_factory=dict)
 
     def sampler(self, out: Path) -> Sampler | Any:

@@ -1,7 +1,7 @@
 """Disk-system micro-benchmark (004 §5.1, Table 3): sequential write, then read, of one file
 with fio on each disk system, MB/s beside the paper's.
 
-A point builds (or keeps) its disk system (tierbench/placement/diskbuild.py: real devices, or loop
+A point builds (or keeps) its disk system (tierbench/tiers/diskbuild.py: real devices, or loop
 devices throttled at the paper's bandwidths, RAID-0 with md or btrfs), mounts it into the
 `disk-bench` container (compose/disk.yml) with the devices' limits on that container, reads the
 limits back from its cgroup, then runs fio there: the write phase writes `file_mb` sequentially
@@ -31,7 +31,9 @@ from tierbench.kinds import families
 from tierbench.kinds.contract import (SERVER, Column, Deployment, Experiment, Kind, Point,
                                       PointContext, PointResult, Tier, failed, log)
 from tierbench.measure.sampler import PROC_STAT_FIELDS
-from tierbench.placement import compose, diskbuild, disks, model, placer, space
+from tierbench.placement import model, placer
+from tierbench import space
+from tierbench.tiers import diskbuild, disks
 from tierbench.placement.model import Role
 
 SERVICE = "disk-bench"
@@ -172,7 +174,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
 
     def host(self, exp: Experiment) -> disks.Host:
         """Where the disk systems are built: this host, or the `disk` role's node."""
-        return exp.placer.disk_host(ROLE)
+        return disks.of_role(exp.placer, ROLE)
 
     def systems(self, exp: Experiment[DiskSettings]) -> dict[str, disks.System]:
         """Every system the experiment can name."""
@@ -265,7 +267,7 @@ class DiskKind(Kind[DiskSettings, DiskInfo | None, None]):
     def preflight(self, exp: Experiment[DiskSettings], points: list[Point]) -> None:
         """The image exists; the systems can be built where they go (tools, devices: asked
         there)."""
-        compose.require_image("tierbench-disk")
+        exp.placer.ensure_images(["tierbench-disk"])
         plans = [self.plan_of(exp, n) for n in exp.settings.disk.systems]
         try:
             disks.preflight(plans, self.host(exp))

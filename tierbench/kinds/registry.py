@@ -20,8 +20,7 @@ from tierbench.config.models import (Model, name_problem, non_empty_list, number
                                      validate, whole)
 from tierbench.kinds.contract import Experiment, Kind, Precision
 from tierbench.modes.model import Mode, ModeFile, load_mode_list
-from tierbench.placement.clusterfile import Roles
-from tierbench.placement.local import LocalPlacer
+from tierbench.placement.model import Roles
 from tierbench.placement.placer import Placer
 
 
@@ -93,7 +92,8 @@ def kind_of(data: dict[str, Any]) -> str:
 def load_experiment(name: str, modes_dir: Path = MODES_DIR,
                     placer: Placer | None = None) -> Experiment:
     """Load and validate an experiment file (by name in experiments/, or by path), to run on
-    ``placer`` (None: this host)."""
+    ``placer`` (the command line makes it; None: this host with nothing brought up, Placer(),
+    enough to plan and check it)."""
     path = resolve_path(name, EXPERIMENTS_DIR, "experiment")
     data = read_yaml(path, "experiment file")
     return experiment_from(data, str(path), path.stem,
@@ -105,9 +105,9 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
                     modes: Callable[[str], list[Mode]],
                     placer: Placer | None = None) -> Experiment:
     """Validate an experiment's data (as an experiment file holds it) into an Experiment that
-    runs on ``placer`` (None: this host); ``modes(where)`` gives its modes (the files its
-    `modes:` names, or modes made in memory, e.g. by `tierbench advise`, whose names `modes:`
-    then lists)."""
+    runs on ``placer`` (None: this host with nothing brought up, Placer()); ``modes(where)``
+    gives its modes (the files its `modes:` names, or modes made in memory, e.g. by `tierbench
+    advise`, whose names `modes:` then lists)."""
     try:
         k = kind(kind_of(data))
     except ConfigError as exc:
@@ -140,7 +140,7 @@ def experiment_from(data: dict[str, Any], where: str, default_name: str,
         impl=k,
         precision=env.precision,
         raw=data,
-        placer=placer or LocalPlacer(),
+        placer=placer or Placer(),
     )
     for m in exp.modes:
         unknown_tiers = [t for t in m.tiers if t not in k.tiers]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 import shlex
 import time
@@ -36,11 +35,11 @@ from tierbench.config.files import ROOT, results_root
 from tierbench.config.paths import MARKER
 from tierbench.interfaces.netif import Endpoint
 from tierbench.measure.agent import MergedSampler
-from tierbench.placement import access, compose, diskbuild, disks, nodes, owned, runlock
-from tierbench.placement.model import PROJECT, Container, Services, StackError
+from tierbench.placement import access, compose, nodes, owned, runlock
+from tierbench.placement.model import PROJECT, Container, Services, StackError, host_files
 from tierbench.placement.clusterfile import Cluster, ClusterError, Node
-from tierbench.placement.hostnet import (PORT_LABEL, ROLE_LABEL, env_name, host_files, is_job,
-                                         named_volumes, natural, place, topo_levels)
+from tierbench.placement.hostnet import (PORT_LABEL, ROLE_LABEL, env_name, is_job, named_volumes,
+                                         natural, place, topo_levels)
 from tierbench.placement.nodes import NodeError
 from tierbench.placement.placer import Placer, counter_parts
 from tierbench.transport import DidNotFinish, Transport, TransportError, run_argv
@@ -77,7 +76,7 @@ def engine_down(node: str, detail: str) -> NodeDown | None:
     return None
 
 
-class ClusterPlacer(Placer):
+class ClusterPlacer(compose.Controller, Placer):
     """Services on cluster nodes (see the module's doc)."""
 
     # A `docker --context NODE exec` opens an SSH connection and the engine's API before the
@@ -365,9 +364,8 @@ class ClusterPlacer(Placer):
 
     def down(self, every: bool = False) -> None:
         """Every node: this checkout's project's containers, networks and volumes removed, its
-        tmpfs unmounted (``every``: every checkout's); then the disk systems on the nodes (and
-        here) removed."""
-        env = {**compose.dotenv(), **os.environ}
+        tmpfs unmounted (``every``: every checkout's); then what the shared tiers built on the
+        nodes (and here) removed (tiers_down: the disk systems)."""
 
         def down(node: Node) -> None:
             compose.remove_project(lambda *args: nodes.run_docker(node, *args,
@@ -381,14 +379,11 @@ class ClusterPlacer(Placer):
         self.placed = {}
         if problems:
             raise StackError("; ".join(problems))
-        try:  # after the containers that used them; every node looked at, not only recorded ones
-            diskbuild.teardown(env, [self.node_disks(n) for n in self.cluster.nodes])
-        except disks.DiskError as exc:
-            raise StackError(str(exc)) from None
+        self.tiers_down(every)  # after the containers that used them; on every node
 
-    def node_disks(self, node: Node) -> disks.Host:
-        """A node as the host of disk systems (over SSH, under this checkout's folder there)."""
-        return disks.Host(nodes.transport(node), self.node_dir)
+    def every_host(self) -> list[tuple[Transport, str]]:
+        """Every node of the cluster file, with this checkout's folder there (its workdir's)."""
+        return [(nodes.transport(n), self.node_dir) for n in self.cluster.nodes]
 
     def role_node(self, role: str, index: int = 0) -> Node:
         """The node of the role's ``index``-th service: its services go round the role's
@@ -399,10 +394,6 @@ class ClusterPlacer(Placer):
                                 f"placed, and this needs {self.cluster.declared.role(role).what} "
                                 "on a node"])
         return found[index % len(found)]
-
-    def disk_host(self, role: str, index: int = 0) -> disks.Host:
-        """The node of the role's ``index``-th service (:meth:`role_node`)."""
-        return self.node_disks(self.role_node(role, index))
 
     # -- the hosts of a kind's own commands
     def hosts(self, role: str) -> list[Transport]:

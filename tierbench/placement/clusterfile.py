@@ -37,8 +37,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -51,58 +50,12 @@ from tierbench.config.errors import ConfigError, TierbenchError
 from tierbench.config.files import read_text
 from tierbench.config.models import control_problem
 from tierbench.config.paths import system_problem
-from tierbench.placement.model import Role
+from tierbench.placement.model import Roles
 
 CLUSTER_ENV = "TIERBENCH_CLUSTER"
 DEFAULT_CLOCK_BOUND_MS = 50.0
 DEFAULT_WORKDIR = "/var/lib/tierbench"
 DEFAULT_ROLLBACK_S = 30.0
-@dataclass(frozen=True)
-class Roles:
-    """Every role a cluster file may place: the kinds' declarations, in their order."""
-
-    roles: tuple[Role, ...] = ()
-
-    def __post_init__(self) -> None:
-        names = [r.name for r in self.roles]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"the role {twice[0]} is declared twice (one declaration a role)")
-
-    @classmethod
-    def merged(cls, declared: Iterable[Role]) -> Roles:
-        """The roles of several declarations, each once (a role several kinds declare must be
-        declared alike; ValueError names one that is not)."""
-        found: dict[str, Role] = {}
-        for role in declared:
-            if found.setdefault(role.name, role) != role:
-                raise ValueError(f"the role {role.name} is declared twice, differently")
-        return cls(tuple(found.values()))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self.roles)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.names
-
-    def role(self, name: str) -> Role:
-        for role in self.roles:
-            if role.name == name:
-                return role
-        raise KeyError(f"no role {name!r} (roles: {', '.join(self.names)})")
-
-    @property
-    def servers(self) -> tuple[str, ...]:
-        """The roles whose services serve the others."""
-        return tuple(r.name for r in self.roles if r.server)
-
-    @property
-    def model(self) -> type[Cluster]:
-        """The cluster file's model with a ``roles:`` block of exactly these roles."""
-        return _cluster_model(self)
-
-
 _NODE_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -258,7 +211,7 @@ class Cluster(_Model):
         default=False, description="modes may change the interface that carries SSH to a node "
                                    "(management and data planes are the same on purpose)")
     nodes: list[Node] = Field(min_length=1)
-    # the roles: block, a model made from the declared roles (Roles.model)
+    # the roles: block, a model made from the declared roles (_cluster_model)
     roles: _Model = _Model()
     path: str | None = Field(default=None, exclude=True)
     _declared: Roles = PrivateAttr(default_factory=Roles)
@@ -496,7 +449,7 @@ def parse_cluster(data: Any, roles: Roles, where: str = "cluster file",
     problems: list[str] = []
     cluster = None
     try:
-        cluster = roles.model.model_validate(data)
+        cluster = _cluster_model(roles).model_validate(data)
     except ValidationError as exc:
         problems += [_sentence(where, e, roles) for e in exc.errors()]
     problems += _cross_problems(where, data, base, roles)

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from tierbench.config.files import PROJECT_PREFIX, ROOT, dotenv, results_root
-from tierbench.placement import access, diskbuild, disks, owned
+from tierbench.config.files import PROJECT_PREFIX, ROOT, results_root
+from tierbench.placement import access, owned
 from tierbench.placement.clusterfile import Cluster
 from tierbench.transport import DEVNULL, DidNotFinish, TransportError, run_argv
 from tierbench.placement.model import PROJECT, TAG, Container, Services, StackError, parse_cpuset
@@ -132,6 +132,21 @@ def require_image(name: str, how: str = "`make images`") -> None:
 def compose(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     """`docker compose ARGS` in the checkout; StackError naming the failure."""
     return _run(["docker", "compose", *args], env=env, timeout=timeout)
+
+
+class Controller:
+    """What a placement does on this host, the controller, whichever hosts run its services
+    (LocalPlacer and ClusterPlacer both): the images built (a cluster ships them at bring-up)
+    and Compose's own reading of the files (tierbench.placement.placer: Placer.ensure_images,
+    Placer.compose_config)."""
+
+    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
+        """Built here with setup/images.sh (:func:`ensure_images`)."""
+        ensure_images(names, how)
+
+    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
+        """`docker compose ARGS` in the checkout (:func:`compose`)."""
+        return compose(args, env, timeout)
 
 
 def cgroup_driver(docker: list[str] | None = None) -> str:
@@ -290,16 +305,12 @@ def _remove_one(docker: Callable[..., str], project: str) -> None:
 
 def down(every: bool = False) -> None:
     """Remove the stack's containers, networks and volumes (whatever kind brought them up),
-    then the tmpfs mounts and the disk systems they used: this checkout's (``every``: every
-    checkout's containers, networks, volumes and tmpfs; disk systems are each checkout's
-    state's)."""
+    then the tmpfs mounts they used: this checkout's (``every``: every checkout's containers,
+    networks, volumes and tmpfs). The disk systems they used go after it, in the placer's
+    ``down`` (Placer.tiers_down: tierbench.tiers.diskbuild)."""
     remove_project(lambda *args: _run(["docker", *args], timeout=300), every)
     access.forget_database_password()
     unmount_tmpfs(every)
-    try:
-        diskbuild.teardown({**dotenv(), **os.environ})
-    except disks.DiskError as exc:
-        raise StackError(str(exc)) from None
 
 
 def containers() -> dict[str, Container]:

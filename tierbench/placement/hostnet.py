@@ -2,10 +2,11 @@
 reached here; tierbench.placement.cluster brings the services up where this says).
 
 The host-networking overlays (``compose/host*.yml``, one beside each compose file that defines
-services, named after it: :func:`host_overlay`) give each service ``network_mode: host``, its
-listening address and port, and the label ``org.tierbench.role`` naming the cluster file's role
-it runs on (``org.tierbench.port`` the port it serves). Services of a list role (``pfs_io``;
-``web`` with three web servers) go round the role's nodes; the replicas of a scaled one are
+services, named after it: tierbench.placement.model.host_overlay; the files with their
+overlays: host_files) give each service ``network_mode: host``, its listening address and
+port, and the label ``org.tierbench.role`` naming the cluster file's role it runs on
+(``org.tierbench.port`` the port it serves). Services of a list role (``pfs_io``; ``web`` with
+three web servers) go round the role's nodes; the replicas of a scaled one are
 shared out among them. A one-shot job of a role (``fileset``) runs on every node of the role's
 other services (on the first only with the label ``org.tierbench.once``: ``pvfs-docroot`` fills
 the one OrangeFS); one without a role (``pvfs-config``) on every node of the services that
@@ -17,10 +18,8 @@ host; services start level by level in dependency order (:func:`topo_levels`).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-from tierbench.config.files import ROOT
 from tierbench.placement.clusterfile import Cluster
 from tierbench.placement.model import StackError
 
@@ -39,35 +38,6 @@ def env_name(service: str) -> str:
 def natural(name: str) -> tuple:
     """A sort key that puts web2 before web10."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-
-
-def host_overlay(rel: str) -> str | None:
-    """The host-networking overlay of a compose file of the checkout (its path there), by name:
-    ``compose/host.yml`` for the base file, ``compose/host-NAME.yml`` for ``compose/NAME.yml``;
-    None when there is none (an overlay that defines no services of its own)."""
-    path = Path(rel)
-    if rel == "docker-compose.yml":
-        overlay = Path("compose/host.yml")
-    elif path.parent == Path("compose") and not path.name.startswith("host"):
-        overlay = path.with_name(f"host-{path.name}")
-    else:
-        return None
-    return str(overlay) if (ROOT / overlay).is_file() else None
-
-
-def host_files(files: list[str]) -> list[str]:
-    """The compose files with the host-networking overlay of each file that has one, last
-    (files outside the checkout, such as the disk systems' overlay written at run time, have
-    none)."""
-    extra = []
-    for f in files:
-        path = Path(f).resolve() if Path(f).is_absolute() else None
-        if path is not None and not path.is_relative_to(ROOT):
-            continue
-        overlay = host_overlay(str(path.relative_to(ROOT)) if path is not None else f)
-        if overlay is not None:
-            extra.append(str(ROOT / overlay))
-    return [*files, *extra]
 
 
 def topo_levels(services: list[str], deps: dict[str, list[str]]) -> list[list[str]]:

@@ -1,21 +1,26 @@
 """The placement's model, at the bottom of tierbench/placement: what a kind declares to the
-placement (the cluster file's :class:`Role` it brings, the services that admit only their peers:
+placement (the cluster file's :class:`Role` it brings, merged with the others' in :class:`Roles`,
+which the cluster file is validated against; the services that admit only their peers:
 :class:`Admission`), what it hands a placer to bring up (:class:`Services`: compose files,
 environment, and what the kind declares its files read: CPU lists, admitted peers, platforms),
 what a placer hands back (:class:`Container`), the
 error of a bring-up or of discovery (:class:`StackError`), and the names every bring-up shares
-(this checkout's Compose project, the images' tag, the servers' parent cgroup). The interface
-(placer.py) and the placers (compose.py on this host through local.py, cluster.py on nodes)
-import it; it imports none of them."""
+(this checkout's Compose project, the images' tag, the servers' parent cgroup, the
+host-networking overlay beside each compose file: :func:`host_overlay`, :func:`host_files`).
+The interface (placer.py) and the placers (compose.py on this host through local.py,
+cluster.py on nodes) import it; it imports none of them, and the kinds import of the placement
+only it and the interface (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from tierbench.config.errors import TierbenchError
-from tierbench.config.files import default_project, project_name
+from tierbench.config.files import ROOT, default_project, project_name
 
 try:
     PROJECT = project_name()  # this checkout's Compose project (tierbench.config.files)
@@ -47,6 +52,46 @@ class Role:
     nodes: Literal["one", "list", "one_or_more"] = "one"
     server: bool = False
 
+
+@dataclass(frozen=True)
+class Roles:
+    """Every role a cluster file may place: the kinds' declarations, in their order."""
+
+    roles: tuple[Role, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.roles]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"the role {twice[0]} is declared twice (one declaration a role)")
+
+    @classmethod
+    def merged(cls, declared: Iterable[Role]) -> Roles:
+        """The roles of several declarations, each once (a role several kinds declare must be
+        declared alike; ValueError names one that is not)."""
+        found: dict[str, Role] = {}
+        for role in declared:
+            if found.setdefault(role.name, role) != role:
+                raise ValueError(f"the role {role.name} is declared twice, differently")
+        return cls(tuple(found.values()))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.roles)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def role(self, name: str) -> Role:
+        for role in self.roles:
+            if role.name == name:
+                return role
+        raise KeyError(f"no role {name!r} (roles: {', '.join(self.names)})")
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The roles whose services serve the others."""
+        return tuple(r.name for r in self.roles if r.server)
 
 @dataclass(frozen=True)
 class Admission:
@@ -145,3 +190,33 @@ def parse_cpuset(text: str) -> list[int]:
     if not cpus:
         raise ValueError(text)
     return cpus
+
+
+# -- the host-networking overlays (a placement on nodes brings them up with their files)
+def host_overlay(rel: str) -> str | None:
+    """The host-networking overlay of a compose file of the checkout (its path there), by name:
+    ``compose/host.yml`` for the base file, ``compose/host-NAME.yml`` for ``compose/NAME.yml``;
+    None when there is none (an overlay that defines no services of its own)."""
+    path = Path(rel)
+    if rel == "docker-compose.yml":
+        overlay = Path("compose/host.yml")
+    elif path.parent == Path("compose") and not path.name.startswith("host"):
+        overlay = path.with_name(f"host-{path.name}")
+    else:
+        return None
+    return str(overlay) if (ROOT / overlay).is_file() else None
+
+
+def host_files(files: list[str]) -> list[str]:
+    """The compose files with the host-networking overlay of each file that has one, last
+    (files outside the checkout, such as the disk systems' overlay written at run time, have
+    none)."""
+    extra = []
+    for f in files:
+        path = Path(f).resolve() if Path(f).is_absolute() else None
+        if path is not None and not path.is_relative_to(ROOT):
+            continue
+        overlay = host_overlay(str(path.relative_to(ROOT)) if path is not None else f)
+        if overlay is not None:
+            extra.append(str(ROOT / overlay))
+    return [*files, *extra]

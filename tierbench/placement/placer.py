@@ -6,7 +6,8 @@ Two placements implement it: ``tierbench.placement.local.LocalPlacer``, this hos
 (Compose networks, veth pairs, cgroups read here; the default), and
 ``tierbench.placement.cluster.ClusterPlacer``, bare-metal nodes through Docker contexts with host
 networking (``--cluster FILE``). This module imports neither, nor Compose: only the placement's
-model (tierbench.placement.model: Services, Container, StackError). The command line
+model (tierbench.placement.model: Services, Container, StackError); what it answers without
+them is this host's (veths, cgroups, /proc read here). The command line
 makes one for a run and the experiment carries it (``Experiment.placer``) to the kinds, which
 never know which it is. Every command a kind runs in a container, and every container it starts
 or stops, goes through it (:meth:`Placer.exec`, :meth:`Placer.popen`, :meth:`Placer.start`,
@@ -17,23 +18,29 @@ asks which placement it is on (tests/test_architecture.py: no kind reads ``clust
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from tierbench.config.files import state_dir
+from tierbench.interfaces import netif
 from tierbench.interfaces.netif import Endpoint
-from tierbench.measure.sampler import CgroupGroup
-from tierbench.placement import disks, model
+from tierbench.measure.sampler import CgroupCpu, CgroupGroup, Sampler
+from tierbench.placement import model
 from tierbench.placement.model import Container, Services, StackError
 from tierbench.transport import (LOCAL, CompletedProcess, Process, Transport, TransportError,
                                  run_argv, start_argv)
 
 
 class Placer:
-    """The interface; LocalPlacer (placement/local.py) documents what each method does on one
-    host."""
+    """The interface, with this host's answers (a cluster's placer overrides each): what needs
+    Compose, bringing services up and down, finding them, building images and reading compose
+    files, is a placement's own (LocalPlacer, placement/local.py; ClusterPlacer). ``Placer()``
+    itself is this host with nothing brought up: where an experiment loaded without a placement
+    is planned and checked (the default of Experiment.placer, Deployment.placer and the web
+    kind's LoadSpec.where; a command that runs makes its placer: the command line)."""
 
-    name = "placement"
+    name = "this host"
     cluster: Any = None
     # Seconds a kind adds to its common start when it launches processes with `docker exec`
     # (a container on a node is reached through SSH first; see ClusterPlacer).
@@ -43,10 +50,31 @@ class Placer:
         """Bring ``spec``'s services up and wait until they are healthy."""
         raise NotImplementedError
 
+    def ensure_images(self, names: Iterable[str], how: str = "`make images`") -> None:
+        """The images NAMES (tierbench-NAME:TAG) built on this host and up to date (the first
+        time a run needs them, or after their build context changed; a cluster ships them to
+        its nodes at bring-up); StackError saying how to build them by hand (``how``)."""
+        raise NotImplementedError
+
+    def compose_config(self, args: list[str], env: dict[str, str], timeout: float = 60) -> str:
+        """`docker compose ARGS` in the checkout on this host, where Compose reads the files of
+        every placement: ARGS are the files' options, then `config` and its own (the files
+        merged as Compose merges them, the services they define); StackError naming the
+        failure."""
+        raise NotImplementedError
+
     def down(self, every: bool = False) -> None:
         """Remove every service of this checkout's project, its networks and volumes
-        (``every``: every checkout's, `tierbench clean --all`)."""
+        (``every``: every checkout's, `tierbench clean --all`), then what the shared tiers built
+        on its hosts for them (:meth:`tiers_down`)."""
         raise NotImplementedError
+
+    def tiers_down(self, every: bool = False) -> None:
+        """What the shared tiers built on this placement's hosts for its services removed, once
+        the containers that used it are gone (each placer's ``down`` ends with it): every step
+        of :data:`AFTER_DOWN` (the disk systems: tierbench.tiers.diskbuild)."""
+        for step in AFTER_DOWN:
+            step(self, every)
 
     def replicas(self) -> list[Container]:
         """Every running container of the project."""
@@ -117,36 +145,47 @@ class Placer:
             pass
 
     def endpoints(self, label: str, container: Container) -> list[Endpoint]:
-        """The interfaces that carry a container's traffic, for modes."""
-        raise NotImplementedError
+        """The interfaces that carry a container's traffic, for modes (here: its veth and the
+        host peer)."""
+        return netif.veth_endpoints(label, container.pid)
 
     def counter(self, container: Container) -> Any:
-        """The CPU counter of a container, for the sampler."""
-        raise NotImplementedError
+        """The CPU counter of a container, for the sampler (here: its cgroup, read here)."""
+        return CgroupCpu(container.pid)
 
     def sampler(self, out: Path, counters: dict[str, Any], ifaces: dict[str, str],
                 probes: dict[str, Any] | None = None) -> Any:
         """A 1 Hz sampler of these counters, interfaces and probes (a kind's callables that
-        read a server's own counters), writing JSON lines to ``out``."""
-        raise NotImplementedError
+        read a server's own counters), writing JSON lines to ``out`` (here: the single-host
+        sampler)."""
+        return Sampler(out, counters, ifaces, probes=probes)
 
     def ifaces(self, endpoints: list[Endpoint]) -> dict[str, str]:
-        """The interface counters to sample for these endpoints (label -> interface)."""
-        raise NotImplementedError
+        """The interface counters to sample for these endpoints (label -> interface; here: the
+        host ends of the veths)."""
+        return {ep.label: ep.ifname for ep in endpoints if ep.netns_pid is None}
 
     def received(self, endpoints: list[Endpoint]) -> list[tuple[str, str]]:
         """(sampled interface label, counter) pairs that count the bytes the containers of
-        ``endpoints`` receive."""
-        raise NotImplementedError
+        ``endpoints`` receive (here: what the host ends of their veths transmit into them)."""
+        return [(ep.label, "tx_bytes") for ep in endpoints if ep.netns_pid is None]
 
     def host_endpoints(self, names: tuple[str, ...], containers: list[Container]) -> list[Endpoint]:
-        """A host-scope mode's interfaces ``names`` where ``containers`` run."""
-        raise NotImplementedError
+        """A host-scope mode's interfaces ``names`` where ``containers`` run (here: this
+        host's interfaces of those names)."""
+        return [Endpoint("host", name, None) for name in names]
 
     def address(self, container: Container, subnet: str | None = None) -> str:
         """The address other services reach a container at (on one host: its address on the
         Compose network whose addresses start with ``subnet``)."""
-        raise NotImplementedError
+        done = run_argv(["docker", "inspect", "-f",
+                         "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                         container.id], timeout=30)
+        found = [a for a in done.stdout.split() if subnet is None or a.startswith(subnet)]
+        if not found:
+            raise StackError(f"{container.name} has no address"
+                             + (f" starting with {subnet}" if subnet else ""))
+        return found[0]
 
     def url(self, target: str) -> str:
         """A target URL naming a service (http://proxy) as the load generator reaches it."""
@@ -194,16 +233,25 @@ class Placer:
     def proc_net(self, container: Container, names: tuple[str, ...]) -> str:
         """Files of /proc/net (tcp, tcp6, snmp) of a container's network namespace, one after
         another, read from its host without entering the container (quick under load); the
-        ones that cannot be read (the container stopped) left out."""
-        raise NotImplementedError
+        ones that cannot be read (the container stopped) left out (here: /proc/PID/net/NAME
+        of the container's process)."""
+        tables = []
+        for name in names:
+            try:
+                tables.append(Path(f"/proc/{container.pid}/net/{name}").read_text())
+            except OSError:
+                continue
+        return "".join(tables)
 
     def engines_answer(self) -> str | None:
         """Why a host's Docker engine does not answer (one sentence), or None."""
         return None
 
     def drop_caches(self, containers: list[Container]) -> None:
-        """Drop the page cache of the hosts these containers run on."""
-        raise NotImplementedError
+        """Drop the page cache of the hosts these containers run on (here: written back, then
+        this host's dropped)."""
+        run_argv(["sync"], timeout=300, stdout=None, stderr=None)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
     # -- the hosts a kind's own commands run on: a kind never asks which placement it is on
     def hosts(self, role: str) -> list[Transport]:
@@ -257,11 +305,11 @@ class Placer:
         round its nodes; a role the cluster file leaves out: '?')."""
         return ""
 
-    def disk_host(self, role: str, index: int = 0) -> disks.Host:
-        """Where the disk systems of the ``index``-th service of ``role`` are built (loop
-        devices, mounts, throttled devices): this host (disks.LOCAL), or over SSH the node that
-        service runs on (a role's services go round its nodes in order: web, web2, web3)."""
-        return disks.LOCAL
+    def every_host(self) -> list[tuple[Transport, str]]:
+        """Every host this placement may run services on, with this checkout's folder there:
+        this machine (LOCAL, its state folder); on a cluster every node of the cluster file
+        (WORKDIR/PROJECT)."""
+        return [(LOCAL, self.folder(""))]
 
     def provenance(self, when: str = "before") -> dict[str, Any]:
         """What the manifest records about the hosts beyond this one (nothing on one host)."""
@@ -270,6 +318,13 @@ class Placer:
     def clean(self) -> list[str]:
         """Notes of what was removed beyond this host's stack (nothing on one host)."""
         return []
+
+
+# What the shared tiers (tierbench.tiers, a floor above) remove from a placement's hosts after
+# its services are down: each step is given the placer and ``every`` (Placer.tiers_down). A tier
+# adds its step when it is imported (tierbench.tiers.diskbuild: the disk systems), so that the
+# placement, which imports no floor above it, removes them at every `down` without naming them.
+AFTER_DOWN: list[Callable[[Placer, bool], None]] = []
 
 
 # Drops a folder's files from the page cache (python3 on the host that has them): written back

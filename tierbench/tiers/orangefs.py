@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.config.errors import TierbenchError
-from tierbench.placement import compose, diskbuild, disks, model, placer
+from tierbench.config.files import dotenv
+from tierbench.placement import compose, model, placer
+from tierbench.tiers import diskbuild, disks
 from tierbench.placement.model import Role
 
 ROLES = (
@@ -62,7 +64,7 @@ def compose_files(storage: str, extra: list[Path] | None = None) -> list[str]:
 
 def cluster_env(io_servers: int, strip_size: int, job_timeout_s: int) -> dict[str, str]:
     """Environment for docker compose: .env, the shell's, then the cluster's settings."""
-    return {**compose.dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
+    return {**dotenv(), **os.environ, "PVFS_IO_SERVERS": str(io_servers),
             "PVFS_STRIP_SIZE": str(strip_size), "PVFS_JOB_TIMEOUT": str(job_timeout_s)}
 
 
@@ -189,8 +191,8 @@ def storage_hosts(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:
     """Each server of a storage plan -> the host its devices are built on, the node its
     container runs on (a bind mount and a device throttle name paths there): pvfs-ioN round
     the pfs_io nodes, the client on the first pfs_clients node."""
-    return {s: where.disk_host("pfs_clients") if s == CLIENT_SERVICE
-            else where.disk_host("pfs_io", int(s[len(IO_SERVICE):]) - 1) for s in p.servers}
+    return {s: disks.of_role(where, "pfs_clients") if s == CLIENT_SERVICE
+            else disks.of_role(where, "pfs_io", int(s[len(IO_SERVICE):]) - 1) for s in p.servers}
 
 
 def build_storage(p: disks.Plan, env: Mapping[str, str], log: Any,

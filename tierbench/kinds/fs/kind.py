@@ -18,7 +18,8 @@ from tierbench.kinds.fs.roles import ROLES
 from tierbench.kinds.fs.settings import FILEBENCH, MIB, Fs, FsSettings, memory_bytes
 from tierbench.kinds.fs.stack import FsInfo, FsPrepared
 from tierbench.tiers import orangefs
-from tierbench.placement import compose, placer, space
+from tierbench.placement import placer
+from tierbench import space
 
 
 class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
@@ -243,7 +244,7 @@ class FsKind(Kind[FsSettings, FsInfo, FsPrepared]):
         if self.settings(exp).server == "orangefs":
             orangefs.check_image()
         else:
-            compose.require_image(stack.IMAGE)
+            exp.placer.ensure_images([stack.IMAGE])
 
     def prepare(self, exp: Experiment[FsSettings], run_dir: Path) -> FsPrepared:
         """Per-run state: the run id (folder names on the share), the file sets laid out, and

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tierbench.kinds.contract import PointContext, PointResult
-from tierbench.placement import space
+from tierbench import space
 from tierbench.transport import LOCAL, DidNotFinish
 
 DMA_CLASS = Path("/sys/class/dma")

@@ -19,7 +19,8 @@ from tierbench.kinds.net.dmacopy import CopyPlan
 from tierbench.kinds.net.roles import ROLES
 from tierbench.kinds.net.stack import NetInfo
 from tierbench.modes.model import Mode, load_layered, load_mode
-from tierbench.placement import compose, placer, space
+from tierbench.placement import placer
+from tierbench import space
 
 
 class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
@@ -204,7 +205,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
         profile."""
         n = self.settings(exp)
         if n.test == "dmacopy":
-            compose.require_image(stack.IMAGE)
+            exp.placer.ensure_images([stack.IMAGE])
             return
         conf = space.settings()
         try:
@@ -219,7 +220,7 @@ class NetKind(Kind[NetSettings, NetInfo, CopyPlan | None]):
                 found = flows.limit_problems(n, r, c, nofile, ports, limit)
                 if found:
                     raise ConfigError(f"{exp.source}: {found[0]}; nothing was run")
-        compose.require_image(stack.IMAGE)
+        exp.placer.ensure_images([stack.IMAGE])
         if n.profile:  # on the senders' host (a cluster file without it: the run names it)
             for via in exp.placer.hosts(profile.SENDER_ROLE)[:1]:
                 profile.perf_check(exp.source, via)

@@ -22,7 +22,9 @@ from tierbench.kinds.pfs.settings import MIB, Pfs, PfsSettings, client_disk_byte
 from tierbench.kinds.pfs.stack import PfsInfo, PfsPrepared
 from tierbench.kinds.pfs.streams import SEND_COLUMNS, SEND_PHASES, PointFactors
 from tierbench.tiers import orangefs
-from tierbench.placement import disks, placer, space
+from tierbench.placement import placer
+from tierbench import space
+from tierbench.tiers import disks
 from tierbench.tiers.orangefs import PfsError
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -210,7 +212,7 @@ class PfsKind(Kind[PfsSettings, PfsInfo, PfsPrepared]):
         what = f"the files of {exp.source}'s largest point"
         made = [m for n in p.io_servers if (m := stack.storage_plan(exp.settings, n))]
         if made:  # the servers' and the local disk's files on the devices: their images
-            out += space.disk_images(made, space.settings(),
+            out += disks.disk_images(made, space.settings(),
                                      functools.partial(orangefs.storage_hosts, exp.placer),
                                      "pfs_io")
         elif worst["servers"]:

@@ -12,7 +12,7 @@ from tierbench.config.models import (Model, choice, flag, number, one_or_many, p
                                      whole)
 from tierbench.tiers import orangefs
 from tierbench.tiers.orangefs import MAX_IO_SERVERS, STORAGE
-from tierbench.placement import disks
+from tierbench.tiers import disks
 
 TESTS = ("concurrent", "streams", "basic")
 FILESYSTEMS = {"tmpfs": "/scratch", "disk": "/disk", "orangefs": "/mnt/orangefs",
@@ -82,7 +82,7 @@ class PfsSettings(Model):
 
     pfs: Pfs
     # disk systems of the experiment's own (real devices, other bandwidths) beside the built-in
-    # ide, scsi and raid0 of 004 Table 3; pfs.storage may name one (placement/disks.py)
+    # ide, scsi and raid0 of 004 Table 3; pfs.storage may name one (tiers/disks.py)
     disk_systems: dict[Annotated[str, text(SYSTEM_NAME, "my-disk")],
                        disks.DiskSystemSpec] | None = None
 

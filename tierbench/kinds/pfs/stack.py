@@ -12,7 +12,9 @@ from typing import Any
 from tierbench.kinds.contract import CLIENT, SERVER, Deployment, Point, RunEnds, Tier, log
 from tierbench.kinds.pfs.settings import Pfs, PfsSettings, client_disk_bytes, cluster_clients
 from tierbench.tiers import orangefs
-from tierbench.placement import diskbuild, disks, model, placer, space
+from tierbench.placement import model, placer
+from tierbench import space
+from tierbench.tiers import diskbuild, disks
 from tierbench.tiers.orangefs import PfsError, label
 
 TIERS = ("pfs-client", "pfs-server")

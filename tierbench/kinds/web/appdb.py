@@ -27,7 +27,8 @@ import threading
 import time
 from typing import Any
 
-from tierbench.placement import model, space
+from tierbench.placement import model
+from tierbench import space
 from tierbench.placement.placer import Placer
 from tierbench.transport import DEVNULL, PIPE, DidNotFinish, Process, TransportError
 

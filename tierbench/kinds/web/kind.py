@@ -23,7 +23,9 @@ from tierbench.kinds.web.settings import (SERVER_OPTIONS, WebSettings, has_dynam
 from tierbench.kinds.web.prepare import WebPrepared, prepare, workload_errors
 from tierbench.kinds.web.roles import ROLES
 from tierbench.kinds.web import worker
-from tierbench.placement import disks, placer, space
+from tierbench.placement import placer
+from tierbench import space
+from tierbench.tiers import disks
 from tierbench.tiers import orangefs
 
 
@@ -187,8 +189,9 @@ class WebKind(Kind[WebSettings, WebInfo, WebPrepared]):
         s = exp.settings
         known = webdisks.names(s.disk_systems)
         bases = [services.docroot_parts(docroot)[0] for docroot in s.stack.docroot]
-        services.ensure_images([name for base in bases for name in services.stack_images(
-            s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
+        services.ensure_images(exp.placer, [
+            name for base in bases for name in services.stack_images(
+                s.stack.proxy, "disk" if base in known else base, has_dynamic(s))])
         with workload_errors(exp):
             plans = sizes.disk_plans(exp)
         try:

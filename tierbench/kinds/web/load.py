@@ -16,7 +16,6 @@ from tierbench.config.files import results_root
 from tierbench.kinds.web import webmetrics
 from tierbench.measure import steady
 from tierbench.placement.model import Container, parse_cpuset
-from tierbench.placement.local import LocalPlacer
 from tierbench.placement.placer import Placer
 from tierbench.transport import DidNotFinish, Process, STDOUT
 from workloads import target as target_guard
@@ -65,7 +64,7 @@ class LoadSpec:
     # and at most warmup_max_s (the load runs warmup_max_s + measure_s). None: a fixed warm-up.
     warmup_max_s: float | None = None
     # where the loadgen runs: the engines' commands go through it (docker exec here or on a node)
-    where: Placer = field(default_factory=LocalPlacer, repr=False, compare=False)
+    where: Placer = field(default_factory=Placer, repr=False, compare=False)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tierbench.kinds import families
-from tierbench.placement import disks
+from tierbench.tiers import disks
 
 
 def report_spec(resolved: dict[str, Any]) -> dict[str, Any]:

@@ -20,8 +20,9 @@ from tierbench.config.paths import refusal
 from tierbench.tiers import orangefs
 from tierbench.kinds.web import roles
 from tierbench.modes.model import Mode
-from tierbench.placement import compose, model
-from tierbench.placement.hostnet import host_files
+from tierbench.placement import model
+from tierbench.placement.model import host_files
+from tierbench.placement.placer import Placer
 from tierbench.transport import LOCAL
 
 OVERLAYS = {"haproxy": "compose/haproxy.yml", "tmpfs": "compose/docroot-tmpfs.yml",
@@ -72,7 +73,7 @@ def stack_files(settings: dict | None = None, target: str = "http://proxy", work
     the HAProxy proxy, a tmpfs docroot, a load generator on the back network (target web),
     Locust worker containers, a Locust master reachable from other nodes, three web servers,
     the application and database tiers (settings with db_rows), and `extra` overlays written
-    at run time (disk systems: tierbench/placement/diskbuild.py)."""
+    at run time (disk systems: tierbench/tiers/diskbuild.py)."""
     settings = settings or {}
     files = ["docker-compose.yml"]
     if int(settings.get("web_servers") or 1) > 1:
@@ -175,15 +176,16 @@ def stack_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> lis
             *((orangefs.IMAGE,) if docroot == "orangefs" else ())]
 
 
-def check_images(proxy: str, docroot: str = "disk", app_db: bool = False) -> None:
+def check_images(where: Placer, proxy: str, docroot: str = "disk",
+                 app_db: bool = False) -> None:
     """The images of the stack built and up to date, or one sentence saying why not."""
-    ensure_images(stack_images(proxy, docroot, app_db))
+    ensure_images(where, stack_images(proxy, docroot, app_db))
 
 
-def ensure_images(names: list[str]) -> None:
+def ensure_images(where: Placer, names: list[str]) -> None:
     """Those images built and up to date, or one sentence saying how to build them (the
     OrangeFS image only from a source at hand)."""
-    compose.ensure_images(names, orangefs.BUILD if orangefs.IMAGE in names else "`make images`")
+    where.ensure_images(names, orangefs.BUILD if orangefs.IMAGE in names else "`make images`")
 
 
 def master_bind_problem(env: dict[str, str]) -> str | None:
@@ -284,7 +286,8 @@ TagKeepingLoader.add_multi_constructor("!", _tagged)
 TagKeepingDumper.add_representer(Tagged, _represent_tagged)
 
 
-def host_proxies(config: dict, files: list[str], proxies: int, env: dict[str, str]) -> dict:
+def host_proxies(where: Placer, config: dict, files: list[str], proxies: int,
+                 env: dict[str, str]) -> dict:
     """proxy2..proxyN on a cluster, as Compose resolves them: the stack's resolved
     configuration ``config`` with the copies of proxies_overlay, under the proxy's entries of
     the host-networking overlays of these compose files, in order, given to each copy
@@ -314,22 +317,22 @@ def host_proxies(config: dict, files: list[str], proxies: int, env: dict[str, st
         path = folder / f"layer{i}.yml"
         path.write_text(yaml.dump(layer, Dumper=TagKeepingDumper, sort_keys=False))
         args += ["-f", str(path)]
-    resolved = json.loads(compose.compose([*args, "config", "--no-interpolate", "--format",
-                                           "json"], env, timeout=60))
+    resolved = json.loads(where.compose_config([*args, "config", "--no-interpolate",
+                                                "--format", "json"], env, timeout=60))
     return {name: resolved["services"][name] for name in names}
 
 
-def write_proxies_overlay(files: list[str], env: dict[str, str], proxies: int,
+def write_proxies_overlay(where: Placer, files: list[str], env: dict[str, str], proxies: int,
                           host_network: bool = False) -> Path:
     """proxies_overlay() of the stack of these compose files (with ``host_network``, as on a
     cluster: each copy as the host-networking overlays give it, host_proxies), written where
     Compose reads it."""
-    config = json.loads(compose.compose([*(a for f in files for a in ("-f", f)), "config",
-                                         "--no-interpolate", "--format", "json"], env,
-                                        timeout=60))
+    config = json.loads(where.compose_config([*(a for f in files for a in ("-f", f)), "config",
+                                              "--no-interpolate", "--format", "json"], env,
+                                             timeout=60))
     overlay = proxies_overlay(config, proxies)
     if host_network:
-        overlay["services"].update(host_proxies(config, files, proxies, env))
+        overlay["services"].update(host_proxies(where, config, files, proxies, env))
     path = proxies_overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(overlay, indent=1) + "\n")
@@ -355,12 +358,13 @@ def own_platforms(modes: list[Mode]) -> dict[str, str]:
     return out
 
 
-def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy",
-               workers: int = 0, remote_workers: int = 0,
+def stack_spec(where: Placer, settings: dict, filesets: list[dict],
+               target: str = "http://proxy", workers: int = 0, remote_workers: int = 0,
                hot_sets: list[dict] | None = None,
                overlays: list[Path] | None = None, host_network: bool = False,
                platforms: dict[str, str] | None = None) -> model.Services:
-    """The stack with these settings (experiment `stack:` plus the mode's server options):
+    """The stack with these settings (experiment `stack:` plus the mode's server options), for
+    the run's placer ``where`` (which builds its images and reads its compose files):
     `workers` Locust worker containers beside the loadgen (load.workers); with a `+hot-tmpfs`
     docroot, the files of `hot_sets` below `hot_below` bytes also go on a tmpfs; `overlays`
     are Compose files written at run time (a disk system's binds and throttles); `host_network`:
@@ -368,7 +372,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     Placer.shares_ports); `platforms`:
     tiers started under a parent cgroup of their own (:func:`own_platforms`)."""
     env = stack_env(settings, filesets)
-    check_images(settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
+    check_images(where, settings["proxy"], docroot_parts(settings.get("docroot", "disk"))[0],
                  has_app_db(settings))
     base, hot = docroot_parts(settings.get("docroot", "disk"))
     tmpfs: dict[str, str] = {}
@@ -383,7 +387,7 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
     files = stack_files(settings, target, workers, remote_workers, overlays)
     proxies = int(settings.get("proxies") or 1)
     if proxies > 1:
-        files.append(str(write_proxies_overlay(files, env, proxies, host_network)))
+        files.append(str(write_proxies_overlay(where, files, env, proxies, host_network)))
     spec = model.Services(files, env,
                     scale={WORKER_SERVICE: workers} if workers else {}, tmpfs=tmpfs,
                     remove_orphans=True, cpusets=dict(roles.CPUSETS),
@@ -395,8 +399,8 @@ def stack_spec(settings: dict, filesets: list[dict], target: str = "http://proxy
         env["PVFS_IO_SERVERS"] = str(n)
         spec.profiles = ["pfs"]
         spec.cpusets.update(orangefs.CPUSETS)
-        services = [s for s in compose.compose([*spec.args(), "config", "--services"], env,
-                                               timeout=60).split()
+        services = [s for s in where.compose_config([*spec.args(), "config", "--services"],
+                                                    env, timeout=60).split()
                     if not s.startswith(("pvfs-io", "pvfs-client"))]
         spec.services = services + [f"pvfs-io{i}" for i in range(1, n + 1)]
     return spec

@@ -17,7 +17,7 @@ from tierbench.config.models import (Model, choice, flag, non_empty_list, number
 from tierbench.kinds.contract import Experiment
 from tierbench.kinds.web import services, webdisks
 from tierbench.kinds.web.load import ENGINES
-from tierbench.placement import disks
+from tierbench.tiers import disks
 from workloads import target as target_guard
 from workloads import worldcup
 from workloads import traces as tracelib
@@ -387,7 +387,7 @@ class WebSettings(Model):
     allow_foreign_target: Annotated[bool, flag()] = False
     fault: Fault | None = None
     # disk systems of the experiment's own (real devices, other bandwidths) beside the built-in
-    # ide, scsi and raid0 of 004 Table 3; a docroot names one (tierbench/placement/disks.py)
+    # ide, scsi and raid0 of 004 Table 3; a docroot names one (tierbench/tiers/disks.py)
     disk_systems: dict[Annotated[str, BeforeValidator(_system_name)],
                        disks.DiskSystemSpec] | None = None
 

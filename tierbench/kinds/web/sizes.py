@@ -14,7 +14,8 @@ from tierbench.kinds.web import appdb, services, webdisks
 from tierbench.kinds.web.settings import (Load, StackSettings, WebSettings, has_dynamic,
                                           loads_proxy, stack_for, stack_settings, trace_dicts)
 from tierbench.kinds.web.prepare import filesets_of, hot_sets
-from tierbench.placement import disks, space
+from tierbench import space
+from tierbench.tiers import disks
 from workloads import filesets, worldcup
 from workloads import traces as tracelib
 
@@ -110,10 +111,10 @@ def needs(exp: Experiment[WebSettings], points: int) -> list[space.Need]:
     plans = disk_plans(exp)
     hosts_of = functools.partial(webdisks.hosts_for, exp.placer)
     if exp.placer.here(webdisks.WEB_ROLE):  # one system built at a time, all here
-        out += space.disk_images(plans, space.settings(), hosts_of, webdisks.WEB_ROLE)
+        out += disks.disk_images(plans, space.settings(), hosts_of, webdisks.WEB_ROLE)
     else:  # the web servers' on the web nodes, the OrangeFS I/O servers' on theirs
         for role, mine in webdisks.plans_by_role(plans).items():
-            out += space.disk_images(mine, space.settings(), hosts_of, role)
+            out += disks.disk_images(mine, space.settings(), hosts_of, role)
     out.append(space.on_disk(f"the results of {exp.source} (traces, per-request records, "
                              "samples)", results_bytes(exp, specs, points), results_root(),
                              "the results folder", "shorten the traces or load.measure_s, "

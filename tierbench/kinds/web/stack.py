@@ -16,7 +16,9 @@ from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings
 from tierbench.kinds.web.steps import Step
 from tierbench.measure.sampler import CgroupCpu, CgroupGroup
-from tierbench.placement import diskbuild, disks, model, placer, space
+from tierbench.placement import model, placer
+from tierbench import space
+from tierbench.tiers import diskbuild, disks
 
 GENERATOR = "loadgen"
 STACK_TIERS = ("loadgen", "proxy", "web")  # always up
@@ -68,8 +70,8 @@ def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,
         overlays.append(disks.overlay_path())
     if previous is not None:
         close_probes(previous)
-    spec = services.stack_spec(stack.record, prepared.filesets, s.target, s.load.workers,
-                               s.load.remote_workers, prepared.hot_sets, overlays,
+    spec = services.stack_spec(where, stack.record, prepared.filesets, s.target,
+                               s.load.workers, s.load.remote_workers, prepared.hot_sets, overlays,
                                host_network=where.shares_ports(), platforms=platforms)
     spec.node_env = webdisks.fileset_node_env(built)
     where.up(spec)

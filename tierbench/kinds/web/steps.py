@@ -15,7 +15,8 @@ from tierbench.kinds.web import appdb, webdisks, webmetrics
 from tierbench.kinds.web.load import LoadgenError, LoadResult, served_between
 from tierbench.kinds.web.prepare import WebPrepared
 from tierbench.kinds.web.settings import StackSettings, WebSettings, loads_proxy
-from tierbench.placement import diskbuild, disks, model
+from tierbench.placement import model
+from tierbench.tiers import diskbuild, disks
 from workloads import traces as tracelib
 
 # A web point's context as a step sees it (the deployment's info, kinds.web.stack.WebInfo,

@@ -22,7 +22,7 @@ from tierbench.kinds.web.load import LoadSpec, container_path
 from tierbench.kinds.web.settings import WebSettings, stack_settings, trace_dicts
 from tierbench.kinds.web.sizes import CACHE_GUARD_LIMIT_PCT, PROXY_CACHE_SIZE_DEFAULT
 from tierbench.kinds.web.stack import GENERATOR
-from tierbench.placement import space
+from tierbench import space
 from workloads import filesets
 from workloads import traces as tracelib
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from tierbench.kinds.web import services
 from tierbench.tiers import orangefs
-from tierbench.placement import diskbuild, disks, model, placer
+from tierbench.placement import model, placer
+from tierbench.tiers import diskbuild, disks
 from workloads import filesets
 from workloads import spread
 from workloads import traces as tracelib
@@ -246,7 +247,7 @@ WEB_ROLE = "web"
 def host_of_web(where: placer.Placer, service: str = "web") -> disks.Host:
     """Where a web server's disk system is built: this host, or the node its container runs on
     (web, web2 and web3 go round the web role's nodes)."""
-    return where.disk_host(WEB_ROLE, services.WEB_SERVICES.index(service))
+    return disks.of_role(where, WEB_ROLE, services.WEB_SERVICES.index(service))
 
 
 def hosts_for(where: placer.Placer, p: disks.Plan) -> dict[str, disks.Host]:

@@ -10,7 +10,6 @@ import time
 from tierbench.kinds.contract import Command
 from tierbench.kinds.web import locust
 from tierbench.kinds.web.load import LoadgenError
-from tierbench.placement import compose
 from tierbench.transport import run_argv
 
 
@@ -31,7 +30,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run Locust workers for a master on another node, again after every point, until Ctrl-C."""
     if args.processes < 1:
         raise LoadgenError(f"--processes must be >= 1, got {args.processes}")
-    compose.require_image("tierbench-loadgen")  # built here the first time
+    args.where.ensure_images(["tierbench-loadgen"])  # built here the first time
     cmd = locust.remote_worker_cmd(args.master, processes=args.processes, port=args.port,
                                     cpus=args.cpus, network=args.network,
                                     allow_foreign_target=args.allow_foreign_target)

@@ -20,7 +20,7 @@ recorded in `<state>/disks.json` before each step, so `tierbench clean` removes 
 crash: mounts, RAID sets and loop devices of tierbench's own images, and the images themselves
 (real devices are unmounted, never erased by clean). This module says what a system is, how it
 is laid out, where its commands run and what must hold before it is built; building, use and
-teardown are tierbench.placement.diskbuild's.
+teardown are tierbench.tiers.diskbuild's.
 
 Where: every host-side step is a command run through a :class:`Host`, this machine or a cluster
 node over SSH (the node that runs the containers using the disks: a bind mount's source and a
@@ -44,12 +44,14 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema, model_validator
 
-from tierbench import transport
+from tierbench import space, transport
 from tierbench.config.errors import TierbenchError
 from tierbench.config.files import project_name, state_dir
 from tierbench.config.paths import refusal
 from tierbench.config.models import Model, flag, number, problem, text
-from tierbench.placement import diskuse, owned
+from tierbench.placement import owned
+from tierbench.placement.placer import Placer
+from tierbench.tiers import diskuse
 from tierbench.transport import LOCAL as LOCAL_TRANSPORT
 from tierbench.transport import CompletedProcess, Transport, TransportError
 
@@ -371,6 +373,19 @@ class Host:
 LOCAL = Host()
 
 
+def at(via: Transport, folder: str) -> Host:
+    """The host reached through ``via`` as a host of disk systems: LOCAL for this machine, a
+    node under this checkout's ``folder`` there (the cluster file's workdir's)."""
+    return Host(via, folder) if via.remote else LOCAL
+
+
+def of_role(where: Placer, role: str, index: int = 0) -> Host:
+    """Where the disk systems of the ``index``-th service of ``role`` are built (loop devices,
+    mounts, throttled devices): this host (LOCAL), or over SSH the node that service runs on
+    (Placer.host: a role's services go round its nodes in order, web, web2, web3)."""
+    return at(where.host(role, index), where.folder(role))
+
+
 def host_of(record: Mapping[str, Any] | None) -> Host:
     """The host a state record names (this host when None)."""
     if not record or not record.get("node"):
@@ -540,7 +555,7 @@ def preflight_on(plans: list[Plan], hosts_of: Callable[[Plan], Mapping[str, Host
 def preflight(plans: list[Plan], host: Host = LOCAL) -> None:
     """Refuse, before anything is written, what cannot be built on the host: not root, a
     missing tool, a named device that does not exist, is not a block device, is in use (mounted,
-    swap, an LVM, md or ZFS member, held, partitioned: tierbench.placement.diskuse) or too
+    swap, an LVM, md or ZFS member, held, partitioned: tierbench.tiers.diskuse) or too
     small."""
     if not plans:
         return
@@ -594,3 +609,32 @@ def free_bytes(host: Host, folder: Path) -> int:
               'df -PB1 "$d" | awk \'NR == 2 {print $4}\'')
     out = host.run(["sh", "-c", script, "sh", str(folder)], f"free space in {folder}", 60)
     return int(out.strip() or 0)
+
+
+def disk_images(plans: list[Plan], env: Mapping[str, str],
+                hosts_of: Callable[[Plan], Mapping[str, Host]],
+                role: str) -> list[space.Need]:
+    """The largest emulated disk system's image files (one is built at a time) in the image
+    folder of the host that holds most of them (``hosts_of``: a plan's servers -> the hosts
+    their devices are built on; DISK_IMAGE_DIR here; on a node, its workdir's disk-images,
+    checked against the disks of ``role``'s nodes)."""
+    emulated = [p for p in plans if p.system.emulated]
+    if not emulated:
+        return []
+    # the host with the most image bytes of one system (one is built at a time)
+    worst: tuple[int, Host, int, Plan, int] | None = None
+    for p in emulated:
+        per_host: dict[Host, int] = {}
+        for server, host in hosts_of(p).items():
+            per_host[host] = per_host.get(host, 0) + p.layout.disks
+        for host, count in per_host.items():
+            if worst is None or count * p.device_bytes > worst[0]:
+                worst = (count * p.device_bytes, host, count, p, len(per_host))
+    assert worst is not None
+    nbytes, host, count, biggest, nhosts = worst
+    where = f" on each of {nhosts} nodes, at most" if nhosts > 1 else ""
+    return [space.on_disk(f"the loop-device images of disk system {biggest.system.name}{where} "
+                          f"({count} device{'s' if count > 1 else ''})", nbytes,
+                          host.image_dir(env), "the disk images' folder",
+                          "shrink the files it holds or set DISK_IMAGE_DIR (.env) to a folder "
+                          "with room", role=role if host.node else None)]

@@ -4,6 +4,10 @@ A file set larger than the disk fills the disk, after which nothing on the machi
 tmpfs larger than free memory pushes the host into swap or the OOM killer. Every kind says what
 it will write where (`Kind.needs`: a list of :class:`Need`), and the runner refuses, at plan and
 at run, with one sentence naming the sizes and the setting to change.
+
+On the floor just above the ground (it reads .env and Docker's data folder, through the
+transport), so that the placement, the shared tiers, the kinds and the runner all use it; a
+disk system's image files are tierbench.tiers.disks's (``disk_images``).
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
 
-from tierbench.placement import compose, disks, model
+from tierbench.config.errors import ConfigError
+from tierbench.config.files import dotenv
 from tierbench.transport import TransportError, run_argv
 
 GIB = 1 << 30
@@ -59,13 +63,13 @@ def parse_size(text: str, what: str) -> int:
     """A size such as 8g, 512m or 1073741824 in bytes (tmpfs and Compose spell them so)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", str(text).lower())
     if not m:
-        raise model.StackError(f"{what}={text!r} is not a size like 8g or 512m")
+        raise ConfigError(f"{what}={text!r} is not a size like 8g or 512m")
     return int(float(m.group(1)) * UNITS[m.group(2)])
 
 
 def settings() -> dict[str, str]:
     """.env, then the environment (as docker compose reads them)."""
-    return {**compose.dotenv(), **os.environ}
+    return {**dotenv(), **os.environ}
 
 
 def setting_size(name: str, default: str) -> int:
@@ -159,31 +163,3 @@ def problems(needs: list[Need]) -> list[str]:
                    f"{human(max(min(known), 0))} for it: {fixes}")
     return out
 
-
-def disk_images(plans: list[disks.Plan], env: Mapping[str, str],
-                hosts_of: Callable[[disks.Plan], Mapping[str, disks.Host]],
-                role: str) -> list[Need]:
-    """The largest emulated disk system's image files (one is built at a time) in the image
-    folder of the host that holds most of them (``hosts_of``: a plan's servers -> the hosts
-    their devices are built on; DISK_IMAGE_DIR here; on a node, its workdir's disk-images,
-    checked against the disks of ``role``'s nodes)."""
-    emulated = [p for p in plans if p.system.emulated]
-    if not emulated:
-        return []
-    # the host with the most image bytes of one system (one is built at a time)
-    worst: tuple[int, disks.Host, int, disks.Plan, int] | None = None
-    for p in emulated:
-        per_host: dict[disks.Host, int] = {}
-        for server, host in hosts_of(p).items():
-            per_host[host] = per_host.get(host, 0) + p.layout.disks
-        for host, count in per_host.items():
-            if worst is None or count * p.device_bytes > worst[0]:
-                worst = (count * p.device_bytes, host, count, p, len(per_host))
-    assert worst is not None
-    nbytes, host, count, biggest, nhosts = worst
-    where = f" on each of {nhosts} nodes, at most" if nhosts > 1 else ""
-    return [on_disk(f"the loop-device images of disk system {biggest.system.name}{where} "
-                    f"({count} device{'s' if count > 1 else ''})", nbytes, host.image_dir(env),
-                    "the disk images' folder",
-                    "shrink the files it holds or set DISK_IMAGE_DIR (.env) to a folder with "
-                    "room", role=role if host.node else None)]

@@ -1,4 +1,4 @@
-"""Disk systems built, used and removed on a host (tierbench.placement.disks says what a system
+"""Disk systems built, used and removed on a host (tierbench.tiers.disks says what a system
 is and where its commands run): each server's devices made (loop devices over image files, or
 real devices), RAID-0 made with md or btrfs, ext3 made and mounted, every part recorded in the
 state file before it is made (so that `tierbench clean` removes it after any crash); the Compose
@@ -8,6 +8,7 @@ from the page cache; the limits read back from a container's cgroup; and teardow
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -15,9 +16,12 @@ from typing import Any
 
 import yaml
 
-from tierbench.placement.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError,
-                                       Host, Plan, System, dm_table, free_bytes, host_of,
-                                       load_raid_modules, overlay_path, raid_kind, state_path)
+from tierbench.config.files import dotenv
+from tierbench.placement import placer
+from tierbench.placement.model import StackError
+from tierbench.tiers.disks import (BTRFS_STRIPE_KIB, LOCAL, MD_CHUNK_KIB, MIB, DiskError, Host,
+                                   Plan, System, at, dm_table, free_bytes, host_of,
+                                   load_raid_modules, overlay_path, raid_kind, state_path)
 from workloads import spread
 
 
@@ -329,6 +333,21 @@ def teardown(env: Mapping[str, str], hosts: Sequence[Host] = ()) -> list[str]:
                                 if any(h.node for h in every) else "") + ")"]
 
 
+def after_down(where: placer.Placer, every: bool = False) -> None:
+    """A placement's `down`, once its containers are gone: every disk system tierbench built
+    removed (:func:`teardown`) here and on every host of the placement, not only the recorded
+    ones (Placer.every_host); StackError saying what stays."""
+    try:
+        teardown({**dotenv(), **os.environ},
+                 [at(via, folder) for via, folder in where.every_host()])
+    except DiskError as exc:
+        raise StackError(str(exc)) from None
+
+
+# every placer's `down` ends with it (Placer.tiers_down): the placement imports no tier
+placer.AFTER_DOWN.append(after_down)
+
+
 def _teardown_on(host: Host, servers: list[Server], env: Mapping[str, str],
                  problems: list[str]) -> bool:
     """One host's part of teardown; whether there was anything."""
@@ -399,7 +418,7 @@ def write_overlay(services: dict[str, dict[str, Any]]) -> Path:
     written on the controller (overlay_path)."""
     path = overlay_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = ("# Written by tierbench (tierbench/placement/diskbuild.py) for the disk systems it built:"
+    text = ("# Written by tierbench (tierbench/tiers/diskbuild.py) for the disk systems it built:"
             "\n# their mounts bound into the containers that use them, and each device's "
             "throttle.\n" + yaml.safe_dump({"services": services}, sort_keys=False))
     path.write_text(text)
