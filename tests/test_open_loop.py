@@ -40,7 +40,6 @@ def stalled_percentiles(tmp_path: Path, srv: Server, **run: Any) -> dict[str, fl
     return metrics.latency_figures(hist, open_loop)
 
 
-@pytest.mark.full  # see the module's note: make test-cluster runs it
 def test_open_loop_latency_matches_a_stall_that_a_closed_loop_hides(tmp_path: Path,
                                                                       server) -> None:
     """The server stops answering for 1 s of a 3.5 s window. Offered 100 requests/s in Poisson
