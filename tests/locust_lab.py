@@ -27,6 +27,15 @@ class Server(ThreadingHTTPServer):
     `slow_every`-th, or held by a stall); records paths, methods and concurrency."""
 
     daemon_threads = True
+    # The listen backlog: Python's default of 5 is too short for a stall. Every request that
+    # arrives while the others are held opens a new connection (about 100 in test_open_loop's
+    # 1 s stall), and on a loaded host the accept loop (one thread that accepts, then starts a
+    # handler thread and waits for it to run) falls behind: beyond 5 unaccepted connections
+    # the kernel drops the SYN (TcpExt ListenOverflows), the client sends it again 1 s later,
+    # and that request's latency is 1 s plus the wait, the stall or not. (CI, 7 Dec: p90 876
+    # ms, p99 1,027 and p99.9 1,034 ms where the stall allows at most 1,000 ms.) The kernel
+    # caps it at net.core.somaxconn (4096 here).
+    request_queue_size = 1024
 
     def __init__(self, delay: float = 0.0) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
@@ -98,6 +107,15 @@ def run_locust(tmp_path: Path, srv: Server, trace: Path, users: int, seconds: in
                           timeout=seconds + 60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return parquet_rows(tmp_path, done.stderr)
+
+
+def listen_overflows() -> int:
+    """How many connections this network namespace's listening sockets have refused so far for
+    a full accept queue (TcpExt ListenOverflows of /proc/net/netstat): each such SYN dropped,
+    its connection made 1 s later."""
+    names, values = [ln.split() for ln in Path("/proc/net/netstat").read_text().splitlines()
+                     if ln.startswith("TcpExt:")][:2]
+    return int(dict(zip(names, values))["ListenOverflows"])
 
 
 def free_port() -> int:

@@ -156,10 +156,16 @@ def ratio(text: str, after: str) -> float:
 
 @pytest.mark.stack
 def test_make_bench_prints_both_ratios_on_the_running_stack(env: dict[str, str]) -> None:
-    # after make run (the test above left the stack up), shortened: one round of 3 s
-    done = make("bench", "BENCH_ARGS=--seconds 3 --rounds 1 --locust-users 4", env=env,
-                timeout=600)
+    # after make run (the test above left the stack up), shortened: --profile categories' cost
+    # on that run's one-point experiment (not quick at --scale 0.6: 24 points, 5 min in CI),
+    # then one round of 3 s of each engine benchmark
+    short = DATA / "experiments" / "run-short.yml"
+    done = make("bench", f"BENCH_PROFILE_ARGS=--rounds 1 --experiment {short} --scale 1",
+                "BENCH_ARGS=--seconds 3 --rounds 1 --locust-users 4", env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert f"--profile categories against none, {short} at --scale 1" in done.stdout, done.stdout
+    cost = re.findall(r"median over conditions, (?:TPS|host CPU us/KB): ([\d.]+)", done.stdout)
+    assert len(cost) == 2 and all(float(c) > 0 for c in cost), done.stdout
     wrk = ratio(done.stdout, "wrk engine vs plain wrk")
     locust = ratio(done.stdout, "Locust engine vs bare FastHttpUser")
     # one short round on a shared 2-core host: a sanity bound here; the goal (>= 0.9 each) is

@@ -9,16 +9,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from locust_lab import Server, run_locust, servers, two_subsets
+from locust_lab import Server, listen_overflows, run_locust, servers, two_subsets
 
 from tierbench.kinds.web import webmetrics as metrics
 
-# Wall-clock latencies against a known stall: beside another test on the two cores, Locust's
-# sends ran late and p90 came out at 961 ms against the 650 ms the stall implies (CI, 7 Dec).
-# Alone in make test's host part it still came out at 876 ms once (a CI run of 7 Dec, p99 1027
-# within its bound), while four runs on an idle machine passed: not understood yet (more slow
-# requests than the stall explains: the generator behind?), so the stall case runs in make
-# test-cluster (marker full) until it is; the Poisson case stays in make test.
+# Wall-clock latencies against a known stall, so the module runs alone in make test's host part
+# (marker timing). The stall case failed twice in CI on 7 Dec (p90 961 ms beside another test,
+# 876 ms alone, p99 1,027): more requests at about 1 s than a 1 s stall can make. The cause was
+# the test server's listen backlog (Python's default of 5): while the stall held its connections,
+# the open loop's new ones queued for the accept loop, which a loaded host delayed; past 5 the
+# kernel dropped their SYNs and the clients sent them again 1 s later (locust_lab.Server's note).
 pytestmark = pytest.mark.timing
 
 
@@ -40,20 +40,29 @@ def stalled_percentiles(tmp_path: Path, srv: Server, **run: Any) -> dict[str, fl
     return metrics.latency_figures(hist, open_loop)
 
 
-@pytest.mark.full  # see the module's note: make test-cluster runs it
 def test_open_loop_latency_matches_a_stall_that_a_closed_loop_hides(tmp_path: Path,
                                                                       server) -> None:
     """The server stops answering for 1 s of a 3.5 s window. Offered 100 requests/s in Poisson
-    arrivals, 1 s / 3.5 s of them arrive in the stall and wait U(0, 1 s); the others are
-    answered at once. So the q-th percentile is 1 s x (1 - (1 - q) x
-    3.5) above q = 1 - 1/3.5: p90 650 ms, p99 965 ms; bound +-150 ms (Poisson counts, a shared
-    host). A closed loop of 2 users has only its 2 requests in flight waiting out the stall,
-    among thousands answered at once: its p90 stays at a few ms."""
+    arrivals (4 users), the window (the requests that ended 0.5 to 4 s after the server's first)
+    holds about 350 requests; the 100 or so that arrive in the stall (1.5 to 2.5 s) wait until
+    it ends, U(0, 1 s), the others are answered in a few ms. The top 10 % (35) are thus the
+    stall's first 35 arrivals: p90 = 1 s x (1 - 35 / 100) = 650 ms, and p99 = 1 s x (1 - 3.5 /
+    100) = 965 ms; none can exceed 1 s plus an answer's time. With this run's seeded gaps (SEED
+    1, users started 0 to 0.3 s apart) p90 is 636-683 ms and p99 955-973 ms; bound +-150 ms for
+    the host's wake-up delays when the stall ends (every held answer leaves then). A request
+    whose connection waited for a retried SYN (1 s more) would push both up: the server's
+    backlog is sized so that none does, and the message gives the namespace's count of such
+    drops during the run. A generator that waited for its answers and counted from the actual
+    send would hide the stall as the closed loop of 2 users does: only its 2 requests in
+    flight wait it out, among thousands answered at once, so its p90 stays at a few ms."""
     srv = server()
     srv.stall_s = 1.0
+    dropped = listen_overflows()
     opened = stalled_percentiles(tmp_path / "open", srv, users=4, seconds=6,
                                  user_class="OpenLoopUser", RATE="100", ARRIVAL="poisson")
-    assert 500 <= opened["p90_ms"] <= 800 and 815 <= opened["p99_ms"] <= 1100, opened
+    dropped = listen_overflows() - dropped
+    assert 500 <= opened["p90_ms"] <= 800 and 815 <= opened["p99_ms"] <= 1100, \
+        (opened, f"{dropped} SYN(s) dropped for a full accept queue")
     assert opened["p50_ms"] < 100
     srv2 = server()
     srv2.stall_s = 1.0
