@@ -99,9 +99,12 @@ def test_dynamic_requests_reach_the_database_and_every_tier_works(wrk_run: Path)
         queries = over["rows_read"] if row["query"] == "point" else over["rows_written"]
         assert answered <= queries <= answered + 2 * 8, (over, row)
         assert 2 * queries - 4 <= over["statements"] <= 2 * queries, (over, row)
-        if row["query"] == "point":  # one row read per request, within 2 %
+        if row["query"] == "point":  # one row read per request: the count above, as stated
             assert row["content"] == "dynamic" and row["write_check"] == ""
-            assert float(row["db_rows_read_per_dyn"]) == pytest.approx(1, rel=0.02), row
+            # (not "within 2 %": that held only from about 800 answers, 10 s measured under
+            # load, where the exact count holds at any length)
+            assert float(row["db_rows_read_per_dyn"]) == pytest.approx(queries / answered,
+                                                                        rel=1e-3), row
             assert float(row["db_rows_read"]) == pytest.approx(done, rel=rel), row
         else:  # one row written per write request, none read
             assert float(row["db_rows_written"]) == pytest.approx(done, rel=rel), row
