@@ -440,3 +440,16 @@ def test_a_raid_striped_wider_than_004s_is_warned_on_every_point_of_the_report(
     assert registry.kind("web").report(placed)["checks"][-1] == "raid_stripe"
     assert "raid_stripe" not in registry.kind("web").report({"name": "quick"}).get("checks", [])
     assert "raid_stripe" in registry.kind("disk").report({"name": "dc-disk-basic"})["checks"]
+
+
+@pytest.mark.parametrize("entry", ["tierbench.cli", "tierbench.runner", "tierbench.study",
+                                   "tierbench.advise.run"])
+def test_every_way_into_the_tool_brings_the_disk_systems_teardown_to_down(entry: str) -> None:
+    """A placer's ``down`` removes the disk systems through the step tierbench.tiers.diskbuild
+    registers on import (the placement cannot import the floor above it): whatever a user or
+    a script imports to bring a stack up must bring that step, or disk images stay mounted."""
+    code = (f"import {entry}\nfrom tierbench.placement import placer\n"
+            "print([f'{s.__module__}.{s.__name__}' for s in placer.AFTER_DOWN])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "tierbench.tiers.diskbuild.after_down" in out

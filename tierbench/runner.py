@@ -46,6 +46,9 @@ from tierbench.placement import model, nodes, placer, provenance
 from tierbench import space
 from tierbench.placement.cluster import ClusterPlacer
 from tierbench.stats import precision
+# imported for what it registers: the disk systems' teardown at the end of every placer's
+# down (placer.AFTER_DOWN), so a stack this runner brought up loses its disk images with it
+from tierbench.tiers import diskbuild  # noqa: F401
 
 
 def points_of(exp: Experiment) -> list[Point]:
