@@ -507,8 +507,9 @@ class Advisor:
 
     # -- trials
     def try_knobs(self, plans: list[knobs.Plan], dep: Deployment, snaps: list[dict]) -> None:
-        """Each planned knob's mode applied once, verified and restored: a knob the driver
-        refuses is no longer planned (its sentence says why)."""
+        """Each planned knob's mode applied once, verified and restored: a knob whose trial
+        fails (the driver refuses it, a read-only sysfs, a path that does not carry its frames)
+        is no longer planned (its sentence says why)."""
         for p in plans:
             if not p.changeable:
                 continue
@@ -516,7 +517,7 @@ class Advisor:
                                    p.setting(p.target), p.side)
             problem = self.trial(mode, dep, snaps)
             if problem:
-                p.changeable, p.why = False, f"the driver refused it: {problem}"
+                p.changeable, p.why = False, f"its trial failed: {problem}"
 
     def try_modes(self, modes: list[Mode], dep: Deployment, snaps: list[dict]) -> dict[str, str]:
         """Trials of several modes; the refused ones with why."""
