@@ -180,7 +180,7 @@ def ratio(text: str, after: str) -> float:
 @pytest.mark.stack
 def test_make_bench_prints_both_ratios_on_the_running_stack(env: dict[str, str]) -> None:
     # after make run (the test above left the stack up), shortened: --profile categories' cost
-    # on that run's one-point experiment (not quick at --scale 0.6: 24 points, 5 min in CI),
+    # on that run's one-point experiment (not quick at --scale 0.6: 32 points, about 4 min in CI),
     # then one round of 3 s of each engine benchmark
     short = DATA / "experiments" / "run-short.yml"
     done = make("bench", f"BENCH_PROFILE_ARGS=--rounds 1 --experiment {short} --scale 1",
