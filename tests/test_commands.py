@@ -58,6 +58,29 @@ def test_make_plan_prints_the_stored_plan_of_the_default_experiment() -> None:
     assert got == [ln for ln in want.splitlines() if not ln.startswith("  space: ")]
 
 
+def test_make_run_builds_quicks_images_while_the_venv_is_set_up() -> None:
+    """`make run`'s setup starts setup/images.sh on the images quick's stack runs (the list the
+    web kind's preflight builds) in the background, sets .venv up meanwhile and waits for both,
+    failing when either fails; for another experiment only .venv (`tierbench run` builds the
+    images)."""
+    from tierbench.kinds import registry
+    from tierbench.kinds.web import services
+    from tierbench.kinds.web.settings import has_dynamic
+
+    s = registry.load_experiment("quick").settings
+    want = sorted(name.removeprefix("tierbench-") for docroot in s.stack.docroot
+                  for name in services.stack_images(s.stack.proxy, docroot, has_dynamic(s)))
+    done = make("-n", "setup-run")
+    assert done.returncode == 0, done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if "venv.sh" in ln]
+    both = re.fullmatch(r"setup/images\.sh ([a-z ]+) & images=\$!; +setup/venv\.sh \|\| "
+                        r"\{ wait \$images; exit 1; \}; wait \$images", line)
+    assert both, line
+    assert sorted(both.group(1).split()) == want
+    other = make("-n", "setup-run", "EXP=dc-single").stdout
+    assert "setup/images.sh" not in other and "setup/venv.sh\n" in other
+
+
 def test_make_report_example_writes_the_shipped_example_report(tmp_path: Path) -> None:
     (example,) = [p.parent for p in (ROOT / "examples" / "quick").glob("*/summary.csv")]
     done = make("-n", "report-example")  # the default EXAMPLE is that run
@@ -157,7 +180,7 @@ def ratio(text: str, after: str) -> float:
 @pytest.mark.stack
 def test_make_bench_prints_both_ratios_on_the_running_stack(env: dict[str, str]) -> None:
     # after make run (the test above left the stack up), shortened: --profile categories' cost
-    # on that run's one-point experiment (not quick at --scale 0.6: 24 points, 5 min in CI),
+    # on that run's one-point experiment (not quick at --scale 0.6: 32 points, about 4 min in CI),
     # then one round of 3 s of each engine benchmark
     short = DATA / "experiments" / "run-short.yml"
     done = make("bench", f"BENCH_PROFILE_ARGS=--rounds 1 --experiment {short} --scale 1",

@@ -46,7 +46,7 @@ def test_shipped_experiment_and_modes_load() -> None:
     assert off.nic.features == {f: False for f in ("tso", "gso", "gro", "sg", "rx", "tx")}
     assert off.knobs.sysctls == {"net.ipv4.tcp_congestion_control": "cubic"}
     assert {t["name"] for t in trace_dicts(exp.settings)} == {"single-4k", "single-1m"}
-    assert exp.settings.engine == "wrk" and exp.repetitions == 5
+    assert exp.settings.engine == "wrk" and exp.repetitions == 6
 
 
 def test_points_are_the_full_cross_product_in_a_seeded_order(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The default experiment on the lab (markers ``stack`` and ``lab_full``: `make test-cluster`
 runs it; one 4-node lab for the module, `setup/lab.sh up 4`): `tierbench run quick --cluster`
-end to end, all 20 points complete, every mode verified and restored. Lab nodes are containers
+end to end, all 24 points complete, every mode verified and restored. Lab nodes are containers
 whose /proc/sys is read-only, and a node's tiers share its namespace, so quick's `+tcp-cubic` goes
 on the routes between the run's nodes (tierbench/modes/congctl.py): while the run goes, every
 node is read once a second in its own namespace (`docker exec` in the node container: the
@@ -100,7 +100,7 @@ def test_quick_runs_on_the_lab_with_cubic_between_its_nodes_only(lab) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     rows = summary_rows(run_dir)
-    assert len(rows) == 20 and all(not r.get("error") for r in rows)
+    assert len(rows) == 24 and all(not r.get("error") for r in rows)
     assert all(float(r["tps"]) > 0 for r in rows)
     points = manifest["points"].values()
     assert all(p["mode_verified"] and p["restored"] for p in points)
