@@ -191,7 +191,7 @@ def test_make_bench_prints_both_ratios_on_the_running_stack(env: dict[str, str])
     assert len(cost) == 2 and all(float(c) > 0 for c in cost), done.stdout
     wrk = ratio(done.stdout, "wrk engine vs plain wrk")
     locust = ratio(done.stdout, "Locust engine vs bare FastHttpUser")
-    # one short round on a shared 2-core host: a sanity bound here; the goal (>= 0.9 each) is
+    # one short round on a shared 2-core host: a sanity bound here; the goal (>= 0.95 each) is
     # for the full benchmark on a quiet host
     assert 0.5 < wrk < 2 and 0.5 < locust < 2, done.stdout
 

@@ -7,8 +7,10 @@ removes them."""
 
 import json
 import os
+import random
 import re
 import subprocess
+import threading
 import time
 import uuid
 from collections import Counter
@@ -125,19 +127,27 @@ def test_wrk_replay_sends_the_trace_paths_in_their_proportions(testbed, monkeypa
     assert tvd < 0.05, tvd
 
 
-def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch) -> None:
-    pdir = point_dir(testbed, "wrk-order", monkeypatch)
+@pytest.mark.parametrize("length", [20, 150])
+def test_wrk_clients_walk_their_own_subsets_in_order(testbed, monkeypatch, length: int) -> None:
+    # two subsets, each of its own 20 files: in file order (a sequence that fits in a client's
+    # ring of traces.AHEAD requests, read once), or 150 requests in a seeded order (longer than
+    # the ring: read a block at a time, wrapping in the middle of a block)
+    assert (length <= traces.AHEAD) == (length == 20)
+    pdir = point_dir(testbed, f"wrk-order-{length}", monkeypatch)
     files = [p for p, _ in filesets.files(FILESET)]
+    rng = random.Random(length)
+    seqs = [[files[k * 20 + (i if length == 20 else rng.randrange(20))] for i in range(length)]
+            for k in range(2)]
     trace = pdir / "trace.txt"
-    traces.write(trace, files, "two subsets of 20 files in file order", subset=20)
+    traces.write(trace, seqs[0] + seqs[1], f"two subsets of {length}", subset=length)
     truncate_log(testbed["web"])
     # 2 connections on 2 threads: one client per thread, so each client's order is exact
     engines.run(LoadSpec("wrk", 2, 0, 2, processes=2, target=TARGET), testbed["gen"], pdir, trace)
     logged = [p for p, _ in access_log(testbed["web"])]
     for k in range(2):
         mine = [p for p in logged if p in files[k * 20:(k + 1) * 20]]
-        assert len(mine) > 100
-        assert mine == [files[k * 20 + i % 20] for i in range(len(mine))]
+        assert len(mine) > 2 * length + 100  # past the sequence's end twice
+        assert mine == [seqs[k][i % length] for i in range(len(mine))]
 
 
 def replay_single_4k(testbed, monkeypatch, name: str, warmup_s: float) -> tuple[Path, Any]:
@@ -158,6 +168,36 @@ def test_wrk_replays_a_single_file_trace(testbed, monkeypatch) -> None:
     assert {p for p, _ in logged} == {"/single-4096/file.bin"}
     assert result.aggregate["requests"] <= len(logged) <= result.aggregate["requests"] + 4
     assert result.aggregate["bytes"] >= 4096 * result.aggregate["requests"]
+
+
+def trace_files_open_in_wrk(testbed, pdir: Path, trace: Path, users: int) -> int:
+    """How many files wrk holds open on `trace` one second into a 2 s run of `users` clients."""
+    spec = LoadSpec("wrk", users, 0, 2, processes=2, target=TARGET)
+    runner = threading.Thread(target=engines.run, args=(spec, testbed["gen"], pdir, trace))
+    runner.start()
+    time.sleep(1.0)
+    # wrk's open files, read from this host (its /proc shows the container's processes)
+    top = docker("top", testbed["gen"].id, "-eo", "pid,comm").stdout.split("\n")[1:]
+    pid = next(line.split()[0] for line in top if line.split()[1:] == ["wrk"])
+    fds = Path(f"/proc/{pid}/fd")
+    listing = [os.readlink(fd) for fd in fds.iterdir()]
+    runner.join(timeout=60)
+    assert any(t.startswith("socket:") for t in listing), listing  # wrk's files, in its run
+    return listing.count(load.container_path(trace))
+
+
+def test_wrk_reads_a_sequence_that_fits_its_ring_once(testbed, monkeypatch) -> None:
+    # a single-file trace: each client read its one line at the start and closed the file
+    # (a line per request cost an lseek per request); a 150-request sequence, longer than the
+    # ring, stays open, one file per client, read a block at a time
+    pdir = point_dir(testbed, "wrk-once", monkeypatch)
+    single = pdir / "single.txt"
+    traces.write(single, traces.build({"kind": "single", "size": 4096}, seed=1), "single")
+    assert trace_files_open_in_wrk(testbed, pdir, single, 4) == 0
+    files = [p for p, _ in filesets.files(FILESET)]
+    long = pdir / "long.txt"
+    traces.write(long, [files[i % 40] for i in range(300)], "two subsets of 150", subset=150)
+    assert trace_files_open_in_wrk(testbed, pdir, long, 4) == 4
 
 
 def test_wrk_timed_run_measures_after_its_warm_up_in_the_same_run(testbed, monkeypatch) -> None:

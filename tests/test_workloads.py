@@ -1,6 +1,8 @@
 """File sets and traces: deterministic, with the statistics they claim."""
 
 import math
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -80,6 +82,34 @@ def test_trace_file_round_trip_skips_comments(tmp_path: Path) -> None:
     (tmp_path / "empty.txt").write_text("# nothing\n")
     with pytest.raises(traces.TraceError):
         traces.read(tmp_path / "empty.txt")
+
+
+def test_cursors_walk_each_clients_sequence_reading_short_ones_once(tmp_path: Path) -> None:
+    # sequences shorter than, equal to and longer than a block (traces.AHEAD), the longer ones
+    # wrapping in the middle of a block, with and without subsets, clients starting anywhere
+    for n, subset, clients in ((1, None, 3), (traces.AHEAD, None, 1), (150, None, 4),
+                               (3 * 10, 10, 5), (2 * 100, 100, 3)):
+        paths = [f"/p{i}" for i in range(n)]
+        path = tmp_path / f"t{n}-{subset}.txt"
+        traces.write(path, paths, "cursor test", subset=subset)
+        for client in range(clients):
+            cursor = traces.Cursor(path, client, clients)
+            want = traces.client_sequence(paths, subset, client, clients)
+            count = 3 * len(want) + 7
+            assert [next(cursor) for _ in range(count)] == [want[i % len(want)]
+                                                           for i in range(count)]
+            # a sequence of at most a block was read once: its file is already closed
+            assert cursor._fh.closed == (len(want) <= traces.AHEAD)
+            cursor.close()
+
+
+def test_the_trace_reader_does_not_import_numpy() -> None:
+    # the Locust engine imports workloads.traces in every load run: numpy's import cost 0.04
+    # CPU-s of each in the loadgen image (against a bare FastHttpUser, which has no such import)
+    code = "import sys; from workloads import traces; print('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("number", sorted(filesets.CLASSES))

@@ -8,9 +8,9 @@ latency, bytes, path, status, lateness) so the control program counts exactly th
 window. Dynamic writes (paths under traces.WRITE_PREFIX) are sent as POST (Content-Length: 0),
 every other request as GET.
 
-Every user reads its own client's sequence from the trace file, lazily, starting at its own
-place through the trace's index (traces.Cursor): neither a process's memory nor its start-up
-grows with the trace. A single process appends its request records to REQUEST_LOG every
+Every user reads its own client's sequence from the trace file, lazily (traces.AHEAD lines at a
+time), starting at its own place through the trace's index (traces.Cursor): neither a process's
+memory nor its start-up grows with the trace. A single process appends its request records to REQUEST_LOG every
 FLUSH_EVERY records, so its memory does not grow with the run either.
 
 Distributed (--processes, or --master with --worker processes in other containers or on other

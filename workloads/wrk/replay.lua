@@ -1,7 +1,9 @@
 -- Trace replay for wrk (LuaJIT), the native engine. Reads the same trace files as Locust
 -- (workloads/traces.py), through their index: each client opens the trace at its own place and
--- reads one line per request, so memory and start-up do not grow with the trace. wrk keeps one
--- request in flight per connection (closed loop). Each thread owns connections/threads clients
+-- reads its sequence 64 requests at a time into a ring of its own (formatted; a sequence of at
+-- most 64 requests, such as a single-file trace, is read once and cycled), so memory and
+-- start-up do not grow with the trace. wrk keeps one request in flight per connection (closed
+-- loop). Each thread owns connections/threads clients
 -- (global index thread * K + j, N = threads * K) and serves them in turn: client g replays its
 -- own sequence (offset g * L / N over the whole trace, or subset g mod (L / S) with a
 -- `# subset-size: S` directive), in order, wrapping.
@@ -167,6 +169,11 @@ local clients, nclients, turn = {}, 0, 0
 -- Requests are formatted once per distinct path, in a cache emptied when it reaches CACHE_MAX
 -- (traces whose every line differs would otherwise fill it with the whole run).
 local cache, cached, CACHE_MAX = {}, 0, 65536
+-- Each client reads its sequence AHEAD requests at a time into a ring of its own (memory: AHEAD
+-- requests per client, whatever the trace's length); a sequence of at most AHEAD requests is
+-- read once. (A line per request cost a Lua file read per request and, on a sequence of one
+-- line such as a single-file trace, a seek: an lseek(2) per request.)
+local AHEAD = 64
 -- wrk 4.1 calls request() once on thread 0's state before the run, to verify the script (count
 -- pipelined requests): that call must not advance any client nor count as sent.
 local verifying = false
@@ -217,14 +224,31 @@ local function format(path)
   return r
 end
 
--- The next line of client c, wrapping from hi back to lo.
-local function advance(c)
-  if c.pos >= c.hi then
-    c.fh:seek("set", c.lo_at)
-    c.pos = c.lo
+-- Client c's next AHEAD requests (formatted), read from its place in the trace (c.pos, the
+-- next line to read), wrapping from hi back to lo.
+local function refill(c)
+  local ring, fh = c.ring, c.fh
+  for k = 1, c.size do
+    if c.pos >= c.hi then
+      fh:seek("set", c.lo_at)
+      c.pos = c.lo
+    end
+    ring[k] = format(fh:read("*l"))
+    c.pos = c.pos + 1
   end
-  c.pos = c.pos + 1
-  c.next = c.fh:read("*l")
+  c.at = 0
+end
+
+-- Client c's next request: the next of its ring, refilled when used up (a sequence that fits
+-- in the ring was read once: the ring is the sequence, from the client's place, and cycles).
+local function next_request(c)
+  local at = c.at + 1
+  if at > c.size then
+    if not c.whole then refill(c) end
+    at = 1
+  end
+  c.at = at
+  return c.ring[at]
 end
 
 -- A request-count run: this thread's clients are done and answered. It records the time,
@@ -253,7 +277,7 @@ function init(args)
   local conns, nthreads = tonumber(os.getenv("CONNECTIONS")), tonumber(os.getenv("THREADS"))
   local per = math.floor(conns / nthreads)
   local total, n = per * nthreads, idx.lines
-  -- Each client opens the trace at its own place and reads a line per request: a thread's
+  -- Each client opens the trace at its own place and reads AHEAD lines at a time: a thread's
   -- memory and start-up do not grow with the trace.
   if os.getenv("DYNAMIC") ~= "1" then response = nil end
   for j = 0, per - 1 do
@@ -268,10 +292,15 @@ function init(args)
       start = math.floor(g * n / total)
     end
     local fh = assert(io.open(path, "rb"))
-    local c = {fh = fh, lo = lo, hi = hi, lo_at = seek_line(idx, fh, lo), pos = start}
+    local c = {fh = fh, lo = lo, hi = hi, lo_at = seek_line(idx, fh, lo), pos = start,
+               ring = {}, size = math.min(AHEAD, hi - lo)}
+    c.whole = c.size == hi - lo
     seek_line(idx, fh, start)
-    c.next = fh:read("*l")
-    c.pos = start + 1
+    refill(c)
+    if c.whole then  -- read once: the file is no longer needed
+      fh:close()
+      c.fh = nil
+    end
     clients[j + 1] = c
   end
   nclients = per
@@ -290,7 +319,7 @@ end
 function request()
   if verifying then
     verifying = false
-    return format(clients[1].next)
+    return clients[1].ring[1]
   end
   local c
   if per_client then
@@ -310,8 +339,7 @@ function request()
     turn = turn % nclients + 1
     c = clients[turn]
   end
-  local r = format(c.next)
-  advance(c)
+  local r = next_request(c)
   sent = sent + 1
   ffi.C.clock_gettime(0, ts)
   local s = tonumber(ts.tv_sec)
