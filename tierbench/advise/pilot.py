@@ -18,7 +18,12 @@ PRIOR, the project's own fit, when the pilot gave too little). The design (``des
    UPPER_Q bound from the pilot's degrees of freedom, so that a pilot that happened to be
    quiet does not buy a design too thin);
 3. of those that reach POWER, the one with the most knobs, then the longest window; when none
-   reaches it, the one with the highest predicted share (the advice says it is below POWER).
+   reaches it, the one with the highest predicted share (the advice says it is below POWER);
+4. unless even that one is out of reach: when a knob would have to be worth more than
+   MAX_EFFECT to be recommended in POWER of runs at it (``detectable``) even at the variance's
+   lower LOWER_Q bound (so that a pilot that happened to be noisy does not send a workload
+   within reach away), the workload is not measured (``fits`` False, in one sentence), and its
+   minutes stay with the workloads after it.
 
 Nothing here measures: the functions are pure (tests/test_advise_pilot.py simulates them).
 """
@@ -39,7 +44,9 @@ PILOT_BLOCKS = 3  # blocks of the pilot per window (the precision engine's least
 PILOT_MODE = "baseline-again"  # the baseline's second point in a pilot block
 EFFECT = 0.10  # the effect the guarantee is about: a knob worth +10 %
 POWER = 0.80  # ... recommended in at least this share of runs
+MAX_EFFECT = 0.30  # not measured when only a knob worth more than +30 % would reach POWER
 UPPER_Q = 0.3  # the variance's upper bound: its chi-square quantile at this level
+LOWER_Q = 0.95  # ... and its lower bound, for the reach floor (MAX_EFFECT)
 THRESHOLD = 0.02  # the rule's practical threshold (analysis.advise.MIN_EFFECT_PCT)
 ALPHA = 0.05  # the family-wise error (analysis.advise.ALPHA)
 # knobs whose change also moves another knob's features (the kernel's dependencies: checksum
@@ -58,14 +65,15 @@ class Fit:
     df: int = 0
     source: str = "prior"
 
-    def ratio_sd(self, window_s: float, upper: bool = False) -> float:
+    def ratio_sd(self, window_s: float, upper: bool = False, lower: bool = False) -> float:
         """The sd of a block's log ratio of two modes (twice a point's variance); ``upper``:
-        at the variance's upper UPPER_Q bound."""
+        at the variance's upper UPPER_Q bound; ``lower``: at its lower LOWER_Q bound."""
         var = 2.0 * (self.a + self.b / window_s)
-        if upper and self.df > 0:
+        if (upper or lower) and self.df > 0:
             from scipy import stats  # here: scipy.stats takes a second to load
 
-            var *= self.df / float(stats.chi2.ppf(UPPER_Q, self.df))
+            q = UPPER_Q if upper else LOWER_Q
+            var *= self.df / float(stats.chi2.ppf(q, self.df))
         return math.sqrt(max(var, 1e-12))
 
     def text(self) -> str:
@@ -114,6 +122,23 @@ def power(sd: float, comparisons: int, blocks: int = plan.MIN_BLOCKS,
     crit = float(stats.t.ppf(1.0 - ALPHA / (2.0 * comparisons), df))
     nc = (math.log1p(effect) - math.log1p(THRESHOLD)) / (sd / math.sqrt(blocks))
     return float(stats.nct.sf(crit, df, nc))
+
+
+def detectable(sd: float, comparisons: int, blocks: int = plan.MIN_BLOCKS) -> float:
+    """The least effect (a ratio less one) recommended in POWER of runs at ``sd`` and
+    ``comparisons`` (``power`` solved by bisection, to 0.1 %); above 1000 % as 10."""
+    lo, hi = 0.0, 10.0
+    if power(sd, comparisons, blocks, hi) < POWER:
+        return hi
+    while hi - lo > 0.001:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if power(sd, comparisons, blocks, mid) < POWER else (lo, mid)
+    return hi
+
+
+def knob_count(n: int) -> str:
+    """``n`` knobs in words: "one knob", "3 knobs"."""
+    return "one knob" if n == 1 else f"{n} knobs"
 
 
 def ranked(plans: Sequence[dict[str, Any]]) -> list[str]:
@@ -189,8 +214,22 @@ def design(model: Fit, point_s: Callable[[float], float], knobs: Sequence[str], 
     good = [d for d in options if d.power >= POWER]
     best = max(good, key=lambda d: (len(d.knobs), d.window_s, d.ends)) if good else \
         max(options, key=lambda d: (d.power, len(d.knobs), d.window_s))
-    best.why = [f"variance {model.text()}; a knob's paired ratio sd at {best.window_s:g}-s "
-                f"windows about {best.sd:.3f} (the upper {UPPER_Q:.0%} bound)",
+    variance = (f"variance {model.text()}; a knob's paired ratio sd at {best.window_s:g}-s "
+                f"windows about {best.sd:.3f} (the upper {UPPER_Q:.0%} bound)")
+    low = model.ratio_sd(best.window_s, lower=True)
+    least = detectable(low, best.comparisons)
+    if not good and least > MAX_EFFECT:
+        return Design(best.window_s, [], list(knobs), 0, best.sd, best.power, best.cost_s, False,
+                      [f"out of reach within the budget, not measured: at its best design "
+                       f"({best.window_s:g}-s windows, {knob_count(len(best.knobs))}) a knob would "
+                       f"have to be worth more than "
+                       f"{'+1000%' if least >= 10 else f'+{least:.0%}'} to be recommended in "
+                       f"{POWER:.0%} of runs, even at the variance's lower {1 - LOWER_Q:.0%} "
+                       f"bound (one worth +{EFFECT:.0%} in at most about "
+                       f"{power(low, best.comparisons):.0%}; +{MAX_EFFECT:.0%} or less asked): "
+                       "its minutes are left to the workloads after it (a larger --budget-min "
+                       "or a quieter host brings it within reach)", variance])
+    best.why = [variance,
                 f"design: {best.window_s:g}-s windows, {len(best.knobs)} of {len(knobs)} knobs "
                 f"({', '.join(best.knobs)})" + (", all-on and all-off" if best.ends == 2 else "")
                 + f": {plan.MIN_BLOCKS} blocks and the confirmation about "
