@@ -17,7 +17,7 @@ VENV := .venv/bin
 
 .DEFAULT_GOAL := help
 .PHONY: help run test plan study advise clean setup setup-run setup-venv setup-dev images \
-  orangefs-image pfs-up lint bench report-example example bench-scale test-cluster
+  orangefs-image pfs-up lint bench report-example example example-study bench-scale test-cluster
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -97,6 +97,10 @@ report-example: setup-venv ## Write the report of the shipped example run (no Do
 example: setup-run ## Record the shipped example again: run quick, then replace examples/quick/ with that run, trimmed (python -m tierbench.example)
 	$(VENV)/tierbench run quick
 	$(VENV)/python -m tierbench.example
+
+example-study: setup-venv ## Ship a study's run in examples/studies/ for docs/fidelity.md's scoreboards (STUDY=results/study-ID/<run-id>)
+	@test -n "$(STUDY)" || { echo "make example-study: give STUDY=results/study-ID/<run-id> (a tierbench study's folder)" >&2; exit 2; }
+	$(VENV)/python -m tierbench.example --study $(STUDY)
 
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin

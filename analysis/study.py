@@ -23,11 +23,20 @@ from analysis.claimspec import Claim
 from analysis import spec as specs
 
 
+def run_of(entry: dict[str, Any], folder: Path) -> Path | None:
+    """An experiment's run folder in a study record: its path, relative ones (a study record
+    shipped in examples/studies/) from the study's folder; None when it has none."""
+    if not entry.get("run"):
+        return None
+    run = Path(entry["run"])
+    return run if run.is_absolute() else folder / run
+
+
 def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     """One experiment of a row: its figure, the paper's numbers, its comparisons, a link."""
     view: dict[str, Any] = {"name": str(entry.get("name")), "status": str(entry.get("status")),
                             "note": entry.get("note") or "", "figure": None}
-    run = Path(entry["run"]) if entry.get("run") else None
+    run = run_of(entry, folder)
     if run is None or not (run / "summary.csv").is_file():
         return view
     rows, manifest, spec, source = load.read_run_files(run)
@@ -49,15 +58,16 @@ def experiment_view(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
     return view
 
 
-def scoreboard(record: dict[str, Any],
+def scoreboard(record: dict[str, Any], folder: Path,
                row_claims: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
-    """Every claim of the study evaluated on its experiment's run in this study (``row_claims``:
-    row id -> claims, else those the record holds), with the row's fidelity differences."""
+    """Every claim of the study in ``folder`` evaluated on its experiment's run in this study
+    (``row_claims``: row id -> claims, else those the record holds), with the row's fidelity
+    differences."""
     todo, different = [], {}
     for r in record.get("rows") or []:
         fid = r.get("fidelity") if isinstance(r.get("fidelity"), dict) else {}
         different[r["id"]] = str(fid.get("different") or "")
-        runs = {e.get("name"): Path(e["run"]) for e in r.get("experiments") or []
+        runs = {e.get("name"): run_of(e, folder) for e in r.get("experiments") or []
                 if e.get("run")}
         raw = (row_claims or {}).get(r["id"], r.get("claims") or []) if row_claims is not None \
             else r.get("claims") or []
@@ -82,7 +92,7 @@ def write_study_report(folder: Path,
     for r in rows:
         for e in r.get("experiments") or []:
             counts[str(e.get("status"))] = counts.get(str(e.get("status")), 0) + 1
-    board = scoreboard(record, row_claims)
+    board = scoreboard(record, folder, row_claims)
     claims.write_csv(board, folder / "claims.csv")
     view = {"study": record.get("study"), "title": record.get("title"),
             "started": record.get("started"), "finished": record.get("finished"),

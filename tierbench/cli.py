@@ -169,6 +169,12 @@ def cmd_claims(args: argparse.Namespace) -> int:
     if args.csv:
         claims.write_csv(every, Path(args.csv))
     for facts, lines in boards:
+        if args.markdown and facts["experiment"].startswith("study "):
+            # docs/fidelity.md's lines of a study run: its counts, then one paragraph per row
+            print(claims.markdown(lines, facts, "every row", items=False))
+            for row in dict.fromkeys(line["row"] for line in lines):
+                print(claims.markdown([x for x in lines if x["row"] == row], facts, row))
+            continue
         if args.markdown:
             print(claims.markdown(lines, facts))
             continue

@@ -4,7 +4,15 @@ work on it unchanged: the interface snapshots keep only the features whose value
 modes changed, the load generator's warm-up output and the traces are left out, and the report
 is not copied (`make report-example` writes it). The manifest says so under `trimmed`.
 
+A study's run (`--study results/study-ID/<run-id>`) is shipped the same way, smaller: its
+record (study.json, each experiment's run named relative to it) and, per experiment, what its
+scoreboard reads (summary.csv, experiment.yml and manifest.json without the
+per-point interface snapshots), in examples/studies/study-ID/<run-id>/, replacing what was there
+for that study: `tierbench claims` on it prints docs/fidelity.md's scoreboard lines, and the
+tests check that each line there is what it prints.
+
 Usage: python -m tierbench.example [RUN_DIR]   (default: the newest run of quick in the results)
+       python -m tierbench.example --study STUDY_DIR
 """
 
 from __future__ import annotations
@@ -16,9 +24,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from analysis.study import run_of
+from tierbench import space
+from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root
 
 EXAMPLES = ROOT / "examples" / "quick"
+STUDIES = ROOT / "examples" / "studies"
+STUDY_FILES = ("summary.csv", "experiment.yml")  # and manifest.json, trimmed
 LEFT_OUT = ("traces", "report.html", "wrk-warmup.json", "wrk-warmup.txt")
 SNAPSHOT_KEYS = ("interfaces_", "mode_state_")
 
@@ -68,6 +81,7 @@ def record(run: Path, dest: Path = EXAMPLES) -> Path:
     points = sorted((run / "points").glob("*/point.json"))
     records = [json.loads(p.read_text()) for p in points]
     keep = changed_features(records + list((manifest.get("points") or {}).values()))
+    room_for(sum(p.stat().st_size for p in run.rglob("*") if p.is_file()), dest)
     if dest.exists():
         shutil.rmtree(dest)
     out = dest / run.name
@@ -85,6 +99,53 @@ def record(run: Path, dest: Path = EXAMPLES) -> Path:
     return out
 
 
+def room_for(nbytes: int, dest: Path) -> None:
+    """ConfigError (one sentence) when ``dest``'s disk has not ``nbytes`` free for a copy."""
+    need = space.on_disk("the example copy", nbytes, dest, "the repository's folder",
+                         "free space on that disk")
+    for problem in space.problems([need]):
+        raise ConfigError(problem)
+
+
+def record_study(folder: Path, dest: Path = STUDIES) -> Path:
+    """Copy the study run ``folder`` (results/study-ID/<run-id>) into
+    ``dest``/study-ID/<run-id> as the module's docstring says, replacing that study's earlier
+    copy; the new folder."""
+    record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
+    copies: list[tuple[dict[str, Any], Path]] = []
+    for row in record.get("rows") or []:
+        for entry in row.get("experiments") or []:
+            run = run_of(entry, folder)
+            if run is not None and (run / "summary.csv").is_file():
+                copies.append((entry, run))
+            elif entry.get("run"):
+                entry["note"] = ((entry.get("note") or "") + " (its run folder was not found "
+                                 "when the example was recorded)").strip()
+                entry["run"] = None
+    room_for(sum((r / f).stat().st_size for _, r in copies for f in (*STUDY_FILES,
+                                                                       "manifest.json")
+                 if (r / f).is_file()), dest)
+    home = dest / f"study-{record.get('study')}"
+    if home.exists():
+        shutil.rmtree(home)
+    out = home / folder.name
+    for entry, run in copies:
+        target = out / str(entry["name"]) / run.name
+        target.mkdir(parents=True)
+        for name in STUDY_FILES:
+            if (run / name).is_file():
+                shutil.copy2(run / name, target / name)
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        points = len(manifest.pop("points", None) or {})
+        manifest["trimmed"] = (f"study example copy (python -m tierbench.example --study): the "
+                               f"per-point records ({points} points), their interface "
+                               "snapshots, samples and report left out")
+        (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        entry["run"] = f"{entry['name']}/{run.name}"
+    (out / "study.json").write_text(json.dumps(record, indent=2) + "\n")
+    return out
+
+
 def newest_run(experiment: str = "quick") -> Path:
     """The newest run of `experiment` in the results folder."""
     runs = sorted(p for p in (results_root() / experiment).glob("*/summary.csv"))
@@ -98,7 +159,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tierbench.example", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", nargs="?", type=Path, help="a results/quick/<run-id> folder")
+    ap.add_argument("--study", type=Path, metavar="STUDY_DIR",
+                    help="ship a study's run (results/study-ID/<run-id>) instead")
     args = ap.parse_args(argv)
+    if args.study is not None:
+        if not (args.study / "study.json").is_file():
+            print(f"example: {args.study} is not a study's folder (no study.json)",
+                  file=sys.stderr)
+            return 2
+        try:
+            out = record_study(args.study)
+        except ConfigError as exc:
+            print(f"example: {exc}", file=sys.stderr)
+            return 2
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        print(f"example: {out.relative_to(ROOT)} ({size / 1e6:.2f} MB) from {args.study}")
+        return 0
     try:
         run = args.run or newest_run()
     except FileNotFoundError as exc:

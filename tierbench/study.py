@@ -293,10 +293,16 @@ def scoreboards(folders: list[Path], as_experiment: str | None = None
     for folder in folders:
         if (folder / "study.json").is_file():
             record = json.loads(read_text(folder / "study.json", "study record"))
-            lines = report.scoreboard(record, claims_of(load(str(record.get("study")))))
+            lines = report.scoreboard(record, folder,
+                                      claims_of(load(str(record.get("study")))))
+            runs = [report.run_of(e, folder) for r in record.get("rows") or []
+                    for e in r.get("experiments") or []]
+            first = next((r for r in runs if r is not None and (r / "manifest.json").is_file()),
+                         None)
             facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
-                     "machine": "see each experiment's manifest", "scale":
-                     scale_text(record.get("scale")), "experiment": f"study {record.get('study')}"}
+                     "machine": evaluation.run_facts(first)["machine"] if first else
+                     "not recorded", "scale": scale_text(record.get("scale")),
+                     "experiment": f"study {record.get('study')}"}
             out.append((facts, lines))
             continue
         if not (folder / "summary.csv").is_file():
