@@ -189,4 +189,5 @@ def test_every_family_draws_from_the_example_run_or_says_why_not(name: str,
     if name == "dc-single":  # the example's own family: its traces, a bar per mode
         first = [p for p in fig.panels if not p.reference][0]
         assert first.categories == [t["name"] for t in run.experiment["traces"]]
-        assert [s.name for s in first.series] == synthetic_runs.ON_OFF
+        # its modes layer CUBIC on offloads on and off (experiments/quick.yml)
+        assert [s.name for s in first.series] == [f"{m}+tcp-cubic" for m in synthetic_runs.ON_OFF]
