@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -295,12 +296,30 @@ def _remove_one(docker: Callable[..., str], project: str) -> None:
     if ids:
         docker("stop", "-t", "10", *ids)
         docker("rm", "-f", "-v", *ids)
-    networks = docker("network", "ls", "-q", "--filter", label).split()
-    if networks:
-        docker("network", "rm", *networks)
+    _remove_networks(docker, label)
     volumes = docker("volume", "ls", "-q", "--filter", label).split()
     if volumes:
         docker("volume", "rm", "-f", *volumes)
+
+
+NETWORK_TRIES = 15  # a network may list a just-removed container for a moment (Docker)
+
+
+def _remove_networks(docker: Callable[..., str], label: str, pause_s: float = 1.0) -> None:
+    """Remove the networks with ``label``, again after ``pause_s`` while Docker still says one
+    has active endpoints (its containers were just removed: a study run of 7 Dec 2026 lost five
+    experiments to one such moment), NETWORK_TRIES times at most; then the error stands."""
+    for attempt in range(1, NETWORK_TRIES + 1):
+        networks = docker("network", "ls", "-q", "--filter", label).split()
+        if not networks:
+            return
+        try:
+            docker("network", "rm", *networks)
+            return
+        except StackError as exc:
+            if "active endpoints" not in str(exc) or attempt == NETWORK_TRIES:
+                raise
+            time.sleep(pause_s)
 
 
 def down(every: bool = False) -> None:
