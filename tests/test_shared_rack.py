@@ -285,33 +285,42 @@ def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
     assert compose.TMPFS_SOURCE == model.PROJECT
 
 
-def test_a_network_that_still_lists_removed_containers_is_removed_when_they_are_gone(
+def test_a_network_left_with_stale_endpoints_is_disconnected_and_removed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # Docker may say "has active endpoints" for a moment after the containers were removed
-    # (a study run lost five experiments to it): tried again, each time on what is left
+    # Docker may keep a removed container's endpoint on the project's network (a study run
+    # lost six experiments to it): the project's endpoints are force-disconnected, then the
+    # network is removed; anything else attached is never touched, and the error names it
     monkeypatch.setattr(compose.time, "sleep", lambda s: None)
-    busy = {"left": 2}
-    gone: list[str] = []
+    attached = {"net-a": [f"{model.PROJECT}-web-1"], "net-b": []}
+    calls: list[tuple[str, ...]] = []
 
     def engine(*args: str) -> str:
+        calls.append(args)
         if args[:2] == ("network", "ls"):
-            return "" if gone else "net-a\nnet-b\n"
+            return "\n".join(attached) + "\n"
+        if args[:2] == ("network", "inspect"):
+            return " ".join(attached[args[-1]]) + " "
+        if args[:2] == ("network", "disconnect"):
+            attached[args[-2]].remove(args[-1])
         if args[:2] == ("network", "rm"):
-            if busy["left"]:
-                busy["left"] -= 1
-                raise model.StackError("`docker network rm net-a ...` failed: Error response "
-                                       "from daemon: error while removing network: network "
-                                       "x_back id net-a has active endpoints")
-            gone.extend(args[2:])
+            busy = [n for n in args[2:] if attached[n]]
+            if busy:
+                raise model.StackError(f"`docker network rm {busy[0]} ...` failed: Error "
+                                       "response from daemon: error while removing network: "
+                                       f"network x_back id {busy[0]} has active endpoints")
+            for n in args[2:]:
+                del attached[n]
         return ""
 
     compose.remove_project(engine)
-    assert gone == ["net-a", "net-b"] and busy["left"] == 0
-    # an endpoint that stays, or another error, is the error (one sentence, as before)
-    busy["left"], gone[:] = 100, []
-    with pytest.raises(model.StackError, match="active endpoints"):
+    assert attached == {}
+    assert ("network", "disconnect", "-f", "net-a", f"{model.PROJECT}-web-1") in calls
+    attached.update({"net-a": [f"{model.PROJECT}-web-1", "someone-elses-1"]})
+    calls.clear()
+    with pytest.raises(model.StackError, match=r"active endpoints \(still attached: "
+                                               r"someone-elses-1\)"):
         compose.remove_project(engine)
-    assert busy["left"] == 100 - compose.NETWORK_TRIES
+    assert not [c for c in calls if c[:2] == ("network", "disconnect")]
 
     def refusing(*args: str) -> str:
         if args[:2] == ("network", "rm"):

@@ -296,19 +296,22 @@ def _remove_one(docker: Callable[..., str], project: str) -> None:
     if ids:
         docker("stop", "-t", "10", *ids)
         docker("rm", "-f", "-v", *ids)
-    _remove_networks(docker, label)
+    _remove_networks(docker, project)
     volumes = docker("volume", "ls", "-q", "--filter", label).split()
     if volumes:
         docker("volume", "rm", "-f", *volumes)
 
 
-NETWORK_TRIES = 15  # a network may list a just-removed container for a moment (Docker)
+NETWORK_TRIES = 10  # tries to remove a project's networks that still have endpoints
 
 
-def _remove_networks(docker: Callable[..., str], label: str, pause_s: float = 1.0) -> None:
-    """Remove the networks with ``label``, again after ``pause_s`` while Docker still says one
-    has active endpoints (its containers were just removed: a study run of 7 Dec 2026 lost five
-    experiments to one such moment), NETWORK_TRIES times at most; then the error stands."""
+def _remove_networks(docker: Callable[..., str], project: str, pause_s: float = 1.0) -> None:
+    """Remove the project's networks. One that still has endpoints after its containers were
+    removed (a study run of 7 Dec 2026 lost six experiments to one that kept it for minutes)
+    has the project's endpoints force-disconnected (`docker network disconnect -f`: a removed
+    container's stale endpoint) and is tried again after ``pause_s``, NETWORK_TRIES times at
+    most; an endpoint of anything else is never touched: the error names it."""
+    label = f"label=com.docker.compose.project={project}"
     for attempt in range(1, NETWORK_TRIES + 1):
         networks = docker("network", "ls", "-q", "--filter", label).split()
         if not networks:
@@ -317,8 +320,19 @@ def _remove_networks(docker: Callable[..., str], label: str, pause_s: float = 1.
             docker("network", "rm", *networks)
             return
         except StackError as exc:
-            if "active endpoints" not in str(exc) or attempt == NETWORK_TRIES:
+            if "active endpoints" not in str(exc):
                 raise
+            attached = {n: docker("network", "inspect", "-f",
+                                  "{{range .Containers}}{{.Name}} {{end}}", n).split()
+                        for n in networks}
+            foreign = sorted({c for names in attached.values() for c in names
+                              if not c.startswith(f"{project}-")})
+            if foreign or attempt == NETWORK_TRIES:
+                held = ", ".join(foreign or sorted({c for v in attached.values() for c in v}))
+                raise StackError(f"{exc} (still attached: {held or 'nothing listed'})") from None
+            for network, names in attached.items():
+                for name in names:
+                    docker("network", "disconnect", "-f", network, name)
             time.sleep(pause_s)
 
 
