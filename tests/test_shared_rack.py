@@ -286,7 +286,7 @@ def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
 
 
 def test_a_network_left_with_stale_endpoints_is_disconnected_and_removed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Docker may keep a removed container's endpoint on the project's network (a study run
     # lost six experiments to it): the project's endpoints are force-disconnected, then the
     # network is removed; anything else attached is never touched, and the error names it
@@ -321,6 +321,19 @@ def test_a_network_left_with_stale_endpoints_is_disconnected_and_removed(
                                                r"someone-elses-1\)"):
         compose.remove_project(engine)
     assert not [c for c in calls if c[:2] == ("network", "disconnect")]
+
+    # Docker counts an endpoint it lists nowhere: the network is kept, with a sentence
+    attached.clear()
+    attached.update({"net-a": []})
+
+    def ghost(*args: str) -> str:
+        if args[:2] == ("network", "rm"):
+            raise model.StackError("`docker network rm net-a ...` failed: Error response from "
+                                   "daemon: network x_back id net-a has active endpoints")
+        return engine(*args)
+
+    compose.remove_project(ghost)
+    assert "kept the network(s) net-a: Docker counts an endpoint" in capsys.readouterr().err
 
     def refusing(*args: str) -> str:
         if args[:2] == ("network", "rm"):
