@@ -116,7 +116,8 @@ def record_study(folder: Path, dest: Path = STUDIES) -> Path:
     for row in record.get("rows") or []:
         for entry in row.get("experiments") or []:
             run = run_of(entry, folder)
-            if run is not None and (run / "summary.csv").is_file():
+            if run is not None and all((run / f).is_file()
+                                       for f in ("summary.csv", "manifest.json")):
                 copies.append((entry, run))
             elif entry.get("run"):
                 entry["note"] = ((entry.get("note") or "") + " (its run folder was not found "
