@@ -399,6 +399,9 @@ def test_a_shipped_study_copy_scores_as_its_run_did_and_keeps_only_what_scores_r
     with pytest.raises(ConfigError, match=r"the example copy \(.*\) need .* which has 10 B"):
         example.record_study(folder, dest)
     assert (out / "study.json").is_file()  # nothing removed before the refusal
+    (folder / "study.json").write_text("{\"study\": ")  # a record cut short: one sentence
+    assert example.main(["--study", str(folder)]) == 2
+    assert capsys.readouterr().err.startswith(f"example: {folder}: Expecting value")
 
 
 def shipped_scoreboards() -> set[str]:

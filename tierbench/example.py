@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             out = record_study(args.study)
-        except ConfigError as exc:
-            print(f"example: {exc}", file=sys.stderr)
+        except (ConfigError, OSError, ValueError) as exc:  # ValueError: a JSON file cut short
+            print(f"example: {args.study}: {exc}", file=sys.stderr)
             return 2
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
         print(f"example: {out.relative_to(ROOT)} ({size / 1e6:.2f} MB) from {args.study}")
