@@ -14,6 +14,7 @@ import pytest
 from analysis import runs as runs_list
 from analysis import tables
 from tierbench import blocks, cli, example, runner, study
+from tierbench.config import files
 from tierbench.config.errors import ConfigError
 from tierbench.kinds import registry
 import sim_kind
@@ -228,6 +229,15 @@ def test_an_interrupted_study_resumes_where_it_stopped(
     monkeypatch.setattr(sim_kind.SimKind, "run_point", real)
     first_b = next(e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b")
     assert first_b["status"] == "interrupted" and first_b["run"]
+    # The run's own manifest may be far larger than any file a user gives (the 004 data
+    # center's records every interface's state per point): resume still reads it.
+    manifest = Path(first_b["run"]) if Path(first_b["run"]).is_absolute() \
+        else folder / first_b["run"]
+    manifest = manifest / "manifest.json"
+    padded = json.loads(manifest.read_text())
+    padded["points"]["p001"]["interfaces_before"] = {"sim:eth0": {"note": "x" * 200_000}}
+    manifest.write_text(json.dumps(padded))
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100_000)
     study.run(study.load("999"), resume=folder)
     record = json.loads((folder / "study.json").read_text())
     b = next(e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b")

@@ -31,7 +31,7 @@ import yaml
 from analysis import spec as report_spec  # pydantic only, no pandas: quick to load
 from tierbench import blocks
 from tierbench.config.errors import ConfigError, TierbenchError
-from tierbench.config.files import fresh_run_dir, read_text, results_root
+from tierbench.config.files import MAX_RECORD_BYTES, fresh_run_dir, read_text, results_root
 from tierbench.interfaces import netif
 from tierbench.interrupts import RunInterrupted, signals_raise
 from tierbench.kinds import families, registry
@@ -611,7 +611,7 @@ class Run:
                               f"differs from {exp.source}); resume needs the same experiment")
         plan_path = run_dir / "plan.json"
         if plan_path.is_file():
-            plan = json.loads(read_text(plan_path, "plan"))
+            plan = json.loads(read_text(plan_path, "plan", MAX_RECORD_BYTES))
             theirs = plan.get("points") or []
             if exp.precision is not None:  # the blocks after the minimum, as the run chose them
                 for block in range(exp.precision.min_repetitions + 1,
@@ -627,14 +627,14 @@ class Run:
         else:
             write_json(plan_path, self._plan_json())
         manifest_path = run_dir / "manifest.json"
-        self.manifest = json.loads(read_text(manifest_path, "manifest")) \
+        self.manifest = json.loads(read_text(manifest_path, "manifest", MAX_RECORD_BYTES)) \
             if manifest_path.is_file() else {}
         self.run_id, self.dir = run_dir.name, run_dir
         kept: dict[str, dict] = {}
         for p in self.points:
             path = run_dir / "points" / p.id / "point.json"
             if path.is_file():
-                record = json.loads(read_text(path, "point record"))
+                record = json.loads(read_text(path, "point record", MAX_RECORD_BYTES))
                 if record.get("complete"):
                     kept[p.id] = record
         self.done = kept
