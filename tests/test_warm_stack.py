@@ -1,8 +1,8 @@
 """The warm pass on the real stack through `tierbench run` (tests/data/experiments/
-warm-pass-short.yml: a caching proxy, two points of one trace on one deployment): the first
-point records its pass (every distinct file of the trace once through the proxy, none failed,
-the bytes of the files received), the second none; both measured, with the cache-miss share and
-the cold-cache flag in their rows.
+warm-pass-short.yml: two caching proxies, four points of two traces on one deployment): each
+point after one of the other trace records its pass (every distinct file of the trace once
+through each proxy, none failed, the bytes of the files received), a point after one of its own
+trace none; all measured, the window's requests hitting what the pass stored on both proxies.
 
 Needs root, Docker with Compose v2 and the images (`make test` provides them)."""
 
@@ -22,22 +22,31 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = ROOT / "tests" / "data" / "experiments" / "warm-pass-short.yml"
 
 
-def test_the_first_point_of_a_trace_warms_its_working_set_uncounted(
+def test_a_point_after_another_trace_warms_and_every_proxy_finds_what_was_stored(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     with cli_env(tmp_path_factory.mktemp("warm")) as env:
-        done = tierbench(env, "run", str(EXPERIMENT), timeout=600)
+        # caches of 8 MiB, whose guard stops storing at 5.6 MiB: half the working set
+        done = tierbench({**env, "PROXY_CACHE_SIZE": "8m"}, "run", str(EXPERIMENT), timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         run_dir = next((Path(env["TIERBENCH_RESULTS"]) / "warm-pass-short").iterdir())
         rows = summary_rows(run_dir)
-    files = warm.working_set(run_dir / "traces" / "zipf-0.9.txt")
-    first, second = (json.loads((run_dir / "points" / p / "point.json").read_text())
-                     for p in ("p001", "p002"))
-    warmed = first["warmed"]
-    assert warmed["files"] == warmed["requests"] == len(files) > 100, warmed
-    assert warmed["errors"] == 0 and warmed["bytes"] >= warmed["file_bytes"] > 0, warmed
-    assert "warmed" not in second
+    records = [json.loads((run_dir / "points" / p / "point.json").read_text())
+               for p in ("p001", "p002", "p003", "p004")]  # in the order they ran
+    order = [r["trace"] for r in records]
+    assert order == ["zipf-0.8", "zipf-0.9", "zipf-0.9", "zipf-0.8"], order
+    for before, record in zip([None, *order], records):
+        if record["trace"] == before:  # the caches hold its working set already
+            assert "warmed" not in record, record["warmed"]
+            continue
+        warmed = record["warmed"]
+        files = warm.working_set(run_dir / "traces" / f"{record['trace']}.txt")
+        assert warmed["files"] == len(files) > 1000, warmed
+        assert warmed["requests"] == 2 * len(files), warmed  # through each of the 2 proxies
+        assert warmed["errors"] == 0 and warmed["bytes"] >= 2 * warmed["file_bytes"] > 0, warmed
     for row in rows:
         assert not row["error"] and float(row["tps"]) > 0, row
-        # the cache warmed (and kept between points): the window's requests hit it
-        assert float(row["proxy_hit_ratio"]) > 0.9 and row["cold_cache"] == "false", row
-        assert float(row["cache_miss_share"]) < 0.1, row
+        # What the pass stored, both proxies found. The full caches keep the ~500 files asked
+        # for first, about 0.7 of the requests; had one proxy keyed the pass's entries apart
+        # from the load's (wrk sends both proxies one Host, the pass each its own), it would
+        # hit next to nothing and the two about 0.35.
+        assert float(row["proxy_hit_ratio"]) > 0.55 and row["cold_cache"] == "false", row

@@ -148,7 +148,8 @@ end
 -- Several proxies (THREAD_TARGETS="host:port,...", stack.proxies): each thread sends to the one
 -- of its own number, all its connections and so all its clients bound to that proxy, as 004's
 -- client threads were each pointed at one proxy. wrk sets a thread's server address, not a
--- connection's, hence whole threads (the Host header stays the URL's: the proxies ignore it).
+-- connection's, hence whole threads (the Host header stays the URL's: the proxies' cache keys do
+-- not depend on it, CacheKeyBaseURL in images/proxy/conf/tierbench.conf).
 local thread_targets = nil
 function setup(thread)
   thread:set("tid", next_tid)

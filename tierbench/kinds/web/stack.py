@@ -29,13 +29,14 @@ TIERS = STACK_TIERS + services.APP_TIERS  # app and db: with dynamic requests
 class WebInfo:
     """A web deployment's own handles: the stack settings it is up with, its Locust worker
     containers, the steps of its points (chosen once it is up), the address the workers
-    reach the master at (host networking: its node's) and the traces warmed (load.warm_pass)."""
+    reach the master at (host networking: its node's) and the trace whose working set the
+    caches hold (load.warm_pass)."""
 
     stack: StackSettings
     workers: list[model.Container]
     steps: list[Step] = field(default_factory=list)
     master: str = locust.MASTER_HOST
-    warmed: set[str] = field(default_factory=set)  # traces the warm pass has run for (warm.run)
+    warmed: str | None = None  # the trace the last warm pass was of (warm.run)
 
 
 def deploy(where: placer.Placer, s: WebSettings, seed: int, key: Hashable,

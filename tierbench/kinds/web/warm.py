@@ -1,13 +1,16 @@
 """The warm pass (`load.warm_pass`; a study row's recommended scale turns it on): before a
-deployment's first point of a trace, one unmeasured pass over the trace's working set, each
+point, when the caches do not already hold its trace's working set (the deployment's first point
+of a trace, or one after a point of another trace), one unmeasured pass over that set, each
 distinct file once, sent from the load generator through the targets the measured requests take
 (round the proxies as the clients are spread; through every proxy when each keeps its own
 cache), so that a shortened run does not measure the first touches of a cold, capped cache
 (issue 44). Recorded in the point's point.json as ``warmed``: files, bytes, seconds, errors.
 
-The lists it writes are counted before anything is written (:func:`needs`), and a working set
-larger than the cache it warms is said (:func:`fit_note`): the pass then leaves only the last
-part of it cached."""
+A working set larger than its cache leaves the popular part cached: the files are sent in the
+order the trace first asks for them (the popular ones first, by and large) to caching proxies,
+whose guard stops storing once full and so keeps what came first, and in the reverse order to a
+page cache, which keeps what came last. The lists it writes are counted before anything is
+written (:func:`needs`), and a working set larger than the cache is said (:func:`fit_note`)."""
 
 from __future__ import annotations
 
@@ -62,9 +65,9 @@ print(json.dumps({"requests": files, "bytes": got, "errors": errors,
 """
 
 
-PLAN_LINE = ("warm pass (load.warm_pass): before a deployment's first point of each trace, one "
-             "unmeasured pass over the trace's working set, each distinct file once through the "
-             "load's path (not in the estimate)")
+PLAN_LINE = ("warm pass (load.warm_pass): before every point whose trace's working set the "
+             "caches do not hold, one unmeasured pass over it, each distinct file once through "
+             "the load's path (not in the estimate)")
 
 
 def wants_misses(s: WebSettings) -> str | None:
@@ -103,7 +106,15 @@ def fit_note(nbytes: int, cache_bytes: int | None, what: str) -> str | None:
     if cache_bytes is None or nbytes <= cache_bytes:
         return None
     return (f"the working set ({space.human(nbytes)}) is larger than {what} "
-            f"({space.human(cache_bytes)}): the pass leaves only its last part cached")
+            f"({space.human(cache_bytes)}): the pass leaves the files the trace asks for first "
+            "cached, the popular ones by and large")
+
+
+def pass_order(paths: list[str], proxy_cache: bool) -> list[str]:
+    """The working set in the order the pass sends it: as first asked for to caching proxies
+    (their guard keeps what is stored first), reversed to a page cache (it keeps what is read
+    last), so that the part left cached is the popular one either way."""
+    return list(paths) if proxy_cache else list(reversed(paths))
 
 
 def needs(exp: Experiment[WebSettings]) -> list[space.Need]:
@@ -140,17 +151,19 @@ def cache_of(record: dict[str, Any], proxy_cache: bool) -> tuple[int | None, str
 
 def run(ctx: PointContext[WebSettings, Any, Any], spec: LoadSpec, trace: Path,
         empty_caches: Callable[[Any], None]) -> None:
-    """The pass before the deployment's first point of this trace (nothing afterwards): the
-    proxies' caches emptied first when they cache (``empty_caches``), the list written and sent;
-    ``warmed`` in point.json, and a line when requests failed or the set does not fit."""
+    """The pass before a point whose trace is not the one the caches were last warmed with
+    (nothing when it is): the proxies' caches emptied first when they cache (``empty_caches``),
+    the list written and sent; ``warmed`` in point.json, and a line when requests failed or the
+    set does not fit."""
     info, point = ctx.deployment.info, ctx.point
     name = point["trace"]["name"]
-    if name in info.warmed:
+    if info.warmed == name:
         return
-    info.warmed.add(name)
+    info.warmed = name
     stack = info.stack
     paths = working_set(trace)
-    urls = requests(paths, list(spec.targets) or [spec.target], stack.proxy_cache)
+    urls = requests(pass_order(paths, stack.proxy_cache), list(spec.targets) or [spec.target],
+                    stack.proxy_cache)
     sizes = dict(filesets_files(point["trace"]))
     nbytes = sum(sizes.get(p, 0) for p in paths)
     if stack.proxy_cache:
