@@ -69,9 +69,9 @@ class Load(Model):
     # N requests of its sequence and stops; TPS over the window until the last one finished.
     # measure_s is then the window's time limit, and must be given.
     requests_per_client: Annotated[int, whole(1)] | None = None
-    # before a deployment's first point of each trace, one unmeasured pass over the trace's
-    # working set, each distinct file once through the load's path (kinds.web.warm); a study
-    # row's recommended scale turns it on
+    # before every point whose trace's working set the caches do not hold, one unmeasured pass
+    # over it, each distinct file once through the load's path (kinds.web.warm); a study row's
+    # recommended scale turns it on
     warm_pass: Annotated[bool, flag()] = False
 
     @model_validator(mode="after")
