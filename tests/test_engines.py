@@ -22,7 +22,7 @@ from tierbench.kinds.web import engines, load, locust, wrk
 from tierbench.kinds.web import webmetrics as metrics
 from tierbench.kinds.web.load import LoadgenError, LoadSpec
 from tierbench.placement.model import Container
-from workloads import traces
+from workloads import counting, traces
 
 
 
@@ -380,7 +380,7 @@ def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
     rows = run_locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
                   processes=processes, REQUESTS_PER_CLIENT="23", WARMUP_S=f"{warmup:g}")
     assert time.time() - started < 60  # it ended when the clients were done, not at -t 120 s
-    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4"]
+    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4", "23"]
     load.check_clients_finished(spec, tmp_path)
     assert Counter(r["path"] for r in rows) == Counter(srv.paths)  # every request logged
     for c in "abcd":
@@ -399,6 +399,37 @@ def test_request_count_clients_send_exactly_their_requests_then_the_run_ends(
         assert 92 <= in_window <= 92 + 4
     else:  # each process counts its warm-up from its own first request
         assert in_window >= 92 - 4
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_locust_request_count_too_small_for_the_warm_ups_rate_is_raised(
+        tmp_path: Path, server, processes: int) -> None:
+    """5 requests a client, answered in about 10 ms: each process raises its clients' count to
+    COUNTED_AIM_S (here 1 s) at its warm-up's rate, the finished file says the least count, and
+    every client's counted requests are its sequence from its start, that many of them."""
+    srv = server(delay=0.002)
+    spec = LoadSpec("locust", 4, 0.5, 120.0, processes=processes, requests_per_client=5)
+    rows = run_locust(tmp_path, srv, four_subsets(tmp_path), users=4, seconds=120,
+                      processes=processes, REQUESTS_PER_CLIENT="5", WARMUP_S="0.5",
+                      COUNTED_AIM_S="1")
+    load.check_clients_finished(spec, tmp_path)
+    done, users, sent = (int(x) for x in (tmp_path / load.FINISHED_FILE).read_text().split())
+    assert (done, users) == (4, 4) and load.sent_per_client(tmp_path) == sent
+    # 2 ms a request is at most 500 a second a client: the raised count is well above 5
+    # and below what a whole second could have held
+    assert 20 < sent <= 500, sent
+    for c in "abcd":
+        mine = [p for p in srv.paths if p.startswith(f"/{c}/")]
+        if processes == 1:  # one count for every client: its last `sent` requests, from /c/0
+            assert mine[-sent:] == [f"/{c}/{i % 5}" for i in range(sent)]
+        else:  # each process its own count, the file the least: a tail of at least that many
+            assert any(mine[-n:] == [f"/{c}/{i % 5}" for i in range(n)]
+                       for n in range(sent, len(mine) + 1))
+    assert len(rows) == len(srv.paths)
+    assert counting.counted_enough(5, 0, 0.5, 4, 1.0) == 5  # no warm-up: as asked
+    assert counting.counted_enough(5, 100, 0.5, 4, 1.0) == 50  # 50 a second a client
+    assert counting.counted_enough(500, 100, 0.5, 4, 1.0) == 500  # enough already
+    assert counting.counted_enough(5, 100, 0.5, 4, 0.0) == 5  # no aim: as asked
 
 
 def test_a_request_count_run_over_its_time_limit_fails_in_one_sentence(tmp_path: Path,
@@ -661,7 +692,7 @@ def test_separate_workers_stop_their_clients_after_their_requests(tmp_path: Path
                           workers=2, expect=2, ship=False, REQUESTS_PER_CLIENT="17",
                           WARMUP_S="0")
     assert code == 0 and time.time() - started < 60  # the master quit when all were done
-    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4"]
+    assert (tmp_path / load.FINISHED_FILE).read_text().split() == ["4", "4", "17"]
     for c in "abcd":  # each of the 4 clients (2 per worker) sent exactly its 17 requests
         assert [p for p in srv.paths if p.startswith(f"/{c}/")] == \
             [f"/{c}/{i % 5}" for i in range(17)]

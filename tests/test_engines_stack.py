@@ -282,6 +282,29 @@ def test_wrk_request_count_run_stops_every_client_after_its_requests(testbed,
         assert agg["requests"] == 8 * n
 
 
+def test_locust_request_count_run_raises_a_count_too_small_to_measure(testbed,
+                                                                     monkeypatch) -> None:
+    """The Locust engine as the wrk one: 20 requests a client, far too few for the 4 s a
+    request-count window aims at, raised by the warm-up's rate (dc-hybrid's shortened points
+    were answered in 1.4-1.8 s and failed); the row says both counts, the window is long enough
+    to measure, holding the clients' raised counts (and at most one warm-up request a client
+    still in flight when its warm-up ended)."""
+    pdir = point_dir(testbed, "locust-count", monkeypatch)
+    trace, _ = four_subsets_of_ten(pdir)
+    truncate_log(testbed["web"])
+    spec = LoadSpec("locust", 8, 1, 60, processes=1, target=TARGET, requests_per_client=20)
+    result = engines.run(spec, testbed["gen"], pdir, trace)
+    n = result.extra["requests_per_client"]
+    assert result.extra["requests_per_client_asked"] == 20 and n > 20
+    assert load.sent_per_client(pdir) == n
+    load.check_counted_window(spec, result.window, n)  # long enough to measure
+    assert result.window[1] - result.window[0] > load.MIN_COUNTED_S
+    ends = np.concatenate([a["end_s"] for a in result.requests.arrays(("end_s",))])
+    in_window = int(((ends > result.window[0]) & (ends <= result.window[1])).sum())
+    assert 8 * n - 8 <= in_window <= 8 * n + 8, (in_window, n)
+    assert len(access_log(testbed["web"])) == len(ends)  # every request logged by both ends
+
+
 def test_wrk_request_count_run_over_its_time_limit_fails_in_one_sentence(testbed,
                                                                          monkeypatch) -> None:
     pdir = point_dir(testbed, "wrk-limit", monkeypatch)

@@ -26,13 +26,16 @@ testbed's own (workloads/target.py) unless ALLOW_FOREIGN_TARGET=1 is set on its 
 Request-count runs (REQUESTS_PER_CLIENT=N, closed loop; 000 §5.2.1): a user replays its
 sequence through the warm-up (WARMUP_S, which each process counts from its own first request),
 then sends the first N requests of its sequence, from its start, and stops; a worker tells the
-master. When every user has finished, the single process or the master quits the run and
-writes "K M" (K of M clients finished) to locust-finished.txt beside REQUEST_LOG; Locust's -t is
-then only a time limit.
+master. With COUNTED_AIM_S, N is raised where the warm-up's rate says it would be answered in
+less than that (as the wrk engine does): each process takes its clients' mean rate over its
+warm-up and gives every one of its clients enough requests for COUNTED_AIM_S at that rate. When
+every user has finished, the single process or the master quits the run and writes "K M C" (K of
+M clients finished, each having sent at least C requests) to locust-finished.txt beside
+REQUEST_LOG; Locust's -t is then only a time limit.
 
 Environment (master or single process): TRACE, REQUEST_LOG, USERS; THINK_KIND
 (fixed|exponential) and THINK_MS; RATE (requests/s over all users, OpenLoopUser); SEED;
-ARRIVAL (constant|poisson, OpenLoopUser); REQUESTS_PER_CLIENT and WARMUP_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
+ARRIVAL (constant|poisson, OpenLoopUser); REQUESTS_PER_CLIENT, WARMUP_S and COUNTED_AIM_S; FLUSH_TIMEOUT_S (how long the master waits for the workers'
 records, default 20); SHIP_TRACE; TARGETS (several proxies: their URLs, comma-separated; each
 user sends to the one of its client number modulo their count)."""
 
@@ -49,6 +52,7 @@ from locust import FastHttpUser, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from workloads import counting
 from workloads import target as target_guard
 from workloads import traces
 
@@ -68,6 +72,7 @@ def _settings_from_env() -> dict:
            "workers": max(int(os.environ.get("PROCESSES", "1")), 1),
            "count": int(os.environ.get("REQUESTS_PER_CLIENT", "0")),
            "warmup_s": float(os.environ.get("WARMUP_S", "0")),
+           "aim_s": float(os.environ.get("COUNTED_AIM_S", "0")),
            "targets": [t for t in os.environ.get("TARGETS", "").split(",") if t]}
     if trace and os.environ.get("SHIP_TRACE") == "1":
         # workers on other nodes cannot open the trace file: the master sends its lines
@@ -87,6 +92,10 @@ _final: set[int] = set()  # master: workers whose last records arrived
 FLUSH_EVERY = 20000  # a single process appends its records to its log this many at a time
 _warm_end: list[float] = []  # request-count runs: when this process's warm-up ends
 _finished = [0]  # single process or master: clients that have sent their requests
+_warm_sent = [0]  # request-count runs: requests this process's clients sent in its warm-up
+_users_here = [0]  # closed-loop clients started in this process
+_count: list[int] = []  # request-count runs: the requests each client of this process sends
+_sent_least: list[int] = []  # single process or master: the least count a client was given
 
 
 def method(path: str) -> str:
@@ -187,12 +196,13 @@ def _on_log(environment, msg, **_):
 
 
 def _on_done(environment, msg, **_):
-    _client_finished()
+    _client_finished(int(msg.data.get("count") or CFG["count"]))
 
 
-def _client_finished() -> None:
-    """Single process or master: one more client has sent its requests; the last one ends the
-    run (quit in its own greenlet: it stops every user, including the caller's)."""
+def _client_finished(count: int) -> None:
+    """Single process or master: one more client has sent its ``count`` requests; the last one
+    ends the run (quit in its own greenlet: it stops every user, including the caller's)."""
+    _sent_least[:] = [min(_sent_least + [count])]
     _finished[0] += 1
     if _finished[0] == CFG["users"]:
         gevent.spawn(_env["environment"].runner.quit)
@@ -202,8 +212,9 @@ def _client_finished() -> None:
 def _note_finished(environment, **_):
     """A request-count run: how many clients finished, for the control program."""
     if CFG["count"] and REQUEST_LOG and not isinstance(environment.runner, WorkerRunner):
+        least = _sent_least[0] if _sent_least else CFG["count"]
         Path(REQUEST_LOG).with_name("locust-finished.txt").write_text(
-            f"{_finished[0]} {CFG['users']}\n")
+            f"{_finished[0]} {CFG['users']} {least}\n")
 
 
 def _on_refused(environment, msg, **_):
@@ -294,9 +305,9 @@ def _done_sending() -> None:
     """This user has sent its requests: count it here, or tell the master."""
     runner = _env["environment"].runner
     if isinstance(runner, WorkerRunner):
-        runner.send_message("tb_done", {"index": runner.worker_index})
+        runner.send_message("tb_done", {"index": runner.worker_index, "count": _count[0]})
     else:
-        _client_finished()
+        _client_finished(_count[0])
 
 
 class TraceUser(FastHttpUser):
@@ -310,7 +321,9 @@ class TraceUser(FastHttpUser):
         self._base = _base(self._client)
         self._paths = client_sequence(self._client, CFG["users"])
         self._rng = random.Random(CFG["seed"] * 100003 + self._client)
-        self._sent, self._left = 0, None  # _left: counted requests still to send
+        self._sent = 0
+        self._left: int | None = None  # counted requests still to send
+        _users_here[0] += 1
 
     def wait_time(self) -> float:
         return _think(self._rng)
@@ -321,11 +334,17 @@ class TraceUser(FastHttpUser):
             if self._sent:  # the counted requests are the client's sequence from its start
                 getattr(self._paths, "close", lambda: None)()
                 self._paths = client_sequence(self._client, CFG["users"])
-            self._left = CFG["count"]
+            if not _count:  # the first client past the warm-up sets this process's count
+                _count.append(counting.counted_enough(CFG["count"], _warm_sent[0],
+                                                      CFG["warmup_s"], _users_here[0],
+                                                      CFG["aim_s"]))
+            self._left = _count[0]
         path = next(self._paths)
         self.client.request(method(path), self._base + path, name="trace",
                             context={"path": path})
         self._sent += 1
+        if CFG["count"] and self._left is None:
+            _warm_sent[0] += 1
         if self._left is not None:
             self._left -= 1
             if not self._left:

@@ -16,7 +16,8 @@ from tierbench.config.files import ROOT
 from tierbench.kinds.web import webmetrics
 from tierbench.kinds.web.load import (LoadgenError, LoadResult, LoadSpec, check_clients_finished,
                                       container_path, count_env, count_extra, cpuset_cores,
-                                      exec_engine, load_s, log_tail, start_engine, stop,
+                                      exec_engine, load_s, log_tail, sent_per_client,
+                                      start_engine, stop,
                                       warmup_extra, warmup_found)
 from tierbench.measure.steady import Steady
 from tierbench.placement.model import TAG, Container, parse_cpuset
@@ -72,6 +73,9 @@ def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> Loa
     check_clients_finished(spec, point_dir)
     window, found = locust_window(started, requests, spec)
     extra: dict = {"processes": spec.processes, **count_extra(spec), **warmup_extra(spec, found)}
+    sent = sent_per_client(point_dir) if spec.requests_per_client else None
+    if sent is not None and sent != spec.requests_per_client:  # raised by the warm-up's rate
+        extra.update(requests_per_client=sent, requests_per_client_asked=spec.requests_per_client)
     if spec.think:
         extra["think"] = dict(spec.think)
     if spec.rate:

@@ -17,11 +17,12 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tierbench.kinds.web.load import (MIN_COUNTED_S, LoadgenError, LoadResult, LoadSpec,
+from tierbench.kinds.web.load import (COUNTED_AIM_S, LoadgenError, LoadResult, LoadSpec,
                                       container_path, count_extra, cpuset_cores, exec_engine,
                                       limit_reached, load_s, log_tail, requests_in,
                                       warmup_extra, warmup_found)
 from tierbench.kinds.web import webmetrics
+from workloads import counting
 from tierbench.placement.model import Container
 
 WRK_SCRIPT = "/app/workloads/wrk/replay.lua"
@@ -315,8 +316,6 @@ def seconds_of(summary: dict, n: int) -> list[float]:
             for i in range(n)]
 
 
-COUNTED_AIM_S = 2 * MIN_COUNTED_S  # twice the least: the rate may still rise after the warm-up
-# (a count expected to take 2.6 s at the warm-up's rate was answered in 1.9 s)
 
 
 def counted_enough(per_client: int, warm: dict, users: int) -> int:
@@ -325,13 +324,8 @@ def counted_enough(per_client: int, warm: dict, users: int) -> int:
     window, MIN_COUNTED_S: the 1 Hz samples that give CPU and bytes need it), enough for
     COUNTED_AIM_S at that rate. A shortened run (`--scale`) of small files or one client would
     otherwise end in a fraction of a second and measure nothing; the row records both counts."""
-    seconds, answered = float(warm.get("duration_s") or 0), int(warm.get("requests") or 0)
-    if seconds <= 0 or answered <= 0:
-        return per_client
-    rate = answered / seconds
-    if per_client * users / rate >= COUNTED_AIM_S:
-        return per_client
-    return max(per_client, math.ceil(COUNTED_AIM_S * rate / users))
+    return counting.counted_enough(per_client, int(warm.get("requests") or 0),
+                                   float(warm.get("duration_s") or 0), users, COUNTED_AIM_S)
 
 
 def run(spec: LoadSpec, loadgen: Container, point_dir: Path, trace: Path) -> LoadResult:
