@@ -238,10 +238,14 @@ def test_an_interrupted_study_resumes_where_it_stopped(
     padded["points"]["p001"]["interfaces_before"] = {"sim:eth0": {"note": "x" * 200_000}}
     manifest.write_text(json.dumps(padded))
     monkeypatch.setattr(files, "MAX_FILE_BYTES", 100_000)
+    # an earlier attempt's failure, written beside the entry, goes once the run completes
+    for entry in (e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b"):
+        entry["note"] = "an earlier attempt failed"
+    (folder / "study.json").write_text(json.dumps(record))
     study.run(study.load("999"), resume=folder)
     record = json.loads((folder / "study.json").read_text())
     b = next(e for r in record["rows"] for e in r["experiments"] if e["name"] == "sim-b")
-    assert record["status"] == "complete" and b["status"] == "complete"
+    assert record["status"] == "complete" and b["status"] == "complete" and "note" not in b
     assert b["run"] == first_b["run"]  # the same run folder, resumed
     with pytest.raises(ConfigError, match="ran with --scale 1; resume with the same"):
         study.run(study.load("999"), scale=0.5, resume=folder)

@@ -234,6 +234,7 @@ def run_one(entry: dict[str, Any], row: Row, scale: Scale, where: Placer | None 
         try:
             r.execute()
             entry["status"] = "complete"
+            entry.pop("note", None)  # an earlier attempt's failure, now resumed past
         except runner.RunInterrupted:
             entry["status"] = "interrupted"
             raise
