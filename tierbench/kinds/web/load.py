@@ -250,7 +250,7 @@ def limit_reached(engine: str, spec: LoadSpec, what: str) -> LoadgenError:
 MIN_COUNTED_S = 2.0  # a request-count window shorter than this holds too few 1 Hz samples
 COUNTED_AIM_S = 2 * MIN_COUNTED_S  # twice the least: the rate may still rise after the warm-up
 # (a count expected to take 2.6 s at the warm-up's rate was answered in 1.9 s); both engines
-# raise a request count too small for it (wrk.counted_enough, trace_replay.counted_enough)
+# raise a request count too small for it by one rule (workloads/counting.py)
 
 
 def check_counted_window(spec: LoadSpec, window: tuple[float, float],
