@@ -251,6 +251,35 @@ def test_an_interrupted_study_resumes_where_it_stopped(
         study.run(study.load("999"), scale=0.5, resume=folder)
 
 
+def test_a_study_runs_in_parts_each_part_with_its_rows_record_and_scoreboard(
+        sim_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a long study run in parts (each fits the time a machine is up): --rows runs only the rows
+    # named, the record and the scoreboard hold only theirs, and the markdown says which
+    part = study.only_rows(study.load("999"), ["SIM-b"])
+    folder = study.run(part)
+    record = json.loads((folder / "study.json").read_text())
+    assert [r["id"] for r in record["rows"]] == ["SIM-b"] and record["status"] == "complete"
+    assert [e["name"] for r in record["rows"] for e in r["experiments"]] == ["sim-b"]
+    assert cli.claim_counts(folder) == "1 not reproduced"
+    capsys.readouterr()
+    assert cli.main(["claims", str(folder), "--markdown"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("- **Scoreboard, rows SIM-b** (") and len(out) == 2
+    assert out[1].startswith("- **Scoreboard, SIM-b** (")
+    whole = study.run(study.load("999"))
+    assert cli.main(["claims", str(whole), "--markdown"]) == 0
+    assert capsys.readouterr().out.startswith("- **Scoreboard, every row** (")
+    with pytest.raises(ConfigError, match="ran rows SIM-b; resume with --rows SIM-b"):
+        study.run(study.load("999"), resume=folder)
+    with pytest.raises(ConfigError, match="ran every row; resume without --rows"):
+        study.run(part, resume=whole)
+    with pytest.raises(ConfigError, match="has no row SIM-c .its rows: SIM-a, SIM-b"):
+        study.only_rows(study.load("999"), ["SIM-c"])
+    assert cli.main(["plan", "--study", "999", "--rows", "SIM-b"]) == 0
+    plan = capsys.readouterr().out
+    assert "sim-b" in plan and "sim-a" not in plan
+
+
 def test_scale_recommended_runs_each_row_at_its_own_scale_with_its_repetitions(
         capsys: pytest.CaptureFixture[str]) -> None:
     """004's rows with a recommended scale, repetitions kept (a plain --scale 0.01 halves

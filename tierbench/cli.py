@@ -125,7 +125,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.study:
         if args.experiment:
             raise ConfigError("plan: give an experiment or --study, not both")
-        print("\n".join(study.plan_lines(study.load(args.study), args.scale, args.where,
+        print("\n".join(study.plan_lines(chosen_rows(args), args.scale, args.where,
                                           precision_options(args))))
         return 0
     if not args.experiment:
@@ -135,9 +135,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def chosen_rows(args: argparse.Namespace) -> study.Study:
+    """The study of ``args.study``, only the rows of --rows where given."""
+    ids = [i.strip() for i in (getattr(args, "rows", None) or "").split(",") if i.strip()]
+    if ids and not args.study:
+        raise ConfigError("--rows names rows of a study: give --study ID as well")
+    return study.only_rows(study.load(args.study), ids or None)
+
+
 def cmd_study(args: argparse.Namespace) -> int:
     """Run every experiment of a study and write the study's report."""
-    chosen = study.load(args.study)
+    chosen = chosen_rows(args)
     resume = resume_folder(args, "study")
     compose.preflight(cluster=args.where.cluster is not None)
     try:
@@ -171,7 +179,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
     for facts, lines in boards:
         if args.markdown and facts["experiment"].startswith("study "):
             # docs/fidelity.md's lines of a study run: its counts, then one paragraph per row
-            print(claims.markdown(lines, facts, "every row", items=False))
+            print(claims.markdown(lines, facts, facts["rows"], items=False))
             for row in dict.fromkeys(line["row"] for line in lines):
                 print(claims.markdown([x for x in lines if x["row"] == row], facts, row))
             continue
@@ -371,6 +379,13 @@ def add_cluster_arg(p: argparse.ArgumentParser) -> None:
                         "else this host); see cluster.example.yml")
 
 
+def add_rows_arg(p: argparse.ArgumentParser) -> None:
+    """--rows: a part of a study (a long study run in parts, each with its own report)."""
+    p.add_argument("--rows", metavar="ID[,ID]", help="only these rows of the study (e.g. "
+                   "PFS-basic,DC-hybrid): a part of a long study, with its own record and "
+                   "scoreboard")
+
+
 def add_precision_args(p: argparse.ArgumentParser, scale: bool = True) -> None:
     """--precision PCT and its limits: run in blocks until every comparison is resolved (and
     --scale, unless ``scale`` is False)."""
@@ -413,6 +428,7 @@ def parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="dry run: the points in order and the estimated duration")
     pl.add_argument("experiment", nargs="?")
     pl.add_argument("--study", metavar="ID", help="every experiment of a study with its time")
+    add_rows_arg(pl)
     add_precision_args(pl)
     add_cluster_arg(pl)
     pl.set_defaults(func=cmd_plan)
@@ -424,6 +440,7 @@ def parser() -> argparse.ArgumentParser:
                     "scale, repetitions kept (rows without one left out)")
     st.add_argument("--resume", metavar="STUDY_DIR",
                     help="continue an interrupted study in results/study-ID/<run-id>")
+    add_rows_arg(st)
     add_precision_args(st, scale=False)
     add_cluster_arg(st)
     st.set_defaults(func=cmd_study)

@@ -91,6 +91,25 @@ def load(study_id: str) -> Study:
     return validate(Study, read_yaml(path, "study file"), str(path))
 
 
+def only_rows(study: Study, ids: list[str] | None) -> Study:
+    """The study with only the rows named (None: all of them), in the study file's order: a
+    part of a long study, run on its own (`tierbench study ID --rows A,B`)."""
+    if not ids:
+        return study
+    known = [r.id for r in study.rows]
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise ConfigError(f"study {study.study} has no row {', '.join(unknown)} (its rows: "
+                          f"{', '.join(known)})")
+    return study.model_copy(update={"rows": [r for r in study.rows if r.id in ids]})
+
+
+def part_words(study: Study, row_ids: list[str]) -> str:
+    """Which rows a run of ``study`` holds: "every row", or "rows A, B" for a part."""
+    return "every row" if row_ids == [r.id for r in study.rows] else \
+        f"rows {', '.join(row_ids)}"
+
+
 RECOMMENDED = "recommended"
 Scale = float | str | None  # a factor, or RECOMMENDED: each row's own
 
@@ -189,6 +208,11 @@ def run(study: Study, scale: Scale = None, resume: Path | None = None,
         if (record.get("scale") or 1) != (scale or 1):
             raise ConfigError(f"--resume {folder}: the study ran with --scale "
                               f"{scale_text(record.get('scale'))}; resume with the same")
+        ran = [str(r.get("id")) for r in record.get("rows") or []]
+        if ran != [r.id for r in study.rows]:
+            words = part_words(load(study.study), ran)
+            raise ConfigError(f"--resume {folder}: the study ran {words}; resume " + (
+                "without --rows" if words == "every row" else f"with --rows {','.join(ran)}"))
         if (record.get("precision") or {}) != precision:
             raise ConfigError(f"--resume {folder}: the study ran with precision options "
                               f"{record.get('precision') or 'none'}; resume with the same")
@@ -303,7 +327,9 @@ def scoreboards(folders: list[Path], as_experiment: str | None = None
             facts = {"run": folder.name, "date": str(record.get("started") or "")[:10],
                      "machine": evaluation.run_facts(first)["machine"] if first else
                      "not recorded", "scale": scale_text(record.get("scale")),
-                     "experiment": f"study {record.get('study')}"}
+                     "experiment": f"study {record.get('study')}",
+                     "rows": part_words(load(str(record.get("study"))),
+                                        [str(r.get("id")) for r in record.get("rows") or []])}
             out.append((facts, lines))
             continue
         if not (folder / "summary.csv").is_file():
