@@ -45,8 +45,9 @@ plan: setup-venv ## Dry run of EXP: the points in order and the estimated durati
 
 STUDY ?= 004
 SCALE ?= 1
-study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens
-	$(VENV)/tierbench study $(STUDY) --scale $(SCALE)
+ROWS ?=
+study: setup images ## Every experiment of STUDY (000-004) in the paper's order, one study report; SCALE=0.1 shortens, ROWS=A,B runs a part
+	$(VENV)/tierbench study $(STUDY) --scale $(SCALE) $(if $(ROWS),--rows $(ROWS))
 
 BUDGET ?= 30
 WORKLOADS ?=
