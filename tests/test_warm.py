@@ -124,3 +124,49 @@ def test_a_recommended_scale_warms_where_nothing_asks_for_misses(tmp_path: Path)
     with pytest.raises(ConfigError, match="load.warm_pass warms what hit-ratio trace .* asks "
                                           "to miss"):
         registry.load_experiment(str(path))
+
+
+class Point(dict):
+    """A point as warm.run reads it: its factors by name and its id."""
+
+    id = "p001"
+
+
+def test_a_pass_with_failed_requests_runs_again_before_the_next_point(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass empties the caches; one whose requests failed leaves them without the set, so
+    the next point of the same trace must not take them for warm."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("TIERBENCH_RESULTS", str(tmp_path))
+    trace = tmp_path / "t.txt"
+    traces.write(trace, ["/a/1", "/a/2", "/a/1"], "made for the test")
+    answers = ['{"files": 2, "bytes": 10, "errors": 1}', '{"files": 2, "bytes": 10, "errors": 0}']
+    sent: list[str] = []
+
+    def exec_(container: object, argv: list[str], timeout: float) -> SimpleNamespace:
+        sent.append(argv[-1])
+        return SimpleNamespace(stdout=answers[len(sent) - 1] + "\n", stderr="")
+
+    info = SimpleNamespace(warmed=None, stack=SimpleNamespace(proxy_cache=True, record={}))
+    deployment = SimpleNamespace(info=info, containers={warm.GENERATOR: "loadgen"},
+                                 placer=SimpleNamespace(push=lambda c, files: None, exec=exec_))
+    spec = SimpleNamespace(targets=["http://proxy"], target="http://proxy")
+    emptied: list[int] = []
+    logged: list[str] = []
+
+    def point_ctx() -> SimpleNamespace:
+        return SimpleNamespace(deployment=deployment, dir=tmp_path, record={}, log=logged.append,
+                               point=Point(trace={"name": "z", "kind": "zipf", "alpha": 0.9,
+                                                  "requests": 3, "fileset": SET}))
+
+    first = point_ctx()
+    warm.run(first, spec, trace, lambda ctx: emptied.append(1))  # type: ignore[arg-type]
+    assert first.record["warmed"]["errors"] == 1 and info.warmed is None
+    assert any("1 requests failed" in line for line in logged)
+    second = point_ctx()
+    warm.run(second, spec, trace, lambda ctx: emptied.append(1))  # type: ignore[arg-type]
+    assert len(sent) == 2 and len(emptied) == 2 and info.warmed == "z"  # passed again, whole
+    third = point_ctx()
+    warm.run(third, spec, trace, lambda ctx: emptied.append(1))  # type: ignore[arg-type]
+    assert len(sent) == 2 and "warmed" not in third.record  # warm now: no third pass

@@ -154,12 +154,13 @@ def run(ctx: PointContext[WebSettings, Any, Any], spec: LoadSpec, trace: Path,
     """The pass before a point whose trace is not the one the caches were last warmed with
     (nothing when it is): the proxies' caches emptied first when they cache (``empty_caches``),
     the list written and sent; ``warmed`` in point.json, and a line when requests failed or the
-    set does not fit."""
+    set does not fit. Only a pass that answered every request counts as warming: after one
+    that did not, the next point's pass runs again."""
     info, point = ctx.deployment.info, ctx.point
     name = point["trace"]["name"]
     if info.warmed == name:
         return
-    info.warmed = name
+    info.warmed = None  # the pass empties the caches: until it ends whole they hold no set
     stack = info.stack
     paths = working_set(trace)
     urls = requests(pass_order(paths, stack.proxy_cache), list(spec.targets) or [spec.target],
@@ -185,6 +186,8 @@ def run(ctx: PointContext[WebSettings, Any, Any], spec: LoadSpec, trace: Path,
     note = fit_note(nbytes, cache, what)
     ctx.record["warmed"] = {"trace": name, "files": len(paths), "file_bytes": nbytes,
                             **figures, **({"note": note} if note else {})}
+    if not figures.get("errors") and "error" not in figures:
+        info.warmed = name  # a pass with failed requests runs again before the next point
     if figures.get("errors") or "error" in figures or note:
         ctx.log(f"tierbench: {point.id}: warm pass: "
                 + "; ".join(x for x in (
