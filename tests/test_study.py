@@ -438,13 +438,25 @@ def test_a_shipped_study_copy_scores_as_its_run_did_and_keeps_only_what_scores_r
     # a second copy of the same study replaces the first; a disk without room refuses first
     again = example.record_study(folder, dest)
     assert [p.name for p in (dest / "study-999").iterdir()] == [again.name]
-    monkeypatch.setattr(example.space, "disk_room", lambda path: 10)
-    with pytest.raises(ConfigError, match=r"the example copy \(.*\) need .* which has 10 B"):
-        example.record_study(folder, dest)
+    with monkeypatch.context() as m:
+        m.setattr(example.space, "disk_room", lambda path: 10)
+        with pytest.raises(ConfigError, match=r"the example copy \(.*\) need .* which has 10 B"):
+            example.record_study(folder, dest)
     assert (out / "study.json").is_file()  # nothing removed before the refusal
     (folder / "study.json").write_text("{\"study\": ")  # a record cut short: one sentence
     assert example.main(["--study", str(folder)]) == 2
     assert capsys.readouterr().err.startswith(f"example: {folder}: Expecting value")
+    # parts of a study (--rows) each keep their copy; a part replaces a copy sharing its rows
+    part_b = study.run(study.only_rows(study.load("999"), ["SIM-b"]))
+    part_a = study.run(study.only_rows(study.load("999"), ["SIM-a"]))
+    example.record_study(part_b, dest)
+    assert [p.name for p in (dest / "study-999").iterdir()] == [part_b.name]  # held SIM-b too
+    example.record_study(part_a, dest)
+    assert sorted(p.name for p in (dest / "study-999").iterdir()) == sorted(
+        [part_a.name, part_b.name])
+    example.record_study(part_b, dest)
+    assert sorted(p.name for p in (dest / "study-999").iterdir()) == sorted(
+        [part_a.name, part_b.name])
 
 
 def shipped_scoreboards() -> set[str]:

@@ -7,8 +7,8 @@ is not copied (`make report-example` writes it). The manifest says so under `tri
 A study's run (`--study results/study-ID/<run-id>`) is shipped the same way, smaller: its
 record (study.json, each experiment's run named relative to it) and, per experiment, what its
 scoreboard reads (summary.csv, experiment.yml and manifest.json without the
-per-point interface snapshots), in examples/studies/study-ID/<run-id>/, replacing what was there
-for that study: `tierbench claims` on it prints docs/fidelity.md's scoreboard lines, and the
+per-point interface snapshots), in examples/studies/study-ID/<run-id>/, replacing the copies of that study holding
+any of its rows (a part run with --rows leaves the other parts' copies): `tierbench claims` on it prints docs/fidelity.md's scoreboard lines, and the
 tests check that each line there is what it prints.
 
 Usage: python -m tierbench.example [RUN_DIR]   (default: the newest run of quick in the results)
@@ -109,8 +109,9 @@ def room_for(nbytes: int, dest: Path) -> None:
 
 def record_study(folder: Path, dest: Path = STUDIES) -> Path:
     """Copy the study run ``folder`` (results/study-ID/<run-id>) into
-    ``dest``/study-ID/<run-id> as the module's docstring says, replacing that study's earlier
-    copy; the new folder."""
+    ``dest``/study-ID/<run-id> as the module's docstring says, replacing the study's earlier
+    copies that hold any of its rows (a part, `tierbench study --rows`, leaves the copies of
+    the other parts); the new folder."""
     record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
     copies: list[tuple[dict[str, Any], Path]] = []
     for row in record.get("rows") or []:
@@ -127,8 +128,8 @@ def record_study(folder: Path, dest: Path = STUDIES) -> Path:
                                                                        "manifest.json")
                  if (r / f).is_file()), dest)
     home = dest / f"study-{record.get('study')}"
-    if home.exists():
-        shutil.rmtree(home)
+    for earlier in overlapping(home, {str(r.get("id")) for r in record.get("rows") or []}):
+        shutil.rmtree(earlier)
     out = home / folder.name
     for entry, run in copies:
         target = out / str(entry["name"]) / run.name
@@ -144,6 +145,21 @@ def record_study(folder: Path, dest: Path = STUDIES) -> Path:
         (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         entry["run"] = f"{entry['name']}/{run.name}"
     (out / "study.json").write_text(json.dumps(record, indent=2) + "\n")
+    return out
+
+
+def overlapping(home: Path, rows: set[str]) -> list[Path]:
+    """The copies in ``home`` (a study's folder of copies) holding any of ``rows`` (a copy
+    whose record cannot be read counts as holding them all)."""
+    out = []
+    for copy in sorted(home.iterdir()) if home.is_dir() else []:
+        try:
+            held = {str(r.get("id")) for r in json.loads(
+                (copy / "study.json").read_text(encoding="utf-8")).get("rows") or []}
+        except (OSError, ValueError, AttributeError):
+            held = rows
+        if held & rows:
+            out.append(copy)
     return out
 
 
