@@ -99,9 +99,9 @@ example: setup-run ## Record the shipped example again: run quick, then replace 
 	$(VENV)/tierbench run quick
 	$(VENV)/python -m tierbench.example
 
-example-study: setup-venv ## Ship a study's run in examples/studies/ for docs/fidelity.md's scoreboards (STUDY=results/study-ID/<run-id>)
+example-study: setup-venv ## Ship a study's run in examples/studies/ for docs/fidelity.md's scoreboards (STUDY=results/study-ID/<run-id>; ROWS=A,B: only those finished rows)
 	@test -n "$(STUDY)" || { echo "make example-study: give STUDY=results/study-ID/<run-id> (a tierbench study's folder)" >&2; exit 2; }
-	$(VENV)/python -m tierbench.example --study $(STUDY)
+	$(VENV)/python -m tierbench.example --study $(STUDY) $(if $(ROWS),--rows $(ROWS))
 
 BENCH_TARGET ?= http://proxy
 BENCH_PATH ?= /single-4096/file.bin

@@ -457,6 +457,32 @@ def test_a_shipped_study_copy_scores_as_its_run_did_and_keeps_only_what_scores_r
     example.record_study(part_b, dest)
     assert sorted(p.name for p in (dest / "study-999").iterdir()) == sorted(
         [part_a.name, part_b.name])
+    # a run stopped before its last rows ships the rows it finished, and says so
+    real, calls = sim_kind.SimKind.run_point, {"n": 0}
+
+    def stop_in_sim_b(self: sim_kind.SimKind, ctx: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 8:  # sim-a has 6 points: the second of sim-b
+            raise runner.RunInterrupted("SIGINT")
+        return real(self, ctx)  # type: ignore[arg-type]
+
+    with pytest.raises(runner.RunInterrupted), monkeypatch.context() as m:
+        m.setattr(sim_kind.SimKind, "run_point", stop_in_sim_b)
+        study.run(study.load("999"))
+    stopped = max((sim_study / "results" / "study-999").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert json.loads((stopped / "study.json").read_text())["status"].startswith("interrupted")
+    with pytest.raises(ConfigError, match=r"row SIM-b is not finished in this run \(sim-b "
+                                          r"interrupted\)"):
+        example.record_study(stopped, dest, rows=["SIM-b"])
+    with pytest.raises(ConfigError, match="the run has no row SIM-c"):
+        example.record_study(stopped, dest, rows=["SIM-c"])
+    shipped = example.record_study(stopped, dest, rows=["SIM-a"])
+    record = json.loads((shipped / "study.json").read_text())
+    assert [r["id"] for r in record["rows"]] == ["SIM-a"]
+    assert record["shipped"].startswith("rows SIM-a of the run's SIM-a, SIM-b: the rows it "
+                                        "finished (its status: interrupted")
+    assert cli.main(["claims", str(shipped), "--markdown"]) == 0
+    assert capsys.readouterr().out.startswith("- **Scoreboard, rows SIM-a** (")
 
 
 def shipped_scoreboards() -> set[str]:

@@ -12,7 +12,7 @@ any of its rows (a part run with --rows leaves the other parts' copies): `tierbe
 tests check that each line there is what it prints.
 
 Usage: python -m tierbench.example [RUN_DIR]   (default: the newest run of quick in the results)
-       python -m tierbench.example --study STUDY_DIR
+       python -m tierbench.example --study STUDY_DIR [--rows ID,ID]
 """
 
 from __future__ import annotations
@@ -107,12 +107,36 @@ def room_for(nbytes: int, dest: Path) -> None:
         raise ConfigError(problem)
 
 
-def record_study(folder: Path, dest: Path = STUDIES) -> Path:
+FINISHED = ("complete", "refused")  # an experiment's states a shipped row may hold
+
+
+def finished_rows(record: dict[str, Any], rows: list[str]) -> dict[str, Any]:
+    """The study record cut to ``rows``, each of them finished (every experiment complete, or
+    refused by design), with a note saying which rows the run held: a run stopped before its
+    last rows ships those it finished. ConfigError for a row it lacks or did not finish."""
+    held = {str(r.get("id")): r for r in record.get("rows") or []}
+    for row in rows:
+        if row not in held:
+            raise ConfigError(f"the run has no row {row} (its rows: {', '.join(held)})")
+        left = [f"{e.get('name')} {e.get('status')}" for e in held[row].get("experiments") or []
+                if e.get("status") not in FINISHED]
+        if left:
+            raise ConfigError(f"row {row} is not finished in this run ({', '.join(left)})")
+    cut = dict(record, rows=[r for r in record.get("rows") or [] if str(r.get("id")) in rows])
+    cut["shipped"] = (f"rows {', '.join(rows)} of the run's {', '.join(held)}: the rows it "
+                      f"finished (its status: {record.get('status')})")
+    return cut
+
+
+def record_study(folder: Path, dest: Path = STUDIES, rows: list[str] | None = None) -> Path:
     """Copy the study run ``folder`` (results/study-ID/<run-id>) into
     ``dest``/study-ID/<run-id> as the module's docstring says, replacing the study's earlier
     copies that hold any of its rows (a part, `tierbench study --rows`, leaves the copies of
-    the other parts); the new folder."""
+    the other parts); ``rows``: only those rows, each finished (:func:`finished_rows`); the new
+    folder."""
     record = json.loads((folder / "study.json").read_text(encoding="utf-8"))
+    if rows:
+        record = finished_rows(record, rows)
     copies: list[tuple[dict[str, Any], Path]] = []
     for row in record.get("rows") or []:
         for entry in row.get("experiments") or []:
@@ -178,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run", nargs="?", type=Path, help="a results/quick/<run-id> folder")
     ap.add_argument("--study", type=Path, metavar="STUDY_DIR",
                     help="ship a study's run (results/study-ID/<run-id>) instead")
+    ap.add_argument("--rows", metavar="ID[,ID]", help="with --study: only these rows, each "
+                    "finished (a run stopped before its last rows ships those it finished)")
     args = ap.parse_args(argv)
     if args.study is not None:
         if not (args.study / "study.json").is_file():
@@ -185,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         try:
-            out = record_study(args.study)
+            out = record_study(args.study, rows=[r.strip() for r in (args.rows or "").split(
+                ",") if r.strip()] or None)
         except (ConfigError, OSError, ValueError) as exc:  # ValueError: a JSON file cut short
             print(f"example: {args.study}: {exc}", file=sys.stderr)
             return 2
