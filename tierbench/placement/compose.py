@@ -324,6 +324,11 @@ def _remove_networks(docker: Callable[..., str], project: str, pause_s: float = 
         except StackError as exc:
             if "active endpoints" not in str(exc):
                 raise
+            # `network rm` removed those it could: inspect only what is left (one removed
+            # meanwhile is "not found", which would end the whole clean)
+            networks = docker("network", "ls", "-q", "--filter", label).split()
+            if not networks:
+                return
             attached = {n: docker("network", "inspect", "-f",
                                   "{{range .Containers}}{{.Name}} {{end}}", n).split()
                         for n in networks}
