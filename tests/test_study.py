@@ -278,6 +278,8 @@ def test_a_study_runs_in_parts_each_part_with_its_rows_record_and_scoreboard(
     assert cli.main(["plan", "--study", "999", "--rows", "SIM-b"]) == 0
     plan = capsys.readouterr().out
     assert "sim-b" in plan and "sim-a" not in plan
+    assert cli.main(["plan", "quick", "--rows", "SIM-b"]) == 2  # not silently ignored
+    assert "--rows names rows of a study" in capsys.readouterr().err
 
 
 def test_scale_recommended_runs_each_row_at_its_own_scale_with_its_repetitions(

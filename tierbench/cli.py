@@ -128,6 +128,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print("\n".join(study.plan_lines(chosen_rows(args), args.scale, args.where,
                                           precision_options(args))))
         return 0
+    if args.rows:
+        raise ConfigError("plan: --rows names rows of a study: give --study ID as well")
     if not args.experiment:
         raise ConfigError("plan: name an experiment (e.g. quick) or give --study ID")
     exp = experiment(args)
@@ -137,9 +139,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def chosen_rows(args: argparse.Namespace) -> study.Study:
     """The study of ``args.study``, only the rows of --rows where given."""
-    ids = [i.strip() for i in (getattr(args, "rows", None) or "").split(",") if i.strip()]
-    if ids and not args.study:
-        raise ConfigError("--rows names rows of a study: give --study ID as well")
+    ids = [i.strip() for i in (args.rows or "").split(",") if i.strip()]
     return study.only_rows(study.load(args.study), ids or None)
 
 
