@@ -264,12 +264,20 @@ class Engine:
             return "\n".join(self.projects) + "\n"
         if args[:2] == ("volume", "ls") and "--format" in args:
             return "tierbench-0a1b2c\n\n"
+        if args[:2] == ("network", "ls") and "--format" in args:
+            return "\nbridge\ntierbench-c50aaf\n"  # a network its clean left alone
+        if args[:2] == ("network", "ls") and "-q" in args:
+            return f"net-{args[-1].rsplit('=', 1)[-1]}\n"
         if args[:2] == ("ps", "-aq"):
-            return f"id-{args[-1].rsplit('=', 1)[-1]}\n"
+            project = args[-1].rsplit('=', 1)[-1]
+            return f"id-{project}\n" if project in self.projects else ""
         return ""
 
     def removed(self) -> list[str]:
         return [a[-1].removeprefix("id-") for a in self.calls if a[:2] == ("rm", "-f")]
+
+    def networks_removed(self) -> list[str]:
+        return [a[-1].removeprefix("net-") for a in self.calls if a[:2] == ("network", "rm")]
 
 
 def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
@@ -280,6 +288,9 @@ def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
     engine = Engine()
     compose.remove_project(engine, every=True)
     assert sorted(engine.removed()) == sorted(["tierbench", "tierbench-0a1b2c", model.PROJECT])
+    # a project with nothing but a network (what a bring-up is refused on) goes too: the CI run
+    # of 8 Dec 2026 was refused on one that `clean --all` had said it removed
+    assert "tierbench-c50aaf" in engine.networks_removed()
     assert compose.ours(model.PROJECT) and not compose.ours("tierbench-0a1b2c")
     assert compose.ours("tierbench-0a1b2c", every=True) and not compose.ours("tierbenchx", True)
     assert compose.TMPFS_SOURCE == model.PROJECT

@@ -271,12 +271,14 @@ def log(msg: str) -> None:
 
 def projects(docker: Callable[..., str], every: bool = False) -> list[str]:
     """The Compose projects of one engine this checkout removes: its own, or with ``every``
-    every checkout's (any project named tierbench or tierbench-*, containers or volumes)."""
+    every checkout's (any project named tierbench or tierbench-*, with containers, networks or
+    volumes: a network left alone is what `refuse_others` refuses a bring-up on)."""
     if not every:
         return [PROJECT]
-    found = docker("ps", "-a", "--format", '{{.Label "com.docker.compose.project"}}').split()
-    found += docker("volume", "ls", "--format",
-                    '{{.Label "com.docker.compose.project"}}').split()
+    fmt = '{{.Label "com.docker.compose.project"}}'
+    found = docker("ps", "-a", "--format", fmt).split()
+    found += docker("network", "ls", "--format", fmt).split()
+    found += docker("volume", "ls", "--format", fmt).split()
     return sorted({p for p in found if ours(p, True)} | {PROJECT})
 
 
