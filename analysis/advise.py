@@ -271,23 +271,13 @@ def what_moved(values: Values, mode: str, base: str = BASELINE) -> str:
                                  pd.DataFrame(list(values[mode].values())))
 
 
-def _manifest(run_dir: Path | str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(run_dir, "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def moved(run_dir: Path | str, mode: str) -> dict[str, str]:
     """The features whose state during a mode's points differed from the state the baseline
     ran (the interfaces_during of a baseline point of the same bring-up; without one, the
     point's interfaces_before: the same but under `advise --from`, whose baseline sets the
     stated configuration), on any endpoint: name -> state during."""
     out: dict[str, str] = {}
-    points = _manifest(run_dir).get("points") or {}
-    recs = [r for r in (points.values() if isinstance(points, dict) else [])
-            if isinstance(r, dict)]
+    recs = list(load.point_records(run_dir).values())
     ran = {r.get("deployment"): r.get("interfaces_during") for r in recs
            if r.get("mode") == BASELINE and r.get("interfaces_during")}
     for rec in recs:

@@ -220,6 +220,30 @@ def read_run_files(run: Path) -> tuple[list[dict[str, str]], dict[str, Any], dic
     return rows, manifest, spec, source
 
 
+def point_records(run: Path | str) -> dict[str, dict[str, Any]]:
+    """Each point's whole record by point id: its points/<id>/point.json, else its entry in the
+    manifest (a point that never finished; a run from before 8 Dec 2026, whose manifest held
+    every record whole). A finished point's manifest entry lacks the interface and mode
+    snapshots (tierbench.modes.apply.without_snapshots); {} when the manifest is unreadable."""
+    run = Path(run)
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = manifest.get("points") if isinstance(manifest, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    for pid, entry in (entries.items() if isinstance(entries, dict) else ()):
+        try:
+            whole = json.loads((run / "points" / str(pid) / "point.json").read_text(
+                encoding="utf-8"))
+        except (OSError, ValueError):
+            whole = None
+        record = whole if isinstance(whole, dict) else entry
+        if isinstance(record, dict):
+            out[str(pid)] = record
+    return out
+
+
 def points_frame(rows: list[dict[str, Any]], manifest: dict[str, Any],
                  spec: dict[str, Any] | None = None) -> pd.DataFrame:
     """The tidy table from summary rows + manifest: typed, phases expanded, derived columns."""

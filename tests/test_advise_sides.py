@@ -239,6 +239,24 @@ def test_a_side_effect_is_attributed_on_its_own_side(tmp_path: Path) -> None:
     assert found["checksum.client"].held is None  # its points moved nothing
 
 
+def test_what_moved_is_read_from_the_points_records_when_the_manifest_has_them_slim(
+        tmp_path: Path) -> None:
+    # a finished point's manifest entry lacks its snapshots (runner: apply.without_snapshots);
+    # its point.json has them whole
+    on = {f: "on" for f in tr.TSO + tr.CHECKSUM}
+    during = {**on, **{f: "off" for f in tr.TSO + tr.CHECKSUM[1:]}}
+    whole = {"mode": "checksum.server-off", "point": "p1",
+             "interfaces_before": {"proxy:eth0": {"features": on}},
+             "interfaces_during": {"proxy:eth0": {"features": during}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"points": {"p1": {"mode": "checksum.server-off", "point": "p1"}}}))
+    assert advice.moved(tmp_path, "checksum.server-off") == {}  # no point.json: nothing known
+    (tmp_path / "points" / "p1").mkdir(parents=True)
+    (tmp_path / "points" / "p1" / "point.json").write_text(json.dumps(whole))
+    assert advice.moved(tmp_path, "checksum.server-off") == {
+        f: "off" for f in tr.TSO + tr.CHECKSUM[1:]}
+
+
 def test_the_pilot_ranks_a_sides_dependents_with_that_sides_tso() -> None:
     plans = [p.as_dict() for p in knobs.plan(endpoints())]
     for p in plans:

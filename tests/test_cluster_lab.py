@@ -36,6 +36,7 @@ from stack_env import (EXPERIMENTS, TAG, TIERBENCH, ROOT, Listeners, fastcgi_ans
                        lab_cluster, lab_run, last_run, nic_state, orangefs_image,
                        postgres_answer, db_window_rel, summary_rows, tierbench)
 
+from analysis import load
 from tierbench.placement import model, nodes
 
 pytestmark = pytest.mark.stack
@@ -72,7 +73,7 @@ def test_dc_experiment_on_the_nodes(lab) -> None:
         assert prov["nic_after"]["eth0"]["ethtool -k"] == prov["nic_before"]["eth0"]["ethtool -k"]
         assert abs(prov["clock_offset_s"]) < 0.005
     # the modes on the NICs of the nodes that carry the tiers, verified and restored
-    for pid, point in manifest["points"].items():
+    for pid, point in load.point_records(run_dir).items():
         assert point["endpoints"] == ["node1:eth0", "node2:eth0", "node3:eth0"], pid
         assert point["mode_verified"] and point["restored"], pid
         during = point["interfaces_during"]["node3:eth0"]["features"]
@@ -170,8 +171,7 @@ def test_a_cpu_mode_on_a_containers_cgroup_on_its_node(lab) -> None:
     """cpu: the web tier's cpuset and CPU limit written on node3, verified, restored."""
     done = lab_run(lab, "cpu-mode.yml", timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    manifest = json.loads((last_run(lab, "cpu-mode") / "manifest.json").read_text())
-    point = manifest["points"]["p001"]
+    point = load.point_records(last_run(lab, "cpu-mode"))["p001"]
     assert point["mode_verified"] and point["restored"]
     assert point["mode_state_during"]["cpu"] == {"web": {"cpuset": "0-1", "limit": 0.5}}
     assert point["mode_state_after"]["cpu"] == point["mode_state_before"]["cpu"]
@@ -186,8 +186,7 @@ def test_a_platform_mode_on_each_nodes_servers_parent_cgroup(lab) -> None:
     has no platform."""
     done = lab_run(lab, "platform.yml", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    manifest = json.loads((last_run(lab, "platform") / "manifest.json").read_text())
-    for point in manifest["points"].values():
+    for point in load.point_records(last_run(lab, "platform")).values():
         assert point["mode_verified"] and point["restored"], point["mode"]
         limit = 1.0 if point["mode"] == "servers-2cpus-half" else None
         assert point["mode_state_during"]["platform"] == {

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from stack_env import TIERBENCH, cli_env, db_window_rel
 
+from analysis import load
 from tierbench.placement import compose, model
 
 pytestmark = pytest.mark.stack
@@ -137,7 +138,7 @@ def test_modes_reach_the_application_and_database_tiers(wrk_run: Path) -> None:
     assert database["seeded"]["rows"] == 2000 and database["seeded"]["row_bytes"] == 128
     assert manifest["versions"]["db_server"].startswith("postgres (PostgreSQL) 15")
     assert manifest["versions"]["app_server"].startswith("PHP 8.2")
-    for record in manifest["points"].values():
+    for record in load.point_records(wrk_run).values():
         assert record["mode_verified"] and record["restored"]
         eps = record["endpoints"]  # each container end, then its peer on the host
         ends = [i for i, ep in enumerate(eps) if ep in ("app:eth0", "db:eth0")]

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from stack_env import lab_cluster, lab_run, last_run, nic_state, orangefs_image, summary_rows
 
+from analysis import load
+
 pytestmark = [pytest.mark.stack, pytest.mark.lab_full]
 
 
@@ -54,7 +56,7 @@ def test_fs_clients_with_the_server_and_client_on_their_nodes(lab) -> None:
     services = m["cluster"]["services"]
     assert services["fs-server"] == ["node2"] and services["fs-client"] == ["node1"]
     # the servers' modes on node2's NIC only, verified and restored; node1's left alone
-    for pid, point in m["points"].items():
+    for pid, point in load.point_records(run_dir).items():
         assert point["endpoints"] == ["node2:eth0"], pid
         assert point["mode_verified"] and point["restored"], pid
         want = "off" if point["mode"] == "servers-offloads-off" else "on"

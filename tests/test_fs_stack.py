@@ -15,6 +15,7 @@ import pytest
 
 from stack_env import ROOT, cli_env, orangefs_image, tierbench
 
+from analysis import load as run_files
 from tierbench.placement import model
 
 pytestmark = pytest.mark.stack
@@ -41,8 +42,7 @@ def running() -> set[str]:
 
 
 def check_interfaces(run: Path) -> None:
-    manifest = json.loads((run / "manifest.json").read_text())
-    for record in manifest["points"].values():
+    for record in run_files.point_records(run).values():
         assert record["mode_verified"] and record["restored"]
         assert record["interfaces_after"] == record["interfaces_before"]
 

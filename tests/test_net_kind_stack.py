@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis import load
+
 pytestmark = pytest.mark.stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +58,7 @@ def test_bulk_tcp_over_two_receivers_with_offloads_on_and_off(env: dict[str, str
     # segmentation and receive offloads cut the CPU per KB moved
     assert float(by_mode["offloads-on"]["host_cpu_us_per_kb"]) < \
         float(by_mode["offloads-off"]["host_cpu_us_per_kb"])
-    manifest = json.loads((run / "manifest.json").read_text())
-    for record in manifest["points"].values():
+    for record in load.point_records(run).values():
         assert record["mode_verified"] and record["restored"]
         assert record["interfaces_after"] == record["interfaces_before"]
     # every iperf process's raw CSV is kept
@@ -113,10 +114,10 @@ def test_cases_are_layered_under_the_compared_modes(env: dict[str, str]) -> None
     run, rows = rows_of(env, "net-sockopt-short")
     assert {(r["case"], r["mode"]) for r in rows} == {
         (c, m) for c in ("sockopt-1-default", "sockopt-4-jumbo") for m in ("gro-on", "gro-off")}
-    manifest = json.loads((run / "manifest.json").read_text())
+    records = load.point_records(run)
     for r in rows:
         assert r["error"] == "", r
-        record = manifest["points"][r["point"]]
+        record = records[r["point"]]
         assert record["applied_mode"] == f"{r['case']}+{r['mode']}"
         assert record["mode_verified"] and record["restored"]
         during = record["interfaces_during"]["net-server:eth0"]
@@ -154,8 +155,8 @@ def test_a_mode_that_changes_nothing_changes_nothing_beyond_noise(env: dict[str,
     # is too wide when one repetition is slow (CI once saw on = 0.86, 0.52, 0.48 us/KB)
     assert min(off["client_cpu_us_per_kb"]) > max(on["client_cpu_us_per_kb"]), (off, on)
     # the no-op mode did switch the feature on the interfaces
-    manifest = json.loads((run / "manifest.json").read_text())
-    noop_points = [rec for rec in manifest["points"].values() if rec["mode"] == "udp-gso-off"]
+    noop_points = [rec for rec in load.point_records(run).values()
+                   if rec["mode"] == "udp-gso-off"]
     assert noop_points and all(
         rec["interfaces_during"]["net-client:eth0"]["features"]["tx-udp-segmentation"] == "off"
         and rec["interfaces_after"]["net-client:eth0"]["features"]["tx-udp-segmentation"] == "on"

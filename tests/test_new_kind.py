@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
+from analysis import load
 from tierbench import cli, kinds, runner
 from tierbench.kinds import families, registry
 from tierbench.kinds.contract import Kind
@@ -121,6 +122,16 @@ def test_a_run_of_the_new_kind_writes_its_summary_and_report(sleep_kind: Path) -
     assert manifest["report"]["family"] == "sleep"
     assert manifest["experiment"]["sleep"] == {"seconds": [0.5, 1.0]}
     assert all(p["restored"] and p["mode_verified"] for p in manifest["points"].values())
+    # a finished point's snapshots live in its point.json only: the manifest, rewritten whole
+    # several times a point, keeps the rest of the record
+    for pid, entry in manifest["points"].items():
+        whole = json.loads((run_dir / "points" / pid / "point.json").read_text())
+        assert {"interfaces_before", "interfaces_during", "mode_state_before"} <= set(whole)
+        assert entry == {k: v for k, v in whole.items()
+                         if not k.startswith(("interfaces_", "mode_state_"))}
+    assert load.point_records(run_dir) == {
+        pid: json.loads((run_dir / "points" / pid / "point.json").read_text())
+        for pid in manifest["points"]}
     report = runner.write_report(run_dir)
     assert report is not None
     html = report.read_text()

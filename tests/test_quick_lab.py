@@ -22,6 +22,7 @@ from netns_lab import ss_algorithms
 from stack_env import Listeners, lab_cluster, lab_containers, lab_run, last_run, node_container
 from stack_env import summary_rows
 
+from analysis import load
 from tierbench.config.files import EXPERIMENTS_DIR
 from tierbench.placement import clusterfile
 
@@ -102,7 +103,7 @@ def test_quick_runs_on_the_lab_with_cubic_between_its_nodes_only(lab) -> None:
     rows = summary_rows(run_dir)
     assert len(rows) == 24 and all(not r.get("error") for r in rows)
     assert all(float(r["tps"]) > 0 for r in rows)
-    points = manifest["points"].values()
+    points = load.point_records(run_dir).values()
     assert all(p["mode_verified"] and p["restored"] for p in points)
     # quick runs on node1 (load generator), node2 (proxy) and node3 (web)
     used = {"node1", "node2", "node3"}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from stack_env import TIERBENCH, cli_env, tierbench
 
+from analysis import load
 from tierbench.interfaces import netif
 from tierbench.placement import compose, model
 
@@ -123,7 +124,7 @@ def test_a_profiled_run_says_where_each_tiers_cpu_went(env: dict[str, str]) -> N
 def test_snapshots_show_the_mode_during_and_the_original_after(two_modes: Path) -> None:
     manifest = json.loads((two_modes / "manifest.json").read_text())
     assert manifest["status"] == "complete"
-    for record in manifest["points"].values():
+    for record in load.point_records(two_modes).values():
         assert record["mode_verified"] and record["restored"]
         assert record["interfaces_after"] == record["interfaces_before"]
         labels = record["endpoints"]
@@ -201,8 +202,7 @@ def test_cumulative_sockopt_cases_hold_during_their_points(env: dict[str, str],
     done = tierbench(env, "run", str(EXPERIMENTS / "sockopt-short.yml"))
     assert done.returncode == 0, done.stderr
     run = run_dir(env, "sockopt-short")
-    manifest = json.loads((run / "manifest.json").read_text())
-    by_mode = {r["mode"]: r for r in manifest["points"].values()}
+    by_mode = {r["mode"]: r for r in load.point_records(run).values()}
     assert len(by_mode) == 4
     for name, record in by_mode.items():
         assert record["mode_verified"] and record["restored"], name
@@ -386,7 +386,7 @@ def test_a_web_tier_that_dies_mid_point_ends_the_run_in_one_sentence(env: dict[s
     assert failed > 0, row
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"].startswith("failed: the web tier stopped")
-    record = manifest["points"]["p001"]
+    record = load.point_records(run)["p001"]
     assert record["fault"] == {"stop": "web", "after_s": 1}
     # the other tiers' interfaces are as they were; the stopped tier's are gone
     after = record["interfaces_after"]

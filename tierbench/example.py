@@ -28,12 +28,12 @@ from analysis.study import run_of
 from tierbench import space
 from tierbench.config.errors import ConfigError
 from tierbench.config.files import ROOT, results_root
+from tierbench.modes.apply import SNAPSHOT_KEYS
 
 EXAMPLES = ROOT / "examples" / "quick"
 STUDIES = ROOT / "examples" / "studies"
 STUDY_FILES = ("summary.csv", "experiment.yml")  # and manifest.json, trimmed
 LEFT_OUT = ("traces", "report.html", "wrk-warmup.json", "wrk-warmup.txt")
-SNAPSHOT_KEYS = ("interfaces_", "mode_state_")
 
 
 def _snapshots(record: Any) -> list[dict]:

@@ -579,6 +579,7 @@ class Run:
             record["summary"] = row
             self.rows.append(row)
             write_json(pdir / "point.json", record)
+            self.manifest["points"][point.id] = apply.without_snapshots(record)
             self._save()
         return row
 

@@ -26,6 +26,7 @@ from tierbench.modes.model import Mode
 from tierbench.transport import Transport
 
 __all__ = [
+    "SNAPSHOT_KEYS",
     "STATE_KIND",
     "apply_mode",
     "check_mode",
@@ -34,6 +35,7 @@ __all__ = [
     "snapshot_mode",
     "state_view",
     "verify_mode",
+    "without_snapshots",
 ]
 
 
@@ -41,6 +43,18 @@ STATE_KIND = "tierbench-mode-state"
 
 
 APPLY_PASSES = 2
+
+# The keys of a point's record that hold the interfaces' and the modes' state before, during and
+# after it: the bulk of the record (a few hundred KB a point on the 004 data center), kept in
+# the point's point.json and, while the point runs, in the manifest (crash-safe)
+SNAPSHOT_KEYS = ("interfaces_", "mode_state_")
+
+
+def without_snapshots(record: dict) -> dict:
+    """The record without its snapshot keys: the manifest's entry of a finished point, whose
+    whole record is its point.json (the manifest would otherwise be rewritten whole, tens of
+    MB, several times a point)."""
+    return {k: v for k, v in record.items() if not k.startswith(SNAPSHOT_KEYS)}
 
 
 def snapshot_mode(mode: Mode, endpoints: list[Endpoint],
