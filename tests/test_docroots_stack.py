@@ -34,7 +34,12 @@ def run(env: dict[str, str]) -> Path:
     # plain docroot volume. Compose would keep it for the tmpfs docroot the experiment asks
     # for, and the web tier would serve the wrong files; the run must replace it.
     subprocess.run([*TIERBENCH, "clean"], env=env, cwd=ROOT, capture_output=True, timeout=300)
-    made = subprocess.run(["docker", "volume", "create", f"{model.PROJECT}_docroot"],
+    # labelled as Compose labels its volumes, so that `tierbench clean` removes it even when
+    # the run fails (an unlabelled one outlived the CI run of 8 Dec 2026)
+    made = subprocess.run(["docker", "volume", "create",
+                           "--label", f"com.docker.compose.project={model.PROJECT}",
+                           "--label", "com.docker.compose.volume=docroot",
+                           f"{model.PROJECT}_docroot"],
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     done = subprocess.run([*TIERBENCH, "run", str(EXPERIMENT)], env=env, cwd=ROOT,
