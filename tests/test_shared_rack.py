@@ -296,6 +296,37 @@ def test_clean_removes_only_this_checkouts_project_unless_all() -> None:
     assert compose.TMPFS_SOURCE == model.PROJECT
 
 
+def test_a_network_gone_between_its_listing_and_its_inspection_ends_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Docker lists net-gone after the refused `network rm`, then says it is "not found" (removed
+    # meanwhile): clean goes on with the one still there
+    monkeypatch.setattr(compose.time, "sleep", lambda s: None)
+    attached = {"net-a": [f"{model.PROJECT}-web-1"]}
+    calls: list[tuple[str, ...]] = []
+
+    def engine(*args: str) -> str:
+        calls.append(args)
+        if args[:2] == ("network", "ls"):
+            return "net-a\nnet-gone\n" if attached else ""
+        if args[:2] == ("network", "inspect"):
+            if args[-1] == "net-gone":
+                raise model.StackError("`docker network inspect -f ...` failed: Error response "
+                                       "from daemon: network net-gone not found")
+            return " ".join(attached[args[-1]]) + " "
+        if args[:2] == ("network", "disconnect"):
+            attached[args[-2]].remove(args[-1])
+        if args[:2] == ("network", "rm"):
+            if attached.get("net-a"):
+                raise model.StackError("`docker network rm net-a` failed: Error response from "
+                                       "daemon: network net-a id x has active endpoints")
+            attached.clear()
+        return ""
+
+    compose._remove_networks(engine, model.PROJECT, pause_s=0)
+    assert ("network", "disconnect", "-f", "net-a", f"{model.PROJECT}-web-1") in calls
+    assert not attached
+
+
 def test_a_network_left_with_stale_endpoints_is_disconnected_and_removed(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Docker may keep a removed container's endpoint on the project's network (a study run

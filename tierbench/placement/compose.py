@@ -326,14 +326,20 @@ def _remove_networks(docker: Callable[..., str], project: str, pause_s: float = 
         except StackError as exc:
             if "active endpoints" not in str(exc):
                 raise
-            # `network rm` removed those it could: inspect only what is left (one removed
-            # meanwhile is "not found", which would end the whole clean)
-            networks = docker("network", "ls", "-q", "--filter", label).split()
+            # `network rm` removed those it could: inspect only what is left; one gone even
+            # between the listing and its inspection is "not found", which is what clean wants
+            attached: dict[str, list[str]] = {}
+            for network in docker("network", "ls", "-q", "--filter", label).split():
+                try:
+                    attached[network] = docker("network", "inspect", "-f",
+                                               "{{range .Containers}}{{.Name}} {{end}}",
+                                               network).split()
+                except StackError as gone:
+                    if "not found" not in str(gone):
+                        raise
+            networks = list(attached)
             if not networks:
                 return
-            attached = {n: docker("network", "inspect", "-f",
-                                  "{{range .Containers}}{{.Name}} {{end}}", n).split()
-                        for n in networks}
             listed = sorted({c for names in attached.values() for c in names})
             foreign = [c for c in listed if not c.startswith(f"{project}-")]
             if foreign:
